@@ -1,0 +1,214 @@
+/*
+ * The cluster model of the scheduling core: nodes, their GPUs, and what pods request.
+ *
+ * A cluster is a set of nodes. Each node has CPU (milli-cores), memory (MiB), a pod limit,
+ * labels, one GPU model and up to GS_NODE_GPUS_MAX GPUs. Each GPU is a record of capacities
+ * and what is free of them: milli-GPU (1000 = one whole GPU) is the unit every placement
+ * policy reasons in; device memory, MIG slices and time-slicing replicas sit beside it in the
+ * same record so that memory-based fractions, MIG instances and replicas are further columns
+ * of the same state, not a different model.
+ *
+ * The cluster is single-threaded state: it does no I/O and keeps no globals; two clusters may
+ * be used from two threads at once. Every change to a node bumps that node's generation
+ * counter, which is how the placement policies keep per-node caches exact without being told.
+ */
+#ifndef GPUSCHED_CLUSTER_H
+#define GPUSCHED_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** Most GPUs one node may have (the bound of per-node arrays). */
+#define GS_NODE_GPUS_MAX 16
+/** Most distinct GPU models in one cluster (a model set is a 64-bit mask). */
+#define GS_MODELS_MAX 64
+/** A model mask that allows every GPU model. */
+#define GS_MODEL_ANY UINT64_MAX
+/** Capacity of one whole GPU in milli-GPU. */
+#define GS_GPU_MILLI 1000
+
+/** How a GPU is shared between pods. Only GS_GPU_SHARE_MILLI is placed on by the policies today. */
+enum gs_gpu_sharing {
+    GS_GPU_SHARE_MILLI = 0,     /**< fractions in milli-GPU (and optionally device memory) */
+    GS_GPU_SHARE_TIMESLICE = 1, /**< time-slicing: `replicas` equal slots, no isolation */
+    GS_GPU_SHARE_MIG = 2,       /**< MIG: instances carved out of `mig_slices` compute slices */
+};
+
+/** One GPU of a node. Plain value record, owned by its node. */
+struct gs_gpu {
+    int32_t gpu_milli;       /**< capacity in milli-GPU; GS_GPU_MILLI for every real GPU */
+    int32_t gpu_milli_free;  /**< capacity not yet bound to pods, 0..gpu_milli */
+    int64_t mem_mib;         /**< device memory in MiB; 0 when unknown */
+    int64_t mem_mib_free;    /**< device memory not yet bound to pods, MiB */
+    uint8_t sharing;         /**< enum gs_gpu_sharing */
+    uint8_t replicas;        /**< time-slicing replicas offered (1 when not time-sliced) */
+    uint8_t replicas_used;   /**< time-slicing replicas bound to pods */
+    uint8_t mig_slices;      /**< MIG compute slices of the GPU (7 on A100/H100, 0 without MIG) */
+    uint8_t mig_slices_used; /**< bitmap of MIG compute slices held by instances */
+    uint16_t pods;           /**< pods holding any share of this GPU */
+};
+
+/** Clustering tags (FGD paper's GPU Clustering policy): tag 0 is a shared GPU, tag k is k GPUs. */
+#define GS_TAG_SHARE 0
+
+/**
+ * A node as the placement code reads it. Read-only outside src/core: change it only through
+ * gs_cluster_bind()/gs_cluster_unbind(), which keep the derived members exact.
+ */
+struct gs_node {
+    char *name;              /**< node name, owned by the cluster */
+    uint32_t model_id;       /**< GPU model (see gs_cluster_model_name()); any value if no GPU */
+    int64_t cpu_milli;       /**< allocatable CPU, milli-cores */
+    int64_t cpu_milli_free;  /**< allocatable CPU not requested by bound pods */
+    int64_t mem_mib;         /**< allocatable memory, MiB */
+    int64_t mem_mib_free;    /**< memory not requested by bound pods, MiB */
+    int32_t pods_max;        /**< most pods the node accepts (kubelet's maxPods) */
+    int32_t pods;            /**< pods bound to the node */
+    uint32_t gpu_count;      /**< GPUs on the node, 0..GS_NODE_GPUS_MAX */
+    struct gs_gpu gpus[GS_NODE_GPUS_MAX]; /**< GPUs by device index */
+    /* Derived state, recomputed on every change of the node. */
+    int32_t gpu_milli_free_total;                 /**< sum of gpus[i].gpu_milli_free */
+    int32_t gpu_free_desc[GS_NODE_GPUS_MAX];      /**< the free milli values, descending */
+    uint32_t gpus_full_free;                      /**< GPUs with nothing bound */
+    uint32_t gpu_pods;                            /**< bound pods that request GPU */
+    uint32_t tag_count[GS_NODE_GPUS_MAX + 1];     /**< bound GPU pods per clustering tag */
+    uint64_t gen;                                 /**< bumped on every change; never repeats */
+    char **labels;                                /**< `key=value` strings, owned; may be NULL */
+    uint32_t label_count;                         /**< entries in labels */
+};
+
+/** What one pod requests. Plain value record. */
+struct gs_pod_req {
+    int64_t cpu_milli;       /**< CPU request, milli-cores, >= 0 */
+    int64_t mem_mib;         /**< memory request, MiB, >= 0 */
+    uint32_t num_gpu;        /**< GPUs requested, 0..GS_NODE_GPUS_MAX */
+    int32_t gpu_milli;       /**< milli-GPU per GPU, 1..1000 if num_gpu > 0 (< 1000 only if num_gpu == 1) */
+    uint64_t gpu_model_mask; /**< allowed GPU models, bit i = model id i; GS_MODEL_ANY for any */
+};
+
+/** Where a pod goes: the node and the GPUs it takes there. Plain value record. */
+struct gs_placement {
+    uint32_t node;                           /**< node index in the cluster */
+    uint32_t num_gpu;                        /**< entries used in gpu_index */
+    uint8_t gpu_index[GS_NODE_GPUS_MAX];     /**< device indices on the node, ascending */
+    int32_t gpu_milli;                       /**< milli-GPU taken on each of those GPUs */
+};
+
+/** How to create a node. Borrowed by gs_cluster_add_node(), which copies what it keeps. */
+struct gs_node_spec {
+    const char *name;        /**< unique node name, non-empty */
+    int64_t cpu_milli;       /**< allocatable CPU, milli-cores, >= 0 */
+    int64_t mem_mib;         /**< allocatable memory, MiB, >= 0 */
+    int32_t pods_max;        /**< pod limit, >= 1 */
+    uint32_t gpu_count;      /**< 0..GS_NODE_GPUS_MAX */
+    const char *gpu_model;   /**< model name when gpu_count > 0 (e.g. "A100"), else ignored */
+    int64_t gpu_mem_mib;     /**< memory per GPU in MiB, 0 when unknown */
+};
+
+struct gs_cluster;
+
+/**
+ * Creates an empty cluster.
+ * @param out  receives the cluster; caller owns it and frees it with gs_cluster_free().
+ * @return GS_OK, or GS_ENOMEM (then *out is NULL).
+ */
+int gs_cluster_new(struct gs_cluster **out);
+
+/** Frees a cluster and everything it owns. NULL is a no-op. */
+void gs_cluster_free(struct gs_cluster *c);
+
+/**
+ * Finds or adds a GPU model name and returns its id (ids count from 0 in order of first use).
+ * @param name  model name, non-empty; copied.
+ * @param id    receives the id.
+ * @return GS_OK; GS_EINVAL for an empty name; GS_ELIMIT past GS_MODELS_MAX models; GS_ENOMEM.
+ */
+int gs_cluster_model_id(struct gs_cluster *c, const char *name, uint32_t *id);
+
+/**
+ * Looks up a GPU model without adding it.
+ * @return its id, or -1 if the cluster has no such model.
+ */
+int gs_cluster_model_find(const struct gs_cluster *c, const char *name);
+
+/** Returns the name of model `id` (borrowed, valid while the cluster lives), or NULL. */
+const char *gs_cluster_model_name(const struct gs_cluster *c, uint32_t id);
+
+/**
+ * Turns a `|`-separated list of model names (the trace's gpu_spec, e.g. "V100M16|V100M32") into
+ * a model mask. Empty parts are skipped; an empty or NULL list means any model; names the
+ * cluster does not have match no node.
+ * @param spec  the list; borrowed.
+ * @param len   bytes of spec to read.
+ * @return the mask (GS_MODEL_ANY for an empty list).
+ */
+uint64_t gs_cluster_model_mask(const struct gs_cluster *c, const char *spec, size_t len);
+
+/**
+ * Adds a node with all its GPUs free.
+ * @param spec  the node; borrowed, strings copied.
+ * @param id    receives the node index (nodes are numbered 0.. in order of adding); may be NULL.
+ * @return GS_OK; GS_EINVAL for a bad spec (empty name, negative quantity, too many GPUs, a GPU
+ *         node without model); GS_EEXIST for a duplicate name; GS_ELIMIT for too many models;
+ *         GS_ENOMEM. On failure the cluster is unchanged.
+ */
+int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, uint32_t *id);
+
+/**
+ * Adds a `key=value` label to a node (a later value for the same key replaces the earlier).
+ * @return GS_OK; GS_EINVAL (bad node, empty key); GS_ENOMEM (node unchanged).
+ */
+int gs_cluster_set_label(struct gs_cluster *c, uint32_t node, const char *key, const char *value);
+
+/**
+ * Returns the value of a node label, or NULL when the node has no such label.
+ * The string is borrowed and valid until the label changes.
+ */
+const char *gs_node_label(const struct gs_node *n, const char *key);
+
+/** Returns the number of nodes. */
+uint32_t gs_cluster_node_count(const struct gs_cluster *c);
+
+/** Returns node `i` (read-only, valid until the next gs_cluster_add_node()), or NULL. */
+const struct gs_node *gs_cluster_node(const struct gs_cluster *c, uint32_t i);
+
+/** Returns the total GPU count of the cluster. */
+uint32_t gs_cluster_gpu_count(const struct gs_cluster *c);
+
+/** Returns the milli-GPU bound to pods over the whole cluster. */
+int64_t gs_cluster_gpu_milli_used(const struct gs_cluster *c);
+
+/**
+ * The feasibility filter: whether `req` fits on node `n` as it is now. Checks CPU, memory and
+ * pod count (Kubernetes NodeResourcesFit), the GPU model, and that `num_gpu` GPUs each have at
+ * least `gpu_milli` free. A pod with num_gpu == 0 passes the GPU checks on any node.
+ * Pure; O(1).
+ */
+bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req);
+
+/**
+ * Binds a pod to the node and GPUs of a placement.
+ * @param req  the pod's request; borrowed.
+ * @param pl   the placement: existing node, num_gpu == req->num_gpu distinct GPUs each with
+ *             at least req->gpu_milli free, pl->gpu_milli == req->gpu_milli.
+ * @return GS_OK; GS_EINVAL if the placement does not fit (the cluster is then unchanged).
+ */
+int gs_cluster_bind(struct gs_cluster *c, const struct gs_pod_req *req,
+                    const struct gs_placement *pl);
+
+/**
+ * Releases what gs_cluster_bind() took for the same request and placement.
+ * @return GS_OK; GS_EINVAL if the release would make any quantity exceed its capacity
+ *         (the cluster is then unchanged).
+ */
+int gs_cluster_unbind(struct gs_cluster *c, const struct gs_pod_req *req,
+                      const struct gs_placement *pl);
+
+/**
+ * Returns the clustering tag of a request: GS_TAG_SHARE for one shared GPU, k for k whole GPUs,
+ * -1 for a pod without GPU.
+ */
+int gs_req_tag(const struct gs_pod_req *req);
+
+#endif /* GPUSCHED_CLUSTER_H */

@@ -1,0 +1,106 @@
+/*
+ * Placement: choose a node and GPUs for one pod under a named policy.
+ *
+ * One decision is filter (gs_node_fits() on every node), score (the policy gives each feasible
+ * node an integer in 0..100), select (highest score; ties go to the node of smallest rank) and
+ * GPU pick inside the chosen node (policy-specific). The six policies are those compared in the
+ * FGD paper (Weng et al., USENIX ATC 2023), implemented as its reference simulator runs them;
+ * docs/internals/fgd.md restates each rule and its source:
+ *
+ *   random      uniform over feasible nodes; random GPU among those that fit
+ *   dotprod     smallest dot product of free (CPU, GPU) and the request; best-fit GPU
+ *   clustering  prefer nodes whose GPU pods have the same shape (GPU Clustering); best-fit GPU
+ *   packing     prefer partly used GPUs, then partly used nodes, then idle nodes; best-fit GPU
+ *   bestfit     least residual CPU+GPU after placement, min-max rescaled; best-fit GPU
+ *   fgd         largest drop of node fragmentation (Fragmentation Gradient Descent); FGD GPU pick
+ *
+ * A scheduler borrows its cluster and keeps caches keyed on node generations, so binding and
+ * unbinding through gs_cluster_bind()/gs_cluster_unbind() is always seen. Not thread-safe: one
+ * scheduler per thread; separate schedulers on separate clusters run in parallel freely.
+ */
+#ifndef GPUSCHED_SCHED_H
+#define GPUSCHED_SCHED_H
+
+#include <stdint.h>
+
+#include "gpusched/cluster.h"
+#include "gpusched/frag.h"
+#include "gpusched/rng.h"
+
+/** Number of placement policies in the registry. */
+#define GS_POLICY_COUNT 6
+
+/** Returns the name of policy i (0..GS_POLICY_COUNT-1), e.g. "fgd"; NULL past the end. */
+const char *gs_policy_name(uint32_t i);
+
+/** Returns the label of policy i as the FGD experiments name it, e.g. "06-FGD"; NULL past the end. */
+const char *gs_policy_label(uint32_t i);
+
+/** Returns the registry index of a policy name, or -1 when there is none. */
+int gs_policy_find(const char *name);
+
+/** How to create a scheduler. Borrowed by gs_sched_new(). */
+struct gs_sched_config {
+    const char *policy;            /**< a policy name, see gs_policy_name() */
+    const uint32_t *node_rank;     /**< tie-break rank per node index (lower wins; copied), or
+                                        NULL for rank = node index. Length = nodes at creation;
+                                        nodes added later rank after them by index. */
+    const struct gs_workload *workload; /**< target workload for fgd and for fragmentation
+                                        metrics; borrowed, must outlive the scheduler. Required
+                                        by fgd, optional otherwise. */
+};
+
+struct gs_sched;
+
+/**
+ * Creates a scheduler over a cluster.
+ * @param c    the cluster; borrowed, must outlive the scheduler.
+ * @param cfg  configuration; borrowed (node_rank is copied).
+ * @param out  receives the scheduler; free with gs_sched_free().
+ * @return GS_OK; GS_ENOENT for an unknown policy; GS_EINVAL for fgd without a workload or a
+ *         node_rank that is not a permutation; GS_ENOMEM. *out is NULL on failure.
+ */
+int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct gs_sched **out);
+
+/** Frees a scheduler (not its cluster). NULL is a no-op. */
+void gs_sched_free(struct gs_sched *s);
+
+/**
+ * Chooses a node and GPUs for one pod, without binding it.
+ * @param req  the request; borrowed. gpu_milli must be 1..1000 when num_gpu > 0, and under 1000
+ *             only with num_gpu == 1.
+ * @param rng  random source for the policies that draw (random); others do not touch it.
+ * @param pl   receives the placement on GS_OK.
+ * @return GS_OK; GS_EUNSCHEDULABLE when no node fits; GS_EINVAL for a malformed request;
+ *         GS_ENOMEM. The cluster is never changed; caches may be filled.
+ */
+int gs_sched_place(struct gs_sched *s, const struct gs_pod_req *req, struct gs_rng *rng,
+                   struct gs_placement *pl);
+
+/**
+ * Scores every node for one pod, as gs_sched_place() would before selecting.
+ * @param scores  array of gs_cluster_node_count() entries; receives each feasible node's score
+ *                (0..100 after normalisation) and -1 for an infeasible node. When exactly one
+ *                node is feasible, it gets 100 and no policy code runs (the kube-scheduler
+ *                shortcut the reference keeps).
+ * @param rng     as for gs_sched_place().
+ * @return the number of feasible nodes (>= 0), or GS_EINVAL / GS_ENOMEM.
+ */
+int gs_sched_score_nodes(struct gs_sched *s, const struct gs_pod_req *req, struct gs_rng *rng,
+                         int32_t *scores);
+
+/**
+ * Returns the fragmentation F of node i under the scheduler's workload (cached per node state).
+ * @param out  receives the buckets; may be NULL.
+ * @return F in milli-GPU; 0 when the scheduler has no workload or i is out of range.
+ */
+double gs_sched_node_frag(struct gs_sched *s, uint32_t i, struct gs_frag *out);
+
+/**
+ * Returns the fragmentation of the whole cluster: the sum of F over nodes in index order.
+ * Only nodes that changed since the last call are recomputed.
+ * @return F in milli-GPU; 0 without a workload.
+ */
+double gs_sched_cluster_frag(struct gs_sched *s);
+
+#endif /* GPUSCHED_SCHED_H */

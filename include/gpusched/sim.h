@@ -1,0 +1,101 @@
+/*
+ * The trace simulator: one experiment run = one trace x policy x seed, following the method of
+ * the FGD paper's experiments (Weng et al., USENIX ATC 2023, Section 6; the reference simulator
+ * kubernetes-scheduler-simulator, restated in docs/internals/fgd.md section 1):
+ *
+ *   1. the target workload is built from the trace's pods as given;
+ *   2. pods are sorted by name and shuffled with the seed;
+ *   3. the pod list is inflated (clones of pods drawn with replacement, appended) or deflated
+ *      (random pods removed) until its GPU request is `tune` x the cluster's GPU capacity;
+ *   4. a random permutation of the name-sorted nodes is the tie-break rank;
+ *   5. pods arrive one at a time, are placed or fail (no retry), and never leave;
+ *   6. after every pod the allocated GPU, the fragmentation and the arrived GPU request are
+ *      recorded, and bucketed by arrived workload in % of capacity (columns 0..130).
+ *
+ * All randomness comes from one gs_rng seeded with the seed, drawn in the order above, so a run
+ * is a pure function of (trace, policy, seed, tune). Runs share a read-only gs_sim_input and may
+ * execute in parallel threads.
+ */
+#ifndef GPUSCHED_SIM_H
+#define GPUSCHED_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpusched/frag.h"
+#include "gpusched/trace.h"
+
+/** Result columns: arrived workload 0..130 % of cluster GPU capacity. */
+#define GS_SIM_COLUMNS 131
+
+/** A loaded trace, ready for runs. Opaque; read-only once loaded. */
+struct gs_sim_input;
+
+/**
+ * Loads a node list and a pod list and derives what every run shares (requests, target
+ * workload with the 95% threshold).
+ * @param workload_name  name for result rows (e.g. "openb_pod_list_default"); copied. NULL
+ *                       takes the pod file's base name without ".csv".
+ * @param out   receives the input; free with gs_sim_input_free().
+ * @param diag  filled on a trace error; may be NULL.
+ * @return GS_OK; the trace readers' errors; GS_EPARSE when a pod's GPU model constraint or
+ *         size can never be met is NOT an error (it just fails); GS_EINVAL for an empty
+ *         cluster (no GPU); GS_ENOMEM.
+ */
+int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char *workload_name,
+                      struct gs_sim_input **out, struct gs_diag *diag);
+
+/** Frees an input. NULL is a no-op. */
+void gs_sim_input_free(struct gs_sim_input *in);
+
+/** Returns the workload name of an input (borrowed). */
+const char *gs_sim_input_name(const struct gs_sim_input *in);
+
+/** Returns the target workload of an input (borrowed). */
+const struct gs_workload *gs_sim_input_workload(const struct gs_sim_input *in);
+
+/** Returns the number of pods in the trace (before tuning). */
+uint32_t gs_sim_input_pod_count(const struct gs_sim_input *in);
+
+/** What one run is. */
+struct gs_sim_run_config {
+    uint32_t policy; /**< registry index (gs_policy_find()) */
+    uint64_t seed;   /**< seed of the run's random stream (the paper uses 42..51) */
+    double tune;     /**< target GPU request as a multiple of cluster GPU capacity, > 0 */
+};
+
+/** What one run produced. Plain value record. */
+struct gs_sim_result {
+    uint32_t policy;        /**< registry index */
+    uint64_t seed;
+    double tune;
+    uint32_t total_gpus;    /**< cluster GPU count */
+    uint32_t pods;          /**< pods that arrived (after tuning) */
+    uint32_t pods_failed;   /**< pods no node could host */
+    int64_t arrived_gpu_milli; /**< GPU requested by all arrived pods (failed ones included) */
+    int64_t used_gpu_milli;    /**< GPU allocated at the end */
+    /** Allocation rate, % of cluster GPU, per arrived-workload column; NaN where no event. */
+    double alloc_pct[GS_SIM_COLUMNS];
+    /** Fragmented GPU, % of cluster GPU capacity, per column; NaN where no event. */
+    double frag_pct[GS_SIM_COLUMNS];
+    /** Fragmented / idle GPU, %, per column; NaN where no event. */
+    double frag_ratio_pct[GS_SIM_COLUMNS];
+};
+
+/**
+ * Runs one experiment.
+ * @param in   a loaded input; only read (several runs may share it across threads).
+ * @param cfg  the run.
+ * @param res  receives the result.
+ * @return GS_OK; GS_EINVAL (bad policy index or tune); GS_ENOMEM.
+ */
+int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cfg,
+               struct gs_sim_result *res);
+
+/**
+ * Rounds half to even at `decimals` decimal places on the exact binary value, as Python's
+ * round() does (the published results were made with it).
+ */
+double gs_round_half_even(double x, int decimals);
+
+#endif /* GPUSCHED_SIM_H */

@@ -1,0 +1,109 @@
+/*
+ * Readers for cluster traces in the layout of Alibaba's cluster-trace-gpu-v2023 ("openb"):
+ * a node list (`sn,cpu_milli,memory_mib,gpu,model`) and a pod list
+ * (`name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,
+ * deletion_time,scheduled_time]`; the multigpu* files carry only the first five columns).
+ *
+ * Columns are found by their header names, so any column order is accepted. RFC 4180 quoting,
+ * CRLF line ends and a UTF-8 byte-order mark are read (parsing is libcsv's). Every value is
+ * checked; the first problem stops the read with a diagnostic naming file, line, column and
+ * field, and nothing is returned. Lines are limited to GS_TRACE_LINE_MAX bytes.
+ */
+#ifndef GPUSCHED_TRACE_H
+#define GPUSCHED_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Longest accepted line, bytes (a longer one is an error, not a reason to allocate more). */
+#define GS_TRACE_LINE_MAX 65536
+/** Largest accepted trace file, bytes. */
+#define GS_TRACE_FILE_MAX (512u * 1024u * 1024u)
+
+/** Where and why a read failed. Caller storage; filled on error. */
+struct gs_diag {
+    char file[256];   /**< file name as given (truncated if longer) */
+    uint64_t line;    /**< 1-based line; 0 when the problem is the whole file */
+    uint32_t column;  /**< 1-based column (field number); 0 when not about one field */
+    char field[32];   /**< header name of the column, "" when not about one field */
+    char msg[256];    /**< what is wrong, one sentence without trailing period */
+};
+
+/**
+ * Formats a diagnostic as "FILE:LINE:COLUMN: field 'F': MSG" (parts left out when unknown).
+ * @param buf  receives the text, NUL-terminated, truncated to cap bytes.
+ * @return the length snprintf would have written.
+ */
+int gs_diag_format(const struct gs_diag *d, char *buf, size_t cap);
+
+/** One node of a node list. */
+struct gs_trace_node {
+    char *name;         /**< `sn`; owned by the list */
+    int64_t cpu_milli;  /**< CPU capacity, milli-cores */
+    int64_t mem_mib;    /**< memory capacity, MiB */
+    uint32_t gpu_count; /**< GPUs, 0..16 */
+    char *model;        /**< GPU model, "" when gpu_count == 0; owned by the list */
+};
+
+/** A node list. Caller storage: zero it or let a reader fill it; release with _fini. */
+struct gs_trace_nodes {
+    struct gs_trace_node *v; /**< n entries, file order */
+    uint32_t n;
+};
+
+/** One pod of a pod list. */
+struct gs_trace_pod {
+    char *name;              /**< owned by the list */
+    int64_t cpu_milli;       /**< CPU request, milli-cores */
+    int64_t mem_mib;         /**< memory request, MiB */
+    uint32_t num_gpu;        /**< GPUs, 0..16 */
+    int32_t gpu_milli;       /**< milli-GPU per GPU: 0 iff num_gpu == 0; < 1000 only if num_gpu == 1 */
+    char *gpu_spec;          /**< allowed models joined by '|', "" for any; owned */
+    char *qos;               /**< "LS", "BE", "Burstable", "Guaranteed" or "" when absent; owned */
+    char *phase;             /**< pod_phase or "" when absent; owned */
+    int64_t creation_time_s; /**< seconds from trace start; -1 when absent or empty */
+    int64_t deletion_time_s; /**< -1 when absent or empty */
+    int64_t scheduled_time_s;/**< -1 when absent or empty (never scheduled) */
+};
+
+/** A pod list. Caller storage: zero it or let a reader fill it; release with _fini. */
+struct gs_trace_pods {
+    struct gs_trace_pod *v; /**< n entries, file order */
+    uint32_t n;
+    int has_times;          /**< 1 when the file has the time columns */
+};
+
+/**
+ * Reads a node list file.
+ * @param path  file to read.
+ * @param out   on GS_OK receives the nodes (caller frees with gs_trace_nodes_fini()); on error
+ *              it is left empty.
+ * @param diag  filled on error; may be NULL.
+ * @return GS_OK; GS_EIO (cannot open/read, too big); GS_EPARSE (malformed: missing/extra/
+ *         unknown column, non-numeric or negative value, more than 16 GPUs, GPU node without
+ *         model, duplicate name, empty file, header only, line too long); GS_ENOMEM.
+ */
+int gs_trace_read_nodes(const char *path, struct gs_trace_nodes *out, struct gs_diag *diag);
+
+/** As gs_trace_read_nodes() on a buffer; `name` is used in diagnostics. */
+int gs_trace_parse_nodes(const char *buf, size_t len, const char *name, struct gs_trace_nodes *out,
+                         struct gs_diag *diag);
+
+/**
+ * Reads a pod list file (either layout).
+ * @return as gs_trace_read_nodes(), plus GS_EPARSE for gpu_milli over 1000, a shared request
+ *         (gpu_milli < 1000) with num_gpu > 1, gpu_milli without GPUs or GPUs without gpu_milli.
+ */
+int gs_trace_read_pods(const char *path, struct gs_trace_pods *out, struct gs_diag *diag);
+
+/** As gs_trace_read_pods() on a buffer; `name` is used in diagnostics. */
+int gs_trace_parse_pods(const char *buf, size_t len, const char *name, struct gs_trace_pods *out,
+                        struct gs_diag *diag);
+
+/** Frees a node list and zeroes it. NULL is a no-op. */
+void gs_trace_nodes_fini(struct gs_trace_nodes *nodes);
+
+/** Frees a pod list and zeroes it. NULL is a no-op. */
+void gs_trace_pods_fini(struct gs_trace_pods *pods);
+
+#endif /* GPUSCHED_TRACE_H */
