@@ -1,0 +1,50 @@
+# gpusched: the two entry points of the README.
+#   make run    install what is missing, build, replay the bundled trace with all six policies
+#   make test   install what is missing, build twice (plain and ASan+UBSan), run every test
+# Other targets: build, bench, check-published, lint, clean.
+
+BUILD      ?= build
+BUILD_SAN  ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+TRACE      := data/alibaba-gpu-v2023/csv
+OUT        ?= out/default
+
+.PHONY: all deps build build-asan run test bench check-published lint clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+$(BUILD_SAN)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DGS_SANITIZE=ON >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps $(BUILD_SAN)/CMakeCache.txt
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+
+run: build
+	$(BUILD)/gpusched simulate --nodes $(TRACE)/openb_node_list_gpu_node.csv \
+	    --pods $(TRACE)/openb_pod_list_default.csv --policy all --seeds 42-51 --tune 1.3 \
+	    --jobs $(JOBS) --out $(OUT)
+
+test: build build-asan
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	bash bench/run.sh $(BUILD)
+
+check-published: build
+	bash tools/check-published.sh $(BUILD)/gpusched
+
+lint:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BUILD_SAN) out

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs the simulator benchmarks on the bundled trace and prints the figures the README quotes:
+#   1. one run of each policy on the default trace (seed 42, tune 1.3): median of 5, pods/s;
+#   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores.
+#   usage: bench/run.sh [BUILD_DIR]   (a Release build: make bench)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+trace=$root/data/alibaba-gpu-v2023/csv
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+echo "== one run per policy, default trace"
+"$build/bench_sim" "$trace/openb_node_list_gpu_node.csv" "$trace/openb_pod_list_default.csv" --repeat 5
+echo "== full sweep: 13 traces x 6 policies x 10 seeds"
+pods=$(ls "$trace"/openb_pod_list_*.csv | paste -sd, -)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+start=$(date +%s.%N)
+"$build/gpusched" simulate --nodes "$trace/openb_node_list_gpu_node.csv" --pods "$pods" \
+    --policy all --seeds 42-51 --jobs "$(nproc)" --no-plot --out "$out" | tail -n 1
+end=$(date +%s.%N)
+total_pods=$(awk -F, 'NR>1 {s += $5} END {print s}' "$out/runs.csv")
+awk -v s="$start" -v e="$end" -v p="$total_pods" \
+    'BEGIN {printf "sweep: %.1f s wall, %d pod decisions, %.0f pods/s\n", e - s, p, p / (e - s)}'

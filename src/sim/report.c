@@ -1,0 +1,326 @@
+/*
+ * Result files: CSV in the layout of the FGD artefact's expected results (so ours and the
+ * published numbers compare line by line), per-run and per-policy summaries, and a gnuplot
+ * plot. See src/sim/report.h.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "sim/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpusched/err.h"
+#include "gpusched/sched.h"
+
+void gs_report_format_py(double v, char *buf, size_t cap)
+{
+    if (isnan(v)) {
+        snprintf(buf, cap, "%s", "");
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    /* Python writes integral floats with ".0" and never uses an exponent below 1e16. */
+    if (strchr(buf, 'e')) {
+        snprintf(buf, cap, "%.17g", v);
+        return;
+    }
+    if (!strchr(buf, '.') && !strchr(buf, 'n') && !strchr(buf, 'i')) {
+        size_t len = strlen(buf);
+        if (len + 3 <= cap)
+            memcpy(buf + len, ".0", 3);
+    }
+}
+
+/* Opens a temporary file beside `path`; *tmp receives its name (caller frees). */
+static FILE *open_tmp(const char *path, char **tmp, char *err, size_t cap)
+{
+    size_t len = strlen(path) + 32;
+    *tmp = malloc(len);
+    if (!*tmp) {
+        snprintf(err, cap, "out of memory");
+        return NULL;
+    }
+    snprintf(*tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(*tmp, "w");
+    if (!f) {
+        snprintf(err, cap, "%s: %s", *tmp, strerror(errno));
+        free(*tmp);
+        *tmp = NULL;
+    }
+    return f;
+}
+
+/* Closes and renames a temporary file into place; removes it on any failure. */
+static int commit_tmp(FILE *f, char *tmp, const char *path, char *err, size_t cap)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0)
+        bad = 1;
+    if (!bad && rename(tmp, path) != 0)
+        bad = 1;
+    if (bad) {
+        snprintf(err, cap, "%s: %s", path, errno ? strerror(errno) : "write failed");
+        if (remove(tmp) != 0) {
+            /* Nothing more to do: the temporary name is reported above. */
+        }
+    }
+    free(tmp);
+    return bad ? GS_EIO : GS_OK;
+}
+
+static const double *metric_row(const struct gs_sim_result *r, enum gs_report_metric m)
+{
+    switch (m) {
+    case GS_REPORT_FRAG:
+        return r->frag_pct;
+    case GS_REPORT_FRAG_RATIO:
+        return r->frag_ratio_pct;
+    case GS_REPORT_ALLOC:
+    default:
+        return r->alloc_pct;
+    }
+}
+
+int gs_report_write_columns(const char *path, const struct gs_report_run *runs, size_t n,
+                            enum gs_report_metric metric, char *err, size_t cap)
+{
+    char *tmp;
+    FILE *f = open_tmp(path, &tmp, err, cap);
+    if (!f)
+        return GS_EIO;
+    fputs("workload,sc_policy,tune,seed,total_gpus", f);
+    for (int k = 0; k < GS_SIM_COLUMNS; k++)
+        fprintf(f, ",%d", k);
+    fputc('\n', f);
+    char num[64];
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_sim_result *r = runs[i].res;
+        gs_report_format_py(r->tune, num, sizeof(num));
+        fprintf(f, "%s,%s,%s,%llu,%u", runs[i].workload, gs_policy_label(r->policy), num,
+                (unsigned long long)r->seed, r->total_gpus);
+        const double *row = metric_row(r, metric);
+        for (int k = 0; k < GS_SIM_COLUMNS; k++) {
+            gs_report_format_py(row[k], num, sizeof(num));
+            fprintf(f, ",%s", num);
+        }
+        fputc('\n', f);
+    }
+    return commit_tmp(f, tmp, path, err, cap);
+}
+
+static double unalloc_at_100(const struct gs_sim_result *r)
+{
+    return 100.0 - r->alloc_pct[100];
+}
+
+int gs_report_write_runs(const char *path, const struct gs_report_run *runs, size_t n, char *err,
+                         size_t cap)
+{
+    char *tmp;
+    FILE *f = open_tmp(path, &tmp, err, cap);
+    if (!f)
+        return GS_EIO;
+    fputs("workload,policy,seed,tune,pods,pods_failed,arrived_gpu_milli,used_gpu_milli,"
+          "unallocated_gpu_pct_at_100,fragmented_gpu_pct_at_80\n",
+          f);
+    char tune[64], un[64], fr[64];
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_sim_result *r = runs[i].res;
+        gs_report_format_py(r->tune, tune, sizeof(tune));
+        gs_report_format_py(gs_round_half_even(unalloc_at_100(r), 2), un, sizeof(un));
+        gs_report_format_py(r->frag_pct[80], fr, sizeof(fr));
+        fprintf(f, "%s,%s,%llu,%s,%u,%u,%lld,%lld,%s,%s\n", runs[i].workload,
+                gs_policy_name(r->policy), (unsigned long long)r->seed, tune, r->pods,
+                r->pods_failed, (long long)r->arrived_gpu_milli, (long long)r->used_gpu_milli,
+                un, fr);
+    }
+    return commit_tmp(f, tmp, path, err, cap);
+}
+
+size_t gs_report_aggregate(const struct gs_report_run *runs, size_t n, struct gs_report_agg *out)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < m && !(out[j].policy == runs[i].res->policy &&
+                          strcmp(out[j].workload, runs[i].workload) == 0))
+            j++;
+        if (j < m)
+            continue;
+        struct gs_report_agg *a = &out[m++];
+        memset(a, 0, sizeof(*a));
+        a->workload = runs[i].workload;
+        a->policy = runs[i].res->policy;
+        double su = 0, sf = 0, sfail = 0;
+        for (size_t k = i; k < n; k++) {
+            if (runs[k].res->policy != a->policy || strcmp(runs[k].workload, a->workload) != 0)
+                continue;
+            a->seeds++;
+            su += unalloc_at_100(runs[k].res);
+            sf += runs[k].res->frag_pct[80];
+            sfail += runs[k].res->pods_failed;
+        }
+        a->unalloc_mean = su / a->seeds;
+        a->frag_mean = sf / a->seeds;
+        a->failed_mean = sfail / a->seeds;
+        double vu = 0, vf = 0;
+        for (size_t k = i; k < n; k++) {
+            if (runs[k].res->policy != a->policy || strcmp(runs[k].workload, a->workload) != 0)
+                continue;
+            double du = unalloc_at_100(runs[k].res) - a->unalloc_mean;
+            double df = runs[k].res->frag_pct[80] - a->frag_mean;
+            vu += du * du;
+            vf += df * df;
+        }
+        a->unalloc_std = a->seeds > 1 ? sqrt(vu / (a->seeds - 1)) : 0;
+        a->frag_std = a->seeds > 1 ? sqrt(vf / (a->seeds - 1)) : 0;
+    }
+    return m;
+}
+
+int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, size_t n,
+                            char *err, size_t cap)
+{
+    char *tmp;
+    FILE *f = open_tmp(path, &tmp, err, cap);
+    if (!f)
+        return GS_EIO;
+    fputs("workload,policy,seeds,unallocated_gpu_pct_at_100_mean,unallocated_gpu_pct_at_100_std,"
+          "fragmented_gpu_pct_at_80_mean,fragmented_gpu_pct_at_80_std,failed_pods_mean\n",
+          f);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s,%s,%u,%.3f,%.3f,%.3f,%.3f,%.1f\n", agg[i].workload,
+                gs_policy_name(agg[i].policy), agg[i].seeds, agg[i].unalloc_mean,
+                agg[i].unalloc_std, agg[i].frag_mean, agg[i].frag_std, agg[i].failed_mean);
+    return commit_tmp(f, tmp, path, err, cap);
+}
+
+int gs_report_plot_allocation(const char *png_path, const char *workload,
+                              const struct gs_report_run *runs, size_t n, const char *gnuplot,
+                              char *err, size_t cap)
+{
+    /* Mean allocation per (policy, column) over this workload's seeds. */
+    double sum[GS_POLICY_COUNT][GS_SIM_COLUMNS] = {{0}};
+    unsigned cnt[GS_POLICY_COUNT][GS_SIM_COLUMNS] = {{0}};
+    bool present[GS_POLICY_COUNT] = {false};
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(runs[i].workload, workload) != 0)
+            continue;
+        const struct gs_sim_result *r = runs[i].res;
+        present[r->policy] = true;
+        for (int k = 0; k < GS_SIM_COLUMNS; k++) {
+            if (isnan(r->alloc_pct[k]))
+                continue;
+            sum[r->policy][k] += r->alloc_pct[k];
+            cnt[r->policy][k]++;
+        }
+    }
+    char *data_tmp = NULL, *script_tmp = NULL, *png_tmp = NULL;
+    int rc = GS_EIO;
+    size_t plen = strlen(png_path) + 32;
+    char *data_path = malloc(plen), *script_path = malloc(plen);
+    if (!data_path || !script_path) {
+        snprintf(err, cap, "out of memory");
+        goto out;
+    }
+    snprintf(data_path, plen, "%s.dat", png_path);
+    snprintf(script_path, plen, "%s.gp", png_path);
+    FILE *d = open_tmp(data_path, &data_tmp, err, cap);
+    if (!d)
+        goto out;
+    for (int k = 0; k < GS_SIM_COLUMNS; k++) {
+        fprintf(d, "%d", k);
+        for (uint32_t p = 0; p < GS_POLICY_COUNT; p++) {
+            if (!present[p])
+                continue;
+            if (cnt[p][k])
+                fprintf(d, " %.4f", sum[p][k] / cnt[p][k]);
+            else
+                fputs(" NaN", d);
+        }
+        fputc('\n', d);
+    }
+    int derr = ferror(d);
+    if (fclose(d) != 0 || derr) {
+        snprintf(err, cap, "%s: write failed", data_tmp);
+        goto out;
+    }
+    FILE *s = open_tmp(script_path, &script_tmp, err, cap);
+    if (!s)
+        goto out;
+    png_tmp = malloc(plen + 8);
+    if (!png_tmp) {
+        fclose(s);
+        goto out;
+    }
+    snprintf(png_tmp, plen + 8, "%s.tmp.png", png_path);
+    fprintf(s,
+            "set terminal pngcairo size 1000,640 font 'sans,11'\n"
+            "set output '%s'\n"
+            "set title 'GPU allocation rate vs arrived workload (%s, mean over seeds)'\n"
+            "set xlabel 'arrived GPU request, %% of cluster GPU capacity'\n"
+            "set ylabel 'allocated GPU, %% of capacity'\n"
+            "set key left top\nset grid\nset xrange [0:130]\nset yrange [0:100]\n"
+            "set datafile missing 'NaN'\nplot ",
+            png_tmp, workload);
+    int col = 2;
+    bool first = true;
+    for (uint32_t p = 0; p < GS_POLICY_COUNT; p++) {
+        if (!present[p])
+            continue;
+        fprintf(s, "%s'%s' using 1:%d with lines lw 2 title '%s'", first ? "" : ", ", data_tmp,
+                col++, gs_policy_name(p));
+        first = false;
+    }
+    fputc('\n', s);
+    int serr = ferror(s);
+    if (fclose(s) != 0 || serr) {
+        snprintf(err, cap, "%s: write failed", script_tmp);
+        goto out;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, cap, "fork: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0) {
+        execlp(gnuplot, gnuplot, script_tmp, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(err, cap, "%s failed (%s); no plot written",
+                 gnuplot, WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "not installed?"
+                                                                           : "see its message");
+        goto out;
+    }
+    if (rename(png_tmp, png_path) != 0) {
+        snprintf(err, cap, "%s: %s", png_path, strerror(errno));
+        goto out;
+    }
+    rc = GS_OK;
+out:
+    if (data_tmp)
+        (void)remove(data_tmp);
+    if (script_tmp)
+        (void)remove(script_tmp);
+    if (png_tmp && rc != GS_OK)
+        (void)remove(png_tmp);
+    free(data_tmp);
+    free(script_tmp);
+    free(png_tmp);
+    free(data_path);
+    free(script_path);
+    return rc;
+}

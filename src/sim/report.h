@@ -1,0 +1,78 @@
+/*
+ * Result files of the simulator: the published-results CSV layout, summaries and plots.
+ * Internal to the simulator and CLI. Every file is written atomically: to a temporary name in
+ * the same directory, flushed, closed, then renamed over the target, so a reader sees either
+ * the old file or the whole new one.
+ */
+#ifndef GPUSCHED_SIM_REPORT_H
+#define GPUSCHED_SIM_REPORT_H
+
+#include <stddef.h>
+
+#include "gpusched/sim.h"
+
+/** One finished run with the name of its workload (both borrowed). */
+struct gs_report_run {
+    const char *workload;
+    const struct gs_sim_result *res;
+};
+
+/** Which per-column metric a results file holds. */
+enum gs_report_metric {
+    GS_REPORT_ALLOC = 0,      /**< allocation rate, % (analysis_allo_discrete.csv) */
+    GS_REPORT_FRAG = 1,       /**< fragmented GPU, % of capacity (analysis_frag_discrete.csv) */
+    GS_REPORT_FRAG_RATIO = 2, /**< fragmented / idle GPU, % (analysis_frag_ratio_discrete.csv) */
+};
+
+/**
+ * Writes runs in the layout `workload,sc_policy,tune,seed,total_gpus,0..130`, one row per run
+ * in the given order; numbers printed as Python prints floats, empty cells where NaN.
+ * @param err  receives a message on failure (cap bytes).
+ * @return GS_OK or GS_EIO (the target is then untouched).
+ */
+int gs_report_write_columns(const char *path, const struct gs_report_run *runs, size_t n,
+                            enum gs_report_metric metric, char *err, size_t cap);
+
+/**
+ * Writes one row per run: workload, policy, seed, tune, pods, failed pods, arrived and used
+ * GPU milli, unallocated GPU % at 100% arrived, fragmented GPU % at 80% arrived.
+ * @return GS_OK or GS_EIO.
+ */
+int gs_report_write_runs(const char *path, const struct gs_report_run *runs, size_t n, char *err,
+                         size_t cap);
+
+/** Aggregate of one (workload, policy) over its seeds. */
+struct gs_report_agg {
+    const char *workload; /**< borrowed */
+    unsigned policy;      /**< registry index */
+    unsigned seeds;       /**< runs aggregated */
+    double unalloc_mean, unalloc_std; /**< unallocated GPU % at 100% arrived (sample std) */
+    double frag_mean, frag_std;       /**< fragmented GPU % at 80% arrived (sample std) */
+    double failed_mean;               /**< failed pods per run */
+};
+
+/**
+ * Aggregates runs per (workload, policy) in order of first appearance.
+ * @param out  array of at least n entries; receives the aggregates.
+ * @return the number of aggregates written.
+ */
+size_t gs_report_aggregate(const struct gs_report_run *runs, size_t n, struct gs_report_agg *out);
+
+/** Writes aggregates as CSV (summary.csv). @return GS_OK or GS_EIO. */
+int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, size_t n,
+                            char *err, size_t cap);
+
+/**
+ * Plots the allocation rate (mean over seeds) against arrived workload for one workload, one
+ * line per policy, to a PNG with gnuplot.
+ * @param gnuplot  the program to run ("gnuplot").
+ * @return GS_OK; GS_EIO when gnuplot is missing or fails (message in err).
+ */
+int gs_report_plot_allocation(const char *png_path, const char *workload,
+                              const struct gs_report_run *runs, size_t n, const char *gnuplot,
+                              char *err, size_t cap);
+
+/** Formats a double as Python's repr() would (shortest round-trip form, at least one decimal). */
+void gs_report_format_py(double v, char *buf, size_t cap);
+
+#endif /* GPUSCHED_SIM_REPORT_H */

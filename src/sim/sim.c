@@ -1,0 +1,357 @@
+/*
+ * The experiment driver of the FGD paper's trace simulation (see include/gpusched/sim.h for the
+ * method and docs/internals/fgd.md for the rules and their sources).
+ *
+ * A gs_sim_input holds everything runs share and never changes after loading, so runs can go
+ * in parallel threads. Each run builds its own cluster and scheduler; the per-event metrics are
+ * bucketed on the fly into the 131 arrived-workload columns, so no event log is kept.
+ */
+#include "gpusched/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpusched/cluster.h"
+#include "gpusched/err.h"
+#include "gpusched/sched.h"
+
+/* The reference simulator gives each node a pod limit of 1001. */
+#define SIM_NODE_PODS_MAX 1001
+#define SIM_THRESHOLD_PCT 95
+
+struct gs_sim_input {
+    char *name;
+    struct gs_trace_nodes nodes;
+    struct gs_trace_pods pods;
+    uint32_t *nodes_by_name;   /* node indices in name order: the cluster's node order */
+    uint32_t *pods_by_name;    /* pod indices in name order */
+    struct gs_pod_req *reqs;   /* per pod (file order), model masks for the run clusters */
+    struct gs_workload workload;
+    uint32_t total_gpus;
+};
+
+static const struct gs_trace_nodes *sort_nodes_ctx;
+static const struct gs_trace_pods *sort_pods_ctx;
+
+/* qsort has no context argument; loading is single-threaded, so a file-static context is safe
+ * here (this file is the simulator, not the pure core). */
+static int cmp_node_name(const void *a, const void *b)
+{
+    return strcmp(sort_nodes_ctx->v[*(const uint32_t *)a].name,
+                  sort_nodes_ctx->v[*(const uint32_t *)b].name);
+}
+
+static int cmp_pod_name(const void *a, const void *b)
+{
+    int c = strcmp(sort_pods_ctx->v[*(const uint32_t *)a].name,
+                   sort_pods_ctx->v[*(const uint32_t *)b].name);
+    if (c)
+        return c;
+    return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+/* Builds a run's cluster: nodes added in name order, so model ids are the same in every run. */
+static int build_cluster(const struct gs_sim_input *in, struct gs_cluster **out)
+{
+    int err = gs_cluster_new(out);
+    if (err)
+        return err;
+    for (uint32_t k = 0; k < in->nodes.n; k++) {
+        const struct gs_trace_node *tn = &in->nodes.v[in->nodes_by_name[k]];
+        struct gs_node_spec spec = {tn->name, tn->cpu_milli,  tn->mem_mib, SIM_NODE_PODS_MAX,
+                                    tn->gpu_count, tn->model, 0};
+        err = gs_cluster_add_node(*out, &spec, NULL);
+        if (err) {
+            gs_cluster_free(*out);
+            *out = NULL;
+            return err;
+        }
+    }
+    return GS_OK;
+}
+
+static const char *base_name(const char *path, size_t *len)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t n = strlen(b);
+    if (n > 4 && strcmp(b + n - 4, ".csv") == 0)
+        n -= 4;
+    *len = n;
+    return b;
+}
+
+int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char *workload_name,
+                      struct gs_sim_input **out, struct gs_diag *diag)
+{
+    *out = NULL;
+    struct gs_sim_input *in = calloc(1, sizeof(*in));
+    struct gs_cluster *c = NULL;
+    const char **specs = NULL;
+    if (!in)
+        return GS_ENOMEM;
+    int err = gs_trace_read_nodes(nodes_path, &in->nodes, diag);
+    if (err)
+        goto out;
+    if ((err = gs_trace_read_pods(pods_path, &in->pods, diag)) != GS_OK)
+        goto out;
+    err = GS_ENOMEM;
+    size_t nlen;
+    const char *nm = workload_name ? workload_name : base_name(pods_path, &nlen);
+    if (workload_name)
+        nlen = strlen(workload_name);
+    in->name = malloc(nlen + 1);
+    in->nodes_by_name = malloc((in->nodes.n + 1) * sizeof(uint32_t));
+    in->pods_by_name = malloc((in->pods.n + 1) * sizeof(uint32_t));
+    in->reqs = calloc(in->pods.n + 1, sizeof(*in->reqs));
+    specs = calloc(in->pods.n + 1, sizeof(*specs));
+    if (!in->name || !in->nodes_by_name || !in->pods_by_name || !in->reqs || !specs)
+        goto out;
+    memcpy(in->name, nm, nlen);
+    in->name[nlen] = '\0';
+    for (uint32_t i = 0; i < in->nodes.n; i++)
+        in->nodes_by_name[i] = i;
+    for (uint32_t i = 0; i < in->pods.n; i++)
+        in->pods_by_name[i] = i;
+    sort_nodes_ctx = &in->nodes;
+    qsort(in->nodes_by_name, in->nodes.n, sizeof(uint32_t), cmp_node_name);
+    sort_pods_ctx = &in->pods;
+    qsort(in->pods_by_name, in->pods.n, sizeof(uint32_t), cmp_pod_name);
+    if ((err = build_cluster(in, &c)) != GS_OK)
+        goto out;
+    in->total_gpus = gs_cluster_gpu_count(c);
+    if (in->total_gpus == 0) {
+        err = GS_EINVAL;
+        if (diag) {
+            memset(diag, 0, sizeof(*diag));
+            snprintf(diag->file, sizeof(diag->file), "%s", nodes_path);
+            snprintf(diag->msg, sizeof(diag->msg), "the cluster has no GPU");
+        }
+        goto out;
+    }
+    for (uint32_t i = 0; i < in->pods.n; i++) {
+        const struct gs_trace_pod *p = &in->pods.v[i];
+        in->reqs[i] = (struct gs_pod_req){p->cpu_milli, p->mem_mib, p->num_gpu, p->gpu_milli,
+                                          gs_cluster_model_mask(c, p->gpu_spec,
+                                                                strlen(p->gpu_spec))};
+        specs[i] = p->gpu_spec;
+    }
+    err = gs_workload_build(in->reqs, specs, in->pods.n, SIM_THRESHOLD_PCT, &in->workload);
+out:
+    free(specs);
+    gs_cluster_free(c);
+    if (err) {
+        gs_sim_input_free(in);
+        return err;
+    }
+    *out = in;
+    return GS_OK;
+}
+
+void gs_sim_input_free(struct gs_sim_input *in)
+{
+    if (!in)
+        return;
+    free(in->name);
+    gs_trace_nodes_fini(&in->nodes);
+    gs_trace_pods_fini(&in->pods);
+    free(in->nodes_by_name);
+    free(in->pods_by_name);
+    free(in->reqs);
+    gs_workload_fini(&in->workload);
+    free(in);
+}
+
+const char *gs_sim_input_name(const struct gs_sim_input *in)
+{
+    return in->name;
+}
+
+const struct gs_workload *gs_sim_input_workload(const struct gs_sim_input *in)
+{
+    return &in->workload;
+}
+
+uint32_t gs_sim_input_pod_count(const struct gs_sim_input *in)
+{
+    return in->pods.n;
+}
+
+double gs_round_half_even(double x, int decimals)
+{
+    /* glibc's printf rounds the exact binary value to nearest, ties to even: the same result
+     * as Python's correctly rounded round(). */
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%.*f", decimals, x);
+    return strtod(buf, NULL);
+}
+
+static int64_t gpu_request(const struct gs_pod_req *r)
+{
+    return (int64_t)r->num_gpu * r->gpu_milli;
+}
+
+/*
+ * Steps 2-3 of the method: shuffle the name-sorted pods, then tune the list to `tune` x the
+ * cluster's GPU capacity. Tuning up draws pods of the name-sorted original list with
+ * replacement and appends them; like the reference, its stop test compares the running total
+ * plus the clone's per-GPU milli (not its total) with the target, and drops the clone that
+ * stops it. Tuning down removes random pods, keeping the order of the rest.
+ */
+static int make_pod_list(const struct gs_sim_input *in, double tune, struct gs_rng *rng,
+                         uint32_t **list_out, uint32_t *len_out)
+{
+    uint32_t n = in->pods.n;
+    uint32_t cap = n + 16;
+    uint32_t *list = malloc(cap * sizeof(*list));
+    if (!list)
+        return GS_ENOMEM;
+    memcpy(list, in->pods_by_name, n * sizeof(*list));
+    gs_rng_shuffle_u32(rng, list, n);
+    uint32_t len = n;
+    double target = tune * (double)in->total_gpus * GS_GPU_MILLI;
+    int64_t total = 0, trace_gpu = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += gpu_request(&in->reqs[list[i]]);
+    trace_gpu = total;
+    if ((double)total < target && trace_gpu > 0) {
+        for (;;) {
+            uint32_t pick = in->pods_by_name[gs_rng_below(rng, n)];
+            const struct gs_pod_req *r = &in->reqs[pick];
+            if ((double)(total + r->gpu_milli) > target)
+                break;
+            total += gpu_request(r);
+            if (len == cap) {
+                cap *= 2;
+                uint32_t *grown = realloc(list, cap * sizeof(*list));
+                if (!grown) {
+                    free(list);
+                    return GS_ENOMEM;
+                }
+                list = grown;
+            }
+            list[len++] = pick;
+        }
+    } else {
+        while ((double)total > target && len > 0) {
+            uint32_t idx = gs_rng_below(rng, len);
+            total -= gpu_request(&in->reqs[list[idx]]);
+            memmove(&list[idx], &list[idx + 1], (len - idx - 1) * sizeof(*list));
+            len--;
+        }
+    }
+    *list_out = list;
+    *len_out = len;
+    return GS_OK;
+}
+
+/* Running sums of one arrived-workload bucket. */
+struct bucket {
+    uint32_t events;
+    double alloc_sum;      /* of per-event allocation %, each rounded to 2 decimals */
+    double frag_milli_sum; /* of cluster fragmentation, milli-GPU */
+    double ratio_sum;      /* of fragmentation / idle, % */
+};
+
+#define SIM_BUCKETS (GS_SIM_COLUMNS + 1)
+
+int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cfg,
+               struct gs_sim_result *res)
+{
+    if (cfg->policy >= GS_POLICY_COUNT || !(cfg->tune > 0) || cfg->tune > 100)
+        return GS_EINVAL;
+    memset(res, 0, sizeof(*res));
+    res->policy = cfg->policy;
+    res->seed = cfg->seed;
+    res->tune = cfg->tune;
+    res->total_gpus = in->total_gpus;
+
+    struct gs_rng rng;
+    gs_rng_seed(&rng, cfg->seed);
+    uint32_t *list = NULL, len = 0, *rank = NULL;
+    struct gs_cluster *c = NULL;
+    struct gs_sched *s = NULL;
+    struct bucket *b = calloc(SIM_BUCKETS, sizeof(*b));
+    int err = b ? make_pod_list(in, cfg->tune, &rng, &list, &len) : GS_ENOMEM;
+    if (err)
+        goto out;
+    err = GS_ENOMEM;
+    uint32_t nn = in->nodes.n;
+    rank = malloc((nn + 1) * sizeof(*rank));
+    if (!rank)
+        goto out;
+    /* Step 4: the tie-break rank of name-sorted node i is perm[i] of a random permutation. */
+    for (uint32_t i = 0; i < nn; i++)
+        rank[i] = i;
+    gs_rng_shuffle_u32(&rng, rank, nn);
+    if ((err = build_cluster(in, &c)) != GS_OK)
+        goto out;
+    struct gs_sched_config sc = {gs_policy_name(cfg->policy), rank, &in->workload};
+    if ((err = gs_sched_new(c, &sc, &s)) != GS_OK)
+        goto out;
+
+    const double total_gpus = in->total_gpus;
+    const double total_milli = total_gpus * GS_GPU_MILLI;
+    int64_t arrived = 0;
+    for (uint32_t k = 0; k < len; k++) {
+        const struct gs_pod_req *r = &in->reqs[list[k]];
+        arrived += gpu_request(r);
+        struct gs_placement pl;
+        err = gs_sched_place(s, r, &rng, &pl);
+        if (err == GS_OK)
+            err = gs_cluster_bind(c, r, &pl);
+        if (err == GS_EUNSCHEDULABLE) {
+            res->pods_failed++;
+        } else if (err) {
+            goto out;
+        }
+        /* Step 6: record this event in its arrived-workload bucket. */
+        double arrive = rint((double)arrived / total_gpus / 10.0);
+        if (arrive < 0 || arrive >= SIM_BUCKETS)
+            continue;
+        int64_t used = gs_cluster_gpu_milli_used(c);
+        double frag = gs_sched_cluster_frag(s);
+        double idle = total_milli - (double)used;
+        struct bucket *bk = &b[(int)arrive];
+        bk->events++;
+        bk->alloc_sum += gs_round_half_even((double)used / total_gpus / 10.0, 2);
+        bk->frag_milli_sum += frag;
+        bk->ratio_sum += idle > 0 ? 100.0 * frag / idle : 0.0;
+    }
+    err = GS_OK;
+    res->pods = len;
+    res->arrived_gpu_milli = arrived;
+    res->used_gpu_milli = gs_cluster_gpu_milli_used(c);
+    for (int col = 0; col < GS_SIM_COLUMNS; col++) {
+        /* An empty column takes the events of its neighbours (the reference's discretiser). */
+        struct bucket m = b[col];
+        if (m.events == 0) {
+            for (int d = -1; d <= 1; d += 2) {
+                int j = col + d;
+                if (j < 0 || j >= SIM_BUCKETS)
+                    continue;
+                m.events += b[j].events;
+                m.alloc_sum += b[j].alloc_sum;
+                m.frag_milli_sum += b[j].frag_milli_sum;
+                m.ratio_sum += b[j].ratio_sum;
+            }
+        }
+        if (m.events == 0) {
+            res->alloc_pct[col] = res->frag_pct[col] = res->frag_ratio_pct[col] = NAN;
+            continue;
+        }
+        res->alloc_pct[col] = gs_round_half_even(m.alloc_sum / m.events, 2);
+        res->frag_pct[col] =
+            gs_round_half_even(100.0 * (m.frag_milli_sum / m.events) / 1000.0 / total_gpus, 2);
+        res->frag_ratio_pct[col] = m.ratio_sum / m.events;
+    }
+out:
+    gs_sched_free(s);
+    gs_cluster_free(c);
+    free(rank);
+    free(list);
+    free(b);
+    return err;
+}
