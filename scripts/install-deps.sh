@@ -13,6 +13,12 @@ packages=(
     libcsv-dev       # CSV parsing of traces
     gnuplot-nox      # plots of simulation results
     python3          # tools/ scripts (comparison with published results)
+    libyaml-dev      # queue/PriorityClass config, fake GPU backend, agent config
+    libnghttp2-dev   # gRPC over HTTP/2 (kubelet device-plugin and pod-resources APIs)
+    libprotobuf-c-dev protobuf-c-compiler protobuf-compiler # protobuf messages
+    libmicrohttpd-dev # /metrics and /healthz of the node agent
+    python3-grpcio python3-protobuf # tests: a real gRPC peer playing kubelet
+    prometheus       # tests: a real Prometheus server scraping the agent
 )
 
 missing=()

@@ -1,0 +1,14 @@
+/*
+ * The subcommands of the gpusched binary. Each takes the arguments after its name and returns
+ * the process exit status (0 done, 1 internal error, 2 bad usage or bad input).
+ */
+#ifndef GPUSCHED_CLI_CMD_H
+#define GPUSCHED_CLI_CMD_H
+
+/** The version printed by `gpusched version`. */
+#define GS_VERSION "0.1.0"
+
+/** `gpusched simulate`: replay trace pod lists through the placement policies. */
+int gs_cmd_simulate(int argc, char **argv);
+
+#endif /* GPUSCHED_CLI_CMD_H */

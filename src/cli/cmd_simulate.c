@@ -1,0 +1,472 @@
+/*
+ * `gpusched simulate`: replays trace pod lists through the placement policies with the FGD
+ * experiment method, in parallel threads, and writes the result files and a summary table.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpusched/err.h"
+#include "gpusched/sched.h"
+#include "gpusched/sim.h"
+#include "cli/cmd.h"
+#include "sim/report.h"
+
+#define MAX_WORKLOADS 64
+#define MAX_SEEDS 4096
+
+static const char *const usage_simulate =
+    "usage: gpusched simulate --nodes FILE --pods FILE[,FILE...] [options]\n"
+    "\n"
+    "Replays pod lists on a node list the way the FGD paper's experiments do (USENIX ATC'23):\n"
+    "pods sorted by name and shuffled with the seed, the list inflated or deflated to TUNE x\n"
+    "the cluster's GPU capacity, pods placed one at a time, never leaving, one attempt each.\n"
+    "\n"
+    "options:\n"
+    "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model)\n"
+    "  --pods FILE[,...]   pod list(s); repeat the option or separate with commas\n"
+    "  --policy P[,P...]   random, dotprod, clustering, packing, bestfit, fgd, or all (default all)\n"
+    "  --seeds LIST        seeds as N, N-M, or a comma list of both (default 42-51)\n"
+    "  --tune X            GPU request as a multiple of cluster GPU capacity (default 1.3)\n"
+    "  --out DIR           output directory, created if needed (default out)\n"
+    "  --jobs N            runs in parallel threads (default 1)\n"
+    "  --no-plot           do not draw allocation.png (needs gnuplot)\n"
+    "  -h, --help          this text\n"
+    "\n"
+    "writes DIR/allocation.csv, DIR/fragmentation.csv, DIR/frag_ratio.csv (the columns of the\n"
+    "published analysis_*_discrete.csv files), DIR/runs.csv, DIR/summary.csv and\n"
+    "DIR/allocation.png (DIR/allocation-<workload>.png for each of several pod lists).\n"
+    "\n"
+    "exit status: 0 done, 1 internal error, 2 bad usage or bad input.\n";
+
+struct task {
+    const struct gs_sim_input *in;
+    struct gs_sim_run_config cfg;
+    struct gs_sim_result res;
+    double wall_s;
+    int err;
+};
+
+struct pool {
+    struct task *tasks;
+    size_t n;
+    size_t next;
+    size_t done;
+    pthread_mutex_t mu;
+    double t0;
+    int show_progress;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *worker(void *arg)
+{
+    struct pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        size_t i = p->next < p->n ? p->next++ : p->n;
+        pthread_mutex_unlock(&p->mu);
+        if (i >= p->n)
+            return NULL;
+        struct task *t = &p->tasks[i];
+        double t0 = now_s();
+        t->err = gs_sim_run(t->in, &t->cfg, &t->res);
+        t->wall_s = now_s() - t0;
+        pthread_mutex_lock(&p->mu);
+        p->done++;
+        double el = now_s() - p->t0;
+        if (p->show_progress && el > 1.0) {
+            fprintf(stderr, "\rsimulate: %zu/%zu runs, %.1f s elapsed (%s %s seed %llu)   ",
+                    p->done, p->n, el, gs_sim_input_name(t->in), gs_policy_name(t->cfg.policy),
+                    (unsigned long long)t->cfg.seed);
+            if (p->done == p->n)
+                fputc('\n', stderr);
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static int parse_u64(const char *s, unsigned long long *v)
+{
+    if (!*s || *s == '-' || *s == '+')
+        return -1;
+    char *end;
+    errno = 0;
+    *v = strtoull(s, &end, 10);
+    return (errno || *end) ? -1 : 0;
+}
+
+/* Parses "42-51", "42", "1,5,7-9" into seeds[]. Returns the count or -1. */
+static int parse_seeds(const char *arg, uint64_t *seeds, int cap)
+{
+    char *copy = strdup(arg);
+    if (!copy)
+        return -1;
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *dash = strchr(tok, '-');
+        unsigned long long a, b;
+        if (dash) {
+            *dash = '\0';
+            if (parse_u64(tok, &a) || parse_u64(dash + 1, &b) || b < a)
+                goto bad;
+        } else {
+            if (parse_u64(tok, &a))
+                goto bad;
+            b = a;
+        }
+        for (unsigned long long s = a; s <= b; s++) {
+            if (n == cap)
+                goto bad;
+            seeds[n++] = s;
+            if (s == ULLONG_MAX)
+                break;
+        }
+    }
+    free(copy);
+    return n > 0 ? n : -1;
+bad:
+    free(copy);
+    return -1;
+}
+
+/* Splits a comma list into the policy selection; returns 0 or -1 and names the bad entry. */
+static int parse_policies(const char *arg, int *chosen, const char **bad)
+{
+    static char badbuf[64];
+    char *copy = strdup(arg);
+    if (!copy)
+        return -1;
+    int any = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "all") == 0) {
+            for (int p = 0; p < GS_POLICY_COUNT; p++)
+                chosen[p] = 1;
+            any = 1;
+            continue;
+        }
+        int p = gs_policy_find(tok);
+        if (p < 0) {
+            snprintf(badbuf, sizeof(badbuf), "%s", tok);
+            *bad = badbuf;
+            free(copy);
+            return -1;
+        }
+        chosen[p] = 1;
+        any = 1;
+    }
+    free(copy);
+    if (!any)
+        *bad = arg;
+    return any ? 0 : -1;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char *path = strdup(dir);
+    if (!path)
+        return -1;
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            free(path);
+            return -1;
+        }
+        *p = '/';
+    }
+    int rc = (mkdir(path, 0777) != 0 && errno != EEXIST) ? -1 : 0;
+    free(path);
+    return rc;
+}
+
+static void seeds_text(const uint64_t *seeds, int n, char *buf, size_t cap)
+{
+    int contiguous = 1;
+    for (int i = 1; i < n; i++)
+        contiguous &= seeds[i] == seeds[i - 1] + 1;
+    if (n == 1)
+        snprintf(buf, cap, "seed %llu", (unsigned long long)seeds[0]);
+    else if (contiguous)
+        snprintf(buf, cap, "%d seeds (%llu-%llu)", n, (unsigned long long)seeds[0],
+                 (unsigned long long)seeds[n - 1]);
+    else
+        snprintf(buf, cap, "%d seeds", n);
+}
+
+int gs_cmd_simulate(int argc, char **argv)
+{
+    const char *nodes = NULL, *out_dir = "out";
+    char *pods[MAX_WORKLOADS];
+    int n_pods = 0, jobs = 1, plot = 1;
+    int chosen[GS_POLICY_COUNT] = {0};
+    int policy_given = 0;
+    uint64_t seeds[MAX_SEEDS];
+    int n_seeds = parse_seeds("42-51", seeds, MAX_SEEDS);
+    double tune = 1.3;
+    int rc = 2;
+    struct gs_sim_input *inputs[MAX_WORKLOADS] = {0};
+    struct task *tasks = NULL;
+    struct gs_report_run *runs = NULL;
+    struct gs_report_agg *agg = NULL;
+
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage_simulate, stdout);
+            rc = 0;
+            goto out;
+        }
+        if (strcmp(a, "--no-plot") == 0) {
+            plot = 0;
+            continue;
+        }
+        const char *opts[] = {"--nodes", "--pods", "--policy", "--seeds", "--tune", "--out",
+                              "--jobs"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++)
+            known |= strcmp(a, opts[k]) == 0;
+        if (!known) {
+            fprintf(stderr, "gpusched simulate: unknown option '%s' (see --help)\n", a);
+            goto out;
+        }
+        if (!v) {
+            fprintf(stderr, "gpusched simulate: %s needs a value\n", a);
+            goto out;
+        }
+        i++;
+        if (strcmp(a, "--nodes") == 0) {
+            nodes = v;
+        } else if (strcmp(a, "--pods") == 0) {
+            char *copy = strdup(v), *save = NULL;
+            if (!copy) {
+                rc = 1;
+                goto out;
+            }
+            for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (n_pods == MAX_WORKLOADS) {
+                    fprintf(stderr, "gpusched simulate: --pods: at most %d files\n",
+                            MAX_WORKLOADS);
+                    free(copy);
+                    goto out;
+                }
+                pods[n_pods] = strdup(tok);
+                if (!pods[n_pods]) {
+                    free(copy);
+                    rc = 1;
+                    goto out;
+                }
+                n_pods++;
+            }
+            free(copy);
+        } else if (strcmp(a, "--policy") == 0) {
+            const char *bad = NULL;
+            memset(chosen, 0, sizeof(chosen));
+            if (parse_policies(v, chosen, &bad) != 0) {
+                fprintf(stderr,
+                        "gpusched simulate: --policy: unknown policy '%s' (random, dotprod, "
+                        "clustering, packing, bestfit, fgd, all)\n",
+                        bad ? bad : v);
+                goto out;
+            }
+            policy_given = 1;
+        } else if (strcmp(a, "--seeds") == 0) {
+            n_seeds = parse_seeds(v, seeds, MAX_SEEDS);
+            if (n_seeds < 0) {
+                fprintf(stderr,
+                        "gpusched simulate: --seeds: expected N, N-M or a comma list (at most "
+                        "%d seeds), got '%s'\n",
+                        MAX_SEEDS, v);
+                goto out;
+            }
+        } else if (strcmp(a, "--tune") == 0) {
+            char *end;
+            errno = 0;
+            tune = strtod(v, &end);
+            if (errno || *end || !(tune > 0) || tune > 100) {
+                fprintf(stderr, "gpusched simulate: --tune: expected a number in (0, 100], got '%s'\n",
+                        v);
+                goto out;
+            }
+        } else if (strcmp(a, "--out") == 0) {
+            out_dir = v;
+        } else if (strcmp(a, "--jobs") == 0) {
+            unsigned long long j;
+            if (parse_u64(v, &j) || j < 1 || j > 256) {
+                fprintf(stderr, "gpusched simulate: --jobs: expected 1..256, got '%s'\n", v);
+                goto out;
+            }
+            jobs = (int)j;
+        }
+    }
+    if (!nodes || n_pods == 0) {
+        fprintf(stderr, "gpusched simulate: --nodes and --pods are required (see --help)\n");
+        goto out;
+    }
+    if (!policy_given)
+        for (int p = 0; p < GS_POLICY_COUNT; p++)
+            chosen[p] = 1;
+
+    /* Load every input before writing anything: bad input leaves no output behind. */
+    for (int w = 0; w < n_pods; w++) {
+        struct gs_diag d;
+        memset(&d, 0, sizeof(d));
+        int err = gs_sim_input_load(nodes, pods[w], NULL, &inputs[w], &d);
+        if (err) {
+            char msg[600];
+            if (d.msg[0])
+                gs_diag_format(&d, msg, sizeof(msg));
+            else
+                snprintf(msg, sizeof(msg), "%s: %s", pods[w], gs_strerror(err));
+            fprintf(stderr, "gpusched simulate: %s\n", msg);
+            rc = err == GS_ENOMEM ? 1 : 2;
+            goto out;
+        }
+    }
+
+    size_t n_policies = 0;
+    for (int p = 0; p < GS_POLICY_COUNT; p++)
+        n_policies += chosen[p] != 0;
+    size_t n_tasks = (size_t)n_pods * n_policies * (size_t)n_seeds;
+    tasks = calloc(n_tasks, sizeof(*tasks));
+    runs = calloc(n_tasks, sizeof(*runs));
+    agg = calloc(n_tasks, sizeof(*agg));
+    if (!tasks || !runs || !agg) {
+        fprintf(stderr, "gpusched simulate: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    size_t t = 0;
+    for (int w = 0; w < n_pods; w++)
+        for (int p = 0; p < GS_POLICY_COUNT; p++)
+            for (int s = 0; chosen[p] && s < n_seeds; s++)
+                tasks[t++] = (struct task){inputs[w], {(uint32_t)p, seeds[s], tune}, {0}, 0, 0};
+
+    struct pool pool = {tasks, n_tasks, 0, 0, PTHREAD_MUTEX_INITIALIZER, now_s(),
+                        isatty(STDERR_FILENO)};
+    int n_threads = jobs < (int)n_tasks ? jobs : (int)n_tasks;
+    pthread_t threads[256];
+    int started = 0;
+    for (int k = 1; k < n_threads; k++) {
+        if (pthread_create(&threads[k], NULL, worker, &pool) != 0)
+            break;
+        started = k;
+    }
+    worker(&pool);
+    for (int k = 1; k <= started; k++)
+        pthread_join(threads[k], NULL);
+    double wall_total = now_s() - pool.t0;
+
+    for (size_t k = 0; k < n_tasks; k++) {
+        if (tasks[k].err) {
+            fprintf(stderr, "gpusched simulate: run %s %s seed %llu failed: %s\n",
+                    gs_sim_input_name(tasks[k].in), gs_policy_name(tasks[k].cfg.policy),
+                    (unsigned long long)tasks[k].cfg.seed, gs_strerror(tasks[k].err));
+            rc = 1;
+            goto out;
+        }
+        runs[k] = (struct gs_report_run){gs_sim_input_name(tasks[k].in), &tasks[k].res};
+    }
+
+    rc = 1;
+    if (mkdir_p(out_dir) != 0) {
+        fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
+        goto out;
+    }
+    size_t plen = strlen(out_dir) + 300;
+    char *path = malloc(plen);
+    char err[512] = "";
+    if (!path)
+        goto out;
+    struct {
+        const char *file;
+        int metric;
+    } col_files[] = {{"allocation.csv", GS_REPORT_ALLOC},
+                     {"fragmentation.csv", GS_REPORT_FRAG},
+                     {"frag_ratio.csv", GS_REPORT_FRAG_RATIO}};
+    for (size_t k = 0; k < 3; k++) {
+        snprintf(path, plen, "%s/%s", out_dir, col_files[k].file);
+        if (gs_report_write_columns(path, runs, n_tasks, (enum gs_report_metric)col_files[k].metric,
+                                    err, sizeof(err)) != GS_OK)
+            goto write_failed;
+    }
+    snprintf(path, plen, "%s/runs.csv", out_dir);
+    if (gs_report_write_runs(path, runs, n_tasks, err, sizeof(err)) != GS_OK)
+        goto write_failed;
+    size_t n_agg = gs_report_aggregate(runs, n_tasks, agg);
+    snprintf(path, plen, "%s/summary.csv", out_dir);
+    if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK)
+        goto write_failed;
+    int plot_failed = 0;
+    for (int w = 0; plot && w < n_pods; w++) {
+        const char *name = gs_sim_input_name(inputs[w]);
+        if (n_pods == 1)
+            snprintf(path, plen, "%s/allocation.png", out_dir);
+        else
+            snprintf(path, plen, "%s/allocation-%s.png", out_dir, name);
+        if (gs_report_plot_allocation(path, name, runs, n_tasks, "gnuplot", err, sizeof(err)) !=
+            GS_OK) {
+            fprintf(stderr, "gpusched simulate: plot: %s\n", err);
+            plot_failed = 1;
+            break;
+        }
+    }
+
+    /* The summary table. */
+    char stext[64];
+    seeds_text(seeds, n_seeds, stext, sizeof(stext));
+    for (int w = 0; w < n_pods; w++) {
+        const char *name = gs_sim_input_name(inputs[w]);
+        printf("%s: %u pods; tune %g; %s\n", name, gs_sim_input_pod_count(inputs[w]), tune,
+               stext);
+        printf("  %-11s %26s %24s %12s %11s\n", "policy", "unallocated GPU % @100%",
+               "fragmented GPU % @80%", "failed pods", "wall s/run");
+        for (size_t k = 0; k < n_agg; k++) {
+            if (strcmp(agg[k].workload, name) != 0)
+                continue;
+            double wall = 0;
+            for (size_t j = 0; j < n_tasks; j++)
+                if (tasks[j].in == inputs[w] && tasks[j].cfg.policy == agg[k].policy)
+                    wall += tasks[j].wall_s;
+            printf("  %-11s %17.2f \xc2\xb1 %5.2f %15.2f \xc2\xb1 %5.2f %12.1f %11.3f\n",
+                   gs_policy_name(agg[k].policy), agg[k].unalloc_mean, agg[k].unalloc_std,
+                   agg[k].frag_mean, agg[k].frag_std, agg[k].failed_mean, wall / agg[k].seeds);
+        }
+    }
+    printf("%zu runs in %.2f s with %d job%s; results in %s/\n", n_tasks, wall_total, n_threads,
+           n_threads == 1 ? "" : "s", out_dir);
+    free(path);
+    rc = plot_failed ? 1 : 0;
+    goto out;
+write_failed:
+    fprintf(stderr, "gpusched simulate: cannot write results: %s\n", err);
+    free(path);
+    rc = 1;
+out:
+    for (int w = 0; w < n_pods; w++) {
+        free(pods[w]);
+        gs_sim_input_free(inputs[w]);
+    }
+    free(tasks);
+    free(runs);
+    free(agg);
+    return rc;
+}
+
