@@ -104,8 +104,13 @@ static uint64_t mix64(uint64_t x)
 static int ensure_nodes(struct gs_sched *s)
 {
     uint32_t n = gs_cluster_node_count(s->c);
-    if (n <= s->nodes_cap)
+    if (n <= s->nodes_cap) {
+        /* Nodes added since the last call rank after the ranked ones, by index. */
+        for (uint32_t i = s->rank_len; i < n; i++)
+            s->rank[i] = i;
+        s->rank_len = n > s->rank_len ? n : s->rank_len;
         return GS_OK;
+    }
     uint32_t cap = s->nodes_cap ? s->nodes_cap : 64;
     while (cap < n)
         cap *= 2;
