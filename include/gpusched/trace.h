@@ -8,6 +8,38 @@
  * CRLF line ends and a UTF-8 byte-order mark are read (parsing is libcsv's). Every value is
  * checked; the first problem stops the read with a diagnostic naming file, line, column and
  * field, and nothing is returned. Lines are limited to GS_TRACE_LINE_MAX bytes.
+ *
+ * The rules, beyond the column lists below:
+ * - Header names match exactly (case and spaces count). An unknown or repeated name is an
+ *   error at its column; a missing required one is an error on the header line, column 0.
+ * - Numbers are plain decimal: one or more ASCII digits, nothing else ("+1", " 1", "1.0",
+ *   "1e3" and "" are errors; leading zeros are fine), at most INT64_MAX. "-N" is reported as a
+ *   negative value. Only the three time columns may be empty (read as -1).
+ * - Text fields are taken as they are (no trimming; quotes removed). An empty name, and a NUL
+ *   byte in any field, are errors. qos and pod_phase are not checked against a list.
+ * - Node names must be unique; pod names are not checked.
+ * - Blank lines (nothing but a line end) are allowed only at the end of the file.
+ * - A record, with any line breaks inside its quoted fields, is also limited to
+ *   GS_TRACE_LINE_MAX bytes, so an unclosed quote cannot buffer the rest of a file.
+ *
+ * Diagnostics (struct gs_diag): `line` is the physical line (counted by LF; a lone CR ends a
+ * record but not a line) on which the record starts, so a quoted line break moves later
+ * records down. Exceptions: a quoting error ('"' inside an unquoted field, text after a
+ * closing quote) and an over-long line name the line of the offending byte. `column` is the
+ * 1-based field number, 0 when the problem is not one field (long line or record, blank
+ * line). Checks that tie num_gpu to gpu_milli are reported at gpu_milli. Problems with the
+ * whole input (empty file, header only, too big, unreadable) have line 0. Messages:
+ *   "empty file: no header", "no rows after the header", "unknown column 'x'",
+ *   "duplicate column 'x' (also column N)", "missing required column 'x' in the header",
+ *   "missing column: the row has K fields, the header N" (at column K+1),
+ *   "extra column: the row has K fields, the header N" (at column N+1, field ""),
+ *   "not a whole number: 'v'", "empty value; a whole number is required", "negative value -v",
+ *   "value v is out of range (over 9223372036854775807)", "line longer than 65536 bytes",
+ *   "record longer than 65536 bytes (an unclosed quote?)", "blank line before the end of the
+ *   file", "bad quoting: ...", "quoted field not closed at the end of the file",
+ *   "cannot open: <strerror>", "cannot read: <strerror>", "file is N bytes, over the limit of M".
+ *
+ * Thread-safety: the readers keep no global state; separate calls may run concurrently.
  */
 #ifndef GPUSCHED_TRACE_H
 #define GPUSCHED_TRACE_H
@@ -15,22 +47,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** Longest accepted line, bytes (a longer one is an error, not a reason to allocate more). */
+/**
+ * Longest accepted line, bytes, its line end (LF or CRLF) not counted; also the longest
+ * record. A longer one is an error, not a reason to allocate more.
+ */
 #define GS_TRACE_LINE_MAX 65536
 /** Largest accepted trace file, bytes. */
 #define GS_TRACE_FILE_MAX (512u * 1024u * 1024u)
 
 /** Where and why a read failed. Caller storage; filled on error. */
 struct gs_diag {
-    char file[256];   /**< file name as given (truncated if longer) */
-    uint64_t line;    /**< 1-based line; 0 when the problem is the whole file */
-    uint32_t column;  /**< 1-based column (field number); 0 when not about one field */
-    char field[32];   /**< header name of the column, "" when not about one field */
-    char msg[256];    /**< what is wrong, one sentence without trailing period */
+    char file[256];  /**< file name as given (truncated if longer) */
+    uint64_t line;   /**< 1-based line; 0 when the problem is the whole file */
+    uint32_t column; /**< 1-based column (field number); 0 when not about one field */
+    char field[32];  /**< header name of the column concerned (an unknown one's text, cut
+                          to 31 bytes); "" when none */
+    char msg[256];   /**< what is wrong, one sentence without trailing period */
 };
 
 /**
- * Formats a diagnostic as "FILE:LINE:COLUMN: field 'F': MSG" (parts left out when unknown).
+ * Formats a diagnostic as "FILE:LINE:COLUMN: field 'F': MSG", leaving out ":LINE" when line is 0,
+ * ":COLUMN" when line or column is 0, "field 'F': " when field is "", and "FILE: " when file is
+ * "" and line is 0 (with a line, an empty file name is written "<input>").
  * @param buf  receives the text, NUL-terminated, truncated to cap bytes.
  * @return the length snprintf would have written.
  */
@@ -42,7 +80,7 @@ struct gs_trace_node {
     int64_t cpu_milli;  /**< CPU capacity, milli-cores */
     int64_t mem_mib;    /**< memory capacity, MiB */
     uint32_t gpu_count; /**< GPUs, 0..16 */
-    char *model;        /**< GPU model, "" when gpu_count == 0; owned by the list */
+    char *model;        /**< GPU model; "" iff gpu_count == 0; owned by the list */
 };
 
 /** A node list. Caller storage: zero it or let a reader fill it; release with _fini. */
@@ -53,24 +91,26 @@ struct gs_trace_nodes {
 
 /** One pod of a pod list. */
 struct gs_trace_pod {
-    char *name;              /**< owned by the list */
-    int64_t cpu_milli;       /**< CPU request, milli-cores */
-    int64_t mem_mib;         /**< memory request, MiB */
-    uint32_t num_gpu;        /**< GPUs, 0..16 */
-    int32_t gpu_milli;       /**< milli-GPU per GPU: 0 iff num_gpu == 0; < 1000 only if num_gpu == 1 */
-    char *gpu_spec;          /**< allowed models joined by '|', "" for any; owned */
-    char *qos;               /**< "LS", "BE", "Burstable", "Guaranteed" or "" when absent; owned */
-    char *phase;             /**< pod_phase or "" when absent; owned */
-    int64_t creation_time_s; /**< seconds from trace start; -1 when absent or empty */
-    int64_t deletion_time_s; /**< -1 when absent or empty */
-    int64_t scheduled_time_s;/**< -1 when absent or empty (never scheduled) */
+    char *name;        /**< owned by the list */
+    int64_t cpu_milli; /**< CPU request, milli-cores */
+    int64_t mem_mib;   /**< memory request, MiB */
+    uint32_t num_gpu;  /**< GPUs, 0..16 */
+    int32_t gpu_milli; /**< milli-GPU per GPU: 0 iff num_gpu == 0; < 1000 only if num_gpu == 1 */
+    char *gpu_spec;    /**< allowed models joined by '|', "" for any; owned */
+    char *qos;         /**< as in the file (openb: "LS", "BE", "Burstable", "Guaranteed");
+                            "" when absent or empty; owned */
+    char *phase;       /**< pod_phase as in the file, "" when absent or empty; owned */
+    int64_t creation_time_s;  /**< seconds from trace start; -1 when absent or empty */
+    int64_t deletion_time_s;  /**< -1 when absent or empty */
+    int64_t scheduled_time_s; /**< -1 when absent or empty (never scheduled) */
 };
 
 /** A pod list. Caller storage: zero it or let a reader fill it; release with _fini. */
 struct gs_trace_pods {
     struct gs_trace_pod *v; /**< n entries, file order */
     uint32_t n;
-    int has_times;          /**< 1 when the file has the time columns */
+    int has_times; /**< 1 when the file has all three time columns (any one present is
+                        still read into its member) */
 };
 
 /**
@@ -79,13 +119,18 @@ struct gs_trace_pods {
  * @param out   on GS_OK receives the nodes (caller frees with gs_trace_nodes_fini()); on error
  *              it is left empty.
  * @param diag  filled on error; may be NULL.
- * @return GS_OK; GS_EIO (cannot open/read, too big); GS_EPARSE (malformed: missing/extra/
- *         unknown column, non-numeric or negative value, more than 16 GPUs, GPU node without
- *         model, duplicate name, empty file, header only, line too long); GS_ENOMEM.
+ * @return GS_OK; GS_EIO (cannot open/read, over GS_TRACE_FILE_MAX); GS_EPARSE (malformed:
+ *         missing/extra/unknown/repeated column, bad quoting, non-numeric, negative or
+ *         overflowing value, more than 16 GPUs, GPU node without model or model without GPUs,
+ *         empty or duplicate name, empty file, header only, blank line before the end, line
+ *         or record too long); GS_ENOMEM. The file is read in chunks, never whole.
  */
 int gs_trace_read_nodes(const char *path, struct gs_trace_nodes *out, struct gs_diag *diag);
 
-/** As gs_trace_read_nodes() on a buffer; `name` is used in diagnostics. */
+/**
+ * As gs_trace_read_nodes() on a buffer (borrowed; need not be NUL-terminated; a buffer over
+ * GS_TRACE_FILE_MAX gives GS_EIO). `name` is copied into diagnostics; NULL gives "".
+ */
 int gs_trace_parse_nodes(const char *buf, size_t len, const char *name, struct gs_trace_nodes *out,
                          struct gs_diag *diag);
 
@@ -96,7 +141,7 @@ int gs_trace_parse_nodes(const char *buf, size_t len, const char *name, struct g
  */
 int gs_trace_read_pods(const char *path, struct gs_trace_pods *out, struct gs_diag *diag);
 
-/** As gs_trace_read_pods() on a buffer; `name` is used in diagnostics. */
+/** As gs_trace_read_pods() on a buffer, as gs_trace_parse_nodes() does. */
 int gs_trace_parse_pods(const char *buf, size_t len, const char *name, struct gs_trace_pods *out,
                         struct gs_diag *diag);
 

@@ -41,6 +41,8 @@
 #define MAX_COLS 11
 /** Most GPUs on one node or in one request. */
 #define MAX_GPUS 16
+/** GS_TRACE_FILE_MAX, widened once for comparisons with sizes. */
+#define FILE_MAX ((uint64_t)GS_TRACE_FILE_MAX)
 /** Bytes read from a file per fread(). */
 #define READ_CHUNK 65536
 
@@ -53,9 +55,8 @@ struct column {
 enum node_col { NC_SN, NC_CPU, NC_MEM, NC_GPU, NC_MODEL, NC_COUNT };
 
 static const struct column node_cols[NC_COUNT] = {
-    [NC_SN] = {"sn", true},         [NC_CPU] = {"cpu_milli", true},
-    [NC_MEM] = {"memory_mib", true}, [NC_GPU] = {"gpu", true},
-    [NC_MODEL] = {"model", true},
+    [NC_SN] = {"sn", true},   [NC_CPU] = {"cpu_milli", true}, [NC_MEM] = {"memory_mib", true},
+    [NC_GPU] = {"gpu", true}, [NC_MODEL] = {"model", true},
 };
 
 enum pod_col {
@@ -104,32 +105,32 @@ struct reader {
     struct gs_diag *diag; /**< where errors go (the caller's or scratch) */
     int err;              /**< first error; GS_OK while none */
 
-    const struct column *cols; /**< the layout's columns */
-    int ncols;                 /**< entries in cols */
+    const struct column *cols;       /**< the layout's columns */
+    int ncols;                       /**< entries in cols */
     int (*on_row)(struct reader *r); /**< checks and stores one data record */
 
     /* Header. */
-    bool have_header;      /**< the header record has been read */
     int nhdr;              /**< columns the header names */
     int col_of[MAX_COLS];  /**< layout column -> 0-based file column, -1 when absent */
     int role_of[MAX_COLS]; /**< file column -> layout column */
 
     /* Position in the input. */
-    uint64_t total;       /**< bytes seen so far */
-    uint64_t line;        /**< 1-based physical line being fed */
-    size_t line_len;      /**< bytes of that line so far, line ends not counted */
-    bool line_has_data;   /**< that line has a byte other than CR */
-    uint64_t blank_line;  /**< first blank line since the last record, 0 when none */
-    bool in_rec;          /**< a record is open (libcsv has not ended it yet) */
-    uint64_t rec_line;    /**< line on which the open or last record started */
-    size_t rec_len;       /**< bytes of the open record so far */
-    bool rec_has_nul;     /**< a NUL byte was fed since the record started */
+    uint64_t total;      /**< bytes seen so far */
+    uint64_t line;       /**< 1-based physical line being fed */
+    size_t line_len;     /**< bytes of that line so far, line ends not counted */
+    uint64_t blank_line; /**< first blank line since the last record, 0 when none */
+    uint64_t rec_line;   /**< line on which the open or last record started */
+    size_t rec_len;      /**< bytes of the open record so far */
+    bool have_header;    /**< the header record has been read */
+    bool line_has_data;  /**< the current line has a byte other than CR */
+    bool in_rec;         /**< a record is open (libcsv has not ended it yet) */
+    bool rec_has_nul;    /**< a NUL byte was fed since the record started */
 
     /* Current record. */
-    uint32_t nfields;           /**< fields seen, extra ones included */
-    size_t foff[MAX_COLS];      /**< file column -> offset of its text in fbuf */
-    size_t flen[MAX_COLS];      /**< file column -> length of its text */
-    char *fbuf;                 /**< field texts, each NUL-terminated */
+    uint32_t nfields;      /**< fields seen, extra ones included */
+    size_t foff[MAX_COLS]; /**< file column -> offset of its text in fbuf */
+    size_t flen[MAX_COLS]; /**< file column -> length of its text */
+    char *fbuf;            /**< field texts, each NUL-terminated */
     size_t fbuf_used;
     size_t fbuf_cap;
 
@@ -196,9 +197,9 @@ static int fail(struct reader *r, int err, uint64_t line, uint32_t column, const
     r->err = err;
     r->diag->line = line;
     r->diag->column = column;
-    snprintf(r->diag->field, sizeof r->diag->field, "%s", field ? field : "");
+    (void)snprintf(r->diag->field, sizeof r->diag->field, "%s", field ? field : "");
     va_start(ap, fmt);
-    vsnprintf(r->diag->msg, sizeof r->diag->msg, fmt, ap);
+    (void)vsnprintf(r->diag->msg, sizeof r->diag->msg, fmt, ap);
     va_end(ap);
     return err;
 }
@@ -217,7 +218,7 @@ static const char *field_text(const struct reader *r, int role, size_t *len)
 
 /* Error about a value of the current record, at its line, column and header name. */
 #define FIELD_FAIL(r, role, ...)                                                                   \
-    fail((r), GS_EPARSE, (r)->rec_line, (uint32_t)(r)->col_of[(role)] + 1u,                      \
+    fail((r), GS_EPARSE, (r)->rec_line, (uint32_t)(r)->col_of[(role)] + 1u,                        \
          (r)->cols[(role)].name, __VA_ARGS__)
 
 /*
@@ -349,8 +350,8 @@ static int node_row(struct reader *r)
         (rc = get_int(r, NC_GPU, false, &gpu)) != GS_OK)
         return rc;
     if (gpu > MAX_GPUS)
-        return FIELD_FAIL(r, NC_GPU, "%" PRId64 " GPUs on one node; at most %d are supported",
-                          gpu, MAX_GPUS);
+        return FIELD_FAIL(r, NC_GPU, "%" PRId64 " GPUs on one node; at most %d are supported", gpu,
+                          MAX_GPUS);
     n.gpu_count = (uint32_t)gpu;
     const char *model = field_text(r, NC_MODEL, &len);
     if (gpu > 0 && len == 0)
@@ -361,8 +362,8 @@ static int node_row(struct reader *r)
         return fail(r, GS_EPARSE, r->rec_line, 0, NULL, "too many rows");
 
     if (out->n == r->node_cap) {
-        uint32_t cap = r->node_cap ? (r->node_cap > UINT32_MAX / 2 ? UINT32_MAX : r->node_cap * 2)
-                                   : 256;
+        uint32_t cap =
+            r->node_cap ? (r->node_cap > UINT32_MAX / 2 ? UINT32_MAX : r->node_cap * 2) : 256;
         struct gs_trace_node *v = realloc(out->v, (size_t)cap * sizeof *v);
         if (v == NULL)
             return fail(r, GS_ENOMEM, 0, 0, NULL, "out of memory");
@@ -420,8 +421,9 @@ static int pod_row(struct reader *r)
         (rc = get_int(r, PC_NUM_GPU, false, &num_gpu)) != GS_OK)
         return rc;
     if (num_gpu > MAX_GPUS)
-        return FIELD_FAIL(r, PC_NUM_GPU, "%" PRId64 " GPUs in one request; at most %d are supported",
-                          num_gpu, MAX_GPUS);
+        return FIELD_FAIL(r, PC_NUM_GPU,
+                          "%" PRId64 " GPUs in one request; at most %d are supported", num_gpu,
+                          MAX_GPUS);
     if ((rc = get_int(r, PC_GPU_MILLI, false, &milli)) != GS_OK)
         return rc;
     if (milli > 1000)
@@ -446,8 +448,8 @@ static int pod_row(struct reader *r)
         return fail(r, GS_EPARSE, r->rec_line, 0, NULL, "too many rows");
 
     if (out->n == r->pod_cap) {
-        uint32_t cap = r->pod_cap ? (r->pod_cap > UINT32_MAX / 2 ? UINT32_MAX : r->pod_cap * 2)
-                                  : 1024;
+        uint32_t cap =
+            r->pod_cap ? (r->pod_cap > UINT32_MAX / 2 ? UINT32_MAX : r->pod_cap * 2) : 1024;
         struct gs_trace_pod *v = realloc(out->v, (size_t)cap * sizeof *v);
         if (v == NULL)
             return fail(r, GS_ENOMEM, 0, 0, NULL, "out of memory");
@@ -634,8 +636,7 @@ static void feed(struct reader *r, const char *p, size_t n)
         }
         if (!r->in_rec) {
             if (r->blank_line != 0) {
-                fail(r, GS_EPARSE, r->blank_line, 0, NULL,
-                     "blank line before the end of the file");
+                fail(r, GS_EPARSE, r->blank_line, 0, NULL, "blank line before the end of the file");
                 return;
             }
             r->in_rec = true;
@@ -698,7 +699,7 @@ static int reader_init(struct reader *r, const struct column *cols, int ncols,
     memset(r, 0, sizeof *r);
     r->diag = diag ? diag : scratch;
     memset(r->diag, 0, sizeof *r->diag);
-    snprintf(r->diag->file, sizeof r->diag->file, "%s", name ? name : "");
+    (void)snprintf(r->diag->file, sizeof r->diag->file, "%s", name ? name : "");
     r->cols = cols;
     r->ncols = ncols;
     r->on_row = on_row;
@@ -732,7 +733,7 @@ static void reader_free(struct reader *r)
 /* Feeds a whole buffer, or refuses it when it is over the file limit. */
 static void feed_buffer(struct reader *r, const char *buf, size_t len)
 {
-    if (len > GS_TRACE_FILE_MAX) {
+    if ((uint64_t)len > FILE_MAX) {
         fail(r, GS_EIO, 0, 0, NULL, "input is %zu bytes, over the limit of %u", len,
              GS_TRACE_FILE_MAX);
         return;
@@ -752,12 +753,11 @@ static void feed_file(struct reader *r, const char *path)
     if (f == NULL) {
         int e = errno;
         if (strerror_r(e, msg, sizeof msg) != 0)
-            snprintf(msg, sizeof msg, "error %d", e);
+            (void)snprintf(msg, sizeof msg, "error %d", e);
         fail(r, GS_EIO, 0, 0, NULL, "cannot open: %s", msg);
         return;
     }
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
-        (uint64_t)st.st_size > GS_TRACE_FILE_MAX) {
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > FILE_MAX) {
         fail(r, GS_EIO, 0, 0, NULL, "file is %" PRIu64 " bytes, over the limit of %u",
              (uint64_t)st.st_size, GS_TRACE_FILE_MAX);
         goto out;
@@ -770,7 +770,7 @@ static void feed_file(struct reader *r, const char *path)
     for (;;) {
         size_t k = fread(chunk, 1, READ_CHUNK, f);
         if (k > 0) {
-            if (r->total + k > GS_TRACE_FILE_MAX) {
+            if (r->total + k > FILE_MAX) {
                 fail(r, GS_EIO, 0, 0, NULL, "file is over the limit of %u bytes",
                      GS_TRACE_FILE_MAX);
                 goto out;
@@ -783,7 +783,7 @@ static void feed_file(struct reader *r, const char *path)
             if (ferror(f)) {
                 int e = errno;
                 if (strerror_r(e, msg, sizeof msg) != 0)
-                    snprintf(msg, sizeof msg, "error %d", e);
+                    (void)snprintf(msg, sizeof msg, "error %d", e);
                 fail(r, GS_EIO, 0, 0, NULL, "cannot read: %s", msg);
                 goto out;
             }
@@ -793,7 +793,7 @@ static void feed_file(struct reader *r, const char *path)
     finish(r);
 out:
     free(chunk);
-    fclose(f);
+    (void)fclose(f); /* read-only: nothing to flush */
 }
 
 /* ---- public ----------------------------------------------------------------------------- */
