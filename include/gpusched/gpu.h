@@ -1,0 +1,231 @@
+/*
+ * GPU backends of the node agent: one table of operations (struct gs_gpu_ops) and two
+ * implementations behind it.
+ *
+ * - "nvml" loads libnvidia-ml.so.1 at run time with dlopen() and asks the driver. Nothing of
+ *   NVIDIA's is needed to build; a node without the driver gets a clear error, not a crash.
+ *   The backend only reads: it never changes MIG mode, clocks, persistence or anything else.
+ * - "fake" reads a YAML description of GPUs and a script of timed changes and events, and
+ *   replays it against a clock the caller supplies, so tests drive time and a laptop can run
+ *   the agent (see deploy/fake-gpus.yaml for the format).
+ *
+ * Everything the agent needs from a GPU goes through this table: static information
+ * (gs_gpu_info), a sample of current values (gs_gpu_sample) and a blocking wait for critical
+ * events (XID errors, double-bit ECC errors). A backend is not thread-safe: one thread at a
+ * time may call into it (the agent's GPU loop owns it and hands copies to the exporter).
+ */
+#ifndef GPUSCHED_GPU_H
+#define GPUSCHED_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpusched/trace.h" /* struct gs_diag */
+
+/** Most GPUs one backend exposes. */
+#define GS_GPU_MAX 64
+/** Most MIG devices reported per GPU (an H100/H200 has at most 7 GPU instances). */
+#define GS_GPU_MIG_MAX 16
+/** Buffer size of a UUID ("GPU-…", "MIG-…"), NUL included (NVML's v2 UUID buffer size). */
+#define GS_GPU_UUID_LEN 96
+/** Buffer size of a model name, NUL included (NVML's v2 name buffer size). */
+#define GS_GPU_NAME_LEN 96
+/** Buffer size of a PCI bus id ("00000000:18:00.0"), NUL included. */
+#define GS_GPU_PCI_LEN 32
+/** Buffer size of a MIG profile name ("1g.18gb"), NUL included. */
+#define GS_GPU_PROFILE_LEN 32
+/** Buffer size of a driver version string ("550.54.15"), NUL included. */
+#define GS_GPU_VERSION_LEN 80
+/** gpu_index of an event that concerns every GPU (the driver did not say which one). */
+#define GS_GPU_INDEX_ALL UINT32_MAX
+
+/** Facts about the whole node's driver. */
+struct gs_gpu_system {
+    char driver_version[GS_GPU_VERSION_LEN]; /**< kernel driver, "550.54.15"; "" unknown */
+    int32_t cuda_driver_version; /**< CUDA version the driver supports, 1000*major + 10*minor
+                                      (12040 = 12.4); 0 unknown */
+};
+
+/** One MIG device (GPU instance + compute instance) of a GPU. */
+struct gs_gpu_mig {
+    char profile[GS_GPU_PROFILE_LEN]; /**< "1g.18gb", "3g.71gb"; "" when unknown */
+    char uuid[GS_GPU_UUID_LEN];       /**< "MIG-…" */
+    uint64_t mem_mib;                 /**< memory of the MIG device, MiB */
+};
+
+/** Static facts about one GPU. Plain value record. */
+struct gs_gpu_info {
+    uint32_t index;                   /**< 0-based index, as nvidia-smi and /dev/nvidiaN */
+    char uuid[GS_GPU_UUID_LEN];       /**< "GPU-…" */
+    char model[GS_GPU_NAME_LEN];      /**< "NVIDIA H200" */
+    uint64_t mem_total_mib;           /**< framebuffer size, MiB */
+    int32_t numa_node;                /**< NUMA node of the GPU's PCI device; -1 unknown */
+    char pci_bus_id[GS_GPU_PCI_LEN];  /**< "00000000:18:00.0" (NVML's form); "" unknown */
+    int32_t cc_major;                 /**< CUDA compute capability major (9 for Hopper); -1 unknown */
+    int32_t cc_minor;                 /**< compute capability minor; -1 unknown */
+    uint32_t nvlink_peer_count;       /**< entries used in nvlink_peers */
+    uint32_t nvlink_peers[GS_GPU_MAX]; /**< indices of GPUs reachable over NVLink, ascending */
+    bool mig_capable;                 /**< the GPU supports MIG */
+    bool mig_enabled;                 /**< MIG mode is currently on */
+    uint32_t mig_count;               /**< entries used in mig */
+    struct gs_gpu_mig mig[GS_GPU_MIG_MAX]; /**< MIG devices, in the backend's order */
+};
+
+/** Bits of gs_gpu_sample.valid: which fields the backend could read. */
+enum gs_gpu_field {
+    GS_GPU_HAVE_UTIL = 1u << 0,     /**< util_pct */
+    GS_GPU_HAVE_FB = 1u << 1,       /**< fb_used_mib and fb_free_mib */
+    GS_GPU_HAVE_TEMP = 1u << 2,     /**< temp_c */
+    GS_GPU_HAVE_POWER = 1u << 3,    /**< power_mw */
+    GS_GPU_HAVE_SM_CLOCK = 1u << 4, /**< sm_clock_mhz */
+    GS_GPU_HAVE_MEM_CLOCK = 1u << 5, /**< mem_clock_mhz */
+    GS_GPU_HAVE_ECC_DBE = 1u << 6,  /**< ecc_dbe_vol_total */
+    GS_GPU_HAVE_XID = 1u << 7,      /**< xid_count and last_xid */
+};
+
+/** Current values of one GPU. Fields whose bit is not in `valid` are 0 and meaningless. */
+struct gs_gpu_sample {
+    uint32_t valid;             /**< set of enum gs_gpu_field bits */
+    uint32_t util_pct;          /**< GPU utilisation over the last sample period, 0..100 % */
+    uint64_t fb_used_mib;       /**< framebuffer used, MiB */
+    uint64_t fb_free_mib;       /**< framebuffer free, MiB */
+    int32_t temp_c;             /**< GPU core temperature, degrees Celsius */
+    uint64_t power_mw;          /**< power draw, milliwatts */
+    uint32_t sm_clock_mhz;      /**< current SM clock, MHz */
+    uint32_t mem_clock_mhz;     /**< current memory clock, MHz */
+    uint64_t ecc_dbe_vol_total; /**< double-bit (uncorrected) ECC errors since driver load */
+    uint64_t xid_count;         /**< XID events the backend has seen for the GPU since open */
+    uint64_t last_xid;          /**< code of the last XID seen; 0 none yet */
+};
+
+/** What a critical event is. */
+enum gs_gpu_event_kind {
+    GS_GPU_EVENT_XID = 1,     /**< an XID (driver-reported error); `xid` holds its code */
+    GS_GPU_EVENT_ECC_DBE = 2, /**< a double-bit (uncorrectable) ECC error */
+};
+
+/** One critical event. */
+struct gs_gpu_event {
+    uint32_t gpu_index;          /**< GPU it concerns, or GS_GPU_INDEX_ALL */
+    enum gs_gpu_event_kind kind; /**< what happened */
+    uint64_t xid;                /**< XID code for GS_GPU_EVENT_XID, else 0 */
+    int64_t t_ms;                /**< backend clock when delivered, ms */
+};
+
+/**
+ * A time source in milliseconds with a matching sleep. The agent passes
+ * gs_clock_monotonic(); tests pass a clock they advance themselves, whose sleep just adds
+ * to the time, so a "wait 5 s" in a test takes no real time.
+ */
+struct gs_clock {
+    int64_t (*now_ms)(void *ctx);             /**< current time, ms, never decreasing */
+    void (*sleep_ms)(void *ctx, int64_t ms); /**< waits ms (> 0) milliseconds */
+    void *ctx;                               /**< passed to both */
+};
+
+/**
+ * Returns a clock on CLOCK_MONOTONIC whose sleep is nanosleep().
+ * @return a value; thread-safe.
+ */
+struct gs_clock gs_clock_monotonic(void);
+
+struct gs_gpu_backend;
+
+/**
+ * The operations of a backend. Each returns GS_OK or a negative gs_err code and, on failure,
+ * leaves its output unspecified and a sentence in the backend's error text
+ * (gs_gpu_last_error()). Call them through the gs_gpu_* wrappers below.
+ */
+struct gs_gpu_ops {
+    const char *name; /**< "nvml", "fake" */
+    int (*system)(struct gs_gpu_backend *b, struct gs_gpu_system *out);
+    int (*count)(struct gs_gpu_backend *b, uint32_t *n_out);
+    int (*info)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *out);
+    int (*sample)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out);
+    int (*wait_event)(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out);
+    void (*close)(struct gs_gpu_backend *b); /**< releases everything, b included */
+};
+
+/** A backend instance: the table and the implementation's state. */
+struct gs_gpu_backend {
+    const struct gs_gpu_ops *ops; /**< never NULL */
+    void *impl;                   /**< owned by the implementation */
+    char err[256];                /**< last error text, "" none */
+};
+
+/**
+ * Opens the NVML backend: dlopen("libnvidia-ml.so.1") (or the file named by the environment
+ * variable GS_NVML_LIBRARY), resolves the versioned entry points, nvmlInit_v2(), enumerates
+ * GPUs (a count above GS_GPU_MAX keeps the first GS_GPU_MAX) and registers for XID and
+ * double-bit ECC events where the GPU supports them. Only reads: never changes MIG mode,
+ * clocks, persistence or any other setting.
+ * @param clock   time source for event timestamps and the no-event wait; copied.
+ * @param out     receives the backend on GS_OK; close with gs_gpu_close().
+ * @param errbuf  receives a sentence on failure ("cannot load libnvidia-ml.so.1 (is the NVIDIA
+ *                driver installed …?): …"); may be NULL; cap bytes, NUL-terminated.
+ * @return GS_OK; GS_ENOENT (library or a required symbol missing); GS_EIO (nvmlInit_v2 or
+ *         enumeration failed, e.g. driver not loaded); GS_EINVAL; GS_ENOMEM.
+ * Sources: NVML API reference (docs.nvidia.com/deploy/nvml-api). Call from one thread.
+ */
+int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, char *errbuf,
+                     size_t cap);
+
+/**
+ * Opens the fake backend from a YAML file (format: deploy/fake-gpus.yaml). The script's t_ms
+ * are relative to the clock's reading at open. Every later call first applies the script
+ * entries that are due: "set" entries change the sample values, "xid" and "ecc_dbe" entries
+ * count and queue an event, "lost" makes sample() fail with GS_EIO (a GPU that fell off the
+ * bus) until a later entry clears it. wait_event() delivers queued events in script order and
+ * otherwise sleeps on the clock until the next scripted event or the timeout.
+ * @param path   YAML file; at most 4 MiB.
+ * @param clock  time source; copied; its ctx must outlive the backend.
+ * @param out    receives the backend on GS_OK; close with gs_gpu_close().
+ * @param diag   filled on error with file, line, column and the offending key; may be NULL.
+ * @return GS_OK; GS_EIO (cannot read); GS_EPARSE (not YAML, unknown or duplicate key, wrong
+ *         type, value out of range, index or UUID repeated, NVLink peer or script GPU that does
+ *         not exist); GS_ENOMEM.
+ */
+int gs_gpu_open_fake(const char *path, const struct gs_clock *clock,
+                     struct gs_gpu_backend **out, struct gs_diag *diag);
+
+/** As gs_gpu_open_fake() on a buffer of len bytes; `name` is used in diagnostics. */
+int gs_gpu_parse_fake(const char *buf, size_t len, const char *name, const struct gs_clock *clock,
+                      struct gs_gpu_backend **out, struct gs_diag *diag);
+
+/**
+ * Driver facts. @return as the backend; GS_EINVAL for NULL arguments.
+ */
+int gs_gpu_system(struct gs_gpu_backend *b, struct gs_gpu_system *out);
+
+/** Number of GPUs (0..GS_GPU_MAX). @return GS_OK; GS_EINVAL for NULL arguments. */
+int gs_gpu_count(struct gs_gpu_backend *b, uint32_t *n_out);
+
+/**
+ * Static facts of GPU `index`.
+ * @return GS_OK; GS_ERANGE (no such index); GS_EIO (the driver failed); GS_EINVAL.
+ */
+int gs_gpu_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *out);
+
+/**
+ * Current values of GPU `index`. A field the GPU does not support is left out of `valid`,
+ * which is not an error.
+ * @return GS_OK; GS_ERANGE (no such index); GS_EIO (the GPU does not answer at all, e.g.
+ *         XID 79 "fallen off the bus"); GS_EINVAL.
+ */
+int gs_gpu_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out);
+
+/**
+ * Waits up to timeout_ms (>= 0; 0 polls) for the next XID or double-bit ECC event.
+ * @return GS_OK with *out filled; GS_ENOENT when no event came within the timeout;
+ *         GS_EIO (the driver failed); GS_EINVAL.
+ */
+int gs_gpu_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out);
+
+/** Text of the last failure of this backend ("" none). Valid until the next call on b. */
+const char *gs_gpu_last_error(const struct gs_gpu_backend *b);
+
+/** Closes a backend and frees it. NULL is a no-op. */
+void gs_gpu_close(struct gs_gpu_backend *b);
+
+#endif /* GPUSCHED_GPU_H */

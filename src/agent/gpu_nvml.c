@@ -1,0 +1,620 @@
+/*
+ * The NVML backend (contract in include/gpusched/gpu.h).
+ *
+ * libnvidia-ml.so.1 is opened with dlopen() when the agent starts, so the project builds and
+ * runs its tests on machines without NVIDIA's headers or driver, and a node without a driver
+ * gets a sentence rather than a loader failure. The few NVML types and prototypes used here
+ * are declared below from the published NVML API reference (docs.nvidia.com/deploy/nvml-api):
+ * the return code is an int-sized enum, devices and event sets are opaque pointers, and the
+ * structs have the documented member order. Versioned entry points (nvmlInit_v2,
+ * nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetPciInfo_v3,
+ * nvmlEventSetWait_v2) are resolved by their versioned names, as nvml.h's macros would.
+ *
+ * Everything here only reads. Entry points that newer drivers added (NUMA node id, compute
+ * capability, MIG queries, P2P status) are optional: when one is missing the field is left
+ * unknown. NVLink peers come from nvmlDeviceGetP2PStatus(NVLINK), which also answers through
+ * an NVSwitch (where the remote end of each link is the switch, not a GPU).
+ *
+ * Set GS_NVML_LIBRARY to load another file (a path or soname) instead of libnvidia-ml.so.1.
+ */
+#define _POSIX_C_SOURCE 200809L /* getenv, snprintf */
+
+#include "gpusched/gpu.h"
+
+#include "gpu_internal.h"
+#include "gpusched/err.h"
+
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the NVML ABI subset ------------------------------------------------------------- */
+
+typedef int nvml_ret; /* nvmlReturn_t */
+typedef struct nvml_device_opaque *nvml_device;
+typedef struct nvml_event_set_opaque *nvml_event_set;
+
+enum {
+    NVML_OK = 0,
+    NVML_ERR_NOT_SUPPORTED = 3,
+    NVML_ERR_NO_PERMISSION = 4,
+    NVML_ERR_NOT_FOUND = 6,
+    NVML_ERR_TIMEOUT = 10,
+    NVML_ERR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERR_GPU_IS_LOST = 15,
+};
+
+enum {
+    NVML_TEMPERATURE_GPU = 0,
+    NVML_CLOCK_SM = 1,
+    NVML_CLOCK_MEM = 2,
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+    NVML_VOLATILE_ECC = 0,
+    NVML_DEVICE_MIG_ENABLE = 1,
+    NVML_P2P_CAPS_INDEX_NVLINK = 2,
+    NVML_P2P_STATUS_OK = 0,
+};
+
+#define NVML_EVENT_DOUBLE_BIT_ECC 0x2ULL
+#define NVML_EVENT_XID_CRITICAL 0x8ULL
+
+/* nvmlMemory_t: bytes. */
+struct nvml_memory {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+};
+
+/* nvmlUtilization_t: percent over the last sample period. */
+struct nvml_utilization {
+    unsigned int gpu;
+    unsigned int memory;
+};
+
+/* nvmlPciInfo_t (filled by nvmlDeviceGetPciInfo_v3). */
+struct nvml_pci_info {
+    char bus_id_legacy[16];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pci_device_id;
+    unsigned int pci_subsystem_id;
+    char bus_id[32];
+};
+
+/* nvmlEventData_t. */
+struct nvml_event_data {
+    nvml_device device;
+    unsigned long long event_type;
+    unsigned long long event_data;
+    unsigned int gpu_instance_id;
+    unsigned int compute_instance_id;
+};
+
+/** The entry points used, filled by dlsym(). */
+struct nvml_api {
+    nvml_ret (*init_v2)(void);
+    nvml_ret (*shutdown)(void);
+    const char *(*error_string)(nvml_ret);
+    nvml_ret (*device_get_count_v2)(unsigned int *);
+    nvml_ret (*device_get_handle_by_index_v2)(unsigned int, nvml_device *);
+    nvml_ret (*device_get_name)(nvml_device, char *, unsigned int);
+    nvml_ret (*device_get_uuid)(nvml_device, char *, unsigned int);
+    nvml_ret (*device_get_memory_info)(nvml_device, struct nvml_memory *);
+    nvml_ret (*device_get_utilization_rates)(nvml_device, struct nvml_utilization *);
+    nvml_ret (*device_get_temperature)(nvml_device, int, unsigned int *);
+    nvml_ret (*device_get_power_usage)(nvml_device, unsigned int *);
+    nvml_ret (*device_get_clock_info)(nvml_device, int, unsigned int *);
+    nvml_ret (*device_get_pci_info_v3)(nvml_device, struct nvml_pci_info *);
+    nvml_ret (*device_get_total_ecc_errors)(nvml_device, int, int, unsigned long long *);
+    nvml_ret (*system_get_driver_version)(char *, unsigned int);
+    nvml_ret (*event_set_create)(nvml_event_set *);
+    nvml_ret (*device_register_events)(nvml_device, unsigned long long, nvml_event_set);
+    nvml_ret (*event_set_wait_v2)(nvml_event_set, struct nvml_event_data *, unsigned int);
+    nvml_ret (*event_set_free)(nvml_event_set);
+    /* optional */
+    nvml_ret (*device_get_supported_event_types)(nvml_device, unsigned long long *);
+    nvml_ret (*system_get_cuda_driver_version_v2)(int *);
+    nvml_ret (*system_get_cuda_driver_version)(int *);
+    nvml_ret (*device_get_mig_mode)(nvml_device, unsigned int *, unsigned int *);
+    nvml_ret (*device_get_max_mig_device_count)(nvml_device, unsigned int *);
+    nvml_ret (*device_get_mig_device_handle_by_index)(nvml_device, unsigned int, nvml_device *);
+    nvml_ret (*device_get_numa_node_id)(nvml_device, unsigned int *);
+    nvml_ret (*device_get_cuda_compute_capability)(nvml_device, int *, int *);
+    nvml_ret (*device_get_p2p_status)(nvml_device, nvml_device, int, int *);
+};
+
+/** Where each entry point goes, and whether the backend can work without it. */
+static const struct {
+    const char *name;
+    size_t offset;
+    bool required;
+} symbols[] = {
+#define REQ(f, n) {n, offsetof(struct nvml_api, f), true}
+#define OPT(f, n) {n, offsetof(struct nvml_api, f), false}
+    REQ(init_v2, "nvmlInit_v2"),
+    REQ(shutdown, "nvmlShutdown"),
+    OPT(error_string, "nvmlErrorString"),
+    REQ(device_get_count_v2, "nvmlDeviceGetCount_v2"),
+    REQ(device_get_handle_by_index_v2, "nvmlDeviceGetHandleByIndex_v2"),
+    REQ(device_get_name, "nvmlDeviceGetName"),
+    REQ(device_get_uuid, "nvmlDeviceGetUUID"),
+    REQ(device_get_memory_info, "nvmlDeviceGetMemoryInfo"),
+    REQ(device_get_utilization_rates, "nvmlDeviceGetUtilizationRates"),
+    REQ(device_get_temperature, "nvmlDeviceGetTemperature"),
+    REQ(device_get_power_usage, "nvmlDeviceGetPowerUsage"),
+    REQ(device_get_clock_info, "nvmlDeviceGetClockInfo"),
+    REQ(device_get_pci_info_v3, "nvmlDeviceGetPciInfo_v3"),
+    REQ(device_get_total_ecc_errors, "nvmlDeviceGetTotalEccErrors"),
+    REQ(system_get_driver_version, "nvmlSystemGetDriverVersion"),
+    REQ(event_set_create, "nvmlEventSetCreate"),
+    REQ(device_register_events, "nvmlDeviceRegisterEvents"),
+    REQ(event_set_wait_v2, "nvmlEventSetWait_v2"),
+    REQ(event_set_free, "nvmlEventSetFree"),
+    OPT(device_get_supported_event_types, "nvmlDeviceGetSupportedEventTypes"),
+    OPT(system_get_cuda_driver_version_v2, "nvmlSystemGetCudaDriverVersion_v2"),
+    OPT(system_get_cuda_driver_version, "nvmlSystemGetCudaDriverVersion"),
+    OPT(device_get_mig_mode, "nvmlDeviceGetMigMode"),
+    OPT(device_get_max_mig_device_count, "nvmlDeviceGetMaxMigDeviceCount"),
+    OPT(device_get_mig_device_handle_by_index, "nvmlDeviceGetMigDeviceHandleByIndex"),
+    OPT(device_get_numa_node_id, "nvmlDeviceGetNumaNodeId"),
+    OPT(device_get_cuda_compute_capability, "nvmlDeviceGetCudaComputeCapability"),
+    OPT(device_get_p2p_status, "nvmlDeviceGetP2PStatus"),
+#undef REQ
+#undef OPT
+};
+
+/* ---- backend state ------------------------------------------------------------------- */
+
+/** One GPU. */
+struct nvml_gpu {
+    nvml_device dev;    /**< handle, valid until nvmlShutdown */
+    bool events;        /**< registered for XID/DBE events */
+    uint64_t xid_count; /**< XID events delivered */
+    uint64_t last_xid;  /**< last XID code delivered; 0 none */
+};
+
+struct nvml {
+    void *lib;              /**< dlopen handle */
+    struct nvml_api api;    /**< entry points */
+    bool initialised;       /**< nvmlInit_v2 succeeded */
+    struct gs_clock clock;  /**< time source */
+    uint32_t n;             /**< GPUs */
+    struct nvml_gpu gpu[GS_GPU_MAX];
+    nvml_event_set events;  /**< NULL when event creation failed */
+    uint32_t n_registered;  /**< GPUs registered in events */
+};
+
+static const char *nvml_text(const struct nvml *m, nvml_ret rc)
+{
+    if (m->api.error_string != NULL) {
+        const char *s = m->api.error_string(rc);
+        if (s != NULL)
+            return s;
+    }
+    return "NVML error";
+}
+
+static struct nvml *impl(struct gs_gpu_backend *b)
+{
+    return b->impl;
+}
+
+/* ---- operations ---------------------------------------------------------------------- */
+
+static int nvml_system(struct gs_gpu_backend *b, struct gs_gpu_system *out)
+{
+    struct nvml *m = impl(b);
+    memset(out, 0, sizeof *out);
+    nvml_ret rc = m->api.system_get_driver_version(out->driver_version,
+                                                   (unsigned)sizeof out->driver_version);
+    if (rc != NVML_OK)
+        return gs__gpu_fail(b, GS_EIO, "nvmlSystemGetDriverVersion: %s (%d)", nvml_text(m, rc),
+                            rc);
+    out->driver_version[sizeof out->driver_version - 1] = '\0';
+    int v = 0;
+    rc = NVML_ERR_FUNCTION_NOT_FOUND;
+    if (m->api.system_get_cuda_driver_version_v2 != NULL)
+        rc = m->api.system_get_cuda_driver_version_v2(&v);
+    if (rc != NVML_OK && m->api.system_get_cuda_driver_version != NULL)
+        rc = m->api.system_get_cuda_driver_version(&v);
+    out->cuda_driver_version = rc == NVML_OK && v > 0 ? v : 0;
+    return GS_OK;
+}
+
+static int nvml_count(struct gs_gpu_backend *b, uint32_t *n_out)
+{
+    *n_out = impl(b)->n;
+    return GS_OK;
+}
+
+/* NUMA node from sysfs for a bus id "00000000:18:00.0" (kernel form "0000:18:00.0"). */
+static int32_t sysfs_numa_node(const char *bus_id)
+{
+    unsigned dom, bus, dev, fn;
+    char path[128];
+    if (sscanf(bus_id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+        return -1;
+    (void)snprintf(path, sizeof path, "/sys/bus/pci/devices/%04x:%02x:%02x.%x/numa_node", dom,
+                   bus, dev, fn);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    int node = -1;
+    if (fscanf(f, "%d", &node) != 1 || node < -1 || node > 4095)
+        node = -1;
+    (void)fclose(f);
+    return node;
+}
+
+/* The profile of a MIG device from its name: "NVIDIA H100 80GB HBM3 MIG 1g.10gb" -> "1g.10gb". */
+static void mig_profile_from_name(const char *name, char *out, size_t cap)
+{
+    const char *p = strstr(name, "MIG ");
+    const char *last = NULL;
+    while (p != NULL) { /* the last "MIG " wins, in case a model name holds one */
+        last = p;
+        p = strstr(p + 4, "MIG ");
+    }
+    gs__strlcpy(out, last != NULL ? last + 4 : "", cap);
+}
+
+static void read_mig(struct nvml *m, nvml_device dev, struct gs_gpu_info *g)
+{
+    unsigned cur = 0, pending = 0;
+    if (m->api.device_get_mig_mode == NULL ||
+        m->api.device_get_mig_mode(dev, &cur, &pending) != NVML_OK)
+        return; /* NOT_SUPPORTED: not MIG-capable */
+    g->mig_capable = true;
+    g->mig_enabled = cur == NVML_DEVICE_MIG_ENABLE;
+    unsigned max = 0;
+    if (!g->mig_enabled || m->api.device_get_max_mig_device_count == NULL ||
+        m->api.device_get_mig_device_handle_by_index == NULL ||
+        m->api.device_get_max_mig_device_count(dev, &max) != NVML_OK)
+        return;
+    for (unsigned i = 0; i < max && g->mig_count < GS_GPU_MIG_MAX; i++) {
+        nvml_device mig;
+        if (m->api.device_get_mig_device_handle_by_index(dev, i, &mig) != NVML_OK)
+            continue; /* NOT_FOUND: no MIG device at this index */
+        struct gs_gpu_mig *out = &g->mig[g->mig_count];
+        memset(out, 0, sizeof *out);
+        if (m->api.device_get_uuid(mig, out->uuid, (unsigned)sizeof out->uuid) != NVML_OK)
+            continue;
+        out->uuid[sizeof out->uuid - 1] = '\0';
+        char name[GS_GPU_NAME_LEN];
+        if (m->api.device_get_name(mig, name, (unsigned)sizeof name) == NVML_OK) {
+            name[sizeof name - 1] = '\0';
+            mig_profile_from_name(name, out->profile, sizeof out->profile);
+        }
+        struct nvml_memory mem;
+        if (m->api.device_get_memory_info(mig, &mem) == NVML_OK)
+            out->mem_mib = mem.total >> 20;
+        g->mig_count++;
+    }
+}
+
+static int nvml_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *g)
+{
+    struct nvml *m = impl(b);
+    if (index >= m->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (NVML reports %" PRIu32 ")", index,
+                            m->n);
+    nvml_device dev = m->gpu[index].dev;
+    memset(g, 0, sizeof *g);
+    g->index = index;
+    g->numa_node = -1;
+    g->cc_major = -1;
+    g->cc_minor = -1;
+
+    nvml_ret rc = m->api.device_get_uuid(dev, g->uuid, (unsigned)sizeof g->uuid);
+    if (rc != NVML_OK)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 ": nvmlDeviceGetUUID: %s (%d)", index,
+                            nvml_text(m, rc), rc);
+    g->uuid[sizeof g->uuid - 1] = '\0';
+    rc = m->api.device_get_name(dev, g->model, (unsigned)sizeof g->model);
+    if (rc != NVML_OK)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 ": nvmlDeviceGetName: %s (%d)", index,
+                            nvml_text(m, rc), rc);
+    g->model[sizeof g->model - 1] = '\0';
+    struct nvml_memory mem;
+    rc = m->api.device_get_memory_info(dev, &mem);
+    if (rc != NVML_OK)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 ": nvmlDeviceGetMemoryInfo: %s (%d)",
+                            index, nvml_text(m, rc), rc);
+    g->mem_total_mib = mem.total >> 20;
+
+    struct nvml_pci_info pci;
+    memset(&pci, 0, sizeof pci);
+    if (m->api.device_get_pci_info_v3(dev, &pci) == NVML_OK) {
+        pci.bus_id[sizeof pci.bus_id - 1] = '\0';
+        gs__strlcpy(g->pci_bus_id, pci.bus_id, sizeof g->pci_bus_id);
+    }
+    unsigned node;
+    if (m->api.device_get_numa_node_id != NULL &&
+        m->api.device_get_numa_node_id(dev, &node) == NVML_OK && node <= 4095)
+        g->numa_node = (int32_t)node;
+    else if (g->pci_bus_id[0] != '\0')
+        g->numa_node = sysfs_numa_node(g->pci_bus_id);
+    int maj, min;
+    if (m->api.device_get_cuda_compute_capability != NULL &&
+        m->api.device_get_cuda_compute_capability(dev, &maj, &min) == NVML_OK && maj >= 0 &&
+        min >= 0) {
+        g->cc_major = maj;
+        g->cc_minor = min;
+    }
+    if (m->api.device_get_p2p_status != NULL) {
+        for (uint32_t j = 0; j < m->n; j++) {
+            int status;
+            if (j != index &&
+                m->api.device_get_p2p_status(dev, m->gpu[j].dev, NVML_P2P_CAPS_INDEX_NVLINK,
+                                             &status) == NVML_OK &&
+                status == NVML_P2P_STATUS_OK)
+                g->nvlink_peers[g->nvlink_peer_count++] = j;
+        }
+    }
+    read_mig(m, dev, g);
+    return GS_OK;
+}
+
+/*
+ * One query of a sample. NOT_SUPPORTED (and NO_PERMISSION) leave the field out; GPU_IS_LOST
+ * makes the whole sample fail; other errors leave the field out and are counted.
+ */
+static bool sample_ok(nvml_ret rc, bool *lost, int *failed)
+{
+    if (rc == NVML_OK)
+        return true;
+    if (rc == NVML_ERR_GPU_IS_LOST)
+        *lost = true;
+    else if (rc != NVML_ERR_NOT_SUPPORTED && rc != NVML_ERR_NO_PERMISSION)
+        (*failed)++;
+    return false;
+}
+
+static int nvml_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out)
+{
+    struct nvml *m = impl(b);
+    if (index >= m->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (NVML reports %" PRIu32 ")", index,
+                            m->n);
+    nvml_device dev = m->gpu[index].dev;
+    bool lost = false;
+    int failed = 0;
+    memset(out, 0, sizeof *out);
+
+    struct nvml_utilization u;
+    if (sample_ok(m->api.device_get_utilization_rates(dev, &u), &lost, &failed)) {
+        out->util_pct = u.gpu > 100 ? 100 : u.gpu;
+        out->valid |= GS_GPU_HAVE_UTIL;
+    }
+    struct nvml_memory mem;
+    if (!lost && sample_ok(m->api.device_get_memory_info(dev, &mem), &lost, &failed)) {
+        out->fb_used_mib = mem.used >> 20;
+        out->fb_free_mib = mem.free >> 20;
+        out->valid |= GS_GPU_HAVE_FB;
+    }
+    unsigned v;
+    if (!lost && sample_ok(m->api.device_get_temperature(dev, NVML_TEMPERATURE_GPU, &v), &lost,
+                           &failed)) {
+        out->temp_c = v > INT32_MAX ? INT32_MAX : (int32_t)v;
+        out->valid |= GS_GPU_HAVE_TEMP;
+    }
+    if (!lost && sample_ok(m->api.device_get_power_usage(dev, &v), &lost, &failed)) {
+        out->power_mw = v;
+        out->valid |= GS_GPU_HAVE_POWER;
+    }
+    if (!lost && sample_ok(m->api.device_get_clock_info(dev, NVML_CLOCK_SM, &v), &lost, &failed)) {
+        out->sm_clock_mhz = v;
+        out->valid |= GS_GPU_HAVE_SM_CLOCK;
+    }
+    if (!lost &&
+        sample_ok(m->api.device_get_clock_info(dev, NVML_CLOCK_MEM, &v), &lost, &failed)) {
+        out->mem_clock_mhz = v;
+        out->valid |= GS_GPU_HAVE_MEM_CLOCK;
+    }
+    unsigned long long ecc;
+    if (!lost && sample_ok(m->api.device_get_total_ecc_errors(
+                               dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc),
+                           &lost, &failed)) {
+        out->ecc_dbe_vol_total = ecc;
+        out->valid |= GS_GPU_HAVE_ECC_DBE;
+    }
+    if (lost)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (NVML: GPU is lost)", index);
+    if (out->valid == 0 && failed > 0)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " answers no query", index);
+    if (m->gpu[index].events) {
+        out->xid_count = m->gpu[index].xid_count;
+        out->last_xid = m->gpu[index].last_xid;
+        out->valid |= GS_GPU_HAVE_XID;
+    }
+    return GS_OK;
+}
+
+static int nvml_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out)
+{
+    struct nvml *m = impl(b);
+    int64_t deadline = m->clock.now_ms(m->clock.ctx) + timeout_ms;
+    if (m->events == NULL || m->n_registered == 0) {
+        /* Nothing can arrive: wait out the timeout so a caller's loop does not spin. */
+        m->clock.sleep_ms(m->clock.ctx, timeout_ms);
+        return GS_ENOENT;
+    }
+    for (;;) {
+        int64_t left = deadline - m->clock.now_ms(m->clock.ctx);
+        if (left < 0)
+            left = 0;
+        struct nvml_event_data d;
+        memset(&d, 0, sizeof d);
+        nvml_ret rc = m->api.event_set_wait_v2(m->events, &d,
+                                               left > UINT_MAX ? UINT_MAX : (unsigned)left);
+        if (rc == NVML_ERR_TIMEOUT)
+            return GS_ENOENT;
+        if (rc != NVML_OK)
+            return gs__gpu_fail(b, GS_EIO, "nvmlEventSetWait_v2: %s (%d)", nvml_text(m, rc), rc);
+        uint32_t idx = GS_GPU_INDEX_ALL;
+        for (uint32_t i = 0; i < m->n; i++)
+            if (m->gpu[i].dev == d.device)
+                idx = i;
+        out->gpu_index = idx;
+        out->t_ms = m->clock.now_ms(m->clock.ctx);
+        if (d.event_type & NVML_EVENT_XID_CRITICAL) {
+            out->kind = GS_GPU_EVENT_XID;
+            out->xid = d.event_data;
+            for (uint32_t i = 0; i < m->n; i++) {
+                if (idx == i || idx == GS_GPU_INDEX_ALL) {
+                    m->gpu[i].xid_count++;
+                    m->gpu[i].last_xid = d.event_data;
+                }
+            }
+            return GS_OK;
+        }
+        if (d.event_type & NVML_EVENT_DOUBLE_BIT_ECC) {
+            out->kind = GS_GPU_EVENT_ECC_DBE;
+            out->xid = 0;
+            return GS_OK;
+        }
+        if (left == 0)
+            return GS_ENOENT; /* an event of another type at the very end: nothing to report */
+    }
+}
+
+static void nvml_close(struct gs_gpu_backend *b)
+{
+    struct nvml *m = impl(b);
+    if (m != NULL) {
+        if (m->events != NULL)
+            (void)m->api.event_set_free(m->events);
+        if (m->initialised)
+            (void)m->api.shutdown();
+        if (m->lib != NULL)
+            (void)dlclose(m->lib);
+        free(m);
+    }
+    free(b);
+}
+
+static const struct gs_gpu_ops nvml_ops = {
+    .name = "nvml",
+    .system = nvml_system,
+    .count = nvml_count,
+    .info = nvml_info,
+    .sample = nvml_sample,
+    .wait_event = nvml_wait_event,
+    .close = nvml_close,
+};
+
+/* Registers every GPU that supports them for XID and double-bit ECC events. */
+static void register_events(struct nvml *m)
+{
+    if (m->api.event_set_create(&m->events) != NVML_OK) {
+        m->events = NULL;
+        return;
+    }
+    for (uint32_t i = 0; i < m->n; i++) {
+        unsigned long long want = NVML_EVENT_XID_CRITICAL | NVML_EVENT_DOUBLE_BIT_ECC;
+        unsigned long long supported = want;
+        if (m->api.device_get_supported_event_types != NULL &&
+            m->api.device_get_supported_event_types(m->gpu[i].dev, &supported) != NVML_OK)
+            supported = 0;
+        want &= supported;
+        if (want != 0 && m->api.device_register_events(m->gpu[i].dev, want, m->events) == NVML_OK) {
+            m->gpu[i].events = true;
+            m->n_registered++;
+        }
+    }
+}
+
+int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, char *errbuf,
+                     size_t cap)
+{
+    int err = GS_OK;
+    char why[256] = "";
+    struct nvml *m = NULL;
+    struct gs_gpu_backend *b = NULL;
+
+    if (out != NULL)
+        *out = NULL;
+    if (out == NULL || clock == NULL || clock->now_ms == NULL || clock->sleep_ms == NULL) {
+        err = GS_EINVAL;
+        (void)snprintf(why, sizeof why, "invalid argument");
+        goto out;
+    }
+    m = calloc(1, sizeof *m);
+    b = calloc(1, sizeof *b);
+    if (m == NULL || b == NULL) {
+        err = GS_ENOMEM;
+        (void)snprintf(why, sizeof why, "out of memory");
+        goto out;
+    }
+    m->clock = *clock;
+    const char *lib = getenv("GS_NVML_LIBRARY");
+    if (lib == NULL || lib[0] == '\0')
+        lib = "libnvidia-ml.so.1";
+    m->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (m->lib == NULL) {
+        const char *e = dlerror();
+        err = GS_ENOENT;
+        (void)snprintf(why, sizeof why,
+                       "cannot load %s (is the NVIDIA driver installed and visible in this "
+                       "container?): %s",
+                       lib, e != NULL ? e : "unknown error");
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+        void *sym = dlsym(m->lib, symbols[i].name);
+        if (sym == NULL && symbols[i].required) {
+            err = GS_ENOENT;
+            (void)snprintf(why, sizeof why, "%s lacks %s (driver too old?)", lib,
+                           symbols[i].name);
+            goto out;
+        }
+        /* POSIX guarantees object and function pointers convert; copy the bits. */
+        memcpy((char *)&m->api + symbols[i].offset, &sym, sizeof sym);
+    }
+    nvml_ret rc = m->api.init_v2();
+    if (rc != NVML_OK) {
+        err = GS_EIO;
+        (void)snprintf(why, sizeof why, "nvmlInit_v2: %s (%d)", nvml_text(m, rc), rc);
+        goto out;
+    }
+    m->initialised = true;
+    unsigned n = 0;
+    rc = m->api.device_get_count_v2(&n);
+    if (rc != NVML_OK) {
+        err = GS_EIO;
+        (void)snprintf(why, sizeof why, "nvmlDeviceGetCount_v2: %s (%d)", nvml_text(m, rc), rc);
+        goto out;
+    }
+    m->n = n > GS_GPU_MAX ? GS_GPU_MAX : n;
+    for (uint32_t i = 0; i < m->n; i++) {
+        rc = m->api.device_get_handle_by_index_v2(i, &m->gpu[i].dev);
+        if (rc != NVML_OK) {
+            err = GS_EIO;
+            (void)snprintf(why, sizeof why, "nvmlDeviceGetHandleByIndex_v2(%" PRIu32 "): %s (%d)",
+                           i, nvml_text(m, rc), rc);
+            goto out;
+        }
+    }
+    register_events(m);
+    b->ops = &nvml_ops;
+    b->impl = m;
+    *out = b;
+    m = NULL;
+    b = NULL;
+out:
+    if (m != NULL) {
+        if (m->initialised)
+            (void)m->api.shutdown();
+        if (m->lib != NULL)
+            (void)dlclose(m->lib);
+        free(m);
+    }
+    free(b);
+    if (err != GS_OK && errbuf != NULL && cap > 0)
+        gs__strlcpy(errbuf, why, cap);
+    return err;
+}
