@@ -680,9 +680,9 @@ static void finish(struct reader *r)
     if (r->err != GS_OK)
         return;
     if (!r->have_header)
-        fail(r, GS_EPARSE, 0, 0, NULL, "empty file: no header");
+        fail(r, GS_EPARSE, 1, 1, NULL, "empty file: no header");
     else if (r->nrows == 0)
-        fail(r, GS_EPARSE, 0, 0, NULL, "no rows after the header");
+        fail(r, GS_EPARSE, 2, 1, NULL, "no rows after the header");
 }
 
 static int space_never(unsigned char c)

@@ -37,8 +37,8 @@ printf '%s\n%s\n%s\n' "$hdr" "$good" 'openb-pod-0002,6x00,12288,1,460,,LS,Runnin
 printf '%s\n%s\n' "$hdr" 'openb-pod-0001,6000,-5,1,460,,LS,Running,0,10,0' | bad negative '2:3:'
 printf '%s\n%s\n' "$hdr" 'openb-pod-0001,6000,12288,1,1460,,LS,Running,0,10,0' | bad gpu_milli_over_1000 '2:5:'
 printf '%s\n%s\n' "$hdr" 'openb-pod-0001,6000,12288,2,500,,LS,Running,0,10,0' | bad shared_multi_gpu '2:[45]:'
-printf '' | bad empty_file '[0-9]*:?'
-printf '%s\n' "$hdr" | bad header_only '[0-9]*:?'
+printf '' | bad empty_file '1:1:'
+printf '%s\n' "$hdr" | bad header_only '2:1:'
 { printf '%s\n' "$hdr"; printf 'openb-pod-0001,'; head -c 10485760 /dev/zero | tr '\0' '9'; printf ',1,1,1000,,LS,Running,0,1,0\n'; } | bad ten_mb_line '2:'
 printf 'sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,2,P100\nn2,64000,262144,abc,P100\n' | bad node_non_numeric '3:4:' nodes
 printf 'sn,cpu_milli,memory_mib,gpu\nn1,64000,262144,2\n' | bad node_missing_model_column '1:' nodes

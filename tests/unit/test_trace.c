@@ -240,11 +240,11 @@ static void test_nodes_header_errors(void **state)
 static void test_nodes_empty_file_and_header_only_fail(void **state)
 {
     (void)state;
-    nodes_fail("", 0, 0, "", "empty file: no header");
-    nodes_fail("\xEF\xBB\xBF", 0, 0, "", "empty file: no header");
-    nodes_fail("\n\r\n\n", 0, 0, "", "empty file: no header");
-    nodes_fail(NODE_HDR, 0, 0, "", "no rows after the header");
-    nodes_fail(NODE_HDR "\n\n", 0, 0, "", "no rows after the header");
+    nodes_fail("", 1, 1, "", "empty file: no header");
+    nodes_fail("\xEF\xBB\xBF", 1, 1, "", "empty file: no header");
+    nodes_fail("\n\r\n\n", 1, 1, "", "empty file: no header");
+    nodes_fail(NODE_HDR, 2, 1, "", "no rows after the header");
+    nodes_fail(NODE_HDR "\n\n", 2, 1, "", "no rows after the header");
 }
 
 /* ---- pod lists -------------------------------------------------------------------------- */
@@ -454,9 +454,9 @@ static void test_pods_header_names_are_checked(void **state)
 static void test_pods_empty_file_and_header_only_fail(void **state)
 {
     (void)state;
-    pods_fail("", 0, 0, "", "empty file: no header");
-    pods_fail(MG_HDR, 0, 0, "", "no rows after the header");
-    pods_fail(POD_HDR "\r\n", 0, 0, "", "no rows after the header");
+    pods_fail("", 1, 1, "", "empty file: no header");
+    pods_fail(MG_HDR, 2, 1, "", "no rows after the header");
+    pods_fail(POD_HDR "\r\n", 2, 1, "", "no rows after the header");
 }
 
 static void test_pods_quoting_errors(void **state)
