@@ -1,0 +1,267 @@
+/*
+ * Multi-tenant scheduling: queues with quotas, fair share, PriorityClasses, preemption and
+ * reclaim, gangs (PodGroups) and backfill, on top of the placement core (sched.h).
+ *
+ * The model follows what users of KAI-Scheduler, Kueue and Volcano already write:
+ *  - a queue tree (root -> departments -> teams; only leaves hold pods) with, per resource
+ *    (milli-GPU, milli-CPU, memory MiB), a guaranteed `quota`, a hard `limit` and an
+ *    `over_quota_weight` that divides what is left over (KAI's Queue; Kueue's nominalQuota and
+ *    borrowingLimit);
+ *  - PriorityClasses: a value and a preemptible flag (default: preemptible below 100, as KAI);
+ *  - PodGroups with `min_member` (all-or-nothing gangs) and a timeout;
+ *  - preemption inside a queue by priority; reclaim of lent quota between queues;
+ *  - EASY backfill (Lifka, "The ANL/IBM SP scheduling system", JSSPP 1995) around the
+ *    reservation of a blocked head job.
+ * docs/internals/tenancy.md states every rule and why.
+ *
+ * The engine is pure like the rest of the core: time is passed in (now_ms), randomness comes
+ * from the caller's gs_rng, and every decision is reported through a callback. It borrows a
+ * cluster and binds/unbinds pods in it. Not thread-safe.
+ */
+#ifndef GPUSCHED_TENANT_H
+#define GPUSCHED_TENANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpusched/cluster.h"
+#include "gpusched/frag.h"
+#include "gpusched/rng.h"
+
+/** Resources that quotas and fair share are kept in. */
+enum gs_res {
+    GS_RES_GPU = 0, /**< milli-GPU (num_gpu x gpu_milli) */
+    GS_RES_CPU = 1, /**< milli-CPU */
+    GS_RES_MEM = 2, /**< memory, MiB */
+    GS_RES_COUNT = 3
+};
+
+/** A quota or limit value meaning "no bound". */
+#define GS_UNLIMITED INT64_MAX
+/** "No gang" in a pod spec. */
+#define GS_NO_GANG UINT32_MAX
+/** The root queue's id; every queue tree hangs below it. */
+#define GS_QUEUE_ROOT 0u
+
+/** A queue. Borrowed by gs_engine_add_queue(), which copies it. */
+struct gs_queue_spec {
+    const char *name;              /**< unique, non-empty */
+    uint32_t parent;               /**< parent queue id (GS_QUEUE_ROOT for a top-level queue) */
+    int64_t quota[GS_RES_COUNT];   /**< guaranteed amount per resource, >= 0 */
+    int64_t limit[GS_RES_COUNT];   /**< hard cap per resource (>= quota) or GS_UNLIMITED */
+    double over_quota_weight;      /**< share of the leftover, >= 0 (0: never borrows) */
+    int64_t min_runtime_ms;        /**< its pods are never evicted before running this long */
+};
+
+/** A PriorityClass. */
+struct gs_priority_class_spec {
+    const char *name;  /**< unique, non-empty */
+    int32_t value;     /**< higher runs first and may preempt lower */
+    int preemptible;   /**< 1 yes, 0 no, -1 default (preemptible iff value < 100) */
+};
+
+/** A PodGroup (gang). */
+struct gs_gang_spec {
+    const char *name;     /**< unique, non-empty */
+    uint32_t min_member;  /**< pods that must run together, >= 1 */
+    int64_t timeout_ms;   /**< a gang not started this long after its first pod arrived fails;
+                               0 = wait for ever */
+};
+
+/** A pod submitted to the engine. */
+struct gs_tpod_spec {
+    const char *name;            /**< for reports; copied; may repeat */
+    uint32_t queue;              /**< a leaf queue id */
+    uint32_t priority_class;     /**< a PriorityClass id */
+    uint32_t gang;               /**< a gang id or GS_NO_GANG */
+    struct gs_pod_req req;       /**< what it requests */
+    int64_t runtime_estimate_ms; /**< expected run time for backfill, or -1 when unknown */
+};
+
+/** States of a pod. Every pod is in exactly one. */
+enum gs_tpod_state {
+    GS_TPOD_PENDING = 0,   /**< waiting in its queue (also after an eviction) */
+    GS_TPOD_RUNNING = 1,   /**< bound to a node */
+    GS_TPOD_SUCCEEDED = 2, /**< finished (gs_engine_finish()) */
+    GS_TPOD_FAILED = 3,    /**< gave up: gang timeout, or removed */
+};
+
+/** Why a pod was evicted. */
+enum gs_evict_reason {
+    GS_EVICT_NONE = 0,
+    GS_EVICT_PREEMPT = 1, /**< a higher-priority pod of the same queue needed the room */
+    GS_EVICT_RECLAIM = 2, /**< a queue below its fair share took back lent quota */
+    GS_EVICT_GANG = 3,    /**< another member of its gang was evicted */
+};
+
+/** What the engine reports. */
+enum gs_event_kind {
+    GS_EV_BIND = 0,         /**< pod started on pl */
+    GS_EV_EVICT = 1,        /**< pod evicted (reason, by = the pod that caused it) */
+    GS_EV_GANG_TIMEOUT = 2, /**< pod failed because its gang timed out */
+    GS_EV_BACKFILL = 3,     /**< pod started ahead of a reservation without delaying it */
+};
+
+/** One decision. Valid during the callback only. */
+struct gs_event {
+    enum gs_event_kind kind;
+    uint32_t pod;                  /**< the pod bound, evicted or failed */
+    uint32_t by;                   /**< EVICT: the preemptor pod; else UINT32_MAX */
+    enum gs_evict_reason reason;   /**< EVICT only */
+    const struct gs_placement *pl; /**< BIND/BACKFILL: where; else NULL */
+    int64_t now_ms;
+};
+
+/** Engine configuration. Borrowed by gs_engine_new(). */
+struct gs_engine_config {
+    const char *policy;           /**< placement policy (gs_policy_name()); NULL = "bestfit" */
+    const struct gs_workload *workload; /**< for "fgd"; borrowed, outlives the engine */
+    const uint32_t *node_rank;    /**< tie-break rank per node, or NULL (node index) */
+    bool preemption;              /**< allow priority preemption inside a queue */
+    bool reclaim;                 /**< allow reclaim between queues */
+    bool backfill;                /**< EASY backfill for pods with runtime estimates */
+    /** Called for every decision, in order; may be NULL. Must not call back into the engine. */
+    void (*on_event)(void *ctx, const struct gs_event *ev);
+    void *ctx;                    /**< passed to on_event */
+};
+
+/** Counters of one scheduling cycle. */
+struct gs_cycle_stats {
+    uint32_t attempts;   /**< jobs (pods or gangs) tried */
+    uint32_t bound;      /**< pods bound */
+    uint32_t evicted;    /**< pods evicted */
+    uint32_t backfilled; /**< pods started by backfill */
+};
+
+/** A queue's state, as read by reports and tests. */
+struct gs_queue_info {
+    const char *name;                 /**< borrowed */
+    uint32_t parent;                  /**< parent id; UINT32_MAX for the root */
+    bool leaf;                        /**< holds pods */
+    int64_t allocated[GS_RES_COUNT];  /**< requests of its running pods (subtree) */
+    int64_t demand[GS_RES_COUNT];     /**< requests of running + pending pods (subtree) */
+    int64_t fair[GS_RES_COUNT];       /**< fair share from the last cycle */
+    int64_t quota[GS_RES_COUNT];
+    int64_t limit[GS_RES_COUNT];
+    uint32_t pending;                 /**< pending pods (leaf) */
+    uint32_t running;                 /**< running pods (leaf) */
+    uint64_t evictions_suffered;      /**< its pods evicted */
+    uint64_t evictions_caused;        /**< evictions its pods caused */
+};
+
+/** A pod's state, as read by reports and tests. */
+struct gs_tpod_info {
+    const char *name;               /**< borrowed */
+    enum gs_tpod_state state;
+    uint32_t queue, priority_class, gang;
+    struct gs_placement pl;         /**< valid while RUNNING */
+    int64_t submit_ms;              /**< first submission */
+    int64_t start_ms;               /**< last start; -1 if never started */
+    int64_t end_ms;                 /**< SUCCEEDED/FAILED time; -1 otherwise */
+    uint32_t evictions;             /**< times evicted */
+    enum gs_evict_reason last_evict_reason;
+};
+
+struct gs_engine;
+
+/**
+ * Creates an engine over a cluster. The cluster must not be changed behind the engine's back
+ * while pods are bound through it.
+ * @param c    borrowed; outlives the engine.
+ * @param out  receives the engine; free with gs_engine_free().
+ * @return GS_OK; GS_ENOENT unknown policy; GS_EINVAL (fgd without workload, bad rank); GS_ENOMEM.
+ */
+int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg,
+                  struct gs_engine **out);
+
+/** Frees an engine (not the cluster; bound pods stay bound). NULL is a no-op. */
+void gs_engine_free(struct gs_engine *e);
+
+/**
+ * Adds a queue under an existing parent. A parent that has pods cannot get children.
+ * @param id  receives the queue id (1, 2, ... in order of adding); may be NULL.
+ * @return GS_OK; GS_EEXIST duplicate name; GS_ENOENT unknown parent; GS_EINVAL negative
+ *         values, limit below quota, or children's quotas summing above the parent's quota for
+ *         a resource where the parent has a finite quota; GS_ENOMEM. Unchanged on failure.
+ */
+int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, uint32_t *id);
+
+/** Finds a queue by name; returns its id or -1. */
+int gs_engine_find_queue(const struct gs_engine *e, const char *name);
+
+/**
+ * Adds a PriorityClass.
+ * @return GS_OK; GS_EEXIST; GS_EINVAL (empty name); GS_ENOMEM.
+ */
+int gs_engine_add_priority_class(struct gs_engine *e, const struct gs_priority_class_spec *spec,
+                                 uint32_t *id);
+
+/** Finds a PriorityClass by name; returns its id or -1. */
+int gs_engine_find_priority_class(const struct gs_engine *e, const char *name);
+
+/** Adds a PodGroup. @return GS_OK; GS_EEXIST; GS_EINVAL (min_member 0); GS_ENOMEM. */
+int gs_engine_add_gang(struct gs_engine *e, const struct gs_gang_spec *spec, uint32_t *id);
+
+/**
+ * Submits a pod; it waits in its queue until a cycle places it.
+ * @param now_ms  submission time.
+ * @param id      receives the pod id (0, 1, ...); may be NULL.
+ * @return GS_OK; GS_EINVAL (not a leaf queue, unknown class or gang, malformed request, a gang
+ *         member of another queue); GS_ENOMEM.
+ */
+int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64_t now_ms,
+                     uint32_t *id);
+
+/**
+ * Marks a running pod as finished and releases what it held.
+ * @return GS_OK; GS_EINVAL if the pod is not running.
+ */
+int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms);
+
+/**
+ * Runs one scheduling cycle at time now_ms: computes fair shares, serves queues in order of how
+ * far below their share they are, places jobs (gangs all-or-nothing), preempts, reclaims and
+ * backfills as configured, and fails gangs past their timeout.
+ * @param rng  for policies that draw; may be NULL for those that do not.
+ * @param st   receives the cycle's counters; may be NULL.
+ * @return GS_OK or GS_ENOMEM (then the cycle stopped part way; state is consistent).
+ */
+int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
+                    struct gs_cycle_stats *st);
+
+/**
+ * Checks every invariant: no GPU above capacity and the cluster's use equal to the sum of the
+ * running pods; no queue above its limit; no running gang below min_member; every pod in
+ * exactly one state and counted once; every eviction with a reason.
+ * @param msg  receives the first violation (cap bytes).
+ * @return GS_OK, or GS_EINVAL with a message.
+ */
+int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap);
+
+/** Returns the number of queues including the root. */
+uint32_t gs_engine_queue_count(const struct gs_engine *e);
+
+/** Fills `out` for queue `id`. @return GS_OK or GS_EINVAL. */
+int gs_engine_queue_info(const struct gs_engine *e, uint32_t id, struct gs_queue_info *out);
+
+/** Returns the number of pods submitted. */
+uint32_t gs_engine_pod_count(const struct gs_engine *e);
+
+/** Fills `out` for pod `id`. @return GS_OK or GS_EINVAL. */
+int gs_engine_pod_info(const struct gs_engine *e, uint32_t id, struct gs_tpod_info *out);
+
+/** Returns the PriorityClass value and preemptibility of class `id` (false if unknown). */
+bool gs_engine_priority_class(const struct gs_engine *e, uint32_t id, int32_t *value,
+                              bool *preemptible);
+
+/**
+ * Computes fair shares of a queue tree for `capacity` (exposed for tests and reports; the
+ * engine calls it every cycle). Top-down per resource: each child first gets min(quota,
+ * demand); what is left is divided among children with unmet demand in proportion to their
+ * over-quota weights (water-filling: a child capped by its demand or limit returns its excess
+ * to the others), in integer units with the remainder going to children in id order.
+ */
+void gs_engine_compute_fair(struct gs_engine *e, const int64_t capacity[GS_RES_COUNT]);
+
+#endif /* GPUSCHED_TENANT_H */
