@@ -220,6 +220,13 @@ int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64
 int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms);
 
 /**
+ * Deletes a pod that has not finished (a user deleted it, or its controller gave up): a pending
+ * pod leaves its queue, a running one releases what it held; either ends FAILED.
+ * @return GS_OK; GS_EINVAL if the pod is unknown or already SUCCEEDED/FAILED.
+ */
+int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms);
+
+/**
  * Runs one scheduling cycle at time now_ms: computes fair shares, serves queues in order of how
  * far below their share they are, places jobs (gangs all-or-nothing), preempts, reclaims and
  * backfills as configured, and fails gangs past their timeout.

@@ -751,6 +751,30 @@ int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     return GS_OK;
 }
 
+int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
+{
+    if (pod >= e->np)
+        return GS_EINVAL;
+    struct tpod *p = &e->p[pod];
+    if (p->state == GS_TPOD_RUNNING) {
+        int err = gs_engine_finish(e, pod, now_ms);
+        if (err)
+            return err;
+        if (p->gang != GS_NO_GANG)
+            e->g[p->gang].succeeded--;
+    } else if (p->state == GS_TPOD_PENDING) {
+        e->q[p->queue].pending--;
+        account(e, p->queue, 1, p->r, -1);
+        if (p->gang != GS_NO_GANG)
+            e->g[p->gang].pending--;
+    } else {
+        return GS_EINVAL;
+    }
+    p->state = GS_TPOD_FAILED;
+    p->end_ms = now_ms;
+    return GS_OK;
+}
+
 /* ---- fair share --------------------------------------------------------------------------- */
 
 static void fair_children(struct gs_engine *e, uint32_t qi, int r)
@@ -1103,6 +1127,7 @@ static int place_with_victims(struct gs_engine *e, uint32_t pod, bool reclaim)
     if (!find_victims(e, pod, reclaim, &vs))
         return GS_EUNSCHEDULABLE;
     enum gs_evict_reason why = reclaim ? GS_EVICT_RECLAIM : GS_EVICT_PREEMPT;
+    err = GS_OK;
     for (uint32_t i = 0; i < vs.n && !err; i++)
         err = evict_victim(e, e->cand[i], why, pod);
     if (err)

@@ -1,0 +1,592 @@
+/*
+ * Semantics of the multi-tenant engine on small clusters, each with the exact placements and
+ * evictions worked out by hand in the comments. The invariant checker runs after every step.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpusched/err.h"
+#include "gpusched/tenant.h"
+
+#define INF GS_UNLIMITED
+
+struct world {
+    struct gs_cluster *c;
+    struct gs_engine *e;
+    uint32_t evictions[4]; /* by reason */
+    uint32_t binds, backfills, timeouts;
+};
+
+static void on_event(void *ctx, const struct gs_event *ev)
+{
+    struct world *w = ctx;
+    switch (ev->kind) {
+    case GS_EV_BIND:
+        w->binds++;
+        break;
+    case GS_EV_BACKFILL:
+        w->backfills++;
+        break;
+    case GS_EV_EVICT:
+        w->evictions[ev->reason]++;
+        break;
+    case GS_EV_GANG_TIMEOUT:
+        w->timeouts++;
+        break;
+    }
+}
+
+static void add_node(struct world *w, const char *name, uint32_t gpus, const char *model,
+                     int64_t cpu_milli)
+{
+    struct gs_node_spec s = {name, cpu_milli, 1 << 20, 110, gpus, model, 0};
+    assert_int_equal(gs_cluster_add_node(w->c, &s, NULL), GS_OK);
+}
+
+static void world_init(struct world *w, bool preempt, bool reclaim, bool backfill)
+{
+    memset(w, 0, sizeof(*w));
+    assert_int_equal(gs_cluster_new(&w->c), GS_OK);
+    (void)preempt;
+    (void)reclaim;
+    (void)backfill;
+}
+
+static void engine_start(struct world *w, bool preempt, bool reclaim, bool backfill)
+{
+    struct gs_engine_config cfg = {"bestfit", NULL, NULL, preempt, reclaim, backfill, on_event, w};
+    assert_int_equal(gs_engine_new(w->c, &cfg, &w->e), GS_OK);
+}
+
+static void world_fini(struct world *w)
+{
+    gs_engine_free(w->e);
+    gs_cluster_free(w->c);
+}
+
+static uint32_t queue(struct world *w, const char *name, uint32_t parent, int64_t gpu_quota,
+                      int64_t gpu_limit, double weight)
+{
+    struct gs_queue_spec s = {name, parent, {gpu_quota, 0, 0}, {gpu_limit, INF, INF}, weight, 0};
+    uint32_t id;
+    assert_int_equal(gs_engine_add_queue(w->e, &s, &id), GS_OK);
+    return id;
+}
+
+static uint32_t pclass(struct world *w, const char *name, int32_t value)
+{
+    struct gs_priority_class_spec s = {name, value, -1};
+    uint32_t id;
+    assert_int_equal(gs_engine_add_priority_class(w->e, &s, &id), GS_OK);
+    return id;
+}
+
+static uint32_t submit(struct world *w, uint32_t q, uint32_t pc, uint32_t gang, uint32_t num_gpu,
+                       int64_t cpu_milli, int64_t now_ms, int64_t est_ms, uint64_t model_mask)
+{
+    struct gs_tpod_spec s = {"p", q, pc, gang,
+                             {cpu_milli, 0, num_gpu, num_gpu ? 1000 : 0, model_mask}, est_ms};
+    uint32_t id;
+    assert_int_equal(gs_engine_submit(w->e, &s, now_ms, &id), GS_OK);
+    return id;
+}
+
+static void check(struct world *w)
+{
+    char msg[512];
+    int err = gs_engine_check(w->e, msg, sizeof(msg));
+    if (err != GS_OK)
+        fail_msg("invariant: %s", msg);
+}
+
+static void cycle(struct world *w, int64_t now_ms)
+{
+    assert_int_equal(gs_engine_cycle(w->e, now_ms, NULL, NULL), GS_OK);
+    check(w);
+}
+
+static enum gs_tpod_state state(struct world *w, uint32_t pod)
+{
+    struct gs_tpod_info in;
+    assert_int_equal(gs_engine_pod_info(w->e, pod, &in), GS_OK);
+    return in.state;
+}
+
+static uint32_t running_in(struct world *w, uint32_t q)
+{
+    struct gs_queue_info in;
+    assert_int_equal(gs_engine_queue_info(w->e, q, &in), GS_OK);
+    return in.running;
+}
+
+static int64_t fair_gpu(struct world *w, uint32_t q)
+{
+    struct gs_queue_info in;
+    assert_int_equal(gs_engine_queue_info(w->e, q, &in), GS_OK);
+    return in.fair[GS_RES_GPU];
+}
+
+/* One node with 8 GPUs; queues A and B with 4 GPUs of quota each. A asks for 6 GPUs while B is
+ * idle: A borrows B's idle quota and runs all 6. */
+static void test_queue_borrows_idle_quota(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, true, false);
+    add_node(&w, "n0", 8, "A100", 64000);
+    engine_start(&w, false, true, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 4000, INF, 1);
+    queue(&w, "b", GS_QUEUE_ROOT, 4000, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    for (int i = 0; i < 6; i++)
+        submit(&w, a, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(running_in(&w, a), 6);
+    /* Fair share: A wants 6000, gets its 4000 quota, and B wants nothing, so the 4000 left go
+     * to A up to its demand: 6000. */
+    assert_int_equal(fair_gpu(&w, a), 6000);
+    world_fini(&w);
+}
+
+/* Continuing: B now asks for 4 GPUs. The 2 free GPUs go to B at once; for the other 2 B
+ * reclaims from A. Fair shares become 4000 each (both quotas met, nothing left). Each reclaim
+ * moves |A - fair| + |B - fair| from 2000 + 2000 to 1000 + 1000, then to 0; A keeps its quota. */
+static void test_owner_reclaims_lent_quota(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, true, false);
+    add_node(&w, "n0", 8, "A100", 64000);
+    engine_start(&w, false, true, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 4000, INF, 1);
+    uint32_t b = queue(&w, "b", GS_QUEUE_ROOT, 4000, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    uint32_t ap[6];
+    for (int i = 0; i < 6; i++)
+        ap[i] = submit(&w, a, pc, GS_NO_GANG, 1, 1000, i, -1, GS_MODEL_ANY);
+    cycle(&w, 10);
+    for (int i = 0; i < 4; i++)
+        submit(&w, b, pc, GS_NO_GANG, 1, 1000, 20, -1, GS_MODEL_ANY);
+    cycle(&w, 30);
+    assert_int_equal(running_in(&w, a), 4);
+    assert_int_equal(running_in(&w, b), 4);
+    assert_int_equal(fair_gpu(&w, a), 4000);
+    assert_int_equal(fair_gpu(&w, b), 4000);
+    assert_int_equal(w.evictions[GS_EVICT_RECLAIM], 2);
+    uint32_t pending = 0;
+    for (int i = 0; i < 6; i++)
+        pending += state(&w, ap[i]) == GS_TPOD_PENDING;
+    assert_int_equal(pending, 2);
+    /* Further cycles change nothing: A is at its share, so it may not reclaim back. */
+    for (int t = 0; t < 20; t++)
+        cycle(&w, 40 + t);
+    assert_int_equal(w.evictions[GS_EVICT_RECLAIM], 2);
+    world_fini(&w);
+}
+
+/* A limit caps borrowing: A has quota 2 and limit 3 on an idle 8-GPU node. It asks for 6 and
+ * runs exactly 3. */
+static void test_limit_caps_borrowing(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "n0", 8, "A100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 2000, 3000, 1);
+    queue(&w, "b", GS_QUEUE_ROOT, 6000, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    for (int i = 0; i < 6; i++)
+        submit(&w, a, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(running_in(&w, a), 3);
+    /* Fair share also stops at the limit: min(demand 6000, limit 3000). */
+    assert_int_equal(fair_gpu(&w, a), 3000);
+    world_fini(&w);
+}
+
+/* Over-quota split by weight 1:3. No quotas, 8 GPUs, both queues want 8: fair shares are
+ * 8000 x 1/4 = 2000 and 8000 x 3/4 = 6000. Serving the queue with the lowest allocated/fair
+ * (ties to the lower id) gives A, B, B, B, A, B, B, B: 2 and 6 GPUs. */
+static void test_over_quota_split_by_weight_1_to_3(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "n0", 8, "A100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t b = queue(&w, "b", GS_QUEUE_ROOT, 0, INF, 3);
+    uint32_t pc = pclass(&w, "normal", 10);
+    for (int i = 0; i < 8; i++) {
+        submit(&w, a, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+        submit(&w, b, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    }
+    cycle(&w, 0);
+    assert_int_equal(fair_gpu(&w, a), 2000);
+    assert_int_equal(fair_gpu(&w, b), 6000);
+    assert_int_equal(running_in(&w, a), 2);
+    assert_int_equal(running_in(&w, b), 6);
+    world_fini(&w);
+}
+
+/* Priority preemption inside a queue: 2 GPUs hold low-priority pods started at t=0 and t=10.
+ * A high-priority pod at t=20 evicts exactly one: the shortest running (started at 10). */
+static void test_priority_preempts_shortest_running_low_pod(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, false, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, true, false, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 2000, INF, 1);
+    uint32_t low = pclass(&w, "low", 10), high = pclass(&w, "high", 50);
+    uint32_t l1 = submit(&w, a, low, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    uint32_t l2 = submit(&w, a, low, GS_NO_GANG, 1, 1000, 10, -1, GS_MODEL_ANY);
+    cycle(&w, 10);
+    uint32_t h = submit(&w, a, high, GS_NO_GANG, 1, 1000, 20, -1, GS_MODEL_ANY);
+    cycle(&w, 20);
+    assert_int_equal(state(&w, h), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, l1), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, l2), GS_TPOD_PENDING);
+    assert_int_equal(w.evictions[GS_EVICT_PREEMPT], 1);
+    struct gs_tpod_info in;
+    gs_engine_pod_info(w.e, l2, &in);
+    assert_int_equal(in.last_evict_reason, GS_EVICT_PREEMPT);
+    assert_int_equal(in.evictions, 1);
+    world_fini(&w);
+}
+
+/* PriorityClass value 150 is non-preemptible by default (>= 100): a value-200 pod waits. */
+static void test_non_preemptible_pod_never_evicted(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, true, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, true, true, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 2000, INF, 1);
+    uint32_t guaranteed = pclass(&w, "guaranteed", 150), urgent = pclass(&w, "urgent", 200);
+    bool preemptible = true;
+    gs_engine_priority_class(w.e, guaranteed, NULL, &preemptible);
+    assert_false(preemptible);
+    uint32_t g1 = submit(&w, a, guaranteed, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    uint32_t g2 = submit(&w, a, guaranteed, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    uint32_t u = submit(&w, a, urgent, GS_NO_GANG, 1, 1000, 5, -1, GS_MODEL_ANY);
+    for (int t = 1; t <= 10; t++)
+        cycle(&w, 10 * t);
+    assert_int_equal(state(&w, g1), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, g2), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, u), GS_TPOD_PENDING);
+    assert_int_equal(w.evictions[GS_EVICT_PREEMPT] + w.evictions[GS_EVICT_RECLAIM], 0);
+    world_fini(&w);
+}
+
+/* Gang all-or-nothing: min_member 3 one-GPU pods on a 2-GPU cluster run none; a third GPU on
+ * a new node lets all three start in one cycle. */
+static void test_gang_is_all_or_nothing(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_gang_spec gs = {"job", 3, 0};
+    uint32_t g;
+    assert_int_equal(gs_engine_add_gang(w.e, &gs, &g), GS_OK);
+    uint32_t m[3];
+    for (int i = 0; i < 3; i++)
+        m[i] = submit(&w, a, pc, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(state(&w, m[i]), GS_TPOD_PENDING);
+    assert_int_equal(gs_cluster_gpu_milli_used(w.c), 0);
+    add_node(&w, "n1", 1, "A100", 64000);
+    cycle(&w, 10);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(state(&w, m[i]), GS_TPOD_RUNNING);
+    world_fini(&w);
+}
+
+/* Volcano #3373: two gangs of 100 GPUs on a 150-GPU cluster (18 x 8 + 1 x 6). Exactly one gang
+ * runs; the other waits whole and holds no GPU, cycle after cycle. */
+static void test_two_100_gpu_gangs_on_150_gpus_no_partial_hold(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    char name[16];
+    for (int i = 0; i < 18; i++) {
+        snprintf(name, sizeof(name), "n%02d", i);
+        add_node(&w, name, 8, "H100", 256000);
+    }
+    add_node(&w, "n18", 6, "H100", 256000);
+    engine_start(&w, false, false, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t b = queue(&w, "b", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_gang_spec s1 = {"g1", 100, 0}, s2 = {"g2", 100, 0};
+    uint32_t g1, g2;
+    gs_engine_add_gang(w.e, &s1, &g1);
+    gs_engine_add_gang(w.e, &s2, &g2);
+    for (int i = 0; i < 100; i++) {
+        submit(&w, a, pc, g1, 1, 1000, 0, -1, GS_MODEL_ANY);
+        submit(&w, b, pc, g2, 1, 1000, 0, -1, GS_MODEL_ANY);
+    }
+    for (int t = 0; t < 5; t++) {
+        cycle(&w, t);
+        uint32_t ra = running_in(&w, a), rb = running_in(&w, b);
+        assert_true((ra == 100 && rb == 0) || (ra == 0 && rb == 100));
+        assert_int_equal(gs_cluster_gpu_milli_used(w.c), 100000);
+    }
+    world_fini(&w);
+}
+
+/* Volcano #3869: two queues over and under their share in turn. Quotas 4 + 4 on 8 GPUs.
+ * Phase 1: A fills the 8 GPUs while B is idle. Phase 2: B asks for 4 and reclaims exactly 4.
+ * Phase 3: A's work is deleted and B grows to 8 while A is idle. Phase 4: A asks for 4 again
+ * and reclaims exactly 4. Each phase then runs 200 more cycles: evictions stay at the 4 that
+ * each owner's return needs (8 in all), never a back-and-forth. */
+static void test_no_reclaim_ping_pong_between_two_queues(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, true, false);
+    add_node(&w, "n0", 8, "A100", 64000);
+    engine_start(&w, false, true, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 4000, INF, 1);
+    uint32_t b = queue(&w, "b", GS_QUEUE_ROOT, 4000, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    uint32_t ap[8];
+    for (int i = 0; i < 8; i++)
+        ap[i] = submit(&w, a, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(running_in(&w, a), 8);
+    for (int i = 0; i < 4; i++)
+        submit(&w, b, pc, GS_NO_GANG, 1, 1000, 1, -1, GS_MODEL_ANY);
+    for (int t = 0; t < 200; t++)
+        cycle(&w, 10 + t);
+    assert_int_equal(w.evictions[GS_EVICT_RECLAIM], 4);
+    assert_int_equal(running_in(&w, a), 4);
+    assert_int_equal(running_in(&w, b), 4);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(gs_engine_delete(w.e, ap[i], 300), GS_OK);
+    check(&w);
+    for (int i = 0; i < 4; i++)
+        submit(&w, b, pc, GS_NO_GANG, 1, 1000, 300, -1, GS_MODEL_ANY);
+    for (int t = 0; t < 200; t++)
+        cycle(&w, 400 + t);
+    assert_int_equal(running_in(&w, b), 8);
+    assert_int_equal(w.evictions[GS_EVICT_RECLAIM], 4);
+    for (int i = 0; i < 4; i++)
+        submit(&w, a, pc, GS_NO_GANG, 1, 1000, 700, -1, GS_MODEL_ANY);
+    for (int t = 0; t < 200; t++)
+        cycle(&w, 800 + t);
+    assert_int_equal(running_in(&w, a), 4);
+    assert_int_equal(running_in(&w, b), 4);
+    assert_int_equal(w.evictions[GS_EVICT_RECLAIM], 4 + 4);
+    world_fini(&w);
+}
+
+/* Kueue #7393: queue A borrows CPU (6000 used on a 2000 quota) but uses no GPU; B runs 4 GPUs on
+ * a 2000 quota. A's 1-GPU pod must still reclaim a GPU from B: fairness is judged on the GPU,
+ * the resource it needs. Fair GPU: A min(2000, 1000) = 1000, B 2000 + the 1000 left = 3000;
+ * moving 1000 takes |A - fair| + |B - fair| from 1000 + 1000 to 0. */
+static void test_reclaim_judged_on_needed_resource_not_borrowed_cpu(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, true, false);
+    add_node(&w, "n0", 4, "A100", 16000);
+    engine_start(&w, false, true, false);
+    struct gs_queue_spec qa = {"a", GS_QUEUE_ROOT, {2000, 2000, 0}, {INF, INF, INF}, 1, 0};
+    struct gs_queue_spec qb = {"b", GS_QUEUE_ROOT, {2000, 14000, 0}, {INF, INF, INF}, 1, 0};
+    uint32_t a, b;
+    assert_int_equal(gs_engine_add_queue(w.e, &qa, &a), GS_OK);
+    assert_int_equal(gs_engine_add_queue(w.e, &qb, &b), GS_OK);
+    uint32_t pc = pclass(&w, "normal", 10);
+    for (int i = 0; i < 3; i++)
+        submit(&w, a, pc, GS_NO_GANG, 0, 2000, 0, -1, GS_MODEL_ANY);
+    for (int i = 0; i < 4; i++)
+        submit(&w, b, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(running_in(&w, a), 3);
+    assert_int_equal(running_in(&w, b), 4);
+    uint32_t g = submit(&w, a, pc, GS_NO_GANG, 1, 1000, 10, -1, GS_MODEL_ANY);
+    cycle(&w, 20);
+    assert_int_equal(state(&w, g), GS_TPOD_RUNNING);
+    assert_int_equal(running_in(&w, b), 3);
+    assert_int_equal(w.evictions[GS_EVICT_RECLAIM], 1);
+    world_fini(&w);
+}
+
+/* Kueue #8309: a pending H100 job (first in its queue) must not block an A100 job behind it.
+ * The only H100 node is full; the A100 node is free. */
+static void test_pending_h100_job_does_not_block_a100_job(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "a100", 1, "A100", 64000);
+    add_node(&w, "h100", 1, "H100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t other = queue(&w, "other", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    uint64_t a100 = gs_cluster_model_mask(w.c, "A100", 4);
+    uint64_t h100 = gs_cluster_model_mask(w.c, "H100", 4);
+    uint32_t holder = submit(&w, other, pc, GS_NO_GANG, 1, 1000, 0, -1, h100);
+    cycle(&w, 0);
+    assert_int_equal(state(&w, holder), GS_TPOD_RUNNING);
+    uint32_t wants_h100 = submit(&w, a, pc, GS_NO_GANG, 1, 1000, 10, -1, h100);
+    uint32_t wants_a100 = submit(&w, a, pc, GS_NO_GANG, 1, 1000, 11, -1, a100);
+    cycle(&w, 20);
+    assert_int_equal(state(&w, wants_h100), GS_TPOD_PENDING);
+    assert_int_equal(state(&w, wants_a100), GS_TPOD_RUNNING);
+    world_fini(&w);
+}
+
+/* EASY backfill. 8 GPUs; R (4 GPUs, estimate 100 ms) runs from t=0. At t=10 the queue holds J
+ * (8 GPUs, head), K (4 GPUs, estimate 200) and L (4 GPUs, estimate 50). J's reservation starts
+ * when R ends, at t=100, on the only node. K would end at 210 > 100: refused. L ends at
+ * 60 <= 100: backfilled. */
+static void test_backfill_that_would_delay_reservation_is_refused(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, true);
+    add_node(&w, "n0", 8, "A100", 64000);
+    engine_start(&w, false, false, true);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    uint32_t r = submit(&w, a, pc, GS_NO_GANG, 4, 1000, 0, 100, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(state(&w, r), GS_TPOD_RUNNING);
+    uint32_t j = submit(&w, a, pc, GS_NO_GANG, 8, 1000, 10, 500, GS_MODEL_ANY);
+    uint32_t k = submit(&w, a, pc, GS_NO_GANG, 4, 1000, 10, 200, GS_MODEL_ANY);
+    uint32_t l = submit(&w, a, pc, GS_NO_GANG, 4, 1000, 10, 50, GS_MODEL_ANY);
+    cycle(&w, 10);
+    assert_int_equal(state(&w, j), GS_TPOD_PENDING);
+    assert_int_equal(state(&w, k), GS_TPOD_PENDING);
+    assert_int_equal(state(&w, l), GS_TPOD_RUNNING);
+    assert_int_equal(w.backfills, 1);
+    /* R and L end; J starts next, before K. */
+    gs_engine_finish(w.e, l, 60);
+    gs_engine_finish(w.e, r, 100);
+    cycle(&w, 100);
+    assert_int_equal(state(&w, j), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, k), GS_TPOD_PENDING);
+    world_fini(&w);
+}
+
+/* A gang that waits past its timeout fails whole. */
+static void test_gang_times_out_whole(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_gang_spec gs = {"big", 4, 1000};
+    uint32_t g;
+    gs_engine_add_gang(w.e, &gs, &g);
+    uint32_t m0 = submit(&w, a, pc, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    for (int i = 0; i < 3; i++)
+        submit(&w, a, pc, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 500);
+    assert_int_equal(state(&w, m0), GS_TPOD_PENDING);
+    cycle(&w, 1000);
+    assert_int_equal(state(&w, m0), GS_TPOD_FAILED);
+    assert_int_equal(w.timeouts, 4);
+    world_fini(&w);
+}
+
+/* Evicting one member of a running gang evicts the gang (reason GANG for the others). */
+static void test_preemption_evicts_whole_gang(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, false, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    add_node(&w, "n1", 2, "A100", 64000);
+    engine_start(&w, true, false, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t low = pclass(&w, "low", 10), high = pclass(&w, "high", 50);
+    struct gs_gang_spec gs = {"train", 4, 0};
+    uint32_t g;
+    gs_engine_add_gang(w.e, &gs, &g);
+    uint32_t m[4];
+    for (int i = 0; i < 4; i++)
+        m[i] = submit(&w, a, low, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(state(&w, m[i]), GS_TPOD_RUNNING);
+    uint32_t h = submit(&w, a, high, GS_NO_GANG, 1, 1000, 10, -1, GS_MODEL_ANY);
+    cycle(&w, 20);
+    assert_int_equal(state(&w, h), GS_TPOD_RUNNING);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(state(&w, m[i]), GS_TPOD_PENDING);
+    assert_int_equal(w.evictions[GS_EVICT_PREEMPT], 1);
+    assert_int_equal(w.evictions[GS_EVICT_GANG], 3);
+    world_fini(&w);
+}
+
+/* Configuration errors: children's quotas above the parent's, limit under quota, unknown
+ * parent, duplicate name. */
+static void test_queue_tree_validation(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "n0", 8, "A100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t dept = queue(&w, "dept", GS_QUEUE_ROOT, 4000, INF, 1);
+    queue(&w, "t1", dept, 3000, INF, 1);
+    struct gs_queue_spec over = {"t2", dept, {2000, 0, 0}, {INF, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_add_queue(w.e, &over, NULL), GS_EINVAL);
+    struct gs_queue_spec badlimit = {"t3", dept, {1000, 0, 0}, {500, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_add_queue(w.e, &badlimit, NULL), GS_EINVAL);
+    struct gs_queue_spec orphan = {"t4", 99, {0, 0, 0}, {INF, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_add_queue(w.e, &orphan, NULL), GS_ENOENT);
+    struct gs_queue_spec dup = {"t1", dept, {0, 0, 0}, {INF, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_add_queue(w.e, &dup, NULL), GS_EEXIST);
+    /* Pods go to leaves only. */
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_tpod_spec s = {"p", dept, pc, GS_NO_GANG, {1000, 0, 1, 1000, GS_MODEL_ANY}, -1};
+    assert_int_equal(gs_engine_submit(w.e, &s, 0, NULL), GS_EINVAL);
+    world_fini(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_queue_borrows_idle_quota),
+        cmocka_unit_test(test_owner_reclaims_lent_quota),
+        cmocka_unit_test(test_limit_caps_borrowing),
+        cmocka_unit_test(test_over_quota_split_by_weight_1_to_3),
+        cmocka_unit_test(test_priority_preempts_shortest_running_low_pod),
+        cmocka_unit_test(test_non_preemptible_pod_never_evicted),
+        cmocka_unit_test(test_gang_is_all_or_nothing),
+        cmocka_unit_test(test_two_100_gpu_gangs_on_150_gpus_no_partial_hold),
+        cmocka_unit_test(test_no_reclaim_ping_pong_between_two_queues),
+        cmocka_unit_test(test_reclaim_judged_on_needed_resource_not_borrowed_cpu),
+        cmocka_unit_test(test_pending_h100_job_does_not_block_a100_job),
+        cmocka_unit_test(test_backfill_that_would_delay_reservation_is_refused),
+        cmocka_unit_test(test_gang_times_out_whole),
+        cmocka_unit_test(test_preemption_evicts_whole_gang),
+        cmocka_unit_test(test_queue_tree_validation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
