@@ -1,0 +1,637 @@
+/*
+ * Prometheus exporter of GPU metrics (contract in include/gpusched/exporter.h).
+ *
+ * Rendering walks a fixed table of metric families. For each family it writes HELP and TYPE
+ * before the first series, then one series per (GPU, pod) pair, or one per GPU without pod
+ * labels when no attribution maps it. Which GPU each attribution row maps to, and whether it
+ * repeats an earlier row of the same GPU and pod, is worked out once per render into one
+ * scratch array, so a scrape costs O(rows) matching work plus the text itself. Numbers are
+ * formatted by hand (integers, and watts from milliwatts with three decimals at most), which
+ * keeps the output independent of the C locale and snprintf's speed.
+ *
+ * The HTTP server is libmicrohttpd with its internal polling thread. The snapshot lives in
+ * the exporter under a mutex; a scrape renders into the exporter's own buffer under that
+ * mutex and hands libmicrohttpd a copy, so the buffer is reused from scrape to scrape.
+ */
+#define _POSIX_C_SOURCE 200809L /* getaddrinfo */
+
+#include "gpusched/exporter.h"
+
+#include "gpusched/err.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* ---- bounded buffer --------------------------------------------------------------------- */
+
+void gs_textbuf_init(struct gs_textbuf *b, size_t max_bytes)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    /* Far below SIZE_MAX, so that len + n + 1 and the doubling below cannot overflow. */
+    b->max = max_bytes > SIZE_MAX / 4 ? SIZE_MAX / 4 : max_bytes;
+}
+
+void gs_textbuf_reset(struct gs_textbuf *b)
+{
+    b->len = 0;
+    if (b->data != NULL)
+        b->data[0] = '\0';
+}
+
+void gs_textbuf_fini(struct gs_textbuf *b)
+{
+    if (b == NULL)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+int gs_textbuf_append(struct gs_textbuf *b, const char *s, size_t n)
+{
+    if (n > b->max || b->len > b->max - n)
+        return GS_ELIMIT;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap == 0 ? 4096 : b->cap;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        if (cap > b->max + 1)
+            cap = b->max + 1;
+        char *p = realloc(b->data, cap);
+        if (p == NULL)
+            return GS_ENOMEM;
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return GS_OK;
+}
+
+/* ---- writer: appends with a sticky error, so render code reads straight through ------- */
+
+struct writer {
+    struct gs_textbuf *out;
+    int err; /**< first error; GS_OK while none */
+};
+
+static void put(struct writer *w, const char *s, size_t n)
+{
+    if (w->err == GS_OK)
+        w->err = gs_textbuf_append(w->out, s, n);
+}
+
+static void puts_(struct writer *w, const char *s)
+{
+    put(w, s, strlen(s));
+}
+
+static void put_u64(struct writer *w, uint64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    put(w, tmp + i, sizeof tmp - i);
+}
+
+static void put_i64(struct writer *w, int64_t v)
+{
+    if (v < 0) {
+        put(w, "-", 1);
+        put_u64(w, (uint64_t)0 - (uint64_t)v);
+    } else {
+        put_u64(w, (uint64_t)v);
+    }
+}
+
+/* Milliunits as a decimal with up to three decimals: 652500 -> "652.5", 72000 -> "72". */
+static void put_milli(struct writer *w, uint64_t milli)
+{
+    put_u64(w, milli / 1000);
+    unsigned frac = (unsigned)(milli % 1000);
+    if (frac == 0)
+        return;
+    char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
+                 (char)('0' + frac % 10)};
+    size_t n = 4;
+    while (d[n - 1] == '0')
+        n--;
+    put(w, d, n);
+}
+
+int gs_exporter_escape_label(struct gs_textbuf *out, const char *value)
+{
+    const char *p = value;
+    const char *run = p;
+    int rc = GS_OK;
+    for (; *p != '\0' && rc == GS_OK; p++) {
+        const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
+        if (esc == NULL)
+            continue;
+        rc = gs_textbuf_append(out, run, (size_t)(p - run));
+        if (rc == GS_OK)
+            rc = gs_textbuf_append(out, esc, 2);
+        run = p + 1;
+    }
+    if (rc == GS_OK)
+        rc = gs_textbuf_append(out, run, (size_t)(p - run));
+    return rc;
+}
+
+static void put_label(struct writer *w, const char *name, const char *value, bool first)
+{
+    if (!first)
+        put(w, ",", 1);
+    puts_(w, name);
+    put(w, "=\"", 2);
+    if (w->err == GS_OK)
+        w->err = gs_exporter_escape_label(w->out, value);
+    put(w, "\"", 1);
+}
+
+/* ---- attribution ------------------------------------------------------------------------- */
+
+/* Whether id is `base` or `base::<digits>`. */
+static bool id_is(const char *id, const char *base)
+{
+    size_t n = strlen(base);
+    if (n == 0 || strncmp(id, base, n) != 0)
+        return false;
+    if (id[n] == '\0')
+        return true;
+    if (id[n] != ':' || id[n + 1] != ':' || id[n + 2] == '\0')
+        return false;
+    return strspn(id + n + 2, "0123456789") == strlen(id + n + 2);
+}
+
+/* Whether id names GPU g by index: "nvidia<i>" or "<i>". */
+static bool id_is_index(const char *id, uint32_t index)
+{
+    if (strncmp(id, "nvidia", 6) == 0)
+        id += 6;
+    if (*id < '0' || *id > '9' || strspn(id, "0123456789") != strlen(id) || strlen(id) > 9)
+        return false;
+    return (uint32_t)strtoul(id, NULL, 10) == index;
+}
+
+/** Where an attribution row goes: NO_GPU, or a GPU position and maybe a MIG device. */
+#define NO_GPU UINT32_MAX
+struct match {
+    uint32_t gpu; /**< position in snapshot gpus, NO_GPU when unmatched or a repeat */
+    int32_t mig;  /**< MIG device index within the GPU, -1 for the whole GPU */
+};
+
+static struct match match_row(const struct gs_exporter_snapshot *s, const struct gs_exporter_attr *a)
+{
+    struct match m = {NO_GPU, -1};
+    for (uint32_t g = 0; g < s->n_gpus; g++) {
+        const struct gs_gpu_info *gi = &s->gpus[g].info;
+        if (id_is(a->device_id, gi->uuid) || id_is_index(a->device_id, gi->index)) {
+            m.gpu = g;
+            return m;
+        }
+        for (uint32_t k = 0; k < gi->mig_count && k < GS_GPU_MIG_MAX; k++) {
+            if (id_is(a->device_id, gi->mig[k].uuid)) {
+                m.gpu = g;
+                m.mig = (int32_t)k;
+                return m;
+            }
+        }
+    }
+    return m;
+}
+
+/* Same pod labels (and MIG profile) as an earlier row of the same GPU. */
+static bool same_series(const struct gs_exporter_snapshot *s, const struct match *ma,
+                        const struct match *mb, const struct gs_exporter_attr *a,
+                        const struct gs_exporter_attr *b)
+{
+    if (ma->gpu != mb->gpu || strcmp(a->pod, b->pod) != 0 ||
+        strcmp(a->namespace_name, b->namespace_name) != 0 ||
+        strcmp(a->container, b->container) != 0)
+        return false;
+    const struct gs_gpu_info *gi = &s->gpus[ma->gpu].info;
+    const char *pa = ma->mig >= 0 ? gi->mig[ma->mig].profile : NULL;
+    const char *pb = mb->mig >= 0 ? gi->mig[mb->mig].profile : NULL;
+    if (pa == NULL || pb == NULL)
+        return pa == pb;
+    return strcmp(pa, pb) == 0;
+}
+
+/* ---- metric families --------------------------------------------------------------------- */
+
+enum value_kind { V_UTIL, V_FB_USED, V_FB_FREE, V_TEMP, V_POWER, V_SM, V_MEM, V_XID, V_ECC };
+
+static const struct family {
+    const char *name;
+    const char *type;
+    const char *help;
+    uint32_t need;        /**< gs_gpu_field bit the value needs */
+    enum value_kind kind; /**< which value */
+} dcgm[] = {
+    {"DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", GS_GPU_HAVE_UTIL, V_UTIL},
+    {"DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", GS_GPU_HAVE_FB,
+     V_FB_USED},
+    {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", GS_GPU_HAVE_FB,
+     V_FB_FREE},
+    {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", GS_GPU_HAVE_TEMP, V_TEMP},
+    {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", GS_GPU_HAVE_POWER, V_POWER},
+    {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", GS_GPU_HAVE_SM_CLOCK,
+     V_SM},
+    {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", GS_GPU_HAVE_MEM_CLOCK,
+     V_MEM},
+    {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.",
+     GS_GPU_HAVE_XID, V_XID},
+    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter",
+     "Total number of double-bit volatile ECC errors.", GS_GPU_HAVE_ECC_DBE, V_ECC},
+};
+
+static void put_header(struct writer *w, const char *name, const char *type, const char *help)
+{
+    put(w, "# HELP ", 7);
+    puts_(w, name);
+    put(w, " ", 1);
+    puts_(w, help); /* constant text without backslash or line feed: nothing to escape */
+    put(w, "\n# TYPE ", 8);
+    puts_(w, name);
+    put(w, " ", 1);
+    puts_(w, type);
+    put(w, "\n", 1);
+}
+
+static void put_gpu_labels(struct writer *w, const struct gs_exporter_snapshot *s,
+                           const struct gs_exporter_gpu *g)
+{
+    char num[16];
+    (void)snprintf(num, sizeof num, "%u", (unsigned)g->info.index);
+    put_label(w, "gpu", num, true);
+    put_label(w, "UUID", g->info.uuid, false);
+    char dev[24];
+    (void)snprintf(dev, sizeof dev, "nvidia%u", (unsigned)g->info.index);
+    put_label(w, "device", dev, false);
+    put_label(w, "modelName", g->info.model, false);
+    put_label(w, "Hostname", s->hostname, false);
+}
+
+static void put_value(struct writer *w, const struct gs_gpu_sample *v, enum value_kind k)
+{
+    switch (k) {
+    case V_UTIL:
+        put_u64(w, v->util_pct);
+        break;
+    case V_FB_USED:
+        put_u64(w, v->fb_used_mib);
+        break;
+    case V_FB_FREE:
+        put_u64(w, v->fb_free_mib);
+        break;
+    case V_TEMP:
+        put_i64(w, v->temp_c);
+        break;
+    case V_POWER:
+        put_milli(w, v->power_mw);
+        break;
+    case V_SM:
+        put_u64(w, v->sm_clock_mhz);
+        break;
+    case V_MEM:
+        put_u64(w, v->mem_clock_mhz);
+        break;
+    case V_XID:
+        put_u64(w, v->last_xid);
+        break;
+    case V_ECC:
+        put_u64(w, v->ecc_dbe_vol_total);
+        break;
+    }
+}
+
+static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
+                        const struct match *rows, const uint32_t *rows_of_gpu)
+{
+    for (size_t f = 0; f < sizeof dcgm / sizeof dcgm[0]; f++) {
+        bool header = false;
+        for (uint32_t g = 0; g < s->n_gpus; g++) {
+            const struct gs_exporter_gpu *gpu = &s->gpus[g];
+            if (!gpu->have_sample || !(gpu->sample.valid & dcgm[f].need))
+                continue;
+            if (!header) {
+                put_header(w, dcgm[f].name, dcgm[f].type, dcgm[f].help);
+                header = true;
+            }
+            if (rows_of_gpu[g] == 0) {
+                puts_(w, dcgm[f].name);
+                put(w, "{", 1);
+                put_gpu_labels(w, s, gpu);
+                put(w, "} ", 2);
+                put_value(w, &gpu->sample, dcgm[f].kind);
+                put(w, "\n", 1);
+                continue;
+            }
+            for (uint32_t i = 0; i < s->n_attr; i++) {
+                if (rows[i].gpu != g)
+                    continue;
+                const struct gs_exporter_attr *a = &s->attr[i];
+                puts_(w, dcgm[f].name);
+                put(w, "{", 1);
+                put_gpu_labels(w, s, gpu);
+                if (rows[i].mig >= 0)
+                    put_label(w, "GPU_I_PROFILE", gpu->info.mig[rows[i].mig].profile, false);
+                put_label(w, "container", a->container, false);
+                put_label(w, "namespace", a->namespace_name, false);
+                put_label(w, "pod", a->pod, false);
+                put(w, "} ", 2);
+                put_value(w, &gpu->sample, dcgm[f].kind);
+                put(w, "\n", 1);
+            }
+        }
+    }
+}
+
+static void render_own(struct writer *w, const struct gs_exporter_snapshot *s)
+{
+    bool any = false;
+    for (uint32_t g = 0; g < s->n_gpus; g++)
+        any |= s->gpus[g].have_health;
+    if (!any)
+        return;
+
+    put_header(w, "gpusched_gpu_health", "gauge",
+               "1 when the GPU is Healthy, 0 when Unhealthy (the state kubelet is told).");
+    for (uint32_t g = 0; g < s->n_gpus; g++) {
+        const struct gs_exporter_gpu *gpu = &s->gpus[g];
+        if (!gpu->have_health)
+            continue;
+        puts_(w, "gpusched_gpu_health{");
+        put_gpu_labels(w, s, gpu);
+        puts_(w, gpu->health == GS_HEALTH_HEALTHY ? "} 1\n" : "} 0\n");
+    }
+
+    put_header(w, "gpusched_gpu_xid_total", "counter",
+               "XID errors seen on the GPU, by XID code, ignored (application) XIDs included.");
+    for (uint32_t g = 0; g < s->n_gpus; g++) {
+        const struct gs_exporter_gpu *gpu = &s->gpus[g];
+        if (!gpu->have_health)
+            continue;
+        const struct gs_health_counters *c = &gpu->counters;
+        for (uint32_t k = 0; k < c->n_xid && k < GS_HEALTH_XID_CODES_MAX; k++) {
+            char code[24];
+            (void)snprintf(code, sizeof code, "%llu", (unsigned long long)c->xid[k].xid);
+            puts_(w, "gpusched_gpu_xid_total{");
+            put_gpu_labels(w, s, gpu);
+            put_label(w, "xid", code, false);
+            put(w, "} ", 2);
+            put_u64(w, c->xid[k].count);
+            put(w, "\n", 1);
+        }
+        if (c->xid_other > 0) {
+            puts_(w, "gpusched_gpu_xid_total{");
+            put_gpu_labels(w, s, gpu);
+            put_label(w, "xid", "other", false);
+            put(w, "} ", 2);
+            put_u64(w, c->xid_other);
+            put(w, "\n", 1);
+        }
+    }
+
+    put_header(w, "gpusched_gpu_health_transitions_total", "counter",
+               "Health transitions of the GPU, by the state entered.");
+    for (uint32_t g = 0; g < s->n_gpus; g++) {
+        const struct gs_exporter_gpu *gpu = &s->gpus[g];
+        if (!gpu->have_health)
+            continue;
+        for (int to = 0; to < 2; to++) {
+            puts_(w, "gpusched_gpu_health_transitions_total{");
+            put_gpu_labels(w, s, gpu);
+            put_label(w, "to", to == 0 ? "unhealthy" : "healthy", false);
+            put(w, "} ", 2);
+            put_u64(w, to == 0 ? gpu->counters.to_unhealthy : gpu->counters.recoveries);
+            put(w, "\n", 1);
+        }
+    }
+}
+
+int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *out)
+{
+    if (s == NULL || out == NULL || s->n_gpus > GS_GPU_MAX || s->n_attr > GS_EXPORTER_ATTR_MAX ||
+        (s->n_gpus > 0 && s->gpus == NULL) || (s->n_attr > 0 && s->attr == NULL))
+        return GS_EINVAL;
+    struct match *rows = NULL;
+    uint32_t rows_of_gpu[GS_GPU_MAX] = {0};
+    if (s->n_attr > 0) {
+        rows = malloc(s->n_attr * sizeof *rows);
+        if (rows == NULL)
+            return GS_ENOMEM;
+    }
+    for (uint32_t i = 0; i < s->n_attr; i++) {
+        rows[i] = match_row(s, &s->attr[i]);
+        if (rows[i].gpu == NO_GPU)
+            continue;
+        /* Rows of one GPU are few; a repeat of an earlier (GPU, pod) gives no new series. */
+        for (uint32_t j = 0; j < i && rows[i].gpu != NO_GPU; j++)
+            if (rows[j].gpu != NO_GPU &&
+                same_series(s, &rows[i], &rows[j], &s->attr[i], &s->attr[j]))
+                rows[i].gpu = NO_GPU;
+        if (rows[i].gpu != NO_GPU)
+            rows_of_gpu[rows[i].gpu]++;
+    }
+    struct writer w = {.out = out, .err = GS_OK};
+    render_dcgm(&w, s, rows, rows_of_gpu);
+    render_own(&w, s);
+    free(rows);
+    return w.err;
+}
+
+/* ---- snapshot storage and HTTP ------------------------------------------------------------ */
+
+struct gs_exporter {
+    pthread_mutex_t lock;            /**< guards everything below */
+    struct gs_exporter_snapshot snap; /**< current snapshot; arrays owned */
+    struct gs_exporter_gpu *gpus;    /**< storage of snap.gpus, GS_GPU_MAX entries */
+    struct gs_exporter_attr *attr;   /**< storage of snap.attr */
+    uint32_t attr_cap;               /**< entries allocated in attr */
+    struct gs_textbuf buf;           /**< render buffer, reused by scrapes */
+    struct MHD_Daemon *daemon;       /**< NULL when not serving */
+};
+
+int gs_exporter_new(size_t max_bytes, struct gs_exporter **out)
+{
+    if (out == NULL)
+        return GS_EINVAL;
+    *out = NULL;
+    struct gs_exporter *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return GS_ENOMEM;
+    e->gpus = calloc(GS_GPU_MAX, sizeof *e->gpus);
+    if (e->gpus == NULL || pthread_mutex_init(&e->lock, NULL) != 0) {
+        free(e->gpus);
+        free(e);
+        return GS_ENOMEM;
+    }
+    e->snap.gpus = e->gpus;
+    gs_textbuf_init(&e->buf, max_bytes == 0 ? GS_EXPORTER_DEFAULT_MAX_BYTES : max_bytes);
+    *out = e;
+    return GS_OK;
+}
+
+int gs_exporter_update(struct gs_exporter *e, const struct gs_exporter_snapshot *s)
+{
+    if (e == NULL || s == NULL || s->n_gpus > GS_GPU_MAX || s->n_attr > GS_EXPORTER_ATTR_MAX ||
+        (s->n_gpus > 0 && s->gpus == NULL) || (s->n_attr > 0 && s->attr == NULL))
+        return GS_EINVAL;
+    int rc = GS_OK;
+    pthread_mutex_lock(&e->lock);
+    if (s->n_attr > e->attr_cap) {
+        struct gs_exporter_attr *p = realloc(e->attr, s->n_attr * sizeof *p);
+        if (p == NULL) {
+            rc = GS_ENOMEM;
+            goto out;
+        }
+        e->attr = p;
+        e->attr_cap = s->n_attr;
+    }
+    memcpy(e->snap.hostname, s->hostname, sizeof e->snap.hostname);
+    e->snap.hostname[sizeof e->snap.hostname - 1] = '\0';
+    if (s->n_gpus > 0)
+        memcpy(e->gpus, s->gpus, s->n_gpus * sizeof *e->gpus);
+    if (s->n_attr > 0)
+        memcpy(e->attr, s->attr, s->n_attr * sizeof *e->attr);
+    for (uint32_t i = 0; i < s->n_attr; i++) {
+        struct gs_exporter_attr *a = &e->attr[i];
+        a->device_id[sizeof a->device_id - 1] = '\0';
+        a->pod[sizeof a->pod - 1] = '\0';
+        a->namespace_name[sizeof a->namespace_name - 1] = '\0';
+        a->container[sizeof a->container - 1] = '\0';
+    }
+    e->snap.n_gpus = s->n_gpus;
+    e->snap.n_attr = s->n_attr;
+    e->snap.attr = e->attr;
+out:
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+int gs_exporter_scrape(struct gs_exporter *e, struct gs_textbuf *out)
+{
+    if (e == NULL || out == NULL)
+        return GS_EINVAL;
+    gs_textbuf_reset(out);
+    pthread_mutex_lock(&e->lock);
+    int rc = gs_exporter_render(&e->snap, out);
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             const char *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+    if (r == NULL)
+        return MHD_NO;
+    enum MHD_Result ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (ok == MHD_YES && status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    if (ok == MHD_YES)
+        ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+    struct gs_exporter *e = cls;
+    (void)version;
+    (void)upload_data;
+    (void)req_cls;
+    static const char text[] = "text/plain; charset=utf-8";
+    if (*upload_data_size != 0) {
+        *upload_data_size = 0; /* a body we do not want: drop it */
+        return MHD_YES;
+    }
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, text, "method not allowed\n", 19);
+    if (strcmp(url, "/healthz") == 0)
+        return reply(c, MHD_HTTP_OK, text, "ok", 2);
+    if (strcmp(url, "/metrics") != 0)
+        return reply(c, MHD_HTTP_NOT_FOUND, text, "not found\n", 10);
+
+    pthread_mutex_lock(&e->lock);
+    gs_textbuf_reset(&e->buf);
+    int rc = gs_exporter_render(&e->snap, &e->buf);
+    enum MHD_Result res;
+    if (rc == GS_OK)
+        res = reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                    e->buf.data != NULL ? e->buf.data : "", e->buf.len);
+    else
+        res = reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, text, gs_strerror(rc),
+                    strlen(gs_strerror(rc)));
+    pthread_mutex_unlock(&e->lock);
+    return res;
+}
+
+int gs_exporter_start(struct gs_exporter *e, const char *bind_addr, uint16_t port,
+                      uint16_t *port_out)
+{
+    if (e == NULL || bind_addr == NULL || e->daemon != NULL)
+        return GS_EINVAL;
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+    hints.ai_socktype = SOCK_STREAM;
+    char port_text[8];
+    (void)snprintf(port_text, sizeof port_text, "%u", (unsigned)port);
+    if (getaddrinfo(bind_addr, port_text, &hints, &ai) != 0 || ai == NULL)
+        return GS_EINVAL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    e->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, e, MHD_OPTION_SOCK_ADDR,
+                                 ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (e->daemon == NULL)
+        return GS_EIO;
+    if (port_out != NULL) {
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(e->daemon,
+                                                               MHD_DAEMON_INFO_BIND_PORT);
+        *port_out = info != NULL ? info->port : port;
+    }
+    return GS_OK;
+}
+
+void gs_exporter_stop(struct gs_exporter *e)
+{
+    if (e == NULL || e->daemon == NULL)
+        return;
+    MHD_stop_daemon(e->daemon);
+    e->daemon = NULL;
+}
+
+void gs_exporter_free(struct gs_exporter *e)
+{
+    if (e == NULL)
+        return;
+    gs_exporter_stop(e);
+    pthread_mutex_destroy(&e->lock);
+    gs_textbuf_fini(&e->buf);
+    free(e->attr);
+    free(e->gpus);
+    free(e);
+}

@@ -1,0 +1,485 @@
+/*
+ * Tests of the Prometheus exporter (include/gpusched/exporter.h): the bounded buffer, label
+ * escaping, the exact text of a scrape (HELP/TYPE lines, label order, number formats), one
+ * series per pod on a shared GPU and every way a device id can name a GPU, fields left out
+ * when unread, the size limit, the render time of an 8-GPU, 32-pod node, and the HTTP server
+ * (/metrics, /healthz, 404, 405) over a real loopback socket.
+ */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gpusched/err.h"
+#include "gpusched/exporter.h"
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static void fill_gpu(struct gs_exporter_gpu *g, uint32_t index)
+{
+    memset(g, 0, sizeof *g);
+    g->info.index = index;
+    snprintf(g->info.uuid, sizeof g->info.uuid, "GPU-0000000%u", (unsigned)index);
+    snprintf(g->info.model, sizeof g->info.model, "NVIDIA H200");
+    g->info.mem_total_mib = 143771;
+    g->have_sample = true;
+    g->sample.valid = GS_GPU_HAVE_UTIL | GS_GPU_HAVE_FB | GS_GPU_HAVE_TEMP | GS_GPU_HAVE_POWER |
+                      GS_GPU_HAVE_SM_CLOCK | GS_GPU_HAVE_MEM_CLOCK | GS_GPU_HAVE_ECC_DBE |
+                      GS_GPU_HAVE_XID;
+    g->sample.util_pct = 90 + index;
+    g->sample.fb_used_mib = 1000;
+    g->sample.fb_free_mib = 142771;
+    g->sample.temp_c = 50;
+    g->sample.power_mw = 652500;
+    g->sample.sm_clock_mhz = 1980;
+    g->sample.mem_clock_mhz = 2619;
+}
+
+static void fill_attr(struct gs_exporter_attr *a, const char *id, const char *pod,
+                      const char *ns, const char *ctr)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->device_id, sizeof a->device_id, "%s", id);
+    snprintf(a->pod, sizeof a->pod, "%s", pod);
+    snprintf(a->namespace_name, sizeof a->namespace_name, "%s", ns);
+    snprintf(a->container, sizeof a->container, "%s", ctr);
+}
+
+static int count_lines_with(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* ---- buffer and escaping ---------------------------------------------------------------- */
+
+static void test_textbuf_grows_up_to_its_maximum_and_no_further(void **state)
+{
+    (void)state;
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 10);
+    assert_null(b.data);
+    assert_int_equal(gs_textbuf_append(&b, "hello", 5), GS_OK);
+    assert_int_equal(gs_textbuf_append(&b, "world", 5), GS_OK);
+    assert_string_equal(b.data, "helloworld");
+    assert_int_equal(gs_textbuf_append(&b, "!", 1), GS_ELIMIT);
+    assert_int_equal(b.len, 10); /* nothing appended */
+    char *before = b.data;
+    gs_textbuf_reset(&b);
+    assert_int_equal(b.len, 0);
+    assert_ptr_equal(b.data, before); /* allocation kept */
+    assert_string_equal(b.data, "");
+    gs_textbuf_fini(&b);
+    assert_null(b.data);
+    gs_textbuf_fini(NULL);
+}
+
+static void test_label_values_are_escaped(void **state)
+{
+    (void)state;
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1024);
+    assert_int_equal(gs_exporter_escape_label(&b, "a\"b\\c\nd"), GS_OK);
+    assert_string_equal(b.data, "a\\\"b\\\\c\\nd");
+    gs_textbuf_reset(&b);
+    assert_int_equal(gs_exporter_escape_label(&b, "plain"), GS_OK);
+    assert_string_equal(b.data, "plain");
+    gs_textbuf_fini(&b);
+}
+
+/* ---- rendering ---------------------------------------------------------------------------- */
+
+static void test_scrape_of_one_gpu_is_exactly_the_dcgm_text(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g;
+    fill_gpu(&g, 0);
+    g.sample.last_xid = 79;
+    g.sample.ecc_dbe_vol_total = 2;
+    g.sample.temp_c = -5;
+    g.sample.power_mw = 70025;
+    snprintf(g.info.model, sizeof g.info.model, "NVIDIA \"H200\"");
+    g.have_health = true;
+    g.health = GS_HEALTH_UNHEALTHY;
+    g.counters.to_unhealthy = 1;
+    g.counters.n_xid = 2;
+    g.counters.xid[0].xid = 13;
+    g.counters.xid[0].count = 4;
+    g.counters.xid[1].xid = 79;
+    g.counters.xid[1].count = 1;
+    struct gs_exporter_snapshot s = {.n_gpus = 1, .gpus = &g};
+    snprintf(s.hostname, sizeof s.hostname, "node-1");
+
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+#define L "{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\",modelName=\"NVIDIA \\\"H200\\\"\"," \
+          "Hostname=\"node-1\"}"
+    const char *want =
+        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+        "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+        "DCGM_FI_DEV_GPU_UTIL" L " 90\n"
+        "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n"
+        "# TYPE DCGM_FI_DEV_FB_USED gauge\n"
+        "DCGM_FI_DEV_FB_USED" L " 1000\n"
+        "# HELP DCGM_FI_DEV_FB_FREE Framebuffer memory free (in MiB).\n"
+        "# TYPE DCGM_FI_DEV_FB_FREE gauge\n"
+        "DCGM_FI_DEV_FB_FREE" L " 142771\n"
+        "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"
+        "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+        "DCGM_FI_DEV_GPU_TEMP" L " -5\n"
+        "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n"
+        "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+        "DCGM_FI_DEV_POWER_USAGE" L " 70.025\n"
+        "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).\n"
+        "# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n"
+        "DCGM_FI_DEV_SM_CLOCK" L " 1980\n"
+        "# HELP DCGM_FI_DEV_MEM_CLOCK Memory clock frequency (in MHz).\n"
+        "# TYPE DCGM_FI_DEV_MEM_CLOCK gauge\n"
+        "DCGM_FI_DEV_MEM_CLOCK" L " 2619\n"
+        "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"
+        "# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"
+        "DCGM_FI_DEV_XID_ERRORS" L " 79\n"
+        "# HELP DCGM_FI_DEV_ECC_DBE_VOL_TOTAL Total number of double-bit volatile ECC errors.\n"
+        "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\n"
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" L " 2\n"
+        "# HELP gpusched_gpu_health 1 when the GPU is Healthy, 0 when Unhealthy (the state "
+        "kubelet is told).\n"
+        "# TYPE gpusched_gpu_health gauge\n"
+        "gpusched_gpu_health" L " 0\n"
+        "# HELP gpusched_gpu_xid_total XID errors seen on the GPU, by XID code, ignored "
+        "(application) XIDs included.\n"
+        "# TYPE gpusched_gpu_xid_total counter\n"
+        "gpusched_gpu_xid_total{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\","
+        "modelName=\"NVIDIA \\\"H200\\\"\",Hostname=\"node-1\",xid=\"13\"} 4\n"
+        "gpusched_gpu_xid_total{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\","
+        "modelName=\"NVIDIA \\\"H200\\\"\",Hostname=\"node-1\",xid=\"79\"} 1\n"
+        "# HELP gpusched_gpu_health_transitions_total Health transitions of the GPU, by the "
+        "state entered.\n"
+        "# TYPE gpusched_gpu_health_transitions_total counter\n"
+        "gpusched_gpu_health_transitions_total{gpu=\"0\",UUID=\"GPU-00000000\","
+        "device=\"nvidia0\",modelName=\"NVIDIA \\\"H200\\\"\",Hostname=\"node-1\","
+        "to=\"unhealthy\"} 1\n"
+        "gpusched_gpu_health_transitions_total{gpu=\"0\",UUID=\"GPU-00000000\","
+        "device=\"nvidia0\",modelName=\"NVIDIA \\\"H200\\\"\",Hostname=\"node-1\","
+        "to=\"healthy\"} 0\n";
+#undef L
+    if (strcmp(b.data, want) != 0)
+        print_message("got:\n%s\n", b.data);
+    assert_string_equal(b.data, want);
+    gs_textbuf_fini(&b);
+}
+
+static void test_shared_gpu_gets_one_series_per_pod(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g[3];
+    for (uint32_t i = 0; i < 3; i++)
+        fill_gpu(&g[i], i);
+    g[2].info.mig_enabled = true;
+    g[2].info.mig_count = 2;
+    snprintf(g[2].info.mig[0].uuid, sizeof g[2].info.mig[0].uuid, "MIG-aaaa");
+    snprintf(g[2].info.mig[0].profile, sizeof g[2].info.mig[0].profile, "3g.71gb");
+    snprintf(g[2].info.mig[1].uuid, sizeof g[2].info.mig[1].uuid, "MIG-bbbb");
+    snprintf(g[2].info.mig[1].profile, sizeof g[2].info.mig[1].profile, "1g.18gb");
+
+    struct gs_exporter_attr a[8];
+    fill_attr(&a[0], "GPU-00000000::0", "train-a", "ml", "main");
+    fill_attr(&a[1], "GPU-00000000::1", "train-b", "ml", "main");
+    fill_attr(&a[2], "GPU-00000000::2", "train-a", "ml", "main"); /* repeat: no new series */
+    fill_attr(&a[3], "nvidia1", "infer", "web", "server");
+    fill_attr(&a[4], "MIG-bbbb", "tiny", "ml", "c");
+    fill_attr(&a[5], "MIG-aaaa::3", "mid", "ml", "c");
+    fill_attr(&a[6], "GPU-00000000x", "nobody", "ml", "c"); /* matches nothing */
+    fill_attr(&a[7], "GPU-0000000", "nobody", "ml", "c");   /* a prefix is not a match */
+    struct gs_exporter_snapshot s = {.n_gpus = 3, .gpus = g, .n_attr = 8, .attr = a};
+    snprintf(s.hostname, sizeof s.hostname, "h");
+
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    const char *text = b.data;
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 5);
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+                                 "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "container=\"main\",namespace=\"ml\",pod=\"train-a\"} 90\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+                                 "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "container=\"main\",namespace=\"ml\",pod=\"train-b\"} 90\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000001\","
+                                 "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "container=\"server\",namespace=\"web\",pod=\"infer\"} 91\n"));
+    assert_non_null(strstr(text, "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "GPU_I_PROFILE=\"1g.18gb\",container=\"c\",namespace=\"ml\","
+                                 "pod=\"tiny\"} 92\n"));
+    assert_non_null(strstr(text, "GPU_I_PROFILE=\"3g.71gb\",container=\"c\",namespace=\"ml\","
+                                 "pod=\"mid\"} 92\n"));
+    assert_null(strstr(text, "nobody"));
+    assert_int_equal(count_lines_with(text, "pod=\"train-a\""), 9); /* once per family */
+    /* An attributed GPU has no series without pod labels. */
+    assert_null(strstr(text, "Hostname=\"h\"} 90"));
+    /* Health metrics are absent when no GPU carries health. */
+    assert_null(strstr(text, "gpusched_gpu_health"));
+    gs_textbuf_fini(&b);
+}
+
+static void test_device_id_by_index_and_unattributed_gpu(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g[2];
+    fill_gpu(&g[0], 0);
+    fill_gpu(&g[1], 1);
+    struct gs_exporter_attr a;
+    fill_attr(&a, "1", "p", "n", "c");
+    struct gs_exporter_snapshot s = {.n_gpus = 2, .gpus = g, .n_attr = 1, .attr = &a};
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_non_null(strstr(b.data, "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
+                                   "container=\"c\",namespace=\"n\",pod=\"p\"} 91\n"));
+    assert_non_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+                                   "device=\"nvidia0\",modelName=\"NVIDIA H200\","
+                                   "Hostname=\"\"} 90\n"));
+    gs_textbuf_fini(&b);
+}
+
+static void test_unread_fields_and_silent_gpus_are_left_out(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g[2];
+    fill_gpu(&g[0], 0);
+    fill_gpu(&g[1], 1);
+    g[0].sample.valid &= ~(uint32_t)(GS_GPU_HAVE_POWER | GS_GPU_HAVE_ECC_DBE);
+    g[1].have_sample = false; /* did not answer */
+    g[1].have_health = true;
+    g[1].health = GS_HEALTH_UNHEALTHY;
+    struct gs_exporter_snapshot s = {.n_gpus = 2, .gpus = g};
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_null(strstr(b.data, "POWER_USAGE"));   /* not even HELP/TYPE */
+    assert_null(strstr(b.data, "ECC_DBE_VOL_TOTAL"));
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 1);
+    assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\""));
+    assert_non_null(strstr(b.data, "gpusched_gpu_health{gpu=\"1\""));
+    assert_null(strstr(b.data, "gpusched_gpu_health{gpu=\"0\""));
+
+    struct gs_exporter_snapshot empty = {.n_gpus = 0};
+    gs_textbuf_reset(&b);
+    assert_int_equal(gs_exporter_render(&empty, &b), GS_OK);
+    assert_int_equal(b.len, 0);
+    gs_textbuf_fini(&b);
+}
+
+static void test_render_stops_at_the_size_limit(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g;
+    fill_gpu(&g, 0);
+    struct gs_exporter_snapshot s = {.n_gpus = 1, .gpus = &g};
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 300);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_ELIMIT);
+    assert_true(b.len <= 300);
+    gs_textbuf_fini(&b);
+
+    s.n_gpus = GS_GPU_MAX + 1;
+    gs_textbuf_init(&b, 300);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_EINVAL);
+    assert_int_equal(gs_exporter_render(NULL, &b), GS_EINVAL);
+    gs_textbuf_fini(&b);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The aim of the design: a scrape of a full node well under 5 ms (measured with the sanitizers
+ * on, so the real figure is lower still). */
+static void test_scrape_of_8_gpus_with_32_pods_renders_well_under_5_ms(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g[8];
+    struct gs_exporter_attr a[32];
+    for (uint32_t i = 0; i < 8; i++) {
+        fill_gpu(&g[i], i);
+        g[i].have_health = true;
+        g[i].counters.n_xid = 1;
+        g[i].counters.xid[0].xid = 13;
+        g[i].counters.xid[0].count = 2;
+    }
+    for (uint32_t p = 0; p < 32; p++) {
+        char id[64], pod[64];
+        snprintf(id, sizeof id, "GPU-0000000%u::%u", (unsigned)(p % 8), (unsigned)(p / 8));
+        snprintf(pod, sizeof pod, "training-job-%u-worker", (unsigned)p);
+        fill_attr(&a[p], id, pod, "team-research", "pytorch");
+    }
+    struct gs_exporter_snapshot s = {.n_gpus = 8, .gpus = g, .n_attr = 32, .attr = a};
+    snprintf(s.hostname, sizeof s.hostname, "gpu-node-017.cluster.example");
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, GS_EXPORTER_DEFAULT_MAX_BYTES);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK); /* warm the buffer */
+    const int rounds = 200;
+    double t0 = now_s();
+    for (int r = 0; r < rounds; r++) {
+        gs_textbuf_reset(&b);
+        assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    }
+    double per_ms = (now_s() - t0) * 1000.0 / rounds;
+    print_message("render: 8 GPUs, 32 pods: %.3f ms per scrape, %zu bytes, %d series\n", per_ms,
+                  b.len, count_lines_with(b.data, "\n") - count_lines_with(b.data, "# "));
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 32);
+    assert_true(per_ms < 5.0);
+    gs_textbuf_fini(&b);
+}
+
+/* ---- HTTP ----------------------------------------------------------------------------- */
+
+/* One HTTP/1.1 request over a fresh connection; returns the whole response (malloc'd). */
+static char *http(uint16_t port, const char *method, const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    char req[256];
+    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                     method, path);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    for (;;) {
+        if (len + 1 == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        ssize_t r = read(fd, buf + len, cap - len - 1);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    buf[len] = '\0';
+    close(fd);
+    return buf;
+}
+
+static void test_http_server_serves_metrics_and_healthz(void **state)
+{
+    (void)state;
+    struct gs_exporter *e = NULL;
+    assert_int_equal(gs_exporter_new(0, &e), GS_OK);
+    uint16_t port = 0;
+    assert_int_equal(gs_exporter_start(e, "127.0.0.1", 0, &port), GS_OK);
+    assert_true(port != 0);
+    assert_int_equal(gs_exporter_start(e, "127.0.0.1", 0, NULL), GS_EINVAL); /* started */
+
+    char *r = http(port, "GET", "/healthz");
+    assert_non_null(strstr(r, "HTTP/1.1 200"));
+    assert_non_null(strstr(r, "\r\n\r\nok"));
+    free(r);
+
+    /* Before any snapshot: an empty, valid scrape. */
+    r = http(port, "GET", "/metrics");
+    assert_non_null(strstr(r, "HTTP/1.1 200"));
+    assert_non_null(strstr(r, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
+    free(r);
+
+    struct gs_exporter_gpu g;
+    fill_gpu(&g, 0);
+    struct gs_exporter_attr a[2];
+    fill_attr(&a[0], "GPU-00000000::0", "pod-a", "ns", "c");
+    fill_attr(&a[1], "GPU-00000000::1", "pod-b", "ns", "c");
+    struct gs_exporter_snapshot s = {.n_gpus = 1, .gpus = &g, .n_attr = 2, .attr = a};
+    snprintf(s.hostname, sizeof s.hostname, "node");
+    assert_int_equal(gs_exporter_update(e, &s), GS_OK);
+    g.sample.util_pct = 0; /* the exporter holds its own copy */
+    r = http(port, "GET", "/metrics");
+    assert_non_null(strstr(r, "pod=\"pod-a\"} 90\n"));
+    assert_non_null(strstr(r, "pod=\"pod-b\"} 90\n"));
+    free(r);
+
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_scrape(e, &b), GS_OK);
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 2);
+    gs_textbuf_fini(&b);
+
+    r = http(port, "GET", "/nope");
+    assert_non_null(strstr(r, "HTTP/1.1 404"));
+    free(r);
+    r = http(port, "POST", "/metrics");
+    assert_non_null(strstr(r, "HTTP/1.1 405"));
+    assert_non_null(strstr(r, "Allow: GET, HEAD"));
+    free(r);
+    r = http(port, "HEAD", "/metrics");
+    assert_non_null(strstr(r, "HTTP/1.1 200"));
+    assert_null(strstr(r, "pod-a")); /* no body */
+    free(r);
+
+    s.n_attr = GS_EXPORTER_ATTR_MAX + 1;
+    assert_int_equal(gs_exporter_update(e, &s), GS_EINVAL);
+    gs_exporter_stop(e);
+    gs_exporter_stop(e); /* idempotent */
+    assert_int_equal(gs_exporter_start(e, "not-an-address", 0, NULL), GS_EINVAL);
+    gs_exporter_free(e);
+    gs_exporter_free(NULL);
+}
+
+static void test_scrape_over_the_limit_is_answered_500(void **state)
+{
+    (void)state;
+    struct gs_exporter *e = NULL;
+    assert_int_equal(gs_exporter_new(100, &e), GS_OK);
+    struct gs_exporter_gpu g;
+    fill_gpu(&g, 0);
+    struct gs_exporter_snapshot s = {.n_gpus = 1, .gpus = &g};
+    assert_int_equal(gs_exporter_update(e, &s), GS_OK);
+    uint16_t port = 0;
+    assert_int_equal(gs_exporter_start(e, "127.0.0.1", 0, &port), GS_OK);
+    char *r = http(port, "GET", "/metrics");
+    assert_non_null(strstr(r, "HTTP/1.1 500"));
+    free(r);
+    gs_exporter_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_textbuf_grows_up_to_its_maximum_and_no_further),
+        cmocka_unit_test(test_label_values_are_escaped),
+        cmocka_unit_test(test_scrape_of_one_gpu_is_exactly_the_dcgm_text),
+        cmocka_unit_test(test_shared_gpu_gets_one_series_per_pod),
+        cmocka_unit_test(test_device_id_by_index_and_unattributed_gpu),
+        cmocka_unit_test(test_unread_fields_and_silent_gpus_are_left_out),
+        cmocka_unit_test(test_render_stops_at_the_size_limit),
+        cmocka_unit_test(test_scrape_of_8_gpus_with_32_pods_renders_well_under_5_ms),
+        cmocka_unit_test(test_http_server_serves_metrics_and_healthz),
+        cmocka_unit_test(test_scrape_over_the_limit_is_answered_500),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
