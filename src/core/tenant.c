@@ -25,6 +25,9 @@
 
 #define NO_ID UINT32_MAX
 #define BACKFILL_RELEASES_MAX 20000
+/* Jobs tried behind a reservation per flavor and cycle (Slurm's bf_max_job_test plays the same
+ * role): bounds a cycle's cost when thousands of jobs wait. */
+#define BACKFILL_DEPTH 64
 
 struct heap_ent {
     uint32_t pod;
@@ -38,6 +41,8 @@ struct flavor_queue {
     struct heap_ent *heap;  /* binary heap, best first */
     uint32_t len, cap;
     uint32_t blocked_cycle; /* cycle in which its head could not be placed */
+    uint32_t bf_cycle;      /* cycle in which its head got a backfill reservation */
+    uint32_t bf_tries;      /* jobs tried behind that reservation in bf_cycle */
 };
 
 struct queue {
@@ -253,6 +258,7 @@ static int enqueue(struct gs_engine *e, uint32_t pod)
         memset(&nf[f], 0, sizeof(nf[f]));
         nf[f].mask = mask;
         nf[f].blocked_cycle = UINT32_MAX;
+        nf[f].bf_cycle = UINT32_MAX;
         q->n_flavors++;
     }
     p->seq++;
@@ -772,6 +778,25 @@ int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     }
     p->state = GS_TPOD_FAILED;
     p->end_ms = now_ms;
+    /* A gang that lost a running member below min_member cannot go on: its other running
+     * members go back to pending, whole. */
+    if (p->gang != GS_NO_GANG) {
+        struct gang *g = &e->g[p->gang];
+        if (g->running > 0 && g->running + g->succeeded < g->min_member) {
+            e->now_ms = now_ms;
+            uint32_t mark = e->nlog;
+            int err = GS_OK;
+            for (uint32_t m = 0; m < g->n_members && !err; m++)
+                if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
+                    err = do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
+            if (err) {
+                rollback(e, mark);
+                return err;
+            }
+            g->started = false;
+            return commit(e, mark, false);
+        }
+    }
     return GS_OK;
 }
 
@@ -1423,10 +1448,13 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
             break;
         deferred[ndef++] = head;
         err = GS_OK;
-        if (e->cfg.backfill) {
+        if (e->cfg.backfill && fq->bf_cycle != e->cycle) {
+            /* The first job of this flavor that cannot start gets the reservation. */
+            fq->bf_cycle = e->cycle;
+            fq->bf_tries = 0;
             if ((err = reserve(e, head)) != GS_OK)
                 break;
-        } else {
+        } else if (!e->cfg.backfill || ++fq->bf_tries >= BACKFILL_DEPTH) {
             fq->blocked_cycle = e->cycle;
         }
     }
