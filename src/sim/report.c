@@ -17,6 +17,29 @@
 #include "gpusched/err.h"
 #include "gpusched/sched.h"
 
+int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t cap)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, cap, "fork: %s", strerror(errno));
+        return GS_EIO;
+    }
+    if (pid == 0) {
+        execlp(gnuplot, gnuplot, script, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(err, cap, "%s failed (%s); no plot written", gnuplot,
+                 WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "not installed?"
+                                                                 : "see its message");
+        return GS_EIO;
+    }
+    return GS_OK;
+}
+
 void gs_report_format_py(double v, char *buf, size_t cap)
 {
     if (isnan(v)) {
@@ -40,8 +63,7 @@ void gs_report_format_py(double v, char *buf, size_t cap)
     }
 }
 
-/* Opens a temporary file beside `path`; *tmp receives its name (caller frees). */
-static FILE *open_tmp(const char *path, char **tmp, char *err, size_t cap)
+FILE *gs_report_tmp_open(const char *path, char **tmp, char *err, size_t cap)
 {
     size_t len = strlen(path) + 32;
     *tmp = malloc(len);
@@ -59,8 +81,7 @@ static FILE *open_tmp(const char *path, char **tmp, char *err, size_t cap)
     return f;
 }
 
-/* Closes and renames a temporary file into place; removes it on any failure. */
-static int commit_tmp(FILE *f, char *tmp, const char *path, char *err, size_t cap)
+int gs_report_tmp_commit(FILE *f, char *tmp, const char *path, char *err, size_t cap)
 {
     int bad = ferror(f);
     if (fclose(f) != 0)
@@ -94,7 +115,7 @@ int gs_report_write_columns(const char *path, const struct gs_report_run *runs, 
                             enum gs_report_metric metric, char *err, size_t cap)
 {
     char *tmp;
-    FILE *f = open_tmp(path, &tmp, err, cap);
+    FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
     if (!f)
         return GS_EIO;
     fputs("workload,sc_policy,tune,seed,total_gpus", f);
@@ -114,7 +135,7 @@ int gs_report_write_columns(const char *path, const struct gs_report_run *runs, 
         }
         fputc('\n', f);
     }
-    return commit_tmp(f, tmp, path, err, cap);
+    return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
 static double unalloc_at_100(const struct gs_sim_result *r)
@@ -126,7 +147,7 @@ int gs_report_write_runs(const char *path, const struct gs_report_run *runs, siz
                          size_t cap)
 {
     char *tmp;
-    FILE *f = open_tmp(path, &tmp, err, cap);
+    FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
     if (!f)
         return GS_EIO;
     fputs("workload,policy,seed,tune,pods,pods_failed,arrived_gpu_milli,used_gpu_milli,"
@@ -143,7 +164,7 @@ int gs_report_write_runs(const char *path, const struct gs_report_run *runs, siz
                 r->pods_failed, (long long)r->arrived_gpu_milli, (long long)r->used_gpu_milli,
                 un, fr);
     }
-    return commit_tmp(f, tmp, path, err, cap);
+    return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
 size_t gs_report_aggregate(const struct gs_report_run *runs, size_t n, struct gs_report_agg *out)
@@ -191,7 +212,7 @@ int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, s
                             char *err, size_t cap)
 {
     char *tmp;
-    FILE *f = open_tmp(path, &tmp, err, cap);
+    FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
     if (!f)
         return GS_EIO;
     fputs("workload,policy,seeds,unallocated_gpu_pct_at_100_mean,unallocated_gpu_pct_at_100_std,"
@@ -201,7 +222,7 @@ int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, s
         fprintf(f, "%s,%s,%u,%.3f,%.3f,%.3f,%.3f,%.1f\n", agg[i].workload,
                 gs_policy_name(agg[i].policy), agg[i].seeds, agg[i].unalloc_mean,
                 agg[i].unalloc_std, agg[i].frag_mean, agg[i].frag_std, agg[i].failed_mean);
-    return commit_tmp(f, tmp, path, err, cap);
+    return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
 int gs_report_plot_allocation(const char *png_path, const char *workload,
@@ -234,7 +255,7 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
     }
     snprintf(data_path, plen, "%s.dat", png_path);
     snprintf(script_path, plen, "%s.gp", png_path);
-    FILE *d = open_tmp(data_path, &data_tmp, err, cap);
+    FILE *d = gs_report_tmp_open(data_path, &data_tmp, err, cap);
     if (!d)
         goto out;
     for (int k = 0; k < GS_SIM_COLUMNS; k++) {
@@ -254,7 +275,7 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
         snprintf(err, cap, "%s: write failed", data_tmp);
         goto out;
     }
-    FILE *s = open_tmp(script_path, &script_tmp, err, cap);
+    FILE *s = gs_report_tmp_open(script_path, &script_tmp, err, cap);
     if (!s)
         goto out;
     png_tmp = malloc(plen + 8);
@@ -287,24 +308,8 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
         snprintf(err, cap, "%s: write failed", script_tmp);
         goto out;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, cap, "fork: %s", strerror(errno));
+    if (gs_report_gnuplot(gnuplot, script_tmp, err, cap) != GS_OK)
         goto out;
-    }
-    if (pid == 0) {
-        execlp(gnuplot, gnuplot, script_tmp, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(err, cap, "%s failed (%s); no plot written",
-                 gnuplot, WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "not installed?"
-                                                                           : "see its message");
-        goto out;
-    }
     if (rename(png_tmp, png_path) != 0) {
         snprintf(err, cap, "%s: %s", png_path, strerror(errno));
         goto out;

@@ -8,6 +8,7 @@
 #define GPUSCHED_SIM_REPORT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "gpusched/sim.h"
 
@@ -72,7 +73,40 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
                               const struct gs_report_run *runs, size_t n, const char *gnuplot,
                               char *err, size_t cap);
 
+/**
+ * Opens a temporary file beside `path` for an atomic write.
+ * @param tmp  receives the temporary name (caller frees it; gs_report_tmp_commit() does).
+ * @return the open file, or NULL with a message in err.
+ */
+FILE *gs_report_tmp_open(const char *path, char **tmp, char *err, size_t cap);
+
+/**
+ * Closes a file from gs_report_tmp_open() and renames it over `path`; on any failure removes
+ * the temporary and leaves `path` untouched. Frees `tmp`.
+ * @return GS_OK or GS_EIO (message in err).
+ */
+int gs_report_tmp_commit(FILE *f, char *tmp, const char *path, char *err, size_t cap);
+
+/**
+ * Runs gnuplot on a script file and waits for it.
+ * @return GS_OK, or GS_EIO when it cannot run or fails (message in err).
+ */
+int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t cap);
+
 /** Formats a double as Python's repr() would (shortest round-trip form, at least one decimal). */
 void gs_report_format_py(double v, char *buf, size_t cap);
+
+struct gs_replay;
+
+/**
+ * Writes the results of a replay into `dir` (which must exist): queues.csv (one row per leaf
+ * queue: pods, started, completed, pending at the end, wait p50/p95/p99, job completion time,
+ * GPU-hours, mean share and fair share, evictions suffered and caused), share.csv (allocated and
+ * fair GPU % per queue per sample), utilisation.csv (cluster GPU allocation and pod counts per
+ * sample), waits.csv (every started pod's wait) and, with `plot`, share.png and wait.png.
+ * @return GS_OK or GS_EIO (message in err; files already written stay complete).
+ */
+int gs_report_write_replay(const struct gs_replay *r, const char *dir, int plot, char *err,
+                           size_t cap);
 
 #endif /* GPUSCHED_SIM_REPORT_H */

@@ -1,0 +1,581 @@
+/*
+ * Time-based trace replay through the multi-tenant engine (include/gpusched/replay.h).
+ *
+ * One event heap ordered by (time, sequence) drives everything: arrivals, ends of runs,
+ * deletions of pods that never ran in production, and retry ticks while pods wait. All events
+ * at one instant are applied, then one scheduling cycle runs at that instant. Per-queue GPU use
+ * is integrated between instants, and the share of each queue is sampled on a fixed period.
+ */
+#include "gpusched/replay.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpusched/err.h"
+#include "gpusched/frag.h"
+#include "gpusched/sched.h"
+
+#define REPLAY_NODE_PODS_MAX 1001
+
+enum ev_kind { EV_ARRIVE = 0, EV_END = 1, EV_DELETE = 2, EV_RETRY = 3 };
+
+struct event {
+    int64_t t_ms;
+    uint64_t seq;
+    uint32_t kind;
+    uint32_t pod;   /* trace index */
+    uint32_t token; /* EV_END: the run it ends */
+};
+
+struct heap {
+    struct event *v;
+    uint32_t n, cap;
+};
+
+struct gs_replay {
+    struct gs_replay_queue *queues; /* leaf queues, in engine id order */
+    uint32_t nqueues;
+    uint32_t *leaf_of;              /* engine queue id -> leaf index (UINT32_MAX: not a leaf) */
+    struct gs_replay_sample *samples;
+    uint32_t nsamples, capsamples;
+    double *share_alloc, *share_fair; /* nsamples x nqueues */
+    uint32_t *wait_queue;
+    double *wait_s;
+    uint32_t nwaits;
+    uint32_t pods;
+    uint64_t binds, evictions, cycles;
+    int64_t end_ms;
+};
+
+struct run_state {
+    struct gs_replay *r;
+    struct gs_engine *e;
+    const struct gs_trace_pods *pods;
+    struct heap h;
+    uint64_t seq;
+    uint32_t *engine_of;  /* trace index -> engine pod id (UINT32_MAX before arrival) */
+    uint32_t *trace_of;   /* engine pod id -> trace index */
+    int64_t *runtime_ms;  /* -1: never ran in production */
+    uint32_t *token;      /* current run of each trace pod */
+    int64_t *first_start; /* -1 until started */
+    double *jct_s;        /* per trace pod, -1 until completed */
+    int64_t now_ms;
+    int err;
+};
+
+/* Arrival of a pod in replay time: its creation time, divided by the arrival speed-up. */
+static int64_t arrival_ms(const struct gs_trace_pod *p, const struct gs_replay_config *cfg)
+{
+    int64_t t = p->creation_time_s < 0 ? 0 : p->creation_time_s * 1000;
+    return cfg->arrival_speedup > 1 ? (int64_t)((double)t / cfg->arrival_speedup) : t;
+}
+
+static bool ev_before(const struct event *a, const struct event *b)
+{
+    if (a->t_ms != b->t_ms)
+        return a->t_ms < b->t_ms;
+    return a->seq < b->seq;
+}
+
+static int heap_push(struct run_state *s, struct event ev)
+{
+    struct heap *h = &s->h;
+    if (h->n == h->cap) {
+        uint32_t cap = h->cap ? h->cap * 2 : 1024;
+        struct event *v = realloc(h->v, cap * sizeof(*v));
+        if (!v)
+            return GS_ENOMEM;
+        h->v = v;
+        h->cap = cap;
+    }
+    ev.seq = s->seq++;
+    uint32_t i = h->n++;
+    while (i > 0 && ev_before(&ev, &h->v[(i - 1) / 2])) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = ev;
+    return GS_OK;
+}
+
+static struct event heap_pop(struct heap *h)
+{
+    struct event top = h->v[0], last = h->v[--h->n];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        const struct event *mv = &last;
+        if (l < h->n && ev_before(&h->v[l], mv)) {
+            m = l;
+            mv = &h->v[l];
+        }
+        if (r < h->n && ev_before(&h->v[r], mv))
+            m = r;
+        if (m == i)
+            break;
+        h->v[i] = h->v[m];
+        i = m;
+    }
+    if (h->n > 0)
+        h->v[i] = last;
+    return top;
+}
+
+static void on_event(void *ctx, const struct gs_event *ev)
+{
+    struct run_state *s = ctx;
+    if (s->err)
+        return;
+    uint32_t tp = s->trace_of[ev->pod];
+    if (ev->kind == GS_EV_BIND || ev->kind == GS_EV_BACKFILL) {
+        s->r->binds++;
+        s->token[tp]++;
+        if (s->first_start[tp] < 0)
+            s->first_start[tp] = ev->now_ms;
+        if (s->runtime_ms[tp] >= 0)
+            s->err = heap_push(s, (struct event){ev->now_ms + s->runtime_ms[tp], 0, EV_END, tp,
+                                                 s->token[tp]});
+    } else if (ev->kind == GS_EV_EVICT) {
+        s->r->evictions++;
+        s->token[tp]++; /* its pending end no longer counts */
+    }
+}
+
+static double percentile(double *v, uint32_t n, double q)
+{
+    if (n == 0)
+        return NAN;
+    /* Nearest rank on sorted values. */
+    uint32_t k = (uint32_t)ceil(q * n);
+    if (k < 1)
+        k = 1;
+    return v[k - 1];
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int take_sample(struct run_state *s, int64_t t_ms, int64_t cap_gpu)
+{
+    struct gs_replay *r = s->r;
+    if (r->nsamples == r->capsamples) {
+        uint32_t cap = r->capsamples ? r->capsamples * 2 : 256;
+        struct gs_replay_sample *sv = realloc(r->samples, cap * sizeof(*sv));
+        if (sv)
+            r->samples = sv;
+        double *a = realloc(r->share_alloc, (size_t)cap * r->nqueues * sizeof(*a));
+        if (a)
+            r->share_alloc = a;
+        double *f = realloc(r->share_fair, (size_t)cap * r->nqueues * sizeof(*f));
+        if (f)
+            r->share_fair = f;
+        if (!sv || !a || !f)
+            return GS_ENOMEM;
+        r->capsamples = cap;
+    }
+    struct gs_queue_info root;
+    gs_engine_queue_info(s->e, GS_QUEUE_ROOT, &root);
+    uint32_t pending = 0, running = 0;
+    for (uint32_t qi = 0; qi < gs_engine_queue_count(s->e); qi++) {
+        uint32_t li = r->leaf_of[qi];
+        if (li == UINT32_MAX)
+            continue;
+        struct gs_queue_info in;
+        gs_engine_queue_info(s->e, qi, &in);
+        pending += in.pending;
+        running += in.running;
+        double a = 100.0 * (double)in.allocated[GS_RES_GPU] / (double)cap_gpu;
+        double f = 100.0 * (double)in.fair[GS_RES_GPU] / (double)cap_gpu;
+        r->share_alloc[(size_t)r->nsamples * r->nqueues + li] = a;
+        r->share_fair[(size_t)r->nsamples * r->nqueues + li] = f;
+        r->queues[li].share_mean_pct += a;
+        r->queues[li].fair_mean_pct += f;
+    }
+    r->samples[r->nsamples++] = (struct gs_replay_sample){
+        t_ms, 100.0 * (double)root.allocated[GS_RES_GPU] / (double)cap_gpu, pending, running};
+    return GS_OK;
+}
+
+int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods *pods,
+                  const struct gs_qconfig *qc, const struct gs_replay_config *cfg,
+                  struct gs_replay **out, struct gs_diag *diag)
+{
+    *out = NULL;
+    if (diag)
+        memset(diag, 0, sizeof(*diag));
+    if (!pods->has_times) {
+        if (diag)
+            snprintf(diag->msg, sizeof(diag->msg),
+                     "the pod list has no creation/deletion/scheduled time columns to replay");
+        return GS_EINVAL;
+    }
+    int err = GS_ENOMEM;
+    struct run_state s;
+    memset(&s, 0, sizeof(s));
+    struct gs_cluster *c = NULL;
+    struct gs_workload w = {0};
+    struct gs_pod_req *reqs = NULL;
+    const char **specs = NULL;
+    uint32_t *rank = NULL, *qid = NULL, *pcid = NULL;
+    struct gs_replay *r = calloc(1, sizeof(*r));
+    uint32_t n = pods->n;
+    if (!r)
+        return GS_ENOMEM;
+    s.r = r;
+    s.pods = pods;
+    if ((err = gs_cluster_new(&c)) != GS_OK)
+        goto out;
+    /* Nodes in name order, as the simulator adds them. */
+    uint32_t *order = malloc((nodes->n + 1) * sizeof(*order));
+    if (!order) {
+        err = GS_ENOMEM;
+        goto out;
+    }
+    for (uint32_t i = 0; i < nodes->n; i++)
+        order[i] = i;
+    for (uint32_t i = 1; i < nodes->n; i++) {
+        /* Insertion sort by name keeps this file free of a qsort context. */
+        uint32_t v = order[i], j = i;
+        while (j > 0 && strcmp(nodes->v[order[j - 1]].name, nodes->v[v].name) > 0) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    int64_t cap_gpu = 0;
+    for (uint32_t k = 0; k < nodes->n; k++) {
+        const struct gs_trace_node *tn = &nodes->v[order[k]];
+        struct gs_node_spec ns = {tn->name,     tn->cpu_milli, tn->mem_mib, REPLAY_NODE_PODS_MAX,
+                                  tn->gpu_count, tn->model,     0};
+        if ((err = gs_cluster_add_node(c, &ns, NULL)) != GS_OK) {
+            free(order);
+            goto out;
+        }
+        cap_gpu += (int64_t)tn->gpu_count * GS_GPU_MILLI;
+    }
+    free(order);
+    err = GS_ENOMEM;
+    reqs = calloc(n + 1, sizeof(*reqs));
+    specs = calloc(n + 1, sizeof(*specs));
+    rank = malloc((nodes->n + 1) * sizeof(*rank));
+    qid = malloc((n + 1) * sizeof(*qid));
+    pcid = malloc((n + 1) * sizeof(*pcid));
+    s.engine_of = malloc((n + 1) * sizeof(uint32_t));
+    s.trace_of = malloc((n + 1) * sizeof(uint32_t));
+    s.runtime_ms = malloc((n + 1) * sizeof(int64_t));
+    s.token = calloc(n + 1, sizeof(uint32_t));
+    s.first_start = malloc((n + 1) * sizeof(int64_t));
+    s.jct_s = malloc((n + 1) * sizeof(double));
+    if (!reqs || !specs || !rank || !qid || !pcid || !s.engine_of || !s.trace_of ||
+        !s.runtime_ms || !s.token || !s.first_start || !s.jct_s)
+        goto out;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct gs_trace_pod *p = &pods->v[i];
+        reqs[i] = (struct gs_pod_req){p->cpu_milli, p->mem_mib, p->num_gpu, p->gpu_milli,
+                                      gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
+        specs[i] = p->gpu_spec;
+        s.engine_of[i] = UINT32_MAX;
+        s.first_start[i] = -1;
+        s.jct_s[i] = -1;
+        s.runtime_ms[i] = p->scheduled_time_s >= 0 && p->deletion_time_s >= p->scheduled_time_s
+                              ? (p->deletion_time_s - p->scheduled_time_s) * 1000
+                              : -1;
+    }
+    struct gs_rng rng;
+    gs_rng_seed(&rng, cfg->seed);
+    for (uint32_t i = 0; i < nodes->n; i++)
+        rank[i] = i;
+    gs_rng_shuffle_u32(&rng, rank, nodes->n);
+    const char *policy = cfg->policy ? cfg->policy : "fgd";
+    if (strcmp(policy, "fgd") == 0 &&
+        (err = gs_workload_build(reqs, specs, n, 95, &w)) != GS_OK)
+        goto out;
+    struct gs_engine_config ec = {policy,          &w,          rank, cfg->preemption,
+                                  cfg->reclaim,    cfg->backfill, on_event, &s};
+    if ((err = gs_engine_new(c, &ec, &s.e)) != GS_OK)
+        goto out;
+    if ((err = gs_qconfig_apply(qc, s.e, diag)) != GS_OK)
+        goto out;
+    /* Leaf queues and the pods' queues and classes. */
+    uint32_t nq = gs_engine_queue_count(s.e);
+    r->leaf_of = malloc(nq * sizeof(*r->leaf_of));
+    r->queues = calloc(nq, sizeof(*r->queues));
+    err = GS_ENOMEM;
+    if (!r->leaf_of || !r->queues)
+        goto out;
+    for (uint32_t qi = 0; qi < nq; qi++) {
+        struct gs_queue_info in;
+        gs_engine_queue_info(s.e, qi, &in);
+        r->leaf_of[qi] = UINT32_MAX;
+        if (!in.leaf)
+            continue;
+        r->leaf_of[qi] = r->nqueues;
+        char *copy = malloc(strlen(in.name) + 1);
+        if (!copy)
+            goto out;
+        memcpy(copy, in.name, strlen(in.name) + 1);
+        r->queues[r->nqueues++].name = copy; /* freed by gs_replay_free() */
+    }
+    err = GS_EINVAL;
+    for (uint32_t i = 0; i < n; i++) {
+        struct gs_qconfig_assignment as;
+        if (gs_qconfig_assign(qc, &pods->v[i], &as) != GS_OK) {
+            if (diag)
+                snprintf(diag->msg, sizeof(diag->msg),
+                         "pod %s: no assignment rule matches and there is no default queue",
+                         pods->v[i].name);
+            goto out;
+        }
+        int q = gs_engine_find_queue(s.e, as.queue);
+        int pc = gs_engine_find_priority_class(s.e, as.priority_class);
+        if (q < 0 || pc < 0 || r->leaf_of[q] == UINT32_MAX) {
+            if (diag)
+                snprintf(diag->msg, sizeof(diag->msg), "pod %s: assigned to %s/%s, not a leaf queue and class",
+                         pods->v[i].name, as.queue, as.priority_class);
+            goto out;
+        }
+        qid[i] = (uint32_t)q;
+        pcid[i] = (uint32_t)pc;
+        r->queues[r->leaf_of[q]].pods++;
+    }
+    err = GS_OK;
+    for (uint32_t i = 0; i < n && !err; i++) {
+        const struct gs_trace_pod *p = &pods->v[i];
+        int64_t t = arrival_ms(p, cfg);
+        err = heap_push(&s, (struct event){t, 0, EV_ARRIVE, i, 0});
+        /* A pod that never ran is deleted after as long as it waited in production. */
+        if (!err && s.runtime_ms[i] < 0 && p->deletion_time_s >= p->creation_time_s)
+            err = heap_push(&s, (struct event){t + (p->deletion_time_s - p->creation_time_s) * 1000,
+                                               0, EV_DELETE, i, 0});
+    }
+    if (err)
+        goto out;
+
+    int64_t sample_ms = cfg->sample_ms > 0 ? cfg->sample_ms : 3600 * 1000;
+    int64_t retry_ms = cfg->retry_ms > 0 ? cfg->retry_ms : 600 * 1000;
+    int64_t next_sample = s.h.n ? s.h.v[0].t_ms : 0;
+    int64_t last_t = next_sample;
+    bool retry_queued = false;
+    uint64_t *gpu_milli_ms = calloc(r->nqueues + 1, sizeof(*gpu_milli_ms));
+    if (!gpu_milli_ms) {
+        err = GS_ENOMEM;
+        goto out;
+    }
+    while (s.h.n > 0 && !err) {
+        int64_t t = s.h.v[0].t_ms;
+        /* Integrate GPU use per queue over [last_t, t) and take the samples in between. */
+        for (uint32_t qi = 0; qi < nq; qi++) {
+            if (r->leaf_of[qi] == UINT32_MAX)
+                continue;
+            struct gs_queue_info in;
+            gs_engine_queue_info(s.e, qi, &in);
+            gpu_milli_ms[r->leaf_of[qi]] += (uint64_t)in.allocated[GS_RES_GPU] * (uint64_t)(t - last_t);
+        }
+        while (next_sample <= t && !err) {
+            err = take_sample(&s, next_sample, cap_gpu);
+            next_sample += sample_ms;
+        }
+        last_t = t;
+        s.now_ms = t;
+        while (s.h.n > 0 && s.h.v[0].t_ms == t && !err) {
+            struct event ev = heap_pop(&s.h);
+            if (ev.kind == EV_ARRIVE) {
+                const struct gs_trace_pod *p = &pods->v[ev.pod];
+                struct gs_tpod_spec ps = {p->name, qid[ev.pod], pcid[ev.pod], GS_NO_GANG,
+                                          reqs[ev.pod], cfg->backfill ? s.runtime_ms[ev.pod] : -1};
+                uint32_t id;
+                err = gs_engine_submit(s.e, &ps, t, &id);
+                if (!err) {
+                    s.engine_of[ev.pod] = id;
+                    s.trace_of[id] = ev.pod;
+                    r->pods++;
+                }
+            } else if (ev.kind == EV_END) {
+                uint32_t id = s.engine_of[ev.pod];
+                struct gs_tpod_info in;
+                if (id != UINT32_MAX && gs_engine_pod_info(s.e, id, &in) == GS_OK &&
+                    in.state == GS_TPOD_RUNNING && s.token[ev.pod] == ev.token) {
+                    err = gs_engine_finish(s.e, id, t);
+                    s.jct_s[ev.pod] = (double)(t - arrival_ms(&pods->v[ev.pod], cfg)) / 1000.0;
+                }
+            } else if (ev.kind == EV_DELETE) {
+                uint32_t id = s.engine_of[ev.pod];
+                struct gs_tpod_info in;
+                if (id != UINT32_MAX && gs_engine_pod_info(s.e, id, &in) == GS_OK &&
+                    (in.state == GS_TPOD_PENDING || in.state == GS_TPOD_RUNNING))
+                    err = gs_engine_delete(s.e, id, t);
+            } else {
+                retry_queued = false;
+            }
+        }
+        if (err)
+            break;
+        err = gs_engine_cycle(s.e, t, &rng, NULL);
+        r->cycles++;
+        if (!err)
+            err = s.err;
+        struct gs_queue_info root;
+        gs_engine_queue_info(s.e, GS_QUEUE_ROOT, &root);
+        uint32_t pending = 0;
+        for (uint32_t qi = 0; qi < nq; qi++) {
+            struct gs_queue_info in;
+            if (r->leaf_of[qi] != UINT32_MAX && gs_engine_queue_info(s.e, qi, &in) == GS_OK)
+                pending += in.pending;
+        }
+        /* While pods wait, try again now and then even without events (min run times pass). */
+        if (!err && pending > 0 && !retry_queued &&
+            (s.h.n == 0 || s.h.v[0].t_ms > t + retry_ms)) {
+            err = heap_push(&s, (struct event){t + retry_ms, 0, EV_RETRY, 0, 0});
+            retry_queued = true;
+        }
+        r->end_ms = t;
+    }
+    if (err) {
+        free(gpu_milli_ms);
+        goto out;
+    }
+    /* Per-queue results. */
+    for (uint32_t li = 0; li < r->nqueues; li++)
+        r->queues[li].gpu_hours = (double)gpu_milli_ms[li] / 1000.0 / 3600000.0;
+    free(gpu_milli_ms);
+    err = GS_ENOMEM;
+    r->wait_queue = malloc((n + 1) * sizeof(*r->wait_queue));
+    r->wait_s = malloc((n + 1) * sizeof(*r->wait_s));
+    double *tmp = malloc((n + 1) * sizeof(*tmp));
+    if (!r->wait_queue || !r->wait_s || !tmp) {
+        free(tmp);
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (s.first_start[i] < 0)
+            continue;
+        r->wait_queue[r->nwaits] = r->leaf_of[qid[i]];
+        r->wait_s[r->nwaits++] =
+            (double)(s.first_start[i] - arrival_ms(&pods->v[i], cfg)) / 1000.0;
+    }
+    for (uint32_t qi = 0; qi < nq; qi++) {
+        uint32_t li = r->leaf_of[qi];
+        if (li == UINT32_MAX)
+            continue;
+        struct gs_replay_queue *rq = &r->queues[li];
+        struct gs_queue_info in;
+        gs_engine_queue_info(s.e, qi, &in);
+        rq->pending_end = in.pending;
+        rq->evictions_suffered = in.evictions_suffered;
+        rq->evictions_caused = in.evictions_caused;
+        if (r->nsamples) {
+            rq->share_mean_pct /= r->nsamples;
+            rq->fair_mean_pct /= r->nsamples;
+        }
+        uint32_t k = 0;
+        for (uint32_t w2 = 0; w2 < r->nwaits; w2++)
+            if (r->wait_queue[w2] == li)
+                tmp[k++] = r->wait_s[w2];
+        rq->started = k;
+        qsort(tmp, k, sizeof(*tmp), cmp_double);
+        rq->wait_p50_s = percentile(tmp, k, 0.50);
+        rq->wait_p95_s = percentile(tmp, k, 0.95);
+        rq->wait_p99_s = percentile(tmp, k, 0.99);
+        k = 0;
+        double sum = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (qid[i] != qi || s.jct_s[i] < 0)
+                continue;
+            tmp[k++] = s.jct_s[i];
+            sum += s.jct_s[i];
+        }
+        rq->completed = k;
+        qsort(tmp, k, sizeof(*tmp), cmp_double);
+        rq->jct_mean_s = k ? sum / k : NAN;
+        rq->jct_p50_s = percentile(tmp, k, 0.50);
+    }
+    free(tmp);
+    {
+        char msg[200];
+        if (gs_engine_check(s.e, msg, sizeof(msg)) != GS_OK) {
+            if (diag)
+                snprintf(diag->msg, sizeof(diag->msg), "invariant broken: %s", msg);
+            err = GS_EINVAL;
+            goto out;
+        }
+    }
+    err = GS_OK;
+out:
+    gs_engine_free(s.e);
+    gs_cluster_free(c);
+    gs_workload_fini(&w);
+    free(reqs);
+    free(specs);
+    free(rank);
+    free(qid);
+    free(pcid);
+    free(s.engine_of);
+    free(s.trace_of);
+    free(s.runtime_ms);
+    free(s.token);
+    free(s.first_start);
+    free(s.jct_s);
+    free(s.h.v);
+    if (err) {
+        gs_replay_free(r);
+        return err;
+    }
+    *out = r;
+    return GS_OK;
+}
+
+void gs_replay_free(struct gs_replay *r)
+{
+    if (!r)
+        return;
+    for (uint32_t i = 0; i < r->nqueues; i++)
+        free((char *)r->queues[i].name);
+    free(r->queues);
+    free(r->leaf_of);
+    free(r->samples);
+    free(r->share_alloc);
+    free(r->share_fair);
+    free(r->wait_queue);
+    free(r->wait_s);
+    free(r);
+}
+
+uint32_t gs_replay_queues(const struct gs_replay *r, const struct gs_replay_queue **q)
+{
+    *q = r->queues;
+    return r->nqueues;
+}
+
+uint32_t gs_replay_samples(const struct gs_replay *r, const struct gs_replay_sample **s)
+{
+    *s = r->samples;
+    return r->nsamples;
+}
+
+void gs_replay_shares(const struct gs_replay *r, const double **alloc_pct, const double **fair_pct)
+{
+    *alloc_pct = r->share_alloc;
+    *fair_pct = r->share_fair;
+}
+
+uint32_t gs_replay_waits(const struct gs_replay *r, const uint32_t **queue, const double **wait_s)
+{
+    *queue = r->wait_queue;
+    *wait_s = r->wait_s;
+    return r->nwaits;
+}
+
+void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds,
+                      uint64_t *evictions, uint64_t *cycles, int64_t *end_ms)
+{
+    *pods = r->pods;
+    *binds = r->binds;
+    *evictions = r->evictions;
+    *cycles = r->cycles;
+    *end_ms = r->end_ms;
+}

@@ -1,0 +1,308 @@
+/*
+ * Result files and plots of a trace replay (see gs_report_write_replay() in src/sim/report.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpusched/err.h"
+#include "gpusched/replay.h"
+#include "sim/report.h"
+
+static void fmt(double v, char *buf, size_t cap)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "%s", "");
+    else
+        snprintf(buf, cap, "%.3f", v);
+}
+
+static int write_queues(const struct gs_replay *r, const char *path, char *err, size_t cap)
+{
+    char *tmp;
+    FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
+    if (!f)
+        return GS_EIO;
+    fputs("queue,pods,started,completed,pending_at_end,wait_p50_s,wait_p95_s,wait_p99_s,"
+          "jct_mean_s,jct_p50_s,gpu_hours,share_mean_pct,fair_share_mean_pct,"
+          "evictions_suffered,evictions_caused\n",
+          f);
+    const struct gs_replay_queue *q;
+    uint32_t n = gs_replay_queues(r, &q);
+    for (uint32_t i = 0; i < n; i++) {
+        char w50[32], w95[32], w99[32], jm[32], j50[32];
+        fmt(q[i].wait_p50_s, w50, sizeof(w50));
+        fmt(q[i].wait_p95_s, w95, sizeof(w95));
+        fmt(q[i].wait_p99_s, w99, sizeof(w99));
+        fmt(q[i].jct_mean_s, jm, sizeof(jm));
+        fmt(q[i].jct_p50_s, j50, sizeof(j50));
+        fprintf(f, "%s,%u,%u,%u,%u,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%llu,%llu\n", q[i].name,
+                q[i].pods, q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, jm, j50,
+                q[i].gpu_hours, q[i].share_mean_pct, q[i].fair_mean_pct,
+                (unsigned long long)q[i].evictions_suffered,
+                (unsigned long long)q[i].evictions_caused);
+    }
+    return gs_report_tmp_commit(f, tmp, path, err, cap);
+}
+
+static int write_shares(const struct gs_replay *r, const char *path, char *err, size_t cap)
+{
+    char *tmp;
+    FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
+    if (!f)
+        return GS_EIO;
+    const struct gs_replay_queue *q;
+    const struct gs_replay_sample *s;
+    const double *alloc, *fair;
+    uint32_t nq = gs_replay_queues(r, &q), ns = gs_replay_samples(r, &s);
+    gs_replay_shares(r, &alloc, &fair);
+    fputs("t_h", f);
+    for (uint32_t i = 0; i < nq; i++)
+        fprintf(f, ",%s_alloc_pct,%s_fair_pct", q[i].name, q[i].name);
+    fputc('\n', f);
+    for (uint32_t k = 0; k < ns; k++) {
+        fprintf(f, "%.3f", (double)s[k].t_ms / 3600000.0);
+        for (uint32_t i = 0; i < nq; i++)
+            fprintf(f, ",%.3f,%.3f", alloc[(size_t)k * nq + i], fair[(size_t)k * nq + i]);
+        fputc('\n', f);
+    }
+    return gs_report_tmp_commit(f, tmp, path, err, cap);
+}
+
+static int write_util(const struct gs_replay *r, const char *path, char *err, size_t cap)
+{
+    char *tmp;
+    FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
+    if (!f)
+        return GS_EIO;
+    const struct gs_replay_sample *s;
+    uint32_t ns = gs_replay_samples(r, &s);
+    fputs("t_h,gpu_alloc_pct,pods_running,pods_pending\n", f);
+    for (uint32_t k = 0; k < ns; k++)
+        fprintf(f, "%.3f,%.3f,%u,%u\n", (double)s[k].t_ms / 3600000.0, s[k].gpu_alloc_pct,
+                s[k].running, s[k].pending);
+    return gs_report_tmp_commit(f, tmp, path, err, cap);
+}
+
+static int write_waits(const struct gs_replay *r, const char *path, char *err, size_t cap)
+{
+    char *tmp;
+    FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
+    if (!f)
+        return GS_EIO;
+    const struct gs_replay_queue *q;
+    gs_replay_queues(r, &q);
+    const uint32_t *wq;
+    const double *ws;
+    uint32_t n = gs_replay_waits(r, &wq, &ws);
+    fputs("queue,wait_s\n", f);
+    for (uint32_t i = 0; i < n; i++)
+        fprintf(f, "%s,%.3f\n", q[wq[i]].name, ws[i]);
+    return gs_report_tmp_commit(f, tmp, path, err, cap);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Writes a gnuplot script and its data, runs it, renames the PNG into place. */
+static int plot(const char *dir, const char *name, const char *data, const char *script_body,
+                char *err, size_t cap)
+{
+    int rc = GS_EIO;
+    size_t len = strlen(dir) + strlen(name) + 32;
+    char *png = calloc(len, 1), *png_tmp = calloc(len, 1), *dat = calloc(len, 1),
+         *gp = calloc(len, 1);
+    if (!png || !png_tmp || !dat || !gp)
+        goto out;
+    snprintf(png, len, "%s/%s.png", dir, name);
+    snprintf(png_tmp, len, "%s/.%s.tmp.png", dir, name);
+    snprintf(dat, len, "%s/.%s.dat", dir, name);
+    snprintf(gp, len, "%s/.%s.gp", dir, name);
+    FILE *f = fopen(dat, "w");
+    if (!f || fputs(data, f) < 0 || fclose(f) != 0) {
+        snprintf(err, cap, "%s: cannot write", dat);
+        goto out;
+    }
+    f = fopen(gp, "w");
+    if (!f)
+        goto out;
+    fprintf(f, "set terminal pngcairo size 1100,640 font 'sans,11'\nset output '%s'\n", png_tmp);
+    fputs(script_body, f);
+    if (fclose(f) != 0)
+        goto out;
+    /* The script refers to the data as DATA. */
+    if (gs_report_gnuplot("gnuplot", gp, err, cap) != GS_OK)
+        goto out;
+    if (rename(png_tmp, png) != 0) {
+        snprintf(err, cap, "%s: cannot rename", png);
+        goto out;
+    }
+    rc = GS_OK;
+out:
+    if (dat && dat[0])
+        (void)remove(dat);
+    if (gp && gp[0])
+        (void)remove(gp);
+    if (png_tmp && png_tmp[0] && rc != GS_OK)
+        (void)remove(png_tmp);
+    free(png);
+    free(png_tmp);
+    free(dat);
+    free(gp);
+    return rc;
+}
+
+/* A growable text buffer for plot data, bounded by the results' size. */
+struct text {
+    char *s;
+    size_t len, cap;
+};
+
+static int text_add(struct text *t, const char *fmtstr, ...) __attribute__((format(printf, 2, 3)));
+static int text_add(struct text *t, const char *fmtstr, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmtstr);
+        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmtstr, ap);
+        va_end(ap);
+        if (n < 0)
+            return GS_EIO;
+        if (t->s && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return GS_OK;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        while (cap < t->len + (size_t)n + 1)
+            cap *= 2;
+        char *s = realloc(t->s, cap);
+        if (!s)
+            return GS_ENOMEM;
+        t->s = s;
+        t->cap = cap;
+    }
+}
+
+static int plot_share(const struct gs_replay *r, const char *dir, char *err, size_t cap)
+{
+    const struct gs_replay_queue *q;
+    const struct gs_replay_sample *s;
+    const double *alloc, *fair;
+    uint32_t nq = gs_replay_queues(r, &q), ns = gs_replay_samples(r, &s);
+    gs_replay_shares(r, &alloc, &fair);
+    struct text data = {0}, script = {0};
+    int rc = GS_ENOMEM;
+    for (uint32_t k = 0; k < ns; k++) {
+        if (text_add(&data, "%.3f", (double)s[k].t_ms / 86400000.0))
+            goto out;
+        for (uint32_t i = 0; i < nq; i++)
+            if (text_add(&data, " %.3f %.3f", alloc[(size_t)k * nq + i], fair[(size_t)k * nq + i]))
+                goto out;
+        if (text_add(&data, "\n"))
+            goto out;
+    }
+    char datpath[1024];
+    snprintf(datpath, sizeof(datpath), "%s/.share.dat", dir);
+    if (text_add(&script,
+                 "set title 'GPU share per queue over time (solid: allocated, dashed: fair share)'\n"
+                 "set xlabel 'trace time, days'\nset ylabel '%% of cluster GPUs'\n"
+                 "set key outside right\nset grid\nplot "))
+        goto out;
+    for (uint32_t i = 0; i < nq; i++)
+        if (text_add(&script,
+                     "%s'%s' using 1:%u with lines lw 2 lc %u title '%s', '%s' using 1:%u with "
+                     "lines dt 2 lc %u notitle",
+                     i ? ", " : "", datpath, 2 + 2 * i, i + 1, q[i].name, datpath, 3 + 2 * i, i + 1))
+            goto out;
+    if (text_add(&script, "\n"))
+        goto out;
+    rc = plot(dir, "share", data.s ? data.s : "", script.s, err, cap);
+out:
+    free(data.s);
+    free(script.s);
+    return rc;
+}
+
+static int plot_wait(const struct gs_replay *r, const char *dir, char *err, size_t cap)
+{
+    const struct gs_replay_queue *q;
+    uint32_t nq = gs_replay_queues(r, &q);
+    const uint32_t *wq;
+    const double *ws;
+    uint32_t n = gs_replay_waits(r, &wq, &ws);
+    struct text data = {0}, script = {0};
+    int rc = GS_ENOMEM;
+    double *v = malloc((n + 1) * sizeof(*v));
+    if (!v)
+        return GS_ENOMEM;
+    /* One data block per queue: sorted waits and their cumulative fraction. */
+    for (uint32_t i = 0; i < nq; i++) {
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < n; j++)
+            if (wq[j] == i)
+                v[k++] = ws[j] < 1.0 ? 1.0 : ws[j];
+        qsort(v, k, sizeof(*v), cmp_double);
+        for (uint32_t j = 0; j < k; j++)
+            if (text_add(&data, "%.3f %.5f\n", v[j], (double)(j + 1) / k))
+                goto out;
+        if (k == 0 && text_add(&data, "1 0\n"))
+            goto out;
+        if (text_add(&data, "\n\n"))
+            goto out;
+    }
+    char datpath[1024];
+    snprintf(datpath, sizeof(datpath), "%s/.wait.dat", dir);
+    if (text_add(&script, "set title 'Wait time from creation to start (CDF per queue)'\n"
+                          "set xlabel 'wait, seconds (log scale; under 1 s shown as 1 s)'\n"
+                          "set ylabel 'fraction of started pods'\nset logscale x\n"
+                          "set key bottom right\nset grid\nset yrange [0:1]\nplot "))
+        goto out;
+    for (uint32_t i = 0; i < nq; i++)
+        if (text_add(&script, "%s'%s' index %u using 1:2 with steps lw 2 title '%s'", i ? ", " : "",
+                     datpath, i, q[i].name))
+            goto out;
+    if (text_add(&script, "\n"))
+        goto out;
+    rc = plot(dir, "wait", data.s ? data.s : "", script.s, err, cap);
+out:
+    free(v);
+    free(data.s);
+    free(script.s);
+    return rc;
+}
+
+int gs_report_write_replay(const struct gs_replay *r, const char *dir, int with_plot, char *err,
+                           size_t cap)
+{
+    size_t len = strlen(dir) + 32;
+    char *path = malloc(len);
+    if (!path)
+        return GS_ENOMEM;
+    int rc;
+    snprintf(path, len, "%s/queues.csv", dir);
+    if ((rc = write_queues(r, path, err, cap)) != GS_OK)
+        goto out;
+    snprintf(path, len, "%s/share.csv", dir);
+    if ((rc = write_shares(r, path, err, cap)) != GS_OK)
+        goto out;
+    snprintf(path, len, "%s/utilisation.csv", dir);
+    if ((rc = write_util(r, path, err, cap)) != GS_OK)
+        goto out;
+    snprintf(path, len, "%s/waits.csv", dir);
+    if ((rc = write_waits(r, path, err, cap)) != GS_OK)
+        goto out;
+    if (with_plot) {
+        if ((rc = plot_share(r, dir, err, cap)) != GS_OK)
+            goto out;
+        rc = plot_wait(r, dir, err, cap);
+    }
+out:
+    free(path);
+    return rc;
+}
