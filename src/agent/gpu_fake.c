@@ -159,7 +159,7 @@ static int scalar_text(struct rd *r, const yaml_node_t *n, const char *field, co
 static int get_int(struct rd *r, const yaml_node_t *n, const char *field, int64_t lo, int64_t hi,
                    int64_t *out)
 {
-    const char *s;
+    const char *s = NULL;
     int rc = scalar_text(r, n, field, &s);
     if (rc != GS_OK)
         return rc;
@@ -202,7 +202,7 @@ static int get_u64(struct rd *r, const yaml_node_t *n, const char *field, int64_
 
 static int get_bool(struct rd *r, const yaml_node_t *n, const char *field, bool *out)
 {
-    const char *s;
+    const char *s = NULL;
     int rc = scalar_text(r, n, field, &s);
     if (rc != GS_OK)
         return rc;
@@ -218,7 +218,7 @@ static int get_bool(struct rd *r, const yaml_node_t *n, const char *field, bool 
 /* Watts with up to three decimals, 0..100000, into milliwatts. */
 static int get_watts(struct rd *r, const yaml_node_t *n, const char *field, uint64_t *mw)
 {
-    const char *s;
+    const char *s = NULL;
     int rc = scalar_text(r, n, field, &s);
     if (rc != GS_OK)
         return rc;
@@ -237,7 +237,7 @@ static int get_watts(struct rd *r, const yaml_node_t *n, const char *field, uint
 /* A string into dst[cap]: non-empty, printable ASCII, shorter than cap. */
 static int get_str(struct rd *r, const yaml_node_t *n, const char *field, char *dst, size_t cap)
 {
-    const char *s;
+    const char *s = NULL;
     int rc = scalar_text(r, n, field, &s);
     if (rc != GS_OK)
         return rc;
@@ -455,7 +455,7 @@ static int read_unsupported(struct rd *r, const yaml_node_t *seq, uint32_t *vali
     for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
          it++) {
         yaml_node_t *v = node_at(r, *it);
-        const char *s;
+        const char *s = NULL;
         if (scalar_text(r, v, f, &s) != GS_OK)
             return r->err;
         size_t i = 0;
@@ -604,7 +604,7 @@ static int read_gpu(struct rd *r, struct fake *f, const yaml_node_t *map, uint64
                         g->pci_bus_id);
             break;
         case 6: {
-            const char *s;
+            const char *s = NULL;
             unsigned maj, min;
             if (scalar_text(r, v, k, &s) != GS_OK)
                 break;
@@ -811,7 +811,7 @@ static int read_step(struct rd *r, struct fake *f, const yaml_node_t *map)
 static int read_cuda_version(struct rd *r, const yaml_node_t *v, int32_t *out)
 {
     const char *k = "cuda_driver_version";
-    const char *s;
+    const char *s = NULL;
     if (scalar_text(r, v, k, &s) != GS_OK)
         return r->err;
     unsigned maj, min;
