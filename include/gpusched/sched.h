@@ -48,7 +48,19 @@ struct gs_sched_config {
     const struct gs_workload *workload; /**< target workload for fgd and for fragmentation
                                         metrics; borrowed, must outlive the scheduler. Required
                                         by fgd, optional otherwise. */
+    uint32_t nodes_to_find;        /**< stop filtering once this many feasible nodes are found
+                                        (0 = filter and score every node). The scan starts where
+                                        the previous one stopped, as kube-scheduler's
+                                        percentageOfNodesToScore does; see
+                                        gs_sched_adaptive_nodes_to_find(). */
 };
+
+/**
+ * kube-scheduler's adaptive number of feasible nodes to find (percentageOfNodesToScore unset):
+ * all nodes below 100; else max(100, n x max(5, 50 - n/125) / 100). For 10,000 nodes: 500.
+ * Source: kubernetes pkg/scheduler/schedule_one.go, numFeasibleNodesToFind.
+ */
+uint32_t gs_sched_adaptive_nodes_to_find(uint32_t n_nodes);
 
 struct gs_sched;
 

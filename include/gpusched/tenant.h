@@ -121,6 +121,10 @@ struct gs_engine_config {
     bool preemption;              /**< allow priority preemption inside a queue */
     bool reclaim;                 /**< allow reclaim between queues */
     bool backfill;                /**< EASY backfill for pods with runtime estimates */
+    uint32_t nodes_to_find;       /**< bounded node scan per placement (gs_sched_config);
+                                       0 = every node */
+    uint32_t cycle_attempts_max;  /**< stop a cycle after this many jobs tried (0 = no bound);
+                                       the rest wait for the next cycle */
     /** Called for every decision, in order; may be NULL. Must not call back into the engine. */
     void (*on_event)(void *ctx, const struct gs_event *ev);
     void *ctx;                    /**< passed to on_event */

@@ -81,6 +81,8 @@ struct gs_sched {
     uint32_t cache_classes;
     struct memo_entry *memo;
     uint32_t memo_cap, memo_len;
+    uint32_t nodes_to_find; /* 0 = all */
+    uint32_t next_start;    /* where the next bounded scan starts */
 };
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
@@ -593,6 +595,17 @@ static const struct policy_ops policies[GS_POLICY_COUNT] = {
     {"fgd", "06-FGD", score_fgd, pick_share_fgd},
 };
 
+uint32_t gs_sched_adaptive_nodes_to_find(uint32_t n_nodes)
+{
+    if (n_nodes < 100)
+        return n_nodes;
+    int64_t pct = 50 - (int64_t)n_nodes / 125;
+    if (pct < 5)
+        pct = 5;
+    int64_t num = (int64_t)n_nodes * pct / 100;
+    return num < 100 ? 100 : (uint32_t)num;
+}
+
 const char *gs_policy_name(uint32_t i)
 {
     return i < GS_POLICY_COUNT ? policies[i].name : NULL;
@@ -625,6 +638,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
     s->c = c;
     s->ops = &policies[p];
     s->w = cfg->workload;
+    s->nodes_to_find = cfg->nodes_to_find;
     int err = ensure_nodes(s);
     if (err) {
         gs_sched_free(s);
@@ -691,9 +705,21 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, st
         return err;
     uint32_t n = gs_cluster_node_count(s->c);
     uint32_t nf = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (gs_node_fits(gs_cluster_node(s->c, i), req))
-            s->feasible[nf++] = i;
+    if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
+        for (uint32_t i = 0; i < n; i++)
+            if (gs_node_fits(gs_cluster_node(s->c, i), req))
+                s->feasible[nf++] = i;
+    } else {
+        /* Bounded scan from a rotating start, as kube-scheduler does on large clusters. */
+        uint32_t i = s->next_start < n ? s->next_start : 0, scanned = 0;
+        for (; scanned < n && nf < s->nodes_to_find; scanned++) {
+            if (gs_node_fits(gs_cluster_node(s->c, i), req))
+                s->feasible[nf++] = i;
+            if (++i == n)
+                i = 0;
+        }
+        s->next_start = i;
+    }
     *nf_out = nf;
     if (nf == 1) {
         /* kube-scheduler skips scoring when one node is feasible; no random draw either. */

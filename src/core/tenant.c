@@ -128,6 +128,8 @@ struct gs_engine {
     uint32_t nresv, capresv;
     uint32_t cycle;
     uint64_t evictions_total;
+    int64_t capacity[GS_RES_COUNT]; /* cluster totals, for capacity_nodes nodes */
+    uint32_t capacity_nodes;
     int64_t now_ms;
     struct gs_rng *rng;
     struct gs_cycle_stats *st;
@@ -276,7 +278,7 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
     e->c = c;
     e->cfg = *cfg;
     struct gs_sched_config sc = {cfg->policy ? cfg->policy : "bestfit", cfg->node_rank,
-                                 cfg->workload};
+                                 cfg->workload, cfg->nodes_to_find};
     int err = gs_sched_new(c, &sc, &e->sched);
     if (err) {
         free(e);
@@ -1371,9 +1373,11 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
     if (err)
         return err;
     fail_timed_out_gangs(e);
-    int64_t cap[GS_RES_COUNT];
-    cluster_capacity(e, cap);
-    gs_engine_compute_fair(e, cap);
+    if (e->capacity_nodes != gs_cluster_node_count(e->c)) {
+        cluster_capacity(e, e->capacity);
+        e->capacity_nodes = gs_cluster_node_count(e->c);
+    }
+    gs_engine_compute_fair(e, e->capacity);
     for (uint32_t i = 0; i < e->nresv; i++)
         free(e->resv[i].nodes);
     e->nresv = 0;
@@ -1401,6 +1405,8 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
             }
         }
         if (qbest == NO_ID)
+            break;
+        if (e->cfg.cycle_attempts_max && e->st->attempts >= e->cfg.cycle_attempts_max)
             break;
         struct flavor_queue *fq = &e->q[qbest].flavors[fbest];
         heap_pop(fq);

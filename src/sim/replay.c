@@ -295,8 +295,14 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     if (strcmp(policy, "fgd") == 0 &&
         (err = gs_workload_build(reqs, specs, n, 95, &w)) != GS_OK)
         goto out;
-    struct gs_engine_config ec = {policy,          &w,          rank, cfg->preemption,
-                                  cfg->reclaim,    cfg->backfill, on_event, &s};
+    struct gs_engine_config ec = {.policy = policy,
+                                  .workload = &w,
+                                  .node_rank = rank,
+                                  .preemption = cfg->preemption,
+                                  .reclaim = cfg->reclaim,
+                                  .backfill = cfg->backfill,
+                                  .on_event = on_event,
+                                  .ctx = &s};
     if ((err = gs_engine_new(c, &ec, &s.e)) != GS_OK)
         goto out;
     if ((err = gs_qconfig_apply(qc, s.e, diag)) != GS_OK)

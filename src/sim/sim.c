@@ -288,7 +288,7 @@ int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cf
     gs_rng_shuffle_u32(&rng, rank, nn);
     if ((err = build_cluster(in, &c)) != GS_OK)
         goto out;
-    struct gs_sched_config sc = {gs_policy_name(cfg->policy), rank, &in->workload};
+    struct gs_sched_config sc = {gs_policy_name(cfg->policy), rank, &in->workload, 0};
     if ((err = gs_sched_new(c, &sc, &s)) != GS_OK)
         goto out;
 

@@ -60,7 +60,12 @@ static void world_init(struct world *w, bool preempt, bool reclaim, bool backfil
 
 static void engine_start(struct world *w, bool preempt, bool reclaim, bool backfill)
 {
-    struct gs_engine_config cfg = {"bestfit", NULL, NULL, preempt, reclaim, backfill, on_event, w};
+    struct gs_engine_config cfg = {.policy = "bestfit",
+                                   .preemption = preempt,
+                                   .reclaim = reclaim,
+                                   .backfill = backfill,
+                                   .on_event = on_event,
+                                   .ctx = w};
     assert_int_equal(gs_engine_new(w->c, &cfg, &w->e), GS_OK);
 }
 

@@ -44,9 +44,10 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
         assert_int_equal(gs_cluster_add_node(c, &s, NULL), GS_OK);
     }
     uint32_t flags = gs_rng_below(&rng, 8);
-    struct gs_engine_config cfg = {gs_rng_below(&rng, 2) ? "bestfit" : "packing", NULL, NULL,
-                                   (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0, NULL,
-                                   NULL};
+    struct gs_engine_config cfg = {.policy = gs_rng_below(&rng, 2) ? "bestfit" : "packing",
+                                   .preemption = (flags & 1) != 0,
+                                   .reclaim = (flags & 2) != 0,
+                                   .backfill = (flags & 4) != 0};
     struct gs_engine *e;
     assert_int_equal(gs_engine_new(c, &cfg, &e), GS_OK);
     /* Queue tree: up to 2 departments with up to 3 teams each, quotas within the parent. */
