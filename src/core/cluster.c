@@ -15,6 +15,7 @@
 
 struct gs_cluster {
     struct gs_node *nodes;   /* node array, nodes_len used of nodes_cap */
+    struct gs_node_fit *fit; /* packed filter view, same indices and capacity */
     uint32_t nodes_len;
     uint32_t nodes_cap;
     uint32_t *name_index;    /* open addressing: node index + 1, 0 = empty; name_index_cap slots */
@@ -68,6 +69,7 @@ void gs_cluster_free(struct gs_cluster *c)
     for (uint32_t m = 0; m < c->models_len; m++)
         free(c->models[m]);
     free(c->nodes);
+    free(c->fit);
     free(c->name_index);
     free(c);
 }
@@ -173,6 +175,22 @@ static void node_refresh(struct gs_cluster *c, struct gs_node *n)
     n->gpu_milli_free_total = total;
     n->gpus_full_free = full;
     n->gen = c->next_gen++;
+    struct gs_node_fit *f = &c->fit[n - c->nodes];
+    memset(f, 0, sizeof(*f));
+    f->cpu_milli_free = n->cpu_milli_free;
+    f->mem_mib_free = n->mem_mib_free;
+    f->pods_left = n->pods_max - n->pods;
+    f->model_id = (uint16_t)n->model_id;
+    f->gpu_count = (uint16_t)n->gpu_count;
+    for (uint32_t g = 0; g < n->gpu_count; g++)
+        f->gpu_free_desc[g] = (int16_t)n->gpu_free_desc[g];
+    f->gpu_milli_free_total = total;
+    f->gpus_full_free = full;
+}
+
+const struct gs_node_fit *gs_cluster_fit_array(const struct gs_cluster *c)
+{
+    return c->fit;
 }
 
 int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, uint32_t *id)
@@ -190,6 +208,10 @@ int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, u
         if (!nodes)
             return GS_ENOMEM;
         c->nodes = nodes;
+        struct gs_node_fit *fit = realloc(c->fit, (size_t)cap * sizeof(*fit));
+        if (!fit)
+            return GS_ENOMEM;
+        c->fit = fit;
         c->nodes_cap = cap;
     }
     if ((c->nodes_len + 1) * 2 > c->name_index_cap) {

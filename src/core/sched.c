@@ -234,8 +234,9 @@ static int score_dotprod(struct gs_sched *s, const struct gs_pod_req *req, uint3
     int64_t cpu = gs_cpu_nonzero(req->cpu_milli);
     double p_cpu = (double)cpu / MAX_SPEC_CPU_MILLI;
     double p_gpu = (double)((int64_t)req->num_gpu * req->gpu_milli) / MAX_SPEC_GPU_MILLI;
+    const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     for (uint32_t k = 0; k < nf; k++) {
-        const struct gs_node *n = gs_cluster_node(s->c, s->feasible[k]);
+        const struct gs_node_fit *n = &fit[s->feasible[k]];
         if (n->cpu_milli_free < cpu) {
             s->scores[k] = 0;
             continue;
@@ -319,8 +320,9 @@ static int score_bestfit(struct gs_sched *s, const struct gs_pod_req *req, uint3
     int64_t cpu = gs_cpu_nonzero(req->cpu_milli);
     int64_t gpu = (int64_t)req->num_gpu * req->gpu_milli;
     int32_t lo = INT32_MAX, hi = INT32_MIN;
+    const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     for (uint32_t k = 0; k < nf; k++) {
-        const struct gs_node *n = gs_cluster_node(s->c, s->feasible[k]);
+        const struct gs_node_fit *n = &fit[s->feasible[k]];
         double r = 0.5 * (double)(n->cpu_milli_free - cpu) / MAX_SPEC_CPU_MILLI +
                    0.5 * (double)(n->gpu_milli_free_total - gpu) / MAX_SPEC_GPU_MILLI;
         int32_t raw = (int32_t)(100.0 * (1.0 - r));
@@ -705,15 +707,16 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, st
         return err;
     uint32_t n = gs_cluster_node_count(s->c);
     uint32_t nf = 0;
+    const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t i = 0; i < n; i++)
-            if (gs_node_fits(gs_cluster_node(s->c, i), req))
+            if (gs_fit_ok(&fit[i], req))
                 s->feasible[nf++] = i;
     } else {
         /* Bounded scan from a rotating start, as kube-scheduler does on large clusters. */
         uint32_t i = s->next_start < n ? s->next_start : 0, scanned = 0;
         for (; scanned < n && nf < s->nodes_to_find; scanned++) {
-            if (gs_node_fits(gs_cluster_node(s->c, i), req))
+            if (gs_fit_ok(&fit[i], req))
                 s->feasible[nf++] = i;
             if (++i == n)
                 i = 0;

@@ -1047,6 +1047,13 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
     struct tpod *p = &e->p[pod];
     uint32_t nn = gs_cluster_node_count(e->c);
     bool found = false;
+    if (reclaim) {
+        /* Only a queue below its fair share on the needed resource may reclaim. */
+        const struct queue *R = &e->q[p->queue];
+        int r = fair_res(p);
+        if (R->alloc[r] >= R->fair[r])
+            return false;
+    }
     *best = (struct victim_set){0, 0, 0, 0};
     uint32_t *bestv = NULL;
     uint32_t bestv_cap = 0;
@@ -1069,7 +1076,8 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
             const struct tpod *c = &e->p[ci];
             if (!victim_common_ok(e, c))
                 continue;
-            if (reclaim ? c->queue != p->queue : preempt_ok(e, p, c))
+            /* reclaim_ok with nothing taken yet is necessary for any set containing c. */
+            if (reclaim ? reclaim_ok(e, p, c, 0) : preempt_ok(e, p, c))
                 e->cand[nc++] = ci;
         }
         (void)r;
@@ -1195,7 +1203,21 @@ static int try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t m
         return err;
     }
     /* A gang: place pending members until min_member run, all or nothing; extra members that
-     * fit join too. */
+     * fit join too. Without evictions, a gang whose needed members ask for more GPU than the
+     * cluster has free is refused before any trial placement. */
+    if (mode == 0 && need > 0) {
+        int64_t gpu_need = 0;
+        uint32_t counted = 0;
+        for (uint32_t m = 0; m < nm && counted < need; m++) {
+            const struct tpod *mp = &e->p[members[m]];
+            if (mp->state != GS_TPOD_PENDING)
+                continue;
+            gpu_need += mp->r[GS_RES_GPU];
+            counted++;
+        }
+        if (gpu_need > e->capacity[GS_RES_GPU] - gs_cluster_gpu_milli_used(e->c))
+            return GS_EUNSCHEDULABLE;
+    }
     uint32_t placed = 0;
     for (uint32_t m = 0; m < nm; m++) {
         uint32_t pi = members[m];
