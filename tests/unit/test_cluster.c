@@ -128,7 +128,7 @@ static void test_add_node_finds_duplicates_among_many_nodes(void **state)
 {
     (void)state;
     struct gs_cluster *c = new_cluster();
-    char name[16];
+    char name[32];
     for (int i = 0; i < 300; i++) {
         snprintf(name, sizeof(name), "node-%04d", i);
         struct gs_node_spec s = spec(name, (uint32_t)(i % 9), i % 2 ? "A100" : "T4");
@@ -214,7 +214,7 @@ static void test_model_limit_is_64_and_failed_add_leaves_cluster_unchanged(void 
 {
     (void)state;
     struct gs_cluster *c = new_cluster();
-    char name[16];
+    char name[32];
     uint32_t id;
     for (int m = 0; m < GS_MODELS_MAX; m++) {
         snprintf(name, sizeof(name), "M%d", m);

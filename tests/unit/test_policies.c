@@ -1179,7 +1179,7 @@ static void test_scheduler_follows_cluster_growing_past_its_first_capacity(void 
     uint32_t n1 = add_node(c, "n1", 8000, 1, "T4");
     static const uint32_t rank[] = {1, 0};
     struct gs_sched *s = new_sched(c, "clustering", rank, NULL);
-    char name[16];
+    char name[32];
     for (int i = 2; i < 200; i++) {
         snprintf(name, sizeof(name), "n%d", i);
         add_node(c, name, 8000, 1, "T4");

@@ -330,7 +330,7 @@ static void test_two_100_gpu_gangs_on_150_gpus_no_partial_hold(void **state_)
     (void)state_;
     struct world w;
     world_init(&w, false, false, false);
-    char name[16];
+    char name[32];
     for (int i = 0; i < 18; i++) {
         snprintf(name, sizeof(name), "n%02d", i);
         add_node(&w, name, 8, "H100", 256000);
