@@ -31,7 +31,8 @@ static int cmp_double(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_sim NODES.csv PODS.csv [--repeat N] [--seed S] [--policy P]\n");
+        fprintf(stderr,
+                "usage: bench_sim NODES.csv PODS.csv [--repeat N] [--seed S] [--policy P]\n");
         return 2;
     }
     int repeat = 5;

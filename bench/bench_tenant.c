@@ -75,15 +75,17 @@ static void make_engine(struct setup *s, const char *policy, uint32_t to_find, b
     char name[32];
     for (int d = 0; d < 5; d++) {
         snprintf(name, sizeof(name), "dept%d", d);
-        struct gs_queue_spec ds = {name, GS_QUEUE_ROOT, {16000000, 0, 0},
-                                   {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 1, 0};
+        struct gs_queue_spec ds = {
+            name, GS_QUEUE_ROOT, {16000000, 0, 0}, {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 1,
+            0};
         uint32_t did;
         if (gs_engine_add_queue(s->e, &ds, &did))
             exit(1);
         for (int t = 0; t < 10; t++) {
             snprintf(name, sizeof(name), "team%d.%d", d, t);
-            struct gs_queue_spec ts = {name, did, {1600000, 0, 0},
-                                       {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 1 + t % 3, 0};
+            struct gs_queue_spec ts = {
+                name,      did, {1600000, 0, 0}, {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED},
+                1 + t % 3, 0};
             if (gs_engine_add_queue(s->e, &ts, &s->leaves[d * 10 + t]))
                 exit(1);
         }
@@ -133,8 +135,12 @@ static void decisions(const char *policy, uint32_t to_find, int n_decisions)
     struct gs_rng rng;
     gs_rng_seed(&rng, 7);
     for (int i = 0; i < 100000; i++) {
-        struct gs_tpod_spec ps = {"p", s.leaves[gs_rng_below(&rng, QUEUES)],
-                                  s.pc[gs_rng_below(&rng, 3)], GS_NO_GANG, random_req(&rng, s.c), -1};
+        struct gs_tpod_spec ps = {"p",
+                                  s.leaves[gs_rng_below(&rng, QUEUES)],
+                                  s.pc[gs_rng_below(&rng, 3)],
+                                  GS_NO_GANG,
+                                  random_req(&rng, s.c),
+                                  -1};
         if (gs_engine_submit(s.e, &ps, 0, NULL))
             exit(1);
     }
@@ -151,8 +157,8 @@ static void decisions(const char *policy, uint32_t to_find, int n_decisions)
     qsort(t, (size_t)n_decisions, sizeof(*t), cmp_double);
     printf("decisions (%s, %s): %d decisions with 100,000 pending pods in 50 queues, %u pods "
            "placed: median %.1f us, p99 %.1f us, max %.1f us\n",
-           policy, to_find ? "bounded scan" : "full scan", n_decisions, bound,
-           t[n_decisions / 2], t[(int)(n_decisions * 0.99)], t[n_decisions - 1]);
+           policy, to_find ? "bounded scan" : "full scan", n_decisions, bound, t[n_decisions / 2],
+           t[(int)(n_decisions * 0.99)], t[n_decisions - 1]);
     free(t);
     free_setup(&s);
 }
@@ -167,8 +173,9 @@ static void preemption(const char *policy, uint32_t to_find)
     gs_rng_seed(&rng, 11);
     /* 20,000 low-priority 4-GPU pods fill the 80,000 GPUs, spread over the 50 queues. */
     for (int i = 0; i < 20000; i++) {
-        struct gs_tpod_spec ps = {"low", s.leaves[i % QUEUES], s.pc[0], GS_NO_GANG,
-                                  {8000, 16384, 4, 1000, GS_MODEL_ANY}, -1};
+        struct gs_tpod_spec ps = {
+            "low", s.leaves[i % QUEUES], s.pc[0], GS_NO_GANG, {8000, 16384, 4, 1000, GS_MODEL_ANY},
+            -1};
         if (gs_engine_submit(s.e, &ps, 0, NULL))
             exit(1);
     }
@@ -185,8 +192,8 @@ static void preemption(const char *policy, uint32_t to_find)
         gs_engine_queue_info(s.e, q, &qi);
         running += qi.running;
     }
-    struct gs_tpod_spec hp = {"urgent", s.leaves[7], s.pc[2], GS_NO_GANG,
-                              {8000, 16384, 4, 1000, GS_MODEL_ANY}, -1};
+    struct gs_tpod_spec hp = {
+        "urgent", s.leaves[7], s.pc[2], GS_NO_GANG, {8000, 16384, 4, 1000, GS_MODEL_ANY}, -1};
     uint32_t id;
     gs_engine_submit(s.e, &hp, 1000, &id);
     a = now_us();
@@ -212,7 +219,8 @@ static void gang(const char *policy, uint32_t to_find)
     uint32_t g;
     gs_engine_add_gang(s.e, &gs, &g);
     for (int i = 0; i < 512; i++) {
-        struct gs_tpod_spec ps = {"w", s.leaves[3], s.pc[1], g, {4000, 16384, 1, 1000, GS_MODEL_ANY}, -1};
+        struct gs_tpod_spec ps = {
+            "w", s.leaves[3], s.pc[1], g, {4000, 16384, 1, 1000, GS_MODEL_ANY}, -1};
         gs_engine_submit(s.e, &ps, 0, NULL);
     }
     struct gs_cycle_stats st;
@@ -225,14 +233,16 @@ static void gang(const char *policy, uint32_t to_find)
     /* Refusal by capacity: 300 GPUs free in all, under the 512 the gang needs. */
     make_engine(&s, policy, to_find, false, 0);
     for (int i = 0; i < 79700; i++) {
-        struct gs_tpod_spec ps = {"fill", s.leaves[i % QUEUES], s.pc[0], GS_NO_GANG,
-                                  {1000, 1024, 1, 1000, GS_MODEL_ANY}, -1};
+        struct gs_tpod_spec ps = {
+            "fill", s.leaves[i % QUEUES], s.pc[0], GS_NO_GANG, {1000, 1024, 1, 1000, GS_MODEL_ANY},
+            -1};
         gs_engine_submit(s.e, &ps, 0, NULL);
     }
     gs_engine_cycle(s.e, 0, &rng, &st);
     gs_engine_add_gang(s.e, &gs, &g);
     for (int i = 0; i < 512; i++) {
-        struct gs_tpod_spec ps = {"w", s.leaves[3], s.pc[1], g, {1000, 1024, 1, 1000, GS_MODEL_ANY}, -1};
+        struct gs_tpod_spec ps = {"w", s.leaves[3], s.pc[1], g, {1000, 1024, 1, 1000, GS_MODEL_ANY},
+                                  -1};
         gs_engine_submit(s.e, &ps, 1, NULL);
     }
     a = now_us();
@@ -246,23 +256,29 @@ static void gang(const char *policy, uint32_t to_find)
     make_engine(&s, policy, to_find, false, 0);
     for (int i = 0; i < NODES - 300; i++) {
         uint32_t gpus = i < 2000 ? 5 : 8; /* 5 + 5 > 8: one per node, 3 GPUs left free */
-        struct gs_tpod_spec ps = {"fill", s.leaves[i % QUEUES], s.pc[0], GS_NO_GANG,
-                                  {1000, 1024, gpus, 1000, GS_MODEL_ANY}, -1};
+        struct gs_tpod_spec ps = {"fill",
+                                  s.leaves[i % QUEUES],
+                                  s.pc[0],
+                                  GS_NO_GANG,
+                                  {1000, 1024, gpus, 1000, GS_MODEL_ANY},
+                                  -1};
         gs_engine_submit(s.e, &ps, 0, NULL);
     }
     gs_engine_cycle(s.e, 0, &rng, &st);
     struct gs_gang_spec gs8 = {"train-512x8", 512, 0};
     gs_engine_add_gang(s.e, &gs8, &g);
     for (int i = 0; i < 512; i++) {
-        struct gs_tpod_spec ps = {"w8", s.leaves[3], s.pc[1], g, {8000, 16384, 8, 1000, GS_MODEL_ANY}, -1};
+        struct gs_tpod_spec ps = {
+            "w8", s.leaves[3], s.pc[1], g, {8000, 16384, 8, 1000, GS_MODEL_ANY}, -1};
         gs_engine_submit(s.e, &ps, 1, NULL);
     }
     a = now_us();
     gs_engine_cycle(s.e, 1, &rng, &st);
     double refused_shape = now_us() - a;
-    printf("gang (%s): 512-pod gang placed in %.2f ms (%u bound); refused with 300 GPUs free "
-           "in %.3f ms; 512 x 8-GPU gang refused after 300 trial placements in %.2f ms (%u bound)\n",
-           policy, placed / 1000, bound, refused / 1000, refused_shape / 1000, st.bound);
+    printf(
+        "gang (%s): 512-pod gang placed in %.2f ms (%u bound); refused with 300 GPUs free "
+        "in %.3f ms; 512 x 8-GPU gang refused after 300 trial placements in %.2f ms (%u bound)\n",
+        policy, placed / 1000, bound, refused / 1000, refused_shape / 1000, st.bound);
     free_setup(&s);
 }
 

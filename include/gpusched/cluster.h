@@ -57,25 +57,25 @@ struct gs_gpu {
  * gs_cluster_bind()/gs_cluster_unbind(), which keep the derived members exact.
  */
 struct gs_node {
-    char *name;              /**< node name, owned by the cluster */
-    uint32_t model_id;       /**< GPU model (see gs_cluster_model_name()); any value if no GPU */
-    int64_t cpu_milli;       /**< allocatable CPU, milli-cores */
-    int64_t cpu_milli_free;  /**< allocatable CPU not requested by bound pods */
-    int64_t mem_mib;         /**< allocatable memory, MiB */
-    int64_t mem_mib_free;    /**< memory not requested by bound pods, MiB */
-    int32_t pods_max;        /**< most pods the node accepts (kubelet's maxPods) */
-    int32_t pods;            /**< pods bound to the node */
-    uint32_t gpu_count;      /**< GPUs on the node, 0..GS_NODE_GPUS_MAX */
+    char *name;             /**< node name, owned by the cluster */
+    uint32_t model_id;      /**< GPU model (see gs_cluster_model_name()); any value if no GPU */
+    int64_t cpu_milli;      /**< allocatable CPU, milli-cores */
+    int64_t cpu_milli_free; /**< allocatable CPU not requested by bound pods */
+    int64_t mem_mib;        /**< allocatable memory, MiB */
+    int64_t mem_mib_free;   /**< memory not requested by bound pods, MiB */
+    int32_t pods_max;       /**< most pods the node accepts (kubelet's maxPods) */
+    int32_t pods;           /**< pods bound to the node */
+    uint32_t gpu_count;     /**< GPUs on the node, 0..GS_NODE_GPUS_MAX */
     struct gs_gpu gpus[GS_NODE_GPUS_MAX]; /**< GPUs by device index */
     /* Derived state, recomputed on every change of the node. */
-    int32_t gpu_milli_free_total;                 /**< sum of gpus[i].gpu_milli_free */
-    int32_t gpu_free_desc[GS_NODE_GPUS_MAX];      /**< the free milli values, descending */
-    uint32_t gpus_full_free;                      /**< GPUs with nothing bound */
-    uint32_t gpu_pods;                            /**< bound pods that request GPU */
-    uint32_t tag_count[GS_NODE_GPUS_MAX + 1];     /**< bound GPU pods per clustering tag */
-    uint64_t gen;                                 /**< bumped on every change; never repeats */
-    char **labels;                                /**< `key=value` strings, owned; may be NULL */
-    uint32_t label_count;                         /**< entries in labels */
+    int32_t gpu_milli_free_total;             /**< sum of gpus[i].gpu_milli_free */
+    int32_t gpu_free_desc[GS_NODE_GPUS_MAX];  /**< the free milli values, descending */
+    uint32_t gpus_full_free;                  /**< GPUs with nothing bound */
+    uint32_t gpu_pods;                        /**< bound pods that request GPU */
+    uint32_t tag_count[GS_NODE_GPUS_MAX + 1]; /**< bound GPU pods per clustering tag */
+    uint64_t gen;                             /**< bumped on every change; never repeats */
+    char **labels;                            /**< `key=value` strings, owned; may be NULL */
+    uint32_t label_count;                     /**< entries in labels */
 };
 
 /**
@@ -83,43 +83,44 @@ struct gs_node {
  * scan over 10,000 nodes stays in L2. Kept by the cluster, updated with every change of the node.
  */
 struct gs_node_fit {
-    int64_t cpu_milli_free;                 /**< as gs_node */
-    int64_t mem_mib_free;                   /**< as gs_node */
-    int32_t pods_left;                      /**< pods_max - pods */
-    uint16_t model_id;                      /**< as gs_node (GPU nodes) */
-    uint16_t gpu_count;                     /**< as gs_node */
+    int64_t cpu_milli_free;                  /**< as gs_node */
+    int64_t mem_mib_free;                    /**< as gs_node */
+    int32_t pods_left;                       /**< pods_max - pods */
+    uint16_t model_id;                       /**< as gs_node (GPU nodes) */
+    uint16_t gpu_count;                      /**< as gs_node */
     int16_t gpu_free_desc[GS_NODE_GPUS_MAX]; /**< as gs_node, 0 past gpu_count */
-    int32_t gpu_milli_free_total;           /**< as gs_node */
-    uint32_t gpus_full_free;                /**< as gs_node */
+    int32_t gpu_milli_free_total;            /**< as gs_node */
+    uint32_t gpus_full_free;                 /**< as gs_node */
 };
 _Static_assert(sizeof(struct gs_node_fit) == 64, "one cache line per node");
 
 /** What one pod requests. Plain value record. */
 struct gs_pod_req {
-    int64_t cpu_milli;       /**< CPU request, milli-cores, >= 0 */
-    int64_t mem_mib;         /**< memory request, MiB, >= 0 */
-    uint32_t num_gpu;        /**< GPUs requested, 0..GS_NODE_GPUS_MAX */
-    int32_t gpu_milli;       /**< milli-GPU per GPU, 1..1000 if num_gpu > 0 (< 1000 only if num_gpu == 1) */
+    int64_t cpu_milli; /**< CPU request, milli-cores, >= 0 */
+    int64_t mem_mib;   /**< memory request, MiB, >= 0 */
+    uint32_t num_gpu;  /**< GPUs requested, 0..GS_NODE_GPUS_MAX */
+    int32_t
+        gpu_milli; /**< milli-GPU per GPU, 1..1000 if num_gpu > 0 (< 1000 only if num_gpu == 1) */
     uint64_t gpu_model_mask; /**< allowed GPU models, bit i = model id i; GS_MODEL_ANY for any */
 };
 
 /** Where a pod goes: the node and the GPUs it takes there. Plain value record. */
 struct gs_placement {
-    uint32_t node;                           /**< node index in the cluster */
-    uint32_t num_gpu;                        /**< entries used in gpu_index */
-    uint8_t gpu_index[GS_NODE_GPUS_MAX];     /**< device indices on the node, ascending */
-    int32_t gpu_milli;                       /**< milli-GPU taken on each of those GPUs */
+    uint32_t node;                       /**< node index in the cluster */
+    uint32_t num_gpu;                    /**< entries used in gpu_index */
+    uint8_t gpu_index[GS_NODE_GPUS_MAX]; /**< device indices on the node, ascending */
+    int32_t gpu_milli;                   /**< milli-GPU taken on each of those GPUs */
 };
 
 /** How to create a node. Borrowed by gs_cluster_add_node(), which copies what it keeps. */
 struct gs_node_spec {
-    const char *name;        /**< unique node name, non-empty */
-    int64_t cpu_milli;       /**< allocatable CPU, milli-cores, >= 0 */
-    int64_t mem_mib;         /**< allocatable memory, MiB, >= 0 */
-    int32_t pods_max;        /**< pod limit, >= 1 */
-    uint32_t gpu_count;      /**< 0..GS_NODE_GPUS_MAX */
-    const char *gpu_model;   /**< model name when gpu_count > 0 (e.g. "A100"), else ignored */
-    int64_t gpu_mem_mib;     /**< memory per GPU in MiB, 0 when unknown */
+    const char *name;      /**< unique node name, non-empty */
+    int64_t cpu_milli;     /**< allocatable CPU, milli-cores, >= 0 */
+    int64_t mem_mib;       /**< allocatable memory, MiB, >= 0 */
+    int32_t pods_max;      /**< pod limit, >= 1 */
+    uint32_t gpu_count;    /**< 0..GS_NODE_GPUS_MAX */
+    const char *gpu_model; /**< model name when gpu_count > 0 (e.g. "A100"), else ignored */
+    int64_t gpu_mem_mib;   /**< memory per GPU in MiB, 0 when unknown */
 };
 
 struct gs_cluster;

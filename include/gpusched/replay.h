@@ -25,38 +25,38 @@
 
 /** How to replay. */
 struct gs_replay_config {
-    const char *policy;      /**< placement policy, e.g. "fgd" (default) or "bestfit" */
-    bool preemption;         /**< priority preemption inside queues (default on) */
-    bool reclaim;            /**< reclaim between queues (default on) */
-    bool backfill;           /**< EASY backfill with the trace's run times as estimates */
-    int64_t sample_ms;       /**< period of the share/utilisation samples (default 1 h) */
-    int64_t retry_ms;        /**< extra cycle period while pods wait (default 10 min) */
-    uint64_t seed;           /**< random source (node tie-break rank) */
-    double arrival_speedup;  /**< arrivals at creation_time / speed-up, run times unchanged:
-                                  offered load x speed-up (1 = as recorded) */
+    const char *policy;     /**< placement policy, e.g. "fgd" (default) or "bestfit" */
+    bool preemption;        /**< priority preemption inside queues (default on) */
+    bool reclaim;           /**< reclaim between queues (default on) */
+    bool backfill;          /**< EASY backfill with the trace's run times as estimates */
+    int64_t sample_ms;      /**< period of the share/utilisation samples (default 1 h) */
+    int64_t retry_ms;       /**< extra cycle period while pods wait (default 10 min) */
+    uint64_t seed;          /**< random source (node tie-break rank) */
+    double arrival_speedup; /**< arrivals at creation_time / speed-up, run times unchanged:
+                                 offered load x speed-up (1 = as recorded) */
 };
 
 /** Per-queue results. */
 struct gs_replay_queue {
-    const char *name;           /**< borrowed from the engine */
-    uint32_t pods;              /**< pods submitted to it */
-    uint32_t started;           /**< pods that ever started */
-    uint32_t completed;         /**< pods that ran to their end */
-    uint32_t pending_end;       /**< still waiting when the trace ended */
+    const char *name;                          /**< borrowed from the engine */
+    uint32_t pods;                             /**< pods submitted to it */
+    uint32_t started;                          /**< pods that ever started */
+    uint32_t completed;                        /**< pods that ran to their end */
+    uint32_t pending_end;                      /**< still waiting when the trace ended */
     double wait_p50_s, wait_p95_s, wait_p99_s; /**< creation to first start, started pods */
     double jct_mean_s, jct_p50_s;              /**< creation to completion, completed pods */
-    double gpu_hours;           /**< milli-GPU x time of its running pods, in GPU-hours */
-    double share_mean_pct;      /**< mean allocated GPU, % of cluster, over samples */
-    double fair_mean_pct;       /**< mean fair share GPU, % of cluster, over samples */
+    double gpu_hours;      /**< milli-GPU x time of its running pods, in GPU-hours */
+    double share_mean_pct; /**< mean allocated GPU, % of cluster, over samples */
+    double fair_mean_pct;  /**< mean fair share GPU, % of cluster, over samples */
     uint64_t evictions_suffered, evictions_caused;
 };
 
 /** One sample of the cluster over time. */
 struct gs_replay_sample {
-    int64_t t_ms;               /**< virtual time */
-    double gpu_alloc_pct;       /**< allocated GPU, % of cluster */
-    uint32_t pending;           /**< pods waiting */
-    uint32_t running;           /**< pods running */
+    int64_t t_ms;         /**< virtual time */
+    double gpu_alloc_pct; /**< allocated GPU, % of cluster */
+    uint32_t pending;     /**< pods waiting */
+    uint32_t running;     /**< pods running */
 };
 
 struct gs_replay;

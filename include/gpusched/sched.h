@@ -33,7 +33,8 @@
 /** Returns the name of policy i (0..GS_POLICY_COUNT-1), e.g. "fgd"; NULL past the end. */
 const char *gs_policy_name(uint32_t i);
 
-/** Returns the label of policy i as the FGD experiments name it, e.g. "06-FGD"; NULL past the end. */
+/** Returns the label of policy i as the FGD experiments name it, e.g. "06-FGD"; NULL past the end.
+ */
 const char *gs_policy_label(uint32_t i);
 
 /** Returns the registry index of a policy name, or -1 when there is none. */
@@ -41,18 +42,18 @@ int gs_policy_find(const char *name);
 
 /** How to create a scheduler. Borrowed by gs_sched_new(). */
 struct gs_sched_config {
-    const char *policy;            /**< a policy name, see gs_policy_name() */
-    const uint32_t *node_rank;     /**< tie-break rank per node index (lower wins; copied), or
-                                        NULL for rank = node index. Length = nodes at creation;
-                                        nodes added later rank after them by index. */
+    const char *policy;                 /**< a policy name, see gs_policy_name() */
+    const uint32_t *node_rank;          /**< tie-break rank per node index (lower wins; copied), or
+                                             NULL for rank = node index. Length = nodes at creation;
+                                             nodes added later rank after them by index. */
     const struct gs_workload *workload; /**< target workload for fgd and for fragmentation
                                         metrics; borrowed, must outlive the scheduler. Required
                                         by fgd, optional otherwise. */
-    uint32_t nodes_to_find;        /**< stop filtering once this many feasible nodes are found
-                                        (0 = filter and score every node). The scan starts where
-                                        the previous one stopped, as kube-scheduler's
-                                        percentageOfNodesToScore does; see
-                                        gs_sched_adaptive_nodes_to_find(). */
+    uint32_t nodes_to_find;             /**< stop filtering once this many feasible nodes are found
+                                             (0 = filter and score every node). The scan starts where
+                                             the previous one stopped, as kube-scheduler's
+                                             percentageOfNodesToScore does; see
+                                             gs_sched_adaptive_nodes_to_find(). */
 };
 
 /**

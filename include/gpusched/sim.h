@@ -66,12 +66,12 @@ struct gs_sim_run_config {
 
 /** What one run produced. Plain value record. */
 struct gs_sim_result {
-    uint32_t policy;        /**< registry index */
+    uint32_t policy; /**< registry index */
     uint64_t seed;
     double tune;
-    uint32_t total_gpus;    /**< cluster GPU count */
-    uint32_t pods;          /**< pods that arrived (after tuning) */
-    uint32_t pods_failed;   /**< pods no node could host */
+    uint32_t total_gpus;       /**< cluster GPU count */
+    uint32_t pods;             /**< pods that arrived (after tuning) */
+    uint32_t pods_failed;      /**< pods no node could host */
     int64_t arrived_gpu_milli; /**< GPU requested by all arrived pods (failed ones included) */
     int64_t used_gpu_milli;    /**< GPU allocated at the end */
     /** Allocation rate, % of cluster GPU, per arrived-workload column; NaN where no event. */

@@ -46,27 +46,27 @@ enum gs_res {
 
 /** A queue. Borrowed by gs_engine_add_queue(), which copies it. */
 struct gs_queue_spec {
-    const char *name;              /**< unique, non-empty */
-    uint32_t parent;               /**< parent queue id (GS_QUEUE_ROOT for a top-level queue) */
-    int64_t quota[GS_RES_COUNT];   /**< guaranteed amount per resource, >= 0 */
-    int64_t limit[GS_RES_COUNT];   /**< hard cap per resource (>= quota) or GS_UNLIMITED */
-    double over_quota_weight;      /**< share of the leftover, >= 0 (0: never borrows) */
-    int64_t min_runtime_ms;        /**< its pods are never evicted before running this long */
+    const char *name;            /**< unique, non-empty */
+    uint32_t parent;             /**< parent queue id (GS_QUEUE_ROOT for a top-level queue) */
+    int64_t quota[GS_RES_COUNT]; /**< guaranteed amount per resource, >= 0 */
+    int64_t limit[GS_RES_COUNT]; /**< hard cap per resource (>= quota) or GS_UNLIMITED */
+    double over_quota_weight;    /**< share of the leftover, >= 0 (0: never borrows) */
+    int64_t min_runtime_ms;      /**< its pods are never evicted before running this long */
 };
 
 /** A PriorityClass. */
 struct gs_priority_class_spec {
-    const char *name;  /**< unique, non-empty */
-    int32_t value;     /**< higher runs first and may preempt lower */
-    int preemptible;   /**< 1 yes, 0 no, -1 default (preemptible iff value < 100) */
+    const char *name; /**< unique, non-empty */
+    int32_t value;    /**< higher runs first and may preempt lower */
+    int preemptible;  /**< 1 yes, 0 no, -1 default (preemptible iff value < 100) */
 };
 
 /** A PodGroup (gang). */
 struct gs_gang_spec {
-    const char *name;     /**< unique, non-empty */
-    uint32_t min_member;  /**< pods that must run together, >= 1 */
-    int64_t timeout_ms;   /**< a gang not started this long after its first pod arrived fails;
-                               0 = wait for ever */
+    const char *name;    /**< unique, non-empty */
+    uint32_t min_member; /**< pods that must run together, >= 1 */
+    int64_t timeout_ms;  /**< a gang not started this long after its first pod arrived fails;
+                              0 = wait for ever */
 };
 
 /** A pod submitted to the engine. */
@@ -115,19 +115,19 @@ struct gs_event {
 
 /** Engine configuration. Borrowed by gs_engine_new(). */
 struct gs_engine_config {
-    const char *policy;           /**< placement policy (gs_policy_name()); NULL = "bestfit" */
+    const char *policy; /**< placement policy (gs_policy_name()); NULL = "bestfit" */
     const struct gs_workload *workload; /**< for "fgd"; borrowed, outlives the engine */
-    const uint32_t *node_rank;    /**< tie-break rank per node, or NULL (node index) */
-    bool preemption;              /**< allow priority preemption inside a queue */
-    bool reclaim;                 /**< allow reclaim between queues */
-    bool backfill;                /**< EASY backfill for pods with runtime estimates */
-    uint32_t nodes_to_find;       /**< bounded node scan per placement (gs_sched_config);
-                                       0 = every node */
-    uint32_t cycle_attempts_max;  /**< stop a cycle after this many jobs tried (0 = no bound);
-                                       the rest wait for the next cycle */
+    const uint32_t *node_rank;          /**< tie-break rank per node, or NULL (node index) */
+    bool preemption;                    /**< allow priority preemption inside a queue */
+    bool reclaim;                       /**< allow reclaim between queues */
+    bool backfill;                      /**< EASY backfill for pods with runtime estimates */
+    uint32_t nodes_to_find;             /**< bounded node scan per placement (gs_sched_config);
+                                             0 = every node */
+    uint32_t cycle_attempts_max;        /**< stop a cycle after this many jobs tried (0 = no bound);
+                                             the rest wait for the next cycle */
     /** Called for every decision, in order; may be NULL. Must not call back into the engine. */
     void (*on_event)(void *ctx, const struct gs_event *ev);
-    void *ctx;                    /**< passed to on_event */
+    void *ctx; /**< passed to on_event */
 };
 
 /** Counters of one scheduling cycle. */
@@ -140,30 +140,30 @@ struct gs_cycle_stats {
 
 /** A queue's state, as read by reports and tests. */
 struct gs_queue_info {
-    const char *name;                 /**< borrowed */
-    uint32_t parent;                  /**< parent id; UINT32_MAX for the root */
-    bool leaf;                        /**< holds pods */
-    int64_t allocated[GS_RES_COUNT];  /**< requests of its running pods (subtree) */
-    int64_t demand[GS_RES_COUNT];     /**< requests of running + pending pods (subtree) */
-    int64_t fair[GS_RES_COUNT];       /**< fair share from the last cycle */
+    const char *name;                /**< borrowed */
+    uint32_t parent;                 /**< parent id; UINT32_MAX for the root */
+    bool leaf;                       /**< holds pods */
+    int64_t allocated[GS_RES_COUNT]; /**< requests of its running pods (subtree) */
+    int64_t demand[GS_RES_COUNT];    /**< requests of running + pending pods (subtree) */
+    int64_t fair[GS_RES_COUNT];      /**< fair share from the last cycle */
     int64_t quota[GS_RES_COUNT];
     int64_t limit[GS_RES_COUNT];
-    uint32_t pending;                 /**< pending pods (leaf) */
-    uint32_t running;                 /**< running pods (leaf) */
-    uint64_t evictions_suffered;      /**< its pods evicted */
-    uint64_t evictions_caused;        /**< evictions its pods caused */
+    uint32_t pending;            /**< pending pods (leaf) */
+    uint32_t running;            /**< running pods (leaf) */
+    uint64_t evictions_suffered; /**< its pods evicted */
+    uint64_t evictions_caused;   /**< evictions its pods caused */
 };
 
 /** A pod's state, as read by reports and tests. */
 struct gs_tpod_info {
-    const char *name;               /**< borrowed */
+    const char *name; /**< borrowed */
     enum gs_tpod_state state;
     uint32_t queue, priority_class, gang;
-    struct gs_placement pl;         /**< valid while RUNNING */
-    int64_t submit_ms;              /**< first submission */
-    int64_t start_ms;               /**< last start; -1 if never started */
-    int64_t end_ms;                 /**< SUCCEEDED/FAILED time; -1 otherwise */
-    uint32_t evictions;             /**< times evicted */
+    struct gs_placement pl; /**< valid while RUNNING */
+    int64_t submit_ms;      /**< first submission */
+    int64_t start_ms;       /**< last start; -1 if never started */
+    int64_t end_ms;         /**< SUCCEEDED/FAILED time; -1 otherwise */
+    uint32_t evictions;     /**< times evicted */
     enum gs_evict_reason last_evict_reason;
 };
 
@@ -176,8 +176,7 @@ struct gs_engine;
  * @param out  receives the engine; free with gs_engine_free().
  * @return GS_OK; GS_ENOENT unknown policy; GS_EINVAL (fgd without workload, bad rank); GS_ENOMEM.
  */
-int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg,
-                  struct gs_engine **out);
+int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, struct gs_engine **out);
 
 /** Frees an engine (not the cluster; bound pods stay bound). NULL is a no-op. */
 void gs_engine_free(struct gs_engine *e);

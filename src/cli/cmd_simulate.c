@@ -33,7 +33,8 @@ static const char *const usage_simulate =
     "options:\n"
     "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model)\n"
     "  --pods FILE[,...]   pod list(s); repeat the option or separate with commas\n"
-    "  --policy P[,P...]   random, dotprod, clustering, packing, bestfit, fgd, or all (default all)\n"
+    "  --policy P[,P...]   random, dotprod, clustering, packing, bestfit, fgd, or all (default "
+    "all)\n"
     "  --seeds LIST        seeds as N, N-M, or a comma list of both (default 42-51)\n"
     "  --tune X            GPU request as a multiple of cluster GPU capacity (default 1.3)\n"
     "  --out DIR           output directory, created if needed (default out)\n"
@@ -238,8 +239,8 @@ int gs_cmd_simulate(int argc, char **argv)
             plot = 0;
             continue;
         }
-        const char *opts[] = {"--nodes", "--pods", "--policy", "--seeds", "--tune", "--out",
-                              "--jobs"};
+        const char *opts[] = {"--nodes", "--pods", "--policy", "--seeds",
+                              "--tune",  "--out",  "--jobs"};
         int known = 0;
         for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++)
             known |= strcmp(a, opts[k]) == 0;
@@ -262,8 +263,7 @@ int gs_cmd_simulate(int argc, char **argv)
             }
             for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
                 if (n_pods == MAX_WORKLOADS) {
-                    fprintf(stderr, "gpusched simulate: --pods: at most %d files\n",
-                            MAX_WORKLOADS);
+                    fprintf(stderr, "gpusched simulate: --pods: at most %d files\n", MAX_WORKLOADS);
                     free(copy);
                     goto out;
                 }
@@ -301,8 +301,8 @@ int gs_cmd_simulate(int argc, char **argv)
             errno = 0;
             tune = strtod(v, &end);
             if (errno || *end || !(tune > 0) || tune > 100) {
-                fprintf(stderr, "gpusched simulate: --tune: expected a number in (0, 100], got '%s'\n",
-                        v);
+                fprintf(stderr,
+                        "gpusched simulate: --tune: expected a number in (0, 100], got '%s'\n", v);
                 goto out;
             }
         } else if (strcmp(a, "--out") == 0) {
@@ -359,8 +359,8 @@ int gs_cmd_simulate(int argc, char **argv)
             for (int s = 0; chosen[p] && s < n_seeds; s++)
                 tasks[t++] = (struct task){inputs[w], {(uint32_t)p, seeds[s], tune}, {0}, 0, 0};
 
-    struct pool pool = {tasks, n_tasks, 0, 0, PTHREAD_MUTEX_INITIALIZER, now_s(),
-                        isatty(STDERR_FILENO)};
+    struct pool pool = {
+        tasks, n_tasks, 0, 0, PTHREAD_MUTEX_INITIALIZER, now_s(), isatty(STDERR_FILENO)};
     int n_threads = jobs < (int)n_tasks ? jobs : (int)n_tasks;
     pthread_t threads[256];
     int started = 0;
@@ -434,8 +434,7 @@ int gs_cmd_simulate(int argc, char **argv)
     seeds_text(seeds, n_seeds, stext, sizeof(stext));
     for (int w = 0; w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
-        printf("%s: %u pods; tune %g; %s\n", name, gs_sim_input_pod_count(inputs[w]), tune,
-               stext);
+        printf("%s: %u pods; tune %g; %s\n", name, gs_sim_input_pod_count(inputs[w]), tune, stext);
         printf("  %-11s %26s %24s %12s %11s\n", "policy", "unallocated GPU % @100%",
                "fragmented GPU % @80%", "failed pods", "wall s/run");
         for (size_t k = 0; k < n_agg; k++) {
@@ -469,4 +468,3 @@ out:
     free(agg);
     return rc;
 }
-

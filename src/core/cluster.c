@@ -22,9 +22,9 @@ struct gs_cluster {
     uint32_t name_index_cap; /* power of two, at least twice nodes_len */
     char *models[GS_MODELS_MAX]; /* model names by id, owned */
     uint32_t models_len;
-    uint32_t gpu_count;       /* sum of node gpu_count */
-    int64_t gpu_milli_used;   /* sum over GPUs of gpu_milli - gpu_milli_free */
-    uint64_t next_gen;        /* source of node generations */
+    uint32_t gpu_count;     /* sum of node gpu_count */
+    int64_t gpu_milli_used; /* sum over GPUs of gpu_milli - gpu_milli_free */
+    uint64_t next_gen;      /* source of node generations */
 };
 
 static uint64_t hash_str(const char *s)

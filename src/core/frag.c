@@ -63,8 +63,12 @@ int gs_workload_build(const struct gs_pod_req *reqs, const char *const *specs, u
         goto out;
     for (uint32_t i = 0; i < n; i++) {
         const char *s = specs && specs[i] ? specs[i] : "";
-        k[i] = (struct keyed){gs_cpu_nonzero(reqs[i].cpu_milli), reqs[i].gpu_milli,
-                              reqs[i].num_gpu, reqs[i].gpu_model_mask, s, 1};
+        k[i] = (struct keyed){gs_cpu_nonzero(reqs[i].cpu_milli),
+                              reqs[i].gpu_milli,
+                              reqs[i].num_gpu,
+                              reqs[i].gpu_model_mask,
+                              s,
+                              1};
     }
     qsort(k, n, sizeof(*k), cmp_group);
     uint32_t groups = 0;

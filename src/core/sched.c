@@ -32,8 +32,7 @@ struct policy_ops {
     const char *name;
     const char *label;
     /* Scores s->feasible[0..nf) into s->scores[0..nf). */
-    int (*score)(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf,
-                 struct gs_rng *rng);
+    int (*score)(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf, struct gs_rng *rng);
     /* Picks the GPU of a shared (num_gpu == 1, gpu_milli < 1000) pod on node n. */
     uint32_t (*pick_share)(struct gs_sched *s, const struct gs_node *n,
                            const struct gs_pod_req *req, struct gs_rng *rng);
@@ -66,16 +65,16 @@ struct gs_sched {
     struct gs_cluster *c;
     const struct policy_ops *ops;
     const struct gs_workload *w;
-    uint32_t *rank;          /* tie-break rank by node index; rank_len entries */
+    uint32_t *rank; /* tie-break rank by node index; rank_len entries */
     uint32_t rank_len;
-    uint32_t *feasible;      /* scratch: feasible node indices of this decision */
-    int32_t *scores;         /* scratch: their scores */
-    uint32_t nodes_cap;      /* capacity of every per-node array */
-    struct gs_frag *nfrag;   /* F(node) cache */
-    uint64_t *nfrag_gen;     /* generation each nfrag entry is valid for (0 = none) */
+    uint32_t *feasible;    /* scratch: feasible node indices of this decision */
+    int32_t *scores;       /* scratch: their scores */
+    uint32_t nodes_cap;    /* capacity of every per-node array */
+    struct gs_frag *nfrag; /* F(node) cache */
+    uint64_t *nfrag_gen;   /* generation each nfrag entry is valid for (0 = none) */
     struct req_class *classes;
     uint32_t n_classes, classes_cap;
-    uint32_t *class_slots;   /* open addressing, class index + 1; class_slots_cap slots */
+    uint32_t *class_slots; /* open addressing, class index + 1; class_slots_cap slots */
     uint32_t class_slots_cap;
     struct score_entry *cache; /* [node * cache_classes + class] */
     uint32_t cache_classes;
@@ -369,8 +368,8 @@ static int32_t fgd_eval(const struct gs_sched *s, const struct gs_node *n,
                 break;
             if (r > 0 && f == n->gpu_free_desc[r - 1])
                 continue;
-            int32_t sc = fgd_share_gpu(s, n->model_id, cpu_after, n->gpu_free_desc,
-                                       n->gpu_count, r, req->gpu_milli, f_before);
+            int32_t sc = fgd_share_gpu(s, n->model_id, cpu_after, n->gpu_free_desc, n->gpu_count, r,
+                                       req->gpu_milli, f_before);
             best = sc > best ? sc : best;
         }
         return best;
@@ -405,8 +404,8 @@ static int class_of(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *
         s->classes_cap = cap / 2;
         for (uint32_t c = 0; c < s->n_classes; c++) {
             const struct req_class *k = &s->classes[c];
-            uint64_t h = mix64((uint64_t)k->cpu_milli ^ mix64(((uint64_t)k->gpu_milli << 32) ^
-                                                               k->num_gpu ^ mix64(k->mask)));
+            uint64_t h = mix64((uint64_t)k->cpu_milli ^
+                               mix64(((uint64_t)k->gpu_milli << 32) ^ k->num_gpu ^ mix64(k->mask)));
             uint32_t i = (uint32_t)h & (cap - 1);
             while (slots[i])
                 i = (i + 1) & (cap - 1);
@@ -576,8 +575,8 @@ static uint32_t pick_share_fgd(struct gs_sched *s, const struct gs_node *n,
     for (uint32_t g = 0; g < n->gpu_count; g++) {
         if (list[g] < req->gpu_milli)
             continue;
-        int32_t sc = fgd_share_gpu(s, n->model_id, cpu_after, list, n->gpu_count, g,
-                                   req->gpu_milli, f_before);
+        int32_t sc = fgd_share_gpu(s, n->model_id, cpu_after, list, n->gpu_count, g, req->gpu_milli,
+                                   f_before);
         if (sc > best) {
             best = sc;
             pick = g;
@@ -760,7 +759,8 @@ int gs_sched_place(struct gs_sched *s, const struct gs_pod_req *req, struct gs_r
     uint32_t best = 0;
     for (uint32_t k = 1; k < nf; k++) {
         if (s->scores[k] > s->scores[best] ||
-            (s->scores[k] == s->scores[best] && s->rank[s->feasible[k]] < s->rank[s->feasible[best]]))
+            (s->scores[k] == s->scores[best] &&
+             s->rank[s->feasible[k]] < s->rank[s->feasible[best]]))
             best = k;
     }
     uint32_t node = s->feasible[best];

@@ -37,8 +37,8 @@ struct heap_ent {
 };
 
 struct flavor_queue {
-    uint64_t mask;          /* GPU model mask of the pods in it (CPU-only pods: 0) */
-    struct heap_ent *heap;  /* binary heap, best first */
+    uint64_t mask;         /* GPU model mask of the pods in it (CPU-only pods: 0) */
+    struct heap_ent *heap; /* binary heap, best first */
     uint32_t len, cap;
     uint32_t blocked_cycle; /* cycle in which its head could not be placed */
     uint32_t bf_cycle;      /* cycle in which its head got a backfill reservation */
@@ -96,15 +96,15 @@ struct tpod {
 /* One change in the undo log. */
 struct undo {
     uint32_t pod;
-    uint8_t bind;     /* 1 bind, 0 evict */
-    uint8_t reason;   /* evict reason */
-    uint32_t by;      /* preemptor */
+    uint8_t bind;   /* 1 bind, 0 evict */
+    uint8_t reason; /* evict reason */
+    uint32_t by;    /* preemptor */
     struct gs_placement pl;
 };
 
 struct reservation {
-    int64_t start_ms;     /* the reserved job's shadow start */
-    uint8_t *nodes;       /* node flags (1 = reserved) */
+    int64_t start_ms; /* the reserved job's shadow start */
+    uint8_t *nodes;   /* node flags (1 = reserved) */
 };
 
 struct gs_engine {
@@ -350,8 +350,7 @@ int gs_engine_find_queue(const struct gs_engine *e, const char *name)
 
 int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, uint32_t *id)
 {
-    if (!spec->name || !*spec->name || !(spec->over_quota_weight >= 0) ||
-        spec->min_runtime_ms < 0)
+    if (!spec->name || !*spec->name || !(spec->over_quota_weight >= 0) || spec->min_runtime_ms < 0)
         return GS_EINVAL;
     if (gs_engine_find_queue(e, spec->name) >= 0)
         return GS_EEXIST;
@@ -425,9 +424,8 @@ int gs_engine_add_priority_class(struct gs_engine *e, const struct gs_priority_c
     char *name = dup_str(spec->name);
     if (!name)
         return GS_ENOMEM;
-    e->pc[e->npc] = (struct pclass){name, spec->value,
-                                    spec->preemptible < 0 ? spec->value < 100
-                                                          : spec->preemptible != 0};
+    e->pc[e->npc] = (struct pclass){
+        name, spec->value, spec->preemptible < 0 ? spec->value < 100 : spec->preemptible != 0};
     if (id)
         *id = e->npc;
     e->npc++;
@@ -1062,10 +1060,9 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
         if (k == 0)
             continue;
         const struct gs_node *nd = gs_cluster_node(e->c, n);
-        if (p->req.num_gpu &&
-            (nd->gpu_count < p->req.num_gpu ||
-             (p->req.gpu_model_mask != GS_MODEL_ANY &&
-              !(p->req.gpu_model_mask & (UINT64_C(1) << (nd->model_id & 63))))))
+        if (p->req.num_gpu && (nd->gpu_count < p->req.num_gpu ||
+                               (p->req.gpu_model_mask != GS_MODEL_ANY &&
+                                !(p->req.gpu_model_mask & (UINT64_C(1) << (nd->model_id & 63))))))
             continue;
         if (grow((void **)&e->cand, &e->ncand_cap, k, sizeof(uint32_t)) != GS_OK)
             break;
@@ -1301,8 +1298,8 @@ static int reserve(struct gs_engine *e, uint32_t head)
         if ((err = do_evict(e, order[i], GS_EVICT_NONE, NO_ID)) != GS_OK)
             break;
         /* Try only once every pod ending at this same time is released. */
-        if (i + 1 < n_run && e->p[order[i + 1]].start_ms + e->p[order[i + 1]].est_ms ==
-                                 r->start_ms + r->est_ms)
+        if (i + 1 < n_run &&
+            e->p[order[i + 1]].start_ms + e->p[order[i + 1]].est_ms == r->start_ms + r->est_ms)
             continue;
         uint32_t inner = e->nlog;
         err = try_job_mode(e, head, 0, inner);
@@ -1496,8 +1493,8 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         for (uint32_t f = 0; f < q->n_flavors; f++) {
             if (q->flavors[f].mask != mask)
                 continue;
-            int perr = heap_push(&q->flavors[f],
-                                 (struct heap_ent){deferred[i], p->seq, prio_of(e, p), p->submit_ms});
+            int perr = heap_push(&q->flavors[f], (struct heap_ent){deferred[i], p->seq,
+                                                                   prio_of(e, p), p->submit_ms});
             if (perr && !err)
                 err = perr;
             break;
@@ -1609,7 +1606,8 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
         const struct gs_node *nd = gs_cluster_node(e->c, n);
         for (uint32_t g = 0; g < nd->gpu_count; g++) {
             int32_t u = used[n * GS_NODE_GPUS_MAX + g];
-            if (u > nd->gpus[g].gpu_milli || u != nd->gpus[g].gpu_milli - nd->gpus[g].gpu_milli_free) {
+            if (u > nd->gpus[g].gpu_milli ||
+                u != nd->gpus[g].gpu_milli - nd->gpus[g].gpu_milli_free) {
                 snprintf(msg, cap, "node %s GPU %u: pods hold %d milli, the cluster says %d of %d",
                          nd->name, g, u, nd->gpus[g].gpu_milli - nd->gpus[g].gpu_milli_free,
                          nd->gpus[g].gpu_milli);
@@ -1622,10 +1620,12 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
         for (int r = 0; r < GS_RES_COUNT; r++) {
             if (q->alloc[r] != qalloc[qi * GS_RES_COUNT + r] ||
                 q->demand[r] != qdem[qi * GS_RES_COUNT + r]) {
-                snprintf(msg, cap, "queue %s resource %d: books say alloc %lld demand %lld, pods say %lld %lld",
-                         q->name, r, (long long)q->alloc[r], (long long)q->demand[r],
-                         (long long)qalloc[qi * GS_RES_COUNT + r],
-                         (long long)qdem[qi * GS_RES_COUNT + r]);
+                snprintf(
+                    msg, cap,
+                    "queue %s resource %d: books say alloc %lld demand %lld, pods say %lld %lld",
+                    q->name, r, (long long)q->alloc[r], (long long)q->demand[r],
+                    (long long)qalloc[qi * GS_RES_COUNT + r],
+                    (long long)qdem[qi * GS_RES_COUNT + r]);
                 goto out;
             }
             if (q->limit[r] != GS_UNLIMITED && q->alloc[r] > q->limit[r]) {

@@ -37,7 +37,7 @@ struct heap {
 struct gs_replay {
     struct gs_replay_queue *queues; /* leaf queues, in engine id order */
     uint32_t nqueues;
-    uint32_t *leaf_of;              /* engine queue id -> leaf index (UINT32_MAX: not a leaf) */
+    uint32_t *leaf_of; /* engine queue id -> leaf index (UINT32_MAX: not a leaf) */
     struct gs_replay_sample *samples;
     uint32_t nsamples, capsamples;
     double *share_alloc, *share_fair; /* nsamples x nqueues */
@@ -135,8 +135,8 @@ static void on_event(void *ctx, const struct gs_event *ev)
         if (s->first_start[tp] < 0)
             s->first_start[tp] = ev->now_ms;
         if (s->runtime_ms[tp] >= 0)
-            s->err = heap_push(s, (struct event){ev->now_ms + s->runtime_ms[tp], 0, EV_END, tp,
-                                                 s->token[tp]});
+            s->err = heap_push(
+                s, (struct event){ev->now_ms + s->runtime_ms[tp], 0, EV_END, tp, s->token[tp]});
     } else if (ev->kind == GS_EV_EVICT) {
         s->r->evictions++;
         s->token[tp]++; /* its pending end no longer counts */
@@ -250,8 +250,9 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     int64_t cap_gpu = 0;
     for (uint32_t k = 0; k < nodes->n; k++) {
         const struct gs_trace_node *tn = &nodes->v[order[k]];
-        struct gs_node_spec ns = {tn->name,     tn->cpu_milli, tn->mem_mib, REPLAY_NODE_PODS_MAX,
-                                  tn->gpu_count, tn->model,     0};
+        struct gs_node_spec ns = {
+            tn->name, tn->cpu_milli, tn->mem_mib, REPLAY_NODE_PODS_MAX, tn->gpu_count, tn->model,
+            0};
         if ((err = gs_cluster_add_node(c, &ns, NULL)) != GS_OK) {
             free(order);
             goto out;
@@ -271,8 +272,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     s.token = calloc(n + 1, sizeof(uint32_t));
     s.first_start = malloc((n + 1) * sizeof(int64_t));
     s.jct_s = malloc((n + 1) * sizeof(double));
-    if (!reqs || !specs || !rank || !qid || !pcid || !s.engine_of || !s.trace_of ||
-        !s.runtime_ms || !s.token || !s.first_start || !s.jct_s)
+    if (!reqs || !specs || !rank || !qid || !pcid || !s.engine_of || !s.trace_of || !s.runtime_ms ||
+        !s.token || !s.first_start || !s.jct_s)
         goto out;
     for (uint32_t i = 0; i < n; i++) {
         const struct gs_trace_pod *p = &pods->v[i];
@@ -292,8 +293,7 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         rank[i] = i;
     gs_rng_shuffle_u32(&rng, rank, nodes->n);
     const char *policy = cfg->policy ? cfg->policy : "fgd";
-    if (strcmp(policy, "fgd") == 0 &&
-        (err = gs_workload_build(reqs, specs, n, 95, &w)) != GS_OK)
+    if (strcmp(policy, "fgd") == 0 && (err = gs_workload_build(reqs, specs, n, 95, &w)) != GS_OK)
         goto out;
     struct gs_engine_config ec = {.policy = policy,
                                   .workload = &w,
@@ -341,8 +341,9 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         int pc = gs_engine_find_priority_class(s.e, as.priority_class);
         if (q < 0 || pc < 0 || r->leaf_of[q] == UINT32_MAX) {
             if (diag)
-                snprintf(diag->msg, sizeof(diag->msg), "pod %s: assigned to %s/%s, not a leaf queue and class",
-                         pods->v[i].name, as.queue, as.priority_class);
+                snprintf(diag->msg, sizeof(diag->msg),
+                         "pod %s: assigned to %s/%s, not a leaf queue and class", pods->v[i].name,
+                         as.queue, as.priority_class);
             goto out;
         }
         qid[i] = (uint32_t)q;
@@ -380,7 +381,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
                 continue;
             struct gs_queue_info in;
             gs_engine_queue_info(s.e, qi, &in);
-            gpu_milli_ms[r->leaf_of[qi]] += (uint64_t)in.allocated[GS_RES_GPU] * (uint64_t)(t - last_t);
+            gpu_milli_ms[r->leaf_of[qi]] +=
+                (uint64_t)in.allocated[GS_RES_GPU] * (uint64_t)(t - last_t);
         }
         while (next_sample <= t && !err) {
             err = take_sample(&s, next_sample, cap_gpu);
@@ -392,7 +394,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
             struct event ev = heap_pop(&s.h);
             if (ev.kind == EV_ARRIVE) {
                 const struct gs_trace_pod *p = &pods->v[ev.pod];
-                struct gs_tpod_spec ps = {p->name, qid[ev.pod], pcid[ev.pod], GS_NO_GANG,
+                struct gs_tpod_spec ps = {p->name,      qid[ev.pod],
+                                          pcid[ev.pod], GS_NO_GANG,
                                           reqs[ev.pod], cfg->backfill ? s.runtime_ms[ev.pod] : -1};
                 uint32_t id;
                 err = gs_engine_submit(s.e, &ps, t, &id);
@@ -434,8 +437,7 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
                 pending += in.pending;
         }
         /* While pods wait, try again now and then even without events (min run times pass). */
-        if (!err && pending > 0 && !retry_queued &&
-            (s.h.n == 0 || s.h.v[0].t_ms > t + retry_ms)) {
+        if (!err && pending > 0 && !retry_queued && (s.h.n == 0 || s.h.v[0].t_ms > t + retry_ms)) {
             err = heap_push(&s, (struct event){t + retry_ms, 0, EV_RETRY, 0, 0});
             retry_queued = true;
         }
@@ -461,8 +463,7 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         if (s.first_start[i] < 0)
             continue;
         r->wait_queue[r->nwaits] = r->leaf_of[qid[i]];
-        r->wait_s[r->nwaits++] =
-            (double)(s.first_start[i] - arrival_ms(&pods->v[i], cfg)) / 1000.0;
+        r->wait_s[r->nwaits++] = (double)(s.first_start[i] - arrival_ms(&pods->v[i], cfg)) / 1000.0;
     }
     for (uint32_t qi = 0; qi < nq; qi++) {
         uint32_t li = r->leaf_of[qi];

@@ -39,8 +39,8 @@ static int write_queues(const struct gs_replay *r, const char *path, char *err, 
         fmt(q[i].wait_p99_s, w99, sizeof(w99));
         fmt(q[i].jct_mean_s, jm, sizeof(jm));
         fmt(q[i].jct_p50_s, j50, sizeof(j50));
-        fprintf(f, "%s,%u,%u,%u,%u,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%llu,%llu\n", q[i].name,
-                q[i].pods, q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, jm, j50,
+        fprintf(f, "%s,%u,%u,%u,%u,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%llu,%llu\n", q[i].name, q[i].pods,
+                q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, jm, j50,
                 q[i].gpu_hours, q[i].share_mean_pct, q[i].fair_mean_pct,
                 (unsigned long long)q[i].evictions_suffered,
                 (unsigned long long)q[i].evictions_caused);
@@ -209,16 +209,18 @@ static int plot_share(const struct gs_replay *r, const char *dir, char *err, siz
     }
     char datpath[1024];
     snprintf(datpath, sizeof(datpath), "%s/.share.dat", dir);
-    if (text_add(&script,
-                 "set title 'GPU share per queue over time (solid: allocated, dashed: fair share)'\n"
-                 "set xlabel 'trace time, days'\nset ylabel '%% of cluster GPUs'\n"
-                 "set key outside right\nset grid\nplot "))
+    if (text_add(
+            &script,
+            "set title 'GPU share per queue over time (solid: allocated, dashed: fair share)'\n"
+            "set xlabel 'trace time, days'\nset ylabel '%% of cluster GPUs'\n"
+            "set key outside right\nset grid\nplot "))
         goto out;
     for (uint32_t i = 0; i < nq; i++)
         if (text_add(&script,
                      "%s'%s' using 1:%u with lines lw 2 lc %u title '%s', '%s' using 1:%u with "
                      "lines dt 2 lc %u notitle",
-                     i ? ", " : "", datpath, 2 + 2 * i, i + 1, q[i].name, datpath, 3 + 2 * i, i + 1))
+                     i ? ", " : "", datpath, 2 + 2 * i, i + 1, q[i].name, datpath, 3 + 2 * i,
+                     i + 1))
             goto out;
     if (text_add(&script, "\n"))
         goto out;

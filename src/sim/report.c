@@ -161,8 +161,8 @@ int gs_report_write_runs(const char *path, const struct gs_report_run *runs, siz
         gs_report_format_py(r->frag_pct[80], fr, sizeof(fr));
         fprintf(f, "%s,%s,%llu,%s,%u,%u,%lld,%lld,%s,%s\n", runs[i].workload,
                 gs_policy_name(r->policy), (unsigned long long)r->seed, tune, r->pods,
-                r->pods_failed, (long long)r->arrived_gpu_milli, (long long)r->used_gpu_milli,
-                un, fr);
+                r->pods_failed, (long long)r->arrived_gpu_milli, (long long)r->used_gpu_milli, un,
+                fr);
     }
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
@@ -208,8 +208,8 @@ size_t gs_report_aggregate(const struct gs_report_run *runs, size_t n, struct gs
     return m;
 }
 
-int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, size_t n,
-                            char *err, size_t cap)
+int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, size_t n, char *err,
+                            size_t cap)
 {
     char *tmp;
     FILE *f = gs_report_tmp_open(path, &tmp, err, cap);

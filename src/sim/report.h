@@ -44,9 +44,9 @@ int gs_report_write_runs(const char *path, const struct gs_report_run *runs, siz
 
 /** Aggregate of one (workload, policy) over its seeds. */
 struct gs_report_agg {
-    const char *workload; /**< borrowed */
-    unsigned policy;      /**< registry index */
-    unsigned seeds;       /**< runs aggregated */
+    const char *workload;             /**< borrowed */
+    unsigned policy;                  /**< registry index */
+    unsigned seeds;                   /**< runs aggregated */
     double unalloc_mean, unalloc_std; /**< unallocated GPU % at 100% arrived (sample std) */
     double frag_mean, frag_std;       /**< fragmented GPU % at 80% arrived (sample std) */
     double failed_mean;               /**< failed pods per run */
@@ -60,8 +60,8 @@ struct gs_report_agg {
 size_t gs_report_aggregate(const struct gs_report_run *runs, size_t n, struct gs_report_agg *out);
 
 /** Writes aggregates as CSV (summary.csv). @return GS_OK or GS_EIO. */
-int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, size_t n,
-                            char *err, size_t cap);
+int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, size_t n, char *err,
+                            size_t cap);
 
 /**
  * Plots the allocation rate (mean over seeds) against arrived workload for one workload, one

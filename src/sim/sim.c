@@ -25,9 +25,9 @@ struct gs_sim_input {
     char *name;
     struct gs_trace_nodes nodes;
     struct gs_trace_pods pods;
-    uint32_t *nodes_by_name;   /* node indices in name order: the cluster's node order */
-    uint32_t *pods_by_name;    /* pod indices in name order */
-    struct gs_pod_req *reqs;   /* per pod (file order), model masks for the run clusters */
+    uint32_t *nodes_by_name; /* node indices in name order: the cluster's node order */
+    uint32_t *pods_by_name;  /* pod indices in name order */
+    struct gs_pod_req *reqs; /* per pod (file order), model masks for the run clusters */
     struct gs_workload workload;
     uint32_t total_gpus;
 };
@@ -60,8 +60,8 @@ static int build_cluster(const struct gs_sim_input *in, struct gs_cluster **out)
         return err;
     for (uint32_t k = 0; k < in->nodes.n; k++) {
         const struct gs_trace_node *tn = &in->nodes.v[in->nodes_by_name[k]];
-        struct gs_node_spec spec = {tn->name, tn->cpu_milli,  tn->mem_mib, SIM_NODE_PODS_MAX,
-                                    tn->gpu_count, tn->model, 0};
+        struct gs_node_spec spec = {
+            tn->name, tn->cpu_milli, tn->mem_mib, SIM_NODE_PODS_MAX, tn->gpu_count, tn->model, 0};
         err = gs_cluster_add_node(*out, &spec, NULL);
         if (err) {
             gs_cluster_free(*out);
@@ -133,9 +133,9 @@ int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char 
     }
     for (uint32_t i = 0; i < in->pods.n; i++) {
         const struct gs_trace_pod *p = &in->pods.v[i];
-        in->reqs[i] = (struct gs_pod_req){p->cpu_milli, p->mem_mib, p->num_gpu, p->gpu_milli,
-                                          gs_cluster_model_mask(c, p->gpu_spec,
-                                                                strlen(p->gpu_spec))};
+        in->reqs[i] =
+            (struct gs_pod_req){p->cpu_milli, p->mem_mib, p->num_gpu, p->gpu_milli,
+                                gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
         specs[i] = p->gpu_spec;
     }
     err = gs_workload_build(in->reqs, specs, in->pods.n, SIM_THRESHOLD_PCT, &in->workload);

@@ -95,8 +95,8 @@ static uint32_t pclass(struct world *w, const char *name, int32_t value)
 static uint32_t submit(struct world *w, uint32_t q, uint32_t pc, uint32_t gang, uint32_t num_gpu,
                        int64_t cpu_milli, int64_t now_ms, int64_t est_ms, uint64_t model_mask)
 {
-    struct gs_tpod_spec s = {"p", q, pc, gang,
-                             {cpu_milli, 0, num_gpu, num_gpu ? 1000 : 0, model_mask}, est_ms};
+    struct gs_tpod_spec s = {
+        "p", q, pc, gang, {cpu_milli, 0, num_gpu, num_gpu ? 1000 : 0, model_mask}, est_ms};
     uint32_t id;
     assert_int_equal(gs_engine_submit(w->e, &s, now_ms, &id), GS_OK);
     return id;

@@ -39,8 +39,10 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
     for (uint32_t i = 0; i < nodes; i++) {
         snprintf(name, sizeof(name), "n%u", i);
         uint32_t gpus = 1 + gs_rng_below(&rng, 8);
-        struct gs_node_spec s = {name, 16000 + 16000 * (int64_t)gs_rng_below(&rng, 4), 262144,
-                                 110, gpus, models[gs_rng_below(&rng, 3)], 0};
+        struct gs_node_spec s = {name,   16000 + 16000 * (int64_t)gs_rng_below(&rng, 4),
+                                 262144, 110,
+                                 gpus,   models[gs_rng_below(&rng, 3)],
+                                 0};
         assert_int_equal(gs_cluster_add_node(c, &s, NULL), GS_OK);
     }
     uint32_t flags = gs_rng_below(&rng, 8);
@@ -56,20 +58,27 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
     for (uint32_t d = 0; d < depts; d++) {
         snprintf(name, sizeof(name), "dept%u", d);
         int64_t dq = 1000 * (int64_t)gs_rng_below(&rng, 8);
-        struct gs_queue_spec ds = {name, GS_QUEUE_ROOT, {dq, 8000, 0},
+        struct gs_queue_spec ds = {name,
+                                   GS_QUEUE_ROOT,
+                                   {dq, 8000, 0},
                                    {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED},
-                                   (double)gs_rng_below(&rng, 3), 0};
+                                   (double)gs_rng_below(&rng, 3),
+                                   0};
         uint32_t did;
         assert_int_equal(gs_engine_add_queue(e, &ds, &did), GS_OK);
         uint32_t teams = 1 + gs_rng_below(&rng, 3);
         int64_t left = dq;
         for (uint32_t t = 0; t < teams; t++) {
             snprintf(name, sizeof(name), "team%u.%u", d, t);
-            int64_t tq = left > 0 ? 1000 * (int64_t)gs_rng_below(&rng, (uint32_t)(left / 1000) + 1) : 0;
+            int64_t tq =
+                left > 0 ? 1000 * (int64_t)gs_rng_below(&rng, (uint32_t)(left / 1000) + 1) : 0;
             left -= tq;
-            int64_t lim = gs_rng_below(&rng, 3) == 0 ? tq + 1000 * gs_rng_below(&rng, 4)
-                                                      : GS_UNLIMITED;
-            struct gs_queue_spec ts = {name, did, {tq, 0, 0}, {lim, GS_UNLIMITED, GS_UNLIMITED},
+            int64_t lim =
+                gs_rng_below(&rng, 3) == 0 ? tq + 1000 * gs_rng_below(&rng, 4) : GS_UNLIMITED;
+            struct gs_queue_spec ts = {name,
+                                       did,
+                                       {tq, 0, 0},
+                                       {lim, GS_UNLIMITED, GS_UNLIMITED},
                                        (double)gs_rng_below(&rng, 4),
                                        (int64_t)gs_rng_below(&rng, 3) * 50};
             assert_int_equal(gs_engine_add_queue(e, &ts, &leaves[nleaves]), GS_OK);
@@ -102,8 +111,7 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
                 req.num_gpu = 1 + gs_rng_below(&rng, shape == 3 ? 4 : 1);
                 req.gpu_milli = 1000;
             }
-            if (gs_rng_below(&rng, 5) == 0)
-            {
+            if (gs_rng_below(&rng, 5) == 0) {
                 const char *m = models[gs_rng_below(&rng, 3)];
                 req.gpu_model_mask = gs_cluster_model_mask(c, m, strlen(m));
             }
@@ -116,8 +124,8 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
                 assert_int_equal(gs_engine_add_gang(e, &gs, &gang), GS_OK);
             }
             for (uint32_t m = 0; m < members; m++) {
-                struct gs_tpod_spec s = {"p", q, pc, gang, req,
-                                         (int64_t)gs_rng_below(&rng, 3) * 100 - 1};
+                struct gs_tpod_spec s = {"p",  q,   pc,
+                                         gang, req, (int64_t)gs_rng_below(&rng, 3) * 100 - 1};
                 assert_int_equal(gs_engine_submit(e, &s, now, NULL), GS_OK);
             }
         } else if (kind < 6 && npods > 0) {
@@ -154,8 +162,8 @@ static void test_random_workloads_keep_every_invariant(void **state)
     assert_true(events >= 100000);
     /* The worlds must exercise eviction paths, or the check proves little. */
     assert_true(evictions > 0);
-    print_message("%llu events, %llu evictions, all invariants held\n",
-                  (unsigned long long)events, (unsigned long long)evictions);
+    print_message("%llu events, %llu evictions, all invariants held\n", (unsigned long long)events,
+                  (unsigned long long)evictions);
 }
 
 int main(void)
