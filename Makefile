@@ -43,8 +43,9 @@ bench: build
 check-published: build
 	bash tools/check-published.sh $(BUILD)/gpusched
 
-lint:
+lint: $(BUILD)/CMakeCache.txt
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	clang-tidy -p $(BUILD) --quiet $$(git ls-files 'src/core/*.c' 'src/sim/*.c')
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) out
