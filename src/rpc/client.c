@@ -614,7 +614,7 @@ int gs__grpc_client_unary_raw(struct gs_grpc_client *c, const char *method, cons
                               struct gs_grpc_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (!method_ok(method) || timeout_ms <= 0 || c->call.id != 0 ||
+    if (!method_ok(method) || timeout_ms <= 0 || c->call.id != 0 || c->call.streaming ||
         body_len > GS__GRPC_PREFIX_BYTES + GS_GRPC_MAX_MESSAGE_BYTES)
         return GS_EINVAL;
     int rc = gs__buf_append(&c->call.out, body, body_len);
@@ -629,7 +629,7 @@ int gs_grpc_client_unary(struct gs_grpc_client *c, const char *method, const voi
                          size_t req_len, int timeout_ms, struct gs_grpc_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (!method_ok(method) || timeout_ms <= 0 || c->call.id != 0 ||
+    if (!method_ok(method) || timeout_ms <= 0 || c->call.id != 0 || c->call.streaming ||
         req_len > GS_GRPC_MAX_MESSAGE_BYTES || (req == NULL && req_len > 0))
         return GS_EINVAL;
     int rc = frame_request(&c->call, req, req_len);

@@ -866,8 +866,14 @@ static void conn_destroy(struct gs__grpc_conn *conn)
 
     conn->deleting = true;
     nghttp2_session_del(conn->session);
-    while (conn->streams)
-        stream_retire(srv, conn->streams, reason);
+    struct gs_grpc_stream *s = conn->streams;
+    conn->streams = NULL;
+    while (s) {
+        struct gs_grpc_stream *next = s->next;
+        s->prev = s->next = NULL;
+        stream_retire(srv, s, reason);
+        s = next;
+    }
     if (conn->fd >= 0) {
         epoll_ctl(srv->epfd, EPOLL_CTL_DEL, conn->fd, NULL);
         close(conn->fd);

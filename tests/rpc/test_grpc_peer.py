@@ -176,23 +176,27 @@ def t_device_plugin(p, pb):
     else:
         raise AssertionError("garbage AllocateRequest accepted")
 
+    before = p.stats()
     law = p.stream("/v1beta1.DevicePlugin/ListAndWatch")(dp.Empty().SerializeToString())
     first = dp.ListAndWatchResponse.FromString(next(law))
     assert [d.ID for d in first.devices] == ["GPU-%d" % i for i in range(8)]
     assert all(d.health == "Healthy" for d in first.devices)
     assert [d.topology.nodes[0].ID for d in first.devices] == [0, 0, 0, 0, 1, 1, 1, 1]
     law.cancel()
+    wait_until(lambda: int(p.stats()["cancelled"]) > int(before["cancelled"]),
+               "server to see ListAndWatch cancelled")
 
 
 def t_cancel_stream(p, pb):
+    # Counters only grow, so earlier tests' streams closing late cannot confuse this one.
     before = p.stats()
     call = p.stream("/gs.test.Echo/Stream")(count_size(0xFFFFFFFF, 1000))
     assert len(next(call)) == 1000
-    wait_until(lambda: int(p.stats()["open"]) == int(before["open"]) + 1, "stream open")
+    assert int(p.stats()["opened"]) == int(before["opened"]) + 1
     call.cancel()
-    wait_until(lambda: int(p.stats()["cancelled"]) > int(before["cancelled"]),
+    wait_until(lambda: int(p.stats()["cancelled"]) == int(before["cancelled"]) + 1,
                "server to see the cancellation")
-    assert int(p.stats()["open"]) == int(before["open"])
+    wait_until(lambda: int(p.stats()["open"]) == 0, "no stream left open")
 
 
 def raw_garbage(sock, data):

@@ -686,6 +686,55 @@ static void test_garbage_connections_are_closed_without_harming_others(void **st
     wait_for(&fx->closed[GS_GRPC_CLOSE_CANCELLED], 1);
 }
 
+static void test_ping_is_answered_and_settings_sent(void **state)
+{
+    struct fx *fx = *state;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct timeval tv = {3, 0};
+    static const uint8_t hello[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                   "\x00\x00\x00\x04\x00\x00\x00\x00\x00" /* SETTINGS */
+                                   "\x00\x00\x08\x06\x00\x00\x00\x00\x00" /* PING */
+                                   "pingpong";
+    uint8_t buf[4096];
+    size_t have = 0;
+    bool settings = false, ack = false;
+
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    strcpy(sa.sun_path, fx->sock);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    assert_int_equal(write(fd, hello, sizeof hello - 1), (ssize_t)(sizeof hello - 1));
+    while (!ack) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        assert_true(n > 0);
+        have += (size_t)n;
+        /* Walk the complete frames received so far. */
+        size_t off = 0;
+        while (have - off >= 9) {
+            size_t len = (size_t)buf[off] << 16 | (size_t)buf[off + 1] << 8 | buf[off + 2];
+            if (have - off < 9 + len)
+                break;
+            uint8_t type = buf[off + 3], flags = buf[off + 4];
+            if (type == 0x4 && !(flags & 1)) {
+                settings = true;
+                /* SETTINGS_MAX_CONCURRENT_STREAMS (3) = GS_GRPC_MAX_STREAMS_PER_CONNECTION */
+                assert_int_equal(len, 6);
+                assert_memory_equal(buf + off + 9, "\x00\x03\x00\x00\x00\x80", 6);
+            }
+            if (type == 0x6 && (flags & 1)) {
+                assert_int_equal(len, 8);
+                assert_memory_equal(buf + off + 9, "pingpong", 8);
+                ack = true;
+            }
+            off += 9 + len;
+        }
+        memmove(buf, buf + off, have - off);
+        have -= off;
+    }
+    assert_true(settings);
+    close(fd);
+}
+
 struct worker {
     const char *sock;
     int ok;
@@ -802,6 +851,7 @@ int main(void)
         T(test_pushes_after_wake_and_cancel_reach_the_application),
         T(test_send_queue_is_bounded),
         T(test_garbage_connections_are_closed_without_harming_others),
+        T(test_ping_is_answered_and_settings_sent),
         T(test_concurrent_clients_are_all_served),
         T(test_shutdown_closes_open_streams),
         T(test_registration_and_listen_errors),
