@@ -1,0 +1,294 @@
+/*
+ * A stand-in for libnvidia-ml.so.1, loaded by the NVML backend through GS_NVML_LIBRARY, so
+ * that the backend's code paths (symbol table, versioned entry points, MIG enumeration and
+ * profile names, NVLink peers via P2P status, NUMA fallback, event delivery, a lost GPU) run
+ * in the normal test run on machines without a GPU. It follows the ABI as the backend
+ * declares it, so it checks the backend's logic, not its agreement with NVIDIA's headers;
+ * that is what tests/device/run.sh does on a real GPU.
+ *
+ * The node: two "NVIDIA H200" GPUs joined by NVLink. GPU 0 is MIG-capable with MIG off and
+ * answers every query. GPU 1 runs MIG with two devices (1g.18gb at index 0, 3g.71gb at
+ * index 3), reports no utilisation (as NVML does under MIG) and no NUMA node. The event set
+ * delivers XID 79 on GPU 1, then a double-bit ECC error on GPU 0, then times out. With
+ * STUB_NVML_LOST=1 in the environment GPU 1's utilisation, temperature, power, clock and ECC
+ * queries return "GPU is lost" (its identity and memory still answer); with
+ * STUB_NVML_INIT_FAIL=1 nvmlInit_v2 fails with "driver not loaded".
+ */
+#include <stdlib.h>
+#include <string.h>
+
+/* Same declarations as the backend (src/agent/gpu_nvml.c). */
+typedef int nvml_ret;
+struct stub_dev {
+    int gpu; /* 0 or 1 */
+    int mig; /* -1 for the GPU itself, else the MIG device's slot */
+};
+typedef struct stub_dev *nvml_device;
+typedef struct stub_set *nvml_event_set;
+struct nvml_memory {
+    unsigned long long total, free, used;
+};
+struct nvml_utilization {
+    unsigned int gpu, memory;
+};
+struct nvml_pci_info {
+    char bus_id_legacy[16];
+    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+};
+struct nvml_event_data {
+    nvml_device device;
+    unsigned long long event_type, event_data;
+    unsigned int gpu_instance_id, compute_instance_id;
+};
+struct stub_set {
+    int delivered;
+};
+
+enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, TIMEOUT = 10, DRIVER_NOT_LOADED = 9, LOST = 15 };
+#define MIB (1024ULL * 1024ULL)
+
+static struct stub_dev devs[2] = {{0, -1}, {1, -1}};
+static struct stub_dev migs[2] = {{1, 0}, {1, 1}};
+static struct stub_set the_set;
+
+/* The declarations the compiler wants for exported functions (-Wmissing-prototypes). */
+nvml_ret nvmlInit_v2(void);
+nvml_ret nvmlShutdown(void);
+const char *nvmlErrorString(nvml_ret rc);
+nvml_ret nvmlDeviceGetCount_v2(unsigned int *n);
+nvml_ret nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvml_device *d);
+nvml_ret nvmlDeviceGetName(nvml_device d, char *buf, unsigned int len);
+nvml_ret nvmlDeviceGetUUID(nvml_device d, char *buf, unsigned int len);
+nvml_ret nvmlDeviceGetMemoryInfo(nvml_device d, struct nvml_memory *m);
+nvml_ret nvmlDeviceGetUtilizationRates(nvml_device d, struct nvml_utilization *u);
+nvml_ret nvmlDeviceGetTemperature(nvml_device d, int sensor, unsigned int *t);
+nvml_ret nvmlDeviceGetPowerUsage(nvml_device d, unsigned int *mw);
+nvml_ret nvmlDeviceGetClockInfo(nvml_device d, int type, unsigned int *mhz);
+nvml_ret nvmlDeviceGetPciInfo_v3(nvml_device d, struct nvml_pci_info *p);
+nvml_ret nvmlDeviceGetTotalEccErrors(nvml_device d, int type, int counter,
+                                     unsigned long long *n);
+nvml_ret nvmlSystemGetDriverVersion(char *buf, unsigned int len);
+nvml_ret nvmlSystemGetCudaDriverVersion_v2(int *v);
+nvml_ret nvmlEventSetCreate(nvml_event_set *s);
+nvml_ret nvmlDeviceRegisterEvents(nvml_device d, unsigned long long types, nvml_event_set s);
+nvml_ret nvmlDeviceGetSupportedEventTypes(nvml_device d, unsigned long long *types);
+nvml_ret nvmlEventSetWait_v2(nvml_event_set s, struct nvml_event_data *e, unsigned int ms);
+nvml_ret nvmlEventSetFree(nvml_event_set s);
+nvml_ret nvmlDeviceGetMigMode(nvml_device d, unsigned int *cur, unsigned int *pending);
+nvml_ret nvmlDeviceGetMaxMigDeviceCount(nvml_device d, unsigned int *n);
+nvml_ret nvmlDeviceGetMigDeviceHandleByIndex(nvml_device d, unsigned int i, nvml_device *m);
+nvml_ret nvmlDeviceGetNumaNodeId(nvml_device d, unsigned int *node);
+nvml_ret nvmlDeviceGetCudaComputeCapability(nvml_device d, int *major, int *minor);
+nvml_ret nvmlDeviceGetP2PStatus(nvml_device a, nvml_device b, int index, int *status);
+
+static int lost(nvml_device d)
+{
+    const char *e = getenv("STUB_NVML_LOST");
+    return d->gpu == 1 && e != NULL && strcmp(e, "1") == 0;
+}
+
+static nvml_ret copy(char *buf, unsigned int len, const char *s)
+{
+    if (strlen(s) + 1 > len)
+        return 7; /* INSUFFICIENT_SIZE */
+    memcpy(buf, s, strlen(s) + 1);
+    return OK;
+}
+
+nvml_ret nvmlInit_v2(void)
+{
+    const char *e = getenv("STUB_NVML_INIT_FAIL");
+    return e != NULL && strcmp(e, "1") == 0 ? DRIVER_NOT_LOADED : OK;
+}
+
+nvml_ret nvmlShutdown(void)
+{
+    return OK;
+}
+
+const char *nvmlErrorString(nvml_ret rc)
+{
+    return rc == DRIVER_NOT_LOADED ? "Driver Not Loaded" : rc == LOST ? "GPU is lost" : "stub";
+}
+
+nvml_ret nvmlDeviceGetCount_v2(unsigned int *n)
+{
+    *n = 2;
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvml_device *d)
+{
+    if (i > 1)
+        return 2;
+    *d = &devs[i];
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetName(nvml_device d, char *buf, unsigned int len)
+{
+    if (d->mig >= 0)
+        return copy(buf, len, d->mig == 0 ? "NVIDIA H200 MIG 1g.18gb" : "NVIDIA H200 MIG 3g.71gb");
+    return copy(buf, len, "NVIDIA H200");
+}
+
+nvml_ret nvmlDeviceGetUUID(nvml_device d, char *buf, unsigned int len)
+{
+    if (d->mig >= 0)
+        return copy(buf, len, d->mig == 0 ? "MIG-stub-1-a" : "MIG-stub-1-b");
+    return copy(buf, len, d->gpu == 0 ? "GPU-stub-0" : "GPU-stub-1");
+}
+
+nvml_ret nvmlDeviceGetMemoryInfo(nvml_device d, struct nvml_memory *m)
+{
+    unsigned long long total = d->mig < 0 ? 143771 : d->mig == 0 ? 16384 : 69888;
+    m->total = total * MIB;
+    m->used = (d->gpu == 0 ? 1024 : 2048) * MIB;
+    m->free = m->total - m->used;
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetUtilizationRates(nvml_device d, struct nvml_utilization *u)
+{
+    if (lost(d))
+        return LOST;
+    if (d->gpu == 1)
+        return NOT_SUPPORTED; /* MIG mode */
+    u->gpu = 55;
+    u->memory = 20;
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetTemperature(nvml_device d, int sensor, unsigned int *t)
+{
+    if (sensor != 0)
+        return 2;
+    *t = d->gpu == 0 ? 40 : 41;
+    return lost(d) ? LOST : OK;
+}
+
+nvml_ret nvmlDeviceGetPowerUsage(nvml_device d, unsigned int *mw)
+{
+    *mw = d->gpu == 0 ? 300250 : 95000;
+    return lost(d) ? LOST : OK;
+}
+
+nvml_ret nvmlDeviceGetClockInfo(nvml_device d, int type, unsigned int *mhz)
+{
+    if (type != 1 && type != 2)
+        return 2;
+    *mhz = type == 1 ? 1980 : 2619;
+    return lost(d) ? LOST : OK;
+}
+
+nvml_ret nvmlDeviceGetPciInfo_v3(nvml_device d, struct nvml_pci_info *p)
+{
+    memset(p, 0, sizeof *p);
+    return copy(p->bus_id, sizeof p->bus_id, d->gpu == 0 ? "00000000:18:00.0" : "0000FFFF:FF:1F.7");
+}
+
+nvml_ret nvmlDeviceGetTotalEccErrors(nvml_device d, int type, int counter, unsigned long long *n)
+{
+    if (type != 1 || counter != 0)
+        return 2;
+    *n = d->gpu == 0 ? 0 : 3;
+    return lost(d) ? LOST : OK;
+}
+
+nvml_ret nvmlSystemGetDriverVersion(char *buf, unsigned int len)
+{
+    return copy(buf, len, "550.90.07");
+}
+
+nvml_ret nvmlSystemGetCudaDriverVersion_v2(int *v)
+{
+    *v = 12040;
+    return OK;
+}
+
+nvml_ret nvmlEventSetCreate(nvml_event_set *s)
+{
+    the_set.delivered = 0;
+    *s = &the_set;
+    return OK;
+}
+
+nvml_ret nvmlDeviceRegisterEvents(nvml_device d, unsigned long long types, nvml_event_set s)
+{
+    (void)d;
+    return s == &the_set && types == 0xaULL ? OK : 2;
+}
+
+nvml_ret nvmlDeviceGetSupportedEventTypes(nvml_device d, unsigned long long *types)
+{
+    (void)d;
+    *types = 0x1fULL;
+    return OK;
+}
+
+nvml_ret nvmlEventSetWait_v2(nvml_event_set s, struct nvml_event_data *e, unsigned int ms)
+{
+    (void)ms;
+    memset(e, 0, sizeof *e);
+    switch (s->delivered++) {
+    case 0:
+        e->device = &devs[1];
+        e->event_type = 0x8; /* XID critical error */
+        e->event_data = 79;
+        return OK;
+    case 1:
+        e->device = &devs[0];
+        e->event_type = 0x2; /* double-bit ECC */
+        return OK;
+    default:
+        return TIMEOUT;
+    }
+}
+
+nvml_ret nvmlEventSetFree(nvml_event_set s)
+{
+    return s == &the_set ? OK : 2;
+}
+
+nvml_ret nvmlDeviceGetMigMode(nvml_device d, unsigned int *cur, unsigned int *pending)
+{
+    *cur = *pending = d->gpu == 1 ? 1 : 0;
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetMaxMigDeviceCount(nvml_device d, unsigned int *n)
+{
+    *n = d->gpu == 1 ? 7 : 0;
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetMigDeviceHandleByIndex(nvml_device d, unsigned int i, nvml_device *m)
+{
+    if (d->gpu != 1 || (i != 0 && i != 3))
+        return NOT_FOUND;
+    *m = &migs[i == 0 ? 0 : 1];
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetNumaNodeId(nvml_device d, unsigned int *node)
+{
+    if (d->gpu == 1)
+        return NOT_SUPPORTED; /* the backend falls back to sysfs, which has no such device */
+    *node = 0;
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetCudaComputeCapability(nvml_device d, int *major, int *minor)
+{
+    (void)d;
+    *major = 9;
+    *minor = 0;
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetP2PStatus(nvml_device a, nvml_device b, int index, int *status)
+{
+    *status = index == 2 && a != b ? 0 : 5;
+    return OK;
+}
