@@ -44,10 +44,10 @@
 
 /** A growable text buffer with a hard maximum (curl's "dynbuf" idea). Caller storage. */
 struct gs_textbuf {
-    char *data;  /**< len bytes of text, NUL-terminated when data != NULL */
-    size_t len;  /**< bytes used, NUL excluded */
-    size_t cap;  /**< bytes allocated */
-    size_t max;  /**< most bytes len may reach */
+    char *data; /**< len bytes of text, NUL-terminated when data != NULL */
+    size_t len; /**< bytes used, NUL excluded */
+    size_t cap; /**< bytes allocated */
+    size_t max; /**< most bytes len may reach */
 };
 
 /** Prepares an empty buffer that may grow to max_bytes (> 0). Allocates nothing. */
@@ -75,21 +75,21 @@ struct gs_exporter_attr {
 
 /** One GPU of a snapshot. */
 struct gs_exporter_gpu {
-    struct gs_gpu_info info;     /**< static facts (index, UUID, model, MIG devices) */
-    bool have_sample;            /**< false when the GPU did not answer: no DCGM series */
-    struct gs_gpu_sample sample; /**< values; fields outside sample.valid are left out */
-    bool have_health;            /**< health and counters below are set */
-    enum gs_health_state health; /**< current health */
+    struct gs_gpu_info info;            /**< static facts (index, UUID, model, MIG devices) */
+    bool have_sample;                   /**< false when the GPU did not answer: no DCGM series */
+    struct gs_gpu_sample sample;        /**< values; fields outside sample.valid are left out */
+    bool have_health;                   /**< health and counters below are set */
+    enum gs_health_state health;        /**< current health */
     struct gs_health_counters counters; /**< XID and transition counters */
 };
 
 /** What a scrape shows. The arrays are borrowed for the duration of a call. */
 struct gs_exporter_snapshot {
-    char hostname[256];                   /**< value of the Hostname label */
-    uint32_t n_gpus;                      /**< entries in gpus, <= GS_GPU_MAX */
-    const struct gs_exporter_gpu *gpus;   /**< by position; may be NULL when n_gpus is 0 */
-    uint32_t n_attr;                      /**< entries in attr, <= GS_EXPORTER_ATTR_MAX */
-    const struct gs_exporter_attr *attr;  /**< may be NULL when n_attr is 0 */
+    char hostname[256];                  /**< value of the Hostname label */
+    uint32_t n_gpus;                     /**< entries in gpus, <= GS_GPU_MAX */
+    const struct gs_exporter_gpu *gpus;  /**< by position; may be NULL when n_gpus is 0 */
+    uint32_t n_attr;                     /**< entries in attr, <= GS_EXPORTER_ATTR_MAX */
+    const struct gs_exporter_attr *attr; /**< may be NULL when n_attr is 0 */
 };
 
 /**

@@ -57,7 +57,7 @@ struct gs_gfd_label {
 
 /** A label set, sorted by key. Caller storage. */
 struct gs_gfd_labels {
-    uint32_t n;                            /**< labels used */
+    uint32_t n;                               /**< labels used */
     struct gs_gfd_label v[GS_GFD_LABELS_MAX]; /**< sorted by key (strcmp) */
 };
 

@@ -56,32 +56,32 @@ struct gs_gpu_mig {
 
 /** Static facts about one GPU. Plain value record. */
 struct gs_gpu_info {
-    uint32_t index;                   /**< 0-based index, as nvidia-smi and /dev/nvidiaN */
-    char uuid[GS_GPU_UUID_LEN];       /**< "GPU-…" */
-    char model[GS_GPU_NAME_LEN];      /**< "NVIDIA H200" */
-    uint64_t mem_total_mib;           /**< framebuffer size, MiB */
-    int32_t numa_node;                /**< NUMA node of the GPU's PCI device; -1 unknown */
-    char pci_bus_id[GS_GPU_PCI_LEN];  /**< "00000000:18:00.0" (NVML's form); "" unknown */
-    int32_t cc_major;                 /**< CUDA compute capability major (9 for Hopper); -1 unknown */
-    int32_t cc_minor;                 /**< compute capability minor; -1 unknown */
-    uint32_t nvlink_peer_count;       /**< entries used in nvlink_peers */
-    uint32_t nvlink_peers[GS_GPU_MAX]; /**< indices of GPUs reachable over NVLink, ascending */
-    bool mig_capable;                 /**< the GPU supports MIG */
-    bool mig_enabled;                 /**< MIG mode is currently on */
-    uint32_t mig_count;               /**< entries used in mig */
+    uint32_t index;                  /**< 0-based index, as nvidia-smi and /dev/nvidiaN */
+    char uuid[GS_GPU_UUID_LEN];      /**< "GPU-…" */
+    char model[GS_GPU_NAME_LEN];     /**< "NVIDIA H200" */
+    uint64_t mem_total_mib;          /**< framebuffer size, MiB */
+    int32_t numa_node;               /**< NUMA node of the GPU's PCI device; -1 unknown */
+    char pci_bus_id[GS_GPU_PCI_LEN]; /**< "00000000:18:00.0" (NVML's form); "" unknown */
+    int32_t cc_major;           /**< CUDA compute capability major (9 for Hopper); -1 unknown */
+    int32_t cc_minor;           /**< compute capability minor; -1 unknown */
+    uint32_t nvlink_peer_count; /**< entries used in nvlink_peers */
+    uint32_t nvlink_peers[GS_GPU_MAX];     /**< indices of GPUs reachable over NVLink, ascending */
+    bool mig_capable;                      /**< the GPU supports MIG */
+    bool mig_enabled;                      /**< MIG mode is currently on */
+    uint32_t mig_count;                    /**< entries used in mig */
     struct gs_gpu_mig mig[GS_GPU_MIG_MAX]; /**< MIG devices, in the backend's order */
 };
 
 /** Bits of gs_gpu_sample.valid: which fields the backend could read. */
 enum gs_gpu_field {
-    GS_GPU_HAVE_UTIL = 1u << 0,     /**< util_pct */
-    GS_GPU_HAVE_FB = 1u << 1,       /**< fb_used_mib and fb_free_mib */
-    GS_GPU_HAVE_TEMP = 1u << 2,     /**< temp_c */
-    GS_GPU_HAVE_POWER = 1u << 3,    /**< power_mw */
-    GS_GPU_HAVE_SM_CLOCK = 1u << 4, /**< sm_clock_mhz */
+    GS_GPU_HAVE_UTIL = 1u << 0,      /**< util_pct */
+    GS_GPU_HAVE_FB = 1u << 1,        /**< fb_used_mib and fb_free_mib */
+    GS_GPU_HAVE_TEMP = 1u << 2,      /**< temp_c */
+    GS_GPU_HAVE_POWER = 1u << 3,     /**< power_mw */
+    GS_GPU_HAVE_SM_CLOCK = 1u << 4,  /**< sm_clock_mhz */
     GS_GPU_HAVE_MEM_CLOCK = 1u << 5, /**< mem_clock_mhz */
-    GS_GPU_HAVE_ECC_DBE = 1u << 6,  /**< ecc_dbe_vol_total */
-    GS_GPU_HAVE_XID = 1u << 7,      /**< xid_count and last_xid */
+    GS_GPU_HAVE_ECC_DBE = 1u << 6,   /**< ecc_dbe_vol_total */
+    GS_GPU_HAVE_XID = 1u << 7,       /**< xid_count and last_xid */
 };
 
 /** Current values of one GPU. Fields whose bit is not in `valid` are 0 and meaningless. */
@@ -119,7 +119,7 @@ struct gs_gpu_event {
  * to the time, so a "wait 5 s" in a test takes no real time.
  */
 struct gs_clock {
-    int64_t (*now_ms)(void *ctx);             /**< current time, ms, never decreasing */
+    int64_t (*now_ms)(void *ctx);            /**< current time, ms, never decreasing */
     void (*sleep_ms)(void *ctx, int64_t ms); /**< waits ms (> 0) milliseconds */
     void *ctx;                               /**< passed to both */
 };
@@ -186,8 +186,8 @@ int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, 
  *         type, value out of range, index or UUID repeated, NVLink peer or script GPU that does
  *         not exist); GS_ENOMEM.
  */
-int gs_gpu_open_fake(const char *path, const struct gs_clock *clock,
-                     struct gs_gpu_backend **out, struct gs_diag *diag);
+int gs_gpu_open_fake(const char *path, const struct gs_clock *clock, struct gs_gpu_backend **out,
+                     struct gs_diag *diag);
 
 /** As gs_gpu_open_fake() on a buffer of len bytes; `name` is used in diagnostics. */
 int gs_gpu_parse_fake(const char *buf, size_t len, const char *name, const struct gs_clock *clock,

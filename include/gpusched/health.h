@@ -82,7 +82,7 @@ struct gs_health_counters {
     uint64_t xid_total;      /**< XID events of every code, ignored ones included */
     uint32_t n_xid;          /**< entries used in xid */
     struct gs_health_xid_count xid[GS_HEALTH_XID_CODES_MAX]; /**< by code, ascending */
-    uint64_t xid_other;      /**< XIDs whose code did not fit in xid */
+    uint64_t xid_other; /**< XIDs whose code did not fit in xid */
 };
 
 /**
@@ -130,9 +130,8 @@ bool gs_health_xid_ignored(const struct gs_health_config *cfg, uint64_t xid);
  * @return GS_OK; GS_EINVAL (NULL argument, n_gpus > GS_GPU_MAX, probe_retry_ms <= 0, more
  *         than GS_HEALTH_IGNORED_MAX ignored XIDs); GS_ENOMEM.
  */
-int gs_health_new(const struct gs_health_config *cfg, uint32_t n_gpus,
-                  const struct gs_clock *clock, const struct gs_health_callbacks *cb,
-                  struct gs_health **out);
+int gs_health_new(const struct gs_health_config *cfg, uint32_t n_gpus, const struct gs_clock *clock,
+                  const struct gs_health_callbacks *cb, struct gs_health **out);
 
 /** Frees the machine. NULL is a no-op. */
 void gs_health_free(struct gs_health *h);

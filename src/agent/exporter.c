@@ -185,7 +185,8 @@ struct match {
     int32_t mig;  /**< MIG device index within the GPU, -1 for the whole GPU */
 };
 
-static struct match match_row(const struct gs_exporter_snapshot *s, const struct gs_exporter_attr *a)
+static struct match match_row(const struct gs_exporter_snapshot *s,
+                              const struct gs_exporter_attr *a)
 {
     struct match m = {NO_GPU, -1};
     for (uint32_t g = 0; g < s->n_gpus; g++) {
@@ -240,14 +241,13 @@ static const struct family {
      V_FB_FREE},
     {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", GS_GPU_HAVE_TEMP, V_TEMP},
     {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", GS_GPU_HAVE_POWER, V_POWER},
-    {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", GS_GPU_HAVE_SM_CLOCK,
-     V_SM},
+    {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", GS_GPU_HAVE_SM_CLOCK, V_SM},
     {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", GS_GPU_HAVE_MEM_CLOCK,
      V_MEM},
-    {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.",
-     GS_GPU_HAVE_XID, V_XID},
-    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter",
-     "Total number of double-bit volatile ECC errors.", GS_GPU_HAVE_ECC_DBE, V_ECC},
+    {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", GS_GPU_HAVE_XID,
+     V_XID},
+    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.",
+     GS_GPU_HAVE_ECC_DBE, V_ECC},
 };
 
 static void put_header(struct writer *w, const char *name, const char *type, const char *help)

@@ -22,13 +22,13 @@
 #include <sys/socket.h>
 
 struct gs_exporter {
-    pthread_mutex_t lock;            /**< guards everything below */
+    pthread_mutex_t lock;             /**< guards everything below */
     struct gs_exporter_snapshot snap; /**< current snapshot; arrays owned */
-    struct gs_exporter_gpu *gpus;    /**< storage of snap.gpus, GS_GPU_MAX entries */
-    struct gs_exporter_attr *attr;   /**< storage of snap.attr */
-    uint32_t attr_cap;               /**< entries allocated in attr */
-    struct gs_textbuf buf;           /**< render buffer, reused by scrapes */
-    struct MHD_Daemon *daemon;       /**< NULL when not serving */
+    struct gs_exporter_gpu *gpus;     /**< storage of snap.gpus, GS_GPU_MAX entries */
+    struct gs_exporter_attr *attr;    /**< storage of snap.attr */
+    uint32_t attr_cap;                /**< entries allocated in attr */
+    struct gs_textbuf buf;            /**< render buffer, reused by scrapes */
+    struct MHD_Daemon *daemon;        /**< NULL when not serving */
 };
 
 int gs_exporter_new(size_t max_bytes, struct gs_exporter **out)
@@ -116,9 +116,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
     struct gs_exporter *e = cls;
     (void)version;
@@ -173,8 +172,8 @@ int gs_exporter_start(struct gs_exporter *e, const char *bind_addr, uint16_t por
     if (e->daemon == NULL)
         return GS_EIO;
     if (port_out != NULL) {
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(e->daemon,
-                                                               MHD_DAEMON_INFO_BIND_PORT);
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(e->daemon, MHD_DAEMON_INFO_BIND_PORT);
         *port_out = info != NULL ? info->port : port;
     }
     return GS_OK;

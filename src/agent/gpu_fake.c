@@ -53,14 +53,14 @@ enum step_kind {
 
 /** One script entry. */
 struct step {
-    int64_t t_ms;        /**< due time, ms after open */
-    uint32_t gpu;        /**< GPU index */
-    enum step_kind kind; /**< what it does */
-    uint32_t set_mask;   /**< STEP_SET: gs_gpu_field bits of the values it sets */
+    int64_t t_ms;             /**< due time, ms after open */
+    uint32_t gpu;             /**< GPU index */
+    enum step_kind kind;      /**< what it does */
+    uint32_t set_mask;        /**< STEP_SET: gs_gpu_field bits of the values it sets */
     struct gs_gpu_sample set; /**< STEP_SET: the values (fb_used_mib for GS_GPU_HAVE_FB) */
-    uint64_t n;          /**< STEP_XID: the code; STEP_ECC: error count (>= 1) */
-    bool lost;           /**< STEP_LOST: new state */
-    size_t seq;          /**< position in the file, for a stable sort */
+    uint64_t n;               /**< STEP_XID: the code; STEP_ECC: error count (>= 1) */
+    bool lost;                /**< STEP_LOST: new state */
+    size_t seq;               /**< position in the file, for a stable sort */
 };
 
 /** One fake GPU. */
@@ -72,16 +72,16 @@ struct fake_gpu {
 
 /** The backend's state. */
 struct fake {
-    struct gs_clock clock;   /**< time source */
-    int64_t t0_ms;           /**< clock at open */
-    struct gs_gpu_system sys; /**< driver facts */
-    uint32_t n;              /**< GPUs */
+    struct gs_clock clock;           /**< time source */
+    int64_t t0_ms;                   /**< clock at open */
+    struct gs_gpu_system sys;        /**< driver facts */
+    uint32_t n;                      /**< GPUs */
     struct fake_gpu gpu[GS_GPU_MAX]; /**< by index */
-    struct step *steps;      /**< script, sorted by t_ms */
-    size_t n_steps;          /**< entries in steps */
-    size_t cap_steps;        /**< allocated entries */
-    size_t applied;          /**< steps[0, applied) have taken effect */
-    size_t delivered;        /**< event steps before this were returned by wait_event */
+    struct step *steps;              /**< script, sorted by t_ms */
+    size_t n_steps;                  /**< entries in steps */
+    size_t cap_steps;                /**< allocated entries */
+    size_t applied;                  /**< steps[0, applied) have taken effect */
+    size_t delivered;                /**< event steps before this were returned by wait_event */
 };
 
 /* ---- YAML reading --------------------------------------------------------------------- */
@@ -90,7 +90,7 @@ struct fake {
 struct rd {
     yaml_document_t *doc;
     struct gs_diag *diag;
-    int err; /**< first error, GS_OK while none */
+    int err;                                 /**< first error, GS_OK while none */
     const yaml_node_t *gpu_node[GS_GPU_MAX]; /**< the mapping each GPU index came from */
 };
 
@@ -174,8 +174,8 @@ static int get_int(struct rd *r, const yaml_node_t *n, const char *field, int64_
     if (*end != '\0')
         return fail_at(r, GS_EPARSE, n, field, "'%.40s' is not an integer", s);
     if (errno == ERANGE || v < lo || v > hi)
-        return fail_at(r, GS_EPARSE, n, field, "%.40s is out of range %" PRId64 "..%" PRId64, s,
-                       lo, hi);
+        return fail_at(r, GS_EPARSE, n, field, "%.40s is out of range %" PRId64 "..%" PRId64, s, lo,
+                       hi);
     *out = v;
     return GS_OK;
 }
@@ -190,8 +190,7 @@ static int get_u32(struct rd *r, const yaml_node_t *n, const char *field, uint32
     return rc;
 }
 
-static int get_u64(struct rd *r, const yaml_node_t *n, const char *field, int64_t hi,
-                   uint64_t *out)
+static int get_u64(struct rd *r, const yaml_node_t *n, const char *field, int64_t hi, uint64_t *out)
 {
     int64_t v;
     int rc = get_int(r, n, field, 0, hi, &v);
@@ -248,7 +247,8 @@ static int get_str(struct rd *r, const yaml_node_t *n, const char *field, char *
         return fail_at(r, GS_EPARSE, n, field, "value is longer than %zu bytes", cap - 1);
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
-            return fail_at(r, GS_EPARSE, n, field, "value holds a byte that is not printable ASCII");
+            return fail_at(r, GS_EPARSE, n, field,
+                           "value holds a byte that is not printable ASCII");
     memcpy(dst, s, len + 1);
     return GS_OK;
 }
@@ -359,8 +359,8 @@ static int map_key(struct rd *r, const yaml_node_t *map, const yaml_node_pair_t 
 }
 
 /* Fails when a required key (bit i of `required`) is missing from a mapping. */
-static int need_keys(struct rd *r, const yaml_node_t *map, const char *const *keys,
-                     uint32_t seen, uint32_t required, const char *where)
+static int need_keys(struct rd *r, const yaml_node_t *map, const char *const *keys, uint32_t seen,
+                     uint32_t required, const char *where)
 {
     for (int i = 0; keys[i] != NULL; i++)
         if ((required & (1u << i)) && !(seen & (1u << i)))
@@ -373,12 +373,12 @@ static int need_keys(struct rd *r, const yaml_node_t *map, const char *const *ke
          (r)->err == GS_OK && pair < (map)->data.mapping.pairs.top; pair++)
 
 /* Values of a sample mapping ("sample:" of a GPU, "set:" of a script entry). */
-static const char *const sample_keys[] = {"utilization_pct", "temperature_c", "fb_used_mib",
-                                          "power_w",         "sm_clock_mhz",  "mem_clock_mhz",
-                                          "ecc_dbe_vol_total", NULL};
+static const char *const sample_keys[] = {
+    "utilization_pct", "temperature_c", "fb_used_mib",       "power_w",
+    "sm_clock_mhz",    "mem_clock_mhz", "ecc_dbe_vol_total", NULL};
 
-static int read_sample(struct rd *r, const yaml_node_t *map, const char *where,
-                       bool allow_ecc, struct gs_gpu_sample *s, uint32_t *mask)
+static int read_sample(struct rd *r, const yaml_node_t *map, const char *where, bool allow_ecc,
+                       struct gs_gpu_sample *s, uint32_t *mask)
 {
     int rc = expect(r, map, YAML_MAPPING_NODE, where);
     if (rc != GS_OK)
@@ -440,10 +440,10 @@ static const struct {
     const char *name;
     uint32_t bit;
 } field_names[] = {
-    {"utilization", GS_GPU_HAVE_UTIL}, {"fb", GS_GPU_HAVE_FB},
-    {"temperature", GS_GPU_HAVE_TEMP}, {"power", GS_GPU_HAVE_POWER},
+    {"utilization", GS_GPU_HAVE_UTIL},  {"fb", GS_GPU_HAVE_FB},
+    {"temperature", GS_GPU_HAVE_TEMP},  {"power", GS_GPU_HAVE_POWER},
     {"sm_clock", GS_GPU_HAVE_SM_CLOCK}, {"mem_clock", GS_GPU_HAVE_MEM_CLOCK},
-    {"ecc_dbe", GS_GPU_HAVE_ECC_DBE},  {"xid", GS_GPU_HAVE_XID},
+    {"ecc_dbe", GS_GPU_HAVE_ECC_DBE},   {"xid", GS_GPU_HAVE_XID},
 };
 
 static int read_unsupported(struct rd *r, const yaml_node_t *seq, uint32_t *valid)
@@ -541,8 +541,7 @@ static int read_mig(struct rd *r, const yaml_node_t *map, struct gs_gpu_info *g)
             sum_mib += mig->mem_mib;
             if (sum_mib > g->mem_total_mib && g->mem_total_mib > 0)
                 return fail_at(r, GS_EPARSE, m, "memory_mib",
-                               "MIG instances hold more memory than the GPU (%" PRIu64
-                               " MiB)",
+                               "MIG instances hold more memory than the GPU (%" PRIu64 " MiB)",
                                g->mem_total_mib);
             g->mig_count++;
         }
@@ -550,9 +549,18 @@ static int read_mig(struct rd *r, const yaml_node_t *map, struct gs_gpu_info *g)
     return r->err;
 }
 
-static const char *const gpu_keys[] = {
-    "index",      "uuid",          "model", "memory_mib", "numa_node",   "pci_bus_id",
-    "compute_capability", "nvlink_peers", "mig", "sample",  "unsupported", NULL};
+static const char *const gpu_keys[] = {"index",
+                                       "uuid",
+                                       "model",
+                                       "memory_mib",
+                                       "numa_node",
+                                       "pci_bus_id",
+                                       "compute_capability",
+                                       "nvlink_peers",
+                                       "mig",
+                                       "sample",
+                                       "unsupported",
+                                       NULL};
 #define GPU_REQUIRED 0xfu /* index, uuid, model, memory_mib */
 
 static int read_gpu(struct rd *r, struct fake *f, const yaml_node_t *map, uint64_t *seen_idx)
@@ -720,8 +728,7 @@ static int check_gpus(struct rd *r, struct fake *f)
 static int push_step(struct rd *r, struct fake *f, const yaml_node_t *at, const struct step *s)
 {
     if (f->n_steps == FAKE_STEPS_MAX)
-        return fail_at(r, GS_EPARSE, at, "script", "more than %u script entries",
-                       FAKE_STEPS_MAX);
+        return fail_at(r, GS_EPARSE, at, "script", "more than %u script entries", FAKE_STEPS_MAX);
     if (f->n_steps == f->cap_steps) {
         size_t cap = f->cap_steps == 0 ? 16 : f->cap_steps * 2;
         struct step *p = realloc(f->steps, cap * sizeof *p);
@@ -1024,8 +1031,7 @@ static int64_t next_event_ms(const struct fake *f)
     return INT64_MAX;
 }
 
-static int fake_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms,
-                           struct gs_gpu_event *out)
+static int fake_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out)
 {
     struct fake *f = impl(b);
     int64_t deadline = elapsed_ms(f) + timeout_ms;
@@ -1118,8 +1124,7 @@ int gs_gpu_parse_fake(const char *buf, size_t len, const char *name, const struc
     if (len > FAKE_FILE_MAX) {
         r.err = GS_EIO;
         if (diag != NULL)
-            (void)snprintf(diag->msg, sizeof diag->msg, "file larger than %u bytes",
-                           FAKE_FILE_MAX);
+            (void)snprintf(diag->msg, sizeof diag->msg, "file larger than %u bytes", FAKE_FILE_MAX);
         goto out;
     }
     f = calloc(1, sizeof *f);
@@ -1176,8 +1181,8 @@ out:
     return r.err;
 }
 
-int gs_gpu_open_fake(const char *path, const struct gs_clock *clock,
-                     struct gs_gpu_backend **out, struct gs_diag *diag)
+int gs_gpu_open_fake(const char *path, const struct gs_clock *clock, struct gs_gpu_backend **out,
+                     struct gs_diag *diag)
 {
     if (diag != NULL) {
         memset(diag, 0, sizeof *diag);

@@ -10,10 +10,11 @@
  * nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetPciInfo_v3,
  * nvmlEventSetWait_v2) are resolved by their versioned names, as nvml.h's macros would.
  *
- * Everything here only reads. Entry points that newer drivers added (NUMA node id, compute
- * capability, MIG queries, P2P status) are optional: when one is missing the field is left
- * unknown. NVLink peers come from nvmlDeviceGetP2PStatus(NVLINK), which also answers through
- * an NVSwitch (where the remote end of each link is the switch, not a GPU).
+ * Everything here only reads. Entry points that newer drivers added (compute capability, MIG
+ * queries, P2P status) are optional: when one is missing the field is left unknown. The NUMA
+ * node comes from sysfs (/sys/bus/pci/devices/<bus id>/numa_node). NVLink peers come from
+ * nvmlDeviceGetP2PStatus(NVLINK), which also answers through an NVSwitch (where the remote
+ * end of each link is the switch, not a GPU).
  *
  * Set GS_NVML_LIBRARY to load another file (a path or soname) instead of libnvidia-ml.so.1.
  */
@@ -122,7 +123,6 @@ struct nvml_api {
     nvml_ret (*device_get_mig_mode)(nvml_device, unsigned int *, unsigned int *);
     nvml_ret (*device_get_max_mig_device_count)(nvml_device, unsigned int *);
     nvml_ret (*device_get_mig_device_handle_by_index)(nvml_device, unsigned int, nvml_device *);
-    nvml_ret (*device_get_numa_node_id)(nvml_device, unsigned int *);
     nvml_ret (*device_get_cuda_compute_capability)(nvml_device, int *, int *);
     nvml_ret (*device_get_p2p_status)(nvml_device, nvml_device, int, int *);
 };
@@ -133,8 +133,14 @@ static const struct {
     size_t offset;
     bool required;
 } symbols[] = {
-#define REQ(f, n) {n, offsetof(struct nvml_api, f), true}
-#define OPT(f, n) {n, offsetof(struct nvml_api, f), false}
+#define REQ(f, n)                                                                                  \
+    {                                                                                              \
+        n, offsetof(struct nvml_api, f), true                                                      \
+    }
+#define OPT(f, n)                                                                                  \
+    {                                                                                              \
+        n, offsetof(struct nvml_api, f), false                                                     \
+    }
     REQ(init_v2, "nvmlInit_v2"),
     REQ(shutdown, "nvmlShutdown"),
     OPT(error_string, "nvmlErrorString"),
@@ -160,7 +166,6 @@ static const struct {
     OPT(device_get_mig_mode, "nvmlDeviceGetMigMode"),
     OPT(device_get_max_mig_device_count, "nvmlDeviceGetMaxMigDeviceCount"),
     OPT(device_get_mig_device_handle_by_index, "nvmlDeviceGetMigDeviceHandleByIndex"),
-    OPT(device_get_numa_node_id, "nvmlDeviceGetNumaNodeId"),
     OPT(device_get_cuda_compute_capability, "nvmlDeviceGetCudaComputeCapability"),
     OPT(device_get_p2p_status, "nvmlDeviceGetP2PStatus"),
 #undef REQ
@@ -178,14 +183,14 @@ struct nvml_gpu {
 };
 
 struct nvml {
-    void *lib;              /**< dlopen handle */
-    struct nvml_api api;    /**< entry points */
-    bool initialised;       /**< nvmlInit_v2 succeeded */
-    struct gs_clock clock;  /**< time source */
-    uint32_t n;             /**< GPUs */
+    void *lib;             /**< dlopen handle */
+    struct nvml_api api;   /**< entry points */
+    bool initialised;      /**< nvmlInit_v2 succeeded */
+    struct gs_clock clock; /**< time source */
+    uint32_t n;            /**< GPUs */
     struct nvml_gpu gpu[GS_GPU_MAX];
-    nvml_event_set events;  /**< NULL when event creation failed */
-    uint32_t n_registered;  /**< GPUs registered in events */
+    nvml_event_set events; /**< NULL when event creation failed */
+    uint32_t n_registered; /**< GPUs registered in events */
 };
 
 static const char *nvml_text(const struct nvml *m, nvml_ret rc)
@@ -209,11 +214,10 @@ static int nvml_system(struct gs_gpu_backend *b, struct gs_gpu_system *out)
 {
     struct nvml *m = impl(b);
     memset(out, 0, sizeof *out);
-    nvml_ret rc = m->api.system_get_driver_version(out->driver_version,
-                                                   (unsigned)sizeof out->driver_version);
+    nvml_ret rc =
+        m->api.system_get_driver_version(out->driver_version, (unsigned)sizeof out->driver_version);
     if (rc != NVML_OK)
-        return gs__gpu_fail(b, GS_EIO, "nvmlSystemGetDriverVersion: %s (%d)", nvml_text(m, rc),
-                            rc);
+        return gs__gpu_fail(b, GS_EIO, "nvmlSystemGetDriverVersion: %s (%d)", nvml_text(m, rc), rc);
     out->driver_version[sizeof out->driver_version - 1] = '\0';
     int v = 0;
     rc = NVML_ERR_FUNCTION_NOT_FOUND;
@@ -238,8 +242,8 @@ static int32_t sysfs_numa_node(const char *bus_id)
     char path[128];
     if (sscanf(bus_id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
         return -1;
-    (void)snprintf(path, sizeof path, "/sys/bus/pci/devices/%04x:%02x:%02x.%x/numa_node", dom,
-                   bus, dev, fn);
+    (void)snprintf(path, sizeof path, "/sys/bus/pci/devices/%04x:%02x:%02x.%x/numa_node", dom, bus,
+                   dev, fn);
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return -1;
@@ -322,8 +326,8 @@ static int nvml_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_inf
     struct nvml_memory mem;
     rc = m->api.device_get_memory_info(dev, &mem);
     if (rc != NVML_OK)
-        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 ": nvmlDeviceGetMemoryInfo: %s (%d)",
-                            index, nvml_text(m, rc), rc);
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 ": nvmlDeviceGetMemoryInfo: %s (%d)", index,
+                            nvml_text(m, rc), rc);
     g->mem_total_mib = mem.total >> 20;
 
     struct nvml_pci_info pci;
@@ -332,11 +336,10 @@ static int nvml_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_inf
         pci.bus_id[sizeof pci.bus_id - 1] = '\0';
         gs__strlcpy(g->pci_bus_id, pci.bus_id, sizeof g->pci_bus_id);
     }
-    unsigned node;
-    if (m->api.device_get_numa_node_id != NULL &&
-        m->api.device_get_numa_node_id(dev, &node) == NVML_OK && node <= 4095)
-        g->numa_node = (int32_t)node;
-    else if (g->pci_bus_id[0] != '\0')
+    /* The NUMA node kubelet's Topology Manager wants is the CPU side of the GPU's PCI device,
+     * which sysfs gives. nvmlDeviceGetNumaNodeId answers another question (the node of the
+     * GPU's own memory, on platforms such as Grace Hopper where it is one), so it is not used. */
+    if (g->pci_bus_id[0] != '\0')
         g->numa_node = sysfs_numa_node(g->pci_bus_id);
     int maj, min;
     if (m->api.device_get_cuda_compute_capability != NULL &&
@@ -397,8 +400,8 @@ static int nvml_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_s
         out->valid |= GS_GPU_HAVE_FB;
     }
     unsigned v;
-    if (!lost && sample_ok(m->api.device_get_temperature(dev, NVML_TEMPERATURE_GPU, &v), &lost,
-                           &failed)) {
+    if (!lost &&
+        sample_ok(m->api.device_get_temperature(dev, NVML_TEMPERATURE_GPU, &v), &lost, &failed)) {
         out->temp_c = v > INT32_MAX ? INT32_MAX : (int32_t)v;
         out->valid |= GS_GPU_HAVE_TEMP;
     }
@@ -410,8 +413,7 @@ static int nvml_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_s
         out->sm_clock_mhz = v;
         out->valid |= GS_GPU_HAVE_SM_CLOCK;
     }
-    if (!lost &&
-        sample_ok(m->api.device_get_clock_info(dev, NVML_CLOCK_MEM, &v), &lost, &failed)) {
+    if (!lost && sample_ok(m->api.device_get_clock_info(dev, NVML_CLOCK_MEM, &v), &lost, &failed)) {
         out->mem_clock_mhz = v;
         out->valid |= GS_GPU_HAVE_MEM_CLOCK;
     }
@@ -449,8 +451,8 @@ static int nvml_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct 
             left = 0;
         struct nvml_event_data d;
         memset(&d, 0, sizeof d);
-        nvml_ret rc = m->api.event_set_wait_v2(m->events, &d,
-                                               left > UINT_MAX ? UINT_MAX : (unsigned)left);
+        nvml_ret rc =
+            m->api.event_set_wait_v2(m->events, &d, left > UINT_MAX ? UINT_MAX : (unsigned)left);
         if (rc == NVML_ERR_TIMEOUT)
             return GS_ENOENT;
         if (rc != NVML_OK)
@@ -568,8 +570,7 @@ int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, 
         void *sym = dlsym(m->lib, symbols[i].name);
         if (sym == NULL && symbols[i].required) {
             err = GS_ENOENT;
-            (void)snprintf(why, sizeof why, "%s lacks %s (driver too old?)", lib,
-                           symbols[i].name);
+            (void)snprintf(why, sizeof why, "%s lacks %s (driver too old?)", lib, symbols[i].name);
             goto out;
         }
         /* POSIX guarantees object and function pointers convert; copy the bits. */

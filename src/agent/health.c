@@ -23,11 +23,11 @@ struct gpu_health {
 };
 
 struct gs_health {
-    struct gs_health_config cfg;    /**< settings */
-    struct gs_clock clock;          /**< time source (now_ms only) */
-    struct gs_health_callbacks cb;  /**< probe and log */
-    uint32_t n;                     /**< GPUs */
-    struct gpu_health gpu[];        /**< n entries */
+    struct gs_health_config cfg;   /**< settings */
+    struct gs_clock clock;         /**< time source (now_ms only) */
+    struct gs_health_callbacks cb; /**< probe and log */
+    uint32_t n;                    /**< GPUs */
+    struct gpu_health gpu[];       /**< n entries */
 };
 
 static const uint64_t default_ignored[] = {13, 31, 43, 45, 68, 109};
@@ -90,14 +90,13 @@ bool gs_health_xid_ignored(const struct gs_health_config *cfg, uint64_t xid)
     return false;
 }
 
-int gs_health_new(const struct gs_health_config *cfg, uint32_t n_gpus,
-                  const struct gs_clock *clock, const struct gs_health_callbacks *cb,
-                  struct gs_health **out)
+int gs_health_new(const struct gs_health_config *cfg, uint32_t n_gpus, const struct gs_clock *clock,
+                  const struct gs_health_callbacks *cb, struct gs_health **out)
 {
     if (out != NULL)
         *out = NULL;
-    if (cfg == NULL || clock == NULL || clock->now_ms == NULL || cb == NULL ||
-        cb->probe == NULL || out == NULL || n_gpus > GS_GPU_MAX || cfg->probe_retry_ms <= 0 ||
+    if (cfg == NULL || clock == NULL || clock->now_ms == NULL || cb == NULL || cb->probe == NULL ||
+        out == NULL || n_gpus > GS_GPU_MAX || cfg->probe_retry_ms <= 0 ||
         cfg->n_ignored > GS_HEALTH_IGNORED_MAX)
         return GS_EINVAL;
     struct gs_health *h = calloc(1, sizeof *h + (size_t)n_gpus * sizeof h->gpu[0]);
@@ -239,9 +238,8 @@ int gs_health_tick(struct gs_health *h)
             recovered++;
         } else {
             g->counts.probe_failures++;
-            g->next_probe_ms = now <= INT64_MAX - h->cfg.probe_retry_ms
-                                   ? now + h->cfg.probe_retry_ms
-                                   : INT64_MAX;
+            g->next_probe_ms =
+                now <= INT64_MAX - h->cfg.probe_retry_ms ? now + h->cfg.probe_retry_ms : INT64_MAX;
         }
     }
     return recovered;

@@ -54,7 +54,8 @@ static void sanitise_value(const char *in, char *out)
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 4, 5)))
 #endif
-static void add(struct gs_gfd_labels *l, int *err, const char *key, const char *fmt, ...)
+static void
+add(struct gs_gfd_labels *l, int *err, const char *key, const char *fmt, ...)
 {
     if (*err != GS_OK)
         return;

@@ -66,8 +66,9 @@ static int parse_attr(const char *arg, struct gs_exporter_attr *a)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FAKE.yaml PORT_FILE [--seconds N] [--hostname H] "
-                        "[--attr ID=NS/POD/CONTAINER]...\n",
+        fprintf(stderr,
+                "usage: %s FAKE.yaml PORT_FILE [--seconds N] [--hostname H] "
+                "[--attr ID=NS/POD/CONTAINER]...\n",
                 argv[0]);
         return 2;
     }
@@ -81,7 +82,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--hostname") == 0 && i + 1 < argc) {
             hostname = argv[++i];
         } else if (strcmp(argv[i], "--attr") == 0 && i + 1 < argc &&
-                   n_attr < GS_EXPORTER_ATTR_MAX && parse_attr(argv[i + 1], &attr[n_attr]) == GS_OK) {
+                   n_attr < GS_EXPORTER_ATTR_MAX &&
+                   parse_attr(argv[i + 1], &attr[n_attr]) == GS_OK) {
             n_attr++;
             i++;
         } else {
@@ -146,8 +148,7 @@ int main(int argc, char **argv)
             gpus[i].health = gs_health_state(h, i);
             gs_health_counters(h, i, &gpus[i].counters);
         }
-        struct gs_exporter_snapshot s = {.n_gpus = n, .gpus = gpus, .n_attr = n_attr,
-                                         .attr = attr};
+        struct gs_exporter_snapshot s = {.n_gpus = n, .gpus = gpus, .n_attr = n_attr, .attr = attr};
         snprintf(s.hostname, sizeof s.hostname, "%s", hostname);
         gs_exporter_update(e, &s);
     }

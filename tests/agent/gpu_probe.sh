@@ -60,7 +60,7 @@ has_part() {
 labels='gpu="1",UUID="GPU-stub-1",device="nvidia1",modelName="NVIDIA H200",Hostname="h"'
 run stub 0 GS_NVML_LIBRARY="$stub" -- --events-ms 200 --hostname h
 has stub "backend          nvml" "driver version   550.90.07" "cuda version     12.4" \
-    "gpus             2" "GPU 0: GPU-stub-0" "  numa node        0" "  nvlink peers     1" \
+    "gpus             2" "GPU 0: GPU-stub-0" "  numa node        -1" "  nvlink peers     1" \
     "  compute cap.     9.0" "  mig              capable, disabled, 0 device(s)" \
     "GPU 1: GPU-stub-1" "  numa node        -1" "  pci bus id       0000FFFF:FF:1F.7" \
     "  mig              capable, enabled, 2 device(s)" \

@@ -1,14 +1,15 @@
 /*
  * A stand-in for libnvidia-ml.so.1, loaded by the NVML backend through GS_NVML_LIBRARY, so
  * that the backend's code paths (symbol table, versioned entry points, MIG enumeration and
- * profile names, NVLink peers via P2P status, NUMA fallback, event delivery, a lost GPU) run
- * in the normal test run on machines without a GPU. It follows the ABI as the backend
- * declares it, so it checks the backend's logic, not its agreement with NVIDIA's headers;
- * that is what tests/device/run.sh does on a real GPU.
+ * profile names, NVLink peers via P2P status, NUMA node from sysfs, event delivery, a lost
+ * GPU) run in the normal test run on machines without a GPU. It follows the ABI as the
+ * backend declares it, so it checks the backend's logic, not its agreement with NVIDIA's
+ * headers; that is what tests/device/run.sh does on a real GPU.
  *
  * The node: two "NVIDIA H200" GPUs joined by NVLink. GPU 0 is MIG-capable with MIG off and
  * answers every query. GPU 1 runs MIG with two devices (1g.18gb at index 0, 3g.71gb at
- * index 3), reports no utilisation (as NVML does under MIG) and no NUMA node. The event set
+ * index 3) and reports no utilisation (as NVML does under MIG). Their PCI bus ids are in
+ * domains no real machine uses, so sysfs has no NUMA node for them (-1). The event set
  * delivers XID 79 on GPU 1, then a double-bit ECC error on GPU 0, then times out. With
  * STUB_NVML_LOST=1 in the environment GPU 1's utilisation, temperature, power, clock and ECC
  * queries return "GPU is lost" (its identity and memory still answer); with
@@ -66,8 +67,7 @@ nvml_ret nvmlDeviceGetTemperature(nvml_device d, int sensor, unsigned int *t);
 nvml_ret nvmlDeviceGetPowerUsage(nvml_device d, unsigned int *mw);
 nvml_ret nvmlDeviceGetClockInfo(nvml_device d, int type, unsigned int *mhz);
 nvml_ret nvmlDeviceGetPciInfo_v3(nvml_device d, struct nvml_pci_info *p);
-nvml_ret nvmlDeviceGetTotalEccErrors(nvml_device d, int type, int counter,
-                                     unsigned long long *n);
+nvml_ret nvmlDeviceGetTotalEccErrors(nvml_device d, int type, int counter, unsigned long long *n);
 nvml_ret nvmlSystemGetDriverVersion(char *buf, unsigned int len);
 nvml_ret nvmlSystemGetCudaDriverVersion_v2(int *v);
 nvml_ret nvmlEventSetCreate(nvml_event_set *s);
@@ -78,7 +78,6 @@ nvml_ret nvmlEventSetFree(nvml_event_set s);
 nvml_ret nvmlDeviceGetMigMode(nvml_device d, unsigned int *cur, unsigned int *pending);
 nvml_ret nvmlDeviceGetMaxMigDeviceCount(nvml_device d, unsigned int *n);
 nvml_ret nvmlDeviceGetMigDeviceHandleByIndex(nvml_device d, unsigned int i, nvml_device *m);
-nvml_ret nvmlDeviceGetNumaNodeId(nvml_device d, unsigned int *node);
 nvml_ret nvmlDeviceGetCudaComputeCapability(nvml_device d, int *major, int *minor);
 nvml_ret nvmlDeviceGetP2PStatus(nvml_device a, nvml_device b, int index, int *status);
 
@@ -185,7 +184,7 @@ nvml_ret nvmlDeviceGetClockInfo(nvml_device d, int type, unsigned int *mhz)
 nvml_ret nvmlDeviceGetPciInfo_v3(nvml_device d, struct nvml_pci_info *p)
 {
     memset(p, 0, sizeof *p);
-    return copy(p->bus_id, sizeof p->bus_id, d->gpu == 0 ? "00000000:18:00.0" : "0000FFFF:FF:1F.7");
+    return copy(p->bus_id, sizeof p->bus_id, d->gpu == 0 ? "0000FFFE:FE:00.0" : "0000FFFF:FF:1F.7");
 }
 
 nvml_ret nvmlDeviceGetTotalEccErrors(nvml_device d, int type, int counter, unsigned long long *n)
@@ -268,14 +267,6 @@ nvml_ret nvmlDeviceGetMigDeviceHandleByIndex(nvml_device d, unsigned int i, nvml
     if (d->gpu != 1 || (i != 0 && i != 3))
         return NOT_FOUND;
     *m = &migs[i == 0 ? 0 : 1];
-    return OK;
-}
-
-nvml_ret nvmlDeviceGetNumaNodeId(nvml_device d, unsigned int *node)
-{
-    if (d->gpu == 1)
-        return NOT_SUPPORTED; /* the backend falls back to sysfs, which has no such device */
-    *node = 0;
     return OK;
 }
 

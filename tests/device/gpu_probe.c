@@ -169,8 +169,7 @@ int main(int argc, char **argv)
         expect(g->model[0] != '\0', "empty model name", i);
         expect(g->mem_total_mib > 0, "no memory", i);
         for (uint32_t k = 0; k < g->mig_count; k++)
-            expect(strncmp(g->mig[k].uuid, "MIG-", 4) == 0, "MIG UUID does not start with MIG-",
-                   i);
+            expect(strncmp(g->mig[k].uuid, "MIG-", 4) == 0, "MIG UUID does not start with MIG-", i);
         struct gs_exporter_gpu *e = &eg[ne++];
         e->info = *g;
         e->have_sample = gs_gpu_sample(b, i, &e->sample) == GS_OK;

@@ -49,8 +49,8 @@ static void fill_gpu(struct gs_exporter_gpu *g, uint32_t index)
     g->sample.mem_clock_mhz = 2619;
 }
 
-static void fill_attr(struct gs_exporter_attr *a, const char *id, const char *pod,
-                      const char *ns, const char *ctr)
+static void fill_attr(struct gs_exporter_attr *a, const char *id, const char *pod, const char *ns,
+                      const char *ctr)
 {
     memset(a, 0, sizeof *a);
     snprintf(a->device_id, sizeof a->device_id, "%s", id);
@@ -129,8 +129,9 @@ static void test_scrape_of_one_gpu_is_exactly_the_dcgm_text(void **state)
     struct gs_textbuf b;
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
-#define L "{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\",modelName=\"NVIDIA \\\"H200\\\"\"," \
-          "Hostname=\"node-1\"}"
+#define L                                                                                          \
+    "{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\",modelName=\"NVIDIA \\\"H200\\\"\","       \
+    "Hostname=\"node-1\"}"
     const char *want =
         "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
         "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
@@ -273,7 +274,7 @@ static void test_unread_fields_and_silent_gpus_are_left_out(void **state)
     struct gs_textbuf b;
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
-    assert_null(strstr(b.data, "POWER_USAGE"));   /* not even HELP/TYPE */
+    assert_null(strstr(b.data, "POWER_USAGE")); /* not even HELP/TYPE */
     assert_null(strstr(b.data, "ECC_DBE_VOL_TOTAL"));
     assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 1);
     assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\""));
@@ -366,8 +367,9 @@ static char *http(uint16_t port, const char *method, const char *path)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     char req[256];
-    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-                     method, path);
+    int n =
+        snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                 method, path);
     assert_int_equal(write(fd, req, (size_t)n), n);
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);

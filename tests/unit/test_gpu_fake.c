@@ -6,8 +6,8 @@
  * error path.
  */
 #include <setjmp.h>
-#include <stdbool.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -129,8 +129,8 @@ static void test_fake_initial_sample_and_unsupported_fields(void **state)
 
     assert_int_equal(gs_gpu_sample(b, 0, &s), GS_OK);
     assert_int_equal(s.valid, GS_GPU_HAVE_UTIL | GS_GPU_HAVE_FB | GS_GPU_HAVE_TEMP |
-                                  GS_GPU_HAVE_POWER | GS_GPU_HAVE_SM_CLOCK |
-                                  GS_GPU_HAVE_MEM_CLOCK | GS_GPU_HAVE_ECC_DBE | GS_GPU_HAVE_XID);
+                                  GS_GPU_HAVE_POWER | GS_GPU_HAVE_SM_CLOCK | GS_GPU_HAVE_MEM_CLOCK |
+                                  GS_GPU_HAVE_ECC_DBE | GS_GPU_HAVE_XID);
     assert_int_equal(s.util_pct, 5);
     assert_int_equal(s.temp_c, 30);
     assert_int_equal(s.fb_used_mib, 1024);
@@ -307,7 +307,8 @@ static const struct bad_case bad_cases[] = {
     {"gpus:\n  - {index: 1, uuid: GPU-a, model: M, memory_mib: 100}\n", 2, 13, "index",
      "out of range: 1 GPUs"},
     {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100}\n"
-     "  - {index: 0, uuid: GPU-b, model: M, memory_mib: 100}\n", 3, 13, "index", "GPU index 0 repeated"},
+     "  - {index: 0, uuid: GPU-b, model: M, memory_mib: 100}\n",
+     3, 13, "index", "GPU index 0 repeated"},
     {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100}\n"
      "  - {index: 1, uuid: GPU-a, model: M, memory_mib: 100}\n",
      3, 5, "uuid", "UUID GPU-a repeated"},
@@ -323,9 +324,12 @@ static const struct bad_case bad_cases[] = {
      "NUL byte"},
     {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, numa_node: -2}\n", 2, 67,
      "numa_node", "out of range -1..1023"},
-    {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, pci_bus_id: 18:00}\n", 2, 68, "pci_bus_id", "not a PCI bus id"},
-    {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, compute_capability: 9}\n", 2, 76, "compute_capability", "not a compute capability"},
-    {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, nvlink_peers: [0]}\n", 2, 71, "nvlink_peers", "its own NVLink peer"},
+    {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, pci_bus_id: 18:00}\n", 2, 68,
+     "pci_bus_id", "not a PCI bus id"},
+    {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, compute_capability: 9}\n", 2,
+     76, "compute_capability", "not a compute capability"},
+    {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, nvlink_peers: [0]}\n", 2, 71,
+     "nvlink_peers", "its own NVLink peer"},
     {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, nvlink_peers: [3]}\n", 2, 5,
      "nvlink_peers", "peer 3 of GPU 0 does not exist"},
     {"gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, numa: 0}\n", 2, 56, "numa",
@@ -335,11 +339,14 @@ static const struct bad_case bad_cases[] = {
      "    mig: {enabled: true, capable: false}\n",
      6, 10, "enabled", "not capable"},
     {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
-     "    mig: {enabled: false, instances: [{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5}]}\n", 6, 38, "instances", "while MIG is disabled"},
+     "    mig: {enabled: false, instances: [{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5}]}\n",
+     6, 38, "instances", "while MIG is disabled"},
     {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
-     "    mig: {enabled: true, instances: [{profile: 1gb, uuid: MIG-x, memory_mib: 5}]}\n", 6, 48, "profile", "not a MIG profile"},
+     "    mig: {enabled: true, instances: [{profile: 1gb, uuid: MIG-x, memory_mib: 5}]}\n",
+     6, 48, "profile", "not a MIG profile"},
     {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
-     "    mig: {enabled: true, instances: [{profile: 1g.5gb, memory_mib: 5}]}\n", 6, 38, "uuid", "required key missing from a MIG instance"},
+     "    mig: {enabled: true, instances: [{profile: 1g.5gb, memory_mib: 5}]}\n",
+     6, 38, "uuid", "required key missing from a MIG instance"},
     {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
      "    mig: {enabled: true, instances: [{profile: 1g.5gb, uuid: MIG-x, memory_mib: 60},\n"
      "                                     {profile: 1g.5gb, uuid: MIG-y, memory_mib: 60}]}\n",
@@ -355,7 +362,8 @@ static const struct bad_case bad_cases[] = {
      "    sample: {utilization_pct: 101}\n",
      6, 31, "utilization_pct", "out of range 0..100"},
     {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
-     "    unsupported: [power, fan]\n", 6, 26, "unsupported", "'fan' is not one of"},
+     "    unsupported: [power, fan]\n",
+     6, 26, "unsupported", "'fan' is not one of"},
     {HEAD "script:\n  - {t_ms: 5, gpu: 0}\n", 4, 5, "script", "exactly one of"},
     {HEAD "script:\n  - {t_ms: 5, gpu: 0, xid: 13, lost: true}\n", 4, 38, "script",
      "exactly one of"},
@@ -397,12 +405,12 @@ static void test_fake_bad_input_names_line_column_and_key(void **state)
         char text[600];
         gs_diag_format(&d, text, sizeof text);
         bool ok = rc == GS_EPARSE && b == NULL && strcmp(d.file, "t.yaml") == 0 &&
-                  d.line == bc->line && d.column == bc->column &&
-                  strcmp(d.field, bc->field) == 0 && strstr(d.msg, bc->msg_part) != NULL;
+                  d.line == bc->line && d.column == bc->column && strcmp(d.field, bc->field) == 0 &&
+                  strstr(d.msg, bc->msg_part) != NULL;
         if (!ok) {
             print_message("case %zu:\n%s\ngot:  rc %d %s\nwant: %llu:%u field '%s' ~ '%s'\n", i,
-                          bc->yaml, rc, text, (unsigned long long)bc->line, bc->column,
-                          bc->field, bc->msg_part);
+                          bc->yaml, rc, text, (unsigned long long)bc->line, bc->column, bc->field,
+                          bc->msg_part);
             failures++;
         }
     }
@@ -444,8 +452,7 @@ static void test_fake_file_errors(void **state)
     assert_non_null(strstr(d.msg, "cannot open"));
 
     assert_int_equal(
-        gs_gpu_open_fake(data_path("tests/data/fake/bad_unknown_key.yaml"), &k, &b, &d),
-        GS_EPARSE);
+        gs_gpu_open_fake(data_path("tests/data/fake/bad_unknown_key.yaml"), &k, &b, &d), GS_EPARSE);
     char text[600];
     gs_diag_format(&d, text, sizeof text);
     assert_non_null(strstr(text, "tests/data/fake/bad_unknown_key.yaml:7:5: field 'numa_nodes': "

@@ -69,8 +69,8 @@ static void test_example_h200_node_with_mixed_strategy(void **state)
     struct gs_gpu_system sys;
     static struct gs_gpu_info gpus[GS_GPU_MAX];
     uint32_t n = load("deploy/fake-gpus.yaml", &sys, gpus);
-    struct gs_gfd_options o = {.replicas = 1, .mig_strategy = GS_MIG_STRATEGY_MIXED,
-                               .timestamp_s = 1767225600};
+    struct gs_gfd_options o = {
+        .replicas = 1, .mig_strategy = GS_MIG_STRATEGY_MIXED, .timestamp_s = 1767225600};
     struct gs_gfd_labels l;
     assert_int_equal(gs_gfd_labels(&sys, gpus, n, &o, &l), GS_OK);
     char *text = write_text(&l);
