@@ -1034,7 +1034,8 @@ static int64_t next_event_ms(const struct fake *f)
 static int fake_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out)
 {
     struct fake *f = impl(b);
-    int64_t deadline = elapsed_ms(f) + timeout_ms;
+    int64_t start = elapsed_ms(f);
+    int64_t deadline = timeout_ms > INT64_MAX - start ? INT64_MAX : start + timeout_ms;
     for (;;) {
         advance(f);
         const struct step *s = pending(f);

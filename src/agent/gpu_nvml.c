@@ -439,7 +439,8 @@ static int nvml_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_s
 static int nvml_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out)
 {
     struct nvml *m = impl(b);
-    int64_t deadline = m->clock.now_ms(m->clock.ctx) + timeout_ms;
+    int64_t start = m->clock.now_ms(m->clock.ctx);
+    int64_t deadline = timeout_ms > INT64_MAX - start ? INT64_MAX : start + timeout_ms;
     if (m->events == NULL || m->n_registered == 0) {
         /* Nothing can arrive: wait out the timeout so a caller's loop does not spin. */
         m->clock.sleep_ms(m->clock.ctx, timeout_ms);

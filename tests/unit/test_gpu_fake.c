@@ -227,6 +227,10 @@ static void test_fake_wait_event_times_out_before_a_later_event(void **state)
     assert_int_equal(c.now_ms, 2999);
     assert_int_equal(gs_gpu_wait_event(b, 1, &ev), GS_OK);
     assert_int_equal(ev.xid, 13);
+    /* The longest timeout does not overflow: it waits for the next event (5000). */
+    assert_int_equal(gs_gpu_wait_event(b, INT64_MAX, &ev), GS_OK);
+    assert_int_equal(ev.xid, 79);
+    assert_int_equal(c.now_ms, 5000);
     assert_int_equal(gs_gpu_wait_event(b, -1, &ev), GS_EINVAL);
     gs_gpu_close(b);
 }
