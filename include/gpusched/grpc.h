@@ -43,9 +43,9 @@
 #include <protobuf-c/protobuf-c.h>
 
 /** Largest message, bytes (protobuf payload, framing not counted), in either direction. */
-#define GS_GRPC_MAX_MESSAGE_BYTES (4u * 1024u * 1024u)
+#define GS_GRPC_MAX_MESSAGE_BYTES ((size_t)4 * 1024 * 1024)
 /** Most bytes a server stream may have queued and not yet sent (framing included). */
-#define GS_GRPC_MAX_QUEUED_BYTES (16u * 1024u * 1024u)
+#define GS_GRPC_MAX_QUEUED_BYTES ((size_t)16 * 1024 * 1024)
 /** Longest method path, bytes ("/v1beta1.DevicePlugin/GetPreferredAllocation" is 44). */
 #define GS_GRPC_MAX_METHOD_BYTES 256
 /** Longest status message sent or kept, bytes before percent-encoding; longer ones are cut. */

@@ -98,7 +98,7 @@ static void call_fail(struct call *c, int status, const char *msg)
         return;
     c->failed = true;
     c->fail_status = status;
-    snprintf(c->fail_msg, sizeof c->fail_msg, "%s", msg);
+    (void)snprintf(c->fail_msg, sizeof c->fail_msg, "%s", msg);
 }
 
 static char *dup_text(const char *s)
@@ -127,7 +127,7 @@ static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t len
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return NGHTTP2_ERR_WOULDBLOCK;
-        snprintf(c->conn_error, sizeof c->conn_error, "send: %s", strerror(errno));
+        (void)snprintf(c->conn_error, sizeof c->conn_error, "send: %s", strerror(errno));
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
 }
@@ -236,7 +236,7 @@ static int dial(struct gs_grpc_client *c, int64_t deadline)
     for (;;) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
-            snprintf(c->conn_error, sizeof c->conn_error, "socket: %s", strerror(errno));
+            (void)snprintf(c->conn_error, sizeof c->conn_error, "socket: %s", strerror(errno));
             return GS_EIO;
         }
         if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
@@ -250,8 +250,8 @@ static int dial(struct gs_grpc_client *c, int64_t deadline)
             poll(NULL, 0, 5);
             continue;
         }
-        snprintf(c->conn_error, sizeof c->conn_error, "connect %s: %s", c->socket_path,
-                 strerror(err));
+        (void)snprintf(c->conn_error, sizeof c->conn_error, "connect %s: %s", c->socket_path,
+                       strerror(err));
         return GS_EIO;
     }
 }
@@ -297,7 +297,7 @@ static bool connection_usable(struct gs_grpc_client *c)
 static void connection_broken(struct gs_grpc_client *c, const char *why)
 {
     char msg[192];
-    snprintf(msg, sizeof msg, "connection to %s failed: %s", c->socket_path, why);
+    (void)snprintf(msg, sizeof msg, "connection to %s failed: %s", c->socket_path, why);
     call_fail(&c->call, GS_GRPC_UNAVAILABLE, msg);
     drop_connection(c);
 }
@@ -462,12 +462,12 @@ static int final_status(struct gs_grpc_client *c, struct gs_grpc_result *out)
         return GS_OK;
     } else if (k->http_status != 0 && k->http_status != 200) {
         out->status = gs__grpc_status_from_http(k->http_status);
-        snprintf(msg, sizeof msg, "HTTP status %d", k->http_status);
+        (void)snprintf(msg, sizeof msg, "HTTP status %d", k->http_status);
         text = msg;
     } else if (k->h2_error != NGHTTP2_NO_ERROR) {
         out->status = gs__grpc_status_from_h2(k->h2_error);
-        snprintf(msg, sizeof msg, "stream reset by the server (HTTP/2 error %u)",
-                 (unsigned)k->h2_error);
+        (void)snprintf(msg, sizeof msg, "stream reset by the server (HTTP/2 error %u)",
+                       (unsigned)k->h2_error);
         text = msg;
     } else {
         out->status = GS_GRPC_UNKNOWN;
@@ -578,7 +578,7 @@ static int run_unary(struct gs_grpc_client *c, const char *method, const char *c
         int p = pump(c, deadline);
         if (p == GS_ELIMIT) {
             char msg[96];
-            snprintf(msg, sizeof msg, "deadline of %d ms exceeded", timeout_ms);
+            (void)snprintf(msg, sizeof msg, "deadline of %d ms exceeded", timeout_ms);
             call_fail(k, GS_GRPC_DEADLINE_EXCEEDED, msg);
         }
     }

@@ -44,7 +44,10 @@ int gs__buf_append(struct gs__buf *b, const void *p, size_t n);
 void gs__buf_consume(struct gs__buf *b, size_t n);
 
 /** Number of live bytes. */
-static inline size_t gs__buf_size(const struct gs__buf *b) { return b->len - b->off; }
+static inline size_t gs__buf_size(const struct gs__buf *b)
+{
+    return b->len - b->off;
+}
 
 /** Pointer to the first live byte (NULL when the buffer never held any). */
 static inline const uint8_t *gs__buf_head(const struct gs__buf *b)

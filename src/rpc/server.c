@@ -49,9 +49,9 @@
 #endif
 
 /** Request bytes the whole server may buffer at once, across all streams. */
-#define SERVER_MAX_REQUEST_BYTES (64u * 1024u * 1024u)
+#define SERVER_MAX_REQUEST_BYTES ((size_t)64 * 1024 * 1024)
 /** Bytes read from one connection per readiness event, so one peer cannot starve others. */
-#define READ_BUDGET_BYTES (256u * 1024u)
+#define READ_BUDGET_BYTES ((size_t)256 * 1024)
 /** Largest DATA frame payload nghttp2 hands us (SETTINGS_MAX_FRAME_SIZE default). */
 #define H2_MAX_FRAME_BYTES 16384u
 /** Most epoll events taken per wait. */
@@ -116,8 +116,7 @@ struct gs__grpc_conn {
     uint32_t ep_events;             /**< events registered with epoll */
     struct gs__buf *capture;        /**< memory connection: output sink, or NULL */
     uint64_t serial;                /**< connection number, for logs */
-    struct gs__grpc_conn *prev;     /**< server's list of connections */
-    struct gs__grpc_conn *next;     /**< server's list of connections */
+    struct gs__grpc_conn *next;     /**< server's list of connections (at most a few dozen) */
 };
 
 struct gs_grpc_server {
@@ -163,12 +162,12 @@ static void say(struct gs_grpc_server *srv, const char *fmt, ...)
     char line[512];
     va_list ap;
 
-    if (srv->log == NULL)
-        return;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    if (srv->log) {
+        (void)vsnprintf(line, sizeof line, fmt, ap);
+        srv->log(srv->log_user, line);
+    }
     va_end(ap);
-    srv->log(srv->log_user, line);
 }
 
 /* True when a header name or value equals a literal. */
@@ -325,7 +324,7 @@ static ssize_t data_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t
         char code[16];
         nghttp2_nv nv[2];
         size_t nnv = 0;
-        snprintf(code, sizeof code, "%d", s->status);
+        (void)snprintf(code, sizeof code, "%d", s->status);
         nv[nnv++] = make_nv("grpc-status", code);
         if (s->status_message && s->status_message[0])
             nv[nnv++] = make_nv("grpc-message", s->status_message);
@@ -361,7 +360,7 @@ static int submit_trailers_only(struct gs_grpc_stream *s)
     nghttp2_nv nv[4];
     size_t nnv = 0;
 
-    snprintf(code, sizeof code, "%d", s->status);
+    (void)snprintf(code, sizeof code, "%d", s->status);
     nv[nnv++] = make_nv(":status", "200");
     nv[nnv++] = make_nv("content-type", "application/grpc");
     nv[nnv++] = make_nv("grpc-status", code);
@@ -534,7 +533,7 @@ static void on_request_headers(struct gs_grpc_stream *s)
         }
     }
     char msg[GS_GRPC_MAX_METHOD_BYTES + 32];
-    snprintf(msg, sizeof msg, "unknown method %s", s->have_path ? s->path : "(too long)");
+    (void)snprintf(msg, sizeof msg, "unknown method %s", s->have_path ? s->path : "(too long)");
     reject(s, GS_GRPC_UNIMPLEMENTED, msg);
 }
 
@@ -561,7 +560,7 @@ static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t len
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return NGHTTP2_ERR_WOULDBLOCK;
         char why[96];
-        snprintf(why, sizeof why, "send: %s", strerror(errno));
+        (void)snprintf(why, sizeof why, "send: %s", strerror(errno));
         conn_failed(conn, why);
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
@@ -682,8 +681,8 @@ static int on_frame_send_cb(nghttp2_session *session, const nghttp2_frame *frame
 {
     if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR) {
         char why[64];
-        snprintf(why, sizeof why, "protocol error (GOAWAY %s)",
-                 nghttp2_http2_strerror(frame->goaway.error_code));
+        (void)snprintf(why, sizeof why, "protocol error (GOAWAY %s)",
+                       nghttp2_http2_strerror(frame->goaway.error_code));
         conn_failed(user_data, why);
         return 0;
     }
@@ -797,7 +796,7 @@ static void conn_on_readable(struct gs__grpc_conn *conn)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
             char why[96];
-            snprintf(why, sizeof why, "read: %s", strerror(errno));
+            (void)snprintf(why, sizeof why, "read: %s", strerror(errno));
             conn_failed(conn, why);
             conn_mark_dead(conn);
             return;
@@ -849,8 +848,6 @@ static int conn_new(struct gs_grpc_server *srv, int fd, struct gs__buf *capture,
         conn->ep_events = EPOLLIN;
     }
     conn->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = conn;
     srv->conns = conn;
     srv->stats.connections++;
     srv->stats.connections_accepted++;
@@ -880,12 +877,10 @@ static void conn_destroy(struct gs__grpc_conn *conn)
     }
     if (conn->dead)
         srv->n_dead--;
-    if (conn->prev)
-        conn->prev->next = conn->next;
-    else
-        srv->conns = conn->next;
-    if (conn->next)
-        conn->next->prev = conn->prev;
+    struct gs__grpc_conn **pp = &srv->conns;
+    while (*pp != conn)
+        pp = &(*pp)->next;
+    *pp = conn->next;
     srv->stats.connections--;
     free(conn);
 }
@@ -1013,7 +1008,7 @@ static int add_method(struct gs_grpc_server *srv, const char *path, const struct
     for (size_t i = 0; i < srv->n_methods; i++)
         if (strcmp(srv->methods[i]->path, path) == 0)
             return GS_EEXIST;
-    struct method **nm = realloc(srv->methods, (srv->n_methods + 1) * sizeof *nm);
+    struct method **nm = realloc(srv->methods, (srv->n_methods + 1) * sizeof(struct method *));
     if (nm == NULL)
         return GS_ENOMEM;
     srv->methods = nm;
@@ -1104,7 +1099,10 @@ out:
     return rc;
 }
 
-int gs_grpc_server_fd(const struct gs_grpc_server *srv) { return srv->epfd; }
+int gs_grpc_server_fd(const struct gs_grpc_server *srv)
+{
+    return srv->epfd;
+}
 
 void gs_grpc_server_wake(struct gs_grpc_server *srv)
 {
@@ -1274,9 +1272,15 @@ size_t gs_grpc_stream_queued_bytes(const struct gs_grpc_stream *stream)
     return gs__buf_size(&stream->out);
 }
 
-void gs_grpc_stream_set_user(struct gs_grpc_stream *stream, void *user) { stream->app_user = user; }
+void gs_grpc_stream_set_user(struct gs_grpc_stream *stream, void *user)
+{
+    stream->app_user = user;
+}
 
-void *gs_grpc_stream_user(const struct gs_grpc_stream *stream) { return stream->app_user; }
+void *gs_grpc_stream_user(const struct gs_grpc_stream *stream)
+{
+    return stream->app_user;
+}
 
 /* ---- memory connections (tests, fuzzing) -------------------------------------------------- */
 
