@@ -138,13 +138,20 @@ struct gs_gpu_backend;
  * (gs_gpu_last_error()). Call them through the gs_gpu_* wrappers below.
  */
 struct gs_gpu_ops {
-    const char *name; /**< "nvml", "fake" */
+    /** "nvml", "fake" */
+    const char *name;
+    /** As gs_gpu_system(); arguments already checked. */
     int (*system)(struct gs_gpu_backend *b, struct gs_gpu_system *out);
+    /** As gs_gpu_count(). */
     int (*count)(struct gs_gpu_backend *b, uint32_t *n_out);
+    /** As gs_gpu_info(); checks the index itself. */
     int (*info)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *out);
+    /** As gs_gpu_sample(); checks the index itself. */
     int (*sample)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out);
+    /** As gs_gpu_wait_event(); timeout_ms >= 0. */
     int (*wait_event)(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out);
-    void (*close)(struct gs_gpu_backend *b); /**< releases everything, b included */
+    /** Releases everything, b included. */
+    void (*close)(struct gs_gpu_backend *b);
 };
 
 /** A backend instance: the table and the implementation's state. */

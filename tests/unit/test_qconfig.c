@@ -82,7 +82,8 @@ struct world {
 
 static void world_init(struct world *w, uint32_t gpus, bool preemption)
 {
-    struct gs_node_spec n = {"n0", 64000, 1 << 20, 110, gpus, "A100", 0};
+    struct gs_node_spec n = {.name = "n0", .cpu_milli = 64000, .mem_mib = 1 << 20, .pods_max = 110,
+                             .gpu_count = gpus, .gpu_model = "A100"};
     struct gs_engine_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.policy = "bestfit";
@@ -447,25 +448,31 @@ static void test_quantities_in_internal_units(void **state)
     }
 }
 
-/* Over-quota weights reach the engine: two queues without quota and weights 1 and 3 on 4 GPUs
- * of capacity, both wanting more, get fair shares of 1 and 3 GPUs. */
+/* Over-quota weights reach the engine: two queues without quota and weights 0.5 and 1.5 on 4
+ * GPUs of capacity, both wanting more, get fair shares of 1 and 3 GPUs. */
 static void test_weights_reach_the_engine(void **state)
 {
     (void)state;
     struct gs_qconfig *qc = parse_ok(HDR "queues:\n"
-                                         "  - {name: a, resources: {gpu: {overQuotaWeight: 1}}}\n"
+                                         "  - {name: a, resources: {gpu: {overQuotaWeight: 0.5}}}\n"
                                          "  - name: b\n"
                                          "    resources:\n"
-                                         "      gpu: {overQuotaWeight: 3}\n"
-                                         "      cpu: {overQuotaWeight: 3}\n"
+                                         "      gpu: {overQuotaWeight: 1.50}\n"
+                                         "      cpu: {overQuotaWeight: 1.5}\n"
                                          "priorityClasses: [{name: c, value: 1}]\n");
     struct world w;
     world_init(&w, 4, false);
     apply_ok(qc, &w);
     uint32_t pc = (uint32_t)gs_engine_find_priority_class(w.e, "c");
     for (int i = 0; i < 8; i++) {
-        struct gs_tpod_spec s = {"p", (uint32_t)gs_engine_find_queue(w.e, i % 2 ? "b" : "a"),
-                                 pc, GS_NO_GANG, {1000, 0, 1, 1000, GS_MODEL_ANY}, -1};
+        struct gs_tpod_spec s = {
+            .name = "p",
+            .queue = (uint32_t)gs_engine_find_queue(w.e, i % 2 ? "b" : "a"),
+            .priority_class = pc,
+            .gang = GS_NO_GANG,
+            .req = {.cpu_milli = 1000, .num_gpu = 1, .gpu_milli = 1000,
+                    .gpu_model_mask = GS_MODEL_ANY},
+            .runtime_estimate_ms = -1};
         assert_int_equal(gs_engine_submit(w.e, &s, 0, NULL), GS_OK);
     }
     int64_t cap[GS_RES_COUNT] = {4000, 64000, 1 << 20};
@@ -493,8 +500,13 @@ static void test_min_runtime_is_inherited_by_the_engine(void **state)
     world_init(&w, 1, true);
     apply_ok(qc, &w);
     uint32_t team = (uint32_t)gs_engine_find_queue(w.e, "team");
-    struct gs_tpod_spec low = {"low", team, (uint32_t)gs_engine_find_priority_class(w.e, "low"),
-                               GS_NO_GANG, {1000, 0, 1, 1000, GS_MODEL_ANY}, -1};
+    struct gs_tpod_spec low = {
+        .name = "low",
+        .queue = team,
+        .priority_class = (uint32_t)gs_engine_find_priority_class(w.e, "low"),
+        .gang = GS_NO_GANG,
+        .req = {.cpu_milli = 1000, .num_gpu = 1, .gpu_milli = 1000, .gpu_model_mask = GS_MODEL_ANY},
+        .runtime_estimate_ms = -1};
     struct gs_tpod_spec high = low;
     high.name = "high";
     high.priority_class = (uint32_t)gs_engine_find_priority_class(w.e, "high");
@@ -570,6 +582,11 @@ static void test_load_errors(void **state)
     assert_int_equal(d.line, 0);
     assert_non_null(strstr(d.msg, "over the limit of 4194304"));
     assert_int_equal(unlink(path), 0);
+
+    /* A directory opens but cannot be read. */
+    assert_int_equal(gs_qconfig_load("/tmp", &qc, &d), GS_EIO);
+    assert_null(qc);
+    assert_non_null(strstr(d.msg, "cannot read"));
 
     /* NULL diag is allowed. */
     assert_int_equal(gs_qconfig_load("/nonexistent/q.yaml", &qc, NULL), GS_EIO);
@@ -655,6 +672,8 @@ static void test_errors_yaml(void **state)
         {HDR "queues: &q [*q]\n", 3, 13, "", "unknown alias '*q'"},
         {"[]\n", 1, 1, "", "expected a mapping with apiVersion, kind and queues, found a list"},
         {"hello\n", 1, 1, "", "found 'hello'"},
+        {HDR "queues:\n  - name: a\xff\n", 4, 12, "", "malformed YAML: invalid leading UTF-8 octet (byte 0xff)"},
+        {HDR "queues:\n  - name: a\x01\n", 4, 12, "", "control characters are not allowed (byte 0x01)"},
     };
     RUN(cases);
 }
@@ -987,6 +1006,64 @@ static void test_errors_assignment(void **state)
     RUN(cases);
 }
 
+/* The remaining bounds: long names, too many classes, rules or models, huge quantities; and
+ * anchored scalars, which are fine. */
+static void test_errors_bounds(void **state)
+{
+    (void)state;
+    static const struct err_case cases[] = {
+        {HDR QA "    resources:\n      memory: {quota: 2Ti, limit: 1Ti}\n", 6, 35, "limit",
+         "memory limit 1Ti is below the quota 2Ti"},
+        {HDR QA "    resources:\n      memory: {quota: 0.2Mi}\n", 6, 23, "quota",
+         "is not a whole number of MiB"},
+        {HDR QA "    resources:\n      memory: {quota: 1000000P}\n", 6, 23, "quota",
+         "is too large"},
+        {HDR QA "    resources:\n      gpu: {quota: 200000000000000m}\n", 6, 20, "quota",
+         "is too large"},
+        {HDR "preemptMinRuntime: \"\"\n" QA, 3, 20, "preemptMinRuntime", "bad duration ''"},
+        {HDR QA "assignment:\n  rules:\n    - {match: {gpuModel: []}, queue: a}\n", 7, 26,
+         "gpuModel", "empty list"},
+    };
+    RUN(cases);
+
+    size_t cap = 1u << 20, k;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    k = (size_t)snprintf(text, cap, HDR "queues:\n  - name: ");
+    for (int i = 0; i < 254; i++)
+        text[k++] = 'x';
+    text[k++] = '\n';
+    text[k] = '\0';
+    parse_fails(text, k, GS_EPARSE, 4, 11, "name", "name longer than 253 bytes");
+    text[k - 2] = '\n'; /* 253 bytes */
+    text[k - 1] = '\0';
+    gs_qconfig_free(parse_ok(text));
+
+    k = (size_t)snprintf(text, cap, HDR QA "priorityClasses:\n");
+    for (int i = 0; i <= 1000; i++)
+        k += (size_t)snprintf(text + k, cap - k, "  - {name: c%d, value: %d}\n", i, i);
+    parse_fails(text, k, GS_EPARSE, 1006, 5, "priorityClasses", "more than 1000 PriorityClasses");
+
+    k = (size_t)snprintf(text, cap, HDR QA "assignment:\n  rules:\n");
+    for (int i = 0; i <= 1000; i++)
+        k += (size_t)snprintf(text + k, cap - k, "    - queue: a\n");
+    parse_fails(text, k, GS_EPARSE, 1007, 7, "rules", "more than 1000 rules");
+
+    k = (size_t)snprintf(text, cap, HDR QA "assignment:\n  rules:\n    - queue: a\n      match:\n"
+                                         "        gpuModel:\n");
+    for (int i = 0; i <= 64; i++)
+        k += (size_t)snprintf(text + k, cap - k, "          - m%d\n", i);
+    parse_fails(text, k, GS_EPARSE, 74, 13, "gpuModel", "more than 64 models");
+    free(text);
+
+    /* An anchored scalar reused as a reference. */
+    struct gs_qconfig *qc = parse_ok(HDR "queues:\n  - name: &n a\n"
+                                         "priorityClasses: [{name: &c c, value: 1}]\n"
+                                         "assignment: {defaultQueue: *n, defaultPriorityClass: *c}\n");
+    assign_is(qc, pod("p", "", 0, ""), "a", "c");
+    gs_qconfig_free(qc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1009,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_errors_tree),
         cmocka_unit_test(test_errors_tree_limits),
         cmocka_unit_test(test_errors_assignment),
+        cmocka_unit_test(test_errors_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
