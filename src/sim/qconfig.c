@@ -1055,7 +1055,7 @@ static int parse_resource(struct pctx *c, const struct ynode *m, int r, struct q
                         fmt_qty(b, sizeof b, r, q->quota[r]));
     }
     if (w != NULL) {
-        double v;
+        double v = 0;
         if ((rc = get_weight(c, w, "overQuotaWeight", &v)) != GS_OK)
             return rc;
         if (q->weight_from >= 0 && v != q->weight)
@@ -1327,7 +1327,7 @@ static int parse_classes(struct pctx *c, const struct ynode *seq)
         pc->preemptible = -1;
         const struct ynode *p = get(m, "preemptible");
         if (p != NULL) {
-            bool b;
+            bool b = false;
             if ((rc = get_bool(c, p, "preemptible", &b)) != GS_OK)
                 return rc;
             pc->preemptible = b;
@@ -1385,7 +1385,7 @@ static int parse_match(struct pctx *c, const struct ynode *m, struct qrule *rule
     }
     if (num != NULL) {
         const struct ynode *lo, *hi;
-        int64_t v;
+        int64_t v = 0;
         if ((rc = check_map(c, num, "numGpu", nkeys)) != GS_OK)
             return rc;
         rule->has_num = true;
