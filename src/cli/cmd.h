@@ -11,4 +11,7 @@
 /** `gpusched simulate`: replay trace pod lists through the placement policies. */
 int gs_cmd_simulate(int argc, char **argv);
 
+/** `gpusched replay`: time-based replay through queues, quotas and priorities. */
+int gs_cmd_replay(int argc, char **argv);
+
 #endif /* GPUSCHED_CLI_CMD_H */

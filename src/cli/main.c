@@ -2,6 +2,7 @@
  * gpusched: the command-line entry point. One binary, one subcommand per capability:
  *
  *   gpusched simulate ...   replay a trace through the placement policies (FGD experiment method)
+ *   gpusched replay ...     time-based replay through queues, quotas, priorities and gangs
  *   gpusched version
  *
  * Exit codes of every subcommand: 0 success; 1 internal failure (out of memory, cannot write
@@ -17,6 +18,7 @@ static const char *const usage_main =
     "\n"
     "commands:\n"
     "  simulate   replay a cluster trace through the placement policies and compare them\n"
+    "  replay     replay a trace over time through queues, quotas and PriorityClasses\n"
     "  version    print the version\n"
     "\n"
     "Run 'gpusched <command> --help' for a command's options.\n";
@@ -28,6 +30,7 @@ struct command {
 
 static const struct command commands[] = {
     {"simulate", gs_cmd_simulate},
+    {"replay", gs_cmd_replay},
 };
 
 int main(int argc, char **argv)

@@ -129,6 +129,10 @@ struct gs_engine {
     uint32_t cycle;
     uint64_t evictions_total;
     int64_t capacity[GS_RES_COUNT]; /* cluster totals, for capacity_nodes nodes */
+    uint64_t mutations;             /* bumped by every committed bind or eviction, finish, delete */
+    uint32_t *end_order;            /* running pods with estimates by estimated end (backfill) */
+    uint32_t end_order_n, end_order_cap;
+    uint64_t end_order_at;          /* `mutations` when end_order was built; UINT64_MAX: never */
     uint32_t capacity_nodes;
     int64_t now_ms;
     struct gs_rng *rng;
@@ -299,6 +303,7 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
         e->q[0].limit[r] = GS_UNLIMITED;
     }
     e->q[0].weight = 1;
+    e->end_order_at = UINT64_MAX;
     *out = e;
     return GS_OK;
 }
@@ -336,6 +341,7 @@ void gs_engine_free(struct gs_engine *e)
     free(e->resv);
     free(e->cand);
     free(e->qdelta);
+    free(e->end_order);
     gs_sched_free(e->sched);
     free(e);
 }
@@ -733,6 +739,7 @@ static int commit(struct gs_engine *e, uint32_t mark, bool backfill)
         }
     }
     e->nlog = mark;
+    e->mutations++;
     return err;
 }
 
@@ -747,6 +754,7 @@ int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     node_list_remove(e, pod);
     p->state = GS_TPOD_SUCCEEDED;
     p->end_ms = now_ms;
+    e->mutations++;
     account(e, p->queue, 0, p->r, -1);
     account(e, p->queue, 1, p->r, -1);
     e->q[p->queue].running--;
@@ -1274,20 +1282,32 @@ static int cmp_end(const void *a, const void *b)
  */
 static int reserve(struct gs_engine *e, uint32_t head)
 {
-    uint32_t n_run = 0;
-    for (uint32_t i = 0; i < e->np; i++)
-        n_run += e->p[i].state == GS_TPOD_RUNNING && e->p[i].est_ms >= 0;
+    /* The running pods by estimated end change only when something is committed: build the
+     * order once per change, from the per-node lists (no scan of every pod ever submitted). */
+    if (e->end_order_at != e->mutations) {
+        uint32_t nn = gs_cluster_node_count(e->c), k = 0;
+        for (uint32_t n = 0; n < nn && n < e->nodes_cap; n++) {
+            for (uint32_t j = 0; j < e->node_npods[n]; j++) {
+                uint32_t pi = e->node_pods[n][j];
+                if (e->p[pi].est_ms < 0)
+                    continue;
+                if (grow((void **)&e->end_order, &e->end_order_cap, k + 1, sizeof(uint32_t)))
+                    return GS_ENOMEM;
+                e->end_order[k++] = pi;
+            }
+        }
+        end_ctx = e;
+        qsort(e->end_order, k, sizeof(uint32_t), cmp_end);
+        e->end_order_n = k;
+        e->end_order_at = e->mutations;
+    }
+    uint32_t n_run = e->end_order_n;
     if (n_run == 0)
         return GS_OK;
     uint32_t *order = malloc(n_run * sizeof(*order));
     if (!order)
         return GS_ENOMEM;
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < e->np; i++)
-        if (e->p[i].state == GS_TPOD_RUNNING && e->p[i].est_ms >= 0)
-            order[k++] = i;
-    end_ctx = e;
-    qsort(order, n_run, sizeof(*order), cmp_end);
+    memcpy(order, e->end_order, n_run * sizeof(*order));
     uint32_t mark = e->nlog;
     int err = GS_OK;
     int64_t at = -1;
@@ -1302,6 +1322,22 @@ static int reserve(struct gs_engine *e, uint32_t head)
             e->p[order[i + 1]].start_ms + e->p[order[i + 1]].est_ms == r->start_ms + r->est_ms)
             continue;
         uint32_t inner = e->nlog;
+        if (e->p[head].gang == GS_NO_GANG) {
+            /* A single pod did not fit before these releases, so it fits now only on a node
+             * they touched: check those nodes alone instead of a whole placement. */
+            uint32_t batch_start = i;
+            while (batch_start > 0 &&
+                   e->p[order[batch_start - 1]].start_ms + e->p[order[batch_start - 1]].est_ms ==
+                       r->start_ms + r->est_ms)
+                batch_start--;
+            bool fits = false;
+            for (uint32_t j = batch_start; j <= i && !fits; j++) {
+                const struct gs_node *nd = gs_cluster_node(e->c, e->p[order[j]].pl.node);
+                fits = gs_node_fits(nd, &e->p[head].req) && within_limits(e, &e->p[head]);
+            }
+            if (!fits)
+                continue;
+        }
         err = try_job_mode(e, head, 0, inner);
         if (err == GS_ENOMEM)
             break;

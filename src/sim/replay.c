@@ -38,6 +38,7 @@ struct gs_replay {
     struct gs_replay_queue *queues; /* leaf queues, in engine id order */
     uint32_t nqueues;
     uint32_t *leaf_of; /* engine queue id -> leaf index (UINT32_MAX: not a leaf) */
+    uint32_t *active;  /* per leaf: samples in which it had pods */
     struct gs_replay_sample *samples;
     uint32_t nsamples, capsamples;
     double *share_alloc, *share_fair; /* nsamples x nqueues */
@@ -193,8 +194,11 @@ static int take_sample(struct run_state *s, int64_t t_ms, int64_t cap_gpu)
         double f = 100.0 * (double)in.fair[GS_RES_GPU] / (double)cap_gpu;
         r->share_alloc[(size_t)r->nsamples * r->nqueues + li] = a;
         r->share_fair[(size_t)r->nsamples * r->nqueues + li] = f;
-        r->queues[li].share_mean_pct += a;
-        r->queues[li].fair_mean_pct += f;
+        if (in.pending + in.running > 0) {
+            r->queues[li].share_mean_pct += a;
+            r->queues[li].fair_mean_pct += f;
+            r->active[li]++;
+        }
     }
     r->samples[r->nsamples++] = (struct gs_replay_sample){
         t_ms, 100.0 * (double)root.allocated[GS_RES_GPU] / (double)cap_gpu, pending, running};
@@ -311,8 +315,9 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     uint32_t nq = gs_engine_queue_count(s.e);
     r->leaf_of = malloc(nq * sizeof(*r->leaf_of));
     r->queues = calloc(nq, sizeof(*r->queues));
+    r->active = calloc(nq, sizeof(*r->active));
     err = GS_ENOMEM;
-    if (!r->leaf_of || !r->queues)
+    if (!r->leaf_of || !r->queues || !r->active)
         goto out;
     for (uint32_t qi = 0; qi < nq; qi++) {
         struct gs_queue_info in;
@@ -475,9 +480,9 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         rq->pending_end = in.pending;
         rq->evictions_suffered = in.evictions_suffered;
         rq->evictions_caused = in.evictions_caused;
-        if (r->nsamples) {
-            rq->share_mean_pct /= r->nsamples;
-            rq->fair_mean_pct /= r->nsamples;
+        if (r->active[li]) {
+            rq->share_mean_pct /= r->active[li];
+            rq->fair_mean_pct /= r->active[li];
         }
         uint32_t k = 0;
         for (uint32_t w2 = 0; w2 < r->nwaits; w2++)
@@ -544,6 +549,7 @@ void gs_replay_free(struct gs_replay *r)
         free((char *)r->queues[i].name);
     free(r->queues);
     free(r->leaf_of);
+    free(r->active);
     free(r->samples);
     free(r->share_alloc);
     free(r->share_fair);

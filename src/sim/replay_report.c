@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,8 +199,20 @@ static int plot_share(const struct gs_replay *r, const char *dir, char *err, siz
     gs_replay_shares(r, &alloc, &fair);
     struct text data = {0}, script = {0};
     int rc = GS_ENOMEM;
+    /* Show the busy part: up to a quarter past the last sample with waiting pods (the trace's
+     * long tail of single long-running pods would squeeze it into one pixel column). */
+    int64_t t_last = ns ? s[ns - 1].t_ms : 0;
+    for (uint32_t k = ns; k-- > 0;) {
+        if (s[k].pending > 0) {
+            t_last = s[k].t_ms;
+            break;
+        }
+    }
+    double end_h = (double)t_last * 1.25 / 3600000.0;
+    bool days = end_h > 72;
+    double unit = days ? 86400000.0 : 3600000.0;
     for (uint32_t k = 0; k < ns; k++) {
-        if (text_add(&data, "%.3f", (double)s[k].t_ms / 86400000.0))
+        if (text_add(&data, "%.4f", (double)s[k].t_ms / unit))
             goto out;
         for (uint32_t i = 0; i < nq; i++)
             if (text_add(&data, " %.3f %.3f", alloc[(size_t)k * nq + i], fair[(size_t)k * nq + i]))
@@ -212,8 +225,9 @@ static int plot_share(const struct gs_replay *r, const char *dir, char *err, siz
     if (text_add(
             &script,
             "set title 'GPU share per queue over time (solid: allocated, dashed: fair share)'\n"
-            "set xlabel 'trace time, days'\nset ylabel '%% of cluster GPUs'\n"
-            "set key outside right\nset grid\nplot "))
+            "set xlabel 'replay time, %s'\nset ylabel '%% of cluster GPUs'\n"
+            "set xrange [0:%.4f]\nset key outside right\nset grid\nplot ",
+            days ? "days" : "hours", end_h > 0 ? (days ? end_h / 24 : end_h) : 1.0))
         goto out;
     for (uint32_t i = 0; i < nq; i++)
         if (text_add(&script,

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# gpusched replay on a slice of the real trace (48 nodes, 408 pods) with the bundled queues file:
+# byte-identical result files run to run and against the golden copies, every result file and
+# plot present, and usage errors exit 2 naming the option or the file and line.
+# GS_UPDATE_GOLDEN=1 rewrites the golden files (commit them with the reason for the change).
+set -uo pipefail
+bin=$1 src=$2
+golden=$src/tests/data/golden/replay
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+args=(replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$src/tests/data/slice_pods.csv"
+      --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --cluster-scale 0.25 --speedup 2000
+      --sample-s 600)
+"$bin" "${args[@]}" --out "$tmp/a" >"$tmp/a.txt" || { echo "FAIL: replay exited $?"; cat "$tmp/a.txt"; exit 1; }
+"$bin" "${args[@]}" --no-plot --out "$tmp/b" >/dev/null || { echo "FAIL: second replay"; exit 1; }
+files=(queues.csv share.csv utilisation.csv waits.csv)
+if [ "${GS_UPDATE_GOLDEN:-0}" = 1 ]; then
+    mkdir -p "$golden"
+    for f in "${files[@]}"; do cp "$tmp/a/$f" "$golden/$f"; done
+    echo "golden files updated"
+fi
+for f in "${files[@]}"; do
+    cmp "$tmp/a/$f" "$tmp/b/$f" || { echo "FAIL: $f differs between two runs"; fail=1; }
+    cmp "$golden/$f" "$tmp/a/$f" || { echo "FAIL: $f differs from tests/data/golden/replay/$f"; fail=1; }
+done
+for f in share.png wait.png; do
+    [ "$(head -c 4 "$tmp/a/$f" | od -An -tx1 | tr -d ' \n')" = 89504e47 ] || { echo "FAIL: $f is not a PNG"; fail=1; }
+done
+grep -q 'replayed 408 pods' "$tmp/a.txt" || { echo "FAIL: summary line"; cat "$tmp/a.txt"; fail=1; }
+# The queues file is checked: a broken one names its line.
+printf 'apiVersion: gpusched.io/v1\nkind: QueueConfig\nqueues:\n  - name: a\n    parentQueue: nowhere\n' >"$tmp/bad.yaml"
+"$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$src/tests/data/slice_pods.csv" \
+    --queues "$tmp/bad.yaml" --out "$tmp/c" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc != 2 ] || ! grep -q 'bad.yaml:5' "$tmp/err" || [ -e "$tmp/c" ]; then
+    echo "FAIL: bad queues file: rc $rc"; cat "$tmp/err"; fail=1
+fi
+# A pod list without time columns cannot be replayed.
+"$bin" replay --nodes "$src/tests/data/slice_nodes.csv" \
+    --pods "$src/data/alibaba-gpu-v2023/csv/openb_pod_list_multigpu20.csv" \
+    --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --out "$tmp/d" >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q 'time columns' "$tmp/err" || { echo "FAIL: no-times pod list"; cat "$tmp/err"; fail=1; }
+[ $fail = 0 ] && echo "replay: all checks passed"
+exit $fail
