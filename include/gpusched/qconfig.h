@@ -18,7 +18,7 @@
 #include "gpusched/trace.h"
 
 /** Largest accepted file, bytes; a longer one gives GS_EIO. */
-#define GS_QCONFIG_FILE_MAX (4u * 1024u * 1024u)
+#define GS_QCONFIG_FILE_MAX 4194304u /* 4 MiB */
 /** Most queues in one file. */
 #define GS_QCONFIG_QUEUES_MAX 10000u
 /** Deepest nesting, both of YAML collections and of the queue tree (a top-level queue is 1). */

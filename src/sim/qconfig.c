@@ -81,7 +81,7 @@ struct arena {
     struct chunk *head; /**< the chunk being filled, then older ones */
 };
 
-/* Returns n bytes aligned for any type, or NULL when out of memory. */
+/* Returns n zeroed bytes aligned for any type, or NULL when out of memory. */
 static void *arena_alloc(struct arena *a, size_t n)
 {
     const size_t align = _Alignof(max_align_t);
@@ -92,6 +92,7 @@ static void *arena_alloc(struct arena *a, size_t n)
     if (c != NULL && c->cap - c->used >= n) {
         void *p = (unsigned char *)c->data + c->used;
         c->used += n;
+        memset(p, 0, n);
         return p;
     }
     size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
@@ -100,6 +101,7 @@ static void *arena_alloc(struct arena *a, size_t n)
         return NULL;
     c->cap = cap;
     c->used = n;
+    memset(c->data, 0, n);
     if (a->head != NULL && n > ARENA_CHUNK) {
         /* A big block gets its own chunk behind the current one, whose room stays usable. */
         c->next = a->head->next;
@@ -218,19 +220,19 @@ struct pos {
 
 /** One configured queue. */
 struct qqueue {
-    const char *name;                 /**< in the configuration's arena */
-    uint32_t parent;                  /**< index of the parent; NONE for a top-level queue */
-    uint32_t children;                /**< number of child queues (0: a leaf) */
-    uint32_t depth;                   /**< 1 for a top-level queue */
-    int64_t quota[GS_RES_COUNT];      /**< internal units; derived for unset parents */
-    int64_t limit[GS_RES_COUNT];      /**< internal units or GS_UNLIMITED */
-    bool quota_set[GS_RES_COUNT];     /**< the file gave the quota */
-    double weight;                    /**< over-quota weight (one per queue) */
-    int weight_from;                  /**< resource that set the weight, -1 none */
-    int64_t min_runtime_ms;           /**< own value, then resolved (inherited) */
-    bool min_runtime_set;             /**< the file gave preemptMinRuntime */
-    struct pos at;                    /**< the queue's `name` value */
-    struct pos parent_at;             /**< its `parentQueue` value (0 when absent) */
+    const char *name;                  /**< in the configuration's arena */
+    uint32_t parent;                   /**< index of the parent; NONE for a top-level queue */
+    uint32_t children;                 /**< number of child queues (0: a leaf) */
+    uint32_t depth;                    /**< 1 for a top-level queue */
+    int64_t quota[GS_RES_COUNT];       /**< internal units; derived for unset parents */
+    int64_t limit[GS_RES_COUNT];       /**< internal units or GS_UNLIMITED */
+    bool quota_set[GS_RES_COUNT];      /**< the file gave the quota */
+    double weight;                     /**< over-quota weight (one per queue) */
+    int weight_from;                   /**< resource that set the weight, -1 none */
+    int64_t min_runtime_ms;            /**< own value, then resolved (inherited) */
+    bool min_runtime_set;              /**< the file gave preemptMinRuntime */
+    struct pos at;                     /**< the queue's `name` value */
+    struct pos parent_at;              /**< its `parentQueue` value (0 when absent) */
     struct pos quota_at[GS_RES_COUNT]; /**< each `quota` value */
     struct pos limit_at[GS_RES_COUNT]; /**< each `limit` value */
 };
@@ -251,19 +253,19 @@ struct hashq {
 
 /** One assignment rule. */
 struct qrule {
-    uint8_t qos_mask;       /**< bit i: QoS i matches; 0: any QoS */
-    const char **models;    /**< gpuModel entries; nmodels == 0: any */
+    uint8_t qos_mask;    /**< bit i: QoS i matches; 0: any QoS */
+    const char **models; /**< gpuModel entries; nmodels == 0: any */
     uint32_t nmodels;
-    bool has_num;           /**< numGpu given */
-    uint32_t num_min;       /**< inclusive */
-    uint32_t num_max;       /**< inclusive */
-    const char *prefix;     /**< namePrefix or NULL */
+    bool has_num;       /**< numGpu given */
+    uint32_t num_min;   /**< inclusive */
+    uint32_t num_max;   /**< inclusive */
+    const char *prefix; /**< namePrefix or NULL */
     size_t prefix_len;
-    uint32_t queue;         /**< fixed target, or NONE when hashed */
-    struct hashq *hash;     /**< nhash weighted targets (file order) */
+    uint32_t queue;     /**< fixed target, or NONE when hashed */
+    struct hashq *hash; /**< nhash weighted targets (file order) */
     uint32_t nhash;
-    uint64_t weight_sum;    /**< sum of the hash weights */
-    uint32_t pclass;        /**< PriorityClass index or NONE */
+    uint64_t weight_sum; /**< sum of the hash weights */
+    uint32_t pclass;     /**< PriorityClass index or NONE */
 };
 
 /** QoS names of the openb trace, in the order of qos_map. */
@@ -271,19 +273,19 @@ static const char *const qos_names[] = {"LS", "Guaranteed", "Burstable", "BE"};
 #define QOS_COUNT 4
 
 struct gs_qconfig {
-    struct arena ar;          /**< everything below */
-    char name[256];           /**< source name for diagnostics */
-    struct qqueue *q;         /**< nq queues, file order */
+    struct arena ar;  /**< everything below */
+    char name[256];   /**< source name for diagnostics */
+    struct qqueue *q; /**< nq queues, file order */
     uint32_t nq;
-    uint32_t *order;          /**< queue indices, every parent before its children */
-    struct qclass *pc;        /**< npc classes, file order */
+    uint32_t *order;   /**< queue indices, every parent before its children */
+    struct qclass *pc; /**< npc classes, file order */
     uint32_t npc;
-    struct qrule *rules;      /**< nrules rules, file order */
+    struct qrule *rules; /**< nrules rules, file order */
     uint32_t nrules;
-    uint32_t default_queue;   /**< index or NONE */
-    uint32_t default_class;   /**< index or NONE */
+    uint32_t default_queue;        /**< index or NONE */
+    uint32_t default_class;        /**< index or NONE */
     uint32_t qos_class[QOS_COUNT]; /**< priorityByQoS: class index or NONE */
-    int64_t min_runtime_ms;   /**< top-level preemptMinRuntime, 0 when unset */
+    int64_t min_runtime_ms;        /**< top-level preemptMinRuntime, 0 when unset */
 };
 
 static const char *const res_names[GS_RES_COUNT] = {"gpu", "cpu", "memory"};
@@ -294,12 +296,12 @@ enum ykind { Y_SCALAR, Y_SEQ, Y_MAP };
 
 /** One YAML node. An alias is the anchored node itself, so the tree may share subtrees. */
 struct ynode {
-    uint8_t kind;     /**< enum ykind */
-    bool plain;       /**< scalar written without quotes (may be null, a number, a bool) */
-    struct pos at;    /**< where it starts */
-    uint32_t n;       /**< scalar: bytes; sequence: items; mapping: pairs */
-    uint32_t height;  /**< 0 for a scalar, 1 + the deepest child for a container */
-    uint32_t weight;  /**< nodes in the subtree, aliases expanded */
+    uint8_t kind;    /**< enum ykind */
+    bool plain;      /**< scalar written without quotes (may be null, a number, a bool) */
+    struct pos at;   /**< where it starts */
+    uint32_t n;      /**< scalar: bytes; sequence: items; mapping: pairs */
+    uint32_t height; /**< 0 for a scalar, 1 + the deepest child for a container */
+    uint32_t weight; /**< nodes in the subtree, aliases expanded */
     union {
         char *s;              /**< scalar text, NUL-terminated (may hold NULs before) */
         struct ynode **items; /**< sequence items; mapping key0, value0, key1, ... */
@@ -317,18 +319,18 @@ struct open {
 
 /** State of one parse. */
 struct pctx {
-    struct gs_diag *d;          /**< the caller's or scratch */
-    struct gs_qconfig *qc;      /**< being filled */
-    struct arena tmp;           /**< the tree, anchors */
-    struct smap anchors;        /**< anchor name -> node */
-    struct ynode **pend;        /**< children of the open containers */
+    struct gs_diag *d;     /**< the caller's or scratch */
+    struct gs_qconfig *qc; /**< being filled */
+    struct arena tmp;      /**< the tree, anchors */
+    struct smap anchors;   /**< anchor name -> node */
+    struct ynode **pend;   /**< children of the open containers */
     size_t npend, cappend;
     struct open open[GS_QCONFIG_DEPTH_MAX]; /**< open containers, outermost first */
-    uint32_t depth;             /**< entries in open */
-    struct ynode *root;         /**< the document, once complete */
-    uint32_t docs;              /**< documents begun */
-    struct smap qnames;         /**< queue name -> struct qqueue */
-    struct smap cnames;         /**< class name -> struct qclass */
+    uint32_t depth;                         /**< entries in open */
+    struct ynode *root;                     /**< the document, once complete */
+    uint32_t docs;                          /**< documents begun */
+    struct smap qnames;                     /**< queue name -> struct qqueue */
+    struct smap cnames;                     /**< class name -> struct qclass */
 };
 
 /* ---- diagnostics ------------------------------------------------------------------------ */
@@ -382,8 +384,8 @@ static const char *fmt_qty(char *buf, size_t cap, int r, int64_t v)
     if (v == GS_UNLIMITED) {
         (void)snprintf(buf, cap, "unlimited");
     } else if (r == GS_RES_MEM) {
-        if (v > 0 && v % (1024 * 1024) == 0)
-            (void)snprintf(buf, cap, "%lldTi", (long long)(v / (1024 * 1024)));
+        if (v > 0 && v % 1048576 == 0)
+            (void)snprintf(buf, cap, "%lldTi", (long long)(v / 1048576));
         else if (v > 0 && v % 1024 == 0)
             (void)snprintf(buf, cap, "%lldGi", (long long)(v / 1024));
         else
@@ -410,18 +412,16 @@ static int add_child(struct pctx *c, struct ynode *n, const struct pos *at)
     }
     struct open *o = &c->open[c->depth - 1];
     if (c->depth + n->height > GS_QCONFIG_DEPTH_MAX)
-        return fail_at(c, GS_EPARSE, at, "", "nesting deeper than %u levels",
-                       GS_QCONFIG_DEPTH_MAX);
+        return fail_at(c, GS_EPARSE, at, "", "nesting deeper than %u levels", GS_QCONFIG_DEPTH_MAX);
     o->weight += n->weight;
     if (o->weight > NODES_MAX)
         return fail_at(c, GS_EPARSE, at, "",
-                       "more than %u YAML nodes (an alias counts each time it is used)",
-                       NODES_MAX);
+                       "more than %u YAML nodes (an alias counts each time it is used)", NODES_MAX);
     if (n->height > o->height)
         o->height = n->height;
     if (c->npend == c->cappend) {
         size_t ncap = c->cappend ? 2 * c->cappend : 256;
-        struct ynode **np = realloc(c->pend, ncap * sizeof *np);
+        struct ynode **np = realloc(c->pend, ncap * sizeof(struct ynode *));
         if (np == NULL)
             return oom(c);
         c->pend = np;
@@ -520,11 +520,11 @@ static int on_end(struct pctx *c)
     struct open *o = &c->open[c->depth - 1];
     struct ynode *n = o->node;
     size_t k = c->npend - o->base;
-    n->u.items = arena_alloc(&c->tmp, (k ? k : 1) * sizeof *n->u.items);
+    n->u.items = arena_alloc(&c->tmp, (k ? k : 1) * sizeof(struct ynode *));
     if (n->u.items == NULL)
         return oom(c);
     if (k > 0)
-        memcpy(n->u.items, c->pend + o->base, k * sizeof *n->u.items);
+        memcpy(n->u.items, c->pend + o->base, k * sizeof(struct ynode *));
     n->n = (uint32_t)(n->kind == Y_MAP ? k / 2 : k);
     n->height = o->height + 1;
     n->weight = (uint32_t)o->weight;
@@ -631,8 +631,8 @@ static bool is_null(const struct ynode *n)
     if (n->kind != Y_SCALAR || !n->plain)
         return false;
     const char *s = n->u.s;
-    return n->n == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
-           strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
+    return n->n == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+           strcmp(s, "NULL") == 0;
 }
 
 /* True when a scalar's text is exactly lit. */
@@ -662,7 +662,7 @@ static int check_map(struct pctx *c, const struct ynode *n, const char *field,
     if (rc)
         return rc;
     for (uint32_t i = 0; i < n->n; i++) {
-        const struct ynode *k = n->u.items[2 * i];
+        const struct ynode *k = n->u.items[2 * (size_t)i];
         char buf[64];
         if (k->kind != Y_SCALAR)
             return FAIL(c, k, field, "a key must be a string, found %s",
@@ -675,17 +675,17 @@ static int check_map(struct pctx *c, const struct ynode *n, const char *field,
             size_t len = 0;
             allowed[0] = '\0';
             for (size_t m = 0; keys[m] != NULL && len < sizeof allowed; m++) {
-                int w = snprintf(allowed + len, sizeof allowed - len, "%s%s", m ? ", " : "",
-                                 keys[m]);
+                int w =
+                    snprintf(allowed + len, sizeof allowed - len, "%s%s", m ? ", " : "", keys[m]);
                 if (w > 0)
                     len += (size_t)w;
             }
             return FAIL(c, k, k->u.s, "unknown key '%.60s' (allowed: %s)", k->u.s, allowed);
         }
         for (uint32_t m = 0; m < i; m++)
-            if (text_is(n->u.items[2 * m], keys[j]))
+            if (text_is(n->u.items[2 * (size_t)m], keys[j]))
                 return FAIL(c, k, keys[j], "duplicate key '%s' (first on line %u)", keys[j],
-                            n->u.items[2 * m]->at.line);
+                            n->u.items[2 * (size_t)m]->at.line);
     }
     return GS_OK;
 }
@@ -694,8 +694,8 @@ static int check_map(struct pctx *c, const struct ynode *n, const char *field,
 static const struct ynode *get(const struct ynode *map, const char *key)
 {
     for (uint32_t i = 0; i < map->n; i++)
-        if (text_is(map->u.items[2 * i], key)) {
-            const struct ynode *v = map->u.items[2 * i + 1];
+        if (text_is(map->u.items[2 * (size_t)i], key)) {
+            const struct ynode *v = map->u.items[2 * (size_t)i + 1];
             return is_null(v) ? NULL : v;
         }
     return NULL;
@@ -709,8 +709,8 @@ static int require(struct pctx *c, const struct ynode *map, const char *key,
     if (*out != NULL)
         return GS_OK;
     for (uint32_t i = 0; i < map->n; i++)
-        if (text_is(map->u.items[2 * i], key))
-            return FAIL(c, map->u.items[2 * i], key, "'%s' needs a value", key);
+        if (text_is(map->u.items[2 * (size_t)i], key))
+            return FAIL(c, map->u.items[2 * (size_t)i], key, "'%s' needs a value", key);
     return FAIL(c, map, key, "missing required key '%s'", key);
 }
 
@@ -749,8 +749,7 @@ static int get_int(struct pctx *c, const struct ynode *n, const char *field, int
     bool big = false;
     for (; i < n->n; i++) {
         if (s[i] < '0' || s[i] > '9')
-            return FAIL(c, n, field, "expected an integer, found %s",
-                        describe(n, buf, sizeof buf));
+            return FAIL(c, n, field, "expected an integer, found %s", describe(n, buf, sizeof buf));
         if (v > (INT64_MAX - (s[i] - '0')) / 10)
             big = true;
         else
@@ -761,8 +760,8 @@ static int get_int(struct pctx *c, const struct ynode *n, const char *field, int
     if (neg && min >= 0 && v != 0)
         return FAIL(c, n, field, "negative value %s", describe(n, buf, sizeof buf));
     if (big || v < min || v > max)
-        return FAIL(c, n, field, "%s is out of range (%lld to %lld)",
-                    describe(n, buf, sizeof buf), (long long)min, (long long)max);
+        return FAIL(c, n, field, "%s is out of range (%lld to %lld)", describe(n, buf, sizeof buf),
+                    (long long)min, (long long)max);
     *out = v;
     return GS_OK;
 }
@@ -832,9 +831,8 @@ static const char *parse_quantity(const char *s, size_t len, int r, int64_t *out
         const char *sfx;
         int p2, p5;
     } mem_sfx[] = {
-        {"", 0, 0},      {"Ki", 10, 0},   {"Mi", 20, 0},   {"Gi", 30, 0},   {"Ti", 40, 0},
-        {"Pi", 50, 0},   {"k", 3, 3},     {"M", 6, 6},     {"G", 9, 9},     {"T", 12, 12},
-        {"P", 15, 15},
+        {"", 0, 0},  {"Ki", 10, 0}, {"Mi", 20, 0}, {"Gi", 30, 0}, {"Ti", 40, 0}, {"Pi", 50, 0},
+        {"k", 3, 3}, {"M", 6, 6},   {"G", 9, 9},   {"T", 12, 12}, {"P", 15, 15},
     };
     size_t i = 0;
     int64_t m = 0;
@@ -909,8 +907,8 @@ static const char *parse_quantity(const char *s, size_t len, int r, int64_t *out
 }
 
 /* A quota (limit == false) or a limit of resource r. */
-static int get_quantity(struct pctx *c, const struct ynode *n, const char *field, int r,
-                        bool limit, int64_t *out)
+static int get_quantity(struct pctx *c, const struct ynode *n, const char *field, int r, bool limit,
+                        int64_t *out)
 {
     char buf[64];
     int rc = need_kind(c, n, field, Y_SCALAR);
@@ -924,8 +922,9 @@ static int get_quantity(struct pctx *c, const struct ynode *n, const char *field
         return FAIL(c, n, field, "negative %s %s%s", field, describe(n, buf, sizeof buf),
                     limit ? " (only -1, meaning unlimited, may be negative)" : "");
     if (text_is(n, "unlimited"))
-        return FAIL(c, n, field, "a quota cannot be unlimited; leave it out for 0 (or the sum "
-                                 "of the children's) and set the limit instead");
+        return FAIL(c, n, field,
+                    "a quota cannot be unlimited; leave it out for 0 (or the sum "
+                    "of the children's) and set the limit instead");
     const char *why = parse_quantity(n->u.s, n->n, r, out);
     if (why != NULL)
         return FAIL(c, n, field, "%s %s %s", res_names[r], describe(n, buf, sizeof buf), why);
@@ -1007,8 +1006,7 @@ static int leaf_ref(struct pctx *c, const struct ynode *n, const char *field, ui
     if (q == NULL)
         return FAIL(c, n, field, "unknown queue %s", describe(n, buf, sizeof buf));
     if (q->children > 0)
-        return FAIL(c, n, field,
-                    "queue %s has child queues; pods can only be sent to a leaf queue",
+        return FAIL(c, n, field, "queue %s has child queues; pods can only be sent to a leaf queue",
                     describe(n, buf, sizeof buf));
     *out = (uint32_t)(q - c->qc->q);
     return GS_OK;
@@ -1051,8 +1049,7 @@ static int parse_resource(struct pctx *c, const struct ynode *m, int r, struct q
         q->limit_at[r] = limit->at;
         if (q->limit[r] < q->quota[r])
             return FAIL(c, limit, "limit", "%s limit %s is below the quota %s", res_names[r],
-                        fmt_qty(a, sizeof a, r, q->limit[r]),
-                        fmt_qty(b, sizeof b, r, q->quota[r]));
+                        fmt_qty(a, sizeof a, r, q->limit[r]), fmt_qty(b, sizeof b, r, q->quota[r]));
     }
     if (w != NULL) {
         double v = 0;
@@ -1161,12 +1158,11 @@ static int link_queues(struct pctx *c, const struct ynode **parents)
             continue;
         struct qqueue *p = smap_get(&c->qnames, parents[i]->u.s, parents[i]->n);
         if (p == NULL)
-            return FAIL(c, parents[i], "parentQueue", "unknown parent queue '%s'",
-                        parents[i]->u.s);
+            return FAIL(c, parents[i], "parentQueue", "unknown parent queue '%s'", parents[i]->u.s);
         q[i].parent = (uint32_t)(p - q);
     }
     /* Cycles: walk up from each queue, stamping the walk; meeting the stamp again is a cycle. */
-    uint32_t *stamp = calloc(nq, sizeof *stamp);
+    uint32_t *stamp = calloc(nq ? nq : 1, sizeof *stamp);
     qc->order = arena_alloc(&qc->ar, (nq ? nq : 1) * sizeof *qc->order);
     if (stamp == NULL || qc->order == NULL) {
         free(stamp);
@@ -1268,7 +1264,7 @@ static int parse_queues(struct pctx *c, const struct ynode *seq)
     if (seq->n == 0)
         return FAIL(c, seq, "queues", "no queues; a configuration needs at least one");
     qc->q = arena_alloc(&qc->ar, seq->n * sizeof *qc->q);
-    const struct ynode **parents = calloc(seq->n, sizeof *parents);
+    const struct ynode **parents = calloc(seq->n, sizeof(const struct ynode *));
     if (qc->q == NULL || parents == NULL) {
         free(parents);
         return oom(c);
@@ -1300,15 +1296,15 @@ static int parse_classes(struct pctx *c, const struct ynode *seq)
     if (rc)
         return rc;
     if (seq->n > CLASSES_MAX)
-        return FAIL(c, seq->u.items[CLASSES_MAX], "priorityClasses",
-                    "more than %u PriorityClasses", CLASSES_MAX);
+        return FAIL(c, seq->u.items[CLASSES_MAX], "priorityClasses", "more than %u PriorityClasses",
+                    CLASSES_MAX);
     qc->pc = arena_alloc(&qc->ar, (seq->n ? seq->n : 1) * sizeof *qc->pc);
     if (qc->pc == NULL)
         return oom(c);
     for (uint32_t i = 0; i < seq->n; i++) {
         const struct ynode *m = seq->u.items[i], *n, *v;
         struct qclass *pc = &qc->pc[i];
-        int64_t value;
+        int64_t value = 0;
         if ((rc = check_map(c, m, "priorityClasses", keys)) != GS_OK ||
             (rc = require(c, m, "name", &n)) != GS_OK ||
             (rc = get_name(c, n, "name", &pc->name)) != GS_OK)
@@ -1369,8 +1365,7 @@ static int parse_match(struct pctx *c, const struct ynode *m, struct qrule *rule
         if (models->n == 0)
             return FAIL(c, models, "gpuModel", "empty list; leave gpuModel out to match any");
         if (models->n > LIST_MAX)
-            return FAIL(c, models->u.items[LIST_MAX], "gpuModel", "more than %u models",
-                        LIST_MAX);
+            return FAIL(c, models->u.items[LIST_MAX], "gpuModel", "more than %u models", LIST_MAX);
         rule->models = arena_alloc(&c->qc->ar, models->n * sizeof *rule->models);
         if (rule->models == NULL)
             return oom(c);
@@ -1400,8 +1395,7 @@ static int parse_match(struct pctx *c, const struct ynode *m, struct qrule *rule
                 return rc;
             rule->num_max = (uint32_t)v;
             if (rule->num_max < rule->num_min)
-                return FAIL(c, hi, "max", "max %u is below min %u", rule->num_max,
-                            rule->num_min);
+                return FAIL(c, hi, "max", "max %u is below min %u", rule->num_max, rule->num_min);
         }
     }
     if (prefix != NULL) {
@@ -1423,10 +1417,10 @@ static int parse_hash(struct pctx *c, const struct ynode *m, struct qrule *rule)
     if (rule->hash == NULL)
         return oom(c);
     for (uint32_t i = 0; i < m->n; i++) {
-        const struct ynode *k = m->u.items[2 * i], *v = m->u.items[2 * i + 1];
+        const struct ynode *k = m->u.items[2 * (size_t)i], *v = m->u.items[2 * (size_t)i + 1];
         char buf[64];
         const char *field = k->kind == Y_SCALAR ? k->u.s : "hashQueues";
-        int64_t w;
+        int64_t w = 0;
         if (k->kind != Y_SCALAR)
             return FAIL(c, k, "hashQueues", "a key must be a queue name, found %s",
                         describe(k, buf, sizeof buf));
@@ -1435,7 +1429,7 @@ static int parse_hash(struct pctx *c, const struct ynode *m, struct qrule *rule)
         for (uint32_t j = 0; j < i; j++)
             if (rule->hash[j].queue == rule->hash[i].queue)
                 return FAIL(c, k, field, "duplicate key '%.60s' (first on line %u)", k->u.s,
-                            m->u.items[2 * j]->at.line);
+                            m->u.items[2 * (size_t)j]->at.line);
         if ((rc = get_int(c, v, field, 1, HASH_WEIGHT_MAX, &w)) != GS_OK)
             return rc;
         rule->hash[i].weight = (uint32_t)w;
@@ -1470,8 +1464,7 @@ static int parse_rules(struct pctx *c, const struct ynode *seq)
         if (match != NULL && (rc = parse_match(c, match, rule)) != GS_OK)
             return rc;
         if (queue != NULL && hash != NULL)
-            return FAIL(c, hash, "hashQueues",
-                        "a rule takes either queue or hashQueues, not both");
+            return FAIL(c, hash, "hashQueues", "a rule takes either queue or hashQueues, not both");
         if (queue == NULL && hash == NULL)
             return FAIL(c, m, "queue", "a rule needs queue or hashQueues");
         if (queue != NULL && (rc = leaf_ref(c, queue, "queue", &rule->queue)) != GS_OK)
@@ -1497,14 +1490,14 @@ static int parse_assignment(struct pctx *c, const struct ynode *m)
     const struct ynode *map = get(m, "priorityByQoS"), *rules = get(m, "rules");
     if (dq != NULL && (rc = leaf_ref(c, dq, "defaultQueue", &qc->default_queue)) != GS_OK)
         return rc;
-    if (dc != NULL &&
-        (rc = class_ref(c, dc, "defaultPriorityClass", &qc->default_class)) != GS_OK)
+    if (dc != NULL && (rc = class_ref(c, dc, "defaultPriorityClass", &qc->default_class)) != GS_OK)
         return rc;
     if (map != NULL) {
         if ((rc = need_kind(c, map, "priorityByQoS", Y_MAP)) != GS_OK)
             return rc;
         for (uint32_t i = 0; i < map->n; i++) {
-            const struct ynode *k = map->u.items[2 * i], *v = map->u.items[2 * i + 1];
+            const struct ynode *k = map->u.items[2 * (size_t)i],
+                               *v = map->u.items[2 * (size_t)i + 1];
             char buf[64];
             if (k->kind != Y_SCALAR)
                 return FAIL(c, k, "priorityByQoS", "a key must be a QoS name, found %s",
@@ -1527,9 +1520,8 @@ static int parse_assignment(struct pctx *c, const struct ynode *m)
 
 static int parse_root(struct pctx *c, const struct ynode *root)
 {
-    static const char *const keys[] = {"apiVersion",      "kind",       "preemptMinRuntime",
-                                       "queues",          "priorityClasses", "assignment",
-                                       NULL};
+    static const char *const keys[] = {
+        "apiVersion", "kind", "preemptMinRuntime", "queues", "priorityClasses", "assignment", NULL};
     struct gs_qconfig *qc = c->qc;
     const struct ynode *n;
     char buf[64];
@@ -1694,8 +1686,8 @@ int gs_qconfig_apply(const struct gs_qconfig *qc, struct gs_engine *e, struct gs
             d->line = q->at.line;
             d->column = q->at.col;
             (void)snprintf(d->field, sizeof d->field, "name");
-            (void)snprintf(d->msg, sizeof d->msg, "the engine refused queue '%.100s': %s",
-                           q->name, gs_strerror(rc));
+            (void)snprintf(d->msg, sizeof d->msg, "the engine refused queue '%.100s': %s", q->name,
+                           gs_strerror(rc));
             goto out;
         }
     }
@@ -1707,9 +1699,8 @@ int gs_qconfig_apply(const struct gs_qconfig *qc, struct gs_engine *e, struct gs
             d->line = pc->at.line;
             d->column = pc->at.col;
             (void)snprintf(d->field, sizeof d->field, "name");
-            (void)snprintf(d->msg, sizeof d->msg,
-                           "the engine refused PriorityClass '%.100s': %s", pc->name,
-                           gs_strerror(rc));
+            (void)snprintf(d->msg, sizeof d->msg, "the engine refused PriorityClass '%.100s': %s",
+                           pc->name, gs_strerror(rc));
             goto out;
         }
     }

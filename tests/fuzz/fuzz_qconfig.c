@@ -82,8 +82,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct gs_cluster *c = NULL;
     struct gs_engine *e = NULL;
-    struct gs_node_spec node = {.name = "n0", .cpu_milli = 64000, .mem_mib = 1 << 20,
-                                .pods_max = 110, .gpu_count = 8, .gpu_model = "V100M16"};
+    struct gs_node_spec node = {.name = "n0",
+                                .cpu_milli = 64000,
+                                .mem_mib = 1 << 20,
+                                .pods_max = 110,
+                                .gpu_count = 8,
+                                .gpu_model = "V100M16"};
     struct gs_engine_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.policy = "bestfit";

@@ -57,8 +57,8 @@ static void check_diag(const struct gs_diag *d, const char *input, uint64_t line
     }
 }
 
-static void parse_fails(const char *text, size_t len, int rc_want, uint64_t line,
-                        uint32_t column, const char *field, const char *msg_part)
+static void parse_fails(const char *text, size_t len, int rc_want, uint64_t line, uint32_t column,
+                        const char *field, const char *msg_part)
 {
     struct gs_qconfig *qc = (struct gs_qconfig *)1;
     struct gs_diag d;
@@ -82,8 +82,12 @@ struct world {
 
 static void world_init(struct world *w, uint32_t gpus, bool preemption)
 {
-    struct gs_node_spec n = {.name = "n0", .cpu_milli = 64000, .mem_mib = 1 << 20, .pods_max = 110,
-                             .gpu_count = gpus, .gpu_model = "A100"};
+    struct gs_node_spec n = {.name = "n0",
+                             .cpu_milli = 64000,
+                             .mem_mib = 1 << 20,
+                             .pods_max = 110,
+                             .gpu_count = gpus,
+                             .gpu_model = "A100"};
     struct gs_engine_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.policy = "bestfit";
@@ -321,31 +325,31 @@ static void test_hash_is_stable_and_weighted(void **state)
 
 /* ---- rules ------------------------------------------------------------------------------ */
 
-static const char rules_cfg[] = HDR
-    "queues:\n"
-    "  - name: v100\n"
-    "  - name: multi\n"
-    "  - name: jobs\n"
-    "  - name: rest\n"
-    "  - name: dept\n"
-    "  - name: team\n"
-    "    parentQueue: dept\n"
-    "priorityClasses:\n"
-    "  - {name: low, value: 1}\n"
-    "  - {name: mid, value: 50}\n"
-    "  - {name: high, value: 200}\n"
-    "assignment:\n"
-    "  defaultQueue: rest\n"
-    "  defaultPriorityClass: low\n"
-    "  priorityByQoS: {Burstable: mid}\n"
-    "  rules:\n"
-    "    - match: {gpuModel: [V100M16, V100M32], qos: [BE, Burstable]}\n"
-    "      queue: v100\n"
-    "    - match: {numGpu: {min: 2, max: 8}}\n"
-    "      queue: multi\n"
-    "    - match: {namePrefix: job-, numGpu: {max: 0}}\n"
-    "      queue: jobs\n"
-    "      priorityClass: high\n";
+static const char rules_cfg[] =
+    HDR "queues:\n"
+        "  - name: v100\n"
+        "  - name: multi\n"
+        "  - name: jobs\n"
+        "  - name: rest\n"
+        "  - name: dept\n"
+        "  - name: team\n"
+        "    parentQueue: dept\n"
+        "priorityClasses:\n"
+        "  - {name: low, value: 1}\n"
+        "  - {name: mid, value: 50}\n"
+        "  - {name: high, value: 200}\n"
+        "assignment:\n"
+        "  defaultQueue: rest\n"
+        "  defaultPriorityClass: low\n"
+        "  priorityByQoS: {Burstable: mid}\n"
+        "  rules:\n"
+        "    - match: {gpuModel: [V100M16, V100M32], qos: [BE, Burstable]}\n"
+        "      queue: v100\n"
+        "    - match: {numGpu: {min: 2, max: 8}}\n"
+        "      queue: multi\n"
+        "    - match: {namePrefix: job-, numGpu: {max: 0}}\n"
+        "      queue: jobs\n"
+        "      priorityClass: high\n";
 
 /* Each condition alone and together; the first matching rule wins; the rule's class beats
  * the QoS map, which beats the default; no match falls back to the default queue. */
@@ -356,9 +360,9 @@ static void test_rules_match_model_count_prefix_and_qos(void **state)
     /* gpuModel: any part of the spec among the models, and the QoS listed. */
     assign_is(qc, pod("p1", "BE", 1, "V100M32"), "v100", "low");
     assign_is(qc, pod("p2", "Burstable", 1, "T4|V100M16"), "v100", "mid");
-    assign_is(qc, pod("p3", "LS", 1, "V100M16"), "rest", "low");   /* QoS not listed */
-    assign_is(qc, pod("p4", "BE", 1, "V100M1"), "rest", "low");    /* no prefix match */
-    assign_is(qc, pod("p5", "BE", 1, ""), "rest", "low");          /* any model: no match */
+    assign_is(qc, pod("p3", "LS", 1, "V100M16"), "rest", "low"); /* QoS not listed */
+    assign_is(qc, pod("p4", "BE", 1, "V100M1"), "rest", "low");  /* no prefix match */
+    assign_is(qc, pod("p5", "BE", 1, ""), "rest", "low");        /* any model: no match */
     /* numGpu range, inclusive; a V100 pod with 4 GPUs matched the earlier rule first. */
     assign_is(qc, pod("p6", "BE", 2, ""), "multi", "low");
     assign_is(qc, pod("p7", "BE", 8, "T4"), "multi", "low");
@@ -409,17 +413,28 @@ static void test_quantities_in_internal_units(void **state)
         int r;
         int64_t want;
     } cases[] = {
-        {"gpu", "2", GS_RES_GPU, 2000},           {"gpu", "0.5", GS_RES_GPU, 500},
-        {"gpu", "\"0.5\"", GS_RES_GPU, 500},      {"gpu", "500m", GS_RES_GPU, 500},
-        {"gpu", "1.25", GS_RES_GPU, 1250},        {"gpu", "0", GS_RES_GPU, 0},
-        {"gpu", "6212", GS_RES_GPU, 6212000},     {"gpu", "0.125", GS_RES_GPU, 125},
-        {"cpu", "64", GS_RES_CPU, 64000},         {"cpu", "250m", GS_RES_CPU, 250},
-        {"cpu", "0.1", GS_RES_CPU, 100},          {"cpu", "\"50000\"", GS_RES_CPU, 50000000},
-        {"cpu", "1.500", GS_RES_CPU, 1500},       {"memory", "512Gi", GS_RES_MEM, 524288},
-        {"memory", "1Ti", GS_RES_MEM, 1048576},   {"memory", "200Ti", GS_RES_MEM, 209715200},
-        {"memory", "2048Mi", GS_RES_MEM, 2048},   {"memory", "1.5Gi", GS_RES_MEM, 1536},
-        {"memory", "1024Ki", GS_RES_MEM, 1},      {"memory", "1048576", GS_RES_MEM, 1},
-        {"memory", "1Pi", GS_RES_MEM, 1073741824}, {"memory", "1048576k", GS_RES_MEM, 1000},
+        {"gpu", "2", GS_RES_GPU, 2000},
+        {"gpu", "0.5", GS_RES_GPU, 500},
+        {"gpu", "\"0.5\"", GS_RES_GPU, 500},
+        {"gpu", "500m", GS_RES_GPU, 500},
+        {"gpu", "1.25", GS_RES_GPU, 1250},
+        {"gpu", "0", GS_RES_GPU, 0},
+        {"gpu", "6212", GS_RES_GPU, 6212000},
+        {"gpu", "0.125", GS_RES_GPU, 125},
+        {"cpu", "64", GS_RES_CPU, 64000},
+        {"cpu", "250m", GS_RES_CPU, 250},
+        {"cpu", "0.1", GS_RES_CPU, 100},
+        {"cpu", "\"50000\"", GS_RES_CPU, 50000000},
+        {"cpu", "1.500", GS_RES_CPU, 1500},
+        {"memory", "512Gi", GS_RES_MEM, 524288},
+        {"memory", "1Ti", GS_RES_MEM, 1048576},
+        {"memory", "200Ti", GS_RES_MEM, 209715200},
+        {"memory", "2048Mi", GS_RES_MEM, 2048},
+        {"memory", "1.5Gi", GS_RES_MEM, 1536},
+        {"memory", "1024Ki", GS_RES_MEM, 1},
+        {"memory", "1048576", GS_RES_MEM, 1},
+        {"memory", "1Pi", GS_RES_MEM, 1073741824},
+        {"memory", "1048576k", GS_RES_MEM, 1000},
         {"memory", "0.5Mi", GS_RES_MEM, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -465,14 +480,15 @@ static void test_weights_reach_the_engine(void **state)
     apply_ok(qc, &w);
     uint32_t pc = (uint32_t)gs_engine_find_priority_class(w.e, "c");
     for (int i = 0; i < 8; i++) {
-        struct gs_tpod_spec s = {
-            .name = "p",
-            .queue = (uint32_t)gs_engine_find_queue(w.e, i % 2 ? "b" : "a"),
-            .priority_class = pc,
-            .gang = GS_NO_GANG,
-            .req = {.cpu_milli = 1000, .num_gpu = 1, .gpu_milli = 1000,
-                    .gpu_model_mask = GS_MODEL_ANY},
-            .runtime_estimate_ms = -1};
+        struct gs_tpod_spec s = {.name = "p",
+                                 .queue = (uint32_t)gs_engine_find_queue(w.e, i % 2 ? "b" : "a"),
+                                 .priority_class = pc,
+                                 .gang = GS_NO_GANG,
+                                 .req = {.cpu_milli = 1000,
+                                         .num_gpu = 1,
+                                         .gpu_milli = 1000,
+                                         .gpu_model_mask = GS_MODEL_ANY},
+                                 .runtime_estimate_ms = -1};
         assert_int_equal(gs_engine_submit(w.e, &s, 0, NULL), GS_OK);
     }
     int64_t cap[GS_RES_COUNT] = {4000, 64000, 1 << 20};
@@ -649,8 +665,8 @@ struct err_case {
 static void run_cases(const struct err_case *cases, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        parse_fails(cases[i].text, strlen(cases[i].text), GS_EPARSE, cases[i].line,
-                    cases[i].column, cases[i].field, cases[i].msg);
+        parse_fails(cases[i].text, strlen(cases[i].text), GS_EPARSE, cases[i].line, cases[i].column,
+                    cases[i].field, cases[i].msg);
 }
 
 #define RUN(cases) run_cases((cases), sizeof(cases) / sizeof((cases)[0]))
@@ -662,8 +678,9 @@ static void test_errors_yaml(void **state)
     static const struct err_case cases[] = {
         {HDR "queues: [a, b\n", 4, 1, "", "malformed YAML: did not find expected ',' or ']'"},
         {HDR "queues:\n  - name: a\n - name: b\n", 5, 2, "", "malformed YAML"},
-        {HDR "queues:\n\t- name: a\n", 4, 1, "", "malformed YAML: found character that cannot "
-                                                 "start any token"},
+        {HDR "queues:\n\t- name: a\n", 4, 1, "",
+         "malformed YAML: found character that cannot "
+         "start any token"},
         {"", 0, 0, "", "empty file: no configuration"},
         {"# only a comment\n", 0, 0, "", "empty file"},
         {HDR QA "---\n" HDR, 5, 1, "", "a second YAML document"},
@@ -672,8 +689,10 @@ static void test_errors_yaml(void **state)
         {HDR "queues: &q [*q]\n", 3, 13, "", "unknown alias '*q'"},
         {"[]\n", 1, 1, "", "expected a mapping with apiVersion, kind and queues, found a list"},
         {"hello\n", 1, 1, "", "found 'hello'"},
-        {HDR "queues:\n  - name: a\xff\n", 4, 12, "", "malformed YAML: invalid leading UTF-8 octet (byte 0xff)"},
-        {HDR "queues:\n  - name: a\x01\n", 4, 12, "", "control characters are not allowed (byte 0x01)"},
+        {HDR "queues:\n  - name: a\xff\n", 4, 12, "",
+         "malformed YAML: invalid leading UTF-8 octet (byte 0xff)"},
+        {HDR "queues:\n  - name: a\x01\n", 4, 12, "",
+         "control characters are not allowed (byte 0x01)"},
     };
     RUN(cases);
 }
@@ -750,8 +769,7 @@ static void test_errors_keys_and_types(void **state)
          "expected an integer, found '1.5'"},
         {HDR QA "priorityClasses:\n  - {name: x, value: 3000000000}\n", 6, 22, "value",
          "'3000000000' is out of range (-2147483648 to 2147483647)"},
-        {HDR QA "priorityClasses:\n  - {name: x}\n", 6, 5, "value",
-         "missing required key 'value'"},
+        {HDR QA "priorityClasses:\n  - {name: x}\n", 6, 5, "value", "missing required key 'value'"},
         {HDR QA "priorityClasses:\n  - {name: x, value: 1, preemptible: yes}\n", 6, 38,
          "preemptible", "expected true or false, found 'yes'"},
         {HDR QA "priorityClasses:\n  - {name: x, value: 1}\n  - {name: x, value: 2}\n", 7, 12,
@@ -812,10 +830,8 @@ static void test_errors_values(void **state)
          "bad duration '10': expected numbers with units ms, s, m, h"},
         {HDR "preemptMinRuntime: 10x\n" QA, 3, 20, "preemptMinRuntime", "bad duration '10x'"},
         {HDR "preemptMinRuntime: 1.5h\n" QA, 3, 20, "preemptMinRuntime", "bad duration '1.5h'"},
-        {HDR "preemptMinRuntime: -1m\n" QA, 3, 20, "preemptMinRuntime",
-         "negative duration '-1m'"},
-        {HDR "preemptMinRuntime: 99999999999999h\n" QA, 3, 20, "preemptMinRuntime",
-         "is too long"},
+        {HDR "preemptMinRuntime: -1m\n" QA, 3, 20, "preemptMinRuntime", "negative duration '-1m'"},
+        {HDR "preemptMinRuntime: 99999999999999h\n" QA, 3, 20, "preemptMinRuntime", "is too long"},
         {HDR QA "    preemptMinRuntime: h\n", 5, 24, "preemptMinRuntime", "bad duration 'h'"},
     };
 #undef RES
@@ -824,8 +840,8 @@ static void test_errors_values(void **state)
     static const struct {
         const char *text;
         int64_t ms;
-    } ok[] = {{"0", 0}, {"500ms", 500}, {"45s", 45000}, {"10m", 600000}, {"1h30m", 5400000},
-              {"\"2h\"", 7200000}, {"1m1s1ms", 61001}};
+    } ok[] = {{"0", 0},           {"500ms", 500},      {"45s", 45000},    {"10m", 600000},
+              {"1h30m", 5400000}, {"\"2h\"", 7200000}, {"1m1s1ms", 61001}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char text[128];
         (void)snprintf(text, sizeof text, HDR "preemptMinRuntime: %s\n" QA, ok[i].text);
@@ -877,11 +893,12 @@ static void test_errors_tree(void **state)
     RUN(cases);
 
     /* A parent's unset quota is its children's sum; a set one only bounds them. */
-    struct gs_qconfig *qc = parse_ok(HDR "queues:\n"
-                                         "  - {name: d, resources: {cpu: {quota: 10}}}\n"
-                                         "  - {name: t1, parentQueue: d, resources: {gpu: {quota: 2}}}\n"
-                                         "  - {name: t2, parentQueue: d, resources: {gpu: {quota: "
-                                         "1.5}, cpu: {quota: 4}}}\n");
+    struct gs_qconfig *qc =
+        parse_ok(HDR "queues:\n"
+                     "  - {name: d, resources: {cpu: {quota: 10}}}\n"
+                     "  - {name: t1, parentQueue: d, resources: {gpu: {quota: 2}}}\n"
+                     "  - {name: t2, parentQueue: d, resources: {gpu: {quota: "
+                     "1.5}, cpu: {quota: 4}}}\n");
     struct world w;
     world_init(&w, 1, false);
     apply_ok(qc, &w);
@@ -963,8 +980,7 @@ static void test_errors_assignment(void **state)
          "unknown PriorityClass 'nope'"},
         {TREE "  priorityByQoS: {LS: c, XX: c}\n", 9, 26, "XX",
          "unknown QoS 'XX' (allowed: LS, Guaranteed, Burstable, BE)"},
-        {TREE "  priorityByQoS: {LS: c, BE: nope}\n", 9, 30, "BE",
-         "unknown PriorityClass 'nope'"},
+        {TREE "  priorityByQoS: {LS: c, BE: nope}\n", 9, 30, "BE", "unknown PriorityClass 'nope'"},
         {TREE "  priorityByQoS: {LS: c, LS: c}\n", 9, 26, "LS", "duplicate key 'LS'"},
         {TREE "  priorityByQoS: [LS]\n", 9, 18, "priorityByQoS",
          "expected a mapping, found a list"},
@@ -975,8 +991,7 @@ static void test_errors_assignment(void **state)
          "unknown PriorityClass 'nope'"},
         {TREE "  rules:\n    - hashQueues: {a: 1, dept: 2}\n", 10, 26, "dept",
          "queue 'dept' has child queues"},
-        {TREE "  rules:\n    - hashQueues: {a: 1, zz: 2}\n", 10, 26, "zz",
-         "unknown queue 'zz'"},
+        {TREE "  rules:\n    - hashQueues: {a: 1, zz: 2}\n", 10, 26, "zz", "unknown queue 'zz'"},
         {TREE "  rules:\n    - hashQueues: {a: 1, b: 0}\n", 10, 29, "b",
          "'0' is out of range (1 to 1000000)"},
         {TREE "  rules:\n    - hashQueues: {a: 1, a: 2}\n", 10, 26, "a",
@@ -1049,17 +1064,19 @@ static void test_errors_bounds(void **state)
         k += (size_t)snprintf(text + k, cap - k, "    - queue: a\n");
     parse_fails(text, k, GS_EPARSE, 1007, 7, "rules", "more than 1000 rules");
 
-    k = (size_t)snprintf(text, cap, HDR QA "assignment:\n  rules:\n    - queue: a\n      match:\n"
-                                         "        gpuModel:\n");
+    k = (size_t)snprintf(text, cap,
+                         HDR QA "assignment:\n  rules:\n    - queue: a\n      match:\n"
+                                "        gpuModel:\n");
     for (int i = 0; i <= 64; i++)
         k += (size_t)snprintf(text + k, cap - k, "          - m%d\n", i);
     parse_fails(text, k, GS_EPARSE, 74, 13, "gpuModel", "more than 64 models");
     free(text);
 
     /* An anchored scalar reused as a reference. */
-    struct gs_qconfig *qc = parse_ok(HDR "queues:\n  - name: &n a\n"
-                                         "priorityClasses: [{name: &c c, value: 1}]\n"
-                                         "assignment: {defaultQueue: *n, defaultPriorityClass: *c}\n");
+    struct gs_qconfig *qc =
+        parse_ok(HDR "queues:\n  - name: &n a\n"
+                     "priorityClasses: [{name: &c c, value: 1}]\n"
+                     "assignment: {defaultQueue: *n, defaultPriorityClass: *c}\n");
     assign_is(qc, pod("p", "", 0, ""), "a", "c");
     gs_qconfig_free(qc);
 }
