@@ -299,7 +299,9 @@ int gs_cmd_replay(int argc, char **argv)
                q[i].share_mean_pct, q[i].fair_mean_pct,
                (unsigned long long)q[i].evictions_suffered);
     }
-    printf("results in %s/\n", out_dir);
+    printf("share%% and fair%%: mean GPU share and fair share, %% of the cluster, while the queue "
+           "had pods waiting\nresults in %s/\n",
+           out_dir);
     rc = 0;
 out:
     gs_replay_free(r);

@@ -38,7 +38,7 @@ struct gs_replay {
     struct gs_replay_queue *queues; /* leaf queues, in engine id order */
     uint32_t nqueues;
     uint32_t *leaf_of; /* engine queue id -> leaf index (UINT32_MAX: not a leaf) */
-    uint32_t *active;  /* per leaf: samples in which it had pods */
+    uint32_t *active;  /* per leaf: samples in which it had pods waiting */
     struct gs_replay_sample *samples;
     uint32_t nsamples, capsamples;
     double *share_alloc, *share_fair; /* nsamples x nqueues */
@@ -194,7 +194,7 @@ static int take_sample(struct run_state *s, int64_t t_ms, int64_t cap_gpu)
         double f = 100.0 * (double)in.fair[GS_RES_GPU] / (double)cap_gpu;
         r->share_alloc[(size_t)r->nsamples * r->nqueues + li] = a;
         r->share_fair[(size_t)r->nsamples * r->nqueues + li] = f;
-        if (in.pending + in.running > 0) {
+        if (in.pending > 0) {
             r->queues[li].share_mean_pct += a;
             r->queues[li].fair_mean_pct += f;
             r->active[li]++;
@@ -483,6 +483,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         if (r->active[li]) {
             rq->share_mean_pct /= r->active[li];
             rq->fair_mean_pct /= r->active[li];
+        } else {
+            rq->share_mean_pct = rq->fair_mean_pct = NAN;
         }
         uint32_t k = 0;
         for (uint32_t w2 = 0; w2 < r->nwaits; w2++)

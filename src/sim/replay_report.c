@@ -28,7 +28,7 @@ static int write_queues(const struct gs_replay *r, const char *path, char *err, 
     if (!f)
         return GS_EIO;
     fputs("queue,pods,started,completed,pending_at_end,wait_p50_s,wait_p95_s,wait_p99_s,"
-          "jct_mean_s,jct_p50_s,gpu_hours,share_mean_pct,fair_share_mean_pct,"
+          "jct_mean_s,jct_p50_s,gpu_hours,share_while_waiting_pct,fair_share_while_waiting_pct,"
           "evictions_suffered,evictions_caused\n",
           f);
     const struct gs_replay_queue *q;
