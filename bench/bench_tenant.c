@@ -274,11 +274,26 @@ static void gang(const char *policy, uint32_t to_find)
     }
     a = now_us();
     gs_engine_cycle(s.e, 1, &rng, &st);
-    double refused_shape = now_us() - a;
-    printf(
-        "gang (%s): 512-pod gang placed in %.2f ms (%u bound); refused with 300 GPUs free "
-        "in %.3f ms; 512 x 8-GPU gang refused after 300 trial placements in %.2f ms (%u bound)\n",
-        policy, placed / 1000, bound, refused / 1000, refused_shape / 1000, st.bound);
+    double refused_slots = now_us() - a;
+    uint32_t bound_slots = st.bound;
+    /* The same gang with one member unlike the others: no slot bound applies, so 300 members
+     * are placed on the real state before the 301st finds no node, then all rolled back. */
+    struct gs_gang_spec gs8b = {"train-512x8-mixed", 512, 0};
+    gs_engine_add_gang(s.e, &gs8b, &g);
+    for (int i = 0; i < 512; i++) {
+        struct gs_tpod_spec ps = {
+            "w8", s.leaves[4], s.pc[1], g, {i == 0 ? 8001 : 8000, 16384, 8, 1000, GS_MODEL_ANY},
+            -1};
+        gs_engine_submit(s.e, &ps, 2, NULL);
+    }
+    a = now_us();
+    gs_engine_cycle(s.e, 2, &rng, &st);
+    double refused_trial = now_us() - a;
+    printf("gang (%s): 512-pod gang placed in %.2f ms (%u bound); refused with 300 GPUs free "
+           "in %.3f ms; 512 x 8-GPU gang on 300 free nodes refused by the slot bound in %.3f ms "
+           "(%u bound), and with unlike members after 300 trial placements in %.2f ms (%u bound)\n",
+           policy, placed / 1000, bound, refused / 1000, refused_slots / 1000, bound_slots,
+           refused_trial / 1000, st.bound);
     free_setup(&s);
 }
 

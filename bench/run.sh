@@ -9,7 +9,9 @@ build=${1:-$root/build}
 trace=$root/data/alibaba-gpu-v2023/csv
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "== one run per policy, default trace"
-"$build/bench_sim" "$trace/openb_node_list_gpu_node.csv" "$trace/openb_pod_list_default.csv" --repeat 5
+"$build/bench/bench_sim" "$trace/openb_node_list_gpu_node.csv" "$trace/openb_pod_list_default.csv" --repeat 5
+echo "== multi-tenant engine: 10,000 nodes, 80,000 GPUs, 100,000 pending pods in 50 queues"
+"$build/bench/bench_tenant"
 echo "== full sweep: 13 traces x 6 policies x 10 seeds"
 pods=$(ls "$trace"/openb_pod_list_*.csv | paste -sd, -)
 out=$(mktemp -d)

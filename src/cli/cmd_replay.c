@@ -30,7 +30,8 @@ static const char *const usage_replay =
     "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model)\n"
     "  --pods FILE         pod list with time columns\n"
     "  --queues FILE       queue configuration (YAML; see docs/queues.md)\n"
-    "  --policy P          placement policy (default fgd; random, dotprod, clustering, packing, bestfit)\n"
+    "  --policy P          placement policy (default fgd; random, dotprod, clustering, packing, "
+    "bestfit)\n"
     "  --no-backfill       strict order within each queue and GPU model (default: EASY\n"
     "                      backfill, with the trace's observed run times as estimates)\n"
     "  --no-preemption     no priority preemption inside queues\n"
@@ -121,9 +122,8 @@ int gs_cmd_replay(int argc, char **argv)
             plot = 0;
             continue;
         }
-        const char *valued[] = {"--nodes", "--pods",     "--queues", "--policy",
-                                "--seed",  "--sample-s", "--out",    "--speedup",
-                                "--cluster-scale"};
+        const char *valued[] = {"--nodes",    "--pods", "--queues",  "--policy",       "--seed",
+                                "--sample-s", "--out",  "--speedup", "--cluster-scale"};
         int known = 0;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
@@ -166,8 +166,8 @@ int gs_cmd_replay(int argc, char **argv)
             errno = 0;
             double x = strtod(v, &end);
             if (errno || *end || !(x >= 1) || x > 1e6) {
-                fprintf(stderr, "gpusched replay: --speedup: expected a number in [1, 1e6], got '%s'\n",
-                        v);
+                fprintf(stderr,
+                        "gpusched replay: --speedup: expected a number in [1, 1e6], got '%s'\n", v);
                 return 2;
             }
             cfg.arrival_speedup = x;
@@ -175,7 +175,8 @@ int gs_cmd_replay(int argc, char **argv)
             errno = 0;
             double x = strtod(v, &end);
             if (errno || *end || !(x > 0) || x > 1) {
-                fprintf(stderr, "gpusched replay: --cluster-scale: expected a number in (0, 1], got '%s'\n",
+                fprintf(stderr,
+                        "gpusched replay: --cluster-scale: expected a number in (0, 1], got '%s'\n",
                         v);
                 return 2;
             }
@@ -191,7 +192,8 @@ int gs_cmd_replay(int argc, char **argv)
         }
     }
     if (!nodes_path || !pods_path || !queues_path) {
-        fprintf(stderr, "gpusched replay: --nodes, --pods and --queues are required (see --help)\n");
+        fprintf(stderr,
+                "gpusched replay: --nodes, --pods and --queues are required (see --help)\n");
         return 2;
     }
     int rc = 2;
@@ -281,11 +283,11 @@ int gs_cmd_replay(int argc, char **argv)
            "evictions, %llu cycles, %.2f s\n",
            npods, (double)end_ms / 86400000.0, cfg.policy, cfg.preemption ? ", preemption" : "",
            cfg.reclaim ? ", reclaim" : "", cfg.backfill ? ", backfill" : "",
-           (unsigned long long)binds, (unsigned long long)evictions,
-           (unsigned long long)cycles, wall);
+           (unsigned long long)binds, (unsigned long long)evictions, (unsigned long long)cycles,
+           wall);
     printf("  %-16s %6s %6s %7s %8s %8s %8s %9s %10s %7s %7s %9s\n", "queue", "pods", "done",
-           "pending", "wait p50", "wait p95", "wait p99", "JCT p50", "GPU-hours", "share%",
-           "fair%", "evicted");
+           "pending", "wait p50", "wait p95", "wait p99", "JCT p50", "GPU-hours", "share%", "fair%",
+           "evicted");
     const struct gs_replay_queue *q;
     uint32_t nq = gs_replay_queues(r, &q);
     for (uint32_t i = 0; i < nq; i++) {

@@ -132,7 +132,7 @@ struct gs_engine {
     uint64_t mutations;             /* bumped by every committed bind or eviction, finish, delete */
     uint32_t *end_order;            /* running pods with estimates by estimated end (backfill) */
     uint32_t end_order_n, end_order_cap;
-    uint64_t end_order_at;          /* `mutations` when end_order was built; UINT64_MAX: never */
+    uint64_t end_order_at; /* `mutations` when end_order was built; UINT64_MAX: never */
     uint32_t capacity_nodes;
     int64_t now_ms;
     struct gs_rng *rng;
@@ -1191,6 +1191,57 @@ static uint32_t job_members(struct gs_engine *e, uint32_t head, uint32_t **out, 
     return g->n_members;
 }
 
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/*
+ * An upper bound on how many pending members of a gang the cluster could host right now, when
+ * they all ask for the same thing (the usual gang): per node, the fewest copies that its free
+ * CPU, memory, pod slots and GPUs allow, summed. Ignores placement order and limits, so it only
+ * proves that a gang cannot fit: a gang of 512 eight-GPU pods is refused in one pass over the
+ * packed node view instead of 300 trial placements and their rollback. Returns UINT32_MAX
+ * when the members differ (no bound).
+ */
+static uint32_t gang_slots(const struct gs_engine *e, const uint32_t *members, uint32_t nm)
+{
+    const struct gs_pod_req *rq = NULL;
+    for (uint32_t m = 0; m < nm; m++) {
+        const struct tpod *mp = &e->p[members[m]];
+        if (mp->state != GS_TPOD_PENDING)
+            continue;
+        if (rq && memcmp(rq, &mp->req, sizeof(*rq)) != 0)
+            return UINT32_MAX;
+        rq = &mp->req;
+    }
+    if (!rq)
+        return 0;
+    const struct gs_node_fit *fit = gs_cluster_fit_array(e->c);
+    uint32_t nn = gs_cluster_node_count(e->c);
+    uint64_t slots = 0;
+    for (uint32_t n = 0; n < nn; n++) {
+        const struct gs_node_fit *f = &fit[n];
+        if (!gs_fit_ok(f, rq))
+            continue;
+        int64_t k = f->pods_left;
+        if (rq->cpu_milli > 0)
+            k = min64(k, f->cpu_milli_free / rq->cpu_milli);
+        if (rq->mem_mib > 0)
+            k = min64(k, f->mem_mib_free / rq->mem_mib);
+        if (rq->num_gpu > 0) {
+            int64_t g = 0;
+            for (uint32_t i = 0; i < f->gpu_count; i++)
+                g += f->gpu_free_desc[i] / rq->gpu_milli; /* copies each GPU can take */
+            k = min64(k, rq->gpu_milli < GS_GPU_MILLI ? g : g / rq->num_gpu);
+        }
+        slots += (uint64_t)k;
+        if (slots >= nm)
+            return nm;
+    }
+    return (uint32_t)slots;
+}
+
 /*
  * Tries a job in one mode (0 plain, 1 preempt, 2 reclaim). On success the changes stay in the
  * log (from `mark`); on failure they are rolled back. Returns GS_OK, GS_EUNSCHEDULABLE or
@@ -1221,6 +1272,8 @@ static int try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t m
             counted++;
         }
         if (gpu_need > e->capacity[GS_RES_GPU] - gs_cluster_gpu_milli_used(e->c))
+            return GS_EUNSCHEDULABLE;
+        if (gang_slots(e, members, nm) < need)
             return GS_EUNSCHEDULABLE;
     }
     uint32_t placed = 0;
