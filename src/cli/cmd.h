@@ -14,4 +14,7 @@ int gs_cmd_simulate(int argc, char **argv);
 /** `gpusched replay`: time-based replay through queues, quotas and priorities. */
 int gs_cmd_replay(int argc, char **argv);
 
+/** `gpusched agent`: the node agent (device plugin, GPU health, metrics) and its labels. */
+int gs_cmd_agent(int argc, char **argv);
+
 #endif /* GPUSCHED_CLI_CMD_H */

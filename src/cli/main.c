@@ -3,6 +3,7 @@
  *
  *   gpusched simulate ...   replay a trace through the placement policies (FGD experiment method)
  *   gpusched replay ...     time-based replay through queues, quotas, priorities and gangs
+ *   gpusched agent ...      the node agent: GPU device plugin, health and metrics
  *   gpusched version
  *
  * Exit codes of every subcommand: 0 success; 1 internal failure (out of memory, cannot write
@@ -19,6 +20,7 @@ static const char *const usage_main =
     "commands:\n"
     "  simulate   replay a cluster trace through the placement policies and compare them\n"
     "  replay     replay a trace over time through queues, quotas and PriorityClasses\n"
+    "  agent      run the node agent: GPU device plugin, health and metrics\n"
     "  version    print the version\n"
     "\n"
     "Run 'gpusched <command> --help' for a command's options.\n";
@@ -30,6 +32,7 @@ struct command {
 
 static const struct command commands[] = {
     {"simulate", gs_cmd_simulate},
+    {"agent", gs_cmd_agent},
     {"replay", gs_cmd_replay},
 };
 

@@ -1,0 +1,986 @@
+/*
+ * The node agent's device plugin daemon (contract in include/gpusched/devplugin.h; the
+ * kubelet side in docs/kubernetes-contracts.md section 3.1).
+ *
+ * One thread runs one poll() loop over: the gRPC servers (one UNIX socket per advertised
+ * resource), an inotify watch on the device-plugin directory, an eventfd that stop requests
+ * and the two helper threads (devplugin_kubelet.c) write to, and timers kept as deadlines on
+ * the monotonic clock (backend event poll, health probes, metrics refresh, registration
+ * retries, re-watching a directory that went away). Handlers answer from the pure functions
+ * of devplugin_rpc.c, so the loop only moves bytes and state.
+ *
+ * Kubelet restarts are detected by state, not by trusting single events: any change in the
+ * directory leads to checking that each of our socket files is still the one we bound (same
+ * device and inode) and re-creating those that are not; a new kubelet.sock (IN_CREATE or
+ * IN_MOVED_TO) asks for registration of every resource. Registration is a generation count:
+ * each resource remembers the generation it last needed registering at and the one its last
+ * successful Register answered, so a kubelet restart during a Register in flight is never
+ * mistaken for success.
+ *
+ * Health: backend events go into the gs_health machine; after every loop round the GPUs'
+ * states are compared with what the streams were last sent, and every resource with a device
+ * on a changed GPU sends its full list to all its open ListAndWatch streams.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "gpusched/devplugin.h"
+
+#include "gpusched/err.h"
+#include "gpusched/exporter.h"
+#include "gpusched/grpc.h"
+
+#include "devplugin_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define DP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define DP_PRINTF(f, a)
+#endif
+
+/** Period of polling the backend for XID/ECC events, ms. */
+#define EVENT_POLL_MS 100
+/** Most backend events handled per poll (the rest wait for the next one). */
+#define EVENTS_PER_POLL 256
+/** First and largest wait between failed registrations, ms. */
+#define REGISTER_BACKOFF_MIN_MS 100
+#define REGISTER_BACKOFF_MAX_MS 5000
+/** Wait before asking again when kubelet.sock does not exist, ms (inotify usually wins). */
+#define REGISTER_NO_KUBELET_MS 1000
+/** Period of re-watching a vanished directory and re-creating sockets that failed, ms. */
+#define RECOVER_MS 100
+/** Longest single poll() wait, ms. */
+#define POLL_MAX_MS 1000
+/** Longest socket path (sockaddr_un.sun_path minus the NUL). */
+#define SOCKET_PATH_MAX 107
+
+/** One advertised resource at run time. */
+struct res_rt {
+    struct gs_dp_agent *a;                          /**< back pointer for handlers */
+    uint32_t index;                                 /**< position in the model */
+    struct gs_grpc_server *srv;                     /**< NULL while the socket is down */
+    char path[GS_DP_PATH_LEN + GS_DP_ENDPOINT_LEN]; /**< socket file */
+    dev_t dev;                                      /**< identity of the file we bound */
+    ino_t ino;                                      /**< … (0 when down) */
+    uint64_t gpu_mask;                              /**< GPUs holding devices of the resource */
+    struct gs_grpc_stream **streams;                /**< open ListAndWatch streams */
+    size_t n_streams;                               /**< entries used */
+    size_t cap_streams;                             /**< entries allocated */
+    uint64_t want_gen; /**< registration needed as of this generation */
+    uint64_t done_gen; /**< generation of the last successful Register */
+};
+
+struct gs_dp_agent {
+    struct gs_dp_config cfg;                /**< copy of the caller's */
+    struct gs_gpu_backend *backend;         /**< borrowed */
+    struct gs_dp_model model;               /**< what we advertise */
+    struct gs_clock clock;                  /**< monotonic */
+    struct gs_health *health;               /**< per-GPU health machine */
+    enum gs_health_state *state;            /**< per GPU: what the streams were last sent */
+    struct res_rt res[GS_DP_RESOURCES_MAX]; /**< per resource */
+    char node_name[256];                    /**< Hostname label */
+    gs_dp_log_fn log;                       /**< log sink */
+    void *log_ctx;                          /**< its context */
+    int wake_fd;                            /**< eventfd: stop and worker completions */
+    atomic_int stop;                        /**< set by gs_dp_agent_stop */
+    int ino_fd;                             /**< inotify instance */
+    int wd;                                 /**< watch on the plugin dir; -1 when lost */
+    char kubelet_sock[GS_DP_PATH_LEN + 16]; /**< <dir>/kubelet.sock */
+    uint64_t gen;                           /**< registration generation counter */
+    int64_t next_register_ms;               /**< earliest next Register batch */
+    int64_t register_backoff_ms;            /**< wait after the next failure */
+    bool said_no_kubelet;                   /**< "waiting for kubelet.sock" logged */
+    struct gs__dp_worker *reg_worker;       /**< Register calls */
+    struct gs__dp_worker *pr_worker;        /**< PodResources List calls */
+    struct gs__dp_reg_job reg_job;          /**< the Register batch (owned; lent to the worker) */
+    struct gs__dp_podres_job *pr_job;       /**< the List job (owned; lent to the worker) */
+    int pr_last_status;                     /**< status of the last List, -1 before any */
+    struct gs_exporter *exporter;           /**< NULL when metrics are off */
+    uint16_t metrics_port;                  /**< bound port */
+    struct gs_exporter_gpu *xgpus;          /**< per GPU: exporter snapshot rows */
+    struct gs_exporter_attr *attr;          /**< last attribution table */
+    uint32_t n_attr;                        /**< rows used */
+    int64_t next_event_ms;                  /**< next backend event poll */
+    int64_t next_refresh_ms;                /**< next metrics refresh */
+    int64_t next_recover_ms;                /**< next re-watch / socket retry; INT64_MAX none */
+    bool ran;                               /**< gs_dp_agent_run was entered */
+};
+
+DP_PRINTF(2, 3)
+static void logf_(struct gs_dp_agent *a, const char *fmt, ...)
+{
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (a->log != NULL)
+        a->log(a->log_ctx, line);
+    else
+        (void)fprintf(stderr, "%s\n", line);
+}
+
+/*
+ * Copies a string into dst[cap], truncating. Used where source and destination are parts of
+ * one struct, which snprintf's restrict check cannot tell apart.
+ */
+static void scopy(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memmove(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* dst = "<dir>/<name>"; false when it does not fit in cap or in a socket address. */
+static bool join_path(char *dst, size_t cap, const char *dir, const char *name)
+{
+    size_t dl = strlen(dir), nl = strlen(name);
+    if (dl + 1 + nl >= cap || dl + 1 + nl > SOCKET_PATH_MAX)
+        return false;
+    memmove(dst, dir, dl);
+    dst[dl] = '/';
+    memmove(dst + dl + 1, name, nl);
+    dst[dl + 1 + nl] = '\0';
+    return true;
+}
+
+static int64_t now_ms(struct gs_dp_agent *a)
+{
+    return a->clock.now_ms(a->clock.ctx);
+}
+
+/* ---- ListAndWatch streams ------------------------------------------------------------------ */
+
+static struct gs_dp_view view_of(struct res_rt *r)
+{
+    struct gs_dp_view v = {&r->a->cfg, &r->a->model, r->index, r->a->state};
+    return v;
+}
+
+static void stream_drop(struct res_rt *r, struct gs_grpc_stream *s)
+{
+    for (size_t i = 0; i < r->n_streams; i++)
+        if (r->streams[i] == s) {
+            r->streams[i] = r->streams[--r->n_streams];
+            return;
+        }
+}
+
+/* Sends bytes to one stream; a peer that stopped reading loses its stream. */
+static void stream_push(struct res_rt *r, struct gs_grpc_stream *s, const uint8_t *data, size_t len)
+{
+    int rc = gs_grpc_stream_send(s, data, len);
+    if (rc == GS_ELIMIT) {
+        logf_(r->a, "%s: ListAndWatch peer is not reading; ending its stream",
+              r->a->model.resources[r->index].name);
+        (void)gs_grpc_stream_finish(s, GS_GRPC_RESOURCE_EXHAUSTED, "peer not reading");
+    }
+    /* GS_EIO: the stream is already gone and its close callback comes next. */
+}
+
+static void broadcast(struct res_rt *r)
+{
+    if (r->n_streams == 0)
+        return;
+    struct gs_dp_view v = view_of(r);
+    struct gs_dp_answer ans;
+    if (gs_dp_handle_list(&v, &ans) != GS_OK || ans.status != GS_GRPC_OK) {
+        logf_(r->a, "%s: cannot build the device list", r->a->model.resources[r->index].name);
+        gs_dp_answer_fini(&ans);
+        return;
+    }
+    /* A push may end a stream, which only takes effect in a later run_once: safe to loop. */
+    for (size_t i = 0; i < r->n_streams; i++)
+        stream_push(r, r->streams[i], ans.data, ans.len);
+    gs_dp_answer_fini(&ans);
+}
+
+static void on_law_open(void *user, const uint8_t *req, size_t req_len,
+                        struct gs_grpc_stream *stream)
+{
+    (void)req;
+    (void)req_len; /* Empty: any bytes decode (unknown fields are skipped) */
+    struct res_rt *r = user;
+    const char *name = r->a->model.resources[r->index].name;
+    struct gs_dp_view v = view_of(r);
+    struct gs_dp_answer ans;
+    if (gs_dp_handle_list(&v, &ans) != GS_OK || ans.status != GS_GRPC_OK) {
+        gs_dp_answer_fini(&ans);
+        (void)gs_grpc_stream_finish(stream, GS_GRPC_INTERNAL, "cannot build the device list");
+        return;
+    }
+    if (r->n_streams == r->cap_streams) {
+        size_t cap = r->cap_streams ? 2 * r->cap_streams : 4;
+        struct gs_grpc_stream **p = realloc(r->streams, cap * sizeof *p);
+        if (p == NULL) {
+            gs_dp_answer_fini(&ans);
+            (void)gs_grpc_stream_finish(stream, GS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        r->streams = p;
+        r->cap_streams = cap;
+    }
+    r->streams[r->n_streams++] = stream;
+    stream_push(r, stream, ans.data, ans.len);
+    gs_dp_answer_fini(&ans);
+    logf_(r->a, "%s: ListAndWatch opened (%zu open), sent %u devices", name, r->n_streams,
+          (unsigned)r->a->model.resources[r->index].n_devices);
+}
+
+static void on_law_close(void *user, struct gs_grpc_stream *stream, int reason)
+{
+    struct res_rt *r = user;
+    stream_drop(r, stream);
+    if (reason != GS_GRPC_CLOSE_SHUTDOWN)
+        logf_(r->a, "%s: ListAndWatch closed (%s; %zu open)", r->a->model.resources[r->index].name,
+              reason == GS_GRPC_CLOSE_CANCELLED      ? "cancelled by the peer"
+              : reason == GS_GRPC_CLOSE_DISCONNECTED ? "peer disconnected"
+                                                     : "finished",
+              r->n_streams);
+}
+
+/* ---- unary methods ---------------------------------------------------------------------- */
+
+static void reply_answer(struct gs_grpc_reply *reply, int rc, struct gs_dp_answer *ans)
+{
+    if (rc != GS_OK)
+        (void)gs_grpc_reply_error(reply, GS_GRPC_INTERNAL, gs_strerror(rc));
+    else if (ans->status != GS_GRPC_OK)
+        (void)gs_grpc_reply_error(reply, ans->status, ans->message);
+    else if (gs_grpc_reply_bytes(reply, ans->data, ans->len) != GS_OK)
+        (void)gs_grpc_reply_error(reply, GS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    gs_dp_answer_fini(ans);
+}
+
+static void on_options(void *user, const uint8_t *req, size_t len, struct gs_grpc_reply *reply)
+{
+    (void)user;
+    (void)req;
+    (void)len;
+    struct gs_dp_answer ans;
+    int rc = gs_dp_handle_options(&ans);
+    reply_answer(reply, rc, &ans);
+}
+
+static void on_preferred(void *user, const uint8_t *req, size_t len, struct gs_grpc_reply *reply)
+{
+    struct res_rt *r = user;
+    struct gs_dp_view v = view_of(r);
+    struct gs_dp_answer ans;
+    int rc = gs_dp_handle_preferred(&v, req, len, &ans);
+    if (rc == GS_OK && ans.status != GS_GRPC_OK)
+        logf_(r->a, "%s: GetPreferredAllocation refused: %s", r->a->model.resources[r->index].name,
+              ans.message);
+    reply_answer(reply, rc, &ans);
+}
+
+static void on_allocate(void *user, const uint8_t *req, size_t len, struct gs_grpc_reply *reply)
+{
+    struct res_rt *r = user;
+    struct gs_dp_view v = view_of(r);
+    struct gs_dp_answer ans;
+    int rc = gs_dp_handle_allocate(&v, req, len, &ans);
+    if (rc == GS_OK && ans.status != GS_GRPC_OK)
+        logf_(r->a, "%s: Allocate refused: %s: %s", r->a->model.resources[r->index].name,
+              gs_grpc_status_name(ans.status), ans.message);
+    reply_answer(reply, rc, &ans);
+}
+
+static void on_prestart(void *user, const uint8_t *req, size_t len, struct gs_grpc_reply *reply)
+{
+    (void)user;
+    struct gs_dp_answer ans;
+    int rc = gs_dp_handle_prestart(req, len, &ans);
+    reply_answer(reply, rc, &ans);
+}
+
+static void on_rpc_log(void *user, const char *line)
+{
+    struct res_rt *r = user;
+    logf_(r->a, "%s: grpc: %s", r->a->model.resources[r->index].name, line);
+}
+
+/* ---- sockets ------------------------------------------------------------------------------ */
+
+static void res_stop(struct res_rt *r)
+{
+    gs_grpc_server_free(r->srv); /* close callbacks empty r->streams */
+    r->srv = NULL;
+    r->ino = 0;
+}
+
+/* Creates the server and listens; on failure the resource stays down (srv NULL). */
+static int res_start(struct gs_dp_agent *a, struct res_rt *r)
+{
+    const char *name = a->model.resources[r->index].name;
+    struct gs_grpc_server *srv = NULL;
+    int rc = gs_grpc_server_new(&srv);
+    if (rc != GS_OK)
+        goto fail;
+    gs_grpc_server_set_log(srv, on_rpc_log, r);
+    rc = gs_grpc_server_add_unary(srv, "/v1beta1.DevicePlugin/GetDevicePluginOptions", on_options,
+                                  r);
+    if (rc == GS_OK)
+        rc = gs_grpc_server_add_stream(srv, "/v1beta1.DevicePlugin/ListAndWatch", on_law_open,
+                                       on_law_close, r);
+    if (rc == GS_OK)
+        rc = gs_grpc_server_add_unary(srv, "/v1beta1.DevicePlugin/GetPreferredAllocation",
+                                      on_preferred, r);
+    if (rc == GS_OK)
+        rc = gs_grpc_server_add_unary(srv, "/v1beta1.DevicePlugin/Allocate", on_allocate, r);
+    if (rc == GS_OK)
+        rc = gs_grpc_server_add_unary(srv, "/v1beta1.DevicePlugin/PreStartContainer", on_prestart,
+                                      r);
+    if (rc == GS_OK)
+        rc = gs_grpc_server_listen(srv, r->path);
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (rc == GS_OK && stat(r->path, &st) != 0)
+        rc = GS_EIO;
+    if (rc != GS_OK)
+        goto fail;
+    r->srv = srv;
+    r->dev = st.st_dev;
+    r->ino = st.st_ino;
+    r->want_gen = ++a->gen;
+    logf_(a, "%s: serving %u devices on %s", name, (unsigned)a->model.resources[r->index].n_devices,
+          r->path);
+    return GS_OK;
+fail:
+    gs_grpc_server_free(srv);
+    logf_(a, "%s: cannot serve on %s: %s", name, r->path, gs_strerror(rc));
+    if (a->next_recover_ms == INT64_MAX)
+        a->next_recover_ms = now_ms(a) + RECOVER_MS;
+    return rc;
+}
+
+/* Whether the socket file at the path is still the one we bound. */
+static bool res_socket_ok(const struct res_rt *r)
+{
+    struct stat st;
+    return r->srv != NULL && stat(r->path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+           st.st_dev == r->dev && st.st_ino == r->ino;
+}
+
+/* Re-creates every socket that is missing or replaced. */
+static void check_sockets(struct gs_dp_agent *a)
+{
+    for (uint32_t i = 0; i < a->model.n_resources; i++) {
+        struct res_rt *r = &a->res[i];
+        if (res_socket_ok(r))
+            continue;
+        if (r->srv != NULL)
+            logf_(a, "%s: socket %s was removed (kubelet restart?); serving again",
+                  a->model.resources[i].name, r->path);
+        res_stop(r);
+        (void)res_start(a, r);
+    }
+}
+
+/* A (new) kubelet: register everything again, now. */
+static void kubelet_appeared(struct gs_dp_agent *a)
+{
+    uint64_t g = ++a->gen;
+    for (uint32_t i = 0; i < a->model.n_resources; i++)
+        a->res[i].want_gen = g;
+    a->next_register_ms = now_ms(a);
+    a->register_backoff_ms = REGISTER_BACKOFF_MIN_MS;
+    a->said_no_kubelet = false;
+}
+
+static int watch_dir(struct gs_dp_agent *a)
+{
+    a->wd = inotify_add_watch(a->ino_fd, a->cfg.plugin_dir,
+                              IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
+                                  IN_MOVE_SELF | IN_ONLYDIR);
+    return a->wd >= 0 ? GS_OK : GS_EIO;
+}
+
+static void handle_inotify(struct gs_dp_agent *a)
+{
+    /* Aligned for struct inotify_event, as inotify(7) shows. */
+    _Alignas(struct inotify_event) char buf[8192];
+    bool sockets = false, kubelet = false, lost = false;
+    for (;;) {
+        ssize_t n = read(a->ino_fd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            p += sizeof *ev + ev->len;
+            if (ev->mask & IN_Q_OVERFLOW) {
+                sockets = kubelet = true;
+                continue;
+            }
+            if (ev->wd != a->wd)
+                continue;
+            if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+                lost = true;
+                continue;
+            }
+            if (ev->len == 0)
+                continue;
+            if (strcmp(ev->name, "kubelet.sock") == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+                kubelet = true;
+            if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
+                sockets = true;
+        }
+    }
+    if (lost && a->wd >= 0) {
+        logf_(a, "the directory %s went away; waiting for it", a->cfg.plugin_dir);
+        (void)inotify_rm_watch(a->ino_fd, a->wd);
+        a->wd = -1;
+        a->next_recover_ms = now_ms(a);
+    }
+    if (sockets || kubelet)
+        check_sockets(a);
+    if (kubelet) {
+        logf_(a, "kubelet.sock appeared: registering again");
+        kubelet_appeared(a);
+    }
+}
+
+/* Timer: re-watch a directory that went away, retry sockets that could not be created. */
+static void recover(struct gs_dp_agent *a)
+{
+    a->next_recover_ms = INT64_MAX;
+    if (a->wd < 0) {
+        if (watch_dir(a) != GS_OK) {
+            a->next_recover_ms = now_ms(a) + RECOVER_MS;
+            return;
+        }
+        logf_(a, "watching %s again", a->cfg.plugin_dir);
+        check_sockets(a);
+        if (access(a->kubelet_sock, F_OK) == 0)
+            kubelet_appeared(a);
+        return;
+    }
+    check_sockets(a); /* schedules another round itself if a socket still fails */
+}
+
+/* ---- registration --------------------------------------------------------------------------- */
+
+static void maybe_register(struct gs_dp_agent *a, int64_t now)
+{
+    if (now < a->next_register_ms || gs__dp_worker_busy(a->reg_worker))
+        return;
+    struct gs__dp_reg_job *job = &a->reg_job;
+    job->n = 0;
+    for (uint32_t i = 0; i < a->model.n_resources; i++) {
+        struct res_rt *r = &a->res[i];
+        if (r->srv == NULL || r->want_gen <= r->done_gen)
+            continue;
+        struct gs__dp_reg_item *it = &job->items[job->n++];
+        memset(it, 0, sizeof *it);
+        it->index = i;
+        scopy(it->resource, sizeof it->resource, a->model.resources[i].name);
+        scopy(it->endpoint, sizeof it->endpoint, a->model.resources[i].endpoint);
+    }
+    if (job->n == 0)
+        return;
+    if (access(a->kubelet_sock, F_OK) != 0) {
+        if (!a->said_no_kubelet)
+            logf_(a, "waiting for kubelet: %s does not exist", a->kubelet_sock);
+        a->said_no_kubelet = true;
+        a->next_register_ms = now + REGISTER_NO_KUBELET_MS;
+        return;
+    }
+    job->generation = a->gen;
+    scopy(job->kubelet_socket, sizeof job->kubelet_socket, a->kubelet_sock);
+    if (gs__dp_worker_submit(a->reg_worker, job) != GS_OK)
+        return;
+}
+
+static void register_done(struct gs_dp_agent *a, struct gs__dp_reg_job *job)
+{
+    bool failed = false;
+    for (uint32_t i = 0; i < job->n; i++) {
+        const struct gs__dp_reg_item *it = &job->items[i];
+        struct res_rt *r = &a->res[it->index];
+        if (it->status == GS_GRPC_OK) {
+            if (job->generation > r->done_gen)
+                r->done_gen = job->generation;
+            logf_(a, "%s: registered with kubelet (endpoint %s)", it->resource, it->endpoint);
+        } else {
+            failed = true;
+            logf_(a, "%s: Register failed: %s: %s", it->resource, gs_grpc_status_name(it->status),
+                  it->message);
+        }
+    }
+    int64_t now = now_ms(a);
+    if (failed) {
+        a->next_register_ms = now + a->register_backoff_ms;
+        a->register_backoff_ms *= 2;
+        if (a->register_backoff_ms > REGISTER_BACKOFF_MAX_MS)
+            a->register_backoff_ms = REGISTER_BACKOFF_MAX_MS;
+    } else {
+        a->register_backoff_ms = REGISTER_BACKOFF_MIN_MS;
+    }
+}
+
+/* ---- health ------------------------------------------------------------------------------ */
+
+static int probe_gpu(void *ctx, uint32_t gpu)
+{
+    struct gs_dp_agent *a = ctx;
+    struct gs_gpu_sample s;
+    return gs_gpu_sample(a->backend, gpu, &s);
+}
+
+static void on_transition(void *ctx, const struct gs_health_transition *t)
+{
+    logf_((struct gs_dp_agent *)ctx, "health: %s", t->text);
+}
+
+static void poll_events(struct gs_dp_agent *a)
+{
+    for (int i = 0; i < EVENTS_PER_POLL; i++) {
+        struct gs_gpu_event ev;
+        int rc = gs_gpu_wait_event(a->backend, 0, &ev);
+        if (rc == GS_ENOENT)
+            break;
+        if (rc != GS_OK) {
+            logf_(a, "backend events: %s: %s", gs_strerror(rc), gs_gpu_last_error(a->backend));
+            break;
+        }
+        char which[32];
+        if (ev.gpu_index == GS_GPU_INDEX_ALL)
+            (void)snprintf(which, sizeof which, "all GPUs");
+        else
+            (void)snprintf(which, sizeof which, "GPU %u", (unsigned)ev.gpu_index);
+        if (ev.kind == GS_GPU_EVENT_XID)
+            logf_(a, "event: %s: XID %" PRIu64 "%s", which, ev.xid,
+                  gs_health_xid_ignored(&a->cfg.health, ev.xid) ? " (ignored)" : "");
+        else
+            logf_(a, "event: %s: double-bit ECC error", which);
+        if (gs_health_on_event(a->health, &ev) != GS_OK)
+            logf_(a, "event for %s ignored: no such GPU", which);
+    }
+}
+
+/* Sends the full list to every stream of every resource touched by a health change. */
+static void publish_health(struct gs_dp_agent *a)
+{
+    uint64_t changed = 0;
+    for (uint32_t g = 0; g < a->model.n_gpus; g++) {
+        enum gs_health_state s = gs_health_state(a->health, g);
+        if (s != a->state[g]) {
+            a->state[g] = s;
+            changed |= UINT64_C(1) << g;
+        }
+    }
+    if (changed == 0)
+        return;
+    for (uint32_t i = 0; i < a->model.n_resources; i++)
+        if (a->res[i].gpu_mask & changed)
+            broadcast(&a->res[i]);
+}
+
+/* ---- metrics ------------------------------------------------------------------------------ */
+
+static void publish_metrics(struct gs_dp_agent *a)
+{
+    if (a->exporter == NULL)
+        return;
+    struct gs_exporter_snapshot s;
+    memset(&s, 0, sizeof s);
+    scopy(s.hostname, sizeof s.hostname, a->node_name);
+    s.n_gpus = a->model.n_gpus;
+    s.gpus = a->xgpus;
+    s.n_attr = a->n_attr;
+    s.attr = a->attr;
+    int rc = gs_exporter_update(a->exporter, &s);
+    if (rc != GS_OK)
+        logf_(a, "metrics: cannot update: %s", gs_strerror(rc));
+}
+
+static void refresh_metrics(struct gs_dp_agent *a)
+{
+    if (a->exporter == NULL)
+        return;
+    for (uint32_t g = 0; g < a->model.n_gpus; g++) {
+        struct gs_exporter_gpu *x = &a->xgpus[g];
+        x->have_sample = gs_gpu_sample(a->backend, g, &x->sample) == GS_OK;
+        x->have_health = true;
+        x->health = gs_health_state(a->health, g);
+        (void)gs_health_counters(a->health, g, &x->counters);
+    }
+    publish_metrics(a);
+    if (a->cfg.pod_resources_socket[0] != '\0' && !gs__dp_worker_busy(a->pr_worker)) {
+        struct gs__dp_podres_job *job = a->pr_job;
+        scopy(job->socket, sizeof job->socket, a->cfg.pod_resources_socket);
+        job->n_resources = a->model.n_resources;
+        for (uint32_t i = 0; i < a->model.n_resources; i++)
+            scopy(job->resources[i], sizeof job->resources[i], a->model.resources[i].name);
+        (void)gs__dp_worker_submit(a->pr_worker, job);
+    }
+}
+
+static void podres_done(struct gs_dp_agent *a, struct gs__dp_podres_job *job)
+{
+    if (job->status != GS_GRPC_OK) {
+        if (a->pr_last_status != job->status)
+            logf_(a, "pod attribution: PodResources List on %s failed: %s: %s", job->socket,
+                  gs_grpc_status_name(job->status), job->message);
+        a->pr_last_status = job->status;
+        return; /* keep the last table: a kubelet restart should not blank the pod labels */
+    }
+    if (a->pr_last_status != GS_GRPC_OK)
+        logf_(a, "pod attribution: PodResources List on %s works (%u device IDs)", job->socket,
+              (unsigned)job->n_attr);
+    if (job->truncated && a->pr_last_status != GS_GRPC_OK)
+        logf_(a, "pod attribution: more than %d device IDs; the rest are left out",
+              GS_EXPORTER_ATTR_MAX);
+    a->pr_last_status = GS_GRPC_OK;
+    memcpy(a->attr, job->attr, job->n_attr * sizeof *a->attr);
+    a->n_attr = job->n_attr;
+    publish_metrics(a);
+}
+
+/* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT" into a numeric host and a port. */
+static int parse_addr(const char *s, char *host, size_t cap, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL)
+        return GS_EINVAL;
+    char *end = NULL;
+    long p = strtol(colon + 1, &end, 10);
+    if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || p < 0 || p > 65535)
+        return GS_EINVAL;
+    size_t hl = (size_t)(colon - s);
+    const char *h = s;
+    if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
+        h = s + 1;
+        hl -= 2;
+    }
+    if (hl >= cap)
+        return GS_EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if (hl == 0)
+        (void)snprintf(host, cap, "0.0.0.0");
+    else if (strcmp(host, "localhost") == 0)
+        (void)snprintf(host, cap, "127.0.0.1");
+    *port = (uint16_t)p;
+    return GS_OK;
+}
+
+/* ---- life cycle ---------------------------------------------------------------------------- */
+
+static int fail_new(char *err, size_t cap, int rc, const char *fmt, ...) DP_PRINTF(4, 5);
+
+static int fail_new(char *err, size_t cap, int rc, const char *fmt, ...)
+{
+    if (err != NULL && cap > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        (void)vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **out, char *err,
+                    size_t cap)
+{
+    struct gs_dp_agent *a = NULL;
+    struct gs_gpu_info *infos = NULL;
+    int rc = GS_OK;
+
+    if (err != NULL && cap > 0)
+        err[0] = '\0';
+    if (out == NULL || opt == NULL || opt->cfg == NULL || opt->backend == NULL)
+        return fail_new(err, cap, GS_EINVAL, "invalid argument");
+    *out = NULL;
+    a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return fail_new(err, cap, GS_ENOMEM, "out of memory");
+    a->wake_fd = a->ino_fd = a->wd = -1;
+    a->cfg = *opt->cfg;
+    a->backend = opt->backend;
+    a->clock = gs_clock_monotonic();
+    a->log = opt->log;
+    a->log_ctx = opt->log_ctx;
+    a->pr_last_status = -1;
+    a->register_backoff_ms = REGISTER_BACKOFF_MIN_MS;
+    a->next_recover_ms = INT64_MAX;
+    atomic_init(&a->stop, 0);
+    (void)snprintf(a->node_name, sizeof a->node_name, "%s",
+                   opt->node_name != NULL ? opt->node_name : "");
+
+    if (!join_path(a->kubelet_sock, sizeof a->kubelet_sock, a->cfg.plugin_dir, "kubelet.sock")) {
+        rc = fail_new(err, cap, GS_EINVAL,
+                      "device plugin directory %s: socket paths in it "
+                      "would be longer than %d bytes",
+                      a->cfg.plugin_dir, SOCKET_PATH_MAX);
+        goto out;
+    }
+
+    uint32_t n = 0;
+    rc = gs_gpu_count(a->backend, &n);
+    if (rc != GS_OK) {
+        rc = fail_new(err, cap, GS_EIO, "cannot count GPUs: %s", gs_gpu_last_error(a->backend));
+        goto out;
+    }
+    infos = calloc(n > 0 ? n : 1, sizeof *infos);
+    if (infos == NULL) {
+        rc = fail_new(err, cap, GS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (uint32_t g = 0; g < n; g++) {
+        if (gs_gpu_info(a->backend, g, &infos[g]) != GS_OK) {
+            rc = fail_new(err, cap, GS_EIO, "cannot read GPU %u: %s", (unsigned)g,
+                          gs_gpu_last_error(a->backend));
+            goto out;
+        }
+    }
+    char merr[512];
+    rc = gs_dp_model_build(&a->cfg, infos, n, &a->model, merr, sizeof merr);
+    if (rc != GS_OK) {
+        rc = fail_new(err, cap, rc == GS_ENOMEM ? GS_ENOMEM : GS_EINVAL, "%s", merr);
+        goto out;
+    }
+    for (uint32_t i = 0; i < a->model.n_resources; i++) {
+        struct res_rt *r = &a->res[i];
+        const struct gs_dp_resource *mr = &a->model.resources[i];
+        r->a = a;
+        r->index = i;
+        if (!join_path(r->path, sizeof r->path, a->cfg.plugin_dir, mr->endpoint)) {
+            rc = fail_new(err, cap, GS_EINVAL, "socket path %s/%s is longer than %d bytes",
+                          a->cfg.plugin_dir, mr->endpoint, SOCKET_PATH_MAX);
+            goto out;
+        }
+        for (uint32_t d = 0; d < mr->n_devices; d++)
+            r->gpu_mask |= UINT64_C(1) << mr->devices[d].gpu;
+    }
+
+    struct gs_health_callbacks cb = {.probe = probe_gpu, .log = on_transition, .ctx = a};
+    rc = gs_health_new(&a->cfg.health, n, &a->clock, &cb, &a->health);
+    if (rc != GS_OK) {
+        rc = fail_new(err, cap, rc, "cannot create the health machine: %s", gs_strerror(rc));
+        goto out;
+    }
+    a->state = calloc(n > 0 ? n : 1, sizeof *a->state);
+    a->xgpus = calloc(n > 0 ? n : 1, sizeof *a->xgpus);
+    a->attr = calloc(GS_EXPORTER_ATTR_MAX, sizeof *a->attr);
+    a->pr_job = calloc(1, sizeof *a->pr_job);
+    if (a->state == NULL || a->xgpus == NULL || a->attr == NULL || a->pr_job == NULL) {
+        rc = fail_new(err, cap, GS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (uint32_t g = 0; g < n; g++) {
+        a->state[g] = GS_HEALTH_HEALTHY;
+        a->xgpus[g].info = infos[g];
+    }
+
+    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (a->wake_fd < 0) {
+        rc = fail_new(err, cap, GS_EIO, "eventfd: %s", strerror(errno));
+        goto out;
+    }
+    if (a->cfg.metrics_addr[0] != '\0') {
+        char host[128];
+        uint16_t port = 0;
+        if (parse_addr(a->cfg.metrics_addr, host, sizeof host, &port) != GS_OK) {
+            rc = fail_new(err, cap, GS_EINVAL, "metrics address '%s' is not HOST:PORT",
+                          a->cfg.metrics_addr);
+            goto out;
+        }
+        rc = gs_exporter_new(0, &a->exporter);
+        if (rc == GS_OK)
+            rc = gs_exporter_start(a->exporter, host, port, &a->metrics_port);
+        if (rc != GS_OK) {
+            rc = fail_new(err, cap, rc == GS_ENOMEM ? GS_ENOMEM : GS_EIO,
+                          "cannot serve metrics on %s: %s", a->cfg.metrics_addr, gs_strerror(rc));
+            goto out;
+        }
+    }
+    *out = a;
+    a = NULL;
+out:
+    free(infos);
+    gs_dp_agent_free(a);
+    return rc;
+}
+
+static void handle_wake(struct gs_dp_agent *a)
+{
+    uint64_t v;
+    while (read(a->wake_fd, &v, sizeof v) > 0) {
+    }
+    struct gs__dp_reg_job *rj = gs__dp_worker_take(a->reg_worker);
+    if (rj != NULL)
+        register_done(a, rj);
+    struct gs__dp_podres_job *pj = gs__dp_worker_take(a->pr_worker);
+    if (pj != NULL)
+        podres_done(a, pj);
+}
+
+static int64_t min64(int64_t x, int64_t y)
+{
+    return x < y ? x : y;
+}
+
+int gs_dp_agent_run(struct gs_dp_agent *a)
+{
+    if (a == NULL || a->ran)
+        return GS_EINVAL;
+    a->ran = true;
+    int rc = gs__dp_worker_new(a->wake_fd, gs__dp_register_job, &a->reg_worker);
+    if (rc == GS_OK)
+        rc = gs__dp_worker_new(a->wake_fd, gs__dp_podres_job, &a->pr_worker);
+    if (rc != GS_OK) {
+        logf_(a, "cannot start helper threads: %s", gs_strerror(rc));
+        return rc;
+    }
+    a->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (a->ino_fd < 0 || watch_dir(a) != GS_OK) {
+        logf_(a, "cannot watch %s: %s", a->cfg.plugin_dir, strerror(errno));
+        return GS_EIO;
+    }
+    for (uint32_t i = 0; i < a->model.n_resources; i++)
+        if (res_start(a, &a->res[i]) != GS_OK)
+            return GS_EIO;
+    if (a->model.n_resources == 0)
+        logf_(a, "no GPU to advertise: serving metrics only");
+    if (a->model.n_unmatched > 0)
+        logf_(a,
+              "note: %u time-slicing device selector(s) match no device on this node "
+              "(first: %s)",
+              (unsigned)a->model.n_unmatched, a->model.unmatched);
+    int64_t now = now_ms(a);
+    kubelet_appeared(a);
+    a->next_event_ms = now;
+    a->next_refresh_ms = now;
+
+    struct pollfd fds[GS_DP_RESOURCES_MAX + 2];
+    int32_t fd_res[GS_DP_RESOURCES_MAX + 2];
+    while (!atomic_load(&a->stop)) {
+        now = now_ms(a);
+        /* Timers first, so handlers below answer from fresh health. */
+        if (now >= a->next_event_ms) {
+            poll_events(a);
+            a->next_event_ms = now + EVENT_POLL_MS;
+        }
+        if (now >= gs_health_next_due_ms(a->health))
+            (void)gs_health_tick(a->health);
+        publish_health(a);
+        if (now >= a->next_refresh_ms) {
+            refresh_metrics(a);
+            a->next_refresh_ms = now + a->cfg.refresh_ms;
+        }
+        if (now >= a->next_recover_ms)
+            recover(a);
+        maybe_register(a, now);
+
+        int64_t due = min64(a->next_event_ms, a->next_refresh_ms);
+        due = min64(due, gs_health_next_due_ms(a->health));
+        due = min64(due, a->next_recover_ms);
+        if (!gs__dp_worker_busy(a->reg_worker))
+            for (uint32_t i = 0; i < a->model.n_resources; i++)
+                if (a->res[i].srv != NULL && a->res[i].want_gen > a->res[i].done_gen)
+                    due = min64(due, a->next_register_ms);
+        int64_t wait = due - now_ms(a);
+        if (wait < 0)
+            wait = 0;
+        if (wait > POLL_MAX_MS)
+            wait = POLL_MAX_MS;
+
+        nfds_t nf = 0;
+        fds[nf] = (struct pollfd){.fd = a->wake_fd, .events = POLLIN};
+        fd_res[nf++] = -1;
+        fds[nf] = (struct pollfd){.fd = a->ino_fd, .events = POLLIN};
+        fd_res[nf++] = -2;
+        for (uint32_t i = 0; i < a->model.n_resources; i++) {
+            if (a->res[i].srv == NULL)
+                continue;
+            fds[nf] = (struct pollfd){.fd = gs_grpc_server_fd(a->res[i].srv), .events = POLLIN};
+            fd_res[nf++] = (int32_t)i;
+        }
+        int n = poll(fds, nf, (int)wait);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            logf_(a, "poll: %s", strerror(errno));
+            return GS_EIO;
+        }
+        for (nfds_t k = 0; k < nf && n > 0; k++) {
+            if (!(fds[k].revents & (POLLIN | POLLERR | POLLHUP)))
+                continue;
+            if (fd_res[k] == -1) {
+                handle_wake(a);
+            } else if (fd_res[k] == -2) {
+                handle_inotify(a);
+            } else {
+                struct res_rt *r = &a->res[fd_res[k]];
+                /* The server may have been re-created by inotify handling above. */
+                if (r->srv != NULL && gs_grpc_server_fd(r->srv) == fds[k].fd)
+                    (void)gs_grpc_server_run_once(r->srv, 0);
+            }
+        }
+    }
+    logf_(a, "stopping");
+    return GS_OK;
+}
+
+void gs_dp_agent_stop(struct gs_dp_agent *a)
+{
+    if (a == NULL)
+        return;
+    atomic_store(&a->stop, 1);
+    uint64_t one = 1;
+    if (a->wake_fd >= 0) {
+        ssize_t n = write(a->wake_fd, &one, sizeof one);
+        (void)n; /* a full counter already wakes the loop */
+    }
+}
+
+uint16_t gs_dp_agent_metrics_port(const struct gs_dp_agent *a)
+{
+    return a != NULL ? a->metrics_port : 0;
+}
+
+const struct gs_dp_model *gs_dp_agent_model(const struct gs_dp_agent *a)
+{
+    return a != NULL ? &a->model : NULL;
+}
+
+void gs_dp_agent_free(struct gs_dp_agent *a)
+{
+    if (a == NULL)
+        return;
+    gs__dp_worker_free(a->reg_worker);
+    gs__dp_worker_free(a->pr_worker);
+    for (uint32_t i = 0; i < GS_DP_RESOURCES_MAX; i++) {
+        res_stop(&a->res[i]);
+        free(a->res[i].streams);
+    }
+    gs_exporter_free(a->exporter);
+    if (a->ino_fd >= 0)
+        close(a->ino_fd);
+    if (a->wake_fd >= 0)
+        close(a->wake_fd);
+    gs_health_free(a->health);
+    gs_dp_model_fini(&a->model);
+    free(a->state);
+    free(a->xgpus);
+    free(a->attr);
+    free(a->pr_job);
+    free(a);
+}

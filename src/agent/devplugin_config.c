@@ -1,0 +1,873 @@
+/*
+ * The device plugin's configuration file (contract in include/gpusched/devplugin.h, user's
+ * reference in docs/agent.md, example in deploy/agent-config.yaml).
+ *
+ * The shape follows NVIDIA's k8s-device-plugin config (version v1): flags.migStrategy,
+ * flags.plugin.{deviceListStrategy, deviceIDStrategy}, sharing.timeSlicing.{renameByDefault,
+ * failRequestsGreaterThanOne, resources[{name, rename, replicas, devices}]}; the agent's own
+ * sections are health, exporter and kubelet. sharing.mps is refused with a sentence rather
+ * than as an unknown key, since users will copy it from NVIDIA's examples.
+ *
+ * The text is loaded into a libyaml document and walked along the fixed schema, so aliases
+ * cannot make the walk larger than the schema; every mapping is checked for unknown and
+ * repeated keys and every value for type and range. The first problem stops the read with
+ * the line and column of the node (libyaml's marks, made 1-based), the key in `field` and
+ * the key's path in the sentence.
+ */
+#define _POSIX_C_SOURCE 200809L /* strerror_r (XSI form) */
+
+#include "gpusched/devplugin.h"
+
+#include "gpusched/err.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CFG_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CFG_PRINTF(f, a)
+#endif
+
+/** Longest duration accepted, ms (one week). */
+#define DURATION_MAX_MS (7LL * 24 * 3600 * 1000)
+
+/** State of one parse. */
+struct rd {
+    yaml_document_t *doc; /**< the loaded document */
+    struct gs_diag *diag; /**< where errors go; may be NULL */
+    int err;              /**< first error, GS_OK while none */
+};
+
+CFG_PRINTF(5, 6)
+static int fail_at(struct rd *r, int err, const yaml_node_t *node, const char *field,
+                   const char *fmt, ...)
+{
+    if (r->err != GS_OK)
+        return r->err;
+    r->err = err;
+    if (r->diag != NULL) {
+        r->diag->line = node != NULL ? (uint64_t)node->start_mark.line + 1 : 0;
+        r->diag->column = node != NULL ? (uint32_t)node->start_mark.column + 1 : 0;
+        (void)snprintf(r->diag->field, sizeof r->diag->field, "%s", field != NULL ? field : "");
+        va_list ap;
+        va_start(ap, fmt);
+        (void)vsnprintf(r->diag->msg, sizeof r->diag->msg, fmt, ap);
+        va_end(ap);
+    }
+    return err;
+}
+
+static yaml_node_t *node_at(struct rd *r, int id)
+{
+    return yaml_document_get_node(r->doc, id);
+}
+
+static const char *kind_name(yaml_node_type_t t)
+{
+    switch (t) {
+    case YAML_SCALAR_NODE:
+        return "a scalar";
+    case YAML_SEQUENCE_NODE:
+        return "a list";
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    default:
+        return "nothing";
+    }
+}
+
+/* Requires a node of the given type; `path` is the key's full path, `key` its last part. */
+static int expect(struct rd *r, const yaml_node_t *n, yaml_node_type_t type, const char *path,
+                  const char *key)
+{
+    if (n->type == type)
+        return GS_OK;
+    return fail_at(r, GS_EPARSE, n, key, "%s: expected %s, found %s", path, kind_name(type),
+                   kind_name(n->type));
+}
+
+/* A scalar's text; fails on an embedded NUL byte. */
+static int scalar_text(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
+                       const char **out)
+{
+    int rc = expect(r, n, YAML_SCALAR_NODE, path, key);
+    if (rc != GS_OK)
+        return rc;
+    const char *s = (const char *)n->data.scalar.value;
+    if (strlen(s) != n->data.scalar.length)
+        return fail_at(r, GS_EPARSE, n, key, "%s: value holds a NUL byte", path);
+    *out = s;
+    return GS_OK;
+}
+
+/* A string of printable ASCII shorter than cap; empty allowed when allow_empty. */
+static int get_str(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
+                   bool allow_empty, char *dst, size_t cap)
+{
+    const char *s = NULL;
+    int rc = scalar_text(r, n, path, key, &s);
+    if (rc != GS_OK)
+        return rc;
+    size_t len = strlen(s);
+    if (len == 0 && !allow_empty)
+        return fail_at(r, GS_EPARSE, n, key, "%s: value is empty", path);
+    if (len >= cap)
+        return fail_at(r, GS_EPARSE, n, key, "%s: value is longer than %zu bytes", path, cap - 1);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+            return fail_at(r, GS_EPARSE, n, key,
+                           "%s: value holds a byte that is not printable "
+                           "ASCII",
+                           path);
+    memcpy(dst, s, len + 1);
+    return GS_OK;
+}
+
+static int get_int(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
+                   int64_t lo, int64_t hi, int64_t *out)
+{
+    const char *s = NULL;
+    int rc = scalar_text(r, n, path, key, &s);
+    if (rc != GS_OK)
+        return rc;
+    const char *p = s;
+    if (*p == '-' || *p == '+')
+        p++;
+    if (*p < '0' || *p > '9')
+        return fail_at(r, GS_EPARSE, n, key, "%s: '%.40s' is not an integer", path, s);
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (*end != '\0')
+        return fail_at(r, GS_EPARSE, n, key, "%s: '%.40s' is not an integer", path, s);
+    if (errno == ERANGE || v < lo || v > hi)
+        return fail_at(r, GS_EPARSE, n, key, "%s: %.40s is out of range %" PRId64 "..%" PRId64,
+                       path, s, lo, hi);
+    *out = v;
+    return GS_OK;
+}
+
+static int get_bool(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
+                    bool *out)
+{
+    const char *s = NULL;
+    int rc = scalar_text(r, n, path, key, &s);
+    if (rc != GS_OK)
+        return rc;
+    if (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 || strcmp(s, "TRUE") == 0)
+        *out = true;
+    else if (strcmp(s, "false") == 0 || strcmp(s, "False") == 0 || strcmp(s, "FALSE") == 0)
+        *out = false;
+    else
+        return fail_at(r, GS_EPARSE, n, key, "%s: '%.40s' is not true or false", path, s);
+    return GS_OK;
+}
+
+/*
+ * A duration in Go's notation, as Kubernetes configs write them: one or more <number><unit>
+ * with units ms, s, m, h ("1m30s", "500ms"); "0" alone is zero. Whole numbers only.
+ */
+static int get_duration(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
+                        int64_t lo_ms, int64_t *out_ms)
+{
+    const char *s = NULL;
+    int rc = scalar_text(r, n, path, key, &s);
+    if (rc != GS_OK)
+        return rc;
+    if (strcmp(s, "0") == 0) {
+        if (lo_ms > 0)
+            return fail_at(r, GS_EPARSE, n, key, "%s: must be at least %" PRId64 "ms", path, lo_ms);
+        *out_ms = 0;
+        return GS_OK;
+    }
+    int64_t total = 0;
+    const char *p = s;
+    if (*p == '\0')
+        return fail_at(r, GS_EPARSE, n, key, "%s: value is empty", path);
+    while (*p != '\0') {
+        if (*p < '0' || *p > '9')
+            return fail_at(r, GS_EPARSE, n, key,
+                           "%s: '%.40s' is not a duration such as 30s, "
+                           "5m or 1m30s",
+                           path, s);
+        int64_t v = 0;
+        while (*p >= '0' && *p <= '9') {
+            v = v * 10 + (*p - '0');
+            if (v > DURATION_MAX_MS)
+                return fail_at(r, GS_EPARSE, n, key, "%s: '%.40s' is longer than a week", path, s);
+            p++;
+        }
+        int64_t unit;
+        if (strncmp(p, "ms", 2) == 0) {
+            unit = 1;
+            p += 2;
+        } else if (*p == 's') {
+            unit = 1000;
+            p++;
+        } else if (*p == 'm') {
+            unit = 60000;
+            p++;
+        } else if (*p == 'h') {
+            unit = 3600000;
+            p++;
+        } else {
+            return fail_at(r, GS_EPARSE, n, key, "%s: '%.40s' needs a unit (ms, s, m or h)", path,
+                           s);
+        }
+        total += v * unit;
+        if (total > DURATION_MAX_MS)
+            return fail_at(r, GS_EPARSE, n, key, "%s: '%.40s' is longer than a week", path, s);
+    }
+    if (total < lo_ms)
+        return fail_at(r, GS_EPARSE, n, key, "%s: must be at least %" PRId64 "ms", path, lo_ms);
+    *out_ms = total;
+    return GS_OK;
+}
+
+/*
+ * Checks a mapping key against `keys` (NULL-terminated), each allowed once.
+ * @return GS_OK with *slot set; GS_EPARSE for an unknown, repeated or non-scalar key.
+ */
+static int map_key(struct rd *r, const yaml_node_t *map, const yaml_node_pair_t *pair,
+                   const char *const *keys, uint32_t *seen, const char *where, int *slot)
+{
+    yaml_node_t *k = node_at(r, pair->key);
+    if (k == NULL || k->type != YAML_SCALAR_NODE)
+        return fail_at(r, GS_EPARSE, k != NULL ? k : map, "", "%s: keys must be scalars", where);
+    const char *name = (const char *)k->data.scalar.value;
+    for (int i = 0; keys[i] != NULL; i++) {
+        if (strcmp(keys[i], name) == 0 && strlen(name) == k->data.scalar.length) {
+            if (*seen & (1u << i))
+                return fail_at(r, GS_EPARSE, k, keys[i], "%s: key '%s' repeated", where, keys[i]);
+            *seen |= 1u << i;
+            *slot = i;
+            return GS_OK;
+        }
+    }
+    char shown[48];
+    (void)snprintf(shown, sizeof shown, "%s", name);
+    for (char *p = shown; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+            *p = '?';
+    return fail_at(r, GS_EPARSE, k, shown, "%s: unknown key '%s'", where, shown);
+}
+
+#define FOR_PAIRS(r, map, pair)                                                                    \
+    for (yaml_node_pair_t *pair = (map)->data.mapping.pairs.start;                                 \
+         (r)->err == GS_OK && pair < (map)->data.mapping.pairs.top; pair++)
+
+#define FOR_ITEMS(r, seq, it)                                                                      \
+    for (yaml_node_item_t *it = (seq)->data.sequence.items.start;                                  \
+         (r)->err == GS_OK && it < (seq)->data.sequence.items.top; it++)
+
+/* Valid extended resource name: "domain/name", a DNS-like domain, name [A-Za-z0-9._-]. */
+static bool resource_name_ok(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    if (slash == NULL || slash == s || strchr(slash + 1, '/') != NULL)
+        return false;
+    size_t dlen = (size_t)(slash - s), nlen = strlen(slash + 1);
+    if (dlen > 253 || nlen == 0 || nlen > 63)
+        return false;
+    for (const char *p = s; p < slash; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            return false;
+    for (const char *p = slash + 1; *p != '\0'; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '.' || *p == '_'))
+            return false;
+    /* kubernetes.io names are not extended resources (kubelet refuses them). */
+    if ((dlen == 13 && strncmp(s, "kubernetes.io", 13) == 0) ||
+        (dlen > 14 && strncmp(slash - 14, ".kubernetes.io", 14) == 0))
+        return false;
+    return true;
+}
+
+/* ---- sections ---------------------------------------------------------------------------- */
+
+static const char *const plugin_keys[] = {"deviceListStrategy", "deviceIDStrategy", NULL};
+
+static int read_list_strategy_item(struct rd *r, const yaml_node_t *n, struct gs_dp_config *cfg)
+{
+    const char *path = "flags.plugin.deviceListStrategy";
+    const char *s = NULL;
+    if (scalar_text(r, n, path, "deviceListStrategy", &s) != GS_OK)
+        return r->err;
+    if (strcmp(s, "envvar") == 0)
+        cfg->list_envvar = true;
+    else if (strcmp(s, "cdi-cri") == 0)
+        cfg->list_cdi = true;
+    else
+        return fail_at(r, GS_EPARSE, n, "deviceListStrategy",
+                       "%s: '%.40s' is not envvar or cdi-cri", path, s);
+    return GS_OK;
+}
+
+static int read_plugin(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+{
+    if (expect(r, map, YAML_MAPPING_NODE, "flags.plugin", "plugin") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, plugin_keys, &seen, "flags.plugin", &slot) != GS_OK)
+            break;
+        yaml_node_t *v = node_at(r, pair->value);
+        if (slot == 0) {
+            cfg->list_envvar = false;
+            cfg->list_cdi = false;
+            if (v->type == YAML_SEQUENCE_NODE) {
+                if (v->data.sequence.items.start == v->data.sequence.items.top)
+                    return fail_at(r, GS_EPARSE, v, "deviceListStrategy",
+                                   "flags.plugin.deviceListStrategy: the list is empty");
+                FOR_ITEMS(r, v, it)
+                read_list_strategy_item(r, node_at(r, *it), cfg);
+            } else {
+                read_list_strategy_item(r, v, cfg);
+            }
+        } else {
+            const char *s = NULL;
+            if (scalar_text(r, v, "flags.plugin.deviceIDStrategy", "deviceIDStrategy", &s) != GS_OK)
+                break;
+            if (strcmp(s, "uuid") == 0)
+                cfg->id_strategy = GS_DP_ID_UUID;
+            else if (strcmp(s, "index") == 0)
+                cfg->id_strategy = GS_DP_ID_INDEX;
+            else
+                fail_at(r, GS_EPARSE, v, "deviceIDStrategy",
+                        "flags.plugin.deviceIDStrategy: '%.40s' is not uuid or index", s);
+        }
+    }
+    return r->err;
+}
+
+static const char *const flags_keys[] = {"migStrategy", "plugin", NULL};
+
+static int read_flags(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+{
+    if (expect(r, map, YAML_MAPPING_NODE, "flags", "flags") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, flags_keys, &seen, "flags", &slot) != GS_OK)
+            break;
+        yaml_node_t *v = node_at(r, pair->value);
+        if (slot == 0) {
+            const char *s = NULL;
+            if (scalar_text(r, v, "flags.migStrategy", "migStrategy", &s) != GS_OK)
+                break;
+            if (gs_gfd_mig_strategy_parse(s, &cfg->mig_strategy) != GS_OK)
+                fail_at(r, GS_EPARSE, v, "migStrategy",
+                        "flags.migStrategy: '%.40s' is not none, single or mixed", s);
+        } else {
+            read_plugin(r, v, cfg);
+        }
+    }
+    return r->err;
+}
+
+static const char *const entry_keys[] = {"name", "rename", "replicas", "devices", NULL};
+
+static int read_devices(struct rd *r, const yaml_node_t *v, const char *path,
+                        struct gs_dp_ts_entry *e)
+{
+    if (v->type == YAML_SCALAR_NODE) {
+        const char *s = NULL;
+        if (scalar_text(r, v, path, "devices", &s) != GS_OK)
+            return r->err;
+        if (strcmp(s, "all") != 0)
+            return fail_at(r, GS_EPARSE, v, "devices",
+                           "%s: expected 'all' or a list of GPU indices or UUIDs", path);
+        e->all_devices = true;
+        return GS_OK;
+    }
+    if (expect(r, v, YAML_SEQUENCE_NODE, path, "devices") != GS_OK)
+        return r->err;
+    e->all_devices = false;
+    if (v->data.sequence.items.start == v->data.sequence.items.top)
+        return fail_at(r, GS_EPARSE, v, "devices", "%s: the list is empty", path);
+    FOR_ITEMS(r, v, it)
+    {
+        yaml_node_t *d = node_at(r, *it);
+        if (e->n_devices == GS_DP_SELECT_MAX)
+            return fail_at(r, GS_EPARSE, d, "devices", "%s: more than %d selectors", path,
+                           GS_DP_SELECT_MAX);
+        char *dst = e->devices[e->n_devices];
+        if (get_str(r, d, path, "devices", false, dst, GS_GPU_UUID_LEN) != GS_OK)
+            break;
+        /* Index "3", MIG position "6:1", or a UUID "GPU-…" / "MIG-…". */
+        bool ok = false;
+        if (strncmp(dst, "GPU-", 4) == 0 || strncmp(dst, "MIG-", 4) == 0) {
+            ok = dst[4] != '\0';
+            for (const char *p = dst + 4; *p != '\0'; p++)
+                if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+                      (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '/'))
+                    ok = false;
+        } else {
+            unsigned g = 0, m = 0;
+            int used = 0;
+            if (sscanf(dst, "%u:%u%n", &g, &m, &used) == 2 && dst[used] == '\0')
+                ok = dst[0] >= '0' && dst[0] <= '9' && g < GS_GPU_MAX && m < GS_GPU_MIG_MAX;
+            else if (sscanf(dst, "%u%n", &g, &used) == 1 && dst[used] == '\0')
+                ok = dst[0] >= '0' && dst[0] <= '9' && g < GS_GPU_MAX;
+        }
+        if (!ok)
+            return fail_at(r, GS_EPARSE, d, "devices",
+                           "%s: '%.40s' is not a GPU index (0..%d), a MIG device 'GPU:MIG' or a "
+                           "GPU-/MIG- UUID",
+                           path, dst, GS_GPU_MAX - 1);
+        for (uint32_t j = 0; j < e->n_devices; j++)
+            if (strcmp(e->devices[j], dst) == 0)
+                return fail_at(r, GS_EPARSE, d, "devices", "%s: '%.40s' is listed twice", path,
+                               dst);
+        e->n_devices++;
+    }
+    return r->err;
+}
+
+static int read_entry(struct rd *r, const yaml_node_t *map, uint32_t idx, struct gs_dp_config *cfg)
+{
+    char where[64];
+    (void)snprintf(where, sizeof where, "sharing.timeSlicing.resources[%u]", (unsigned)idx);
+    if (expect(r, map, YAML_MAPPING_NODE, where, "resources") != GS_OK)
+        return r->err;
+    struct gs_dp_ts_entry *e = &cfg->ts[idx];
+    memset(e, 0, sizeof *e);
+    e->all_devices = true;
+    e->line = (uint32_t)map->start_mark.line + 1;
+    uint32_t seen = 0;
+    char path[96];
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, entry_keys, &seen, where, &slot) != GS_OK)
+            break;
+        (void)snprintf(path, sizeof path, "%s.%s", where, entry_keys[slot]);
+        yaml_node_t *v = node_at(r, pair->value);
+        int64_t n = 0;
+        switch (slot) {
+        case 0:
+        case 1: {
+            char *dst = slot == 0 ? e->name : e->rename;
+            if (get_str(r, v, path, entry_keys[slot], false, dst, GS_DP_RESOURCE_NAME_LEN) != GS_OK)
+                break;
+            if (!resource_name_ok(dst))
+                fail_at(r, GS_EPARSE, v, entry_keys[slot],
+                        "%s: '%.60s' is not an extended resource name (domain/name)", path, dst);
+            else if (slot == 0 && strcmp(dst, "nvidia.com/gpu") != 0 &&
+                     strncmp(dst, "nvidia.com/mig-", 15) != 0)
+                fail_at(r, GS_EPARSE, v, "name",
+                        "%s: '%.60s' is not a resource this plugin advertises (nvidia.com/gpu "
+                        "or nvidia.com/mig-<profile>)",
+                        path, dst);
+            break;
+        }
+        case 2:
+            if (get_int(r, v, path, "replicas", 0, INT32_MAX, &n) != GS_OK)
+                break;
+            if (n < 2 || n > GS_DP_REPLICAS_MAX)
+                fail_at(r, GS_EPARSE, v, "replicas",
+                        "%s: %" PRId64 " is out of range 2..%d (leave a device out to keep it "
+                        "whole)",
+                        path, n, GS_DP_REPLICAS_MAX);
+            else
+                e->replicas = (uint32_t)n;
+            break;
+        default:
+            read_devices(r, v, path, e);
+            break;
+        }
+    }
+    if (r->err == GS_OK && !(seen & 1u))
+        fail_at(r, GS_EPARSE, map, "name", "%s: required key 'name' is missing", where);
+    if (r->err == GS_OK && !(seen & 4u))
+        fail_at(r, GS_EPARSE, map, "replicas", "%s: required key 'replicas' is missing", where);
+    return r->err;
+}
+
+static const char *const ts_keys[] = {"renameByDefault", "failRequestsGreaterThanOne", "resources",
+                                      NULL};
+
+static int read_time_slicing(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+{
+    const char *where = "sharing.timeSlicing";
+    if (expect(r, map, YAML_MAPPING_NODE, where, "timeSlicing") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, ts_keys, &seen, where, &slot) != GS_OK)
+            break;
+        yaml_node_t *v = node_at(r, pair->value);
+        if (slot == 0) {
+            get_bool(r, v, "sharing.timeSlicing.renameByDefault", "renameByDefault",
+                     &cfg->rename_by_default);
+        } else if (slot == 1) {
+            get_bool(r, v, "sharing.timeSlicing.failRequestsGreaterThanOne",
+                     "failRequestsGreaterThanOne", &cfg->fail_requests_greater_than_one);
+        } else {
+            if (expect(r, v, YAML_SEQUENCE_NODE, "sharing.timeSlicing.resources", "resources") !=
+                GS_OK)
+                break;
+            cfg->n_ts = 0;
+            FOR_ITEMS(r, v, it)
+            {
+                yaml_node_t *m = node_at(r, *it);
+                if (cfg->n_ts == GS_DP_TS_MAX)
+                    return fail_at(r, GS_EPARSE, m, "resources",
+                                   "sharing.timeSlicing.resources: more than %d entries",
+                                   GS_DP_TS_MAX);
+                if (read_entry(r, m, cfg->n_ts, cfg) == GS_OK)
+                    cfg->n_ts++;
+            }
+        }
+    }
+    return r->err;
+}
+
+static const char *const sharing_keys[] = {"timeSlicing", "mps", NULL};
+
+static int read_sharing(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+{
+    if (expect(r, map, YAML_MAPPING_NODE, "sharing", "sharing") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, sharing_keys, &seen, "sharing", &slot) != GS_OK)
+            break;
+        yaml_node_t *v = node_at(r, pair->value);
+        if (slot == 0)
+            read_time_slicing(r, v, cfg);
+        else
+            fail_at(r, GS_EPARSE, node_at(r, pair->key), "mps",
+                    "sharing.mps: MPS sharing is not supported; use sharing.timeSlicing");
+    }
+    return r->err;
+}
+
+static const char *const health_keys[] = {"ignoredXids", "recoveryQuietPeriod", "probeInterval",
+                                          NULL};
+
+static int read_health(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+{
+    if (expect(r, map, YAML_MAPPING_NODE, "health", "health") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, health_keys, &seen, "health", &slot) != GS_OK)
+            break;
+        yaml_node_t *v = node_at(r, pair->value);
+        if (slot == 0) {
+            if (expect(r, v, YAML_SEQUENCE_NODE, "health.ignoredXids", "ignoredXids") != GS_OK)
+                break;
+            cfg->health.n_ignored = 0;
+            FOR_ITEMS(r, v, it)
+            {
+                yaml_node_t *x = node_at(r, *it);
+                int64_t code = 0;
+                if (get_int(r, x, "health.ignoredXids", "ignoredXids", 1, INT64_MAX, &code) !=
+                    GS_OK)
+                    break;
+                if (cfg->health.n_ignored == GS_HEALTH_IGNORED_MAX)
+                    return fail_at(r, GS_EPARSE, x, "ignoredXids",
+                                   "health.ignoredXids: more than %d codes", GS_HEALTH_IGNORED_MAX);
+                cfg->health.ignored_xids[cfg->health.n_ignored++] = (uint64_t)code;
+            }
+        } else if (slot == 1) {
+            const char *s = NULL;
+            if (scalar_text(r, v, "health.recoveryQuietPeriod", "recoveryQuietPeriod", &s) != GS_OK)
+                break;
+            if (strcmp(s, "never") == 0)
+                cfg->health.quiet_ms = -1;
+            else
+                get_duration(r, v, "health.recoveryQuietPeriod", "recoveryQuietPeriod", 0,
+                             &cfg->health.quiet_ms);
+        } else {
+            get_duration(r, v, "health.probeInterval", "probeInterval", 10,
+                         &cfg->health.probe_retry_ms);
+        }
+    }
+    return r->err;
+}
+
+/* "HOST:PORT" with a numeric port; "[v6]:PORT"; "" turns metrics off. */
+static bool addr_ok(const char *s)
+{
+    if (*s == '\0')
+        return true;
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon[1] == '\0')
+        return false;
+    char *end = NULL;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535 || colon[1] < '0' || colon[1] > '9')
+        return false;
+    if (s[0] == '[')
+        return colon > s + 1 && colon[-1] == ']';
+    return true;
+}
+
+static const char *const exporter_keys[] = {"listenAddress", "refreshInterval", NULL};
+
+static int read_exporter(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+{
+    if (expect(r, map, YAML_MAPPING_NODE, "exporter", "exporter") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, exporter_keys, &seen, "exporter", &slot) != GS_OK)
+            break;
+        yaml_node_t *v = node_at(r, pair->value);
+        if (slot == 0) {
+            if (get_str(r, v, "exporter.listenAddress", "listenAddress", true, cfg->metrics_addr,
+                        sizeof cfg->metrics_addr) == GS_OK &&
+                !addr_ok(cfg->metrics_addr))
+                fail_at(r, GS_EPARSE, v, "listenAddress",
+                        "exporter.listenAddress: '%.60s' is not HOST:PORT", cfg->metrics_addr);
+        } else {
+            get_duration(r, v, "exporter.refreshInterval", "refreshInterval", 100,
+                         &cfg->refresh_ms);
+        }
+    }
+    return r->err;
+}
+
+static const char *const kubelet_keys[] = {"devicePluginDir", "podResourcesSocket", NULL};
+
+static int read_kubelet(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+{
+    if (expect(r, map, YAML_MAPPING_NODE, "kubelet", "kubelet") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, kubelet_keys, &seen, "kubelet", &slot) != GS_OK)
+            break;
+        yaml_node_t *v = node_at(r, pair->value);
+        if (slot == 0)
+            get_str(r, v, "kubelet.devicePluginDir", "devicePluginDir", false, cfg->plugin_dir,
+                    sizeof cfg->plugin_dir);
+        else
+            get_str(r, v, "kubelet.podResourcesSocket", "podResourcesSocket", true,
+                    cfg->pod_resources_socket, sizeof cfg->pod_resources_socket);
+    }
+    return r->err;
+}
+
+static const char *const top_keys[] = {"version",  "flags",   "sharing", "health",
+                                       "exporter", "kubelet", NULL};
+
+static int read_top(struct rd *r, const yaml_node_t *root, struct gs_dp_config *cfg)
+{
+    if (expect(r, root, YAML_MAPPING_NODE, "the document", "") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, root, pair)
+    {
+        int slot = -1;
+        if (map_key(r, root, pair, top_keys, &seen, "the document", &slot) != GS_OK)
+            break;
+        yaml_node_t *v = node_at(r, pair->value);
+        switch (slot) {
+        case 0: {
+            const char *s = NULL;
+            if (scalar_text(r, v, "version", "version", &s) == GS_OK && strcmp(s, "v1") != 0)
+                fail_at(r, GS_EPARSE, v, "version", "version: '%.40s' is not v1", s);
+            break;
+        }
+        case 1:
+            read_flags(r, v, cfg);
+            break;
+        case 2:
+            read_sharing(r, v, cfg);
+            break;
+        case 3:
+            read_health(r, v, cfg);
+            break;
+        case 4:
+            read_exporter(r, v, cfg);
+            break;
+        default:
+            read_kubelet(r, v, cfg);
+            break;
+        }
+    }
+    if (r->err == GS_OK && !(seen & 1u))
+        fail_at(r, GS_EPARSE, root, "version",
+                "required key 'version' is missing (write "
+                "'version: v1')");
+    if (r->err == GS_OK && !cfg->list_envvar && !cfg->list_cdi)
+        fail_at(r, GS_EPARSE, root, "deviceListStrategy",
+                "flags.plugin.deviceListStrategy: no strategy left");
+    return r->err;
+}
+
+/* ---- entry points ------------------------------------------------------------------------ */
+
+void gs_dp_config_default(struct gs_dp_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mig_strategy = GS_MIG_STRATEGY_NONE;
+    cfg->list_envvar = true;
+    cfg->id_strategy = GS_DP_ID_UUID;
+    gs_health_config_default(&cfg->health);
+    (void)snprintf(cfg->metrics_addr, sizeof cfg->metrics_addr, "%s", GS_DP_DEFAULT_METRICS_ADDR);
+    cfg->refresh_ms = GS_DP_DEFAULT_REFRESH_MS;
+    (void)snprintf(cfg->plugin_dir, sizeof cfg->plugin_dir, "%s", GS_DP_DEFAULT_PLUGIN_DIR);
+    (void)snprintf(cfg->pod_resources_socket, sizeof cfg->pod_resources_socket, "%s",
+                   GS_DP_DEFAULT_POD_RESOURCES_SOCKET);
+}
+
+static int yaml_problem(struct rd *r, const yaml_parser_t *p)
+{
+    if (p->error == YAML_MEMORY_ERROR) {
+        r->err = GS_ENOMEM;
+        if (r->diag != NULL)
+            (void)snprintf(r->diag->msg, sizeof r->diag->msg, "out of memory");
+        return GS_ENOMEM;
+    }
+    r->err = GS_EPARSE;
+    if (r->diag != NULL) {
+        const yaml_mark_t *m = p->problem != NULL ? &p->problem_mark : &p->context_mark;
+        r->diag->line = (uint64_t)m->line + 1;
+        r->diag->column = (uint32_t)m->column + 1;
+        (void)snprintf(r->diag->msg, sizeof r->diag->msg, "not valid YAML: %s%s%s",
+                       p->problem != NULL ? p->problem : "unknown problem",
+                       p->context != NULL ? " " : "", p->context != NULL ? p->context : "");
+    }
+    return GS_EPARSE;
+}
+
+int gs_dp_config_parse(const char *buf, size_t len, const char *name, struct gs_dp_config *cfg,
+                       struct gs_diag *diag)
+{
+    struct rd r;
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    bool have_parser = false, have_doc = false;
+
+    memset(&r, 0, sizeof r);
+    r.doc = &doc;
+    r.diag = diag;
+    if (diag != NULL) {
+        memset(diag, 0, sizeof *diag);
+        (void)snprintf(diag->file, sizeof diag->file, "%s", name != NULL ? name : "");
+    }
+    if (buf == NULL || cfg == NULL) {
+        r.err = GS_EINVAL;
+        if (diag != NULL)
+            (void)snprintf(diag->msg, sizeof diag->msg, "invalid argument");
+        goto out;
+    }
+    gs_dp_config_default(cfg);
+    if (len > GS_DP_CONFIG_FILE_MAX) {
+        r.err = GS_EIO;
+        if (diag != NULL)
+            (void)snprintf(diag->msg, sizeof diag->msg, "file larger than %u bytes",
+                           GS_DP_CONFIG_FILE_MAX);
+        goto out;
+    }
+    if (!yaml_parser_initialize(&parser)) {
+        r.err = GS_ENOMEM;
+        if (diag != NULL)
+            (void)snprintf(diag->msg, sizeof diag->msg, "out of memory");
+        goto out;
+    }
+    have_parser = true;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        yaml_problem(&r, &parser);
+        goto out;
+    }
+    have_doc = true;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root == NULL) {
+        fail_at(&r, GS_EPARSE, NULL, "version", "empty document: expected 'version: v1'");
+        goto out;
+    }
+    if (read_top(&r, root, cfg) != GS_OK)
+        goto out;
+    yaml_document_t extra;
+    if (!yaml_parser_load(&parser, &extra)) {
+        yaml_problem(&r, &parser);
+        goto out;
+    }
+    yaml_node_t *extra_root = yaml_document_get_root_node(&extra);
+    if (extra_root != NULL)
+        fail_at(&r, GS_EPARSE, extra_root, "", "more than one YAML document");
+    yaml_document_delete(&extra);
+out:
+    if (have_doc)
+        yaml_document_delete(&doc);
+    if (have_parser)
+        yaml_parser_delete(&parser);
+    return r.err;
+}
+
+int gs_dp_config_read(const char *path, struct gs_dp_config *cfg, struct gs_diag *diag)
+{
+    if (diag != NULL) {
+        memset(diag, 0, sizeof *diag);
+        (void)snprintf(diag->file, sizeof diag->file, "%s", path != NULL ? path : "");
+    }
+    if (path == NULL || cfg == NULL) {
+        if (diag != NULL)
+            (void)snprintf(diag->msg, sizeof diag->msg, "invalid argument");
+        return GS_EINVAL;
+    }
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL) {
+        if (diag != NULL) {
+            char why[128];
+            if (strerror_r(errno, why, sizeof why) != 0)
+                (void)snprintf(why, sizeof why, "error %d", errno);
+            (void)snprintf(diag->msg, sizeof diag->msg, "cannot open: %s", why);
+        }
+        return GS_EIO;
+    }
+    char *buf = malloc(GS_DP_CONFIG_FILE_MAX + 1);
+    if (buf == NULL) {
+        (void)fclose(fp);
+        if (diag != NULL)
+            (void)snprintf(diag->msg, sizeof diag->msg, "out of memory");
+        return GS_ENOMEM;
+    }
+    size_t len = fread(buf, 1, GS_DP_CONFIG_FILE_MAX + 1, fp);
+    int rd_err = ferror(fp);
+    (void)fclose(fp);
+    int rc;
+    if (rd_err) {
+        if (diag != NULL)
+            (void)snprintf(diag->msg, sizeof diag->msg, "read error");
+        rc = GS_EIO;
+    } else {
+        rc = gs_dp_config_parse(buf, len, path, cfg, diag);
+    }
+    free(buf);
+    return rc;
+}
+
+uint32_t gs_dp_config_gpu_replicas(const struct gs_dp_config *cfg)
+{
+    for (uint32_t i = 0; cfg != NULL && i < cfg->n_ts; i++)
+        if (strcmp(cfg->ts[i].name, "nvidia.com/gpu") == 0)
+            return cfg->ts[i].replicas;
+    return 1;
+}

@@ -1,0 +1,93 @@
+/*
+ * Internal interface between the device plugin's files (devplugin_*.c); not part of the public
+ * API in include/gpusched/devplugin.h.
+ */
+#ifndef GPUSCHED_AGENT_DEVPLUGIN_INT_H
+#define GPUSCHED_AGENT_DEVPLUGIN_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpusched/devplugin.h"
+#include "gpusched/exporter.h"
+
+/**
+ * The preferred-allocation choice on resolved devices (the policy documented at
+ * gs_dp_handle_preferred).
+ * @param avail   n_avail distinct device positions of r kubelet offers, must devices excluded.
+ * @param must    n_must distinct positions already chosen (must_include that r knows).
+ * @param want    how many more devices to choose.
+ * @param out     receives up to want positions, in choice order; capacity >= want.
+ * @param n_out   receives how many were chosen (< want only when avail runs out).
+ * @return GS_OK; GS_ENOMEM (scratch space).
+ */
+int gs__dp_prefer(const struct gs_dp_model *m, const struct gs_dp_resource *r,
+                  const uint32_t *avail, uint32_t n_avail, const uint32_t *must, uint32_t n_must,
+                  uint32_t want, uint32_t *out, uint32_t *n_out);
+
+/* ---- helper threads for blocking calls to kubelet (devplugin_kubelet.c) ------------------ */
+
+/** One Register call to make. */
+struct gs__dp_reg_item {
+    char resource[GS_DP_RESOURCE_NAME_LEN]; /**< resource_name */
+    char endpoint[GS_DP_ENDPOINT_LEN];      /**< socket file name */
+    uint32_t index;                         /**< the agent's resource index */
+    int status;                             /**< result: gRPC status (14 when unreachable) */
+    char message[256];                      /**< result: grpc-message or transport reason */
+};
+
+/** A batch of Register calls, run in order on the registration thread. */
+struct gs__dp_reg_job {
+    char kubelet_socket[GS_DP_PATH_LEN + 16]; /**< <plugin dir>/kubelet.sock */
+    uint64_t generation;                      /**< the agent's want-generation at submission */
+    uint32_t n;                               /**< items used */
+    struct gs__dp_reg_item items[GS_DP_RESOURCES_MAX]; /**< calls */
+};
+
+/** One PodResources List call and its result. */
+struct gs__dp_podres_job {
+    char socket[GS_DP_PATH_LEN]; /**< kubelet's pod-resources socket */
+    uint32_t n_resources;        /**< names of the resources that count */
+    char resources[GS_DP_RESOURCES_MAX][GS_DP_RESOURCE_NAME_LEN]; /**< our resource names */
+    int status;                                                   /**< result: gRPC status; 0 OK */
+    char message[256];                                            /**< result: why it failed */
+    uint32_t n_attr;                                              /**< result rows used */
+    struct gs_exporter_attr attr[GS_EXPORTER_ATTR_MAX]; /**< result: one row per device ID */
+    bool truncated; /**< result: more rows than GS_EXPORTER_ATTR_MAX */
+};
+
+/** A thread that runs one job at a time and signals completion on an eventfd. */
+struct gs__dp_worker;
+
+/** The work a worker does, on its thread. */
+typedef void (*gs__dp_job_fn)(void *job);
+
+/**
+ * Starts a worker thread.
+ * @param notify_fd  an eventfd the worker adds 1 to after each job (borrowed).
+ * @return GS_OK; GS_ENOMEM; GS_EIO (thread creation failed).
+ */
+int gs__dp_worker_new(int notify_fd, gs__dp_job_fn fn, struct gs__dp_worker **out);
+
+/** Whether a job is queued or running (its result not yet taken). */
+bool gs__dp_worker_busy(struct gs__dp_worker *w);
+
+/**
+ * Hands a job (borrowed until taken back) to an idle worker.
+ * @return GS_OK; GS_EEXIST when the worker is busy.
+ */
+int gs__dp_worker_submit(struct gs__dp_worker *w, void *job);
+
+/** The finished job, or NULL while none is finished; the worker is idle afterwards. */
+void *gs__dp_worker_take(struct gs__dp_worker *w);
+
+/** Waits for a running job to end, stops and frees the thread. NULL is a no-op. */
+void gs__dp_worker_free(struct gs__dp_worker *w);
+
+/** Job function of the registration worker: runs every Register of a gs__dp_reg_job. */
+void gs__dp_register_job(void *job);
+
+/** Job function of the attribution worker: runs a gs__dp_podres_job. */
+void gs__dp_podres_job(void *job);
+
+#endif /* GPUSCHED_AGENT_DEVPLUGIN_INT_H */

@@ -1,0 +1,517 @@
+/*
+ * The DevicePlugin service's methods as pure functions from request bytes to an answer
+ * (contracts in include/gpusched/devplugin.h; messages in proto/deviceplugin/v1beta1).
+ *
+ * Each handler decodes with protobuf-c, works on the model and the health array it is given,
+ * and packs its response into malloc'd bytes; the agent's loop hands those to gsrpc. Response
+ * messages are built from stack and per-call heap pieces that live only until packing, and
+ * every string they point at is either the model's or the request's, so nothing is copied
+ * twice.
+ */
+#include "gpusched/devplugin.h"
+
+#include "gpusched/err.h"
+#include "gpusched/grpc.h"
+
+#include "deviceplugin/v1beta1/api.pb-c.h"
+#include "devplugin_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RPC_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define RPC_PRINTF(f, a)
+#endif
+
+/** Control device nodes every GPU container needs, after the per-GPU /dev/nvidiaN. */
+static const char *const control_nodes[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                            "/dev/nvidia-uvm-tools"};
+#define N_CONTROL_NODES (sizeof control_nodes / sizeof control_nodes[0])
+
+void gs_dp_answer_fini(struct gs_dp_answer *a)
+{
+    if (a == NULL)
+        return;
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+static void answer_init(struct gs_dp_answer *a)
+{
+    memset(a, 0, sizeof *a);
+}
+
+RPC_PRINTF(3, 4)
+static int answer_error(struct gs_dp_answer *a, int status, const char *fmt, ...)
+{
+    free(a->data);
+    a->data = NULL;
+    a->len = 0;
+    a->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(a->message, sizeof a->message, fmt, ap);
+    va_end(ap);
+    return GS_OK;
+}
+
+static int answer_pack(struct gs_dp_answer *a, const ProtobufCMessage *msg)
+{
+    int rc = gs_grpc_pack(msg, &a->data, &a->len);
+    if (rc == GS_ERANGE)
+        return answer_error(a, GS_GRPC_RESOURCE_EXHAUSTED, "response over the message limit");
+    return rc;
+}
+
+int gs_dp_handle_options(struct gs_dp_answer *out)
+{
+    answer_init(out);
+    V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+    o.pre_start_required = 1;
+    o.get_preferred_allocation_available = 1;
+    return answer_pack(out, &o.base);
+}
+
+static bool view_ok(const struct gs_dp_view *v)
+{
+    return v != NULL && v->cfg != NULL && v->model != NULL && v->health != NULL &&
+           v->resource < v->model->n_resources;
+}
+
+static bool healthy(const struct gs_dp_view *v, const struct gs_dp_device *d)
+{
+    return d->gpu < v->model->n_gpus && v->health[d->gpu] == GS_HEALTH_HEALTHY;
+}
+
+int gs_dp_handle_list(const struct gs_dp_view *v, struct gs_dp_answer *out)
+{
+    answer_init(out);
+    if (!view_ok(v))
+        return GS_EINVAL;
+    const struct gs_dp_resource *r = &v->model->resources[v->resource];
+    uint32_t n = r->n_devices;
+    V1beta1__ListAndWatchResponse resp = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
+    V1beta1__Device *devs = calloc(n > 0 ? n : 1, sizeof *devs);
+    V1beta1__Device **ptrs = calloc(n > 0 ? n : 1, sizeof *ptrs);
+    /* One TopologyInfo per GPU: devices of a GPU share it (packing only reads). */
+    V1beta1__TopologyInfo topo[GS_GPU_MAX];
+    V1beta1__NUMANode numa[GS_GPU_MAX];
+    V1beta1__NUMANode *numa_ptr[GS_GPU_MAX];
+    int rc = GS_OK;
+    if (devs == NULL || ptrs == NULL) {
+        rc = GS_ENOMEM;
+        goto out;
+    }
+    for (uint32_t g = 0; g < v->model->n_gpus; g++) {
+        v1beta1__numanode__init(&numa[g]);
+        numa[g].id = v->model->gpus[g].numa_node;
+        numa_ptr[g] = &numa[g];
+        v1beta1__topology_info__init(&topo[g]);
+        topo[g].n_nodes = 1;
+        topo[g].nodes = &numa_ptr[g];
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const struct gs_dp_device *d = &r->devices[i];
+        v1beta1__device__init(&devs[i]);
+        devs[i].id = (char *)d->id;
+        devs[i].health =
+            (char *)gs_health_state_name(healthy(v, d) ? GS_HEALTH_HEALTHY : GS_HEALTH_UNHEALTHY);
+        devs[i].topology = d->numa_node >= 0 ? &topo[d->gpu] : NULL;
+        ptrs[i] = &devs[i];
+    }
+    resp.n_devices = n;
+    resp.devices = ptrs;
+    rc = answer_pack(out, &resp.base);
+out:
+    free(devs);
+    free(ptrs);
+    return rc;
+}
+
+/* ---- GetPreferredAllocation ------------------------------------------------------------- */
+
+int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_t len,
+                           struct gs_dp_answer *out)
+{
+    answer_init(out);
+    if (!view_ok(v))
+        return GS_EINVAL;
+    const struct gs_dp_resource *r = &v->model->resources[v->resource];
+    ProtobufCMessage *m = NULL;
+    if (gs_grpc_unpack(&v1beta1__preferred_allocation_request__descriptor, req, len, &m) != GS_OK)
+        return answer_error(out, GS_GRPC_INVALID_ARGUMENT,
+                            "the request is not a PreferredAllocationRequest");
+    V1beta1__PreferredAllocationRequest *pr = (V1beta1__PreferredAllocationRequest *)m;
+    size_t nc = pr->n_container_requests;
+    V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+    V1beta1__ContainerPreferredAllocationResponse *cr = calloc(nc > 0 ? nc : 1, sizeof *cr);
+    V1beta1__ContainerPreferredAllocationResponse **crp = calloc(nc > 0 ? nc : 1, sizeof *crp);
+    uint8_t *mark = calloc(r->n_devices > 0 ? r->n_devices : 1, 1);
+    uint32_t *avail = NULL, *must = NULL, *chosen = NULL;
+    int rc = GS_OK;
+    if (cr == NULL || crp == NULL || mark == NULL) {
+        rc = GS_ENOMEM;
+        goto out;
+    }
+    for (size_t c = 0; c < nc; c++) {
+        V1beta1__ContainerPreferredAllocationRequest *q = pr->container_requests[c];
+        v1beta1__container_preferred_allocation_response__init(&cr[c]);
+        crp[c] = &cr[c];
+        if (q->allocation_size < 0 || q->n_must_include_deviceids > (size_t)q->allocation_size) {
+            answer_error(out, GS_GRPC_INVALID_ARGUMENT,
+                         "container request %zu: %zu devices must be included in an allocation "
+                         "of %d",
+                         c, q->n_must_include_deviceids, (int)q->allocation_size);
+            goto out;
+        }
+        size_t size = (size_t)q->allocation_size;
+        free(avail);
+        free(must);
+        free(chosen);
+        avail = calloc(q->n_available_deviceids + 1, sizeof *avail);
+        must = calloc(q->n_must_include_deviceids + 1, sizeof *must);
+        chosen = calloc(size + 1, sizeof *chosen);
+        cr[c].deviceids = calloc(size + 1, sizeof *cr[c].deviceids);
+        if (avail == NULL || must == NULL || chosen == NULL || cr[c].deviceids == NULL) {
+            rc = GS_ENOMEM;
+            goto out;
+        }
+        /* must_include first, as given (unknown ones too: kubelet insists on them). */
+        uint32_t n_must = 0;
+        for (size_t i = 0; i < q->n_must_include_deviceids; i++) {
+            const char *id = q->must_include_deviceids[i];
+            bool dup = false;
+            for (size_t j = 0; j < cr[c].n_deviceids && !dup; j++)
+                dup = strcmp(cr[c].deviceids[j], id) == 0;
+            if (dup)
+                continue;
+            cr[c].deviceids[cr[c].n_deviceids++] = (char *)id;
+            int32_t pos = gs_dp_model_find(r, id);
+            if (pos >= 0 && !mark[pos]) {
+                mark[pos] = 1;
+                must[n_must++] = (uint32_t)pos;
+            }
+        }
+        uint32_t n_avail = 0;
+        for (size_t i = 0; i < q->n_available_deviceids; i++) {
+            int32_t pos = gs_dp_model_find(r, q->available_deviceids[i]);
+            if (pos >= 0 && !mark[pos]) {
+                mark[pos] = 1;
+                avail[n_avail++] = (uint32_t)pos;
+            }
+        }
+        uint32_t n_chosen = 0;
+        rc = gs__dp_prefer(v->model, r, avail, n_avail, must, n_must,
+                           (uint32_t)(size - cr[c].n_deviceids), chosen, &n_chosen);
+        if (rc != GS_OK)
+            goto out;
+        for (uint32_t i = 0; i < n_chosen; i++)
+            cr[c].deviceids[cr[c].n_deviceids++] = (char *)r->devices[chosen[i]].id;
+        for (uint32_t i = 0; i < n_must; i++)
+            mark[must[i]] = 0;
+        for (uint32_t i = 0; i < n_avail; i++)
+            mark[avail[i]] = 0;
+    }
+    resp.n_container_responses = nc;
+    resp.container_responses = crp;
+    rc = answer_pack(out, &resp.base);
+out:
+    for (size_t c = 0; cr != NULL && c < nc; c++)
+        free(cr[c].deviceids);
+    free(cr);
+    free(crp);
+    free(mark);
+    free(avail);
+    free(must);
+    free(chosen);
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
+/* ---- Allocate ------------------------------------------------------------------------------ */
+
+/** Per-container building space; strings live in `text`, pointers into it. */
+struct ctr {
+    V1beta1__ContainerAllocateResponse resp;
+    V1beta1__ContainerAllocateResponse__EnvsEntry env[3];
+    V1beta1__ContainerAllocateResponse__EnvsEntry *envp[3];
+    V1beta1__ContainerAllocateResponse__AnnotationsEntry ann[4];
+    V1beta1__ContainerAllocateResponse__AnnotationsEntry *annp[4];
+    V1beta1__DeviceSpec *specs; /**< GPU nodes + control nodes */
+    V1beta1__DeviceSpec **specp;
+    V1beta1__CDIDevice *cdi;
+    V1beta1__CDIDevice **cdip;
+    char (*gpu_nodes)[32];                   /**< "/dev/nvidiaN" per GPU node */
+    char *visible;                           /**< NVIDIA_VISIBLE_DEVICES */
+    char *uuids;                             /**< annotation gpusched.io/gpus */
+    char *ids;                               /**< annotation gpusched.io/devices */
+    char *replicas;                          /**< GPUSCHED_GPU_REPLICAS */
+    char (*cdi_names)[GS_GPU_UUID_LEN + 32]; /**< CDI names */
+    char percent[16];                        /**< CUDA_MPS_ACTIVE_THREAD_PERCENTAGE */
+};
+
+static void ctr_free(struct ctr *c)
+{
+    free(c->specs);
+    free(c->specp);
+    free(c->cdi);
+    free(c->cdip);
+    free(c->gpu_nodes);
+    free(c->visible);
+    free(c->uuids);
+    free(c->ids);
+    free(c->replicas);
+    free(c->cdi_names);
+}
+
+/* Appends "sep s" to a string with room (the caller sized it). */
+static void join(char *dst, const char *s)
+{
+    if (dst[0] != '\0')
+        strcat(dst, ",");
+    strcat(dst, s);
+}
+
+/* The runtime's name of a unit: UUID, or "index" / "index:mig" under deviceIDStrategy index. */
+static void unit_name(const struct gs_dp_view *v, const struct gs_dp_device *d, char *buf,
+                      size_t cap)
+{
+    const struct gs_gpu_info *g = &v->model->gpus[d->gpu];
+    if (v->cfg->id_strategy == GS_DP_ID_INDEX) {
+        if (d->mig >= 0)
+            (void)snprintf(buf, cap, "%u:%d", (unsigned)d->gpu, (int)d->mig);
+        else
+            (void)snprintf(buf, cap, "%u", (unsigned)d->gpu);
+    } else {
+        (void)snprintf(buf, cap, "%s", d->mig >= 0 ? g->mig[d->mig].uuid : g->uuid);
+    }
+}
+
+static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerAllocateRequest *q,
+                           size_t ci, struct ctr *c, struct gs_dp_answer *out)
+{
+    const struct gs_dp_resource *r = &v->model->resources[v->resource];
+    size_t n = q->n_devices_ids;
+    int32_t *pos = calloc(n + 1, sizeof *pos);
+    if (pos == NULL)
+        return GS_ENOMEM;
+    int rc = GS_OK;
+    if (n == 0) {
+        answer_error(out, GS_GRPC_INVALID_ARGUMENT, "container request %zu names no device", ci);
+        goto out;
+    }
+    uint32_t n_replicas = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *id = q->devices_ids[i];
+        pos[i] = gs_dp_model_find(r, id);
+        if (pos[i] < 0) {
+            answer_error(out, GS_GRPC_INVALID_ARGUMENT, "unknown device '%.80s' for resource %s",
+                         id, r->name);
+            goto out;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (pos[j] == pos[i]) {
+                answer_error(out, GS_GRPC_INVALID_ARGUMENT, "device '%.80s' requested twice", id);
+                goto out;
+            }
+        const struct gs_dp_device *d = &r->devices[pos[i]];
+        if (!healthy(v, d)) {
+            answer_error(out, GS_GRPC_FAILED_PRECONDITION, "device '%.80s' is Unhealthy (GPU %u)",
+                         id, (unsigned)d->gpu);
+            goto out;
+        }
+        n_replicas += d->replicas > 0 ? 1u : 0u;
+    }
+    if (v->cfg->fail_requests_greater_than_one && n_replicas > 1) {
+        answer_error(out, GS_GRPC_INVALID_ARGUMENT,
+                     "request for %zu devices of shared resource %s too large: "
+                     "failRequestsGreaterThanOne allows 1",
+                     n, r->name);
+        goto out;
+    }
+
+    size_t unit_cap = GS_GPU_UUID_LEN + 1;
+    c->visible = calloc(n, unit_cap);
+    c->uuids = calloc(n, unit_cap);
+    c->ids = calloc(n, GS_DP_DEVICE_ID_LEN + 1);
+    c->replicas = calloc(n, unit_cap + 24);
+    c->gpu_nodes = calloc(n, sizeof *c->gpu_nodes);
+    c->specs = calloc(n + N_CONTROL_NODES, sizeof *c->specs);
+    c->specp = calloc(n + N_CONTROL_NODES, sizeof *c->specp);
+    c->cdi = calloc(n, sizeof *c->cdi);
+    c->cdip = calloc(n, sizeof *c->cdip);
+    c->cdi_names = calloc(n, sizeof *c->cdi_names);
+    if (c->visible == NULL || c->uuids == NULL || c->ids == NULL || c->replicas == NULL ||
+        c->gpu_nodes == NULL || c->specs == NULL || c->specp == NULL || c->cdi == NULL ||
+        c->cdip == NULL || c->cdi_names == NULL) {
+        rc = GS_ENOMEM;
+        goto out;
+    }
+    V1beta1__ContainerAllocateResponse *resp = &c->resp;
+    v1beta1__container_allocate_response__init(resp);
+
+    /* Distinct units (GPU or MIG device) in request order; replicas counted per unit. */
+    uint64_t gpus_seen = 0;
+    uint32_t min_pct = 100;
+    bool any_replica = false;
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_dp_device *d = &r->devices[pos[i]];
+        join(c->ids, d->id);
+        bool first_of_unit = true;
+        uint32_t k = 0;
+        for (size_t j = 0; j < n; j++) {
+            const struct gs_dp_device *e = &r->devices[pos[j]];
+            if (e->gpu == d->gpu && e->mig == d->mig) {
+                if (j < i)
+                    first_of_unit = false;
+                k++;
+            }
+        }
+        if (!first_of_unit)
+            continue;
+        const struct gs_gpu_info *g = &v->model->gpus[d->gpu];
+        const char *uuid = d->mig >= 0 ? g->mig[d->mig].uuid : g->uuid;
+        char name[GS_GPU_UUID_LEN];
+        unit_name(v, d, name, sizeof name);
+        join(c->visible, name);
+        join(c->uuids, uuid);
+        if (v->cfg->list_cdi) {
+            V1beta1__CDIDevice *cd = &c->cdi[resp->n_cdi_devices];
+            v1beta1__cdidevice__init(cd);
+            (void)snprintf(c->cdi_names[resp->n_cdi_devices], sizeof c->cdi_names[0],
+                           "nvidia.com/gpu=%s", name);
+            cd->name = c->cdi_names[resp->n_cdi_devices];
+            c->cdip[resp->n_cdi_devices++] = cd;
+        }
+        if (d->replicas > 0) {
+            any_replica = true;
+            char part[GS_GPU_UUID_LEN + 24];
+            (void)snprintf(part, sizeof part, "%s=%u/%u", uuid, (unsigned)k, (unsigned)d->replicas);
+            join(c->replicas, part);
+            uint32_t pct = (uint32_t)(100u * k / d->replicas);
+            if (pct < 1)
+                pct = 1;
+            if (pct < min_pct)
+                min_pct = pct;
+        }
+        gpus_seen |= UINT64_C(1) << d->gpu;
+    }
+    /* Device nodes: /dev/nvidiaN per GPU ascending, then the control nodes. */
+    size_t ns = 0;
+    for (uint32_t gi = 0; gi < v->model->n_gpus; gi++) {
+        if (!(gpus_seen & (UINT64_C(1) << gi)))
+            continue;
+        (void)snprintf(c->gpu_nodes[ns], sizeof c->gpu_nodes[0], "/dev/nvidia%u", (unsigned)gi);
+        V1beta1__DeviceSpec *s = &c->specs[ns];
+        v1beta1__device_spec__init(s);
+        s->container_path = c->gpu_nodes[ns];
+        s->host_path = c->gpu_nodes[ns];
+        s->permissions = (char *)"rw";
+        c->specp[ns] = s;
+        ns++;
+    }
+    for (size_t k = 0; k < N_CONTROL_NODES; k++) {
+        V1beta1__DeviceSpec *s = &c->specs[ns];
+        v1beta1__device_spec__init(s);
+        s->container_path = (char *)control_nodes[k];
+        s->host_path = (char *)control_nodes[k];
+        s->permissions = (char *)"rw";
+        c->specp[ns++] = s;
+    }
+    resp->n_devices = ns;
+    resp->devices = c->specp;
+    resp->cdi_devices = c->cdip;
+
+    size_t ne = 0;
+    v1beta1__container_allocate_response__envs_entry__init(&c->env[ne]);
+    c->env[ne].key = (char *)"NVIDIA_VISIBLE_DEVICES";
+    c->env[ne].value = v->cfg->list_envvar ? c->visible : (char *)"void";
+    ne++;
+    if (any_replica) {
+        (void)snprintf(c->percent, sizeof c->percent, "%u", (unsigned)min_pct);
+        v1beta1__container_allocate_response__envs_entry__init(&c->env[ne]);
+        c->env[ne].key = (char *)"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+        c->env[ne].value = c->percent;
+        ne++;
+        v1beta1__container_allocate_response__envs_entry__init(&c->env[ne]);
+        c->env[ne].key = (char *)"GPUSCHED_GPU_REPLICAS";
+        c->env[ne].value = c->replicas;
+        ne++;
+    }
+    for (size_t k = 0; k < ne; k++)
+        c->envp[k] = &c->env[k];
+    resp->n_envs = ne;
+    resp->envs = c->envp;
+
+    size_t na = 0;
+    const char *akeys[4] = {"gpusched.io/resource", "gpusched.io/devices", "gpusched.io/gpus",
+                            "gpusched.io/replicas"};
+    char *avals[4] = {(char *)r->name, c->ids, c->uuids, c->replicas};
+    for (size_t k = 0; k < (any_replica ? 4u : 3u); k++) {
+        v1beta1__container_allocate_response__annotations_entry__init(&c->ann[na]);
+        c->ann[na].key = (char *)akeys[k];
+        c->ann[na].value = avals[k];
+        c->annp[na] = &c->ann[na];
+        na++;
+    }
+    resp->n_annotations = na;
+    resp->annotations = c->annp;
+out:
+    free(pos);
+    return rc;
+}
+
+int gs_dp_handle_allocate(const struct gs_dp_view *v, const uint8_t *req, size_t len,
+                          struct gs_dp_answer *out)
+{
+    answer_init(out);
+    if (!view_ok(v))
+        return GS_EINVAL;
+    ProtobufCMessage *m = NULL;
+    if (gs_grpc_unpack(&v1beta1__allocate_request__descriptor, req, len, &m) != GS_OK)
+        return answer_error(out, GS_GRPC_INVALID_ARGUMENT,
+                            "the request is not an "
+                            "AllocateRequest");
+    V1beta1__AllocateRequest *ar = (V1beta1__AllocateRequest *)m;
+    size_t nc = ar->n_container_requests;
+    struct ctr *cs = calloc(nc > 0 ? nc : 1, sizeof *cs);
+    V1beta1__ContainerAllocateResponse **cp = calloc(nc > 0 ? nc : 1, sizeof *cp);
+    int rc = GS_OK;
+    if (cs == NULL || cp == NULL) {
+        rc = GS_ENOMEM;
+        goto out;
+    }
+    for (size_t c = 0; c < nc; c++) {
+        rc = build_container(v, ar->container_requests[c], c, &cs[c], out);
+        if (rc != GS_OK || out->status != GS_GRPC_OK)
+            goto out;
+        cp[c] = &cs[c].resp;
+    }
+    V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
+    resp.n_container_responses = nc;
+    resp.container_responses = cp;
+    rc = answer_pack(out, &resp.base);
+out:
+    for (size_t c = 0; cs != NULL && c < nc; c++)
+        ctr_free(&cs[c]);
+    free(cs);
+    free(cp);
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
+int gs_dp_handle_prestart(const uint8_t *req, size_t len, struct gs_dp_answer *out)
+{
+    answer_init(out);
+    ProtobufCMessage *m = NULL;
+    if (gs_grpc_unpack(&v1beta1__pre_start_container_request__descriptor, req, len, &m) != GS_OK)
+        return answer_error(out, GS_GRPC_INVALID_ARGUMENT,
+                            "the request is not a PreStartContainerRequest");
+    protobuf_c_message_free_unpacked(m, NULL);
+    V1beta1__PreStartContainerResponse resp = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+    return answer_pack(out, &resp.base);
+}

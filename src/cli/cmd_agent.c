@@ -1,0 +1,310 @@
+/*
+ * `gpusched agent`: the node agent (Kubernetes device plugin, GPU health, metrics), and
+ * `gpusched agent labels`: GPU Feature Discovery-style node labels. Both read GPUs from a
+ * backend (NVML, or a fake node from YAML for tests and laptops) and the agent configuration;
+ * the work is in src/agent (include/gpusched/devplugin.h, gfd_labels.h).
+ */
+#define _POSIX_C_SOURCE 200809L /* sigaction, gethostname */
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cmd.h"
+#include "gpusched/devplugin.h"
+#include "gpusched/err.h"
+#include "gpusched/gfd_labels.h"
+#include "gpusched/gpu.h"
+
+static const char *const usage_agent =
+    "usage: gpusched agent [options]\n"
+    "       gpusched agent labels [options] [--timestamp]\n"
+    "\n"
+    "Runs the node agent: a Kubernetes device plugin (v1beta1) for the node's GPUs (whole GPUs,\n"
+    "MIG devices, time-sliced replicas), GPU health from XID/ECC events with recovery, and a\n"
+    "dcgm-exporter-compatible /metrics endpoint with pod labels from kubelet's PodResources API.\n"
+    "`labels` prints GPU Feature Discovery node labels, one key=value per line, and exits.\n"
+    "\n"
+    "options:\n"
+    "  --config FILE               agent configuration (YAML; see deploy/agent-config.yaml);\n"
+    "                              defaults apply without one\n"
+    "  --gpu-backend nvml|fake     where GPUs come from (default nvml); fake:FILE is short for\n"
+    "                              --gpu-backend fake --fake-gpus FILE\n"
+    "  --fake-gpus FILE            fake node for --gpu-backend fake (see deploy/fake-gpus.yaml)\n"
+    "  --kubelet-dir DIR           kubelet's device plugin directory\n"
+    "                              (default " GS_DP_DEFAULT_PLUGIN_DIR ")\n"
+    "  --pod-resources-socket PATH kubelet's PodResources socket, \"\" for no pod labels\n"
+    "                              (default " GS_DP_DEFAULT_POD_RESOURCES_SOCKET ")\n"
+    "  --metrics-addr HOST:PORT    /metrics and /healthz address, \"\" for none\n"
+    "                              (default " GS_DP_DEFAULT_METRICS_ADDR "; port 0 picks one)\n"
+    "  --node-name NAME            Hostname label of metrics (default $NODE_NAME, else the\n"
+    "                              host name)\n"
+    "  --timestamp                 labels: add nvidia.com/gfd.timestamp\n"
+    "  -h, --help                  this text\n"
+    "\n"
+    "Options override the configuration file. The agent stops cleanly on SIGTERM or SIGINT.\n"
+    "exit status: 0 done, 1 runtime failure (GPUs, sockets), 2 bad usage or configuration.\n";
+
+/** The running agent, for the signal handler. */
+static struct gs_dp_agent *volatile running_agent;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    gs_dp_agent_stop(running_agent);
+}
+
+static void log_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    struct timespec ts = {0, 0};
+    struct tm tm;
+    char when[32] = "";
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm) != NULL)
+        (void)strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    (void)fprintf(stderr, "%s.%03ldZ agent: %s\n", when, ts.tv_nsec / 1000000L, line);
+}
+
+struct args {
+    const char *config;        /**< --config */
+    const char *backend;       /**< "nvml" or "fake" */
+    const char *fake_gpus;     /**< --fake-gpus */
+    const char *kubelet_dir;   /**< --kubelet-dir */
+    const char *pod_resources; /**< --pod-resources-socket */
+    const char *metrics_addr;  /**< --metrics-addr */
+    const char *node_name;     /**< --node-name */
+    bool labels;               /**< the labels subcommand */
+    bool timestamp;            /**< --timestamp */
+};
+
+/* Returns 0, 1 for -h, or 2 after printing a usage error. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->backend = "nvml";
+    int i = 0;
+    if (argc > 0 && strcmp(argv[0], "labels") == 0) {
+        a->labels = true;
+        i = 1;
+    }
+    for (; i < argc; i++) {
+        const char *o = argv[i];
+        const char **slot = NULL;
+        if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0)
+            return 1;
+        if (strcmp(o, "--timestamp") == 0 && a->labels) {
+            a->timestamp = true;
+            continue;
+        }
+        if (strcmp(o, "--config") == 0)
+            slot = &a->config;
+        else if (strcmp(o, "--gpu-backend") == 0)
+            slot = &a->backend;
+        else if (strcmp(o, "--fake-gpus") == 0)
+            slot = &a->fake_gpus;
+        else if (strcmp(o, "--kubelet-dir") == 0)
+            slot = &a->kubelet_dir;
+        else if (strcmp(o, "--pod-resources-socket") == 0)
+            slot = &a->pod_resources;
+        else if (strcmp(o, "--metrics-addr") == 0)
+            slot = &a->metrics_addr;
+        else if (strcmp(o, "--node-name") == 0)
+            slot = &a->node_name;
+        if (slot == NULL) {
+            (void)fprintf(stderr, "gpusched agent: unknown option '%s'\n%s", o, usage_agent);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            (void)fprintf(stderr, "gpusched agent: option %s needs a value\n", o);
+            return 2;
+        }
+        *slot = argv[++i];
+    }
+    if (strncmp(a->backend, "fake:", 5) == 0) {
+        a->fake_gpus = a->backend + 5;
+        a->backend = "fake";
+    }
+    if (strcmp(a->backend, "nvml") != 0 && strcmp(a->backend, "fake") != 0) {
+        (void)fprintf(stderr, "gpusched agent: --gpu-backend: '%s' is not nvml or fake\n",
+                      a->backend);
+        return 2;
+    }
+    if (strcmp(a->backend, "fake") == 0 && (a->fake_gpus == NULL || a->fake_gpus[0] == '\0')) {
+        (void)fprintf(stderr, "gpusched agent: --gpu-backend fake needs --fake-gpus FILE\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Copies an option over a configuration string; 2 when it does not fit. */
+static int override(char *dst, size_t cap, const char *value, const char *option)
+{
+    if (value == NULL)
+        return 0;
+    if (strlen(value) >= cap) {
+        (void)fprintf(stderr, "gpusched agent: %s: value longer than %zu bytes\n", option, cap - 1);
+        return 2;
+    }
+    memcpy(dst, value, strlen(value) + 1);
+    return 0;
+}
+
+static int load_config(const struct args *a, struct gs_dp_config *cfg)
+{
+    gs_dp_config_default(cfg);
+    if (a->config != NULL) {
+        struct gs_diag d;
+        int rc = gs_dp_config_read(a->config, cfg, &d);
+        if (rc != GS_OK) {
+            char text[700];
+            gs_diag_format(&d, text, sizeof text);
+            (void)fprintf(stderr, "gpusched agent: %s\n", text);
+            return rc == GS_ENOMEM ? 1 : 2;
+        }
+    }
+    if (override(cfg->plugin_dir, sizeof cfg->plugin_dir, a->kubelet_dir, "--kubelet-dir") ||
+        override(cfg->pod_resources_socket, sizeof cfg->pod_resources_socket, a->pod_resources,
+                 "--pod-resources-socket") ||
+        override(cfg->metrics_addr, sizeof cfg->metrics_addr, a->metrics_addr, "--metrics-addr"))
+        return 2;
+    return 0;
+}
+
+static int open_backend(const struct args *a, const struct gs_clock *clock,
+                        struct gs_gpu_backend **b)
+{
+    if (strcmp(a->backend, "fake") == 0) {
+        struct gs_diag d;
+        int rc = gs_gpu_open_fake(a->fake_gpus, clock, b, &d);
+        if (rc != GS_OK) {
+            char text[700];
+            gs_diag_format(&d, text, sizeof text);
+            (void)fprintf(stderr, "gpusched agent: %s\n", text);
+            return rc == GS_ENOMEM ? 1 : 2;
+        }
+        return 0;
+    }
+    char err[512];
+    if (gs_gpu_open_nvml(clock, b, err, sizeof err) != GS_OK) {
+        (void)fprintf(stderr, "gpusched agent: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_labels(const struct args *a, const struct gs_dp_config *cfg,
+                      struct gs_gpu_backend *b)
+{
+    static struct gs_gpu_info gpus[GS_GPU_MAX];
+    static struct gs_gfd_labels labels;
+    struct gs_gpu_system sys;
+    uint32_t n = 0;
+    if (gs_gpu_system(b, &sys) != GS_OK || gs_gpu_count(b, &n) != GS_OK) {
+        (void)fprintf(stderr, "gpusched agent labels: %s\n", gs_gpu_last_error(b));
+        return 1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (gs_gpu_info(b, i, &gpus[i]) != GS_OK) {
+            (void)fprintf(stderr, "gpusched agent labels: GPU %u: %s\n", (unsigned)i,
+                          gs_gpu_last_error(b));
+            return 1;
+        }
+    struct gs_gfd_options opt = {.replicas = gs_dp_config_gpu_replicas(cfg),
+                                 .mig_strategy = cfg->mig_strategy,
+                                 .timestamp_s = a->timestamp ? (int64_t)time(NULL) : 0};
+    int rc = gs_gfd_labels(&sys, gpus, n, &opt, &labels);
+    if (rc != GS_OK) {
+        (void)fprintf(stderr, "gpusched agent labels: %s%s\n", gs_strerror(rc),
+                      rc == GS_EINVAL ? " (migStrategy single needs every GPU in MIG mode "
+                                        "with one profile)"
+                                      : "");
+        return 2;
+    }
+    if (gs_gfd_labels_write(&labels, stdout) != GS_OK || fflush(stdout) != 0) {
+        (void)fprintf(stderr, "gpusched agent labels: cannot write the labels\n");
+        return 1;
+    }
+    return 0;
+}
+
+static int run_agent(const struct args *a, const struct gs_dp_config *cfg, struct gs_gpu_backend *b)
+{
+    char node[256] = "";
+    if (a->node_name != NULL)
+        (void)snprintf(node, sizeof node, "%s", a->node_name);
+    else if (getenv("NODE_NAME") != NULL && getenv("NODE_NAME")[0] != '\0')
+        (void)snprintf(node, sizeof node, "%s", getenv("NODE_NAME"));
+    else if (gethostname(node, sizeof node - 1) != 0)
+        node[0] = '\0';
+    node[sizeof node - 1] = '\0';
+
+    struct gs_dp_agent_options opt = {
+        .cfg = cfg, .backend = b, .node_name = node, .log = log_line, .log_ctx = NULL};
+    struct gs_dp_agent *agent = NULL;
+    char err[600];
+    int rc = gs_dp_agent_new(&opt, &agent, err, sizeof err);
+    if (rc != GS_OK) {
+        (void)fprintf(stderr, "gpusched agent: %s\n", err);
+        return rc == GS_EINVAL ? 2 : 1;
+    }
+    const struct gs_dp_model *m = gs_dp_agent_model(agent);
+    for (uint32_t i = 0; i < m->n_resources; i++) {
+        char line[300];
+        (void)snprintf(line, sizeof line, "resource %s: %u devices", m->resources[i].name,
+                       (unsigned)m->resources[i].n_devices);
+        log_line(NULL, line);
+    }
+    if (cfg->metrics_addr[0] != '\0') {
+        char line[300];
+        (void)snprintf(line, sizeof line, "metrics on %s (port %u)", cfg->metrics_addr,
+                       (unsigned)gs_dp_agent_metrics_port(agent));
+        log_line(NULL, line);
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    running_agent = agent;
+    (void)sigaction(SIGTERM, &sa, NULL);
+    (void)sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    (void)sigaction(SIGPIPE, &sa, NULL);
+
+    rc = gs_dp_agent_run(agent);
+
+    sa.sa_handler = SIG_DFL;
+    (void)sigaction(SIGTERM, &sa, NULL);
+    (void)sigaction(SIGINT, &sa, NULL);
+    running_agent = NULL;
+    gs_dp_agent_free(agent);
+    return rc == GS_OK ? 0 : 1;
+}
+
+int gs_cmd_agent(int argc, char **argv)
+{
+    struct args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc == 1) {
+        fputs(usage_agent, stdout);
+        return 0;
+    }
+    if (rc != 0)
+        return rc;
+    static struct gs_dp_config cfg;
+    rc = load_config(&a, &cfg);
+    if (rc != 0)
+        return rc;
+    struct gs_clock clock = gs_clock_monotonic();
+    struct gs_gpu_backend *b = NULL;
+    rc = open_backend(&a, &clock, &b);
+    if (rc != 0)
+        return rc;
+    rc = a.labels ? run_labels(&a, &cfg, b) : run_agent(&a, &cfg, b);
+    gs_gpu_close(b);
+    return rc;
+}

@@ -1,0 +1,958 @@
+#!/usr/bin/python3
+"""Integration test of `gpusched agent` (the device plugin) against Python's grpcio playing
+kubelet (Debian's python3-grpcio: run with /usr/bin/python3).
+
+Three agents run against fake GPUs, each next to a grpcio Registration server that behaves like
+kubelet's: inside Register it dials the plugin's socket back, calls GetDevicePluginOptions and
+opens ListAndWatch, recording every list it receives with its arrival time.
+
+  A. deploy/fake-gpus.yaml (8 H200s, NVLink among 0-5, NUMA 0/1), default configuration:
+     Register fields, GetDevicePluginOptions, ListAndWatch, GetPreferredAllocation (NVLink,
+     NUMA, must_include, determinism), Allocate and PreStartContainer, every response field;
+     a ListAndWatch stream cancelled or disconnected by the peer and a new one; malformed
+     protobuf bytes and malformed gRPC/HTTP2 frames; kubelet restarts (files wiped, directory
+     re-created) answered by a new Register within 1 s.
+  B. tests/agent/data/mixed-node.yaml + mixed-config.yaml: whole, time-sliced and MIG (mixed)
+     GPUs on one node: resources, endpoints, device IDs, topology, Allocate of replicas and MIG
+     devices, packing in GetPreferredAllocation; and /metrics with pod labels from a grpcio
+     PodResources stand-in, two pods on one shared GPU giving two series.
+  C. The mixed node with a scripted XID 79 on GPU 2 and an ignored XID 13 on GPU 0: only GPU
+     2's replicas turn Unhealthy, within 1 s, on the shared resource's stream; Healthy again
+     after the quiet period (not before, and within 1 s after it); CDI names, index naming
+     and failRequestsGreaterThanOne.
+Plus command-line checks: a bad configuration names file:line:column and key, `agent labels`.
+
+Every agent must exit 0 on SIGTERM (under ASan: no leak, no error). The 1 s bounds are asserted
+as such; every other wait is generous, for a loaded 2-core machine.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+from concurrent import futures
+
+import grpc
+import yaml
+
+BOUND_S = 1.0        # the bounds the agent promises
+WAIT_S = 20.0        # generous waits for everything else
+DP = "/v1beta1.DevicePlugin/"
+CONTROL_NODES = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+
+
+def wait_until(pred, what, timeout_s=WAIT_S, step_s=0.02):
+    end = time.monotonic() + timeout_s
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(step_s)
+
+
+def expect_rpc_error(fn, code, what):
+    try:
+        fn()
+    except grpc.RpcError as e:
+        assert e.code() == code, (what, e.code(), e.details())
+        return e.details()
+    raise AssertionError("%s: expected %s" % (what, code))
+
+
+# ---- the agent ------------------------------------------------------------------------------
+
+class Agent:
+    """`gpusched agent` with its stderr lines collected with arrival times."""
+
+    def __init__(self, binary, args, name):
+        self.name = name
+        self.t_popen = time.monotonic()
+        self.proc = subprocess.Popen([binary, "agent"] + args, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        self.cv = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            with self.cv:
+                self.lines.append((time.monotonic(), line.rstrip("\n")))
+                self.cv.notify_all()
+
+    def wait_line(self, pattern, timeout_s=WAIT_S, after=0):
+        """(time, match) of the first line from index `after` matching the regex."""
+        rx = re.compile(pattern)
+        end = time.monotonic() + timeout_s
+        with self.cv:
+            while True:
+                for t, line in self.lines[after:]:
+                    m = rx.search(line)
+                    if m:
+                        return t, m
+                left = end - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None and not self.reader.is_alive():
+                    raise AssertionError("%s: no log line /%s/; log:\n%s" % (
+                        self.name, pattern, self.text()))
+                self.cv.wait(min(left, 0.1))
+
+    def text(self):
+        return "\n".join(l for _, l in self.lines)
+
+    def metrics_port(self):
+        _, m = self.wait_line(r"metrics on .* \(port (\d+)\)")
+        return int(m.group(1))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            rc = "hung"
+        self.reader.join(timeout=5)
+        log = self.text()
+        assert rc == 0, "%s exit status %s; log:\n%s" % (self.name, rc, log)
+        assert "Sanitizer" not in log and "runtime error" not in log, log
+        return log
+
+
+# ---- kubelet stand-ins ----------------------------------------------------------------------
+
+class Watch:
+    """A ListAndWatch stream, read on a thread; messages kept with arrival times."""
+
+    def __init__(self, channel, pb, resource):
+        self.pb = pb
+        self.resource = resource
+        self.channel = channel
+        self.msgs = []
+        self.ended = None
+        self.cv = threading.Condition()
+        self.call = channel.unary_stream(DP + "ListAndWatch")(pb.Empty().SerializeToString())
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        try:
+            for raw in self.call:
+                m = self.pb.ListAndWatchResponse.FromString(raw)
+                with self.cv:
+                    self.msgs.append((time.monotonic(), m))
+                    self.cv.notify_all()
+            end = "finished"
+        except grpc.RpcError as e:
+            end = e.code()
+        with self.cv:
+            self.ended = end
+            self.cv.notify_all()
+
+    def wait(self, pred=lambda m: True, after=0, timeout_s=WAIT_S):
+        """(index, time, message) of the first message from `after` satisfying pred."""
+        end = time.monotonic() + timeout_s
+        with self.cv:
+            while True:
+                for i in range(after, len(self.msgs)):
+                    if pred(self.msgs[i][1]):
+                        return i, self.msgs[i][0], self.msgs[i][1]
+                left = end - time.monotonic()
+                if left <= 0 or self.ended is not None:
+                    raise AssertionError("%s: no matching ListAndWatch message (%d seen, ended "
+                                         "%s)" % (self.resource, len(self.msgs), self.ended))
+                self.cv.wait(min(left, 0.1))
+
+    def close(self):
+        self.call.cancel()
+        self.channel.close()
+
+
+class Kubelet(grpc.GenericRpcHandler):
+    """grpcio server on <dir>/kubelet.sock playing kubelet's Registration service."""
+
+    def __init__(self, pb, plugin_dir):
+        self.pb = pb
+        self.dir = plugin_dir
+        self.lock = threading.Lock()
+        self.registered = []   # (time, RegisterRequest)
+        self.options = {}      # resource -> DevicePluginOptions from the dial-back
+        self.watches = {}      # resource -> Watch
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        self.server.add_generic_rpc_handlers((self,))
+        self.server.add_insecure_port("unix:" + os.path.join(plugin_dir, "kubelet.sock"))
+        self.server.start()
+        self.t_started = time.monotonic()
+
+    def service(self, details):
+        if details.method == "/v1beta1.Registration/Register":
+            return grpc.unary_unary_rpc_method_handler(self.register)
+        return None
+
+    def register(self, req, ctx):
+        t = time.monotonic()
+        dp = self.pb
+        r = dp.RegisterRequest.FromString(req)
+        # Like kubelet: dial the plugin back before answering (the agent must still be serving).
+        ch = grpc.insecure_channel("unix:" + os.path.join(self.dir, r.endpoint))
+        try:
+            grpc.channel_ready_future(ch).result(timeout=10)
+            opts = dp.DevicePluginOptions.FromString(
+                ch.unary_unary(DP + "GetDevicePluginOptions")(dp.Empty().SerializeToString(),
+                                                              timeout=10))
+            w = Watch(ch, dp, r.resource_name)
+            w.wait(timeout_s=10)
+        except Exception as e:  # noqa: BLE001 - reported to the plugin like kubelet does
+            ch.close()
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "dial-back failed: %s" % e)
+        with self.lock:
+            self.registered.append((t, r))
+            self.options[r.resource_name] = opts
+            old = self.watches.get(r.resource_name)
+            self.watches[r.resource_name] = w
+        if old is not None:
+            old.close()
+        return dp.Empty().SerializeToString()
+
+    def registrations(self, resource=None):
+        with self.lock:
+            return [(t, r) for t, r in self.registered
+                    if resource is None or r.resource_name == resource]
+
+    def watch(self, resource):
+        return wait_until(lambda: self.watches.get(resource), "registration of " + resource)
+
+    def stop(self):
+        self.server.stop(0).wait(5)
+        with self.lock:
+            for w in self.watches.values():
+                w.close()
+            self.watches.clear()
+
+
+class PodResources(grpc.GenericRpcHandler):
+    """grpcio server playing kubelet's PodResourcesLister with a fixed pod list."""
+
+    def __init__(self, pr, sock, pods):
+        self.pr = pr
+        self.pods = pods  # [(namespace, pod, container, resource, [ids])]
+        self.calls = 0
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers((self,))
+        self.server.add_insecure_port("unix:" + sock)
+        self.server.start()
+
+    def service(self, details):
+        if details.method == "/v1.PodResourcesLister/List":
+            return grpc.unary_unary_rpc_method_handler(self.list)
+        return None
+
+    def list(self, req, ctx):
+        pr = self.pr
+        pr.ListPodResourcesRequest.FromString(req)
+        self.calls += 1
+        out = []
+        for ns, pod, ctr, res, ids in self.pods:
+            out.append(pr.PodResources(name=pod, namespace=ns, containers=[
+                pr.ContainerResources(name=ctr, devices=[
+                    pr.ContainerDevices(resource_name=res, device_ids=ids)])]))
+        # A device of another plugin must not be attributed to a GPU.
+        out.append(pr.PodResources(name="nic-user", namespace="net", containers=[
+            pr.ContainerResources(name="c", devices=[
+                pr.ContainerDevices(resource_name="example.com/nic", device_ids=["0"])])]))
+        return pr.ListPodResourcesResponse(pod_resources=out).SerializeToString()
+
+    def stop(self):
+        self.server.stop(0).wait(5)
+
+
+# ---- helpers on the plugin side -------------------------------------------------------------
+
+class Plugin:
+    """A grpcio client of one of the agent's sockets."""
+
+    def __init__(self, pb, path):
+        self.pb = pb
+        self.path = path
+        self.ch = grpc.insecure_channel("unix:" + path)
+
+    def options(self):
+        return self.pb.DevicePluginOptions.FromString(
+            self.ch.unary_unary(DP + "GetDevicePluginOptions")(
+                self.pb.Empty().SerializeToString(), timeout=10))
+
+    def preferred(self, *containers):
+        dp = self.pb
+        req = dp.PreferredAllocationRequest(container_requests=[
+            dp.ContainerPreferredAllocationRequest(available_deviceIDs=a,
+                                                   must_include_deviceIDs=m,
+                                                   allocation_size=n)
+            for a, m, n in containers])
+        resp = dp.PreferredAllocationResponse.FromString(
+            self.ch.unary_unary(DP + "GetPreferredAllocation")(req.SerializeToString(),
+                                                             timeout=10))
+        return [list(c.deviceIDs) for c in resp.container_responses]
+
+    def allocate(self, *containers):
+        dp = self.pb
+        req = dp.AllocateRequest(container_requests=[
+            dp.ContainerAllocateRequest(devices_ids=ids) for ids in containers])
+        return dp.AllocateResponse.FromString(
+            self.ch.unary_unary(DP + "Allocate")(req.SerializeToString(), timeout=10))
+
+    def raw(self, method, data):
+        return self.ch.unary_unary(DP + method)(data, timeout=10)
+
+    def close(self):
+        self.ch.close()
+
+
+def devices_of(msg):
+    return [(d.ID, d.health, [n.ID for n in d.topology.nodes]) for d in msg.devices]
+
+
+def check_container(c, visible, nodes, annotations, envs_extra=None, cdi=()):
+    envs = {"NVIDIA_VISIBLE_DEVICES": visible}
+    envs.update(envs_extra or {})
+    assert dict(c.envs) == envs, dict(c.envs)
+    assert [(d.container_path, d.host_path, d.permissions) for d in c.devices] == \
+        [(p, p, "rw") for p in nodes + CONTROL_NODES], c.devices
+    assert dict(c.annotations) == annotations, dict(c.annotations)
+    assert list(c.mounts) == [], c.mounts
+    assert [d.name for d in c.cdi_devices] == list(cdi), c.cdi_devices
+
+
+# ---- raw HTTP/2 for malformed gRPC frames ---------------------------------------------------
+
+def h2_frame(ftype, flags, stream, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
+        struct.pack(">I", stream) + payload
+
+
+def hpack_literal(name, value):
+    """Literal header field without indexing, new name, no Huffman (RFC 7541 6.2.2)."""
+    def s(x):
+        assert len(x) < 127
+        return bytes([len(x)]) + x
+    return b"\x00" + s(name.encode()) + s(value.encode())
+
+
+def raw_grpc_call(sock_path, method, body):
+    """Sends one request with hand-made framing. Returns (got_data, ended_how)."""
+    block = b"".join(hpack_literal(k, v) for k, v in (
+        (":method", "POST"), (":scheme", "http"), (":path", method), (":authority", "localhost"),
+        ("content-type", "application/grpc"), ("te", "trailers")))
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(sock_path)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"") +
+              h2_frame(1, 0x4, 1, block) + h2_frame(0, 0x1, 1, body))
+    buf = b""
+    got_data = False
+    try:
+        while True:
+            while len(buf) >= 9:
+                n = int.from_bytes(buf[:3], "big")
+                if len(buf) < 9 + n:
+                    break
+                ftype, flags = buf[3], buf[4]
+                stream = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                buf = buf[9 + n:]
+                if ftype == 4 and not flags & 1:
+                    s.sendall(h2_frame(4, 1, 0, b""))  # SETTINGS ACK
+                if stream == 1 and ftype == 0:
+                    got_data = True
+                if stream == 1 and ftype == 1 and flags & 1:
+                    return got_data, "trailers"
+                if stream == 1 and ftype == 3:
+                    return got_data, "rst"
+                if ftype == 7:
+                    return got_data, "goaway"
+            chunk = s.recv(65536)
+            if not chunk:
+                return got_data, "eof"
+            buf += chunk
+    finally:
+        s.close()
+
+
+# ---- A: the 8-GPU node --------------------------------------------------------------------------
+
+class RunA:
+    pass
+
+
+def a_registration(r):
+    regs = r.kubelet.registrations()
+    assert len(regs) == 1, regs
+    req = regs[0][1]
+    assert req.version == "v1beta1", req
+    assert req.endpoint == "gpusched-nvidia.com-gpu.sock", req
+    assert req.resource_name == "nvidia.com/gpu", req
+    assert req.options.pre_start_required and req.options.get_preferred_allocation_available
+    opts = r.kubelet.options["nvidia.com/gpu"]
+    assert opts.pre_start_required and opts.get_preferred_allocation_available
+    _, _, first = r.kubelet.watch("nvidia.com/gpu").wait()
+    assert devices_of(first) == [(u, "Healthy", [n]) for u, n in zip(r.uuids, r.numa)], first
+
+
+def a_options_and_list(r):
+    o = r.plugin.options()
+    assert o.pre_start_required is True and o.get_preferred_allocation_available is True
+    w = Watch(grpc.insecure_channel("unix:" + r.sock), r.pb, "nvidia.com/gpu")
+    try:
+        _, _, m = w.wait()
+        assert devices_of(m) == [(u, "Healthy", [n]) for u, n in zip(r.uuids, r.numa)], m
+        assert all(len(d.ID) <= 63 for d in m.devices)
+    finally:
+        w.close()
+
+
+def a_preferred(r):
+    u = r.uuids
+    p = r.plugin.preferred
+    # An NVLink pair on one NUMA node for 2 GPUs; 1 GPU from outside the NVLink island.
+    assert p((u, [], 2)) == [[u[0], u[1]]]
+    assert p((u, [], 1)) == [[u[6]]]
+    # must_include first; then NVLink to it before NUMA, NUMA to break ties.
+    assert p((u, [u[4]], 3)) == [[u[4], u[0], u[5]]]
+    # Six from a full node: the NVLink island exactly.
+    assert p((u, [], 6)) == [[u[0], u[1], u[2], u[3], u[4], u[5]]]
+    # Only what is offered, and the best shorter list when too little is.
+    assert p(([u[7], u[6]], [], 3)) == [[u[6], u[7]]]
+    # Unknown offered IDs are never chosen; an unknown must_include is kept.
+    assert p((["GPU-nope", u[3]], ["GPU-must"], 2)) == [["GPU-must", u[3]]]
+    # Two containers in one call, answered in order; deterministic on repeat.
+    two = p((u[:4], [], 2), (u[4:], [], 2))
+    assert two == [[u[0], u[1]], [u[4], u[5]]], two
+    assert p((u[:4], [], 2), (u[4:], [], 2)) == two
+    # More must_include than the allocation size is refused.
+    expect_rpc_error(lambda: p((u, u[:3], 2)), grpc.StatusCode.INVALID_ARGUMENT,
+                     "must_include > size")
+
+
+def a_allocate(r):
+    u = r.uuids
+    resp = r.plugin.allocate([u[1], u[0]], [u[7]])
+    assert len(resp.container_responses) == 2
+    check_container(resp.container_responses[0], "%s,%s" % (u[1], u[0]),
+                    ["/dev/nvidia0", "/dev/nvidia1"],
+                    {"gpusched.io/resource": "nvidia.com/gpu",
+                     "gpusched.io/devices": "%s,%s" % (u[1], u[0]),
+                     "gpusched.io/gpus": "%s,%s" % (u[1], u[0])})
+    check_container(resp.container_responses[1], u[7], ["/dev/nvidia7"],
+                    {"gpusched.io/resource": "nvidia.com/gpu", "gpusched.io/devices": u[7],
+                     "gpusched.io/gpus": u[7]})
+    d = expect_rpc_error(lambda: r.plugin.allocate([u[0], "GPU-unknown"]),
+                         grpc.StatusCode.INVALID_ARGUMENT, "unknown ID")
+    assert "GPU-unknown" in d, d
+    expect_rpc_error(lambda: r.plugin.allocate([u[0], u[0]]), grpc.StatusCode.INVALID_ARGUMENT,
+                     "duplicate ID")
+    expect_rpc_error(lambda: r.plugin.allocate([]), grpc.StatusCode.INVALID_ARGUMENT,
+                     "empty container request")
+    pre = r.plugin.raw("PreStartContainer",
+                       r.pb.PreStartContainerRequest(devices_ids=[u[0]]).SerializeToString())
+    assert pre == b"", pre
+
+
+def a_stream_dropped(r):
+    before = len(r.agent.lines)
+    ch = grpc.insecure_channel("unix:" + r.sock)
+    w = Watch(ch, r.pb, "nvidia.com/gpu")
+    _, _, first = w.wait()
+    w.call.cancel()
+    r.agent.wait_line(r"ListAndWatch closed \(cancelled by the peer", after=before)
+    w2 = Watch(grpc.insecure_channel("unix:" + r.sock), r.pb, "nvidia.com/gpu")
+    _, _, again = w2.wait()
+    assert devices_of(again) == devices_of(first) and len(again.devices) == 8
+    # The peer going away without a cancel (connection closed) is cleaned up too.
+    before = len(r.agent.lines)
+    w2.channel.close()
+    r.agent.wait_line(r"ListAndWatch closed \((peer disconnected|cancelled by the peer)",
+                      after=before)
+    ch.close()
+    # kubelet's own stream is unharmed.
+    assert r.kubelet.watch("nvidia.com/gpu").ended is None
+
+
+def a_malformed(r):
+    held = Watch(grpc.insecure_channel("unix:" + r.sock), r.pb, "nvidia.com/gpu")
+    held.wait()
+    for method in ("Allocate", "GetPreferredAllocation", "PreStartContainer"):
+        expect_rpc_error(lambda: r.plugin.raw(method, b"\x0a\x30\xff"),
+                         grpc.StatusCode.INVALID_ARGUMENT, method + " with garbage")
+    expect_rpc_error(lambda: r.plugin.raw("NoSuchMethod", b""), grpc.StatusCode.UNIMPLEMENTED,
+                     "unknown method")
+    # Hand-made gRPC framing: compressed flag, short message, garbage protobuf.
+    path = DP + "Allocate"
+    for body in (b"\x01\x00\x00\x00\x02\x0a\x00",        # compressed (unsupported)
+                 b"\x00\x00\x00\x00\x64\x0a\x01",        # says 100 bytes, has 2
+                 b"\x00\x00\x00\x00\x05\xff\xff\xff\xff\xff"):  # not a protobuf
+        got_data, how = raw_grpc_call(r.sock, path, body)
+        assert not got_data and how in ("trailers", "rst"), (body, got_data, how)
+    # Bytes that are not HTTP/2 at all cost only their own connection.
+    for junk in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", os.urandom(2048)):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(r.sock)
+        s.sendall(junk)
+        while s.recv(4096):
+            pass
+        s.close()
+    # Still serving: a real call, the held stream and kubelet's stream.
+    resp = r.plugin.allocate([r.uuids[2]])
+    assert dict(resp.container_responses[0].envs)["NVIDIA_VISIBLE_DEVICES"] == r.uuids[2]
+    assert held.ended is None and r.kubelet.watch("nvidia.com/gpu").ended is None
+    held.close()
+
+
+def a_kubelet_restart(r):
+    """Kubelet restarts: every file removed, then a new kubelet.sock; and the whole directory."""
+    for round_ in ("files", "directory"):
+        n_before = len(r.kubelet.registrations())
+        r.kubelet.stop()
+        if round_ == "files":
+            for f in os.listdir(r.dir):
+                os.unlink(os.path.join(r.dir, f))
+        else:
+            # Replaced: moved away (the agent's sockets go with it) and removed, then made anew.
+            os.rename(r.dir, r.dir + ".old")
+            shutil.rmtree(r.dir + ".old")
+            time.sleep(0.3)  # the agent notices the directory is gone and waits for it
+            os.mkdir(r.dir)
+        # The agent re-creates its socket...
+        wait_until(lambda: os.path.exists(r.sock), "socket re-created after the " + round_ +
+                   " wipe", timeout_s=5)
+        # ...and a new kubelet gets a Register within 1 s of its socket appearing.
+        r.kubelet = Kubelet(r.pb, r.dir)
+        regs = wait_until(lambda: r.kubelet.registrations(), "re-registration (%s)" % round_)
+        delay = regs[0][0] - r.kubelet.t_started
+        assert delay <= BOUND_S, "%s: re-registered after %.3f s" % (round_, delay)
+        print("     kubelet restart (%s): Register after %.0f ms" % (round_, delay * 1000))
+        _, _, m = r.kubelet.watch("nvidia.com/gpu").wait()
+        assert len(m.devices) == 8 and all(d.health == "Healthy" for d in m.devices)
+        assert n_before >= 1
+        r.plugin.close()
+        r.plugin = Plugin(r.pb, r.sock)
+        assert r.plugin.options().pre_start_required
+
+
+def run_a(env):
+    tmp = env["tmp"]
+    r = RunA()
+    r.pb = env["dp"]
+    r.dir = os.path.join(tmp, "a-device-plugins")
+    os.mkdir(r.dir)
+    node = yaml.safe_load(open(os.path.join(env["src"], "deploy/fake-gpus.yaml")))
+    r.uuids = [g["uuid"] for g in node["gpus"]]
+    r.numa = [g["numa_node"] for g in node["gpus"]]
+    r.sock = os.path.join(r.dir, "gpusched-nvidia.com-gpu.sock")
+    r.kubelet = Kubelet(r.pb, r.dir)
+    r.agent = Agent(env["bin"], ["--gpu-backend", "fake", "--fake-gpus",
+                                 os.path.join(env["src"], "deploy/fake-gpus.yaml"),
+                                 "--kubelet-dir", r.dir, "--pod-resources-socket", "",
+                                 "--metrics-addr", "127.0.0.1:0", "--node-name", "node-a"], "A")
+    try:
+        r.kubelet.watch("nvidia.com/gpu")
+        r.plugin = Plugin(r.pb, r.sock)
+        yield from [(f, r) for f in (a_registration, a_options_and_list, a_preferred, a_allocate,
+                                     a_stream_dropped, a_malformed, a_kubelet_restart)]
+    finally:
+        r.kubelet.stop()
+        r.agent.stop()
+        assert not os.path.exists(r.sock), "socket left behind"
+
+
+# ---- B: mixed sharing and pod metrics --------------------------------------------------------
+
+MIXED_RESOURCES = ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.18gb",
+                   "nvidia.com/mig-1g.18gb.shared", "nvidia.com/mig-3g.71gb"]
+
+
+class Mixed:
+    def __init__(self, src):
+        node = yaml.safe_load(open(os.path.join(src, "tests/agent/data/mixed-node.yaml")))
+        self.gpu = [g["uuid"] for g in node["gpus"]]
+        self.mig = [m["uuid"] for m in node["gpus"][4]["mig"]["instances"]]
+        g, m = self.gpu, self.mig
+        self.expected = {
+            "nvidia.com/gpu": [(g[0], [0]), (g[1], [0])],
+            "nvidia.com/gpu.shared": [("%s::%d" % (g[2], k), [0]) for k in range(4)] +
+                                     [("%s::%d" % (g[3], k), [1]) for k in range(4)],
+            "nvidia.com/mig-1g.18gb": [(m[0], [1])],
+            "nvidia.com/mig-1g.18gb.shared": [("%s::%d" % (m[1], k), [1]) for k in range(2)],
+            "nvidia.com/mig-3g.71gb": [(m[2], [1])],
+        }
+
+
+def endpoint(resource):
+    return "gpusched-" + resource.replace("/", "-") + ".sock"
+
+
+def b_resources(r):
+    regs = r.kubelet.registrations()
+    assert sorted(q.resource_name for _, q in regs) == MIXED_RESOURCES, regs
+    for _, q in regs:
+        assert q.endpoint == endpoint(q.resource_name), q
+        assert q.version == "v1beta1" and q.options.get_preferred_allocation_available
+        _, _, m = r.kubelet.watch(q.resource_name).wait()
+        got = [(i, t) for i, h, t in devices_of(m)]
+        assert got == r.mx.expected[q.resource_name], (q.resource_name, got)
+        assert all(d.health == "Healthy" for d in m.devices)
+
+
+def b_allocate(r):
+    g, m = r.mx.gpu, r.mx.mig
+    shared = r.plugins["nvidia.com/gpu.shared"]
+    resp = shared.allocate(["%s::1" % g[2], "%s::3" % g[2]], ["%s::0" % g[3]])
+    c0, c1 = resp.container_responses
+    check_container(c0, g[2], ["/dev/nvidia2"],
+                    {"gpusched.io/resource": "nvidia.com/gpu.shared",
+                     "gpusched.io/devices": "%s::1,%s::3" % (g[2], g[2]),
+                     "gpusched.io/gpus": g[2], "gpusched.io/replicas": "%s=2/4" % g[2]},
+                    {"GPUSCHED_GPU_REPLICAS": "%s=2/4" % g[2],
+                     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"})
+    check_container(c1, g[3], ["/dev/nvidia3"],
+                    {"gpusched.io/resource": "nvidia.com/gpu.shared",
+                     "gpusched.io/devices": "%s::0" % g[3],
+                     "gpusched.io/gpus": g[3], "gpusched.io/replicas": "%s=1/4" % g[3]},
+                    {"GPUSCHED_GPU_REPLICAS": "%s=1/4" % g[3],
+                     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25"})
+    # Replicas of two GPUs in one container.
+    resp = shared.allocate(["%s::0" % g[3], "%s::2" % g[2]])
+    c = resp.container_responses[0]
+    assert dict(c.envs)["NVIDIA_VISIBLE_DEVICES"] == "%s,%s" % (g[3], g[2])
+    assert dict(c.envs)["GPUSCHED_GPU_REPLICAS"] == "%s=1/4,%s=1/4" % (g[3], g[2])
+    assert [d.host_path for d in c.devices][:2] == ["/dev/nvidia2", "/dev/nvidia3"]
+    mig = r.plugins["nvidia.com/mig-3g.71gb"].allocate([m[2]]).container_responses[0]
+    check_container(mig, m[2], ["/dev/nvidia4"],
+                    {"gpusched.io/resource": "nvidia.com/mig-3g.71gb",
+                     "gpusched.io/devices": m[2], "gpusched.io/gpus": m[2]})
+    ms = r.plugins["nvidia.com/mig-1g.18gb.shared"].allocate(["%s::1" % m[1]])
+    assert dict(ms.container_responses[0].envs)["NVIDIA_VISIBLE_DEVICES"] == m[1]
+    assert dict(ms.container_responses[0].envs)["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    # An ID of another resource is unknown here.
+    expect_rpc_error(lambda: shared.allocate([g[0]]), grpc.StatusCode.INVALID_ARGUMENT,
+                     "whole GPU on the shared socket")
+    whole = r.plugins["nvidia.com/gpu"].allocate([g[0], g[1]]).container_responses[0]
+    assert dict(whole.envs) == {"NVIDIA_VISIBLE_DEVICES": "%s,%s" % (g[0], g[1])}
+
+
+def b_preferred(r):
+    g = r.mx.gpu
+    shared = r.plugins["nvidia.com/gpu.shared"]
+    rep = lambda i, k: "%s::%d" % (g[i], k)  # noqa: E731
+    every = [rep(i, k) for i in (2, 3) for k in range(4)]
+    # Nothing in use: the first GPU's replicas, packed.
+    assert shared.preferred((every, [], 1)) == [[rep(2, 0)]]
+    assert shared.preferred((every, [], 2)) == [[rep(2, 0), rep(2, 1)]]
+    # GPU 3 partly in use by others: pack onto it, keep GPU 2 whole.
+    offered = [rep(2, k) for k in range(4)] + [rep(3, k) for k in (1, 3)]
+    assert shared.preferred((offered, [], 1)) == [[rep(3, 1)]]
+    assert shared.preferred((offered, [], 2)) == [[rep(3, 1), rep(3, 3)]]
+    # Three do not fit on GPU 3's two free slots: GPU 2 takes all three.
+    assert shared.preferred((offered, [], 3)) == [[rep(2, 0), rep(2, 1), rep(2, 2)]]
+    # must_include on GPU 2 keeps the container on GPU 2.
+    assert shared.preferred((offered, [rep(2, 2)], 2)) == [[rep(2, 2), rep(2, 0)]]
+    # Whole GPUs: the NVLink pair.
+    whole = r.plugins["nvidia.com/gpu"]
+    assert whole.preferred(([g[1], g[0]], [], 2)) == [[g[0], g[1]]]
+
+
+def scrape(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as resp:
+        assert resp.status == 200
+        return resp.read().decode()
+
+
+def series(text, name):
+    out = []
+    for line in text.splitlines():
+        m = re.match(name + r"\{(.*)\} (\S+)$", line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1)))
+            out.append((labels, m.group(2)))
+    return out
+
+
+def b_pod_metrics(r):
+    g, m = r.mx.gpu, r.mx.mig
+    port = r.agent.metrics_port()
+
+    def ready():
+        text = scrape(port)
+        pods = [l.get("pod") for l, _ in series(text, "DCGM_FI_DEV_GPU_UTIL")]
+        return text if {"train-a", "train-b", "infer", "mig-job"} <= set(pods) else None
+    text = wait_until(ready, "pod labels in /metrics")
+    util = series(text, "DCGM_FI_DEV_GPU_UTIL")
+    on2 = sorted((l["pod"], l["namespace"], l["container"], v) for l, v in util
+                 if l["gpu"] == "2")
+    assert on2 == [("train-a", "ml", "main", "42"), ("train-b", "ml", "main", "42")], on2
+    for l, v in util:
+        assert l["Hostname"] == "node-b" and l["modelName"] == "NVIDIA H200", l
+        assert l["UUID"] == g[int(l["gpu"])] and l["device"] == "nvidia" + l["gpu"], l
+    infer = [(l, v) for l, v in util if l.get("pod") == "infer"]
+    assert len(infer) == 1 and infer[0][0]["gpu"] == "0" and infer[0][1] == "91", infer
+    mig = [l for l, v in util if l.get("pod") == "mig-job"]
+    assert len(mig) == 1 and mig[0]["gpu"] == "4" and mig[0].get("GPU_I_PROFILE") == "1g.18gb", mig
+    g1 = [l for l, v in util if l["gpu"] in ("1", "3")]
+    assert len(g1) == 2 and all("pod" not in l for l in g1), g1
+    assert not [l for l, v in util if l.get("pod") == "nic-user"]
+    health = {l["gpu"]: v for l, v in series(text, "gpusched_gpu_health")}
+    assert health == {str(i): "1" for i in range(5)}, health
+    with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=5) as resp:
+        assert resp.status == 200
+    assert r.podres.calls >= 1
+
+
+def run_b(env):
+    tmp = env["tmp"]
+    r = RunA()
+    r.pb = env["dp"]
+    r.mx = Mixed(env["src"])
+    r.dir = os.path.join(tmp, "b-device-plugins")
+    os.mkdir(r.dir)
+    pr_sock = os.path.join(tmp, "b-pod-resources.sock")
+    g, m = r.mx.gpu, r.mx.mig
+    r.podres = PodResources(env["pr"], pr_sock, [
+        ("ml", "train-a", "main", "nvidia.com/gpu.shared", ["%s::0" % g[2]]),
+        ("ml", "train-b", "main", "nvidia.com/gpu.shared", ["%s::1" % g[2], "%s::2" % g[2]]),
+        ("web", "infer", "srv", "nvidia.com/gpu", [g[0]]),
+        ("ml", "mig-job", "main", "nvidia.com/mig-1g.18gb.shared", ["%s::0" % m[1]]),
+    ])
+    r.kubelet = Kubelet(r.pb, r.dir)
+    data = os.path.join(env["src"], "tests/agent/data")
+    r.agent = Agent(env["bin"], ["--gpu-backend", "fake",
+                                 "--fake-gpus", os.path.join(data, "mixed-node.yaml"),
+                                 "--config", os.path.join(data, "mixed-config.yaml"),
+                                 "--kubelet-dir", r.dir, "--pod-resources-socket", pr_sock,
+                                 "--metrics-addr", "127.0.0.1:0", "--node-name", "node-b"], "B")
+    r.plugins = {}
+    try:
+        for res in MIXED_RESOURCES:
+            r.kubelet.watch(res)
+            r.plugins[res] = Plugin(r.pb, os.path.join(r.dir, endpoint(res)))
+        yield from [(f, r) for f in (b_resources, b_allocate, b_preferred, b_pod_metrics)]
+    finally:
+        r.kubelet.stop()
+        r.podres.stop()
+        r.agent.stop()
+
+
+# ---- C: health, CDI, index names, failRequestsGreaterThanOne ------------------------------------
+
+XID_AT_MS = 4000
+QUIET_MS = 1500
+
+
+def c_xid(r):
+    g = r.mx.gpu
+    shared = r.kubelet.watch("nvidia.com/gpu.shared")
+    whole = r.kubelet.watch("nvidia.com/gpu")
+    i0, _, first = shared.wait()
+    assert all(d.health == "Healthy" for d in first.devices)
+    unhealthy = {"%s::%d" % (g[2], k) for k in range(4)}
+
+    def flipped(m):
+        return {d.ID for d in m.devices if d.health == "Unhealthy"} == unhealthy
+    i1, t_bad, bad = shared.wait(flipped, after=i0 + 1)
+    assert len(bad.devices) == 8, bad  # the full list, not a delta
+    t_open_max = r.agent.wait_line(r"resource nvidia.com/gpu: ")[0]  # backend opened before
+    late = t_bad - (t_open_max + XID_AT_MS / 1000.0)
+    assert t_bad >= r.agent.t_popen + XID_AT_MS / 1000.0, "Unhealthy before the XID"
+    assert late <= BOUND_S, "Unhealthy %.3f s after the XID" % late
+    print("     XID 79 -> Unhealthy on the stream within %.0f ms" % (max(late, 0) * 1000))
+    # Recovery: after the quiet period and a probe, Healthy again.
+    i2, t_good, good = shared.wait(lambda m: all(d.health == "Healthy" for d in m.devices),
+                                   after=i1 + 1)
+    gap = t_good - t_bad
+    assert gap >= QUIET_MS / 1000.0 - 0.15, "recovered after %.3f s, before the quiet period" % gap
+    assert gap <= QUIET_MS / 1000.0 + BOUND_S, "recovered %.3f s after Unhealthy" % gap
+    print("     recovered %.0f ms after Unhealthy (quiet period %d ms)" % (gap * 1000, QUIET_MS))
+    # Other resources' streams never saw a change (the ignored XID 13 on GPU 0 included).
+    assert len(whole.msgs) == 1, whole.msgs
+    for res in ("nvidia.com/mig-1g.18gb", "nvidia.com/mig-3g.71gb"):
+        assert len(r.kubelet.watch(res).msgs) == 1
+    log = r.agent.text()
+    assert "XID 13 (ignored)" in log and "XID 79" in log, log
+    assert re.search(r"health: GPU 2: XID 79: Healthy -> Unhealthy", log), log
+    # Counted and exported (the exporter's snapshot follows within one refresh).
+    port = r.agent.metrics_port()
+
+    def counted():
+        text = scrape(port)
+        trans = {(l["gpu"], l["to"]): v for l, v in
+                 series(text, "gpusched_gpu_health_transitions_total")}
+        xid = {(l["gpu"], l["xid"]): v for l, v in series(text, "gpusched_gpu_xid_total")}
+        return (trans.get(("2", "unhealthy")) == "1" and trans.get(("2", "healthy")) == "1" and
+                trans.get(("0", "unhealthy")) == "0" and xid.get(("2", "79")) == "1" and
+                xid.get(("0", "13")) == "1")
+    wait_until(counted, "health transitions and XIDs in /metrics")
+
+
+def c_cdi_index_and_fail(r):
+    g, m = r.mx.gpu, r.mx.mig
+    shared = Plugin(r.pb, os.path.join(r.dir, endpoint("nvidia.com/gpu.shared")))
+    one = shared.allocate(["%s::0" % g[3]]).container_responses[0]
+    assert dict(one.envs)["NVIDIA_VISIBLE_DEVICES"] == "3"
+    assert [d.name for d in one.cdi_devices] == ["nvidia.com/gpu=3"]
+    d = expect_rpc_error(lambda: shared.allocate(["%s::0" % g[3], "%s::1" % g[3]]),
+                         grpc.StatusCode.INVALID_ARGUMENT, "two replicas")
+    assert "failRequestsGreaterThanOne" in d, d
+    mig = Plugin(r.pb, os.path.join(r.dir, endpoint("nvidia.com/mig-3g.71gb")))
+    c = mig.allocate([m[2]]).container_responses[0]
+    assert dict(c.envs)["NVIDIA_VISIBLE_DEVICES"] == "4:2"
+    assert [d.name for d in c.cdi_devices] == ["nvidia.com/gpu=4:2"]
+    whole = Plugin(r.pb, os.path.join(r.dir, endpoint("nvidia.com/gpu")))
+    c = whole.allocate([g[1], g[0]]).container_responses[0]
+    assert dict(c.envs)["NVIDIA_VISIBLE_DEVICES"] == "1,0"
+    assert [d.name for d in c.cdi_devices] == ["nvidia.com/gpu=1", "nvidia.com/gpu=0"]
+    for p in (shared, mig, whole):
+        p.close()
+
+
+def run_c(env):
+    tmp = env["tmp"]
+    r = RunA()
+    r.pb = env["dp"]
+    r.mx = Mixed(env["src"])
+    r.dir = os.path.join(tmp, "c-device-plugins")
+    os.mkdir(r.dir)
+    data = os.path.join(env["src"], "tests/agent/data")
+    node = os.path.join(tmp, "c-node.yaml")
+    with open(os.path.join(data, "mixed-node.yaml")) as f, open(node, "w") as out:
+        out.write(f.read() + "script:\n"
+                  "  - {t_ms: %d, gpu: 2, xid: 79}\n"
+                  "  - {t_ms: %d, gpu: 0, xid: 13}\n" % (XID_AT_MS, XID_AT_MS))
+    cfg = os.path.join(tmp, "c-config.yaml")
+    with open(os.path.join(data, "mixed-config.yaml")) as f, open(cfg, "w") as out:
+        text = f.read().replace("flags:\n  migStrategy: mixed\n",
+                                "flags:\n  migStrategy: mixed\n  plugin:\n"
+                                "    deviceListStrategy: [envvar, cdi-cri]\n"
+                                "    deviceIDStrategy: index\n")
+        text = text.replace("    renameByDefault: true\n",
+                            "    renameByDefault: true\n    failRequestsGreaterThanOne: true\n")
+        out.write(text + "health:\n  recoveryQuietPeriod: %dms\n  probeInterval: 200ms\n"
+                  % QUIET_MS)
+    r.kubelet = Kubelet(r.pb, r.dir)
+    r.agent = Agent(env["bin"], ["--gpu-backend", "fake", "--fake-gpus", node, "--config", cfg,
+                                 "--kubelet-dir", r.dir, "--pod-resources-socket", "",
+                                 "--metrics-addr", "127.0.0.1:0", "--node-name", "node-c"], "C")
+    try:
+        for res in MIXED_RESOURCES:
+            r.kubelet.watch(res)
+        yield from [(f, r) for f in (c_xid, c_cdi_index_and_fail)]
+    finally:
+        r.kubelet.stop()
+        r.agent.stop()
+
+
+# ---- command line -------------------------------------------------------------------------------
+
+def run_cli(env):
+    yield (cli_checks, env)
+
+
+def cli_checks(env):
+    tmp, binary, src = env["tmp"], env["bin"], env["src"]
+    bad = os.path.join(tmp, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                "      - name: nvidia.com/gpu\n        replicas: 1\n")
+    fake = os.path.join(src, "deploy/fake-gpus.yaml")
+    out = subprocess.run([binary, "agent", "--gpu-backend", "fake", "--fake-gpus", fake,
+                          "--config", bad], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out
+    assert "%s:6:19: field 'replicas': sharing.timeSlicing.resources[0].replicas: 1 is out of " \
+        "range 2..256" % bad in out.stderr, out.stderr
+    with open(bad, "w") as f:
+        f.write("version: v1\nflags:\n  migStrategy: mixed\n  bogus: 1\n")
+    out = subprocess.run([binary, "agent", "labels", "--gpu-backend", "fake:" + fake,
+                          "--config", bad], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "%s:4:3: field 'bogus': flags: unknown key 'bogus'" % bad \
+        in out.stderr, out
+    out = subprocess.run([binary, "agent", "--bogus"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 2 and "unknown option '--bogus'" in out.stderr, out
+    out = subprocess.run([binary, "agent", "--help"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0 and "--kubelet-dir" in out.stdout, out
+    data = os.path.join(src, "tests/agent/data")
+    out = subprocess.run([binary, "agent", "labels", "--gpu-backend", "fake",
+                          "--fake-gpus", os.path.join(data, "mixed-node.yaml"),
+                          "--config", os.path.join(data, "mixed-config.yaml")],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out
+    labels = dict(l.split("=", 1) for l in out.stdout.splitlines())
+    for k, v in (("nvidia.com/gpu.count", "5"), ("nvidia.com/gpu.replicas", "4"),
+                 ("nvidia.com/mig.strategy", "mixed"), ("nvidia.com/mig-1g.18gb.count", "2"),
+                 ("nvidia.com/gpu.product", "NVIDIA-H200")):
+        assert labels.get(k) == v, (k, labels)
+    # A plugin directory that does not exist is a clear runtime error.
+    out = subprocess.run([binary, "agent", "--gpu-backend", "fake", "--fake-gpus", fake,
+                          "--kubelet-dir", os.path.join(tmp, "absent"), "--metrics-addr", ""],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1 and "absent" in out.stderr, out
+
+
+# ---- driver -------------------------------------------------------------------------------------
+
+def load_protos(proto_dir, tmp):
+    out = os.path.join(tmp, "py")
+    os.makedirs(out)
+    subprocess.run(["/usr/bin/protoc", "--python_out=" + out, "-I", proto_dir,
+                    "deviceplugin/v1beta1/api.proto", "podresources/v1/api.proto"], check=True)
+    sys.path.insert(0, out)
+    from deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
+    from podresources.v1 import api_pb2 as pr  # noqa: E402
+    return dp, pr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpusched", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--only", default="abcx", help="runs to do: a, b, c, x (command line)")
+    args = ap.parse_args()
+    failures = 0
+    t_all = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gsagent-") as tmp:
+        dp, pr = load_protos(os.path.join(args.source_dir, "proto"), tmp)
+        env = {"tmp": tmp, "bin": args.gpusched, "src": args.source_dir, "dp": dp, "pr": pr}
+        runs = {"a": run_a, "b": run_b, "c": run_c, "x": run_cli}
+        for key in args.only:
+            gen = runs[key](env)
+            try:
+                for fn, ctx in gen:
+                    t0 = time.monotonic()
+                    try:
+                        fn(ctx)
+                        print("ok   %-24s %.2fs" % (fn.__name__, time.monotonic() - t0),
+                              flush=True)
+                    except Exception:  # noqa: BLE001 - report and go on
+                        failures += 1
+                        print("FAIL %s" % fn.__name__, flush=True)
+                        traceback.print_exc()
+                        sys.stdout.flush()
+            except Exception:  # noqa: BLE001 - a run's setup or teardown failed
+                failures += 1
+                print("FAIL run %s" % key, flush=True)
+                traceback.print_exc()
+            finally:
+                gen.close()
+    print("%d failure(s), %.1f s" % (failures, time.monotonic() - t_all))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
