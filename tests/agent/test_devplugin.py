@@ -898,6 +898,18 @@ def cli_checks(env):
                  ("nvidia.com/mig.strategy", "mixed"), ("nvidia.com/mig-1g.18gb.count", "2"),
                  ("nvidia.com/gpu.product", "NVIDIA-H200")):
         assert labels.get(k) == v, (k, labels)
+    # The ConfigMap example of deploy/ is a valid configuration.
+    cm = yaml.safe_load(open(os.path.join(src, "deploy/agent-config.yaml")))
+    example = os.path.join(tmp, "example.yaml")
+    with open(example, "w") as f:
+        f.write(cm["data"]["config.yaml"])
+    out = subprocess.run([binary, "agent", "labels", "--gpu-backend", "fake:" + fake,
+                          "--config", example], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "nvidia.com/mig.strategy=mixed" in out.stdout, out
+    ds = [d for d in yaml.safe_load_all(open(os.path.join(src, "deploy/daemonset.yaml")))
+          if d["kind"] == "DaemonSet"][0]
+    ctr = ds["spec"]["template"]["spec"]["containers"][0]
+    assert ctr["args"] == ["agent", "--config", "/etc/gpusched/config.yaml"], ctr
     # A plugin directory that does not exist is a clear runtime error.
     out = subprocess.run([binary, "agent", "--gpu-backend", "fake", "--fake-gpus", fake,
                           "--kubelet-dir", os.path.join(tmp, "absent"), "--metrics-addr", ""],

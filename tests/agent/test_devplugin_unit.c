@@ -1,0 +1,604 @@
+/*
+ * Unit tests of the device plugin's pure layers (include/gpusched/devplugin.h): the
+ * configuration reader and its diagnostics, the resource model under each MIG strategy and
+ * time-slicing, the preferred-allocation policy, and the ListAndWatch/Allocate handlers. The
+ * daemon itself is tested against grpcio in tests/agent/test_devplugin.py.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "deviceplugin/v1beta1/api.pb-c.h"
+#include "gpusched/devplugin.h"
+#include "gpusched/err.h"
+
+/* ---- a synthetic node ------------------------------------------------------------------- */
+
+/*
+ * n GPUs "GPU-<i>"; NUMA node i / per_numa; NVLink within each group of `nvl` GPUs (0: none);
+ * GPUs listed in mig_gpus get MIG devices "MIG-<i>-<k>" with the given profiles.
+ */
+static void make_node(struct gs_gpu_info *g, uint32_t n, uint32_t per_numa, uint32_t nvl)
+{
+    memset(g, 0, n * sizeof *g);
+    for (uint32_t i = 0; i < n; i++) {
+        g[i].index = i;
+        snprintf(g[i].uuid, sizeof g[i].uuid, "GPU-%u", (unsigned)i);
+        snprintf(g[i].model, sizeof g[i].model, "NVIDIA H200");
+        g[i].mem_total_mib = 143771;
+        g[i].numa_node = (int32_t)(i / per_numa);
+        if (nvl > 0)
+            for (uint32_t j = (i / nvl) * nvl; j < (i / nvl + 1) * nvl && j < n; j++)
+                if (j != i)
+                    g[i].nvlink_peers[g[i].nvlink_peer_count++] = j;
+    }
+}
+
+static void add_mig(struct gs_gpu_info *g, const char *const *profiles, uint32_t k)
+{
+    g->mig_capable = g->mig_enabled = true;
+    g->mig_count = k;
+    for (uint32_t m = 0; m < k; m++) {
+        snprintf(g->mig[m].profile, sizeof g->mig[m].profile, "%s", profiles[m]);
+        snprintf(g->mig[m].uuid, sizeof g->mig[m].uuid, "MIG-%u-%u", (unsigned)g->index,
+                 (unsigned)m);
+        g->mig[m].mem_mib = 16384;
+    }
+}
+
+static void parse_ok(const char *text, struct gs_dp_config *cfg)
+{
+    struct gs_diag d;
+    int rc = gs_dp_config_parse(text, strlen(text), "t.yaml", cfg, &d);
+    if (rc != GS_OK) {
+        char buf[700];
+        gs_diag_format(&d, buf, sizeof buf);
+        fail_msg("unexpected parse error: %s", buf);
+    }
+}
+
+static const struct gs_dp_resource *res(const struct gs_dp_model *m, const char *name)
+{
+    int32_t i = gs_dp_model_resource(m, name);
+    assert_true(i >= 0);
+    return &m->resources[i];
+}
+
+/* "id,id,..." of a resource's devices. */
+static const char *ids(const struct gs_dp_resource *r)
+{
+    static char buf[4096];
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < r->n_devices; i++) {
+        if (i > 0)
+            strcat(buf, ",");
+        strcat(buf, r->devices[i].id);
+    }
+    return buf;
+}
+
+/* ---- configuration ---------------------------------------------------------------------- */
+
+static void test_config_minimal_keeps_defaults(void **state)
+{
+    (void)state;
+    struct gs_dp_config c, d;
+    parse_ok("version: v1\n", &c);
+    gs_dp_config_default(&d);
+    assert_memory_equal(&c, &d, sizeof c);
+    assert_int_equal(c.mig_strategy, GS_MIG_STRATEGY_NONE);
+    assert_true(c.list_envvar && !c.list_cdi);
+    assert_string_equal(c.metrics_addr, "0.0.0.0:9400");
+    assert_string_equal(c.plugin_dir, "/var/lib/kubelet/device-plugins");
+    assert_int_equal(c.health.n_ignored, 6);
+    assert_int_equal(gs_dp_config_gpu_replicas(&c), 1);
+}
+
+static void test_config_reads_every_key(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    parse_ok("version: v1\n"
+             "flags:\n"
+             "  migStrategy: mixed\n"
+             "  plugin: {deviceListStrategy: [cdi-cri], deviceIDStrategy: index}\n"
+             "sharing:\n"
+             "  timeSlicing:\n"
+             "    renameByDefault: true\n"
+             "    failRequestsGreaterThanOne: true\n"
+             "    resources:\n"
+             "      - {name: nvidia.com/gpu, replicas: 4, devices: [0, \"6:1\", GPU-x]}\n"
+             "      - {name: nvidia.com/mig-1g.18gb, rename: example.com/small, replicas: 2}\n"
+             "health: {ignoredXids: [79], recoveryQuietPeriod: 1m30s, probeInterval: 500ms}\n"
+             "exporter: {listenAddress: \"\", refreshInterval: 2s}\n"
+             "kubelet: {devicePluginDir: /d, podResourcesSocket: \"\"}\n",
+             &c);
+    assert_int_equal(c.mig_strategy, GS_MIG_STRATEGY_MIXED);
+    assert_true(!c.list_envvar && c.list_cdi);
+    assert_int_equal(c.id_strategy, GS_DP_ID_INDEX);
+    assert_true(c.rename_by_default && c.fail_requests_greater_than_one);
+    assert_int_equal(c.n_ts, 2);
+    assert_string_equal(c.ts[0].name, "nvidia.com/gpu");
+    assert_int_equal(c.ts[0].replicas, 4);
+    assert_false(c.ts[0].all_devices);
+    assert_int_equal(c.ts[0].n_devices, 3);
+    assert_string_equal(c.ts[0].devices[1], "6:1");
+    assert_int_equal(c.ts[0].line, 10);
+    assert_true(c.ts[1].all_devices);
+    assert_string_equal(c.ts[1].rename, "example.com/small");
+    assert_int_equal(c.health.n_ignored, 1);
+    assert_int_equal(c.health.ignored_xids[0], 79);
+    assert_int_equal(c.health.quiet_ms, 90000);
+    assert_int_equal(c.health.probe_retry_ms, 500);
+    assert_string_equal(c.metrics_addr, "");
+    assert_int_equal(c.refresh_ms, 2000);
+    assert_string_equal(c.plugin_dir, "/d");
+    assert_string_equal(c.pod_resources_socket, "");
+    assert_int_equal(gs_dp_config_gpu_replicas(&c), 4);
+
+    parse_ok("version: v1\nhealth: {recoveryQuietPeriod: never}\n", &c);
+    assert_true(c.health.quiet_ms < 0);
+}
+
+/* One bad input and where its diagnostic must point. */
+struct bad {
+    const char *text;
+    uint64_t line;
+    uint32_t column;
+    const char *field;
+    const char *msg; /* a substring of the message */
+};
+
+static void test_config_errors_name_line_column_and_key(void **state)
+{
+    (void)state;
+    static const struct bad cases[] = {
+        {"flags: {migStrategy: none}\n", 1, 1, "version", "required key 'version'"},
+        {"version: v2\n", 1, 10, "version", "is not v1"},
+        {"version: v1\nflag: {}\n", 2, 1, "flag", "unknown key 'flag'"},
+        {"version: v1\nversion: v1\n", 2, 1, "version", "repeated"},
+        {"version: v1\nflags:\n  migStrategy: some\n", 3, 16, "migStrategy",
+         "flags.migStrategy: 'some' is not none, single or mixed"},
+        {"version: v1\nflags: {plugin: {deviceListStrategy: []}}\n", 2, 38, "deviceListStrategy",
+         "the list is empty"},
+        {"version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: nvidia.com/gpu\n"
+         "        replicas: 1\n",
+         6, 19, "replicas", "sharing.timeSlicing.resources[0].replicas: 1 is out of range 2..256"},
+        {"version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - replicas: 2\n", 5, 9,
+         "name", "required key 'name'"},
+        {"version: v1\nsharing: {timeSlicing: {resources: [{name: amd.com/gpu, replicas: 2}]}}\n",
+         2, 44, "name", "not a resource this plugin advertises"},
+        {"version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, rename: "
+         "kubernetes.io/gpu, replicas: 2}]}}\n",
+         2, 68, "rename", "not an extended resource name"},
+        {"version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
+         "devices: [0, 0]}]}}\n",
+         2, 86, "devices", "listed twice"},
+        {"version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
+         "devices: [x1]}]}}\n",
+         2, 83, "devices", "is not a GPU index"},
+        {"version: v1\nsharing: {mps: {}}\n", 2, 11, "mps", "not supported"},
+        {"version: v1\nhealth: {recoveryQuietPeriod: 300}\n", 2, 31, "recoveryQuietPeriod",
+         "needs a unit"},
+        {"version: v1\nhealth: {probeInterval: 0}\n", 2, 25, "probeInterval", "at least 10ms"},
+        {"version: v1\nhealth: {ignoredXids: [0]}\n", 2, 24, "ignoredXids", "out of range"},
+        {"version: v1\nexporter: {listenAddress: 9400}\n", 2, 27, "listenAddress",
+         "is not HOST:PORT"},
+        {"version: v1\nexporter: {refreshInterval: 1ms}\n", 2, 29, "refreshInterval",
+         "at least 100ms"},
+        {"version: v1\nflags: [1]\n", 2, 8, "flags", "expected a mapping, found a list"},
+        {"version: v1\nflags: {migStrategy: [mixed\n", 3, 1, "", "not valid YAML"},
+        {"version: v1\n---\nversion: v1\n", 3, 1, "", "more than one YAML document"},
+        {"", 0, 0, "version", "empty document"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct bad *b = &cases[i];
+        struct gs_dp_config c;
+        struct gs_diag d;
+        int rc = gs_dp_config_parse(b->text, strlen(b->text), "bad.yaml", &c, &d);
+        char text[700];
+        gs_diag_format(&d, text, sizeof text);
+        if (rc != GS_EPARSE || d.line != b->line || d.column != b->column ||
+            strcmp(d.field, b->field) != 0 || strstr(d.msg, b->msg) == NULL)
+            fail_msg("case %zu: rc %d, got \"%s\"; want line %llu column %u field '%s' msg '%s'", i,
+                     rc, text, (unsigned long long)b->line, (unsigned)b->column, b->field, b->msg);
+        assert_string_equal(d.file, "bad.yaml");
+    }
+}
+
+static void test_config_read_missing_file_is_eio(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    struct gs_diag d;
+    assert_int_equal(gs_dp_config_read("/nonexistent/agent.yaml", &c, &d), GS_EIO);
+    assert_non_null(strstr(d.msg, "cannot open"));
+}
+
+/* ---- resource model --------------------------------------------------------------------- */
+
+static void test_model_none_strategy_advertises_mig_gpus_whole(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[3];
+    make_node(g, 3, 2, 0);
+    static const char *const p[] = {"1g.18gb", "1g.18gb"};
+    add_mig(&g[2], p, 2);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 3, &m, NULL, 0), GS_OK);
+    assert_int_equal(m.n_resources, 1);
+    assert_string_equal(m.resources[0].name, "nvidia.com/gpu");
+    assert_string_equal(m.resources[0].endpoint, "gpusched-nvidia.com-gpu.sock");
+    assert_string_equal(ids(&m.resources[0]), "GPU-0,GPU-1,GPU-2");
+    assert_int_equal(m.resources[0].devices[2].numa_node, 1);
+    assert_int_equal(m.resources[0].devices[2].mig, -1);
+    gs_dp_model_fini(&m);
+}
+
+static void test_model_single_strategy_needs_one_profile_on_every_gpu(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 2, 0);
+    static const char *const p[] = {"3g.71gb", "3g.71gb"};
+    add_mig(&g[0], p, 2);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    c.mig_strategy = GS_MIG_STRATEGY_SINGLE;
+    struct gs_dp_model m;
+    char err[256];
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_EINVAL);
+    assert_non_null(strstr(err, "1 of 2 GPUs run MIG"));
+    assert_int_equal(m.n_resources, 0);
+
+    add_mig(&g[1], p, 1);
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_OK);
+    assert_int_equal(m.n_resources, 1);
+    assert_string_equal(ids(res(&m, "nvidia.com/gpu")), "MIG-0-0,MIG-0-1,MIG-1-0");
+    gs_dp_model_fini(&m);
+
+    static const char *const q[] = {"1g.18gb"};
+    add_mig(&g[1], q, 1);
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_EINVAL);
+    assert_non_null(strstr(err, "one profile"));
+
+    /* No GPU in MIG mode: single is whole GPUs. */
+    make_node(g, 2, 2, 0);
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_OK);
+    assert_string_equal(ids(res(&m, "nvidia.com/gpu")), "GPU-0,GPU-1");
+    gs_dp_model_fini(&m);
+}
+
+static void test_model_mixed_strategy_names_profiles(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 1, 0);
+    static const char *const p[] = {"1g.18gb", "3g.71gb+me", "1g.18gb", ""};
+    add_mig(&g[1], p, 4);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    c.mig_strategy = GS_MIG_STRATEGY_MIXED;
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    assert_int_equal(m.n_resources, 3);
+    assert_string_equal(m.resources[0].name, "nvidia.com/gpu");
+    assert_string_equal(m.resources[1].name, "nvidia.com/mig-1g.18gb");
+    assert_string_equal(m.resources[2].name, "nvidia.com/mig-3g.71gb.me");
+    assert_string_equal(m.resources[2].endpoint, "gpusched-nvidia.com-mig-3g.71gb.me.sock");
+    assert_string_equal(ids(&m.resources[0]), "GPU-0");
+    assert_string_equal(ids(&m.resources[1]), "MIG-1-0,MIG-1-2");
+    assert_int_equal(m.resources[1].devices[1].mig, 2);
+    assert_int_equal(m.resources[1].devices[1].gpu, 1);
+    assert_int_equal(gs_dp_model_find(&m.resources[1], "MIG-1-2"), 1);
+    assert_int_equal(gs_dp_model_find(&m.resources[1], "MIG-1-1"), -1);
+    gs_dp_model_fini(&m);
+}
+
+static void test_model_time_slicing_selects_devices_and_renames(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[4];
+    make_node(g, 4, 2, 0);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
+             "2, devices: [1, GPU-3, 9, GPU-elsewhere]}]}}\n",
+             &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 4, &m, NULL, 0), GS_OK);
+    /* Without rename whole GPUs and replicas share nvidia.com/gpu (as NVIDIA's plugin). */
+    assert_int_equal(m.n_resources, 1);
+    assert_string_equal(ids(&m.resources[0]), "GPU-0,GPU-1::0,GPU-1::1,GPU-2,GPU-3::0,GPU-3::1");
+    assert_int_equal(m.resources[0].devices[2].replica, 1);
+    assert_int_equal(m.resources[0].devices[2].replicas, 2);
+    assert_int_equal(m.n_unmatched, 2);
+    assert_string_equal(m.unmatched, "9");
+    gs_dp_model_fini(&m);
+
+    c.rename_by_default = true;
+    assert_int_equal(gs_dp_model_build(&c, g, 4, &m, NULL, 0), GS_OK);
+    assert_string_equal(ids(res(&m, "nvidia.com/gpu")), "GPU-0,GPU-2");
+    assert_string_equal(ids(res(&m, "nvidia.com/gpu.shared")),
+                        "GPU-1::0,GPU-1::1,GPU-3::0,GPU-3::1");
+    gs_dp_model_fini(&m);
+
+    snprintf(c.ts[0].rename, sizeof c.ts[0].rename, "example.com/slice");
+    assert_int_equal(gs_dp_model_build(&c, g, 4, &m, NULL, 0), GS_OK);
+    assert_int_equal(m.n_resources, 2);
+    assert_string_equal(m.resources[0].name, "example.com/slice");
+    assert_string_equal(m.resources[0].endpoint, "gpusched-example.com-slice.sock");
+    gs_dp_model_fini(&m);
+}
+
+static void test_model_device_in_two_entries_is_an_error(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 2, 0);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+             "      - {name: nvidia.com/gpu, replicas: 2}\n"
+             "      - {name: nvidia.com/gpu, replicas: 3, devices: [1]}\n",
+             &c);
+    struct gs_dp_model m;
+    char err[256];
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_EINVAL);
+    assert_non_null(strstr(err, "entries 0 (line 5) and 1 (line 6) both select GPU 1"));
+}
+
+static void test_model_long_ids_and_limits(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[1];
+    make_node(g, 1, 1, 0);
+    memset(g[0].uuid, 'a', 62);
+    memcpy(g[0].uuid, "GPU-", 4);
+    g[0].uuid[62] = '\0';
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    char err[256];
+    assert_int_equal(gs_dp_model_build(&c, g, 1, &m, err, sizeof err), GS_OK); /* 62 chars */
+    gs_dp_model_fini(&m);
+    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
+             "replicas: 2}]}}\n",
+             &c);
+    assert_int_equal(gs_dp_model_build(&c, g, 1, &m, err, sizeof err), GS_EINVAL);
+    assert_non_null(strstr(err, "longer than 63 characters"));
+
+    /* 64 GPUs x 256 replicas = 16384 devices: the limit, accepted. */
+    static struct gs_gpu_info big[GS_GPU_MAX];
+    make_node(big, GS_GPU_MAX, 8, 8);
+    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
+             "replicas: 256}]}}\n",
+             &c);
+    assert_int_equal(gs_dp_model_build(&c, big, GS_GPU_MAX, &m, err, sizeof err), GS_OK);
+    assert_int_equal(m.resources[0].n_devices, GS_DP_DEVICES_MAX);
+    assert_int_equal(gs_dp_model_find(&m.resources[0], "GPU-63::255"), GS_DP_DEVICES_MAX - 1);
+    gs_dp_model_fini(&m);
+}
+
+/* ---- handlers --------------------------------------------------------------------------- */
+
+static enum gs_health_state all_healthy[GS_GPU_MAX];
+
+/* Calls GetPreferredAllocation for one container; returns "id,id". */
+static const char *prefer(const struct gs_dp_config *c, const struct gs_dp_model *m,
+                          const char *resource, const char *const *avail, size_t n_avail,
+                          const char *const *must, size_t n_must, int size)
+{
+    static char out[4096];
+    V1beta1__ContainerPreferredAllocationRequest q =
+        V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+    q.n_available_deviceids = n_avail;
+    q.available_deviceids = (char **)avail;
+    q.n_must_include_deviceids = n_must;
+    q.must_include_deviceids = (char **)must;
+    q.allocation_size = size;
+    V1beta1__ContainerPreferredAllocationRequest *qp = &q;
+    V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+    req.n_container_requests = 1;
+    req.container_requests = &qp;
+    uint8_t buf[8192];
+    size_t len = v1beta1__preferred_allocation_request__pack(&req, buf);
+    struct gs_dp_view v = {c, m, (uint32_t)gs_dp_model_resource(m, resource), all_healthy};
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_preferred(&v, buf, len, &a), GS_OK);
+    assert_int_equal(a.status, 0);
+    V1beta1__PreferredAllocationResponse *r =
+        v1beta1__preferred_allocation_response__unpack(NULL, a.len, a.data);
+    assert_non_null(r);
+    out[0] = '\0';
+    for (size_t i = 0; i < r->container_responses[0]->n_deviceids; i++) {
+        if (i > 0)
+            strcat(out, ",");
+        strcat(out, r->container_responses[0]->deviceids[i]);
+    }
+    v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+    gs_dp_answer_fini(&a);
+    return out;
+}
+
+static void test_preferred_whole_gpus_follow_nvlink_then_numa(void **state)
+{
+    (void)state;
+    /* 8 GPUs: NVLink quads {0-3} {4-7}; NUMA pairs {0,1} {2,3} {4,5} {6,7}. */
+    struct gs_gpu_info g[8];
+    make_node(g, 8, 2, 4);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    const char *all[] = {"GPU-7", "GPU-6", "GPU-5", "GPU-4", "GPU-3", "GPU-2", "GPU-1", "GPU-0"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, NULL, 0, 2), "GPU-0,GPU-1");
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, NULL, 0, 4),
+                        "GPU-0,GPU-1,GPU-2,GPU-3");
+    const char *must[] = {"GPU-6"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, must, 1, 2), "GPU-6,GPU-7");
+    /* Quad {0-3} broken by others: a pair from the broken quad keeps {4-7} whole. */
+    const char *some[] = {"GPU-1", "GPU-2", "GPU-3", "GPU-4", "GPU-5", "GPU-6", "GPU-7"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 7, NULL, 0, 2), "GPU-2,GPU-3");
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 7, NULL, 0, 1), "GPU-1");
+    gs_dp_model_fini(&m);
+}
+
+static void test_preferred_replicas_pack_onto_shared_gpus(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[3];
+    make_node(g, 3, 3, 0);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
+             "2, devices: [1, 2]}]}}\n",
+             &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 3, &m, NULL, 0), GS_OK);
+    /* A whole GPU and shared slots in one resource: a shared slot rather than the whole GPU. */
+    const char *all[] = {"GPU-0", "GPU-1::0", "GPU-1::1", "GPU-2::0", "GPU-2::1"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 5, NULL, 0, 1), "GPU-1::0");
+    /* GPU 2 half used by another pod: fill it first. */
+    const char *some[] = {"GPU-0", "GPU-1::0", "GPU-1::1", "GPU-2::1"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 4, NULL, 0, 1), "GPU-2::1");
+    /* Two fit on GPU 1 only. */
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 4, NULL, 0, 2), "GPU-1::0,GPU-1::1");
+    /* Deterministic. */
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 4, NULL, 0, 2), "GPU-1::0,GPU-1::1");
+    gs_dp_model_fini(&m);
+}
+
+static V1beta1__AllocateResponse *allocate(const struct gs_dp_config *c,
+                                           const struct gs_dp_model *m, const char *resource,
+                                           const enum gs_health_state *health,
+                                           const char *const *idv, size_t n, int *status)
+{
+    V1beta1__ContainerAllocateRequest q = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+    q.n_devices_ids = n;
+    q.devices_ids = (char **)idv;
+    V1beta1__ContainerAllocateRequest *qp = &q;
+    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+    req.n_container_requests = 1;
+    req.container_requests = &qp;
+    uint8_t buf[4096];
+    size_t len = v1beta1__allocate_request__pack(&req, buf);
+    struct gs_dp_view v = {c, m, (uint32_t)gs_dp_model_resource(m, resource), health};
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_allocate(&v, buf, len, &a), GS_OK);
+    *status = a.status;
+    V1beta1__AllocateResponse *r =
+        a.status == 0 ? v1beta1__allocate_response__unpack(NULL, a.len, a.data) : NULL;
+    gs_dp_answer_fini(&a);
+    return r;
+}
+
+static const char *env(const V1beta1__ContainerAllocateResponse *c, const char *key)
+{
+    for (size_t i = 0; i < c->n_envs; i++)
+        if (strcmp(c->envs[i]->key, key) == 0)
+            return c->envs[i]->value;
+    return NULL;
+}
+
+static void test_allocate_names_units_and_refuses_bad_ids(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 1, 0);
+    static const char *const p[] = {"1g.18gb", "1g.18gb"};
+    add_mig(&g[1], p, 2);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nflags: {migStrategy: mixed, plugin: {deviceListStrategy: cdi-cri}}\n"
+             "sharing: {timeSlicing: {resources: [{name: nvidia.com/mig-1g.18gb, replicas: 3}]}}\n",
+             &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    int status = -1;
+    const char *two[] = {"MIG-1-1::2", "MIG-1-1::0"};
+    V1beta1__AllocateResponse *r =
+        allocate(&c, &m, "nvidia.com/mig-1g.18gb", all_healthy, two, 2, &status);
+    assert_int_equal(status, 0);
+    const V1beta1__ContainerAllocateResponse *cr = r->container_responses[0];
+    assert_string_equal(env(cr, "NVIDIA_VISIBLE_DEVICES"), "void"); /* envvar strategy off */
+    assert_string_equal(env(cr, "GPUSCHED_GPU_REPLICAS"), "MIG-1-1=2/3");
+    assert_string_equal(env(cr, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "66");
+    assert_int_equal(cr->n_cdi_devices, 1);
+    assert_string_equal(cr->cdi_devices[0]->name, "nvidia.com/gpu=MIG-1-1");
+    assert_int_equal(cr->n_devices, 4);
+    assert_string_equal(cr->devices[0]->host_path, "/dev/nvidia1");
+    assert_string_equal(cr->devices[0]->permissions, "rw");
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_UNHEALTHY};
+    const char *one[] = {"MIG-1-0::0"};
+    r = allocate(&c, &m, "nvidia.com/mig-1g.18gb", h, one, 1, &status);
+    assert_null(r);
+    assert_int_equal(status, 9); /* FAILED_PRECONDITION: the GPU is Unhealthy */
+    const char *unknown[] = {"GPU-0"};
+    r = allocate(&c, &m, "nvidia.com/mig-1g.18gb", all_healthy, unknown, 1, &status);
+    assert_null(r);
+    assert_int_equal(status, 3); /* INVALID_ARGUMENT: not a device of this resource */
+    gs_dp_model_fini(&m);
+}
+
+static void test_list_marks_only_the_unhealthy_gpu_devices(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 1, 0);
+    g[1].numa_node = -1;
+    struct gs_dp_config c;
+    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
+             "2}]}}\n",
+             &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    enum gs_health_state h[2] = {GS_HEALTH_UNHEALTHY, GS_HEALTH_HEALTHY};
+    struct gs_dp_view v = {&c, &m, 0, h};
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_list(&v, &a), GS_OK);
+    V1beta1__ListAndWatchResponse *r =
+        v1beta1__list_and_watch_response__unpack(NULL, a.len, a.data);
+    assert_non_null(r);
+    assert_int_equal(r->n_devices, 4);
+    assert_string_equal(r->devices[0]->id, "GPU-0::0");
+    assert_string_equal(r->devices[0]->health, "Unhealthy");
+    assert_string_equal(r->devices[1]->health, "Unhealthy");
+    assert_string_equal(r->devices[2]->health, "Healthy");
+    assert_int_equal(r->devices[0]->topology->n_nodes, 1);
+    assert_int_equal(r->devices[0]->topology->nodes[0]->id, 0);
+    assert_null(r->devices[3]->topology); /* NUMA node unknown: no topology */
+    v1beta1__list_and_watch_response__free_unpacked(r, NULL);
+    gs_dp_answer_fini(&a);
+    gs_dp_model_fini(&m);
+}
+
+int main(void)
+{
+    for (size_t i = 0; i < GS_GPU_MAX; i++)
+        all_healthy[i] = GS_HEALTH_HEALTHY;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_minimal_keeps_defaults),
+        cmocka_unit_test(test_config_reads_every_key),
+        cmocka_unit_test(test_config_errors_name_line_column_and_key),
+        cmocka_unit_test(test_config_read_missing_file_is_eio),
+        cmocka_unit_test(test_model_none_strategy_advertises_mig_gpus_whole),
+        cmocka_unit_test(test_model_single_strategy_needs_one_profile_on_every_gpu),
+        cmocka_unit_test(test_model_mixed_strategy_names_profiles),
+        cmocka_unit_test(test_model_time_slicing_selects_devices_and_renames),
+        cmocka_unit_test(test_model_device_in_two_entries_is_an_error),
+        cmocka_unit_test(test_model_long_ids_and_limits),
+        cmocka_unit_test(test_preferred_whole_gpus_follow_nvlink_then_numa),
+        cmocka_unit_test(test_preferred_replicas_pack_onto_shared_gpus),
+        cmocka_unit_test(test_allocate_names_units_and_refuses_bad_ids),
+        cmocka_unit_test(test_list_marks_only_the_unhealthy_gpu_devices),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
