@@ -1350,7 +1350,8 @@ static int reserve(struct gs_engine *e, uint32_t head)
             }
         }
         end_ctx = e;
-        qsort(e->end_order, k, sizeof(uint32_t), cmp_end);
+        if (k > 1)
+            qsort(e->end_order, k, sizeof(uint32_t), cmp_end);
         e->end_order_n = k;
         e->end_order_at = e->mutations;
     }
