@@ -23,3 +23,5 @@ end=$(date +%s.%N)
 total_pods=$(awk -F, 'NR>1 {s += $5} END {print s}' "$out/runs.csv")
 awk -v s="$start" -v e="$end" -v p="$total_pods" \
     'BEGIN {printf "sweep: %.1f s wall, %d pod decisions, %.0f pods/s\n", e - s, p, p / (e - s)}'
+echo "== node agent (bench/agent.sh)"
+bash "$root/bench/agent.sh" "$build"
