@@ -227,7 +227,7 @@ static void on_law_open(void *user, const uint8_t *req, size_t req_len,
     }
     if (r->n_streams == r->cap_streams) {
         size_t cap = r->cap_streams ? 2 * r->cap_streams : 4;
-        struct gs_grpc_stream **p = realloc(r->streams, cap * sizeof *p);
+        struct gs_grpc_stream **p = realloc(r->streams, cap * sizeof(struct gs_grpc_stream *));
         if (p == NULL) {
             gs_dp_answer_fini(&ans);
             (void)gs_grpc_stream_finish(stream, GS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -587,9 +587,20 @@ static void publish_health(struct gs_dp_agent *a)
     }
     if (changed == 0)
         return;
-    for (uint32_t i = 0; i < a->model.n_resources; i++)
-        if (a->res[i].gpu_mask & changed)
-            broadcast(&a->res[i]);
+    for (uint32_t i = 0; i < a->model.n_resources; i++) {
+        struct res_rt *r = &a->res[i];
+        if (!(r->gpu_mask & changed))
+            continue;
+        const struct gs_dp_resource *mr = &a->model.resources[i];
+        uint32_t bad = 0;
+        for (uint32_t d = 0; d < mr->n_devices; d++)
+            bad += a->state[mr->devices[d].gpu] != GS_HEALTH_HEALTHY ? 1u : 0u;
+        logf_(a,
+              "%s: health changed: %u of %u devices Unhealthy; sending the list to %zu "
+              "stream(s)",
+              mr->name, (unsigned)bad, (unsigned)mr->n_devices, r->n_streams);
+        broadcast(r);
+    }
 }
 
 /* ---- metrics ------------------------------------------------------------------------------ */
@@ -965,12 +976,14 @@ void gs_dp_agent_free(struct gs_dp_agent *a)
 {
     if (a == NULL)
         return;
-    gs__dp_worker_free(a->reg_worker);
-    gs__dp_worker_free(a->pr_worker);
+    /* Sockets first: a Register in flight then fails fast instead of waiting for kubelet to
+     * dial back into a loop that no longer runs. */
     for (uint32_t i = 0; i < GS_DP_RESOURCES_MAX; i++) {
         res_stop(&a->res[i]);
         free(a->res[i].streams);
     }
+    gs__dp_worker_free(a->reg_worker);
+    gs__dp_worker_free(a->pr_worker);
     gs_exporter_free(a->exporter);
     if (a->ino_fd >= 0)
         close(a->ino_fd);

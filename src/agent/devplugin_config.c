@@ -110,7 +110,7 @@ static int scalar_text(struct rd *r, const yaml_node_t *n, const char *path, con
 static int get_str(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
                    bool allow_empty, char *dst, size_t cap)
 {
-    const char *s = NULL;
+    const char *s = "";
     int rc = scalar_text(r, n, path, key, &s);
     if (rc != GS_OK)
         return rc;
@@ -132,7 +132,7 @@ static int get_str(struct rd *r, const yaml_node_t *n, const char *path, const c
 static int get_int(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
                    int64_t lo, int64_t hi, int64_t *out)
 {
-    const char *s = NULL;
+    const char *s = "";
     int rc = scalar_text(r, n, path, key, &s);
     if (rc != GS_OK)
         return rc;
@@ -156,7 +156,7 @@ static int get_int(struct rd *r, const yaml_node_t *n, const char *path, const c
 static int get_bool(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
                     bool *out)
 {
-    const char *s = NULL;
+    const char *s = "";
     int rc = scalar_text(r, n, path, key, &s);
     if (rc != GS_OK)
         return rc;
@@ -176,7 +176,7 @@ static int get_bool(struct rd *r, const yaml_node_t *n, const char *path, const 
 static int get_duration(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
                         int64_t lo_ms, int64_t *out_ms)
 {
-    const char *s = NULL;
+    const char *s = "";
     int rc = scalar_text(r, n, path, key, &s);
     if (rc != GS_OK)
         return rc;
@@ -258,6 +258,8 @@ static int map_key(struct rd *r, const yaml_node_t *map, const yaml_node_pair_t 
     return fail_at(r, GS_EPARSE, k, shown, "%s: unknown key '%s'", where, shown);
 }
 
+/* The loop variable is a declarator, which cannot be parenthesised. */
+/* NOLINTBEGIN(bugprone-macro-parentheses) */
 #define FOR_PAIRS(r, map, pair)                                                                    \
     for (yaml_node_pair_t *pair = (map)->data.mapping.pairs.start;                                 \
          (r)->err == GS_OK && pair < (map)->data.mapping.pairs.top; pair++)
@@ -265,6 +267,7 @@ static int map_key(struct rd *r, const yaml_node_t *map, const yaml_node_pair_t 
 #define FOR_ITEMS(r, seq, it)                                                                      \
     for (yaml_node_item_t *it = (seq)->data.sequence.items.start;                                  \
          (r)->err == GS_OK && it < (seq)->data.sequence.items.top; it++)
+/* NOLINTEND(bugprone-macro-parentheses) */
 
 /* Valid extended resource name: "domain/name", a DNS-like domain, name [A-Za-z0-9._-]. */
 static bool resource_name_ok(const char *s)
@@ -296,7 +299,7 @@ static const char *const plugin_keys[] = {"deviceListStrategy", "deviceIDStrateg
 static int read_list_strategy_item(struct rd *r, const yaml_node_t *n, struct gs_dp_config *cfg)
 {
     const char *path = "flags.plugin.deviceListStrategy";
-    const char *s = NULL;
+    const char *s = "";
     if (scalar_text(r, n, path, "deviceListStrategy", &s) != GS_OK)
         return r->err;
     if (strcmp(s, "envvar") == 0)
@@ -333,7 +336,7 @@ static int read_plugin(struct rd *r, const yaml_node_t *map, struct gs_dp_config
                 read_list_strategy_item(r, v, cfg);
             }
         } else {
-            const char *s = NULL;
+            const char *s = "";
             if (scalar_text(r, v, "flags.plugin.deviceIDStrategy", "deviceIDStrategy", &s) != GS_OK)
                 break;
             if (strcmp(s, "uuid") == 0)
@@ -362,7 +365,7 @@ static int read_flags(struct rd *r, const yaml_node_t *map, struct gs_dp_config 
             break;
         yaml_node_t *v = node_at(r, pair->value);
         if (slot == 0) {
-            const char *s = NULL;
+            const char *s = "";
             if (scalar_text(r, v, "flags.migStrategy", "migStrategy", &s) != GS_OK)
                 break;
             if (gs_gfd_mig_strategy_parse(s, &cfg->mig_strategy) != GS_OK)
@@ -381,7 +384,7 @@ static int read_devices(struct rd *r, const yaml_node_t *v, const char *path,
                         struct gs_dp_ts_entry *e)
 {
     if (v->type == YAML_SCALAR_NODE) {
-        const char *s = NULL;
+        const char *s = "";
         if (scalar_text(r, v, path, "devices", &s) != GS_OK)
             return r->err;
         if (strcmp(s, "all") != 0)
@@ -588,7 +591,7 @@ static int read_health(struct rd *r, const yaml_node_t *map, struct gs_dp_config
                 cfg->health.ignored_xids[cfg->health.n_ignored++] = (uint64_t)code;
             }
         } else if (slot == 1) {
-            const char *s = NULL;
+            const char *s = "";
             if (scalar_text(r, v, "health.recoveryQuietPeriod", "recoveryQuietPeriod", &s) != GS_OK)
                 break;
             if (strcmp(s, "never") == 0)
@@ -687,7 +690,7 @@ static int read_top(struct rd *r, const yaml_node_t *root, struct gs_dp_config *
         yaml_node_t *v = node_at(r, pair->value);
         switch (slot) {
         case 0: {
-            const char *s = NULL;
+            const char *s = "";
             if (scalar_text(r, v, "version", "version", &s) == GS_OK && strcmp(s, "v1") != 0)
                 fail_at(r, GS_EPARSE, v, "version", "version: '%.40s' is not v1", s);
             break;
@@ -777,7 +780,7 @@ int gs_dp_config_parse(const char *buf, size_t len, const char *name, struct gs_
         goto out;
     }
     gs_dp_config_default(cfg);
-    if (len > GS_DP_CONFIG_FILE_MAX) {
+    if (len > (size_t)GS_DP_CONFIG_FILE_MAX) {
         r.err = GS_EIO;
         if (diag != NULL)
             (void)snprintf(diag->msg, sizeof diag->msg, "file larger than %u bytes",
@@ -842,14 +845,14 @@ int gs_dp_config_read(const char *path, struct gs_dp_config *cfg, struct gs_diag
         }
         return GS_EIO;
     }
-    char *buf = malloc(GS_DP_CONFIG_FILE_MAX + 1);
+    char *buf = malloc((size_t)GS_DP_CONFIG_FILE_MAX + 1);
     if (buf == NULL) {
         (void)fclose(fp);
         if (diag != NULL)
             (void)snprintf(diag->msg, sizeof diag->msg, "out of memory");
         return GS_ENOMEM;
     }
-    size_t len = fread(buf, 1, GS_DP_CONFIG_FILE_MAX + 1, fp);
+    size_t len = fread(buf, 1, (size_t)GS_DP_CONFIG_FILE_MAX + 1, fp);
     int rd_err = ferror(fp);
     (void)fclose(fp);
     int rc;

@@ -224,8 +224,9 @@ static int expand(const struct gs_gpu_info *gpus, const struct unit *units, uint
                    (unsigned long long)total, GS_DP_DEVICES_MAX);
         return GS_ELIMIT;
     }
-    r->devices = calloc((size_t)total, sizeof *r->devices);
-    r->by_id = calloc((size_t)total, sizeof *r->by_id);
+    size_t n_alloc = total > 0 ? (size_t)total : 1;
+    r->devices = calloc(n_alloc, sizeof *r->devices);
+    r->by_id = calloc(n_alloc, sizeof *r->by_id);
     if (r->devices == NULL || r->by_id == NULL)
         return GS_ENOMEM;
     uint32_t k = 0;
@@ -295,7 +296,7 @@ int gs_dp_model_build(const struct gs_dp_config *cfg, const struct gs_gpu_info *
                         (unsigned)gpus[g].index);
     out->n_gpus = n;
     out->gpus = calloc(n > 0 ? n : 1, sizeof *out->gpus);
-    units = calloc(UNITS_MAX, sizeof *units);
+    units = calloc((size_t)UNITS_MAX, sizeof *units);
     if (out->gpus == NULL || units == NULL) {
         rc = GS_ENOMEM;
         goto out;
@@ -575,7 +576,7 @@ static int prefer_slots(const struct gs_dp_resource *r, const uint32_t *avail, u
 {
     struct key_pos *order = malloc((n_avail > 0 ? n_avail : 1) * sizeof *order);
     struct group *groups = calloc(n_avail + n_must + 1, sizeof *groups);
-    uint32_t *slots = calloc(GS_GPU_MAX * (GS_GPU_MIG_MAX + 1), sizeof *slots);
+    uint32_t *slots = calloc((size_t)GS_GPU_MAX * (GS_GPU_MIG_MAX + 1), sizeof *slots);
     if (order == NULL || groups == NULL || slots == NULL) {
         free(order);
         free(groups);

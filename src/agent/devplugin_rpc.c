@@ -96,7 +96,7 @@ int gs_dp_handle_list(const struct gs_dp_view *v, struct gs_dp_answer *out)
     uint32_t n = r->n_devices;
     V1beta1__ListAndWatchResponse resp = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
     V1beta1__Device *devs = calloc(n > 0 ? n : 1, sizeof *devs);
-    V1beta1__Device **ptrs = calloc(n > 0 ? n : 1, sizeof *ptrs);
+    V1beta1__Device **ptrs = calloc(n > 0 ? n : 1, sizeof(V1beta1__Device *));
     /* One TopologyInfo per GPU: devices of a GPU share it (packing only reads). */
     V1beta1__TopologyInfo topo[GS_GPU_MAX];
     V1beta1__NUMANode numa[GS_GPU_MAX];
@@ -149,7 +149,8 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
     size_t nc = pr->n_container_requests;
     V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
     V1beta1__ContainerPreferredAllocationResponse *cr = calloc(nc > 0 ? nc : 1, sizeof *cr);
-    V1beta1__ContainerPreferredAllocationResponse **crp = calloc(nc > 0 ? nc : 1, sizeof *crp);
+    V1beta1__ContainerPreferredAllocationResponse **crp =
+        calloc(nc > 0 ? nc : 1, sizeof(V1beta1__ContainerPreferredAllocationResponse *));
     uint8_t *mark = calloc(r->n_devices > 0 ? r->n_devices : 1, 1);
     uint32_t *avail = NULL, *must = NULL, *chosen = NULL;
     int rc = GS_OK;
@@ -185,8 +186,8 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
         for (size_t i = 0; i < q->n_must_include_deviceids; i++) {
             const char *id = q->must_include_deviceids[i];
             bool dup = false;
-            for (size_t j = 0; j < cr[c].n_deviceids && !dup; j++)
-                dup = strcmp(cr[c].deviceids[j], id) == 0;
+            for (size_t j = 0; j < i && !dup; j++)
+                dup = strcmp(q->must_include_deviceids[j], id) == 0;
             if (dup)
                 continue;
             cr[c].deviceids[cr[c].n_deviceids++] = (char *)id;
@@ -341,9 +342,9 @@ static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerA
     c->replicas = calloc(n, unit_cap + 24);
     c->gpu_nodes = calloc(n, sizeof *c->gpu_nodes);
     c->specs = calloc(n + N_CONTROL_NODES, sizeof *c->specs);
-    c->specp = calloc(n + N_CONTROL_NODES, sizeof *c->specp);
+    c->specp = calloc(n + N_CONTROL_NODES, sizeof(V1beta1__DeviceSpec *));
     c->cdi = calloc(n, sizeof *c->cdi);
-    c->cdip = calloc(n, sizeof *c->cdip);
+    c->cdip = calloc(n, sizeof(V1beta1__CDIDevice *));
     c->cdi_names = calloc(n, sizeof *c->cdi_names);
     if (c->visible == NULL || c->uuids == NULL || c->ids == NULL || c->replicas == NULL ||
         c->gpu_nodes == NULL || c->specs == NULL || c->specp == NULL || c->cdi == NULL ||
@@ -479,7 +480,8 @@ int gs_dp_handle_allocate(const struct gs_dp_view *v, const uint8_t *req, size_t
     V1beta1__AllocateRequest *ar = (V1beta1__AllocateRequest *)m;
     size_t nc = ar->n_container_requests;
     struct ctr *cs = calloc(nc > 0 ? nc : 1, sizeof *cs);
-    V1beta1__ContainerAllocateResponse **cp = calloc(nc > 0 ? nc : 1, sizeof *cp);
+    V1beta1__ContainerAllocateResponse **cp =
+        calloc(nc > 0 ? nc : 1, sizeof(V1beta1__ContainerAllocateResponse *));
     int rc = GS_OK;
     if (cs == NULL || cp == NULL) {
         rc = GS_ENOMEM;

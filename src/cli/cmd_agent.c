@@ -234,10 +234,11 @@ static int run_labels(const struct args *a, const struct gs_dp_config *cfg,
 static int run_agent(const struct args *a, const struct gs_dp_config *cfg, struct gs_gpu_backend *b)
 {
     char node[256] = "";
+    const char *env_node = getenv("NODE_NAME");
     if (a->node_name != NULL)
         (void)snprintf(node, sizeof node, "%s", a->node_name);
-    else if (getenv("NODE_NAME") != NULL && getenv("NODE_NAME")[0] != '\0')
-        (void)snprintf(node, sizeof node, "%s", getenv("NODE_NAME"));
+    else if (env_node != NULL && env_node[0] != '\0')
+        (void)snprintf(node, sizeof node, "%s", env_node);
     else if (gethostname(node, sizeof node - 1) != 0)
         node[0] = '\0';
     node[sizeof node - 1] = '\0';
@@ -290,7 +291,7 @@ int gs_cmd_agent(int argc, char **argv)
     struct args a;
     int rc = parse_args(argc, argv, &a);
     if (rc == 1) {
-        fputs(usage_agent, stdout);
+        (void)fputs(usage_agent, stdout);
         return 0;
     }
     if (rc != 0)

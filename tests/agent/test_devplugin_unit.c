@@ -30,8 +30,8 @@ static void make_node(struct gs_gpu_info *g, uint32_t n, uint32_t per_numa, uint
     memset(g, 0, n * sizeof *g);
     for (uint32_t i = 0; i < n; i++) {
         g[i].index = i;
-        snprintf(g[i].uuid, sizeof g[i].uuid, "GPU-%u", (unsigned)i);
-        snprintf(g[i].model, sizeof g[i].model, "NVIDIA H200");
+        (void)snprintf(g[i].uuid, sizeof g[i].uuid, "GPU-%u", (unsigned)i);
+        (void)snprintf(g[i].model, sizeof g[i].model, "NVIDIA H200");
         g[i].mem_total_mib = 143771;
         g[i].numa_node = (int32_t)(i / per_numa);
         if (nvl > 0)
@@ -46,9 +46,9 @@ static void add_mig(struct gs_gpu_info *g, const char *const *profiles, uint32_t
     g->mig_capable = g->mig_enabled = true;
     g->mig_count = k;
     for (uint32_t m = 0; m < k; m++) {
-        snprintf(g->mig[m].profile, sizeof g->mig[m].profile, "%s", profiles[m]);
-        snprintf(g->mig[m].uuid, sizeof g->mig[m].uuid, "MIG-%u-%u", (unsigned)g->index,
-                 (unsigned)m);
+        (void)snprintf(g->mig[m].profile, sizeof g->mig[m].profile, "%s", profiles[m]);
+        (void)snprintf(g->mig[m].uuid, sizeof g->mig[m].uuid, "MIG-%u-%u", (unsigned)g->index,
+                       (unsigned)m);
         g->mig[m].mem_mib = 16384;
     }
 }
@@ -331,7 +331,7 @@ static void test_model_time_slicing_selects_devices_and_renames(void **state)
                         "GPU-1::0,GPU-1::1,GPU-3::0,GPU-3::1");
     gs_dp_model_fini(&m);
 
-    snprintf(c.ts[0].rename, sizeof c.ts[0].rename, "example.com/slice");
+    (void)snprintf(c.ts[0].rename, sizeof c.ts[0].rename, "example.com/slice");
     assert_int_equal(gs_dp_model_build(&c, g, 4, &m, NULL, 0), GS_OK);
     assert_int_equal(m.n_resources, 2);
     assert_string_equal(m.resources[0].name, "example.com/slice");
