@@ -162,10 +162,13 @@ struct gs_dp_resource {
 
 /** Everything a node advertises. Caller storage; gs_dp_model_fini releases it. */
 struct gs_dp_model {
-    uint32_t n_gpus;             /**< GPUs of the backend, <= GS_GPU_MAX */
-    struct gs_gpu_info *gpus;    /**< by index; owned */
-    uint64_t nvlink[GS_GPU_MAX]; /**< bit j of nvlink[i]: GPU i reaches GPU j over NVLink */
-    uint32_t n_resources;        /**< entries in resources, sorted by name */
+    uint32_t n_gpus;                /**< GPUs of the backend, <= GS_GPU_MAX */
+    struct gs_gpu_info *gpus;       /**< by index; owned */
+    uint64_t nvlink[GS_GPU_MAX];    /**< bit j of nvlink[i]: GPU i reaches GPU j over NVLink */
+    uint32_t dev_minor[GS_GPU_MAX]; /**< N of /dev/nvidiaN per GPU: the index after
+                                         gs_dp_model_build; the agent puts the driver's minor
+                                         number here when /proc/driver/nvidia tells it */
+    uint32_t n_resources;           /**< entries in resources, sorted by name */
     struct gs_dp_resource resources[GS_DP_RESOURCES_MAX]; /**< advertised resources */
     uint32_t n_unmatched;            /**< sharing selectors that matched no device here */
     char unmatched[GS_GPU_UUID_LEN]; /**< the first of them ("" none), for a log line */

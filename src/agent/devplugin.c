@@ -694,6 +694,47 @@ static int parse_addr(const char *s, char *host, size_t cap, uint16_t *port)
 
 /* ---- life cycle ---------------------------------------------------------------------------- */
 
+/*
+ * The device node of a GPU is /dev/nvidia<minor>, and the driver's minor number need not be
+ * NVML's index (indices follow PCI order, minors the driver's probe order). The driver tells
+ * it in /proc/driver/nvidia/gpus/<domain:bus:dev.fn>/information ("Device Minor: N"); where
+ * that file is missing (fake GPUs, no driver) the index stands.
+ */
+static void find_minors(struct gs_dp_agent *a)
+{
+    for (uint32_t g = 0; g < a->model.n_gpus; g++) {
+        const char *pci = a->model.gpus[g].pci_bus_id;
+        size_t len = strlen(pci);
+        if (len == 0 || len >= GS_GPU_PCI_LEN)
+            continue;
+        /* NVML writes an 8-digit domain ("00000000:18:00.0"), procfs 4 digits, lower case. */
+        const char *colon = strchr(pci, ':');
+        if (colon != NULL && colon - pci == 8)
+            pci += 4;
+        char id[GS_GPU_PCI_LEN];
+        size_t i = 0;
+        for (; pci[i] != '\0' && i + 1 < sizeof id; i++)
+            id[i] = (pci[i] >= 'A' && pci[i] <= 'F') ? (char)(pci[i] - 'A' + 'a') : pci[i];
+        id[i] = '\0';
+        char path[128];
+        (void)snprintf(path, sizeof path, "/proc/driver/nvidia/gpus/%s/information", id);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        char line[256];
+        unsigned minor = 0;
+        bool found = false;
+        while (!found && fgets(line, sizeof line, f) != NULL)
+            found = sscanf(line, "Device Minor: %u", &minor) == 1;
+        (void)fclose(f);
+        if (found && minor < 1024u) {
+            a->model.dev_minor[g] = minor;
+            if (minor != g)
+                logf_(a, "GPU %u is /dev/nvidia%u (driver minor number)", (unsigned)g, minor);
+        }
+    }
+}
+
 static int fail_new(char *err, size_t cap, int rc, const char *fmt, ...) DP_PRINTF(4, 5);
 
 static int fail_new(char *err, size_t cap, int rc, const char *fmt, ...)
@@ -767,6 +808,7 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         rc = fail_new(err, cap, rc == GS_ENOMEM ? GS_ENOMEM : GS_EINVAL, "%s", merr);
         goto out;
     }
+    find_minors(a);
     for (uint32_t i = 0; i < a->model.n_resources; i++) {
         struct res_rt *r = &a->res[i];
         const struct gs_dp_resource *mr = &a->model.resources[i];

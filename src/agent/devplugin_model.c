@@ -304,6 +304,8 @@ int gs_dp_model_build(const struct gs_dp_config *cfg, const struct gs_gpu_info *
     if (n > 0)
         memcpy(out->gpus, gpus, n * sizeof *gpus);
     for (uint32_t g = 0; g < n; g++)
+        out->dev_minor[g] = g;
+    for (uint32_t g = 0; g < n; g++)
         for (uint32_t p = 0; p < gpus[g].nvlink_peer_count && p < GS_GPU_MAX; p++)
             if (gpus[g].nvlink_peers[p] < n && gpus[g].nvlink_peers[p] != g)
                 out->nvlink[g] |= UINT64_C(1) << gpus[g].nvlink_peers[p];

@@ -401,12 +401,13 @@ static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerA
         }
         gpus_seen |= UINT64_C(1) << d->gpu;
     }
-    /* Device nodes: /dev/nvidiaN per GPU ascending, then the control nodes. */
+    /* Device nodes: /dev/nvidia<minor> per GPU, by GPU index, then the control nodes. */
     size_t ns = 0;
     for (uint32_t gi = 0; gi < v->model->n_gpus; gi++) {
         if (!(gpus_seen & (UINT64_C(1) << gi)))
             continue;
-        (void)snprintf(c->gpu_nodes[ns], sizeof c->gpu_nodes[0], "/dev/nvidia%u", (unsigned)gi);
+        (void)snprintf(c->gpu_nodes[ns], sizeof c->gpu_nodes[0], "/dev/nvidia%u",
+                       (unsigned)v->model->dev_minor[gi]);
         V1beta1__DeviceSpec *s = &c->specs[ns];
         v1beta1__device_spec__init(s);
         s->container_path = c->gpu_nodes[ns];
