@@ -181,9 +181,11 @@ class Watch:
 class Kubelet(grpc.GenericRpcHandler):
     """grpcio server on <dir>/kubelet.sock playing kubelet's Registration service."""
 
-    def __init__(self, pb, plugin_dir):
+    def __init__(self, pb, plugin_dir, refuse=0):
         self.pb = pb
         self.dir = plugin_dir
+        self.refuse = refuse   # Register calls to answer UNAVAILABLE first
+        self.refused = 0
         self.lock = threading.Lock()
         self.registered = []   # (time, RegisterRequest)
         self.options = {}      # resource -> DevicePluginOptions from the dial-back
@@ -203,6 +205,10 @@ class Kubelet(grpc.GenericRpcHandler):
         t = time.monotonic()
         dp = self.pb
         r = dp.RegisterRequest.FromString(req)
+        with self.lock:
+            if self.refused < self.refuse:
+                self.refused += 1
+                ctx.abort(grpc.StatusCode.UNAVAILABLE, "kubelet is not ready yet")
         # Like kubelet: dial the plugin back before answering (the agent must still be serving).
         ch = grpc.insecure_channel("unix:" + os.path.join(self.dir, r.endpoint))
         try:
@@ -517,11 +523,12 @@ def a_malformed(r):
 
 
 def a_kubelet_restart(r):
-    """Kubelet restarts: every file removed, then a new kubelet.sock; and the whole directory."""
-    for round_ in ("files", "directory"):
+    """Kubelet restarts: every file removed, then a new kubelet.sock; the whole directory
+    replaced; a new kubelet that refuses the first Register; only our socket removed."""
+    for round_ in ("files", "directory", "refused once"):
         n_before = len(r.kubelet.registrations())
         r.kubelet.stop()
-        if round_ == "files":
+        if round_ != "directory":
             for f in os.listdir(r.dir):
                 os.unlink(os.path.join(r.dir, f))
         else:
@@ -534,8 +541,9 @@ def a_kubelet_restart(r):
         wait_until(lambda: os.path.exists(r.sock), "socket re-created after the " + round_ +
                    " wipe", timeout_s=5)
         # ...and a new kubelet gets a Register within 1 s of its socket appearing.
-        r.kubelet = Kubelet(r.pb, r.dir)
+        r.kubelet = Kubelet(r.pb, r.dir, refuse=1 if round_ == "refused once" else 0)
         regs = wait_until(lambda: r.kubelet.registrations(), "re-registration (%s)" % round_)
+        assert r.kubelet.refused == r.kubelet.refuse
         delay = regs[0][0] - r.kubelet.t_started
         assert delay <= BOUND_S, "%s: re-registered after %.3f s" % (round_, delay)
         print("     kubelet restart (%s): Register after %.0f ms" % (round_, delay * 1000))
@@ -545,6 +553,17 @@ def a_kubelet_restart(r):
         r.plugin.close()
         r.plugin = Plugin(r.pb, r.sock)
         assert r.plugin.options().pre_start_required
+    # Only our socket removed (kubelet still there): served again and registered again.
+    n_before = len(r.kubelet.registrations())
+    t0 = time.monotonic()
+    os.unlink(r.sock)
+    regs = wait_until(lambda: r.kubelet.registrations()[n_before:], "re-registration after the "
+                      "socket was removed")
+    delay = regs[0][0] - t0
+    assert delay <= BOUND_S, "socket removed: re-registered after %.3f s" % delay
+    print("     socket removed: Register after %.0f ms" % (delay * 1000))
+    r.plugin.close()
+    r.plugin = Plugin(r.pb, r.sock)
 
 
 def run_a(env):
