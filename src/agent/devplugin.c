@@ -82,6 +82,7 @@ struct res_rt {
     size_t cap_streams;                             /**< entries allocated */
     uint64_t want_gen; /**< registration needed as of this generation */
     uint64_t done_gen; /**< generation of the last successful Register */
+    bool said_fail;    /**< "cannot serve" logged since the last success */
 };
 
 struct gs_dp_agent {
@@ -359,12 +360,18 @@ static int res_start(struct gs_dp_agent *a, struct res_rt *r)
     r->dev = st.st_dev;
     r->ino = st.st_ino;
     r->want_gen = ++a->gen;
+    r->said_fail = false;
+    /* A new socket is registered at once, whatever backoff earlier failures left. */
+    a->next_register_ms = now_ms(a);
+    a->register_backoff_ms = REGISTER_BACKOFF_MIN_MS;
     logf_(a, "%s: serving %u devices on %s", name, (unsigned)a->model.resources[r->index].n_devices,
           r->path);
     return GS_OK;
 fail:
     gs_grpc_server_free(srv);
-    logf_(a, "%s: cannot serve on %s: %s", name, r->path, gs_strerror(rc));
+    if (!r->said_fail)
+        logf_(a, "%s: cannot serve on %s: %s (retrying)", name, r->path, gs_strerror(rc));
+    r->said_fail = true;
     if (a->next_recover_ms == INT64_MAX)
         a->next_recover_ms = now_ms(a) + RECOVER_MS;
     return rc;
