@@ -23,10 +23,10 @@ $(BUILD_SAN)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DGS_SANITIZE=ON >/dev/null
 
 build: deps $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS)
+	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 build-asan: deps $(BUILD_SAN)/CMakeCache.txt
-	cmake --build $(BUILD_SAN) -j $(JOBS)
+	cmake --build $(BUILD_SAN) -j $(JOBS) -- --no-print-directory
 
 run: build
 	$(BUILD)/gpusched simulate --nodes $(TRACE)/openb_node_list_gpu_node.csv \

@@ -8,6 +8,7 @@ packages=(
     cmake            # build system (CMake + CTest)
     pkg-config
     clang            # libFuzzer targets (clang -fsanitize=fuzzer)
+    clang-format clang-tidy # make lint
     libclang-rt-14-dev # sanitizer and libFuzzer runtimes for clang
     libcmocka-dev    # unit tests
     libcsv-dev       # CSV parsing of traces

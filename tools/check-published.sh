@@ -9,6 +9,7 @@ out=${2:-$root/out/published}
 trace=$root/data/alibaba-gpu-v2023
 jobs=$(nproc 2>/dev/null || echo 2)
 pods=$(ls "$trace"/csv/openb_pod_list_*.csv | paste -sd, -)
+mkdir -p "$(dirname "$out")"
 "$bin" simulate --nodes "$trace/csv/openb_node_list_gpu_node.csv" --pods "$pods" \
     --policy all --seeds 42-51 --tune 1.3 --jobs "$jobs" --no-plot --out "$out" >"$out.log" 2>&1 ||
     { cat "$out.log" >&2; exit 1; }

@@ -23,7 +23,8 @@ static const char *const usage_replay =
     "usage: gpusched replay --nodes FILE --pods FILE --queues FILE [options]\n"
     "\n"
     "Replays a pod list over time: pods arrive at creation_time, wait in their queue, run for\n"
-    "their observed run time (deletion_time - scheduled_time), then leave. Queues, quotas and\n"
+    "their observed run time (deletion_time - scheduled_time), then leave. A pod the trace never\n"
+    "saw running is deleted after waiting as long as it did in the trace. Queues, quotas and\n"
     "PriorityClasses come from the queues file, which also maps trace pods to queues.\n"
     "\n"
     "options:\n"
@@ -213,6 +214,11 @@ int gs_cmd_replay(int argc, char **argv)
         rc = err == GS_ENOMEM ? 1 : 2;
         goto out;
     }
+    struct stat st_out;
+    if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
+        fprintf(stderr, "gpusched replay: --out %s: exists and is not a directory\n", out_dir);
+        goto out;
+    }
     if (!pods.has_times) {
         fprintf(stderr,
                 "gpusched replay: %s: the pod list has no creation_time, deletion_time and "
@@ -279,15 +285,15 @@ int gs_cmd_replay(int argc, char **argv)
     uint64_t binds, evictions, cycles;
     int64_t end_ms;
     gs_replay_totals(r, &npods, &binds, &evictions, &cycles, &end_ms);
-    printf("replayed %u pods over %.1f days of trace time with %s%s%s%s: %llu starts, %llu "
+    printf("replayed %u pods over %.1f days of replay time with %s%s%s%s: %llu starts, %llu "
            "evictions, %llu cycles, %.2f s\n",
            npods, (double)end_ms / 86400000.0, cfg.policy, cfg.preemption ? ", preemption" : "",
            cfg.reclaim ? ", reclaim" : "", cfg.backfill ? ", backfill" : "",
            (unsigned long long)binds, (unsigned long long)evictions, (unsigned long long)cycles,
            wall);
-    printf("  %-16s %6s %6s %7s %8s %8s %8s %9s %10s %7s %7s %9s\n", "queue", "pods", "done",
-           "pending", "wait p50", "wait p95", "wait p99", "JCT p50", "GPU-hours", "share%", "fair%",
-           "evicted");
+    printf("  %-16s %6s %7s %6s %7s %8s %8s %8s %9s %10s %7s %7s %9s\n", "queue", "pods", "started",
+           "done", "pending", "wait p50", "wait p95", "wait p99", "JCT p50", "GPU-hours", "share%",
+           "fair%", "evicted");
     const struct gs_replay_queue *q;
     uint32_t nq = gs_replay_queues(r, &q);
     for (uint32_t i = 0; i < nq; i++) {
@@ -296,14 +302,24 @@ int gs_cmd_replay(int argc, char **argv)
         fmt_s(q[i].wait_p95_s, w95, sizeof(w95));
         fmt_s(q[i].wait_p99_s, w99, sizeof(w99));
         fmt_s(q[i].jct_p50_s, j50, sizeof(j50));
-        printf("  %-16s %6u %6u %7u %8s %8s %8s %9s %10.0f %7.1f %7.1f %9llu\n", q[i].name,
-               q[i].pods, q[i].completed, q[i].pending_end, w50, w95, w99, j50, q[i].gpu_hours,
-               q[i].share_mean_pct, q[i].fair_mean_pct,
-               (unsigned long long)q[i].evictions_suffered);
+        char sh[16], fa[16];
+        if (isnan(q[i].share_mean_pct)) {
+            snprintf(sh, sizeof(sh), "-");
+            snprintf(fa, sizeof(fa), "-");
+        } else {
+            snprintf(sh, sizeof(sh), "%.1f", q[i].share_mean_pct);
+            snprintf(fa, sizeof(fa), "%.1f", q[i].fair_mean_pct);
+        }
+        printf("  %-16s %6u %7u %6u %7u %8s %8s %8s %9s %10.0f %7s %7s %9llu\n", q[i].name,
+               q[i].pods, q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, j50,
+               q[i].gpu_hours, sh, fa, (unsigned long long)q[i].evictions_suffered);
     }
-    printf("share%% and fair%%: mean GPU share and fair share, %% of the cluster, while the queue "
-           "had pods waiting\nresults in %s/\n",
-           out_dir);
+    printf(
+        "started: pods that ran at least once; done: ran to their end; the rest never ran in the "
+        "trace and were\ndeleted after waiting as long as they did there. share%% and fair%%: "
+        "mean GPU share and fair share,\n%% of the cluster, while the queue had pods waiting "
+        "('-': it never waited).\nresults in %s/\n",
+        out_dir);
     rc = 0;
 out:
     gs_replay_free(r);

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,9 +132,14 @@ static int parse_seeds(const char *arg, uint64_t *seeds, int cap)
             b = a;
         }
         for (unsigned long long s = a; s <= b; s++) {
-            if (n == cap)
-                goto bad;
-            seeds[n++] = s;
+            bool dup = false;
+            for (int k = 0; k < n && !dup; k++)
+                dup = seeds[k] == s;
+            if (!dup) {
+                if (n == cap)
+                    goto bad;
+                seeds[n++] = s;
+            }
             if (s == ULLONG_MAX)
                 break;
         }
@@ -323,6 +329,11 @@ int gs_cmd_simulate(int argc, char **argv)
     if (!policy_given)
         for (int p = 0; p < GS_POLICY_COUNT; p++)
             chosen[p] = 1;
+    struct stat st_out;
+    if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
+        fprintf(stderr, "gpusched simulate: --out %s: exists and is not a directory\n", out_dir);
+        goto out;
+    }
 
     /* Load every input before writing anything: bad input leaves no output behind. */
     for (int w = 0; w < n_pods; w++) {
@@ -449,8 +460,8 @@ int gs_cmd_simulate(int argc, char **argv)
                    agg[k].frag_mean, agg[k].frag_std, agg[k].failed_mean, wall / agg[k].seeds);
         }
     }
-    printf("%zu runs in %.2f s with %d job%s; results in %s/\n", n_tasks, wall_total, n_threads,
-           n_threads == 1 ? "" : "s", out_dir);
+    printf("%zu run%s in %.2f s with %d job%s; results in %s/\n", n_tasks, n_tasks == 1 ? "" : "s",
+           wall_total, n_threads, n_threads == 1 ? "" : "s", out_dir);
     free(path);
     rc = plot_failed ? 1 : 0;
     goto out;

@@ -133,7 +133,8 @@ static int plot(const char *dir, const char *name, const char *data, const char 
     f = fopen(gp, "w");
     if (!f)
         goto out;
-    fprintf(f, "set terminal pngcairo size 1100,640 font 'sans,11'\nset output '%s'\n", png_tmp);
+    fprintf(f, "set terminal pngcairo size 1100,640 font 'sans,11' noenhanced\nset output '%s'\n",
+            png_tmp);
     fputs(script_body, f);
     if (fclose(f) != 0)
         goto out;
@@ -274,6 +275,11 @@ static int plot_wait(const struct gs_replay *r, const char *dir, char *err, size
     }
     char datpath[1024];
     snprintf(datpath, sizeof(datpath), "%s/.wait.dat", dir);
+    double wmax = 10;
+    for (uint32_t j = 0; j < n; j++)
+        wmax = ws[j] * 1.2 > wmax ? ws[j] * 1.2 : wmax;
+    if (text_add(&script, "set xrange [1:%.1f]\n", wmax))
+        goto out;
     if (text_add(&script, "set title 'Wait time from creation to start (CDF per queue)'\n"
                           "set xlabel 'wait, seconds (log scale; under 1 s shown as 1 s)'\n"
                           "set ylabel 'fraction of started pods'\nset logscale x\n"

@@ -280,7 +280,7 @@ static void test_labels_set_replace_and_look_up(void **state)
     assert_true(n->gen != gen); /* a label change is a node change */
     assert_string_equal(gs_node_label(n, "zone"), "eu-1");
     assert_string_equal(gs_node_label(n, "rack"), "r7");
-    assert_null(gs_node_label(n, "zon"));   /* a key prefix is not a key */
+    assert_null(gs_node_label(n, "zon")); /* a key prefix is not a key */
     assert_null(gs_node_label(n, "zone1"));
     assert_int_equal(gs_cluster_set_label(c, 0, "zone", "eu-2"), GS_OK);
     assert_string_equal(gs_node_label(n, "zone"), "eu-2");

@@ -107,7 +107,7 @@ static void test_workload_groups_by_key_and_keeps_type_that_crosses_95_percent(v
     expect_type(&w.types[1], 8000, 1000, 1, "", 5, 5.0 / 19);
     expect_type(&w.types[2], 2000, 0, 0, "", 5, 5.0 / 19);
     expect_type(&w.types[3], 4000, 500, 1, "V100M32", 1, 1.0 / 19);
-    assert_true(w.types[3].gpu_model_mask == 2);     /* copied from the pod */
+    assert_true(w.types[3].gpu_model_mask == 2); /* copied from the pod */
     assert_true(w.types[0].gpu_model_mask == GS_MODEL_ANY);
     gs_workload_fini(&w);
     assert_null(w.types);
@@ -139,7 +139,7 @@ static void test_workload_count_ties_sort_by_key_descending(void **state)
     (void)state;
     /* Seven pods, six types of one pod each (the 0m and 100m CPU-only pods are one type). */
     struct gs_pod_req reqs[] = {
-        pod(1000, 500, 1), pod(1000, 500, 1), pod(1000, 500, 1), pod(1000, 1000, 1),
+        pod(1000, 500, 1), pod(1000, 500, 1),  pod(1000, 500, 1), pod(1000, 1000, 1),
         pod(0, 0, 0),      pod(1000, 1000, 2), pod(100, 0, 0),
     };
     const char *specs[] = {"", "V100M16", "V100M32", "", "", "", ""};

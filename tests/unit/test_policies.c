@@ -153,9 +153,9 @@ static void expect_place(struct gs_sched *s, const struct gs_pod_req *req, uint3
 static void test_registry_lists_six_policies_in_paper_order(void **state)
 {
     (void)state;
-    static const char *const names[] = {"random", "dotprod", "clustering",
+    static const char *const names[] = {"random",  "dotprod", "clustering",
                                         "packing", "bestfit", "fgd"};
-    static const char *const labels[] = {"01-Random",  "02-DotProd", "03-GpuClustering",
+    static const char *const labels[] = {"01-Random",     "02-DotProd", "03-GpuClustering",
                                          "04-GpuPacking", "05-BestFit", "06-FGD"};
     for (uint32_t i = 0; i < GS_POLICY_COUNT; i++) {
         assert_string_equal(gs_policy_name(i), names[i]);
@@ -180,8 +180,8 @@ static void test_sched_new_rejects_unknown_policy_bad_rank_and_fgd_without_workl
     cfg.policy = "fgd";
     assert_int_equal(gs_sched_new(c, &cfg, &s), GS_EINVAL);
     assert_null(s);
-    static const uint32_t dup_rank[] = {0, 0};   /* not a permutation */
-    static const uint32_t big_rank[] = {0, 2};   /* 2 is out of range for 2 nodes */
+    static const uint32_t dup_rank[] = {0, 0}; /* not a permutation */
+    static const uint32_t big_rank[] = {0, 2}; /* 2 is out of range for 2 nodes */
     cfg.policy = "packing";
     cfg.node_rank = dup_rank;
     assert_int_equal(gs_sched_new(c, &cfg, &s), GS_EINVAL);
