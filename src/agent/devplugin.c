@@ -369,7 +369,12 @@ static int res_start(struct gs_dp_agent *a, struct res_rt *r)
     return GS_OK;
 fail:
     gs_grpc_server_free(srv);
-    if (!r->said_fail)
+    if (!r->said_fail && rc == GS_EEXIST)
+        logf_(a,
+              "%s: cannot serve on %s: another process serves it (a second agent?) or it is "
+              "not a socket (retrying)",
+              name, r->path);
+    else if (!r->said_fail)
         logf_(a, "%s: cannot serve on %s: %s (retrying)", name, r->path, gs_strerror(rc));
     r->said_fail = true;
     if (a->next_recover_ms == INT64_MAX)

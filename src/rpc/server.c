@@ -1055,14 +1055,25 @@ int gs_grpc_server_listen(struct gs_grpc_server *srv, const char *socket_path)
 
     if (n == 0 || n >= sizeof sa.sun_path || srv->listen_fd >= 0)
         return GS_EINVAL;
-    if (lstat(socket_path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return GS_EEXIST;
-        unlink(socket_path); /* a stale socket of an earlier run */
-    }
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     memcpy(sa.sun_path, socket_path, n + 1);
+    if (lstat(socket_path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return GS_EEXIST;
+        /* A socket someone still accepts on belongs to a live server (a second agent, say):
+         * taking it over would make the two unlink each other's sockets in turn. */
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe >= 0) {
+            int live = connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
+            close(probe);
+            if (live) {
+                say(srv, "grpc: %s is served by another process", socket_path);
+                return GS_EEXIST;
+            }
+        }
+        unlink(socket_path); /* a stale socket of an earlier run */
+    }
     char *copy = malloc(n + 1);
     if (copy == NULL)
         return GS_ENOMEM;
