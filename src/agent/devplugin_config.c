@@ -19,6 +19,7 @@
 #include "gpusched/devplugin.h"
 
 #include "gpusched/err.h"
+#include "util/file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -835,34 +836,12 @@ int gs_dp_config_read(const char *path, struct gs_dp_config *cfg, struct gs_diag
             (void)snprintf(diag->msg, sizeof diag->msg, "invalid argument");
         return GS_EINVAL;
     }
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL) {
-        if (diag != NULL) {
-            char why[128];
-            if (strerror_r(errno, why, sizeof why) != 0)
-                (void)snprintf(why, sizeof why, "error %d", errno);
-            (void)snprintf(diag->msg, sizeof diag->msg, "cannot open: %s", why);
-        }
-        return GS_EIO;
-    }
-    char *buf = malloc((size_t)GS_DP_CONFIG_FILE_MAX + 1);
-    if (buf == NULL) {
-        (void)fclose(fp);
-        if (diag != NULL)
-            (void)snprintf(diag->msg, sizeof diag->msg, "out of memory");
-        return GS_ENOMEM;
-    }
-    size_t len = fread(buf, 1, (size_t)GS_DP_CONFIG_FILE_MAX + 1, fp);
-    int rd_err = ferror(fp);
-    (void)fclose(fp);
-    int rc;
-    if (rd_err) {
-        if (diag != NULL)
-            (void)snprintf(diag->msg, sizeof diag->msg, "read error");
-        rc = GS_EIO;
-    } else {
-        rc = gs_dp_config_parse(buf, len, path, cfg, diag);
-    }
+    char *buf;
+    size_t len;
+    int rc = gs__read_file(path, (size_t)GS_DP_CONFIG_FILE_MAX, &buf, &len, diag);
+    if (rc != GS_OK)
+        return rc;
+    rc = gs_dp_config_parse(buf, len, path, cfg, diag);
     free(buf);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "gpusched/gpu.h"
 
 #include "gpusched/err.h"
+#include "util/file.h"
 #include "gpusched/trace.h"
 
 #include "gpu_internal.h"
@@ -1196,34 +1197,12 @@ int gs_gpu_open_fake(const char *path, const struct gs_clock *clock, struct gs_g
             (void)snprintf(diag->msg, sizeof diag->msg, "invalid argument");
         return GS_EINVAL;
     }
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL) {
-        if (diag != NULL) {
-            char why[128];
-            if (strerror_r(errno, why, sizeof why) != 0)
-                (void)snprintf(why, sizeof why, "error %d", errno);
-            (void)snprintf(diag->msg, sizeof diag->msg, "cannot open: %s", why);
-        }
-        return GS_EIO;
-    }
-    char *buf = malloc(FAKE_FILE_MAX + 1);
-    if (buf == NULL) {
-        (void)fclose(fp);
-        if (diag != NULL)
-            (void)snprintf(diag->msg, sizeof diag->msg, "out of memory");
-        return GS_ENOMEM;
-    }
-    size_t len = fread(buf, 1, FAKE_FILE_MAX + 1, fp);
-    int rd_err = ferror(fp);
-    (void)fclose(fp);
-    int rc;
-    if (rd_err) {
-        if (diag != NULL)
-            (void)snprintf(diag->msg, sizeof diag->msg, "read error");
-        rc = GS_EIO;
-    } else {
-        rc = gs_gpu_parse_fake(buf, len, path, clock, out, diag);
-    }
+    char *buf;
+    size_t len;
+    int rc = gs__read_file(path, FAKE_FILE_MAX, &buf, &len, diag);
+    if (rc != GS_OK)
+        return rc;
+    rc = gs_gpu_parse_fake(buf, len, path, clock, out, diag);
     free(buf);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cli/cmd.h"
+#include "util/file.h"
 #include "gpusched/err.h"
 #include "gpusched/qconfig.h"
 #include "gpusched/replay.h"
@@ -50,26 +51,6 @@ static const char *const usage_replay =
     "\n"
     "writes DIR/queues.csv, share.csv, utilisation.csv, waits.csv, share.png and wait.png.\n"
     "exit status: 0 done, 1 internal error, 2 bad usage or bad input.\n";
-
-static int mkdir_p(const char *dir)
-{
-    char *path = strdup(dir);
-    if (!path)
-        return -1;
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            free(path);
-            return -1;
-        }
-        *p = '/';
-    }
-    int rc = (mkdir(path, 0777) != 0 && errno != EEXIST) ? -1 : 0;
-    free(path);
-    return rc;
-}
 
 static void print_diag(const char *what, const struct gs_diag *d, int err)
 {
@@ -272,7 +253,7 @@ int gs_cmd_replay(int argc, char **argv)
     }
     double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     rc = 1;
-    if (mkdir_p(out_dir) != 0) {
+    if (gs__mkdir_p(out_dir) != 0) {
         fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }

@@ -19,6 +19,7 @@
 #include "gpusched/sched.h"
 #include "gpusched/sim.h"
 #include "cli/cmd.h"
+#include "util/file.h"
 #include "sim/report.h"
 
 #define MAX_WORKLOADS 64
@@ -181,26 +182,6 @@ static int parse_policies(const char *arg, int *chosen, const char **bad)
     if (!any)
         *bad = arg;
     return any ? 0 : -1;
-}
-
-static int mkdir_p(const char *dir)
-{
-    char *path = strdup(dir);
-    if (!path)
-        return -1;
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            free(path);
-            return -1;
-        }
-        *p = '/';
-    }
-    int rc = (mkdir(path, 0777) != 0 && errno != EEXIST) ? -1 : 0;
-    free(path);
-    return rc;
 }
 
 static void seeds_text(const uint64_t *seeds, int n, char *buf, size_t cap)
@@ -397,7 +378,7 @@ int gs_cmd_simulate(int argc, char **argv)
     }
 
     rc = 1;
-    if (mkdir_p(out_dir) != 0) {
+    if (gs__mkdir_p(out_dir) != 0) {
         fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }

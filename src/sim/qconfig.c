@@ -22,6 +22,7 @@
 #include "gpusched/qconfig.h"
 
 #include "gpusched/err.h"
+#include "util/file.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -1598,53 +1599,14 @@ int gs_qconfig_parse(const char *buf, size_t len, const char *name, struct gs_qc
 
 int gs_qconfig_load(const char *path, struct gs_qconfig **out, struct gs_diag *diag)
 {
-    struct gs_diag scratch;
-    struct gs_diag *d = diag ? diag : &scratch;
-    char *buf = NULL;
-    size_t len = 0;
-    int rc = GS_EIO;
-    struct stat st;
-    char err[128];
-
+    char *buf;
+    size_t len;
     *out = NULL;
-    memset(d, 0, sizeof *d);
-    (void)snprintf(d->file, sizeof d->file, "%s", path);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        if (strerror_r(errno, err, sizeof err) != 0)
-            (void)snprintf(err, sizeof err, "error %d", errno);
-        (void)snprintf(d->msg, sizeof d->msg, "cannot open: %s", err);
-        return GS_EIO;
-    }
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
-        (uint64_t)st.st_size > GS_QCONFIG_FILE_MAX) {
-        (void)snprintf(d->msg, sizeof d->msg, "file is %lld bytes, over the limit of %u",
-                       (long long)st.st_size, GS_QCONFIG_FILE_MAX);
-        goto out;
-    }
-    /* Read at most one byte past the limit, so a file that grew (or a pipe) is still caught. */
-    buf = malloc(GS_QCONFIG_FILE_MAX + 1u);
-    if (buf == NULL) {
-        rc = GS_ENOMEM;
-        (void)snprintf(d->msg, sizeof d->msg, "out of memory");
-        goto out;
-    }
-    len = fread(buf, 1, GS_QCONFIG_FILE_MAX + 1u, f);
-    if (ferror(f)) {
-        if (strerror_r(errno, err, sizeof err) != 0)
-            (void)snprintf(err, sizeof err, "error %d", errno);
-        (void)snprintf(d->msg, sizeof d->msg, "cannot read: %s", err);
-        goto out;
-    }
-    if (len > GS_QCONFIG_FILE_MAX) {
-        (void)snprintf(d->msg, sizeof d->msg, "file is over the limit of %u bytes",
-                       GS_QCONFIG_FILE_MAX);
-        goto out;
-    }
+    int rc = gs__read_file(path, GS_QCONFIG_FILE_MAX, &buf, &len, diag);
+    if (rc != GS_OK)
+        return rc;
     rc = gs_qconfig_parse(buf, len, path, out, diag);
-out:
     free(buf);
-    (void)fclose(f);
     return rc;
 }
 

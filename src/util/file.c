@@ -1,0 +1,104 @@
+/*
+ * Bounded whole-file reads with diagnostics, and mkdir -p. See src/util/file.h.
+ */
+#define _POSIX_C_SOURCE 200809L /* fileno, fstat, strerror_r (XSI form) */
+
+#include "util/file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gpusched/err.h"
+
+static void say_errno(struct gs_diag *d, const char *what, int e)
+{
+    char why[128];
+    if (strerror_r(e, why, sizeof why) != 0)
+        (void)snprintf(why, sizeof why, "error %d", e);
+    if (d)
+        (void)snprintf(d->msg, sizeof d->msg, "%s: %s", what, why);
+}
+
+int gs__read_file(const char *path, size_t max_bytes, char **buf, size_t *len, struct gs_diag *diag)
+{
+    *buf = NULL;
+    *len = 0;
+    if (diag) {
+        memset(diag, 0, sizeof *diag);
+        (void)snprintf(diag->file, sizeof diag->file, "%s", path);
+    }
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        say_errno(diag, "cannot open", errno);
+        return GS_EIO;
+    }
+    int rc = GS_EIO;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > max_bytes) {
+        if (diag)
+            (void)snprintf(diag->msg, sizeof diag->msg, "file is %lld bytes, over the limit of %zu",
+                           (long long)st.st_size, max_bytes);
+        goto out;
+    }
+    char *b = malloc(max_bytes + 2);
+    if (b == NULL) {
+        rc = GS_ENOMEM;
+        if (diag)
+            (void)snprintf(diag->msg, sizeof diag->msg, "out of memory");
+        goto out;
+    }
+    size_t n = fread(b, 1, max_bytes + 1, f);
+    if (ferror(f)) {
+        say_errno(diag, "cannot read", errno);
+        free(b);
+        goto out;
+    }
+    if (n > max_bytes) {
+        if (diag)
+            (void)snprintf(diag->msg, sizeof diag->msg, "file is over the limit of %zu bytes",
+                           max_bytes);
+        free(b);
+        goto out;
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    rc = GS_OK;
+out:
+    (void)fclose(f);
+    return rc;
+}
+
+int gs__mkdir_p(const char *dir)
+{
+    size_t n = strlen(dir);
+    char *path = malloc(n + 1);
+    if (path == NULL)
+        return -1;
+    memcpy(path, dir, n + 1);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            free(path);
+            return -1;
+        }
+        *p = '/';
+    }
+    int rc = 0;
+    struct stat st;
+    if (mkdir(path, 0777) != 0) {
+        if (errno != EEXIST)
+            rc = -1;
+        else if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            errno = ENOTDIR;
+            rc = -1;
+        }
+    }
+    free(path);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/*
+ * File helpers shared by the readers of outside input (queue configuration, fake GPU node,
+ * agent configuration) and the commands that write results. Internal: not part of the public
+ * API. Only what the C library does not give in one call.
+ */
+#ifndef GPUSCHED_UTIL_FILE_H
+#define GPUSCHED_UTIL_FILE_H
+
+#include <stddef.h>
+
+#include "gpusched/trace.h" /* struct gs_diag */
+
+/**
+ * Reads a whole file into memory, refusing files over a bound.
+ * @param path       file to read.
+ * @param max_bytes  largest accepted size; one byte more is read so that a file that grew, or
+ *                   a pipe, is still caught.
+ * @param buf        receives a malloc'd buffer of *len bytes plus a NUL (caller frees); NULL on
+ *                   failure.
+ * @param diag       on failure gets the file name and "cannot open: REASON", "cannot read:
+ *                   REASON" or "file is N bytes, over the limit of M"; may be NULL.
+ * @return GS_OK; GS_EIO (open, read, too big); GS_ENOMEM.
+ */
+int gs__read_file(const char *path, size_t max_bytes, char **buf, size_t *len,
+                  struct gs_diag *diag);
+
+/**
+ * Creates a directory and its missing parents (mkdir -p), mode 0777 less the umask.
+ * @return 0, or -1 with errno set (an existing non-directory gives ENOTDIR).
+ */
+int gs__mkdir_p(const char *dir);
+
+#endif /* GPUSCHED_UTIL_FILE_H */
