@@ -107,6 +107,14 @@ struct reservation {
     uint8_t *nodes;   /* node flags (1 = reserved) */
 };
 
+/* A sort key: pods are sorted by (k1, k2, pod) ascending. Keys are computed before sorting, so
+ * the comparison needs no context (the core keeps no globals). */
+struct sort_key {
+    int64_t k1;
+    int64_t k2;
+    uint32_t pod;
+};
+
 struct gs_engine {
     struct gs_cluster *c;
     struct gs_sched *sched;
@@ -131,6 +139,8 @@ struct gs_engine {
     int64_t capacity[GS_RES_COUNT]; /* cluster totals, for capacity_nodes nodes */
     uint64_t mutations;             /* bumped by every committed bind or eviction, finish, delete */
     uint32_t *end_order;            /* running pods with estimates by estimated end (backfill) */
+    struct sort_key *keys;          /* scratch for sort_pods() */
+    uint32_t keys_cap;
     uint32_t end_order_n, end_order_cap;
     uint64_t end_order_at; /* `mutations` when end_order was built; UINT64_MAX: never */
     uint32_t capacity_nodes;
@@ -342,6 +352,7 @@ void gs_engine_free(struct gs_engine *e)
     free(e->cand);
     free(e->qdelta);
     free(e->end_order);
+    free(e->keys);
     gs_sched_free(e->sched);
     free(e);
 }
@@ -1028,18 +1039,38 @@ struct victim_set {
     uint32_t n;       /* entries in e->cand[0..n) */
 };
 
-/* Victim order on a node: lowest priority, then shortest running, then id. */
-static const struct gs_engine *cmp_ctx;
-static int cmp_victim(const void *a, const void *b)
+static int cmp_sort_key(const void *a, const void *b)
 {
-    const struct tpod *x = &cmp_ctx->p[*(const uint32_t *)a];
-    const struct tpod *y = &cmp_ctx->p[*(const uint32_t *)b];
-    int32_t px = cmp_ctx->pc[x->pclass].value, py = cmp_ctx->pc[y->pclass].value;
-    if (px != py)
-        return px < py ? -1 : 1;
-    if (x->start_ms != y->start_ms)
-        return x->start_ms > y->start_ms ? -1 : 1;
-    return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+    const struct sort_key *x = a, *y = b;
+    if (x->k1 != y->k1)
+        return x->k1 < y->k1 ? -1 : 1;
+    if (x->k2 != y->k2)
+        return x->k2 < y->k2 ? -1 : 1;
+    return x->pod < y->pod ? -1 : x->pod > y->pod;
+}
+
+/* Sorts pods[0..n) by the keys key_of() gives, through the engine's scratch key array. */
+static int sort_pods(struct gs_engine *e, uint32_t *pods, uint32_t n,
+                     void (*key_of)(const struct gs_engine *, uint32_t, struct sort_key *))
+{
+    if (n < 2)
+        return GS_OK;
+    int err = grow((void **)&e->keys, &e->keys_cap, n, sizeof(*e->keys));
+    if (err)
+        return err;
+    for (uint32_t i = 0; i < n; i++)
+        key_of(e, pods[i], &e->keys[i]);
+    qsort(e->keys, n, sizeof(*e->keys), cmp_sort_key);
+    for (uint32_t i = 0; i < n; i++)
+        pods[i] = e->keys[i].pod;
+    return GS_OK;
+}
+
+/* Victim order on a node: lowest priority, then shortest running (latest start), then id. */
+static void victim_key(const struct gs_engine *e, uint32_t pod, struct sort_key *k)
+{
+    const struct tpod *p = &e->p[pod];
+    *k = (struct sort_key){e->pc[p->pclass].value, -p->start_ms, pod};
 }
 
 /*
@@ -1088,8 +1119,8 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
         (void)r;
         if (nc == 0)
             continue;
-        cmp_ctx = e;
-        qsort(e->cand, nc, sizeof(uint32_t), cmp_victim);
+        if (sort_pods(e, e->cand, nc, victim_key) != GS_OK)
+            break;
         /* Greedy: unbind in order until the pod fits, with the reclaim rule per victim. */
         uint32_t used = 0, count = 0;
         int32_t maxp = INT32_MIN;
@@ -1317,15 +1348,11 @@ static bool respects_reservations(const struct gs_engine *e, uint32_t mark)
     return true;
 }
 
-static const struct gs_engine *end_ctx;
-static int cmp_end(const void *a, const void *b)
+/* Backfill order: earliest estimated end first, then id. */
+static void end_key(const struct gs_engine *e, uint32_t pod, struct sort_key *k)
 {
-    const struct tpod *x = &end_ctx->p[*(const uint32_t *)a];
-    const struct tpod *y = &end_ctx->p[*(const uint32_t *)b];
-    int64_t ex = x->start_ms + x->est_ms, ey = y->start_ms + y->est_ms;
-    if (ex != ey)
-        return ex < ey ? -1 : 1;
-    return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+    const struct tpod *p = &e->p[pod];
+    *k = (struct sort_key){p->start_ms + p->est_ms, 0, pod};
 }
 
 /*
@@ -1349,9 +1376,8 @@ static int reserve(struct gs_engine *e, uint32_t head)
                 e->end_order[k++] = pi;
             }
         }
-        end_ctx = e;
-        if (k > 1)
-            qsort(e->end_order, k, sizeof(uint32_t), cmp_end);
+        if (sort_pods(e, e->end_order, k, end_key) != GS_OK)
+            return GS_ENOMEM;
         e->end_order_n = k;
         e->end_order_at = e->mutations;
     }
