@@ -25,6 +25,9 @@
 #include "gpusched/frag.h"
 #include "gpusched/trace.h"
 
+/** Most pods one run may arrive after tuning (bounds time and memory of a run). */
+#define GS_SIM_PODS_MAX 10000000u
+
 /** Result columns: arrived workload 0..130 % of cluster GPU capacity. */
 #define GS_SIM_COLUMNS 131
 
@@ -87,7 +90,8 @@ struct gs_sim_result {
  * @param in   a loaded input; only read (several runs may share it across threads).
  * @param cfg  the run.
  * @param res  receives the result.
- * @return GS_OK; GS_EINVAL (bad policy index or tune); GS_ENOMEM.
+ * @return GS_OK; GS_EINVAL (bad policy index or tune); GS_ELIMIT (tuning would need more than
+ *         GS_SIM_PODS_MAX pods); GS_ENOMEM.
  */
 int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cfg,
                struct gs_sim_result *res);

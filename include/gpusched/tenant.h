@@ -184,9 +184,10 @@ void gs_engine_free(struct gs_engine *e);
 /**
  * Adds a queue under an existing parent. A parent that has pods cannot get children.
  * @param id  receives the queue id (1, 2, ... in order of adding); may be NULL.
- * @return GS_OK; GS_EEXIST duplicate name; GS_ENOENT unknown parent; GS_EINVAL negative
- *         values, limit below quota, or children's quotas summing above the parent's quota for
- *         a resource where the parent has a finite quota; GS_ENOMEM. Unchanged on failure.
+ * @return GS_OK; GS_EEXIST duplicate name; GS_ENOENT unknown parent; GS_EINVAL a name that is
+ *         empty, longer than 63 or not [A-Za-z0-9._-], negative values, limit below quota, or
+ * children's quotas summing above the parent's quota for a resource where the parent has a finite
+ * quota; GS_ENOMEM. Unchanged on failure.
  */
 int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, uint32_t *id);
 
@@ -195,7 +196,7 @@ int gs_engine_find_queue(const struct gs_engine *e, const char *name);
 
 /**
  * Adds a PriorityClass.
- * @return GS_OK; GS_EEXIST; GS_EINVAL (empty name); GS_ENOMEM.
+ * @return GS_OK; GS_EEXIST; GS_EINVAL (a name as for queues is required); GS_ENOMEM.
  */
 int gs_engine_add_priority_class(struct gs_engine *e, const struct gs_priority_class_spec *spec,
                                  uint32_t *id);

@@ -196,6 +196,10 @@ int gs_cmd_replay(int argc, char **argv)
         goto out;
     }
     struct stat st_out;
+    if (!*out_dir) {
+        fprintf(stderr, "gpusched replay: --out: empty directory name\n");
+        goto out;
+    }
     if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
         fprintf(stderr, "gpusched replay: --out %s: exists and is not a directory\n", out_dir);
         goto out;
@@ -219,13 +223,11 @@ int gs_cmd_replay(int argc, char **argv)
             rc = 1;
             goto out;
         }
-        for (uint32_t i = 0; i < nodes.n; i++) {
-            uint32_t v = i, j = i;
-            while (j > 0 && strcmp(nodes.v[ord[j - 1]].name, nodes.v[v].name) > 0) {
-                ord[j] = ord[j - 1];
-                j--;
-            }
-            ord[j] = v;
+        if (gs__sort_nodes_by_name(nodes.v, nodes.n, ord) != GS_OK) {
+            free(kept);
+            free(ord);
+            rc = 1;
+            goto out;
         }
         uint32_t n = 0;
         double acc = 0;
@@ -237,6 +239,13 @@ int gs_cmd_replay(int argc, char **argv)
             }
         }
         free(ord);
+        if (n == 0) {
+            fprintf(stderr, "gpusched replay: --cluster-scale %g keeps no node of %u\n", scale,
+                    nodes.n);
+            free(kept);
+            rc = 2;
+            goto out;
+        }
         view.v = kept;
         view.n = n;
     }

@@ -311,6 +311,10 @@ int gs_cmd_simulate(int argc, char **argv)
         for (int p = 0; p < GS_POLICY_COUNT; p++)
             chosen[p] = 1;
     struct stat st_out;
+    if (!*out_dir) {
+        fprintf(stderr, "gpusched simulate: --out: empty directory name\n");
+        goto out;
+    }
     if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
         fprintf(stderr, "gpusched simulate: --out %s: exists and is not a directory\n", out_dir);
         goto out;
@@ -333,6 +337,27 @@ int gs_cmd_simulate(int argc, char **argv)
         }
     }
 
+    /* Workload names label CSV rows and plots: keep them unique and plain. */
+    for (int w = 0; w < n_pods; w++) {
+        const char *nm = gs_sim_input_name(inputs[w]);
+        for (const char *c = nm; *c; c++) {
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-')) {
+                fprintf(stderr,
+                        "gpusched simulate: %s: the pod list's name '%s' may hold only "
+                        "[A-Za-z0-9._-] (it names result rows)\n",
+                        pods[w], nm);
+                goto out;
+            }
+        }
+        for (int v = 0; v < w; v++) {
+            if (strcmp(nm, gs_sim_input_name(inputs[v])) == 0) {
+                fprintf(stderr, "gpusched simulate: %s and %s have the same name '%s'\n", pods[v],
+                        pods[w], nm);
+                goto out;
+            }
+        }
+    }
     size_t n_policies = 0;
     for (int p = 0; p < GS_POLICY_COUNT; p++)
         n_policies += chosen[p] != 0;
@@ -367,6 +392,14 @@ int gs_cmd_simulate(int argc, char **argv)
     double wall_total = now_s() - pool.t0;
 
     for (size_t k = 0; k < n_tasks; k++) {
+        if (tasks[k].err == GS_ELIMIT) {
+            fprintf(stderr,
+                    "gpusched simulate: %s: tuning to %g x the cluster's GPU capacity would need "
+                    "more than %u pods (too little GPU request per pod)\n",
+                    gs_sim_input_name(tasks[k].in), tune, GS_SIM_PODS_MAX);
+            rc = 2;
+            goto out;
+        }
         if (tasks[k].err) {
             fprintf(stderr, "gpusched simulate: run %s %s seed %llu failed: %s\n",
                     gs_sim_input_name(tasks[k].in), gs_policy_name(tasks[k].cfg.policy),

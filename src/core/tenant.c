@@ -357,6 +357,20 @@ void gs_engine_free(struct gs_engine *e)
     free(e);
 }
 
+/* Queue and PriorityClass names: 1 to 63 of [A-Za-z0-9._-], like Kubernetes object names. They
+ * end up in CSV cells and plot titles, so nothing else is let in. */
+static bool valid_name(const char *name)
+{
+    size_t n = 0;
+    for (const char *c = name; *c; c++, n++) {
+        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-';
+        if (!ok || n >= 63)
+            return false;
+    }
+    return n > 0;
+}
+
 int gs_engine_find_queue(const struct gs_engine *e, const char *name)
 {
     for (uint32_t i = 0; i < e->nq; i++)
@@ -431,7 +445,7 @@ int gs_engine_find_priority_class(const struct gs_engine *e, const char *name)
 int gs_engine_add_priority_class(struct gs_engine *e, const struct gs_priority_class_spec *spec,
                                  uint32_t *id)
 {
-    if (!spec->name || !*spec->name)
+    if (!spec->name || !valid_name(spec->name))
         return GS_EINVAL;
     if (gs_engine_find_priority_class(e, spec->name) >= 0)
         return GS_EEXIST;

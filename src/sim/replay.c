@@ -16,8 +16,15 @@
 #include "gpusched/err.h"
 #include "gpusched/frag.h"
 #include "gpusched/sched.h"
+#include "util/file.h"
 
 #define REPLAY_NODE_PODS_MAX 1001
+/* Retries without progress, once no event is left, before the replay ends (2 h at 10 min). */
+#define REPLAY_IDLE_RETRIES 12
+/* Most samples kept; idle stretches longer than that many periods are sampled once. */
+#define REPLAY_SAMPLES_MAX 200000
+/* Trace times above this (about 31,700 years) are refused: they would overflow as ms. */
+#define REPLAY_TIME_S_MAX INT64_C(1000000000000)
 
 enum ev_kind { EV_ARRIVE = 0, EV_END = 1, EV_DELETE = 2, EV_RETRY = 3 };
 
@@ -240,16 +247,23 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         err = GS_ENOMEM;
         goto out;
     }
-    for (uint32_t i = 0; i < nodes->n; i++)
-        order[i] = i;
-    for (uint32_t i = 1; i < nodes->n; i++) {
-        /* Insertion sort by name keeps this file free of a qsort context. */
-        uint32_t v = order[i], j = i;
-        while (j > 0 && strcmp(nodes->v[order[j - 1]].name, nodes->v[v].name) > 0) {
-            order[j] = order[j - 1];
-            j--;
+    err = gs__sort_nodes_by_name(nodes->v, nodes->n, order);
+    if (err) {
+        free(order);
+        goto out;
+    }
+    for (uint32_t i = 0; i < pods->n; i++) {
+        const struct gs_trace_pod *p = &pods->v[i];
+        if (p->creation_time_s > REPLAY_TIME_S_MAX || p->deletion_time_s > REPLAY_TIME_S_MAX ||
+            p->scheduled_time_s > REPLAY_TIME_S_MAX) {
+            if (diag)
+                snprintf(diag->msg, sizeof(diag->msg),
+                         "pod %.64s: a time above %lld s cannot be replayed", p->name,
+                         (long long)REPLAY_TIME_S_MAX);
+            free(order);
+            err = GS_EINVAL;
+            goto out;
         }
-        order[j] = v;
     }
     int64_t cap_gpu = 0;
     for (uint32_t k = 0; k < nodes->n; k++) {
@@ -264,6 +278,12 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         cap_gpu += (int64_t)tn->gpu_count * GS_GPU_MILLI;
     }
     free(order);
+    if (cap_gpu == 0) {
+        if (diag)
+            snprintf(diag->msg, sizeof(diag->msg), "the cluster has no GPU (%u nodes)", nodes->n);
+        err = GS_EINVAL;
+        goto out;
+    }
     err = GS_ENOMEM;
     reqs = calloc(n + 1, sizeof(*reqs));
     specs = calloc(n + 1, sizeof(*specs));
@@ -373,6 +393,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     int64_t next_sample = s.h.n ? s.h.v[0].t_ms : 0;
     int64_t last_t = next_sample;
     bool retry_queued = false;
+    uint32_t idle_retries = 0;
+    uint64_t last_progress = 0;
     uint64_t *gpu_milli_ms = calloc(r->nqueues + 1, sizeof(*gpu_milli_ms));
     if (!gpu_milli_ms) {
         err = GS_ENOMEM;
@@ -390,8 +412,11 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
                 (uint64_t)in.allocated[GS_RES_GPU] * (uint64_t)(t - last_t);
         }
         while (next_sample <= t && !err) {
-            err = take_sample(&s, next_sample, cap_gpu);
+            if (r->nsamples < REPLAY_SAMPLES_MAX)
+                err = take_sample(&s, next_sample, cap_gpu);
             next_sample += sample_ms;
+            if (next_sample <= t && t - next_sample > sample_ms * (int64_t)REPLAY_SAMPLES_MAX)
+                next_sample = t; /* a long idle gap: one sample at its end is enough */
         }
         last_t = t;
         s.now_ms = t;
@@ -441,8 +466,17 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
             if (r->leaf_of[qi] != UINT32_MAX && gs_engine_queue_info(s.e, qi, &in) == GS_OK)
                 pending += in.pending;
         }
-        /* While pods wait, try again now and then even without events (min run times pass). */
-        if (!err && pending > 0 && !retry_queued && (s.h.n == 0 || s.h.v[0].t_ms > t + retry_ms)) {
+        /* While pods wait, try again now and then even without events (min run times pass).
+         * Once nothing else is left to happen and REPLAY_IDLE_RETRIES retries in a row changed
+         * nothing, the waiting pods can never start: stop, they count as pending at the end. */
+        uint64_t progress = r->binds + r->evictions;
+        if (s.h.n == 0 && progress == last_progress)
+            idle_retries++;
+        else
+            idle_retries = 0;
+        last_progress = progress;
+        if (!err && pending > 0 && !retry_queued && idle_retries < REPLAY_IDLE_RETRIES &&
+            (s.h.n == 0 || s.h.v[0].t_ms > t + retry_ms)) {
             err = heap_push(&s, (struct event){t + retry_ms, 0, EV_RETRY, 0, 0});
             retry_queued = true;
         }

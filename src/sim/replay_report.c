@@ -2,12 +2,14 @@
  * Result files and plots of a trace replay (see gs_report_write_replay() in src/sim/report.h).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpusched/err.h"
 #include "gpusched/replay.h"
@@ -40,10 +42,12 @@ static int write_queues(const struct gs_replay *r, const char *path, char *err, 
         fmt(q[i].wait_p99_s, w99, sizeof(w99));
         fmt(q[i].jct_mean_s, jm, sizeof(jm));
         fmt(q[i].jct_p50_s, j50, sizeof(j50));
-        fprintf(f, "%s,%u,%u,%u,%u,%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%llu,%llu\n", q[i].name, q[i].pods,
+        char sh[32], fa[32];
+        fmt(q[i].share_mean_pct, sh, sizeof(sh));
+        fmt(q[i].fair_mean_pct, fa, sizeof(fa));
+        fprintf(f, "%s,%u,%u,%u,%u,%s,%s,%s,%s,%s,%.3f,%s,%s,%llu,%llu\n", q[i].name, q[i].pods,
                 q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, jm, j50,
-                q[i].gpu_hours, q[i].share_mean_pct, q[i].fair_mean_pct,
-                (unsigned long long)q[i].evictions_suffered,
+                q[i].gpu_hours, sh, fa, (unsigned long long)q[i].evictions_suffered,
                 (unsigned long long)q[i].evictions_caused);
     }
     return gs_report_tmp_commit(f, tmp, path, err, cap);
@@ -111,48 +115,91 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Writes a gnuplot script and its data, runs it, renames the PNG into place. */
+/* Writes a gnuplot script and its data, runs it, renames the PNG into place. The script body
+ * names the data file @DATA@. Temporary files come from mkstemp (O_EXCL: a planted symbolic
+ * link cannot redirect them) and every name reaches gnuplot quoted. */
 static int plot(const char *dir, const char *name, const char *data, const char *script_body,
                 char *err, size_t cap)
 {
     int rc = GS_EIO;
     size_t len = strlen(dir) + strlen(name) + 32;
     char *png = calloc(len, 1), *png_tmp = calloc(len, 1), *dat = calloc(len, 1),
-         *gp = calloc(len, 1);
+         *gp = calloc(len, 1), *q_png = NULL, *q_dat = NULL;
+    int fd = -1;
+    FILE *f = NULL;
     if (!png || !png_tmp || !dat || !gp)
         goto out;
     snprintf(png, len, "%s/%s.png", dir, name);
-    snprintf(png_tmp, len, "%s/.%s.tmp.png", dir, name);
-    snprintf(dat, len, "%s/.%s.dat", dir, name);
-    snprintf(gp, len, "%s/.%s.gp", dir, name);
-    FILE *f = fopen(dat, "w");
-    if (!f || fputs(data, f) < 0 || fclose(f) != 0) {
-        snprintf(err, cap, "%s: cannot write", dat);
-        goto out;
+    snprintf(png_tmp, len, "%s/.%s.png.XXXXXX", dir, name);
+    snprintf(dat, len, "%s/.%s.dat.XXXXXX", dir, name);
+    snprintf(gp, len, "%s/.%s.gp.XXXXXX", dir, name);
+    const char *failed = png;
+    if ((fd = mkstemp(png_tmp)) < 0) {
+        png_tmp[0] = '\0';
+        goto io;
     }
-    f = fopen(gp, "w");
-    if (!f)
-        goto out;
+    close(fd);
+    failed = dat;
+    if ((fd = mkstemp(dat)) < 0) {
+        dat[0] = '\0';
+        goto io;
+    }
+    f = fdopen(fd, "w");
+    if (!f || fputs(data, f) < 0 || fclose(f) != 0) {
+        f = NULL;
+        goto io;
+    }
+    f = NULL;
+    failed = gp;
+    if ((fd = mkstemp(gp)) < 0) {
+        gp[0] = '\0';
+        goto io;
+    }
+    if (!(f = fdopen(fd, "w")))
+        goto io;
+    q_png = gs_report_gp_quote(png_tmp);
+    q_dat = gs_report_gp_quote(dat);
+    if (!q_png || !q_dat)
+        goto io;
     fprintf(f, "set terminal pngcairo size 1100,640 font 'sans,11' noenhanced\nset output '%s'\n",
-            png_tmp);
-    fputs(script_body, f);
-    if (fclose(f) != 0)
-        goto out;
-    /* The script refers to the data as DATA. */
+            q_png);
+    for (const char *c = script_body; *c;) {
+        if (strncmp(c, "@DATA@", 6) == 0) {
+            fputs(q_dat, f);
+            c += 6;
+        } else {
+            fputc(*c++, f);
+        }
+    }
+    int werr = ferror(f);
+    if (fclose(f) != 0 || werr) {
+        f = NULL;
+        goto io;
+    }
+    f = NULL;
     if (gs_report_gnuplot("gnuplot", gp, err, cap) != GS_OK)
         goto out;
     if (rename(png_tmp, png) != 0) {
-        snprintf(err, cap, "%s: cannot rename", png);
+        snprintf(err, cap, "%s: cannot rename: %s", png, strerror(errno));
         goto out;
     }
     rc = GS_OK;
+    goto out;
+io:
+    snprintf(err, cap, "%s: cannot write: %s", failed, strerror(errno));
+    if (fd >= 0 && !f)
+        close(fd);
 out:
+    if (f)
+        fclose(f);
     if (dat && dat[0])
         (void)remove(dat);
     if (gp && gp[0])
         (void)remove(gp);
     if (png_tmp && png_tmp[0] && rc != GS_OK)
         (void)remove(png_tmp);
+    free(q_png);
+    free(q_dat);
     free(png);
     free(png_tmp);
     free(dat);
@@ -221,8 +268,6 @@ static int plot_share(const struct gs_replay *r, const char *dir, char *err, siz
         if (text_add(&data, "\n"))
             goto out;
     }
-    char datpath[1024];
-    snprintf(datpath, sizeof(datpath), "%s/.share.dat", dir);
     if (text_add(
             &script,
             "set title 'GPU share per queue over time (solid: allocated, dashed: fair share)'\n"
@@ -230,13 +275,16 @@ static int plot_share(const struct gs_replay *r, const char *dir, char *err, siz
             "set xrange [0:%.4f]\nset key outside right\nset grid\nplot ",
             days ? "days" : "hours", end_h > 0 ? (days ? end_h / 24 : end_h) : 1.0))
         goto out;
-    for (uint32_t i = 0; i < nq; i++)
-        if (text_add(&script,
-                     "%s'%s' using 1:%u with lines lw 2 lc %u title '%s', '%s' using 1:%u with "
-                     "lines dt 2 lc %u notitle",
-                     i ? ", " : "", datpath, 2 + 2 * i, i + 1, q[i].name, datpath, 3 + 2 * i,
-                     i + 1))
+    for (uint32_t i = 0; i < nq; i++) {
+        char *qn = gs_report_gp_quote(q[i].name);
+        int bad = !qn || text_add(&script,
+                                  "%s'@DATA@' using 1:%u with lines lw 2 lc %u title '%s', "
+                                  "'@DATA@' using 1:%u with lines dt 2 lc %u notitle",
+                                  i ? ", " : "", 2 + 2 * i, i + 1, qn, 3 + 2 * i, i + 1);
+        free(qn);
+        if (bad)
             goto out;
+    }
     if (text_add(&script, "\n"))
         goto out;
     rc = plot(dir, "share", data.s ? data.s : "", script.s, err, cap);
@@ -273,8 +321,6 @@ static int plot_wait(const struct gs_replay *r, const char *dir, char *err, size
         if (text_add(&data, "\n\n"))
             goto out;
     }
-    char datpath[1024];
-    snprintf(datpath, sizeof(datpath), "%s/.wait.dat", dir);
     double wmax = 10;
     for (uint32_t j = 0; j < n; j++)
         wmax = ws[j] * 1.2 > wmax ? ws[j] * 1.2 : wmax;
@@ -285,10 +331,15 @@ static int plot_wait(const struct gs_replay *r, const char *dir, char *err, size
                           "set ylabel 'fraction of started pods'\nset logscale x\n"
                           "set key bottom right\nset grid\nset yrange [0:1]\nplot "))
         goto out;
-    for (uint32_t i = 0; i < nq; i++)
-        if (text_add(&script, "%s'%s' index %u using 1:2 with steps lw 2 title '%s'", i ? ", " : "",
-                     datpath, i, q[i].name))
+    for (uint32_t i = 0; i < nq; i++) {
+        char *qn = gs_report_gp_quote(q[i].name);
+        int bad =
+            !qn || text_add(&script, "%s'@DATA@' index %u using 1:2 with steps lw 2 title '%s'",
+                            i ? ", " : "", i, qn);
+        free(qn);
+        if (bad)
             goto out;
+    }
     if (text_add(&script, "\n"))
         goto out;
     rc = plot(dir, "wait", data.s ? data.s : "", script.s, err, cap);

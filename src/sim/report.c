@@ -65,20 +65,43 @@ void gs_report_format_py(double v, char *buf, size_t cap)
 
 FILE *gs_report_tmp_open(const char *path, char **tmp, char *err, size_t cap)
 {
-    size_t len = strlen(path) + 32;
+    /* mkstemp creates the file with O_EXCL: a symbolic link planted under a guessed name can
+     * never redirect the write. */
+    size_t len = strlen(path) + 16;
     *tmp = malloc(len);
     if (!*tmp) {
         snprintf(err, cap, "out of memory");
         return NULL;
     }
-    snprintf(*tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(*tmp, "w");
+    snprintf(*tmp, len, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(*tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        snprintf(err, cap, "%s: %s", *tmp, strerror(errno));
+        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            (void)remove(*tmp);
+        }
         free(*tmp);
         *tmp = NULL;
     }
     return f;
+}
+
+char *gs_report_gp_quote(const char *in)
+{
+    size_t n = strlen(in);
+    char *out = malloc(2 * n + 1);
+    if (!out)
+        return NULL;
+    char *o = out;
+    for (const char *c = in; *c; c++) {
+        if (*c == '\'')
+            *o++ = '\'';
+        *o++ = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c;
+    }
+    *o = '\0';
+    return out;
 }
 
 int gs_report_tmp_commit(FILE *f, char *tmp, const char *path, char *err, size_t cap)
@@ -246,6 +269,7 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
         }
     }
     char *data_tmp = NULL, *script_tmp = NULL, *png_tmp = NULL;
+    char *q_png = NULL, *q_work = NULL, *q_data = NULL;
     int rc = GS_EIO;
     size_t plen = strlen(png_path) + 32;
     char *data_path = malloc(plen), *script_path = malloc(plen);
@@ -278,12 +302,28 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
     FILE *s = gs_report_tmp_open(script_path, &script_tmp, err, cap);
     if (!s)
         goto out;
-    png_tmp = malloc(plen + 8);
+    png_tmp = malloc(plen + 16);
     if (!png_tmp) {
         fclose(s);
         goto out;
     }
-    snprintf(png_tmp, plen + 8, "%s.tmp.png", png_path);
+    snprintf(png_tmp, plen + 16, "%s.tmpXXXXXX", png_path);
+    int png_fd = mkstemp(png_tmp);
+    if (png_fd < 0) {
+        snprintf(err, cap, "%s: %s", png_path, strerror(errno));
+        png_tmp[0] = '\0';
+        fclose(s);
+        goto out;
+    }
+    close(png_fd);
+    q_png = gs_report_gp_quote(png_tmp);
+    q_work = gs_report_gp_quote(workload);
+    q_data = gs_report_gp_quote(data_tmp);
+    if (!q_png || !q_work || !q_data) {
+        snprintf(err, cap, "out of memory");
+        fclose(s);
+        goto out;
+    }
     fprintf(s,
             "set terminal pngcairo size 1000,640 font 'sans,11' noenhanced\n"
             "set output '%s'\n"
@@ -292,15 +332,15 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
             "set ylabel 'allocated GPU, %% of capacity'\n"
             "set key left top\nset grid\nset xrange [0:130]\nset yrange [0:100]\n"
             "set datafile missing 'NaN'\nplot ",
-            png_tmp, workload);
+            q_png, q_work);
     int col = 2;
     bool first = true;
     for (uint32_t p = 0; p < GS_POLICY_COUNT; p++) {
         if (!present[p])
             continue;
         /* Distinct dash types too: clustering and packing often lie within 0.1 point. */
-        fprintf(s, "%s'%s' using 1:%d with lines lw 2 dt %d title '%s'", first ? "" : ", ",
-                data_tmp, col, col - 1, gs_policy_name(p));
+        fprintf(s, "%s'%s' using 1:%d with lines lw 2 dt %d title '%s'", first ? "" : ", ", q_data,
+                col, col - 1, gs_policy_name(p));
         col++;
         first = false;
     }
@@ -322,8 +362,11 @@ out:
         (void)remove(data_tmp);
     if (script_tmp)
         (void)remove(script_tmp);
-    if (png_tmp && rc != GS_OK)
+    if (png_tmp && png_tmp[0] && rc != GS_OK)
         (void)remove(png_tmp);
+    free(q_png);
+    free(q_work);
+    free(q_data);
     free(data_tmp);
     free(script_tmp);
     free(png_tmp);

@@ -88,6 +88,13 @@ FILE *gs_report_tmp_open(const char *path, char **tmp, char *err, size_t cap);
 int gs_report_tmp_commit(FILE *f, char *tmp, const char *path, char *err, size_t cap);
 
 /**
+ * Quotes text for a gnuplot single-quoted string: doubles each quote and replaces control
+ * characters, so names and paths from outside can never end the string and run commands.
+ * @return a malloc'd copy (caller frees), or NULL when out of memory.
+ */
+char *gs_report_gp_quote(const char *in);
+
+/**
  * Runs gnuplot on a script file and waits for it.
  * @return GS_OK, or GS_EIO when it cannot run or fails (message in err).
  */

@@ -204,7 +204,7 @@ static int make_pod_list(const struct gs_sim_input *in, double tune, struct gs_r
                          uint32_t **list_out, uint32_t *len_out)
 {
     uint32_t n = in->pods.n;
-    uint32_t cap = n + 16;
+    size_t cap = (size_t)n + 16;
     uint32_t *list = malloc(cap * sizeof(*list));
     if (!list)
         return GS_ENOMEM;
@@ -223,8 +223,13 @@ static int make_pod_list(const struct gs_sim_input *in, double tune, struct gs_r
             if ((double)(total + r->gpu_milli) > target)
                 break;
             total += gpu_request(r);
+            if (len == GS_SIM_PODS_MAX) {
+                /* A list of tiny GPU requests and CPU-only pods would need without end. */
+                free(list);
+                return GS_ELIMIT;
+            }
             if (len == cap) {
-                cap *= 2;
+                cap = cap * 2 < GS_SIM_PODS_MAX ? cap * 2 : GS_SIM_PODS_MAX;
                 uint32_t *grown = realloc(list, cap * sizeof(*list));
                 if (!grown) {
                     free(list);

@@ -75,6 +75,10 @@ out:
 int gs__mkdir_p(const char *dir)
 {
     size_t n = strlen(dir);
+    if (n == 0) {
+        errno = ENOENT;
+        return -1;
+    }
     char *path = malloc(n + 1);
     if (path == NULL)
         return -1;
@@ -101,4 +105,31 @@ int gs__mkdir_p(const char *dir)
     }
     free(path);
     return rc;
+}
+
+struct named {
+    const char *name;
+    uint32_t idx;
+};
+
+static int cmp_named(const void *a, const void *b)
+{
+    const struct named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->idx < y->idx ? -1 : x->idx > y->idx);
+}
+
+int gs__sort_nodes_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order)
+{
+    struct named *v = malloc(((size_t)n + 1) * sizeof(*v));
+    if (!v)
+        return GS_ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = (struct named){nodes[i].name, i};
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cmp_named);
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = v[i].idx;
+    free(v);
+    return GS_OK;
 }

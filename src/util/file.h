@@ -7,6 +7,7 @@
 #define GPUSCHED_UTIL_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gpusched/trace.h" /* struct gs_diag */
 
@@ -29,5 +30,12 @@ int gs__read_file(const char *path, size_t max_bytes, char **buf, size_t *len,
  * @return 0, or -1 with errno set (an existing non-directory gives ENOTDIR).
  */
 int gs__mkdir_p(const char *dir);
+
+/**
+ * Orders the indices of a node list by node name (strcmp), in O(n log n).
+ * @param order  receives n indices.
+ * @return GS_OK or GS_ENOMEM.
+ */
+int gs__sort_nodes_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order);
 
 #endif /* GPUSCHED_UTIL_FILE_H */
