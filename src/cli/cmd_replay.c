@@ -267,10 +267,20 @@ int gs_cmd_replay(int argc, char **argv)
         goto out;
     }
     char msg[512] = "";
-    if (gs_report_write_replay(r, out_dir, plot, msg, sizeof(msg)) != GS_OK) {
-        fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
+    /* The whole set goes to a staging directory first, then into place. */
+    char *stage = gs__stage_open(out_dir);
+    if (!stage) {
+        fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
+    if (gs_report_write_replay(r, stage, plot, msg, sizeof(msg)) != GS_OK ||
+        gs__stage_commit(stage, out_dir, msg, sizeof(msg)) != 0) {
+        fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
+        gs__stage_discard(stage);
+        free(stage);
+        goto out;
+    }
+    free(stage);
     uint32_t npods;
     uint64_t binds, evictions, cycles;
     int64_t end_ms;

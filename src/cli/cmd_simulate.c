@@ -213,6 +213,7 @@ int gs_cmd_simulate(int argc, char **argv)
     struct task *tasks = NULL;
     struct gs_report_run *runs = NULL;
     struct gs_report_agg *agg = NULL;
+    char *stage = NULL;
 
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -415,7 +416,14 @@ int gs_cmd_simulate(int argc, char **argv)
         fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
-    size_t plen = strlen(out_dir) + 300;
+    /* Everything is written to a staging directory first and moved into place only when the
+     * whole set is there: a failure part way leaves the previous results as they were. */
+    stage = gs__stage_open(out_dir);
+    if (!stage) {
+        fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
+        goto out;
+    }
+    size_t plen = strlen(stage) + 300;
     char *path = malloc(plen);
     char err[512] = "";
     if (!path)
@@ -427,32 +435,44 @@ int gs_cmd_simulate(int argc, char **argv)
                      {"fragmentation.csv", GS_REPORT_FRAG},
                      {"frag_ratio.csv", GS_REPORT_FRAG_RATIO}};
     for (size_t k = 0; k < 3; k++) {
-        snprintf(path, plen, "%s/%s", out_dir, col_files[k].file);
+        snprintf(path, plen, "%s/%s", stage, col_files[k].file);
         if (gs_report_write_columns(path, runs, n_tasks, (enum gs_report_metric)col_files[k].metric,
                                     err, sizeof(err)) != GS_OK)
             goto write_failed;
     }
-    snprintf(path, plen, "%s/runs.csv", out_dir);
+    snprintf(path, plen, "%s/runs.csv", stage);
     if (gs_report_write_runs(path, runs, n_tasks, err, sizeof(err)) != GS_OK)
         goto write_failed;
     size_t n_agg = gs_report_aggregate(runs, n_tasks, agg);
-    snprintf(path, plen, "%s/summary.csv", out_dir);
+    snprintf(path, plen, "%s/summary.csv", stage);
     if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK)
         goto write_failed;
     int plot_failed = 0;
     for (int w = 0; plot && w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
         if (n_pods == 1)
-            snprintf(path, plen, "%s/allocation.png", out_dir);
+            snprintf(path, plen, "%s/allocation.png", stage);
         else
-            snprintf(path, plen, "%s/allocation-%s.png", out_dir, name);
+            snprintf(path, plen, "%s/allocation-%s.png", stage, name);
         if (gs_report_plot_allocation(path, name, runs, n_tasks, "gnuplot", err, sizeof(err)) !=
             GS_OK) {
-            fprintf(stderr, "gpusched simulate: plot: %s\n", err);
+            fprintf(stderr,
+                    "gpusched simulate: plot: %s; no results were written (--no-plot skips the "
+                    "plot)\n",
+                    err);
             plot_failed = 1;
             break;
         }
     }
+    if (plot_failed)
+        goto failed_quietly;
+    if (gs__stage_commit(stage, out_dir, err, sizeof(err)) != 0) {
+        free(stage);
+        stage = NULL;
+        goto write_failed;
+    }
+    free(stage);
+    stage = NULL;
 
     /* The summary table. */
     char stext[64];
@@ -477,13 +497,16 @@ int gs_cmd_simulate(int argc, char **argv)
     printf("%zu run%s in %.2f s with %d job%s; results in %s/\n", n_tasks, n_tasks == 1 ? "" : "s",
            wall_total, n_threads, n_threads == 1 ? "" : "s", out_dir);
     free(path);
-    rc = plot_failed ? 1 : 0;
+    rc = 0;
     goto out;
 write_failed:
     fprintf(stderr, "gpusched simulate: cannot write results: %s\n", err);
+failed_quietly:
     free(path);
     rc = 1;
 out:
+    gs__stage_discard(stage);
+    free(stage);
     for (int w = 0; w < n_pods; w++) {
         free(pods[w]);
         gs_sim_input_free(inputs[w]);

@@ -438,6 +438,16 @@ static int pod_row(struct reader *r)
                           "a shared GPU (%" PRId64 " milli) with num_gpu %" PRId64
                           "; sharing is for one GPU only",
                           milli, num_gpu);
+    {
+        /* A cluster has at most 64 GPU models, so a longer list only costs time downstream. */
+        size_t slen = 0, parts = 1;
+        const char *spec = field_text(r, PC_GPU_SPEC, &slen);
+        for (size_t k = 0; spec && k < slen; k++)
+            parts += spec[k] == '|';
+        if (spec && slen > 0 && parts > 64)
+            return FIELD_FAIL(r, PC_GPU_SPEC, "%zu GPU models listed; at most 64 are supported",
+                              parts);
+    }
     p.num_gpu = (uint32_t)num_gpu;
     p.gpu_milli = (int32_t)milli;
     if ((rc = get_int(r, PC_CTIME, true, &p.creation_time_s)) != GS_OK ||

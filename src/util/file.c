@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "gpusched/err.h"
 
@@ -132,4 +134,81 @@ int gs__sort_nodes_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32
         order[i] = v[i].idx;
     free(v);
     return GS_OK;
+}
+
+char *gs__stage_open(const char *dir)
+{
+    size_t n = strlen(dir) + 32;
+    char *stage = malloc(n);
+    if (!stage)
+        return NULL;
+    snprintf(stage, n, "%s/.gpusched-XXXXXX", dir);
+    if (!mkdtemp(stage)) {
+        free(stage);
+        return NULL;
+    }
+    return stage;
+}
+
+/* Calls fn(stage/name, dir/name) for each regular file in stage; stops at the first failure. */
+static int each_file(const char *stage, const char *dir, int (*fn)(const char *, const char *),
+                     char *err, size_t cap)
+{
+    DIR *d = opendir(stage);
+    if (!d) {
+        if (err)
+            (void)snprintf(err, cap, "%s: %s", stage, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        size_t a = strlen(stage) + strlen(de->d_name) + 2;
+        size_t b = (dir ? strlen(dir) : 0) + strlen(de->d_name) + 2;
+        char *from = malloc(a), *to = malloc(b);
+        if (!from || !to) {
+            rc = -1;
+        } else {
+            snprintf(from, a, "%s/%s", stage, de->d_name);
+            snprintf(to, b, "%s/%s", dir ? dir : "", de->d_name);
+            if (fn(from, to) != 0) {
+                if (err)
+                    (void)snprintf(err, cap, "%s: %s", to, strerror(errno));
+                rc = -1;
+            }
+        }
+        free(from);
+        free(to);
+    }
+    (void)closedir(d);
+    return rc;
+}
+
+static int move_file(const char *from, const char *to)
+{
+    return rename(from, to);
+}
+
+static int remove_file(const char *from, const char *to)
+{
+    (void)to;
+    (void)unlink(from);
+    return 0;
+}
+
+int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap)
+{
+    int rc = each_file(stage, dir, move_file, err, cap);
+    gs__stage_discard(stage);
+    return rc;
+}
+
+void gs__stage_discard(const char *stage)
+{
+    if (!stage)
+        return;
+    (void)each_file(stage, NULL, remove_file, NULL, 0);
+    (void)rmdir(stage);
 }

@@ -38,4 +38,22 @@ int gs__mkdir_p(const char *dir);
  */
 int gs__sort_nodes_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order);
 
+/**
+ * Creates a staging directory inside `dir` (`dir/.gpusched-XXXXXX`) where a command writes its
+ * whole set of results before gs__stage_commit() moves them into place, so a failure part way
+ * leaves the previous set as it was.
+ * @return a malloc'd path (caller frees), or NULL with errno set.
+ */
+char *gs__stage_open(const char *dir);
+
+/**
+ * Moves every regular file of `stage` into `dir` (rename, replacing files of the same name) and
+ * removes `stage`. The stage is on the same file system, so each move is atomic.
+ * @return 0, or -1 with a message in err (files not yet moved stay in the stage, then removed).
+ */
+int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap);
+
+/** Removes a staging directory and every file in it. NULL is a no-op. */
+void gs__stage_discard(const char *stage);
+
 #endif /* GPUSCHED_UTIL_FILE_H */
