@@ -86,7 +86,8 @@ struct gs_qconfig_assignment {
  * comes from the rule if it names one, else from the QoS map, else the default class.
  * docs/queues.md gives the matching rules exactly.
  * @param pod  borrowed; NULL name, qos or gpu_spec read as "".
- * @param out  filled on GS_OK; both members NULL otherwise.
+ * @param out  filled on GS_OK; on GS_ENOENT, queue is the queue found (NULL if none) and
+ *             priority_class is NULL.
  * @return GS_OK; GS_ENOENT when no rule matches and there is no default queue, or when no
  *         PriorityClass applies (no rule class, no QoS entry, no default).
  * Thread-safety: reads the configuration only; concurrent calls are safe.

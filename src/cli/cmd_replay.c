@@ -139,7 +139,7 @@ int gs_cmd_replay(int argc, char **argv)
         } else if (strcmp(a, "--seed") == 0) {
             errno = 0;
             unsigned long long s = strtoull(v, &end, 10);
-            if (errno || *end || !*v || *v == '-') {
+            if (errno || *end || *v < '0' || *v > '9') {
                 fprintf(stderr, "gpusched replay: --seed: expected a whole number, got '%s'\n", v);
                 return 2;
             }

@@ -1733,6 +1733,9 @@ int gs_qconfig_assign(const struct gs_qconfig *qc, const struct gs_trace_pod *po
         pclass = qc->qos_class[qos];
     if (pclass == NONE)
         pclass = qc->default_class;
+    /* On failure, a found queue is still reported so the caller can say what is missing. */
+    if (queue != NONE)
+        out->queue = qc->q[queue].name;
     if (queue == NONE || pclass == NONE)
         return GS_ENOENT;
     out->queue = qc->q[queue].name;

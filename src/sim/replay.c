@@ -355,11 +355,15 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     err = GS_EINVAL;
     for (uint32_t i = 0; i < n; i++) {
         struct gs_qconfig_assignment as;
+        memset(&as, 0, sizeof(as));
         if (gs_qconfig_assign(qc, &pods->v[i], &as) != GS_OK) {
             if (diag)
                 snprintf(diag->msg, sizeof(diag->msg),
-                         "pod %s: no assignment rule matches and there is no default queue",
-                         pods->v[i].name);
+                         "pod %.64s: the queues file maps it to %s: add a rule or "
+                         "assignment.defaultQueue / defaultPriorityClass",
+                         pods->v[i].name,
+                         as.queue ? "no PriorityClass (no priorityByQoS entry for its QoS)"
+                                  : "no queue");
             goto out;
         }
         int q = gs_engine_find_queue(s.e, as.queue);

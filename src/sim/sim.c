@@ -119,8 +119,15 @@ int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char 
     qsort(in->nodes_by_name, in->nodes.n, sizeof(uint32_t), cmp_node_name);
     sort_pods_ctx = &in->pods;
     qsort(in->pods_by_name, in->pods.n, sizeof(uint32_t), cmp_pod_name);
-    if ((err = build_cluster(in, &c)) != GS_OK)
+    if ((err = build_cluster(in, &c)) != GS_OK) {
+        if (err == GS_ELIMIT && diag) {
+            memset(diag, 0, sizeof(*diag));
+            snprintf(diag->file, sizeof(diag->file), "%s", nodes_path);
+            snprintf(diag->msg, sizeof(diag->msg), "more than %d GPU models in the node list",
+                     GS_MODELS_MAX);
+        }
         goto out;
+    }
     in->total_gpus = gs_cluster_gpu_count(c);
     if (in->total_gpus == 0) {
         err = GS_EINVAL;
