@@ -1417,25 +1417,42 @@ static int parse_hash(struct pctx *c, const struct ynode *m, struct qrule *rule)
     rule->hash = arena_alloc(&c->qc->ar, m->n * sizeof *rule->hash);
     if (rule->hash == NULL)
         return oom(c);
+    uint32_t nq = c->qc->nq;
+    uint32_t *first = calloc((size_t)nq + 1, sizeof *first);
+    if (first == NULL)
+        return oom(c);
     for (uint32_t i = 0; i < m->n; i++) {
         const struct ynode *k = m->u.items[2 * (size_t)i], *v = m->u.items[2 * (size_t)i + 1];
         char buf[64];
         const char *field = k->kind == Y_SCALAR ? k->u.s : "hashQueues";
         int64_t w = 0;
-        if (k->kind != Y_SCALAR)
+        if (k->kind != Y_SCALAR) {
+            free(first);
             return FAIL(c, k, "hashQueues", "a key must be a queue name, found %s",
                         describe(k, buf, sizeof buf));
-        if ((rc = leaf_ref(c, k, field, &rule->hash[i].queue)) != GS_OK)
+        }
+        if ((rc = leaf_ref(c, k, field, &rule->hash[i].queue)) != GS_OK) {
+            free(first);
             return rc;
-        for (uint32_t j = 0; j < i; j++)
-            if (rule->hash[j].queue == rule->hash[i].queue)
-                return FAIL(c, k, field, "duplicate key '%.60s' (first on line %u)", k->u.s,
-                            m->u.items[2 * (size_t)j]->at.line);
-        if ((rc = get_int(c, v, field, 1, HASH_WEIGHT_MAX, &w)) != GS_OK)
+        }
+        /* first[q] = 1 + the entry that named queue q: duplicates found in O(1). */
+        uint32_t q = rule->hash[i].queue;
+        if (q < nq && first[q]) {
+            uint32_t j = first[q] - 1;
+            free(first);
+            return FAIL(c, k, field, "duplicate key '%.60s' (first on line %u)", k->u.s,
+                        m->u.items[2 * (size_t)j]->at.line);
+        }
+        if (q < nq)
+            first[q] = i + 1;
+        if ((rc = get_int(c, v, field, 1, HASH_WEIGHT_MAX, &w)) != GS_OK) {
+            free(first);
             return rc;
+        }
         rule->hash[i].weight = (uint32_t)w;
         rule->weight_sum += (uint64_t)w;
     }
+    free(first);
     rule->nhash = m->n;
     return GS_OK;
 }
