@@ -22,8 +22,8 @@
  * - A record, with any line breaks inside its quoted fields, is also limited to
  *   GS_TRACE_LINE_MAX bytes, so an unclosed quote cannot buffer the rest of a file.
  *
- * Diagnostics (struct gs_diag): `line` is the physical line (counted by LF; a lone CR ends a
- * record but not a line) on which the record starts, so a quoted line break moves later
+ * Diagnostics (struct gs_diag): `line` is the physical line (a line ends at LF, at a lone CR,
+ * and once at CR LF) on which the record starts, so a quoted line break moves later
  * records down. Exceptions: a quoting error ('"' inside an unquoted field, text after a
  * closing quote) and an over-long line name the line of the offending byte. `column` is the
  * 1-based field number, 0 when the problem is not one field (long line or record, blank

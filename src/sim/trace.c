@@ -123,6 +123,7 @@ struct reader {
     size_t rec_len;      /**< bytes of the open record so far */
     bool have_header;    /**< the header record has been read */
     bool line_has_data;  /**< the current line has a byte other than CR */
+    bool prev_cr;        /**< the last byte fed was a CR (a CR LF pair ends one line) */
     bool in_rec;         /**< a record is open (libcsv has not ended it yet) */
     bool rec_has_nul;    /**< a NUL byte was fed since the record started */
 
@@ -617,13 +618,15 @@ static void feed(struct reader *r, const char *p, size_t n)
                      "record longer than %d bytes (an unclosed quote?)", GS_TRACE_LINE_MAX);
                 return;
             }
-            if (p[0] == '\n') {
+            /* A line ends at LF, at CR, and once at CR LF: old Mac files number right too. */
+            if (p[0] == '\r' || !r->prev_cr) {
                 if (!r->line_has_data && !was_in_rec && r->blank_line == 0)
                     r->blank_line = r->line;
                 r->line++;
                 r->line_len = 0;
                 r->line_has_data = false;
             }
+            r->prev_cr = p[0] == '\r';
             p++;
             n--;
             r->total++;
@@ -663,6 +666,7 @@ static void feed(struct reader *r, const char *p, size_t n)
         r->rec_len += k;
         r->line_len += k;
         r->line_has_data = true;
+        r->prev_cr = false;
         csv_feed(r, p, k);
         p += k;
         n -= k;

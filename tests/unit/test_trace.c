@@ -497,8 +497,8 @@ static void test_pods_line_numbers_count_crlf_and_quoted_line_breaks(void **stat
     pods_fail(MG_HDR "\"a\r\nb\nc\",1,2,0,0\nd,1,2,0,x\n", 5, 5, "gpu_milli", "not a whole number");
     /* An error inside a multi-line record names the line it starts on. */
     pods_fail(MG_HDR "ok,1,2,0,0\n\"a\nb\",1,2,0,x\n", 3, 5, "gpu_milli", "not a whole number");
-    /* A bare CR ends a record but not a line. */
-    pods_fail(MG_HDR "a,1,2,0,0\rb,1,2,0,x\n", 2, 5, "gpu_milli", "not a whole number");
+    /* A bare CR ends a record and a line (old Mac line ends), so b is on line 3. */
+    pods_fail(MG_HDR "a,1,2,0,0\rb,1,2,0,x\n", 3, 5, "gpu_milli", "not a whole number");
 }
 
 static void test_pods_long_lines(void **state)
