@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 args=(replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$src/tests/data/slice_pods.csv"
       --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --cluster-scale 0.25 --speedup 2000
-      --sample-s 600)
+      --sample-s 3600)
 "$bin" "${args[@]}" --out "$tmp/a" >"$tmp/a.txt" || { echo "FAIL: replay exited $?"; cat "$tmp/a.txt"; exit 1; }
 "$bin" "${args[@]}" --no-plot --out "$tmp/b" >/dev/null || { echo "FAIL: second replay"; exit 1; }
 files=(queues.csv share.csv utilisation.csv waits.csv)
