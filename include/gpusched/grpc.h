@@ -394,4 +394,12 @@ void gs_grpc_client_stream_cancel(struct gs_grpc_client *c);
 int gs_grpc_call_unary(const char *socket_path, const char *method, const void *req, size_t req_len,
                        int timeout_ms, struct gs_grpc_result *out);
 
+/**
+ * One-shot unary call with a protobuf-c request: gs_grpc_pack, then gs_grpc_call_unary.
+ * @param req  the request message; borrowed.
+ * @return as gs_grpc_call_unary, plus GS_ENOMEM when packing fails (then `out` is zeroed).
+ */
+int gs_grpc_call_message(const char *socket_path, const char *method, const ProtobufCMessage *req,
+                         int timeout_ms, struct gs_grpc_result *out);
+
 #endif /* GPUSCHED_GRPC_H */

@@ -157,15 +157,9 @@ void gs__dp_register_job(void *arg)
         req.endpoint = it->endpoint;
         req.resource_name = it->resource;
         req.options = &opt;
-        uint8_t *buf = NULL;
-        size_t len = 0;
         struct gs_grpc_result res;
-        memset(&res, 0, sizeof res);
-        int rc = gs_grpc_pack(&req.base, &buf, &len);
-        if (rc == GS_OK)
-            rc = gs_grpc_call_unary(job->kubelet_socket, "/v1beta1.Registration/Register", buf, len,
-                                    REGISTER_TIMEOUT_MS, &res);
-        free(buf);
+        int rc = gs_grpc_call_message(job->kubelet_socket, "/v1beta1.Registration/Register",
+                                      &req.base, REGISTER_TIMEOUT_MS, &res);
         if (rc != GS_OK) {
             it->status = GS_GRPC_INTERNAL;
             (void)snprintf(it->message, sizeof it->message, "%s", gs_strerror(rc));
@@ -193,15 +187,9 @@ void gs__dp_podres_job(void *arg)
     job->truncated = false;
     job->message[0] = '\0';
     V1__ListPodResourcesRequest req = V1__LIST_POD_RESOURCES_REQUEST__INIT;
-    uint8_t *buf = NULL;
-    size_t len = 0;
     struct gs_grpc_result res;
-    memset(&res, 0, sizeof res);
-    int rc = gs_grpc_pack(&req.base, &buf, &len);
-    if (rc == GS_OK)
-        rc = gs_grpc_call_unary(job->socket, "/v1.PodResourcesLister/List", buf, len,
-                                LIST_TIMEOUT_MS, &res);
-    free(buf);
+    int rc = gs_grpc_call_message(job->socket, "/v1.PodResourcesLister/List", &req.base,
+                                  LIST_TIMEOUT_MS, &res);
     if (rc != GS_OK) {
         job->status = GS_GRPC_INTERNAL;
         (void)snprintf(job->message, sizeof job->message, "%s", gs_strerror(rc));

@@ -734,3 +734,16 @@ int gs_grpc_call_unary(const char *socket_path, const char *method, const void *
     gs_grpc_client_free(c);
     return rc;
 }
+
+int gs_grpc_call_message(const char *socket_path, const char *method, const ProtobufCMessage *req,
+                         int timeout_ms, struct gs_grpc_result *out)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    memset(out, 0, sizeof *out);
+    int rc = gs_grpc_pack(req, &buf, &len);
+    if (rc == GS_OK)
+        rc = gs_grpc_call_unary(socket_path, method, buf, len, timeout_ms, out);
+    free(buf);
+    return rc;
+}

@@ -835,6 +835,19 @@ void gs_trace_pods_fini(struct gs_trace_pods *pods)
     pods->has_times = 0;
 }
 
+/* Feeds a file (path != NULL) or a buffer through a set-up reader, frees the reader and returns
+ * its outcome; r->nodes or r->pods keep what was read. */
+static int run_reader(struct reader *r, const char *path, const char *buf, size_t len)
+{
+    if (path != NULL)
+        feed_file(r, path);
+    else
+        feed_buffer(r, buf, len);
+    int rc = r->err;
+    reader_free(r);
+    return rc;
+}
+
 /* Reads nodes from a file (path != NULL) or a buffer. */
 static int read_nodes(const char *path, const char *buf, size_t len, const char *name,
                       struct gs_trace_nodes *out, struct gs_diag *diag)
@@ -848,12 +861,7 @@ static int read_nodes(const char *path, const char *buf, size_t len, const char 
     if (rc != GS_OK)
         return rc;
     r.nodes = out;
-    if (path != NULL)
-        feed_file(&r, path);
-    else
-        feed_buffer(&r, buf, len);
-    rc = r.err;
-    reader_free(&r);
+    rc = run_reader(&r, path, buf, len);
     if (rc != GS_OK)
         gs_trace_nodes_fini(out);
     else if (out->n < r.node_cap && out->n > 0) {
@@ -877,12 +885,7 @@ static int read_pods(const char *path, const char *buf, size_t len, const char *
     if (rc != GS_OK)
         return rc;
     r.pods = out;
-    if (path != NULL)
-        feed_file(&r, path);
-    else
-        feed_buffer(&r, buf, len);
-    rc = r.err;
-    reader_free(&r);
+    rc = run_reader(&r, path, buf, len);
     if (rc != GS_OK) {
         gs_trace_pods_fini(out);
         return rc;
