@@ -59,6 +59,9 @@ struct gs_replay_sample {
     uint32_t running;     /**< pods running */
 };
 
+/** Most samples a replay keeps; later ones are dropped (choose a longer sample period). */
+#define GS_REPLAY_SAMPLES_MAX 200000
+
 struct gs_replay;
 
 /**

@@ -44,7 +44,8 @@ static const char *const usage_replay =
     "  --cluster-scale F   keep a fraction F of the nodes (every 1/F-th in name order, so the\n"
     "                      model mix stays) to replay on a smaller cluster (default 1)\n"
     "  --seed N            seed of the node tie-break order (default 42)\n"
-    "  --sample-s N        period of the share and utilisation samples, seconds (default 3600)\n"
+    "  --sample-s N        period of the share and utilisation samples, seconds (default 3600;\n"
+    "                      at most 200,000 samples are kept)\n"
     "  --out DIR           output directory, created if needed (default out/replay)\n"
     "  --no-plot           do not draw share.png and wait.png\n"
     "  -h, --help          this text\n"
@@ -314,6 +315,12 @@ int gs_cmd_replay(int argc, char **argv)
                q[i].pods, q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, j50,
                q[i].gpu_hours, sh, fa, (unsigned long long)q[i].evictions_suffered);
     }
+    const struct gs_replay_sample *smp;
+    uint32_t ns = gs_replay_samples(r, &smp);
+    if (ns >= GS_REPLAY_SAMPLES_MAX)
+        printf("note: samples stop at %u (t = %.1f h); a longer --sample-s covers the whole "
+               "replay\n",
+               ns, (double)smp[ns - 1].t_ms / 3600000.0);
     printf(
         "started: pods that ran at least once; done: ran to their end; the rest never ran in the "
         "trace and were\ndeleted after waiting as long as they did there. share%% and fair%%: "

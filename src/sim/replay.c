@@ -21,8 +21,6 @@
 #define REPLAY_NODE_PODS_MAX 1001
 /* Retries without progress, once no event is left, before the replay ends (2 h at 10 min). */
 #define REPLAY_IDLE_RETRIES 12
-/* Most samples kept; idle stretches longer than that many periods are sampled once. */
-#define REPLAY_SAMPLES_MAX 200000
 /* Trace times above this (about 31,700 years) are refused: they would overflow as ms. */
 #define REPLAY_TIME_S_MAX INT64_C(1000000000000)
 
@@ -416,10 +414,10 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
                 (uint64_t)in.allocated[GS_RES_GPU] * (uint64_t)(t - last_t);
         }
         while (next_sample <= t && !err) {
-            if (r->nsamples < REPLAY_SAMPLES_MAX)
+            if (r->nsamples < GS_REPLAY_SAMPLES_MAX)
                 err = take_sample(&s, next_sample, cap_gpu);
             next_sample += sample_ms;
-            if (next_sample <= t && t - next_sample > sample_ms * (int64_t)REPLAY_SAMPLES_MAX)
+            if (next_sample <= t && t - next_sample > sample_ms * (int64_t)GS_REPLAY_SAMPLES_MAX)
                 next_sample = t; /* a long idle gap: one sample at its end is enough */
         }
         last_t = t;
