@@ -35,10 +35,18 @@ enum gs_gpu_sharing {
     GS_GPU_SHARE_MIG = 2,       /**< MIG: instances carved out of `mig_slices` compute slices */
 };
 
-/** One GPU of a node. Plain value record, owned by its node. */
+/**
+ * One GPU of a node. Plain value record, owned by its node.
+ *
+ * What pods hold is kept in the `_used` members; the `_free` members are derived from them and
+ * are what placement reads: max(0, capacity - used), and 0 on an unhealthy GPU, so that a GPU
+ * that fails takes no new work, keeps its running pods, and never shows negative free capacity.
+ */
 struct gs_gpu {
     int32_t gpu_milli;       /**< capacity in milli-GPU; GS_GPU_MILLI for every real GPU */
-    int32_t gpu_milli_free;  /**< capacity not yet bound to pods, 0..gpu_milli */
+    int32_t gpu_milli_free;  /**< derived: capacity open to new pods, 0..gpu_milli */
+    int32_t gpu_milli_used;  /**< milli-GPU bound to pods, 0..gpu_milli */
+    bool healthy;            /**< false: takes no new pods (running ones stay) */
     int64_t mem_mib;         /**< device memory in MiB; 0 when unknown */
     int64_t mem_mib_free;    /**< device memory not yet bound to pods, MiB */
     uint8_t sharing;         /**< enum gs_gpu_sharing */
@@ -49,6 +57,21 @@ struct gs_gpu {
     uint16_t pods;           /**< pods holding any share of this GPU */
 };
 
+/** Effects of a Kubernetes taint (core/v1 Taint.effect). */
+enum gs_taint_effect {
+    GS_TAINT_NO_SCHEDULE = 1,        /**< `NoSchedule`: pods that do not tolerate it never land */
+    GS_TAINT_PREFER_NO_SCHEDULE = 2, /**< `PreferNoSchedule`: a score, not a filter */
+    GS_TAINT_NO_EXECUTE = 3,         /**< `NoExecute`: filters like NoSchedule here (evicting
+                                          running pods is the taint manager's job) */
+};
+
+/** A node taint. In a spec the strings are borrowed; in a node they are owned. */
+struct gs_taint {
+    char *key;      /**< non-empty */
+    char *value;    /**< may be empty, never NULL in a node */
+    uint8_t effect; /**< enum gs_taint_effect */
+};
+
 /** Clustering tags (FGD paper's GPU Clustering policy): tag 0 is a shared GPU, tag k is k GPUs. */
 #define GS_TAG_SHARE 0
 
@@ -57,12 +80,17 @@ struct gs_gpu {
  * gs_cluster_bind()/gs_cluster_unbind(), which keep the derived members exact.
  */
 struct gs_node {
-    char *name;             /**< node name, owned by the cluster */
+    char *name;             /**< node name, owned by the cluster; NULL while the slot is free */
+    bool present;           /**< false: the slot is free (node removed); read nothing else */
+    bool unschedulable;     /**< cordoned (Kubernetes spec.unschedulable): no new pods */
+    uint32_t incarnation;   /**< bumped each time the slot gets a new node (see handles) */
     uint32_t model_id;      /**< GPU model (see gs_cluster_model_name()); any value if no GPU */
     int64_t cpu_milli;      /**< allocatable CPU, milli-cores */
-    int64_t cpu_milli_free; /**< allocatable CPU not requested by bound pods */
+    int64_t cpu_milli_free; /**< derived: max(0, cpu_milli - cpu_milli_used) */
+    int64_t cpu_milli_used; /**< CPU requested by bound pods, milli-cores */
     int64_t mem_mib;        /**< allocatable memory, MiB */
-    int64_t mem_mib_free;   /**< memory not requested by bound pods, MiB */
+    int64_t mem_mib_free;   /**< derived: max(0, mem_mib - mem_mib_used) */
+    int64_t mem_mib_used;   /**< memory requested by bound pods, MiB */
     int32_t pods_max;       /**< most pods the node accepts (kubelet's maxPods) */
     int32_t pods;           /**< pods bound to the node */
     uint32_t gpu_count;     /**< GPUs on the node, 0..GS_NODE_GPUS_MAX */
@@ -76,6 +104,9 @@ struct gs_node {
     uint64_t gen;                             /**< bumped on every change; never repeats */
     char **labels;                            /**< `key=value` strings, owned; may be NULL */
     uint32_t label_count;                     /**< entries in labels */
+    struct gs_taint *taints;                  /**< owned copies (strings owned); may be NULL */
+    uint32_t taint_count;                     /**< entries in taints */
+    uint32_t healthy_gpus;                    /**< GPUs with healthy set */
 };
 
 /**
@@ -184,11 +215,99 @@ int gs_cluster_set_label(struct gs_cluster *c, uint32_t node, const char *key, c
  */
 const char *gs_node_label(const struct gs_node *n, const char *key);
 
-/** Returns the number of nodes. */
+/**
+ * Returns the number of node slots: every index below it is a node or a free slot left by
+ * gs_cluster_remove_node() (check gs_node.present). Without removals, the number of nodes.
+ */
 uint32_t gs_cluster_node_count(const struct gs_cluster *c);
 
-/** Returns node `i` (read-only, valid until the next gs_cluster_add_node()), or NULL. */
+/** Returns the number of nodes present (slots minus free slots). */
+uint32_t gs_cluster_nodes_present(const struct gs_cluster *c);
+
+/**
+ * Returns node slot `i` (read-only, valid until the next gs_cluster_add_node()), or NULL past
+ * the end. A free slot is returned with present == false.
+ */
 const struct gs_node *gs_cluster_node(const struct gs_cluster *c, uint32_t i);
+
+/** Finds a present node by name. @return its index, or -1. O(1). */
+int gs_cluster_find_node(const struct gs_cluster *c, const char *name);
+
+/**
+ * A node handle: index in the low 32 bits, the slot's incarnation in the high 32 bits. An index
+ * is reused after a removal; a handle never is, so a holder can tell a stale reference.
+ */
+uint64_t gs_cluster_node_handle(const struct gs_cluster *c, uint32_t i);
+
+/**
+ * Resolves a handle from gs_cluster_node_handle().
+ * @param index  receives the node index.
+ * @return GS_OK; GS_ENOENT when the node was removed (its slot may hold another node now).
+ */
+int gs_cluster_node_resolve(const struct gs_cluster *c, uint64_t handle, uint32_t *index);
+
+/**
+ * Removes a node that has no pods bound (unbind them first: the engine does, with reason
+ * node-lost). Its index goes on a free list and is reused by a later gs_cluster_add_node(); its
+ * name may be added again at once.
+ * @return GS_OK; GS_EINVAL for a free slot or an index past the end; GS_EEXIST while pods are
+ *         bound (nothing changed).
+ */
+int gs_cluster_remove_node(struct gs_cluster *c, uint32_t i);
+
+/** What gs_cluster_update_node() changes. Plain value record. */
+struct gs_node_update {
+    int64_t cpu_milli; /**< allocatable CPU, milli-cores, >= 0 */
+    int64_t mem_mib;   /**< allocatable memory, MiB, >= 0 */
+    int32_t pods_max;  /**< pod limit, >= 1 */
+};
+
+/**
+ * Changes a node's allocatable CPU, memory and pod limit (Kubernetes status.allocatable).
+ * Allocatable may drop below what bound pods hold (kubelet reserved more): the pods stay, the
+ * free values are 0 (never negative) until enough of them leave.
+ * @return GS_OK; GS_EINVAL for a bad node or negative values (node unchanged).
+ */
+int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_node_update *u);
+
+/**
+ * Cordons (true) or uncordons (false) a node: Kubernetes spec.unschedulable. A cordoned node
+ * takes no new pods unless they tolerate `node.kubernetes.io/unschedulable:NoSchedule`; running
+ * pods stay. @return GS_OK; GS_EINVAL for a bad node.
+ */
+int gs_cluster_set_unschedulable(struct gs_cluster *c, uint32_t i, bool unschedulable);
+
+/**
+ * Marks one GPU healthy or unhealthy (the device plugin's health, an XID, allocatable below
+ * capacity). An unhealthy GPU takes no new pods; pods already on it keep running and release
+ * exactly what they hold. @return GS_OK; GS_EINVAL for a bad node or GPU index.
+ */
+int gs_cluster_set_gpu_health(struct gs_cluster *c, uint32_t i, uint32_t gpu, bool healthy);
+
+/**
+ * Replaces a node's taints with copies of `taints[0..n)` (core/v1 Node spec.taints).
+ * @return GS_OK; GS_EINVAL (bad node, empty key, unknown effect); GS_ENOMEM (node unchanged).
+ */
+int gs_cluster_set_taints(struct gs_cluster *c, uint32_t i, const struct gs_taint *taints,
+                          uint32_t n);
+
+/**
+ * Replaces all labels of a node with `kv[0..n)`, each `key=value`.
+ * @return GS_OK; GS_EINVAL (bad node, an entry without '=' or with an empty key); GS_ENOMEM
+ *         (node unchanged).
+ */
+int gs_cluster_set_labels(struct gs_cluster *c, uint32_t i, const char *const *kv, uint32_t n);
+
+/**
+ * Returns the capacity that new pods can use: per resource the sum over present nodes of
+ * allocatable CPU and memory, and 1000 milli-GPU per healthy GPU. Quotas and fair share are
+ * computed against it.
+ */
+void gs_cluster_capacity(const struct gs_cluster *c, int64_t *cpu_milli, int64_t *mem_mib,
+                         int64_t *gpu_milli);
+
+/** Returns a number that changes whenever capacity (gs_cluster_capacity()) may have changed. */
+uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c);
 
 /** Returns the total GPU count of the cluster. */
 uint32_t gs_cluster_gpu_count(const struct gs_cluster *c);
@@ -236,6 +355,16 @@ static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_re
  */
 int gs_cluster_bind(struct gs_cluster *c, const struct gs_pod_req *req,
                     const struct gs_placement *pl);
+
+/**
+ * Binds a pod that is already running (adopted after a restart, or bound by another
+ * scheduler): like gs_cluster_bind() but CPU, memory and pod count may exceed allocatable (the
+ * kubelet admitted it; free values stay at 0, never negative), the node may be cordoned and its
+ * GPUs unhealthy. GPUs are never over-committed.
+ * @return GS_OK; GS_EINVAL for a free slot or a GPU over its capacity (cluster unchanged).
+ */
+int gs_cluster_adopt(struct gs_cluster *c, const struct gs_pod_req *req,
+                     const struct gs_placement *pl);
 
 /**
  * Releases what gs_cluster_bind() took for the same request and placement.

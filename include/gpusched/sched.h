@@ -91,6 +91,17 @@ int gs_sched_place(struct gs_sched *s, const struct gs_pod_req *req, struct gs_r
                    struct gs_placement *pl);
 
 /**
+ * gs_sched_place() for a pod with a node filter: only nodes that pass filter class `cls`
+ * (gpusched/filter.h: nodeSelector, node affinity, taints and tolerations, cordon) are feasible,
+ * and the class's preferred node affinity and the nodes' PreferNoSchedule taints add their
+ * kube-scheduler scores (NodeAffinity weight 2, TaintToleration weight 3, each normalised to
+ * 0..100) to the policy's score. gs_sched_place() is this with GS_FILTER_DEFAULT.
+ * @return as gs_sched_place(); GS_EINVAL also for an unknown class.
+ */
+int gs_sched_place_class(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
+                         struct gs_rng *rng, struct gs_placement *pl);
+
+/**
  * Scores every node for one pod, as gs_sched_place() would before selecting.
  * @param scores  array of gs_cluster_node_count() entries; receives each feasible node's score
  *                (0..100 after normalisation) and -1 for an infeasible node. When exactly one

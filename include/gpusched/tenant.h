@@ -93,6 +93,7 @@ enum gs_evict_reason {
     GS_EVICT_PREEMPT = 1, /**< a higher-priority pod of the same queue needed the room */
     GS_EVICT_RECLAIM = 2, /**< a queue below its fair share took back lent quota */
     GS_EVICT_GANG = 3,    /**< another member of its gang was evicted */
+    GS_EVICT_NODE_LOST = 4, /**< its node was removed (gs_engine_remove_node()) */
 };
 
 /** What the engine reports. */
@@ -101,6 +102,13 @@ enum gs_event_kind {
     GS_EV_EVICT = 1,        /**< pod evicted (reason, by = the pod that caused it) */
     GS_EV_GANG_TIMEOUT = 2, /**< pod failed because its gang timed out */
     GS_EV_BACKFILL = 3,     /**< pod started ahead of a reservation without delaying it */
+    GS_EV_SUBMIT = 4,       /**< pod entered its queue (gs_engine_submit_pod()) */
+    GS_EV_FINISH = 5,       /**< running pod finished (gs_engine_finish()) */
+    GS_EV_DELETE = 6,       /**< pod deleted before it finished (gs_engine_delete()) */
+    GS_EV_UNSCHEDULABLE = 7, /**< pod tried and not placed; `reason` text changed since the
+                                  last such event of this pod (once per change, not per cycle) */
+    GS_EV_ADOPT = 8,        /**< running pod handed to the engine (gs_engine_adopt()); counts
+                                 as a bind: pl says where */
 };
 
 /** One decision. Valid during the callback only. */
@@ -109,8 +117,11 @@ struct gs_event {
     uint32_t pod;                  /**< the pod bound, evicted or failed */
     uint32_t by;                   /**< EVICT: the preemptor pod; else UINT32_MAX */
     enum gs_evict_reason reason;   /**< EVICT only */
-    const struct gs_placement *pl; /**< BIND/BACKFILL: where; else NULL */
+    const struct gs_placement *pl; /**< BIND/BACKFILL/ADOPT, and EVICT/FINISH/DELETE of a
+                                        running pod: where it is or was; else NULL */
     int64_t now_ms;
+    const char *text; /**< UNSCHEDULABLE: the reason (explain.h templates, or a quota or gang
+                           message); else NULL. Valid during the callback. */
 };
 
 /** Engine configuration. Borrowed by gs_engine_new(). */
@@ -125,7 +136,11 @@ struct gs_engine_config {
                                              0 = every node */
     uint32_t cycle_attempts_max;        /**< stop a cycle after this many jobs tried (0 = no bound);
                                              the rest wait for the next cycle */
-    /** Called for every decision, in order; may be NULL. Must not call back into the engine. */
+    bool evict_ends_pod;                /**< an evicted pod ends (FAILED) instead of waiting
+                                             again: in Kubernetes an evicted pod is gone and its
+                                             controller makes a new one */
+    /** Called for every decision, in order; may be NULL. May read the engine (the *_info and
+     *  find functions), must not change it. */
     void (*on_event)(void *ctx, const struct gs_event *ev);
     void *ctx; /**< passed to on_event */
 };
@@ -165,6 +180,26 @@ struct gs_tpod_info {
     int64_t end_ms;         /**< SUCCEEDED/FAILED time; -1 otherwise */
     uint32_t evictions;     /**< times evicted */
     enum gs_evict_reason last_evict_reason;
+    const char *uid;        /**< Kubernetes metadata.uid, borrowed; NULL without identity */
+    const char *ns;         /**< namespace, borrowed; NULL without identity */
+    uint32_t filter_class;  /**< node filter class (filter.h) */
+    bool adopted;           /**< came in running through gs_engine_adopt() */
+    bool foreign;           /**< bound by another scheduler: capacity only, never a victim */
+    const char *reason;     /**< why it waits (last UNSCHEDULABLE text), borrowed; NULL if none */
+};
+
+/**
+ * What a live cluster knows of a pod beyond its request. Borrowed by gs_engine_submit_pod() and
+ * gs_engine_adopt(); strings copied.
+ */
+struct gs_pod_ident {
+    const char *uid;       /**< metadata.uid, unique among the engine's pods; NULL for none */
+    const char *ns;        /**< metadata.namespace; NULL for none */
+    const char *name;      /**< metadata.name; replaces gs_tpod_spec.name when not NULL */
+    uint32_t filter_class; /**< a filter class of the engine's cluster (filter.h); the engine
+                                takes its own reference and drops it when the pod is forgotten */
+    int64_t created_ms;    /**< metadata.creationTimestamp; orders "newest first" */
+    bool foreign;          /**< adopt only: bound by another scheduler (see gs_engine_adopt()) */
 };
 
 struct gs_engine;
@@ -218,6 +253,61 @@ int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64
                      uint32_t *id);
 
 /**
+ * Submits a pod with its live-cluster identity: as gs_engine_submit(), and the pod is found by
+ * gs_engine_find_pod() and placed only on nodes passing its filter class. Emits SUBMIT.
+ * @param ident  borrowed; NULL is gs_engine_submit().
+ * @return as gs_engine_submit(); GS_EEXIST when a live pod has the same uid; GS_EINVAL for an
+ *         unknown filter class.
+ */
+int gs_engine_submit_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
+                         const struct gs_pod_ident *ident, int64_t now_ms, uint32_t *id);
+
+/**
+ * Hands the engine a pod that is already running: bound by us before a restart, or by another
+ * scheduler. It is charged to its queue (books only: adopt never fails because the queue is
+ * over its limit; that queue then takes no new pods until it is back under). With
+ * ident->foreign it counts against capacity only: it belongs to no queue's books, is never a
+ * victim, and fair shares are computed on the capacity left beside foreign pods.
+ * A placement with num_gpu == 0 for a GPU request means "GPUs unknown": the pod is charged to
+ * the lowest-indexed healthy GPUs of its node that can take it (whole GPUs: untouched ones;
+ * a fraction: the first with room), until the caller knows better. Emits ADOPT.
+ * @param pl        the node, and the GPUs when known (as gs_cluster_adopt()).
+ * @param start_ms  when it started (its start time for min_runtime and victim order).
+ * @return GS_OK; GS_EINVAL (bad queue, class, gang or request, a free node slot, GPUs over their
+ *         capacity: the engine never over-commits a GPU); GS_EEXIST duplicate uid; GS_ENOMEM.
+ *         Nothing changes on failure.
+ */
+int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
+                    const struct gs_pod_ident *ident, const struct gs_placement *pl,
+                    int64_t start_ms, uint32_t *id);
+
+/**
+ * Forgets a pod that has ended (SUCCEEDED or FAILED): drops its uid from the index and its
+ * filter class reference, and (unless it belongs to a gang, whose history it stays part of)
+ * frees its slot for a later pod. Its id then names nothing, or a later pod; pod handles
+ * (gs_engine_pod_handle()) tell them apart.
+ * @return GS_OK; GS_EINVAL for a pod that is pending, running or unknown.
+ */
+int gs_engine_forget(struct gs_engine *e, uint32_t pod);
+
+/** Finds a pod by uid. @return its id, or -1. O(1). */
+int64_t gs_engine_find_pod(const struct gs_engine *e, const char *uid);
+
+/** A pod handle: id in the low 32 bits, the slot's generation above. */
+uint64_t gs_engine_pod_handle(const struct gs_engine *e, uint32_t pod);
+
+/** Resolves a pod handle. @return GS_OK; GS_ENOENT when the pod was forgotten. */
+int gs_engine_pod_resolve(const struct gs_engine *e, uint64_t handle, uint32_t *pod);
+
+/**
+ * Removes a node from the engine's cluster: every pod on it is evicted with reason
+ * GS_EVICT_NODE_LOST (and gangs that drop below min_member lose their other running members with
+ * GS_EVICT_GANG), then the node is removed (gs_cluster_remove_node()).
+ * @return GS_OK; GS_EINVAL for a bad node; GS_ENOMEM (nothing changed).
+ */
+int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms);
+
+/**
  * Marks a running pod as finished and releases what it held.
  * @return GS_OK; GS_EINVAL if the pod is not running.
  */
@@ -229,6 +319,12 @@ int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms);
  * @return GS_OK; GS_EINVAL if the pod is unknown or already SUCCEEDED/FAILED.
  */
 int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms);
+
+/**
+ * The reason a pod waits, as the last UNSCHEDULABLE event said (NULL if it was never tried
+ * and refused). Borrowed, valid until the pod is tried again.
+ */
+const char *gs_engine_pod_reason(const struct gs_engine *e, uint32_t pod);
 
 /**
  * Runs one scheduling cycle at time now_ms: computes fair shares, serves queues in order of how

@@ -1,8 +1,11 @@
 /*
  * The cluster model: node storage, GPU model interning, the feasibility filter and binding.
  *
- * Nodes live in one growable array; a small open-addressing index over their names catches
- * duplicates at O(1). Binding and unbinding recompute a node's derived members (free totals, the
+ * Nodes live in one growable array of slots; a removed node leaves a free slot that the next
+ * added node reuses (a stack of free indices), with the slot's incarnation bumped so that node
+ * handles never resolve to the wrong node. A small open-addressing index over the names finds a
+ * node and catches duplicates at O(1). What pods hold is kept as `_used` amounts; binding,
+ * unbinding, capacity and health changes recompute a node's derived members (free values, the
  * descending free list, clustering tags) and bump its generation, the single signal every
  * per-node cache in the core keys on.
  */
@@ -11,21 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_int.h"
 #include "gpusched/err.h"
-
-struct gs_cluster {
-    struct gs_node *nodes;   /* node array, nodes_len used of nodes_cap */
-    struct gs_node_fit *fit; /* packed filter view, same indices and capacity */
-    uint32_t nodes_len;
-    uint32_t nodes_cap;
-    uint32_t *name_index;    /* open addressing: node index + 1, 0 = empty; name_index_cap slots */
-    uint32_t name_index_cap; /* power of two, at least twice nodes_len */
-    char *models[GS_MODELS_MAX]; /* model names by id, owned */
-    uint32_t models_len;
-    uint32_t gpu_count;     /* sum of node gpu_count */
-    int64_t gpu_milli_used; /* sum over GPUs of gpu_milli - gpu_milli_free */
-    uint64_t next_gen;      /* source of node generations */
-};
 
 static uint64_t hash_str(const char *s)
 {
@@ -53,19 +43,40 @@ int gs_cluster_new(struct gs_cluster **out)
     if (!*out)
         return GS_ENOMEM;
     (*out)->next_gen = 1;
-    return GS_OK;
+    int err = gs__filter_init(*out);
+    if (err) {
+        free(*out);
+        *out = NULL;
+    }
+    return err;
+}
+
+static void node_release_strings(struct gs_node *n)
+{
+    free(n->name);
+    n->name = NULL;
+    for (uint32_t l = 0; l < n->label_count; l++)
+        free(n->labels[l]);
+    free(n->labels);
+    n->labels = NULL;
+    n->label_count = 0;
+    for (uint32_t t = 0; t < n->taint_count; t++) {
+        free(n->taints[t].key);
+        free(n->taints[t].value);
+    }
+    free(n->taints);
+    n->taints = NULL;
+    n->taint_count = 0;
 }
 
 void gs_cluster_free(struct gs_cluster *c)
 {
     if (!c)
         return;
-    for (uint32_t i = 0; i < c->nodes_len; i++) {
-        free(c->nodes[i].name);
-        for (uint32_t l = 0; l < c->nodes[i].label_count; l++)
-            free(c->nodes[i].labels[l]);
-        free(c->nodes[i].labels);
-    }
+    for (uint32_t i = 0; i < c->nodes_len; i++)
+        node_release_strings(&c->nodes[i]);
+    gs__filter_fini(c);
+    free(c->free_slots);
     for (uint32_t m = 0; m < c->models_len; m++)
         free(c->models[m]);
     free(c->nodes);
@@ -150,19 +161,51 @@ static int index_grow(struct gs_cluster *c)
     c->name_index = idx;
     c->name_index_cap = cap;
     for (uint32_t n = 0; n < c->nodes_len; n++)
-        *index_slot(c, c->nodes[n].name) = n + 1;
+        if (c->nodes[n].present)
+            *index_slot(c, c->nodes[n].name) = n + 1;
     return GS_OK;
+}
+
+/* Deletes a name from the linear-probing index by backward shift (no tombstones). */
+static void index_delete(struct gs_cluster *c, const char *name)
+{
+    uint32_t mask = c->name_index_cap - 1;
+    uint32_t *slot = index_slot(c, name);
+    uint32_t hole = (uint32_t)(slot - c->name_index);
+    if (*slot == 0)
+        return;
+    c->name_index[hole] = 0;
+    for (uint32_t j = (hole + 1) & mask; c->name_index[j] != 0; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)hash_str(c->nodes[c->name_index[j] - 1].name) & mask;
+        /* Move entry j into the hole when its home does not lie cyclically in (hole, j]. */
+        bool in_range = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!in_range) {
+            c->name_index[hole] = c->name_index[j];
+            c->name_index[j] = 0;
+            hole = j;
+        }
+    }
+}
+
+static int64_t max0(int64_t v)
+{
+    return v > 0 ? v : 0;
 }
 
 /* Recomputes the derived members of a node and gives it a new generation. */
 static void node_refresh(struct gs_cluster *c, struct gs_node *n)
 {
     int32_t total = 0;
-    uint32_t full = 0;
+    uint32_t full = 0, healthy = 0;
+    n->cpu_milli_free = max0(n->cpu_milli - n->cpu_milli_used);
+    n->mem_mib_free = max0(n->mem_mib - n->mem_mib_used);
     for (uint32_t g = 0; g < n->gpu_count; g++) {
-        int32_t f = n->gpus[g].gpu_milli_free;
+        struct gs_gpu *gpu = &n->gpus[g];
+        gpu->gpu_milli_free = gpu->healthy ? (int32_t)max0(gpu->gpu_milli - gpu->gpu_milli_used) : 0;
+        healthy += gpu->healthy;
+        int32_t f = gpu->gpu_milli_free;
         total += f;
-        if (f == n->gpus[g].gpu_milli)
+        if (gpu->healthy && gpu->gpu_milli_used == 0)
             full++;
         /* Insertion into the descending list: at most 16 entries. */
         uint32_t k = g;
@@ -174,9 +217,12 @@ static void node_refresh(struct gs_cluster *c, struct gs_node *n)
     }
     n->gpu_milli_free_total = total;
     n->gpus_full_free = full;
+    n->healthy_gpus = healthy;
     n->gen = c->next_gen++;
     struct gs_node_fit *f = &c->fit[n - c->nodes];
     memset(f, 0, sizeof(*f));
+    if (!n->present)
+        return; /* pods_left 0: nothing fits a free slot */
     f->cpu_milli_free = n->cpu_milli_free;
     f->mem_mib_free = n->mem_mib_free;
     f->pods_left = n->pods_max - n->pods;
@@ -193,6 +239,28 @@ const struct gs_node_fit *gs_cluster_fit_array(const struct gs_cluster *c)
     return c->fit;
 }
 
+static int grow_slots(struct gs_cluster *c)
+{
+    uint32_t cap = c->nodes_cap ? c->nodes_cap * 2 : 64;
+    struct gs_node *nodes = realloc(c->nodes, (size_t)cap * sizeof(*nodes));
+    if (!nodes)
+        return GS_ENOMEM;
+    c->nodes = nodes;
+    struct gs_node_fit *fit = realloc(c->fit, (size_t)cap * sizeof(*fit));
+    if (!fit)
+        return GS_ENOMEM;
+    c->fit = fit;
+    uint32_t *fs = realloc(c->free_slots, (size_t)cap * sizeof(*fs));
+    if (!fs)
+        return GS_ENOMEM;
+    c->free_slots = fs;
+    int err = gs__filter_reserve(c, cap);
+    if (err)
+        return err;
+    c->nodes_cap = cap;
+    return GS_OK;
+}
+
 int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, uint32_t *id)
 {
     if (!spec->name || !*spec->name || spec->cpu_milli < 0 || spec->mem_mib < 0 ||
@@ -202,17 +270,10 @@ int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, u
         return GS_EINVAL;
     if (c->name_index_cap && *index_slot(c, spec->name) != 0)
         return GS_EEXIST;
-    if (c->nodes_len == c->nodes_cap) {
-        uint32_t cap = c->nodes_cap ? c->nodes_cap * 2 : 64;
-        struct gs_node *nodes = realloc(c->nodes, (size_t)cap * sizeof(*nodes));
-        if (!nodes)
-            return GS_ENOMEM;
-        c->nodes = nodes;
-        struct gs_node_fit *fit = realloc(c->fit, (size_t)cap * sizeof(*fit));
-        if (!fit)
-            return GS_ENOMEM;
-        c->fit = fit;
-        c->nodes_cap = cap;
+    if (c->free_len == 0 && c->nodes_len == c->nodes_cap) {
+        int err = grow_slots(c);
+        if (err)
+            return err;
     }
     if ((c->nodes_len + 1) * 2 > c->name_index_cap) {
         int err = index_grow(c);
@@ -232,58 +293,212 @@ int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, u
             free(c->models[--c->models_len]);
         return GS_ENOMEM;
     }
-    struct gs_node *n = &c->nodes[c->nodes_len];
+    bool reused = c->free_len > 0;
+    uint32_t idx = reused ? c->free_slots[--c->free_len] : c->nodes_len++;
+    struct gs_node *n = &c->nodes[idx];
+    uint32_t incarnation = reused ? n->incarnation : 0;
     memset(n, 0, sizeof(*n));
+    n->incarnation = incarnation + 1;
+    n->present = true;
     n->name = name;
     n->model_id = model;
-    n->cpu_milli = n->cpu_milli_free = spec->cpu_milli;
-    n->mem_mib = n->mem_mib_free = spec->mem_mib;
+    n->cpu_milli = spec->cpu_milli;
+    n->mem_mib = spec->mem_mib;
     n->pods_max = spec->pods_max;
     n->gpu_count = spec->gpu_count;
     for (uint32_t g = 0; g < spec->gpu_count; g++) {
         struct gs_gpu *gpu = &n->gpus[g];
-        gpu->gpu_milli = gpu->gpu_milli_free = GS_GPU_MILLI;
+        gpu->gpu_milli = GS_GPU_MILLI;
+        gpu->healthy = true;
         gpu->mem_mib = gpu->mem_mib_free = spec->gpu_mem_mib;
         gpu->sharing = GS_GPU_SHARE_MILLI;
         gpu->replicas = 1;
     }
     node_refresh(c, n);
-    *index_slot(c, name) = c->nodes_len + 1;
+    *index_slot(c, name) = idx + 1;
     c->gpu_count += spec->gpu_count;
+    c->nodes_present++;
+    c->capacity_gen++;
+    gs__filter_node_changed(c, idx, false);
     if (id)
-        *id = c->nodes_len;
-    c->nodes_len++;
+        *id = idx;
     return GS_OK;
+}
+
+static struct gs_node *node_at(struct gs_cluster *c, uint32_t i)
+{
+    return i < c->nodes_len && c->nodes[i].present ? &c->nodes[i] : NULL;
+}
+
+int gs_cluster_remove_node(struct gs_cluster *c, uint32_t i)
+{
+    struct gs_node *n = node_at(c, i);
+    if (!n)
+        return GS_EINVAL;
+    if (n->pods > 0)
+        return GS_EEXIST;
+    bool had_prefer = gs__node_has_prefer_taint(n);
+    index_delete(c, n->name);
+    c->gpu_count -= n->gpu_count;
+    uint32_t incarnation = n->incarnation;
+    node_release_strings(n);
+    memset(n, 0, sizeof(*n));
+    n->incarnation = incarnation;
+    node_refresh(c, n);
+    c->free_slots[c->free_len++] = i;
+    c->nodes_present--;
+    c->capacity_gen++;
+    gs__filter_node_changed(c, i, had_prefer);
+    return GS_OK;
+}
+
+int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_node_update *u)
+{
+    struct gs_node *n = node_at(c, i);
+    if (!n || u->cpu_milli < 0 || u->mem_mib < 0 || u->pods_max < 1)
+        return GS_EINVAL;
+    n->cpu_milli = u->cpu_milli;
+    n->mem_mib = u->mem_mib;
+    n->pods_max = u->pods_max;
+    node_refresh(c, n);
+    c->capacity_gen++;
+    return GS_OK;
+}
+
+int gs_cluster_set_unschedulable(struct gs_cluster *c, uint32_t i, bool unschedulable)
+{
+    struct gs_node *n = node_at(c, i);
+    if (!n)
+        return GS_EINVAL;
+    if (n->unschedulable == unschedulable)
+        return GS_OK;
+    n->unschedulable = unschedulable;
+    n->gen = c->next_gen++;
+    gs__filter_node_changed(c, i, gs__node_has_prefer_taint(n));
+    return GS_OK;
+}
+
+int gs_cluster_set_gpu_health(struct gs_cluster *c, uint32_t i, uint32_t gpu, bool healthy)
+{
+    struct gs_node *n = node_at(c, i);
+    if (!n || gpu >= n->gpu_count)
+        return GS_EINVAL;
+    if (n->gpus[gpu].healthy == healthy)
+        return GS_OK;
+    n->gpus[gpu].healthy = healthy;
+    node_refresh(c, n);
+    c->capacity_gen++;
+    return GS_OK;
+}
+
+int gs_cluster_set_taints(struct gs_cluster *c, uint32_t i, const struct gs_taint *taints,
+                          uint32_t count)
+{
+    struct gs_node *n = node_at(c, i);
+    if (!n || (count && !taints))
+        return GS_EINVAL;
+    for (uint32_t t = 0; t < count; t++)
+        if (!taints[t].key || !*taints[t].key || taints[t].effect < GS_TAINT_NO_SCHEDULE ||
+            taints[t].effect > GS_TAINT_NO_EXECUTE)
+            return GS_EINVAL;
+    struct gs_taint *copy = count ? calloc(count, sizeof(*copy)) : NULL;
+    if (count && !copy)
+        return GS_ENOMEM;
+    for (uint32_t t = 0; t < count; t++) {
+        copy[t].key = dup_str(taints[t].key);
+        copy[t].value = dup_str(taints[t].value ? taints[t].value : "");
+        copy[t].effect = taints[t].effect;
+        if (!copy[t].key || !copy[t].value) {
+            for (uint32_t k = 0; k <= t; k++) {
+                free(copy[k].key);
+                free(copy[k].value);
+            }
+            free(copy);
+            return GS_ENOMEM;
+        }
+    }
+    bool had_prefer = gs__node_has_prefer_taint(n);
+    for (uint32_t t = 0; t < n->taint_count; t++) {
+        free(n->taints[t].key);
+        free(n->taints[t].value);
+    }
+    free(n->taints);
+    n->taints = copy;
+    n->taint_count = count;
+    n->gen = c->next_gen++;
+    gs__filter_node_changed(c, i, had_prefer);
+    return GS_OK;
+}
+
+static char *kv_make(const char *key, const char *value)
+{
+    size_t klen = strlen(key), vlen = strlen(value);
+    char *kv = malloc(klen + vlen + 2);
+    if (!kv)
+        return NULL;
+    memcpy(kv, key, klen);
+    kv[klen] = '=';
+    memcpy(kv + klen + 1, value, vlen + 1);
+    return kv;
 }
 
 int gs_cluster_set_label(struct gs_cluster *c, uint32_t node, const char *key, const char *value)
 {
-    if (node >= c->nodes_len || !key || !*key || !value || strchr(key, '='))
+    struct gs_node *n = node_at(c, node);
+    if (!n || !key || !*key || !value || strchr(key, '='))
         return GS_EINVAL;
-    struct gs_node *n = &c->nodes[node];
-    size_t klen = strlen(key), vlen = strlen(value);
-    char *kv = malloc(klen + vlen + 2);
+    size_t klen = strlen(key);
+    char *kv = kv_make(key, value);
     if (!kv)
         return GS_ENOMEM;
-    memcpy(kv, key, klen);
-    kv[klen] = '=';
-    memcpy(kv + klen + 1, value, vlen + 1);
-    for (uint32_t l = 0; l < n->label_count; l++) {
+    bool replaced = false;
+    for (uint32_t l = 0; l < n->label_count && !replaced; l++) {
         if (strncmp(n->labels[l], key, klen) == 0 && n->labels[l][klen] == '=') {
             free(n->labels[l]);
             n->labels[l] = kv;
-            n->gen = c->next_gen++;
-            return GS_OK;
+            replaced = true;
         }
     }
-    char **labels = realloc(n->labels, (n->label_count + 1) * sizeof(*labels));
-    if (!labels) {
-        free(kv);
-        return GS_ENOMEM;
+    if (!replaced) {
+        char **labels = realloc(n->labels, (n->label_count + 1) * sizeof(*labels));
+        if (!labels) {
+            free(kv);
+            return GS_ENOMEM;
+        }
+        n->labels = labels;
+        n->labels[n->label_count++] = kv;
     }
-    n->labels = labels;
-    n->labels[n->label_count++] = kv;
     n->gen = c->next_gen++;
+    gs__filter_node_changed(c, node, gs__node_has_prefer_taint(n));
+    return GS_OK;
+}
+
+int gs_cluster_set_labels(struct gs_cluster *c, uint32_t i, const char *const *kv, uint32_t count)
+{
+    struct gs_node *n = node_at(c, i);
+    if (!n || (count && !kv))
+        return GS_EINVAL;
+    for (uint32_t l = 0; l < count; l++)
+        if (!kv[l] || kv[l][0] == '=' || !strchr(kv[l], '='))
+            return GS_EINVAL;
+    char **labels = count ? calloc(count, sizeof(*labels)) : NULL;
+    if (count && !labels)
+        return GS_ENOMEM;
+    for (uint32_t l = 0; l < count; l++) {
+        if (!(labels[l] = dup_str(kv[l]))) {
+            for (uint32_t k = 0; k < l; k++)
+                free(labels[k]);
+            free(labels);
+            return GS_ENOMEM;
+        }
+    }
+    for (uint32_t l = 0; l < n->label_count; l++)
+        free(n->labels[l]);
+    free(n->labels);
+    n->labels = labels;
+    n->label_count = count;
+    n->gen = c->next_gen++;
+    gs__filter_node_changed(c, i, gs__node_has_prefer_taint(n));
     return GS_OK;
 }
 
@@ -301,9 +516,59 @@ uint32_t gs_cluster_node_count(const struct gs_cluster *c)
     return c->nodes_len;
 }
 
+uint32_t gs_cluster_nodes_present(const struct gs_cluster *c)
+{
+    return c->nodes_present;
+}
+
 const struct gs_node *gs_cluster_node(const struct gs_cluster *c, uint32_t i)
 {
     return i < c->nodes_len ? &c->nodes[i] : NULL;
+}
+
+int gs_cluster_find_node(const struct gs_cluster *c, const char *name)
+{
+    if (!name || !c->name_index_cap)
+        return -1;
+    uint32_t v = *index_slot(c, name);
+    return v ? (int)(v - 1) : -1;
+}
+
+uint64_t gs_cluster_node_handle(const struct gs_cluster *c, uint32_t i)
+{
+    uint32_t inc = i < c->nodes_len ? c->nodes[i].incarnation : 0;
+    return (uint64_t)inc << 32 | i;
+}
+
+int gs_cluster_node_resolve(const struct gs_cluster *c, uint64_t handle, uint32_t *index)
+{
+    uint32_t i = (uint32_t)handle;
+    if (i >= c->nodes_len || !c->nodes[i].present || c->nodes[i].incarnation != handle >> 32)
+        return GS_ENOENT;
+    *index = i;
+    return GS_OK;
+}
+
+void gs_cluster_capacity(const struct gs_cluster *c, int64_t *cpu_milli, int64_t *mem_mib,
+                         int64_t *gpu_milli)
+{
+    int64_t cpu = 0, mem = 0, gpu = 0;
+    for (uint32_t i = 0; i < c->nodes_len; i++) {
+        const struct gs_node *n = &c->nodes[i];
+        if (!n->present)
+            continue;
+        cpu += n->cpu_milli;
+        mem += n->mem_mib;
+        gpu += (int64_t)n->healthy_gpus * GS_GPU_MILLI;
+    }
+    *cpu_milli = cpu;
+    *mem_mib = mem;
+    *gpu_milli = gpu;
+}
+
+uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c)
+{
+    return c->capacity_gen;
 }
 
 uint32_t gs_cluster_gpu_count(const struct gs_cluster *c)
@@ -318,7 +583,7 @@ int64_t gs_cluster_gpu_milli_used(const struct gs_cluster *c)
 
 bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req)
 {
-    if (req->cpu_milli > n->cpu_milli_free || req->mem_mib > n->mem_mib_free ||
+    if (!n->present || req->cpu_milli > n->cpu_milli_free || req->mem_mib > n->mem_mib_free ||
         n->pods >= n->pods_max)
         return false;
     if (req->num_gpu == 0)
@@ -341,9 +606,12 @@ int gs_req_tag(const struct gs_pod_req *req)
     return (int)req->num_gpu;
 }
 
-/* Checks the GPU half of a placement: sign +1 binds, -1 releases. */
+enum bind_mode { BIND_NEW, BIND_ADOPT, BIND_RELEASE };
+
+/* Checks the GPU half of a placement. A new pod needs free (healthy) capacity; an adopted pod
+ * only needs used + ask within capacity; a release needs that much used. */
 static bool placement_valid(const struct gs_node *n, const struct gs_pod_req *req,
-                            const struct gs_placement *pl, int sign)
+                            const struct gs_placement *pl, enum bind_mode mode)
 {
     if (pl->num_gpu != req->num_gpu || (req->num_gpu && pl->gpu_milli != req->gpu_milli))
         return false;
@@ -356,64 +624,67 @@ static bool placement_valid(const struct gs_node *n, const struct gs_pod_req *re
             return false;
         seen |= 1u << g;
         const struct gs_gpu *gpu = &n->gpus[g];
-        if (sign > 0 && gpu->gpu_milli_free < pl->gpu_milli)
+        if (mode == BIND_NEW && gpu->gpu_milli_free < pl->gpu_milli)
             return false;
-        if (sign < 0 && (gpu->gpu_milli_free + pl->gpu_milli > gpu->gpu_milli || gpu->pods == 0))
+        if (mode == BIND_ADOPT && gpu->gpu_milli_used + pl->gpu_milli > gpu->gpu_milli)
+            return false;
+        if (mode == BIND_RELEASE && (gpu->gpu_milli_used < pl->gpu_milli || gpu->pods == 0))
             return false;
     }
     return true;
 }
 
-int gs_cluster_bind(struct gs_cluster *c, const struct gs_pod_req *req,
-                    const struct gs_placement *pl)
+static void apply(struct gs_cluster *c, struct gs_node *n, const struct gs_pod_req *req,
+                  const struct gs_placement *pl, int sign)
 {
-    if (pl->node >= c->nodes_len)
-        return GS_EINVAL;
-    struct gs_node *n = &c->nodes[pl->node];
-    if (!gs_node_fits(n, req) || !placement_valid(n, req, pl, +1))
-        return GS_EINVAL;
-    n->cpu_milli_free -= req->cpu_milli;
-    n->mem_mib_free -= req->mem_mib;
-    n->pods++;
+    n->cpu_milli_used += sign * req->cpu_milli;
+    n->mem_mib_used += sign * req->mem_mib;
+    n->pods += sign;
     for (uint32_t i = 0; i < pl->num_gpu; i++) {
         struct gs_gpu *gpu = &n->gpus[pl->gpu_index[i]];
-        gpu->gpu_milli_free -= pl->gpu_milli;
-        gpu->pods++;
+        gpu->gpu_milli_used += sign * pl->gpu_milli;
+        gpu->pods = (uint16_t)(gpu->pods + sign);
     }
     int tag = gs_req_tag(req);
     if (tag >= 0) {
-        n->gpu_pods++;
-        n->tag_count[tag]++;
+        n->gpu_pods = (uint32_t)((int32_t)n->gpu_pods + sign);
+        n->tag_count[tag] = (uint32_t)((int32_t)n->tag_count[tag] + sign);
     }
-    c->gpu_milli_used += (int64_t)pl->num_gpu * pl->gpu_milli;
+    c->gpu_milli_used += sign * (int64_t)pl->num_gpu * pl->gpu_milli;
     node_refresh(c, n);
+}
+
+int gs_cluster_bind(struct gs_cluster *c, const struct gs_pod_req *req,
+                    const struct gs_placement *pl)
+{
+    struct gs_node *n = node_at(c, pl->node);
+    if (!n || !gs_node_fits(n, req) || !placement_valid(n, req, pl, BIND_NEW))
+        return GS_EINVAL;
+    apply(c, n, req, pl, +1);
+    return GS_OK;
+}
+
+int gs_cluster_adopt(struct gs_cluster *c, const struct gs_pod_req *req,
+                     const struct gs_placement *pl)
+{
+    struct gs_node *n = node_at(c, pl->node);
+    if (!n || req->cpu_milli < 0 || req->mem_mib < 0 || req->num_gpu > n->gpu_count ||
+        n->pods == INT32_MAX || !placement_valid(n, req, pl, BIND_ADOPT))
+        return GS_EINVAL;
+    apply(c, n, req, pl, +1);
     return GS_OK;
 }
 
 int gs_cluster_unbind(struct gs_cluster *c, const struct gs_pod_req *req,
                       const struct gs_placement *pl)
 {
-    if (pl->node >= c->nodes_len)
+    struct gs_node *n = node_at(c, pl->node);
+    if (!n)
         return GS_EINVAL;
-    struct gs_node *n = &c->nodes[pl->node];
     int tag = gs_req_tag(req);
-    if (n->pods == 0 || n->cpu_milli_free + req->cpu_milli > n->cpu_milli ||
-        n->mem_mib_free + req->mem_mib > n->mem_mib || !placement_valid(n, req, pl, -1) ||
-        (tag >= 0 && n->tag_count[tag] == 0))
+    if (n->pods == 0 || n->cpu_milli_used < req->cpu_milli || n->mem_mib_used < req->mem_mib ||
+        !placement_valid(n, req, pl, BIND_RELEASE) || (tag >= 0 && n->tag_count[tag] == 0))
         return GS_EINVAL;
-    n->cpu_milli_free += req->cpu_milli;
-    n->mem_mib_free += req->mem_mib;
-    n->pods--;
-    for (uint32_t i = 0; i < pl->num_gpu; i++) {
-        struct gs_gpu *gpu = &n->gpus[pl->gpu_index[i]];
-        gpu->gpu_milli_free += pl->gpu_milli;
-        gpu->pods--;
-    }
-    if (tag >= 0) {
-        n->gpu_pods--;
-        n->tag_count[tag]--;
-    }
-    c->gpu_milli_used -= (int64_t)pl->num_gpu * pl->gpu_milli;
-    node_refresh(c, n);
+    apply(c, n, req, pl, -1);
     return GS_OK;
 }

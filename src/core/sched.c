@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "gpusched/err.h"
+#include "gpusched/filter.h"
 
 /* Fixed maximums the reference uses to scale CPU and GPU (MaxSpecCpu, MaxSpecGpu). */
 #define MAX_SPEC_CPU_MILLI 128000.0
@@ -696,26 +697,62 @@ static bool req_valid(const struct gs_pod_req *req)
 }
 
 /* Filter and score; leaves the feasible list and scores in the scratch arrays. */
-static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, struct gs_rng *rng,
-                            uint32_t *nf_out)
+static bool in_set(const uint64_t *set, uint32_t i)
+{
+    return set[i / 64] >> (i % 64) & 1;
+}
+
+/* kube-scheduler's DefaultNormalizeScore: score * 100 / max, reversed for taints (fewer
+ * untolerated PreferNoSchedule taints is better). Weights are its defaults: NodeAffinity 2,
+ * TaintToleration 3. Added only when they can differ between nodes, so a cluster without
+ * preferences or PreferNoSchedule taints places exactly as the policy alone. */
+static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
+{
+    bool aff = gs_filter_has_preferences(s->c, cls);
+    bool taint = gs_filter_prefer_tainted_nodes(s->c) > 0;
+    if (!aff && !taint)
+        return GS_OK;
+    int64_t max_aff = 0, max_taint = 0;
+    int64_t *raw = malloc((size_t)nf * 2 * sizeof(*raw));
+    if (!raw)
+        return GS_ENOMEM;
+    for (uint32_t k = 0; k < nf; k++) {
+        gs_filter_raw_scores(s->c, cls, s->feasible[k], &raw[2 * k], &raw[2 * k + 1]);
+        max_aff = raw[2 * k] > max_aff ? raw[2 * k] : max_aff;
+        max_taint = raw[2 * k + 1] > max_taint ? raw[2 * k + 1] : max_taint;
+    }
+    for (uint32_t k = 0; k < nf; k++) {
+        int64_t a = max_aff ? raw[2 * k] * 100 / max_aff : 0;
+        int64_t t = max_taint ? 100 - raw[2 * k + 1] * 100 / max_taint : 100;
+        s->scores[k] += (int32_t)(2 * a + 3 * t);
+    }
+    free(raw);
+    return GS_OK;
+}
+
+static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
+                            struct gs_rng *rng, uint32_t *nf_out)
 {
     if (!req_valid(req))
         return GS_EINVAL;
     int err = ensure_nodes(s);
     if (err)
         return err;
+    const uint64_t *set = gs_filter_nodes(s->c, cls);
+    if (!set)
+        return GS_EINVAL;
     uint32_t n = gs_cluster_node_count(s->c);
     uint32_t nf = 0;
     const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t i = 0; i < n; i++)
-            if (gs_fit_ok(&fit[i], req))
+            if (in_set(set, i) && gs_fit_ok(&fit[i], req))
                 s->feasible[nf++] = i;
     } else {
         /* Bounded scan from a rotating start, as kube-scheduler does on large clusters. */
         uint32_t i = s->next_start < n ? s->next_start : 0, scanned = 0;
         for (; scanned < n && nf < s->nodes_to_find; scanned++) {
-            if (gs_fit_ok(&fit[i], req))
+            if (in_set(set, i) && gs_fit_ok(&fit[i], req))
                 s->feasible[nf++] = i;
             if (++i == n)
                 i = 0;
@@ -728,14 +765,18 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, st
         s->scores[0] = 100;
         return GS_OK;
     }
-    return nf ? s->ops->score(s, req, nf, rng) : GS_OK;
+    if (!nf)
+        return GS_OK;
+    if ((err = s->ops->score(s, req, nf, rng)) != GS_OK)
+        return err;
+    return add_filter_scores(s, cls, nf);
 }
 
 int gs_sched_score_nodes(struct gs_sched *s, const struct gs_pod_req *req, struct gs_rng *rng,
                          int32_t *scores)
 {
     uint32_t nf;
-    int err = filter_and_score(s, req, rng, &nf);
+    int err = filter_and_score(s, req, GS_FILTER_DEFAULT, rng, &nf);
     if (err)
         return err;
     uint32_t n = gs_cluster_node_count(s->c);
@@ -749,8 +790,14 @@ int gs_sched_score_nodes(struct gs_sched *s, const struct gs_pod_req *req, struc
 int gs_sched_place(struct gs_sched *s, const struct gs_pod_req *req, struct gs_rng *rng,
                    struct gs_placement *pl)
 {
+    return gs_sched_place_class(s, req, GS_FILTER_DEFAULT, rng, pl);
+}
+
+int gs_sched_place_class(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
+                         struct gs_rng *rng, struct gs_placement *pl)
+{
     uint32_t nf;
-    int err = filter_and_score(s, req, rng, &nf);
+    int err = filter_and_score(s, req, cls, rng, &nf);
     if (err)
         return err;
     if (nf == 0)

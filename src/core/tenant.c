@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "gpusched/err.h"
+#include "gpusched/explain.h"
+#include "gpusched/filter.h"
 #include "gpusched/sched.h"
 
 #define NO_ID UINT32_MAX
@@ -38,6 +40,7 @@ struct heap_ent {
 
 struct flavor_queue {
     uint64_t mask;         /* GPU model mask of the pods in it (CPU-only pods: 0) */
+    uint32_t fclass;       /* node filter class of the pods in it */
     struct heap_ent *heap; /* binary heap, best first */
     uint32_t len, cap;
     uint32_t blocked_cycle; /* cycle in which its head could not be placed */
@@ -91,6 +94,15 @@ struct tpod {
     enum gs_evict_reason reason;
     uint32_t seq;
     uint32_t node_slot; /* index in its node's pod list while RUNNING */
+    /* Live-cluster identity (NULL / 0 in the simulator). */
+    char *uid, *ns;
+    uint32_t fclass;     /* node filter class; the pod holds one reference until forgotten */
+    int64_t created_ms;  /* creation time, for "newest first" */
+    bool adopted;        /* came in running */
+    bool foreign;        /* another scheduler's: capacity only, in the root's books */
+    bool forgotten;      /* slot no longer a pod (free, or a gang member's tombstone) */
+    uint32_t gen;        /* slot generation, for handles */
+    char *reason_text;   /* last UNSCHEDULABLE text, owned */
 };
 
 /* One change in the undo log. */
@@ -143,7 +155,12 @@ struct gs_engine {
     uint32_t keys_cap;
     uint32_t end_order_n, end_order_cap;
     uint64_t end_order_at; /* `mutations` when end_order was built; UINT64_MAX: never */
-    uint32_t capacity_nodes;
+    uint64_t capacity_gen;          /* gs_cluster_capacity_gen() when capacity was read; 0 never */
+    int64_t foreign_alloc[GS_RES_COUNT]; /* what foreign pods hold */
+    uint32_t *uid_slots;            /* open addressing over uids: pod id + 1, 0 empty */
+    uint32_t uid_cap, uid_len;      /* slots (power of two), live entries (with tombstones) */
+    uint32_t *free_pods;            /* forgotten pod slots ready for reuse */
+    uint32_t nfree, capfree;
     int64_t now_ms;
     struct gs_rng *rng;
     struct gs_cycle_stats *st;
@@ -152,6 +169,9 @@ struct gs_engine {
     uint32_t ncand_cap;
     int64_t *qdelta; /* per queue, resource of the fairness check */
 };
+
+static void emit(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32_t by,
+                 enum gs_evict_reason reason, const struct gs_placement *pl);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -264,7 +284,7 @@ static int enqueue(struct gs_engine *e, uint32_t pod)
     struct queue *q = &e->q[p->queue];
     uint64_t mask = p->req.num_gpu ? p->req.gpu_model_mask : 0;
     uint32_t f = 0;
-    while (f < q->n_flavors && q->flavors[f].mask != mask)
+    while (f < q->n_flavors && (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass))
         f++;
     if (f == q->n_flavors) {
         struct flavor_queue *nf = realloc(q->flavors, (q->n_flavors + 1) * sizeof(*nf));
@@ -273,6 +293,7 @@ static int enqueue(struct gs_engine *e, uint32_t pod)
         q->flavors = nf;
         memset(&nf[f], 0, sizeof(nf[f]));
         nf[f].mask = mask;
+        nf[f].fclass = p->fclass;
         nf[f].blocked_cycle = UINT32_MAX;
         nf[f].bf_cycle = UINT32_MAX;
         q->n_flavors++;
@@ -334,8 +355,14 @@ void gs_engine_free(struct gs_engine *e)
         free(e->g[i].name);
         free(e->g[i].members);
     }
-    for (uint32_t i = 0; i < e->np; i++)
+    for (uint32_t i = 0; i < e->np; i++) {
         free(e->p[i].name);
+        free(e->p[i].uid);
+        free(e->p[i].ns);
+        free(e->p[i].reason_text);
+    }
+    free(e->uid_slots);
+    free(e->free_pods);
     for (uint32_t i = 0; i < e->nodes_cap; i++)
         free(e->node_pods[i]);
     for (uint32_t i = 0; i < e->nresv; i++)
@@ -538,24 +565,103 @@ static int ensure_nodes(struct gs_engine *e)
     return GS_OK;
 }
 
-int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64_t now_ms,
-                     uint32_t *id)
+/* ---- pod identity: the uid index and slot reuse ------------------------------------------ */
+
+static uint64_t hash_uid(const char *s)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+#define UID_TOMB UINT32_MAX
+
+/* The slot of uid in the index: where it is, or the first free place to put it. */
+static uint32_t *uid_slot(const struct gs_engine *e, const char *uid, bool for_insert)
+{
+    uint32_t mask = e->uid_cap - 1, *tomb = NULL;
+    for (uint32_t i = (uint32_t)hash_uid(uid) & mask;; i = (i + 1) & mask) {
+        uint32_t v = e->uid_slots[i];
+        if (v == 0)
+            return for_insert && tomb ? tomb : &e->uid_slots[i];
+        if (v == UID_TOMB) {
+            if (!tomb)
+                tomb = &e->uid_slots[i];
+            continue;
+        }
+        if (strcmp(e->p[v - 1].uid, uid) == 0)
+            return &e->uid_slots[i];
+    }
+}
+
+static int uid_reserve(struct gs_engine *e)
+{
+    if ((e->uid_len + 1) * 2 <= e->uid_cap)
+        return GS_OK;
+    uint32_t cap = e->uid_cap ? e->uid_cap * 2 : 64;
+    uint32_t *old = e->uid_slots, old_cap = e->uid_cap;
+    uint32_t *slots = calloc(cap, sizeof(*slots));
+    if (!slots)
+        return GS_ENOMEM;
+    e->uid_slots = slots;
+    e->uid_cap = cap;
+    e->uid_len = 0;
+    for (uint32_t i = 0; i < old_cap; i++) {
+        if (old[i] == 0 || old[i] == UID_TOMB)
+            continue;
+        *uid_slot(e, e->p[old[i] - 1].uid, true) = old[i];
+        e->uid_len++;
+    }
+    free(old);
+    return GS_OK;
+}
+
+int64_t gs_engine_find_pod(const struct gs_engine *e, const char *uid)
+{
+    if (!uid || !e->uid_cap)
+        return -1;
+    uint32_t v = *uid_slot(e, uid, false);
+    return v && v != UID_TOMB ? (int64_t)v - 1 : -1;
+}
+
+static bool spec_ok(const struct gs_engine *e, const struct gs_tpod_spec *spec)
 {
     if (spec->queue == GS_QUEUE_ROOT || spec->queue >= e->nq || !is_leaf(&e->q[spec->queue]) ||
         spec->priority_class >= e->npc || (spec->gang != GS_NO_GANG && spec->gang >= e->ng))
-        return GS_EINVAL;
+        return false;
     const struct gs_pod_req *rq = &spec->req;
     if (rq->cpu_milli < 0 || rq->mem_mib < 0 || rq->num_gpu > GS_NODE_GPUS_MAX ||
         (rq->num_gpu && (rq->gpu_milli <= 0 || rq->gpu_milli > GS_GPU_MILLI ||
                          (rq->num_gpu > 1 && rq->gpu_milli < GS_GPU_MILLI))))
-        return GS_EINVAL;
+        return false;
     if (spec->gang != GS_NO_GANG) {
-        struct gang *g = &e->g[spec->gang];
+        const struct gang *g = &e->g[spec->gang];
         if (g->n_members > 0 && e->p[g->members[0]].queue != spec->queue)
-            return GS_EINVAL;
+            return false;
     }
-    int err = grow((void **)&e->p, &e->capp, e->np + 1, sizeof(*e->p));
-    if (err)
+    return true;
+}
+
+/*
+ * Creates a pod record in state `state` (PENDING or RUNNING), with every allocation done first
+ * so that nothing after it can fail: a reused or new slot, the uid index entry, the gang member
+ * entry and the copies of the strings. The caller finishes the state (heap or bind).
+ */
+static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
+                   const struct gs_pod_ident *ident, int64_t now_ms, uint32_t *out)
+{
+    const char *uid = ident && ident->uid && *ident->uid ? ident->uid : NULL;
+    if (ident && !gs_filter_nodes(e->c, ident->filter_class))
+        return GS_EINVAL;
+    if (uid && gs_engine_find_pod(e, uid) >= 0)
+        return GS_EEXIST;
+    int err = GS_OK;
+    if (e->nfree == 0 && (err = grow((void **)&e->p, &e->capp, e->np + 1, sizeof(*e->p))))
+        return err;
+    if (uid && (err = uid_reserve(e)))
         return err;
     if (spec->gang != GS_NO_GANG) {
         struct gang *g = &e->g[spec->gang];
@@ -563,17 +669,31 @@ int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64
                         sizeof(*g->members))) != GS_OK)
             return err;
     }
-    char *name = dup_str(spec->name ? spec->name : "");
-    if (!name)
+    const char *nm = ident && ident->name ? ident->name : spec->name;
+    char *name = dup_str(nm ? nm : "");
+    char *uidc = uid ? dup_str(uid) : NULL;
+    char *ns = ident && ident->ns ? dup_str(ident->ns) : NULL;
+    if (!name || (uid && !uidc) || (ident && ident->ns && !ns)) {
+        free(name);
+        free(uidc);
+        free(ns);
         return GS_ENOMEM;
-    uint32_t pi = e->np;
+    }
+    bool reused = e->nfree > 0;
+    uint32_t pi = reused ? e->free_pods[--e->nfree] : e->np++;
     struct tpod *p = &e->p[pi];
+    uint32_t gen = reused ? p->gen + 1 : 0;
+    uint32_t seq = reused ? p->seq : 0; /* stale heap entries of the old pod stay stale */
     memset(p, 0, sizeof(*p));
+    p->gen = gen;
+    p->seq = seq;
     p->name = name;
+    p->uid = uidc;
+    p->ns = ns;
     p->queue = spec->queue;
     p->pclass = spec->priority_class;
     p->gang = spec->gang;
-    p->req = *rq;
+    p->req = spec->req;
     if (!p->req.num_gpu)
         p->req.gpu_milli = 0;
     req_vector(&p->req, p->r);
@@ -581,26 +701,80 @@ int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64
     p->state = GS_TPOD_PENDING;
     p->submit_ms = now_ms;
     p->start_ms = p->end_ms = -1;
-    e->np++;
-    if ((err = enqueue(e, pi)) != GS_OK) {
+    p->created_ms = ident ? ident->created_ms : now_ms;
+    p->fclass = ident ? ident->filter_class : GS_FILTER_DEFAULT;
+    gs_filter_ref(e->c, p->fclass);
+    if (uid) {
+        uint32_t *slot = uid_slot(e, uid, true);
+        if (*slot == 0)
+            e->uid_len++;
+        *slot = pi + 1;
+    }
+    if (p->gang != GS_NO_GANG) {
+        struct gang *g = &e->g[p->gang];
+        g->members[g->n_members++] = pi;
+        if (g->first_submit_ms < 0)
+            g->first_submit_ms = now_ms;
+    }
+    *out = pi;
+    return GS_OK;
+}
+
+/* Undoes new_pod() for a pod that never entered any state (an enqueue that failed). */
+static void drop_new_pod(struct gs_engine *e, uint32_t pi)
+{
+    struct tpod *p = &e->p[pi];
+    if (p->uid)
+        *uid_slot(e, p->uid, false) = UID_TOMB;
+    if (p->gang != GS_NO_GANG) {
+        struct gang *g = &e->g[p->gang];
+        g->n_members--;
+        if (g->n_members == 0)
+            g->first_submit_ms = -1;
+    }
+    gs_filter_release(e->c, p->fclass);
+    free(p->name);
+    free(p->uid);
+    free(p->ns);
+    p->name = p->uid = p->ns = NULL;
+    p->forgotten = true;
+    if (pi == e->np - 1)
         e->np--;
-        free(name);
+    else
+        e->free_pods[e->nfree++] = pi; /* the slot came from the free list */
+}
+
+int gs_engine_submit_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
+                         const struct gs_pod_ident *ident, int64_t now_ms, uint32_t *id)
+{
+    if (!spec_ok(e, spec))
+        return GS_EINVAL;
+    uint32_t pi;
+    int err = new_pod(e, spec, ident, now_ms, &pi);
+    if (err)
+        return err;
+    if ((err = enqueue(e, pi)) != GS_OK) {
+        drop_new_pod(e, pi);
         return err;
     }
+    struct tpod *p = &e->p[pi];
     struct queue *q = &e->q[p->queue];
     q->leaf_used = true;
     q->pending++;
     account(e, p->queue, 1, p->r, +1);
-    if (p->gang != GS_NO_GANG) {
-        struct gang *g = &e->g[p->gang];
-        g->members[g->n_members++] = pi;
-        g->pending++;
-        if (g->first_submit_ms < 0)
-            g->first_submit_ms = now_ms;
-    }
+    if (p->gang != GS_NO_GANG)
+        e->g[p->gang].pending++;
     if (id)
         *id = pi;
+    e->now_ms = now_ms;
+    emit(e, GS_EV_SUBMIT, pi, NO_ID, GS_EVICT_NONE, NULL);
     return GS_OK;
+}
+
+int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64_t now_ms,
+                     uint32_t *id)
+{
+    return gs_engine_submit_pod(e, spec, NULL, now_ms, id);
 }
 
 /* ---- bind / evict with accounting and undo ------------------------------------------------ */
@@ -703,7 +877,7 @@ static void rollback(struct gs_engine *e, uint32_t mark)
                 e->g[p->gang].running--;
             }
         } else {
-            (void)gs_cluster_bind(e->c, &p->req, &u->pl);
+            (void)gs_cluster_adopt(e->c, &p->req, &u->pl); /* exact restore */
             p->pl = u->pl;
             (void)node_list_add(e, u->pod); /* the slot it left is still allocated */
             p->state = GS_TPOD_RUNNING;
@@ -718,13 +892,33 @@ static void rollback(struct gs_engine *e, uint32_t mark)
     }
 }
 
-static void emit(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32_t by,
-                 enum gs_evict_reason reason, const struct gs_placement *pl)
+static void emit_text(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32_t by,
+                      enum gs_evict_reason reason, const struct gs_placement *pl,
+                      const char *text)
 {
     if (!e->cfg.on_event)
         return;
-    struct gs_event ev = {kind, pod, by, reason, pl, e->now_ms};
+    struct gs_event ev = {kind, pod, by, reason, pl, e->now_ms, text};
     e->cfg.on_event(e->cfg.ctx, &ev);
+}
+
+static void emit(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32_t by,
+                 enum gs_evict_reason reason, const struct gs_placement *pl)
+{
+    emit_text(e, kind, pod, by, reason, pl, NULL);
+}
+
+/* An evicted pod that ends instead of waiting again (config evict_ends_pod): it leaves its
+ * queue's pending books as a deleted pending pod does. */
+static void end_evicted(struct gs_engine *e, uint32_t pod)
+{
+    struct tpod *p = &e->p[pod];
+    e->q[p->queue].pending--;
+    account(e, p->queue, 1, p->r, -1);
+    if (p->gang != GS_NO_GANG)
+        e->g[p->gang].pending--;
+    p->state = GS_TPOD_FAILED;
+    p->end_ms = e->now_ms;
 }
 
 /* Makes the log from `mark` final: start times, eviction records, re-queueing, events. */
@@ -755,8 +949,10 @@ static int commit(struct gs_engine *e, uint32_t mark, bool backfill)
                 e->q[e->p[u->by].queue].ev_caused++;
             if (e->st)
                 e->st->evicted++;
-            emit(e, GS_EV_EVICT, u->pod, u->by, p->reason, NULL);
-            if (p->state == GS_TPOD_PENDING) {
+            emit(e, GS_EV_EVICT, u->pod, u->by, p->reason, &u->pl);
+            if (p->state == GS_TPOD_PENDING && (e->cfg.evict_ends_pod || p->foreign)) {
+                end_evicted(e, u->pod);
+            } else if (p->state == GS_TPOD_PENDING) {
                 int qerr = enqueue(e, u->pod);
                 if (qerr)
                     err = qerr;
@@ -768,7 +964,8 @@ static int commit(struct gs_engine *e, uint32_t mark, bool backfill)
     return err;
 }
 
-int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms)
+/* Ends a running pod as SUCCEEDED and releases what it held; no event. */
+static int finish_quiet(struct gs_engine *e, uint32_t pod, int64_t now_ms)
 {
     if (pod >= e->np || e->p[pod].state != GS_TPOD_RUNNING)
         return GS_EINVAL;
@@ -787,6 +984,21 @@ int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms)
         e->g[p->gang].running--;
         e->g[p->gang].succeeded++;
     }
+    if (p->foreign)
+        for (int r = 0; r < GS_RES_COUNT; r++)
+            e->foreign_alloc[r] -= p->r[r];
+    if (p->foreign)
+        e->capacity_gen = 0;
+    return GS_OK;
+}
+
+int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms)
+{
+    int err = finish_quiet(e, pod, now_ms);
+    if (err)
+        return err;
+    e->now_ms = now_ms;
+    emit(e, GS_EV_FINISH, pod, NO_ID, GS_EVICT_NONE, &e->p[pod].pl);
     return GS_OK;
 }
 
@@ -795,8 +1007,9 @@ int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     if (pod >= e->np)
         return GS_EINVAL;
     struct tpod *p = &e->p[pod];
-    if (p->state == GS_TPOD_RUNNING) {
-        int err = gs_engine_finish(e, pod, now_ms);
+    bool was_running = p->state == GS_TPOD_RUNNING;
+    if (was_running) {
+        int err = finish_quiet(e, pod, now_ms);
         if (err)
             return err;
         if (p->gang != GS_NO_GANG)
@@ -811,6 +1024,8 @@ int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     }
     p->state = GS_TPOD_FAILED;
     p->end_ms = now_ms;
+    e->now_ms = now_ms;
+    emit(e, GS_EV_DELETE, pod, NO_ID, GS_EVICT_NONE, was_running ? &p->pl : NULL);
     /* A gang that lost a running member below min_member cannot go on: its other running
      * members go back to pending, whole. */
     if (p->gang != GS_NO_GANG) {
@@ -932,15 +1147,14 @@ void gs_engine_compute_fair(struct gs_engine *e, const int64_t capacity[GS_RES_C
     }
 }
 
+/* What the queues share: the cluster's usable capacity less what foreign pods hold. */
 static void cluster_capacity(const struct gs_engine *e, int64_t cap[GS_RES_COUNT])
 {
-    memset(cap, 0, sizeof(int64_t) * GS_RES_COUNT);
-    uint32_t n = gs_cluster_node_count(e->c);
-    for (uint32_t i = 0; i < n; i++) {
-        const struct gs_node *nd = gs_cluster_node(e->c, i);
-        cap[GS_RES_GPU] += (int64_t)nd->gpu_count * GS_GPU_MILLI;
-        cap[GS_RES_CPU] += nd->cpu_milli;
-        cap[GS_RES_MEM] += nd->mem_mib;
+    gs_cluster_capacity(e->c, &cap[GS_RES_CPU], &cap[GS_RES_MEM], &cap[GS_RES_GPU]);
+    for (int r = 0; r < GS_RES_COUNT; r++) {
+        cap[r] -= e->foreign_alloc[r];
+        if (cap[r] < 0)
+            cap[r] = 0;
     }
 }
 
@@ -956,6 +1170,89 @@ static double share_ratio(const struct queue *q)
         worst = v > worst ? v : worst;
     }
     return worst;
+}
+
+/* ---- why pending -------------------------------------------------------------------------- */
+
+/* Writes a quantity of resource r as users read it: GPUs (fractional when it is), cores, MiB. */
+static void fmt_amount(char *buf, size_t cap, int r, int64_t v)
+{
+    if (r == GS_RES_MEM) {
+        (void)snprintf(buf, cap, "%lld MiB of memory", (long long)v);
+        return;
+    }
+    const char *unit = r == GS_RES_GPU ? "GPU" : "CPU core";
+    if (v % 1000 == 0)
+        (void)snprintf(buf, cap, "%lld %s%s", (long long)(v / 1000), unit, v == 1000 ? "" : "s");
+    else
+        (void)snprintf(buf, cap, "%.3f %ss", (double)v / 1000.0, unit);
+}
+
+/* The queue-limit reason of a pod that within_limits() refuses; false if it is within them. */
+static bool quota_reason(const struct gs_engine *e, const struct tpod *p, char *buf, size_t cap)
+{
+    for (uint32_t a = p->queue; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent) {
+        const struct queue *q = &e->q[a];
+        for (int r = 0; r < GS_RES_COUNT; r++) {
+            char amt[64];
+            if (q->limit[r] != GS_UNLIMITED && q->alloc[r] + p->r[r] > q->limit[r]) {
+                fmt_amount(amt, sizeof(amt), r, q->limit[r]);
+                (void)snprintf(buf, cap, "queue %s is at its limit of %s", q->name, amt);
+                return true;
+            }
+            if (q->weight <= 0 && q->quota[r] != GS_UNLIMITED && p->r[r] > 0 &&
+                q->alloc[r] + p->r[r] > q->quota[r]) {
+                fmt_amount(amt, sizeof(amt), r, q->quota[r]);
+                (void)snprintf(buf, cap,
+                               "queue %s is at its quota of %s and may not borrow "
+                               "(overQuotaWeight 0)",
+                               q->name, amt);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static bool within_limits(const struct gs_engine *e, const struct tpod *p);
+
+/*
+ * Records why a pod that was tried is still pending, and emits UNSCHEDULABLE when the reason
+ * differs from the one it had: a queue limit, else the per-filter counts (explain.h), with the
+ * gang named for a gang member.
+ */
+static int note_unschedulable(struct gs_engine *e, uint32_t pod)
+{
+    struct tpod *p = &e->p[pod];
+    char buf[1024];
+    size_t len = 0;
+    if (p->gang != GS_NO_GANG) {
+        const struct gang *g = &e->g[p->gang];
+        int w = snprintf(buf, sizeof(buf), "gang %s (min_member %u, %u running): ", g->name,
+                         g->min_member, g->running);
+        len = w > 0 && (size_t)w < sizeof(buf) ? (size_t)w : 0;
+    }
+    if (!quota_reason(e, p, buf + len, sizeof(buf) - len)) {
+        struct gs_unsched u;
+        int err = gs_explain(e->c, &p->req, p->fclass, &u);
+        if (err)
+            return err;
+        if (u.fit > 0) /* it fits somewhere now: held back by order, a reservation or a gang */
+            (void)snprintf(buf + len, sizeof(buf) - len, "%s",
+                           p->gang != GS_NO_GANG ? "not every member of the minimum fits"
+                                                 : "waiting behind a reservation");
+        else
+            (void)gs_explain_format(&u, &p->req, buf + len, sizeof(buf) - len);
+    }
+    if (p->reason_text && strcmp(p->reason_text, buf) == 0)
+        return GS_OK;
+    char *copy = dup_str(buf);
+    if (!copy)
+        return GS_ENOMEM;
+    free(p->reason_text);
+    p->reason_text = copy;
+    emit_text(e, GS_EV_UNSCHEDULABLE, pod, NO_ID, GS_EVICT_NONE, NULL, copy);
+    return GS_OK;
 }
 
 /* ---- placement of one job ----------------------------------------------------------------- */
@@ -984,7 +1281,7 @@ static int place_one(struct gs_engine *e, uint32_t pod)
     if (!within_limits(e, p))
         return GS_EUNSCHEDULABLE;
     struct gs_placement pl;
-    int err = gs_sched_place(e->sched, &p->req, e->rng, &pl);
+    int err = gs_sched_place_class(e->sched, &p->req, p->fclass, e->rng, &pl);
     if (err)
         return err;
     return do_bind(e, pod, &pl);
@@ -992,7 +1289,7 @@ static int place_one(struct gs_engine *e, uint32_t pod)
 
 static bool victim_common_ok(const struct gs_engine *e, const struct tpod *c)
 {
-    if (c->state != GS_TPOD_RUNNING || !e->pc[c->pclass].preemptible)
+    if (c->state != GS_TPOD_RUNNING || c->foreign || !e->pc[c->pclass].preemptible)
         return false;
     if (e->now_ms - c->start_ms < e->q[c->queue].min_runtime_ms)
         return false;
@@ -1113,6 +1410,8 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
         if (k == 0)
             continue;
         const struct gs_node *nd = gs_cluster_node(e->c, n);
+        if (!gs_filter_pass(e->c, p->fclass, n))
+            continue; /* cordoned, tainted or not selected: victims there would not help */
         if (p->req.num_gpu && (nd->gpu_count < p->req.num_gpu ||
                                (p->req.gpu_model_mask != GS_MODEL_ANY &&
                                 !(p->req.gpu_model_mask & (UINT64_C(1) << (nd->model_id & 63))))))
@@ -1159,9 +1458,34 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
             maxp = pv > maxp ? pv : maxp;
             fits = gs_node_fits(nd, &p->req);
         }
+        if (fits && used > 1) {
+            /* Reprieve, as kube-scheduler does: give back, most valuable first, each victim
+             * the pod can fit without (one on an unhealthy GPU frees nothing usable). */
+            uint32_t kept = 0;
+            count = 0;
+            maxp = INT32_MIN;
+            for (uint32_t i = used; i-- > 0;) {
+                struct tpod *c = &e->p[e->cand[i]];
+                (void)gs_cluster_adopt(e->c, &c->req, &c->pl);
+                if (gs_node_fits(nd, &p->req))
+                    e->cand[i] = NO_ID; /* reprieved: stays bound */
+                else
+                    (void)gs_cluster_unbind(e->c, &c->req, &c->pl);
+            }
+            for (uint32_t i = 0; i < used; i++) /* the victims left, in victim order */
+                if (e->cand[i] != NO_ID)
+                    e->cand[kept++] = e->cand[i];
+            used = kept;
+            for (uint32_t i = 0; i < used; i++) {
+                const struct tpod *c = &e->p[e->cand[i]];
+                count += c->gang != GS_NO_GANG ? e->g[c->gang].running : 1;
+                int32_t pv = prio_of(e, c);
+                maxp = pv > maxp ? pv : maxp;
+            }
+        }
         for (uint32_t i = used; i-- > 0;) {
             struct tpod *c = &e->p[e->cand[i]];
-            (void)gs_cluster_bind(e->c, &c->req, &c->pl);
+            (void)gs_cluster_adopt(e->c, &c->req, &c->pl); /* exact restore */
         }
         if (!fits)
             continue;
@@ -1522,9 +1846,9 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
     if (err)
         return err;
     fail_timed_out_gangs(e);
-    if (e->capacity_nodes != gs_cluster_node_count(e->c)) {
-        cluster_capacity(e, e->capacity);
-        e->capacity_nodes = gs_cluster_node_count(e->c);
+    if (e->capacity_gen != gs_cluster_capacity_gen(e->c)) {
+        cluster_capacity(e, e->capacity); /* O(nodes), only when capacity may have changed */
+        e->capacity_gen = gs_cluster_capacity_gen(e->c);
     }
     gs_engine_compute_fair(e, e->capacity);
     for (uint32_t i = 0; i < e->nresv; i++)
@@ -1602,7 +1926,8 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         if ((err = grow((void **)&deferred, &capdef, ndef + 1, sizeof(*deferred))) != GS_OK)
             break;
         deferred[ndef++] = head;
-        err = GS_OK;
+        if ((err = note_unschedulable(e, head)) != GS_OK)
+            break;
         if (e->cfg.backfill && fq->bf_cycle != e->cycle) {
             /* The first job of this flavor that cannot start gets the reservation. */
             fq->bf_cycle = e->cycle;
@@ -1621,7 +1946,7 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         struct queue *q = &e->q[p->queue];
         uint64_t mask = p->req.num_gpu ? p->req.gpu_model_mask : 0;
         for (uint32_t f = 0; f < q->n_flavors; f++) {
-            if (q->flavors[f].mask != mask)
+            if (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass)
                 continue;
             int perr = heap_push(&q->flavors[f], (struct heap_ent){deferred[i], p->seq,
                                                                    prio_of(e, p), p->submit_ms});
@@ -1684,7 +2009,13 @@ int gs_engine_pod_info(const struct gs_engine *e, uint32_t id, struct gs_tpod_in
     out->end_ms = p->end_ms;
     out->evictions = p->evictions;
     out->last_evict_reason = p->reason;
-    return GS_OK;
+    out->uid = p->uid;
+    out->ns = p->ns;
+    out->filter_class = p->fclass;
+    out->adopted = p->adopted;
+    out->foreign = p->foreign;
+    out->reason = p->reason_text;
+    return p->forgotten && !p->name ? GS_ENOENT : GS_OK;
 }
 
 int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
@@ -1734,13 +2065,21 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
     }
     for (uint32_t n = 0; n < nn; n++) {
         const struct gs_node *nd = gs_cluster_node(e->c, n);
+        if (!nd->present) {
+            if (n < e->nodes_cap && e->node_npods[n] > 0) {
+                snprintf(msg, cap, "node slot %u is free but holds %u pods", n, e->node_npods[n]);
+                goto out;
+            }
+            continue;
+        }
         for (uint32_t g = 0; g < nd->gpu_count; g++) {
             int32_t u = used[n * GS_NODE_GPUS_MAX + g];
-            if (u > nd->gpus[g].gpu_milli ||
-                u != nd->gpus[g].gpu_milli - nd->gpus[g].gpu_milli_free) {
-                snprintf(msg, cap, "node %s GPU %u: pods hold %d milli, the cluster says %d of %d",
-                         nd->name, g, u, nd->gpus[g].gpu_milli - nd->gpus[g].gpu_milli_free,
-                         nd->gpus[g].gpu_milli);
+            const struct gs_gpu *gpu = &nd->gpus[g];
+            if (u > gpu->gpu_milli || u != gpu->gpu_milli_used || gpu->gpu_milli_free < 0 ||
+                (!gpu->healthy && gpu->gpu_milli_free != 0)) {
+                snprintf(msg, cap,
+                         "node %s GPU %u: pods hold %d milli, the cluster says %d of %d (%d free)",
+                         nd->name, g, u, gpu->gpu_milli_used, gpu->gpu_milli, gpu->gpu_milli_free);
                 goto out;
             }
         }
@@ -1796,4 +2135,198 @@ out:
     free(qpend);
     free(qrun);
     return err;
+}
+
+/* ---- the live cluster: adopt, forget, handles, node removal ------------------------------- */
+
+/* GPUs for an adopted pod whose GPUs are unknown: the lowest-indexed healthy GPUs that can take
+ * it (untouched ones for whole GPUs, the first with room for a fraction). */
+static bool pick_unknown_gpus(const struct gs_node *n, const struct gs_pod_req *req,
+                              struct gs_placement *pl)
+{
+    pl->num_gpu = 0;
+    for (uint32_t g = 0; g < n->gpu_count && pl->num_gpu < req->num_gpu; g++) {
+        const struct gs_gpu *gpu = &n->gpus[g];
+        if (!gpu->healthy)
+            continue;
+        bool ok = req->gpu_milli >= GS_GPU_MILLI ? gpu->gpu_milli_used == 0
+                                                 : gpu->gpu_milli - gpu->gpu_milli_used >=
+                                                       req->gpu_milli;
+        if (ok)
+            pl->gpu_index[pl->num_gpu++] = (uint8_t)g;
+    }
+    pl->gpu_milli = req->gpu_milli;
+    return pl->num_gpu == req->num_gpu;
+}
+
+int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
+                    const struct gs_pod_ident *ident, const struct gs_placement *pl,
+                    int64_t start_ms, uint32_t *id)
+{
+    bool foreign = ident && ident->foreign;
+    struct gs_tpod_spec sp = *spec;
+    if (foreign) {
+        sp.gang = GS_NO_GANG; /* another scheduler's pod belongs to none of our gangs or queues */
+    } else if (!spec_ok(e, &sp)) {
+        return GS_EINVAL;
+    }
+    if (foreign && (sp.req.cpu_milli < 0 || sp.req.mem_mib < 0 ||
+                    sp.req.num_gpu > GS_NODE_GPUS_MAX ||
+                    (sp.req.num_gpu && (sp.req.gpu_milli <= 0 || sp.req.gpu_milli > GS_GPU_MILLI))))
+        return GS_EINVAL;
+    const struct gs_node *n = gs_cluster_node(e->c, pl->node);
+    if (!n || !n->present)
+        return GS_EINVAL;
+    struct gs_placement where = *pl;
+    if (sp.req.num_gpu == 0) {
+        where.num_gpu = 0;
+        where.gpu_milli = 0;
+    } else if (where.num_gpu == 0 && !pick_unknown_gpus(n, &sp.req, &where)) {
+        return GS_EINVAL; /* no GPUs left to charge it to: an over-commit */
+    }
+    int err = ensure_nodes(e);
+    if (err)
+        return err;
+    if ((err = grow((void **)&e->node_pods[where.node], &e->node_cappods[where.node],
+                    e->node_npods[where.node] + 1, sizeof(uint32_t))) != GS_OK)
+        return err;
+    uint32_t pi;
+    if (foreign) {
+        /* new_pod() wants a leaf queue; give it the first one and move the pod to the root. */
+        struct gs_tpod_spec tmp = sp;
+        tmp.queue = GS_QUEUE_ROOT;
+        tmp.priority_class = 0;
+        if (e->npc == 0)
+            return GS_EINVAL; /* the engine needs one PriorityClass for any pod */
+        err = new_pod(e, &tmp, ident, start_ms, &pi);
+    } else {
+        err = new_pod(e, &sp, ident, start_ms, &pi);
+    }
+    if (err)
+        return err;
+    struct tpod *p = &e->p[pi];
+    if (gs_cluster_adopt(e->c, &p->req, &where) != GS_OK) {
+        drop_new_pod(e, pi);
+        return GS_EINVAL;
+    }
+    p->pl = where;
+    p->state = GS_TPOD_RUNNING;
+    p->start_ms = start_ms;
+    p->adopted = true;
+    p->foreign = foreign;
+    (void)node_list_add(e, pi); /* capacity ensured above */
+    struct queue *q = &e->q[p->queue];
+    q->leaf_used = q->leaf_used || !foreign;
+    q->running++;
+    account(e, p->queue, 0, p->r, +1);
+    account(e, p->queue, 1, p->r, +1);
+    if (foreign) {
+        for (int r = 0; r < GS_RES_COUNT; r++)
+            e->foreign_alloc[r] += p->r[r];
+        e->capacity_gen = 0;
+    }
+    if (p->gang != GS_NO_GANG) {
+        struct gang *g = &e->g[p->gang];
+        g->running++;
+        if (g->running + g->succeeded >= g->min_member)
+            g->started = true;
+    }
+    e->mutations++;
+    if (id)
+        *id = pi;
+    emit(e, GS_EV_ADOPT, pi, NO_ID, GS_EVICT_NONE, &p->pl);
+    return GS_OK;
+}
+
+int gs_engine_forget(struct gs_engine *e, uint32_t pod)
+{
+    if (pod >= e->np)
+        return GS_EINVAL;
+    struct tpod *p = &e->p[pod];
+    if (p->forgotten || (p->state != GS_TPOD_SUCCEEDED && p->state != GS_TPOD_FAILED))
+        return GS_EINVAL;
+    bool reuse = p->gang == GS_NO_GANG;
+    if (reuse && grow((void **)&e->free_pods, &e->capfree, e->nfree + 1, sizeof(uint32_t)))
+        return GS_ENOMEM;
+    if (p->uid)
+        *uid_slot(e, p->uid, false) = UID_TOMB;
+    gs_filter_release(e->c, p->fclass);
+    p->fclass = GS_FILTER_DEFAULT;
+    free(p->uid);
+    free(p->ns);
+    free(p->reason_text);
+    p->uid = p->ns = p->reason_text = NULL;
+    p->forgotten = true;
+    if (reuse) {
+        /* The slot is free; the name goes too, so pod_info reports GS_ENOENT. */
+        free(p->name);
+        p->name = NULL;
+        e->free_pods[e->nfree++] = pod;
+    }
+    return GS_OK;
+}
+
+uint64_t gs_engine_pod_handle(const struct gs_engine *e, uint32_t pod)
+{
+    uint32_t gen = pod < e->np ? e->p[pod].gen : 0;
+    return (uint64_t)gen << 32 | pod;
+}
+
+int gs_engine_pod_resolve(const struct gs_engine *e, uint64_t handle, uint32_t *pod)
+{
+    uint32_t i = (uint32_t)handle;
+    if (i >= e->np || e->p[i].gen != handle >> 32 || (e->p[i].forgotten && !e->p[i].name))
+        return GS_ENOENT;
+    *pod = i;
+    return GS_OK;
+}
+
+const char *gs_engine_pod_reason(const struct gs_engine *e, uint32_t pod)
+{
+    return pod < e->np ? e->p[pod].reason_text : NULL;
+}
+
+int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms)
+{
+    const struct gs_node *n = gs_cluster_node(e->c, node);
+    if (!n || !n->present)
+        return GS_EINVAL;
+    int err = ensure_nodes(e);
+    if (err)
+        return err;
+    e->now_ms = now_ms;
+    uint32_t mark = e->nlog;
+    /* Victims first, then the gangs they leave below their minimum. */
+    while (!err && e->node_npods[node] > 0)
+        err = do_evict(e, e->node_pods[node][e->node_npods[node] - 1], GS_EVICT_NODE_LOST, NO_ID);
+    for (uint32_t i = mark; !err && i < e->nlog; i++) {
+        const struct tpod *p = &e->p[e->log[i].pod];
+        if (p->gang == GS_NO_GANG)
+            continue;
+        struct gang *g = &e->g[p->gang];
+        if (g->running == 0 || g->running + g->succeeded >= g->min_member)
+            continue;
+        for (uint32_t m = 0; m < g->n_members && !err; m++)
+            if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
+                err = do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
+        g->started = false;
+    }
+    if (err) {
+        rollback(e, mark);
+        return err;
+    }
+    /* Foreign pods on the node leave the root's books as they go. */
+    for (uint32_t i = mark; i < e->nlog; i++) {
+        struct tpod *p = &e->p[e->log[i].pod];
+        if (p->foreign) {
+            for (int r = 0; r < GS_RES_COUNT; r++)
+                e->foreign_alloc[r] -= p->r[r];
+            e->capacity_gen = 0;
+        }
+    }
+    if ((err = gs_cluster_remove_node(e->c, node)) != GS_OK) {
+        rollback(e, mark);
+        return err;
+    }
+    return commit(e, mark, false);
 }

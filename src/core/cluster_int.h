@@ -1,0 +1,67 @@
+/*
+ * Internal view of the cluster, shared by cluster.c (nodes, binding) and filter.c (filter
+ * classes and their node sets). Nothing outside src/core includes it.
+ */
+#ifndef GPUSCHED_CLUSTER_INT_H
+#define GPUSCHED_CLUSTER_INT_H
+
+#include <stdint.h>
+
+#include "gpusched/cluster.h"
+#include "gpusched/filter.h"
+
+/* One interned filter class: an owned deep copy of a gs_filter_spec, laid out in one block. */
+struct filter_class {
+    struct gs_filter_spec spec; /* points into blob */
+    char *blob;                 /* owned: the copy's arrays and strings */
+    uint8_t *key;               /* canonical serialisation, owned; equality and hash */
+    size_t key_len;
+    uint64_t hash;          /* of key; 0 = free entry */
+    uint32_t refs;          /* pods holding it; 0 = cached for reuse */
+    uint64_t released_seq;  /* when refs last fell to 0 (recycling order) */
+    uint64_t *nodes;        /* node set, words_cap words */
+    bool tolerates_cordon;  /* tolerates node.kubernetes.io/unschedulable:NoSchedule */
+};
+
+struct filter_table {
+    struct filter_class *cls; /* classes by id, len entries (id 0 = default) */
+    uint32_t len, cap;
+    uint32_t live; /* entries with refs > 0, plus the default class */
+    uint32_t words_cap; /* words in each node set */
+    uint32_t *slots;     /* open addressing by hash: class id + 1, 0 empty; slots_cap entries */
+    uint32_t slots_cap;
+    uint64_t release_seq;
+    uint32_t prefer_tainted; /* present nodes with a PreferNoSchedule taint */
+};
+
+struct gs_cluster {
+    struct gs_node *nodes;   /* node slots, nodes_len used of nodes_cap */
+    struct gs_node_fit *fit; /* packed filter view, same indices and capacity */
+    uint32_t nodes_len;
+    uint32_t nodes_cap;
+    uint32_t nodes_present;  /* slots holding a node */
+    uint32_t *free_slots;    /* indices of free slots (a stack), free_len of nodes_cap */
+    uint32_t free_len;
+    uint32_t *name_index;    /* open addressing: node index + 1, 0 = empty; name_index_cap slots */
+    uint32_t name_index_cap; /* power of two, at least twice nodes_len */
+    char *models[GS_MODELS_MAX]; /* model names by id, owned */
+    uint32_t models_len;
+    uint32_t gpu_count;     /* sum of present nodes' gpu_count */
+    int64_t gpu_milli_used; /* sum over GPUs of gpu_milli_used */
+    uint64_t next_gen;      /* source of node generations */
+    uint64_t capacity_gen;  /* bumped when gs_cluster_capacity() may change */
+    struct filter_table ft;
+};
+
+/* filter.c: set up and tear down the class table (class 0 created). */
+int gs__filter_init(struct gs_cluster *c);
+void gs__filter_fini(struct gs_cluster *c);
+/* filter.c: node sets grow to `nodes_cap` nodes. */
+int gs__filter_reserve(struct gs_cluster *c, uint32_t nodes_cap);
+/* filter.c: node i's labels, taints, cordon or presence changed; re-judge it in every class.
+ * `had_prefer` says whether it had a PreferNoSchedule taint before the change. */
+void gs__filter_node_changed(struct gs_cluster *c, uint32_t i, bool had_prefer);
+/* filter.c: whether a node has a PreferNoSchedule taint. */
+bool gs__node_has_prefer_taint(const struct gs_node *n);
+
+#endif /* GPUSCHED_CLUSTER_INT_H */
