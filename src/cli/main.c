@@ -4,6 +4,7 @@
  *   gpusched simulate ...   replay a trace through the placement policies (FGD experiment method)
  *   gpusched replay ...     time-based replay through queues, quotas, priorities and gangs
  *   gpusched agent ...      the node agent: GPU device plugin, health and metrics
+ *   gpusched whatif ...     a Kubernetes cluster dump through the scheduler, offline
  *   gpusched version
  *
  * Exit codes of every subcommand: 0 success; 1 internal failure (out of memory, cannot write
@@ -21,6 +22,7 @@ static const char *const usage_main =
     "  simulate   replay a cluster trace through the placement policies and compare them\n"
     "  replay     replay a trace over time through queues, quotas and PriorityClasses\n"
     "  agent      run the node agent: GPU device plugin, health and metrics\n"
+    "  whatif     run a Kubernetes cluster dump through the scheduler offline\n"
     "  version    print the version\n"
     "\n"
     "Run 'gpusched <command> --help' for a command's options.\n";
@@ -34,6 +36,7 @@ static const struct command commands[] = {
     {"simulate", gs_cmd_simulate},
     {"agent", gs_cmd_agent},
     {"replay", gs_cmd_replay},
+    {"whatif", gs_cmd_whatif},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,156 @@
+/*
+ * Kubernetes objects into the core: the one translation from Node, Pod, PriorityClass, Queue and
+ * PodGroup objects (as the API server sends them, jansson values) to the cluster and tenancy
+ * engine, used by `gpusched scheduler` (fed by its watches) and `gpusched whatif` (fed by a
+ * cluster dump and a timeline). Both drive it the same way: objects arrive as ADDED, MODIFIED
+ * and DELETED, scheduling cycles run, and decisions come back as events naming pods and nodes.
+ *
+ * What users write, and what it becomes:
+ *  - Node: status.allocatable cpu, memory, pods; `nvidia.com/gpu` capacity N is N whole GPUs of
+ *    the model in label `nvidia.com/gpu.product` with memory `nvidia.com/gpu.memory` (MiB);
+ *    allocatable below capacity marks the highest GPU indices unhealthy; labels, spec.taints,
+ *    spec.unschedulable.
+ *  - Pod: requests (max of the containers' sum and the largest init container, plus overhead;
+ *    a limit stands in for a missing request, as the API defaults it); `nvidia.com/gpu: N`
+ *    whole GPUs; a fraction as KAI writes it (annotation `gpu-fraction: "0.5"`) or as HAMi does
+ *    (`nvidia.com/gpucores: 50` with one GPU); nodeSelector, node affinity, tolerations;
+ *    spec.priority, else its PriorityClass, else the globalDefault class, else 0; the queue from
+ *    label `gpusched.io/queue`, `kai.scheduler/queue` or `kueue.x-k8s.io/queue-name`, else the
+ *    default queue; a gang from label `scheduling.x-k8s.io/pod-group` or annotation
+ *    `scheduling.k8s.io/group-name`. Pods with spec.nodeName are running there (ours charged
+ *    to their queue, with the GPUs of annotation `gpusched.io/assigned-gpus` when present;
+ *    other schedulers' pods hold capacity only); Succeeded and Failed pods hold nothing.
+ *  - Queue (`scheduling.gpusched.io/v1alpha1`, and KAI's `scheduling.run.ai/v2` with its
+ *    units): spec.parentQueue, spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight},
+ *    -1 unlimited; gpu in GPUs (fractions allowed), cpu in cores, memory a quantity.
+ *  - PriorityClass: value, globalDefault, label `gpusched.io/preemptible: "false"`.
+ *  - PodGroup (`scheduling.x-k8s.io`, Volcano's `scheduling.volcano.sh`): spec.minMember,
+ *    spec.scheduleTimeoutSeconds.
+ * Pods that ask for what the core does not place yet (GPU memory fractions, MIG profiles, pod
+ * affinity, topology spread) and pods with schedulingGates wait with a reason that says so.
+ *
+ * Objects are held until the first cycle (gs_kworld_cycle()), so the order of a dump does not
+ * matter: then queues, classes and gangs are created before pods, and FGD's target workload is
+ * built from the pods known at that moment. Later objects apply at once.
+ *
+ * Single-threaded; the callback runs inside gs_kworld_apply() and gs_kworld_cycle().
+ */
+#ifndef GPUSCHED_KWORLD_H
+#define GPUSCHED_KWORLD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpusched/cluster.h"
+#include "gpusched/tenant.h"
+
+/** The scheduler name pods write in spec.schedulerName for gpusched. */
+#define GS_KWORLD_SCHEDULER "gpusched"
+
+/** What happened to a pod. */
+enum gs_kevent_kind {
+    GS_KEV_BIND = 0,    /**< place it (or, with adopted, it was running already) */
+    GS_KEV_EVICT = 1,   /**< evict it: reason "preemption", "reclaim", "gang" or "node-lost" */
+    GS_KEV_FINISH = 2,  /**< it finished */
+    GS_KEV_DELETE = 3,  /**< it was deleted */
+    GS_KEV_PENDING = 4, /**< it waits; reason says why (once per change) */
+};
+
+/** One GPU of a decision. */
+struct gs_kgpu {
+    uint32_t index; /**< device index on the node, 0-based */
+    int32_t milli;  /**< milli-GPU taken on it */
+};
+
+/** One decision, valid during the callback. Strings borrowed. */
+struct gs_kevent {
+    enum gs_kevent_kind kind;
+    const char *ns, *name, *uid; /**< the pod */
+    const char *node;            /**< BIND/EVICT: the node; else NULL */
+    uint32_t n_gpus;             /**< entries in gpus */
+    struct gs_kgpu gpus[GS_NODE_GPUS_MAX];
+    bool adopted;       /**< BIND of a pod that was already running */
+    const char *reason; /**< EVICT: the reason word; PENDING: the message; else NULL */
+    const char *by;     /**< EVICT: "ns/name" of the pod that caused it, or NULL */
+    int64_t now_ms;
+};
+
+/** Configuration. Borrowed by gs_kworld_new(); strings copied. */
+struct gs_kworld_config {
+    const char *scheduler_name; /**< pods of this spec.schedulerName are ours; NULL: "gpusched" */
+    const char *default_queue;  /**< queue of pods without a queue label; NULL: "default" (made
+                                     at the first cycle when no Queue has that name) */
+    const char *policy;         /**< placement policy; NULL: "fgd" */
+    bool preemption, reclaim, backfill;
+    void (*on_event)(void *ctx, const struct gs_kevent *ev); /**< may be NULL */
+    void *ctx;
+};
+
+struct gs_kworld;
+
+/**
+ * Creates an empty world. @return GS_OK, GS_ENOENT (unknown policy), GS_ENOMEM.
+ */
+int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out);
+
+/** Frees a world. NULL is a no-op. */
+void gs_kworld_free(struct gs_kworld *w);
+
+/** Kinds of change, as a watch reports them. */
+enum gs_kchange {
+    GS_KADDED = 0,
+    GS_KMODIFIED = 1,
+    GS_KDELETED = 2,
+};
+
+/**
+ * Applies one object change. Objects of kinds it does not use are ignored (return GS_OK).
+ * @param obj   the object (apiVersion, kind, metadata, spec, status); borrowed.
+ * @param err   receives a message naming the object and field on GS_EINVAL.
+ * @return GS_OK; GS_EINVAL for an object it cannot read (the world is unchanged);
+ *         GS_ENOMEM.
+ */
+int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
+                    int64_t now_ms, char *err, size_t cap);
+
+/**
+ * Runs one scheduling cycle (the first one builds the engine from what was applied).
+ * @param changes  receives the number of binds and evictions it made; may be NULL.
+ * @return GS_OK; GS_EINVAL (objects that cannot be set up, with a message in err); GS_ENOMEM.
+ */
+int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char *err,
+                    size_t cap);
+
+/** Marks pod ns/name finished (Succeeded). @return GS_OK; GS_ENOENT; GS_EINVAL not running. */
+int gs_kworld_finish_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms);
+
+/** Deletes pod ns/name. @return GS_OK; GS_ENOENT. */
+int gs_kworld_delete_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms);
+
+/** Cordons or uncordons a node. @return GS_OK; GS_ENOENT. */
+int gs_kworld_cordon(struct gs_kworld *w, const char *node, bool unschedulable);
+
+/** Marks GPU `gpu` of a node healthy or not. @return GS_OK; GS_ENOENT; GS_EINVAL bad index. */
+int gs_kworld_gpu_health(struct gs_kworld *w, const char *node, uint32_t gpu, bool healthy);
+
+/** Removes a node (its pods evicted node-lost). @return GS_OK; GS_ENOENT. */
+int gs_kworld_delete_node(struct gs_kworld *w, const char *node, int64_t now_ms);
+
+/**
+ * Calls fn for every pod of ours that neither runs nor has ended, with its reason ("not tried
+ * yet" when no cycle has judged it), in order of arrival.
+ */
+void gs_kworld_each_pending(struct gs_kworld *w,
+                            void (*fn)(void *ctx, const char *ns, const char *name,
+                                       const char *reason),
+                            void *ctx);
+
+/** The cluster, for reading (NULL before the first cycle). */
+const struct gs_cluster *gs_kworld_cluster(const struct gs_kworld *w);
+
+/** The engine, for reading (NULL before the first cycle). */
+const struct gs_engine *gs_kworld_engine(const struct gs_kworld *w);
+
+#endif /* GPUSCHED_KWORLD_H */

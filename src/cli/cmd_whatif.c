@@ -1,0 +1,533 @@
+/*
+ * gpusched whatif: a cluster dump (and optionally a timeline of changes) through the same
+ * translation and core as the Kubernetes scheduler, offline. It prints what gpusched would bind,
+ * evict and leave pending, with reasons: how a user tries a queue configuration on a copy of
+ * their cluster, and how the scheduling semantics are tested without an API server.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cmd.h"
+#include "gpusched/err.h"
+#include "gpusched/kworld.h"
+#include "gpusched/sched.h"
+#include "k8s/yamljson.h"
+
+#define FILE_MAX (512u << 20)
+
+static const char *const usage =
+    "usage: gpusched whatif --cluster FILE [--timeline FILE] [--json] [--max-cycles N]\n"
+    "                       [--policy NAME] [--default-queue NAME] [--scheduler-name NAME]\n"
+    "\n"
+    "Runs a cluster dump through gpusched's scheduler offline and prints what it would bind,\n"
+    "evict and leave pending, with reasons. The dump is what this command writes:\n"
+    "  kubectl get nodes,pods,priorityclasses,queues.scheduling.gpusched.io,\\\n"
+    "      podgroups.scheduling.x-k8s.io -A -o yaml > cluster.yaml\n"
+    "(a List; YAML or JSON). Pods with spec.nodeName run there; pods with\n"
+    "spec.schedulerName: gpusched and no node are placed.\n"
+    "\n"
+    "  --cluster FILE       the dump\n"
+    "  --timeline FILE      a YAML list of steps, each with `at` (90s, 5m, 1h30m) and one of:\n"
+    "                       create: [objects], finish: [ns/name], delete: [ns/name],\n"
+    "                       cordon: [node], uncordon: [node], deleteNode: [node],\n"
+    "                       gpuHealth: {node: N, gpu: INDEX, healthy: BOOL} (or a list)\n"
+    "  --json               one JSON object per line instead of a table\n"
+    "  --max-cycles N       cycles after the dump and after each step before giving up\n"
+    "                       (default 100)\n"
+    "  --policy NAME        placement policy (default fgd)\n"
+    "  --default-queue Q    queue of pods without a queue label (default: default)\n"
+    "  --scheduler-name S   spec.schedulerName of gpusched's pods (default: gpusched)\n"
+    "\n"
+    "Preemption and reclaim are on, backfill off, as in the scheduler.\n"
+    "Exit: 0 settled; 2 bad usage or input; 3 a scheduling did not settle within --max-cycles;\n"
+    "1 internal error.\n";
+
+struct run {
+    bool json;
+    int64_t t_ms;
+    uint32_t cycle;
+    uint32_t lines;
+};
+
+static void print_line(struct run *r, json_t *o)
+{
+    if (r->json) {
+        char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (s) {
+            puts(s);
+            free(s);
+        }
+    } else {
+        const char *ev = json_string_value(json_object_get(o, "event"));
+        const char *pod = json_string_value(json_object_get(o, "pod"));
+        const char *node = json_string_value(json_object_get(o, "node"));
+        const char *why = json_string_value(json_object_get(o, "reason"));
+        char gpus[160] = "";
+        size_t len = 0;
+        json_t *arr = json_object_get(o, "gpus");
+        for (size_t i = 0; i < json_array_size(arr) && len + 16 < sizeof(gpus); i++) {
+            json_t *g = json_array_get(arr, i);
+            long long milli = json_integer_value(json_object_get(g, "milli"));
+            int w = snprintf(gpus + len, sizeof(gpus) - len, "%s%lld%s", i ? "," : "",
+                             json_integer_value(json_object_get(g, "index")),
+                             milli < 1000 ? "" : "");
+            if (w > 0)
+                len += (size_t)w;
+            if (milli < 1000) {
+                w = snprintf(gpus + len, sizeof(gpus) - len, "(%lldm)", milli);
+                if (w > 0)
+                    len += (size_t)w;
+            }
+        }
+        if (r->lines++ == 0)
+            printf("%8s %5s  %-7s %-40s %-20s %-12s %s\n", "t_s", "cycle", "event", "pod", "node",
+                   "gpus", "reason");
+        const char *by = json_string_value(json_object_get(o, "by"));
+        char reason[1200];
+        (void)snprintf(reason, sizeof(reason), "%s%s%s%s", why ? why : "", by ? " by " : "",
+                       by ? by : "", json_is_true(json_object_get(o, "adopted")) ? "adopted" : "");
+        printf("%8.1f %5lld  %-7s %-40s %-20s %-12s %s\n",
+               json_number_value(json_object_get(o, "t_s")),
+               json_integer_value(json_object_get(o, "cycle")), ev ? ev : "", pod ? pod : "",
+               node ? node : "-", gpus[0] ? gpus : "-", reason);
+    }
+    json_decref(o);
+}
+
+static void on_event(void *ctx, const struct gs_kevent *ev)
+{
+    struct run *r = ctx;
+    static const char *const names[] = {"bind", "evict", "finish", "delete", "pending"};
+    if (ev->kind == GS_KEV_PENDING)
+        return; /* the final pending lines say why */
+    char pod[512];
+    (void)snprintf(pod, sizeof(pod), "%s/%s", ev->ns, ev->name);
+    json_t *o = json_object();
+    if (!o)
+        return;
+    bool adopted = ev->kind == GS_KEV_BIND && ev->adopted;
+    json_object_set_new(o, "t_s", json_real(adopted ? 0.0 : (double)r->t_ms / 1000.0));
+    json_object_set_new(o, "cycle", json_integer(adopted ? 0 : r->cycle));
+    json_object_set_new(o, "event", json_string(names[ev->kind]));
+    json_object_set_new(o, "pod", json_string(pod));
+    if (ev->kind == GS_KEV_BIND || ev->kind == GS_KEV_EVICT)
+        json_object_set_new(o, "node", ev->node ? json_string(ev->node) : json_null());
+    if (ev->kind == GS_KEV_BIND) {
+        json_t *gpus = json_array();
+        for (uint32_t g = 0; g < ev->n_gpus; g++)
+            json_array_append_new(gpus, json_pack("{s:I,s:n,s:I,s:n,s:n}", "index",
+                                                  (json_int_t)ev->gpus[g].index, "uuid", "milli",
+                                                  (json_int_t)ev->gpus[g].milli, "mem_mib", "mig"));
+        json_object_set_new(o, "gpus", gpus);
+        if (adopted)
+            json_object_set_new(o, "adopted", json_true());
+    }
+    if (ev->kind == GS_KEV_EVICT) {
+        json_object_set_new(o, "reason", json_string(ev->reason));
+        json_object_set_new(o, "by", ev->by ? json_string(ev->by) : json_null());
+    }
+    print_line(r, o);
+}
+
+static void on_pending(void *ctx, const char *ns, const char *name, const char *reason)
+{
+    struct run *r = ctx;
+    char pod[512];
+    (void)snprintf(pod, sizeof(pod), "%s/%s", ns, name);
+    json_t *o = json_pack("{s:f,s:I,s:s,s:s,s:s}", "t_s", (double)r->t_ms / 1000.0, "cycle",
+                          (json_int_t)r->cycle, "event", "pending", "pod", pod, "reason", reason);
+    if (o)
+        print_line(r, o);
+}
+
+static int load(const char *path, json_t **out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "gpusched whatif: %s: cannot open: %s\n", path, strerror(errno));
+        return 2;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (!buf) {
+            fclose(f);
+            fprintf(stderr, "gpusched whatif: out of memory\n");
+            return 1;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+        if (len == cap) {
+            if (cap >= FILE_MAX) {
+                free(buf);
+                fclose(f);
+                fprintf(stderr, "gpusched whatif: %s: larger than %u MiB\n", path, FILE_MAX >> 20);
+                return 2;
+            }
+            cap *= 2;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        fprintf(stderr, "gpusched whatif: %s: cannot read\n", path);
+        return 2;
+    }
+    buf[len] = '\0';
+    char err[512];
+    int rc = gs_yaml_to_json(path, buf, len, out, err, sizeof(err));
+    free(buf);
+    if (rc) {
+        fprintf(stderr, "gpusched whatif: %s\n", err);
+        return 2;
+    }
+    return 0;
+}
+
+/* The objects of a dump: a List's items, an array, or one object. */
+static json_t *items_of(json_t *doc)
+{
+    if (json_is_array(doc))
+        return doc;
+    json_t *items = json_object_get(doc, "items");
+    if (json_is_array(items))
+        return items;
+    return NULL;
+}
+
+/* "90s", "5m", "1h30m", "1.5s" or a plain number of seconds, into milliseconds. */
+static int duration_ms(const json_t *v, int64_t *out)
+{
+    if (json_is_number(v)) {
+        double s = json_number_value(v);
+        if (s < 0)
+            return -1;
+        *out = (int64_t)(s * 1000.0 + 0.5);
+        return 0;
+    }
+    const char *s = json_string_value(v);
+    if (!s || !*s)
+        return -1;
+    double total = 0;
+    while (*s) {
+        char *end;
+        errno = 0;
+        double x = strtod(s, &end);
+        if (end == s || errno || x < 0)
+            return -1;
+        double unit = 1;
+        if (*end == 'h')
+            unit = 3600;
+        else if (*end == 'm' && end[1] == 's')
+            unit = 0.001, end++;
+        else if (*end == 'm')
+            unit = 60;
+        else if (*end == 's')
+            unit = 1;
+        else if (*end != '\0')
+            return -1;
+        total += x * unit;
+        s = *end ? end + 1 : end;
+    }
+    *out = (int64_t)(total * 1000.0 + 0.5);
+    return 0;
+}
+
+/* Cycles until a cycle changes nothing; 0 settled, 3 not within max, 1 internal. */
+static int settle(struct gs_kworld *w, struct run *r, uint32_t max_cycles)
+{
+    for (uint32_t i = 0; i < max_cycles; i++) {
+        r->cycle++;
+        uint32_t changes = 0;
+        char err[512] = "";
+        int rc = gs_kworld_cycle(w, r->t_ms, &changes, err, sizeof(err));
+        if (rc == GS_EINVAL) {
+            fprintf(stderr, "gpusched whatif: %s\n", err);
+            return 2;
+        }
+        if (rc) {
+            fprintf(stderr, "gpusched whatif: %s\n", gs_strerror(rc));
+            return 1;
+        }
+        if (changes == 0)
+            return 0;
+    }
+    fprintf(stderr,
+            "gpusched whatif: the scheduler did not settle within %u cycles at t=%.1fs: it "
+            "keeps binding or evicting (a bug to look at, not to hide)\n",
+            max_cycles, (double)r->t_ms / 1000.0);
+    return 3;
+}
+
+static int split_pod(const char *s, char *ns, size_t cap, const char **name)
+{
+    const char *slash = s ? strchr(s, '/') : NULL;
+    if (!slash || slash == s || !slash[1] || (size_t)(slash - s) >= cap)
+        return -1;
+    memcpy(ns, s, (size_t)(slash - s));
+    ns[slash - s] = '\0';
+    *name = slash + 1;
+    return 0;
+}
+
+static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64_t t_ms,
+                      size_t step)
+{
+    if (!json_is_array(list)) {
+        fprintf(stderr, "gpusched whatif: timeline step %zu: %s must be a list\n", step + 1,
+                what);
+        return 2;
+    }
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *s = json_string_value(json_array_get(list, i));
+        char ns[256];
+        const char *name;
+        int rc = GS_OK;
+        bool pod = strcmp(what, "finish") == 0 || strcmp(what, "delete") == 0;
+        if (!s || (pod && split_pod(s, ns, sizeof(ns), &name) != 0)) {
+            fprintf(stderr, "gpusched whatif: timeline step %zu: %s[%zu] must be %s\n", step + 1,
+                    what, i, pod ? "namespace/name" : "a node name");
+            return 2;
+        }
+        if (strcmp(what, "finish") == 0)
+            rc = gs_kworld_finish_pod(w, ns, name, t_ms);
+        else if (strcmp(what, "delete") == 0)
+            rc = gs_kworld_delete_pod(w, ns, name, t_ms);
+        else if (strcmp(what, "cordon") == 0 || strcmp(what, "uncordon") == 0)
+            rc = gs_kworld_cordon(w, s, what[0] == 'c');
+        else
+            rc = gs_kworld_delete_node(w, s, t_ms);
+        if (rc == GS_ENOENT || rc == GS_EINVAL) {
+            fprintf(stderr, "gpusched whatif: timeline step %zu: %s %s: %s\n", step + 1, what, s,
+                    rc == GS_ENOENT ? "no such pod or node" : "not running");
+            return 2;
+        }
+        if (rc)
+            return 1;
+    }
+    return 0;
+}
+
+static int step_health(struct gs_kworld *w, json_t *v, size_t step)
+{
+    json_t *one = json_is_array(v) ? NULL : v;
+    size_t n = one ? 1 : json_array_size(v);
+    for (size_t i = 0; i < n; i++) {
+        json_t *h = one ? one : json_array_get(v, i);
+        const char *node = json_string_value(json_object_get(h, "node"));
+        json_t *gpu = json_object_get(h, "gpu"), *ok = json_object_get(h, "healthy");
+        if (!node || !json_is_integer(gpu) || json_integer_value(gpu) < 0 || !json_is_boolean(ok)) {
+            fprintf(stderr,
+                    "gpusched whatif: timeline step %zu: gpuHealth needs node, gpu (an index) "
+                    "and healthy (true or false)\n",
+                    step + 1);
+            return 2;
+        }
+        int rc = gs_kworld_gpu_health(w, node, (uint32_t)json_integer_value(gpu), json_is_true(ok));
+        if (rc) {
+            fprintf(stderr, "gpusched whatif: timeline step %zu: gpuHealth: node %s GPU %lld: %s\n",
+                    step + 1, node, json_integer_value(gpu),
+                    rc == GS_ENOENT ? "no such node" : "no such GPU");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint32_t max_cycles)
+{
+    if (!json_is_array(steps)) {
+        fprintf(stderr, "gpusched whatif: the timeline must be a YAML list of steps\n");
+        return 2;
+    }
+    int64_t last = 0;
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        json_t *st = json_array_get(steps, i);
+        int64_t at;
+        if (!json_is_object(st) || duration_ms(json_object_get(st, "at"), &at) != 0) {
+            fprintf(stderr, "gpusched whatif: timeline step %zu: `at` must be a duration such as "
+                            "90s, 5m or 1h30m\n",
+                    i + 1);
+            return 2;
+        }
+        if (at < last) {
+            fprintf(stderr, "gpusched whatif: timeline step %zu: `at` goes back in time\n", i + 1);
+            return 2;
+        }
+        last = at;
+        r->t_ms = at;
+        const char *key;
+        json_t *val;
+        int actions = 0, rc = 0;
+        json_object_foreach(st, key, val)
+        {
+            if (strcmp(key, "at") == 0)
+                continue;
+            actions++;
+            if (strcmp(key, "create") == 0) {
+                json_t *items = json_is_array(val) ? val : items_of(val);
+                for (size_t k = 0; items && k < json_array_size(items) && !rc; k++) {
+                    json_t *o = json_array_get(items, k);
+                    /* Without creationTimestamp, its creation time is the step's. */
+                    char err[512] = "";
+                    int arc = gs_kworld_apply(w, GS_KADDED, o, at, err, sizeof(err));
+                    if (arc == GS_EINVAL) {
+                        fprintf(stderr, "gpusched whatif: timeline step %zu: %s\n", i + 1, err);
+                        rc = 2;
+                    } else if (arc) {
+                        rc = 1;
+                    }
+                }
+                if (!items)
+                    rc = 2;
+            } else if (strcmp(key, "finish") == 0 || strcmp(key, "delete") == 0 ||
+                       strcmp(key, "cordon") == 0 || strcmp(key, "uncordon") == 0 ||
+                       strcmp(key, "deleteNode") == 0) {
+                rc = step_names(w, key, val, at, i);
+            } else if (strcmp(key, "gpuHealth") == 0) {
+                rc = step_health(w, val, i);
+            } else {
+                fprintf(stderr, "gpusched whatif: timeline step %zu: unknown action %s\n", i + 1,
+                        key);
+                rc = 2;
+            }
+            if (rc)
+                return rc;
+        }
+        if (actions != 1) {
+            fprintf(stderr, "gpusched whatif: timeline step %zu: needs exactly one action\n",
+                    i + 1);
+            return 2;
+        }
+        if ((rc = settle(w, r, max_cycles)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int gs_cmd_whatif(int argc, char **argv)
+{
+    const char *cluster = NULL, *timeline = NULL, *policy = "fgd", *dq = NULL, *sn = NULL;
+    unsigned long max_cycles = 100;
+    struct run r = {0};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        char opt[64];
+        const char *val = NULL;
+        if (strncmp(a, "--", 2) == 0 && eq && (size_t)(eq - a) < sizeof(opt)) {
+            memcpy(opt, a, (size_t)(eq - a));
+            opt[eq - a] = '\0';
+            val = eq + 1;
+            a = opt;
+        }
+        bool takes = strcmp(a, "--cluster") == 0 || strcmp(a, "--timeline") == 0 ||
+                     strcmp(a, "--max-cycles") == 0 || strcmp(a, "--policy") == 0 ||
+                     strcmp(a, "--default-queue") == 0 || strcmp(a, "--scheduler-name") == 0;
+        if (takes && !val) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "gpusched whatif: %s needs a value\n%s", a, usage);
+                return 2;
+            }
+            val = argv[++i];
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            r.json = true;
+        } else if (strcmp(a, "--cluster") == 0) {
+            cluster = val;
+        } else if (strcmp(a, "--timeline") == 0) {
+            timeline = val;
+        } else if (strcmp(a, "--policy") == 0) {
+            policy = val;
+        } else if (strcmp(a, "--default-queue") == 0) {
+            dq = val;
+        } else if (strcmp(a, "--scheduler-name") == 0) {
+            sn = val;
+        } else if (strcmp(a, "--max-cycles") == 0) {
+            char *end;
+            errno = 0;
+            max_cycles = strtoul(val, &end, 10);
+            if (*end || errno || max_cycles == 0 || max_cycles > 1000000 || val[0] == '-') {
+                fprintf(stderr, "gpusched whatif: --max-cycles must be 1..1000000\n");
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "gpusched whatif: unknown option %s\n%s", argv[i], usage);
+            return 2;
+        }
+    }
+    if (!cluster) {
+        fprintf(stderr, "gpusched whatif: --cluster FILE is required\n%s", usage);
+        return 2;
+    }
+    if (gs_policy_find(policy) < 0) {
+        fprintf(stderr, "gpusched whatif: --policy: unknown policy %s\n", policy);
+        return 2;
+    }
+    json_t *doc = NULL, *tl = NULL;
+    int rc = load(cluster, &doc);
+    if (rc)
+        return rc;
+    json_t *items = items_of(doc);
+    if (!items) {
+        fprintf(stderr, "gpusched whatif: %s: not a List of objects (kind: List, items: [...])\n",
+                cluster);
+        json_decref(doc);
+        return 2;
+    }
+    if (timeline && (rc = load(timeline, &tl)) != 0) {
+        json_decref(doc);
+        return rc;
+    }
+    struct gs_kworld_config cfg = {.scheduler_name = sn,
+                                   .default_queue = dq,
+                                   .policy = policy,
+                                   .preemption = true,
+                                   .reclaim = true,
+                                   .on_event = on_event,
+                                   .ctx = &r};
+    struct gs_kworld *w = NULL;
+    if (gs_kworld_new(&cfg, &w) != GS_OK) {
+        fprintf(stderr, "gpusched whatif: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < json_array_size(items) && !rc; i++) {
+        char err[512] = "";
+        int arc = gs_kworld_apply(w, GS_KADDED, json_array_get(items, i), 0, err, sizeof(err));
+        if (arc == GS_EINVAL) {
+            fprintf(stderr, "gpusched whatif: %s: items[%zu]: %s\n", cluster, i, err);
+            rc = 2;
+        } else if (arc) {
+            rc = 1;
+        }
+    }
+    if (!rc)
+        rc = settle(w, &r, (uint32_t)max_cycles);
+    if (!rc && tl)
+        rc = run_timeline(w, &r, tl, (uint32_t)max_cycles);
+    if (rc == 0 || rc == 3)
+        gs_kworld_each_pending(w, on_pending, &r);
+out:
+    gs_kworld_free(w);
+    json_decref(doc);
+    json_decref(tl);
+    if (fflush(stdout) != 0 && rc == 0)
+        rc = 1;
+    return rc;
+}

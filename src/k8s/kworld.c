@@ -1,0 +1,1415 @@
+/*
+ * Kubernetes objects into the cluster and engine of the core. See include/gpusched/kworld.h for
+ * what each field becomes. Small name maps are jansson objects (hash tables with owned keys).
+ */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+
+#include "gpusched/kworld.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpusched/err.h"
+#include "gpusched/filter.h"
+#include "gpusched/frag.h"
+#include "gpusched/kquantity.h"
+
+#define NO_ID UINT32_MAX
+#define GPU_RES "nvidia.com/gpu"
+#define NO_CLASS "gpusched-no-priority-class"
+
+/* One pod of ours or another scheduler's bound pod, by ns/name. */
+struct kpod {
+    char *key, *ns, *name, *uid;
+    uint32_t engine_id; /* NO_ID while parked or staged */
+    char *park;         /* why it waits outside the engine; NULL when in it */
+    json_t *obj;        /* kept while parked, to try again */
+    bool ended;
+    bool ours;
+};
+
+struct gs_kworld {
+    char *sched_name, *default_queue, *policy;
+    struct gs_kworld_config cfg;
+    struct gs_cluster *c;
+    struct gs_engine *e;
+    struct gs_workload wl;
+    bool started;
+    json_t *staged;   /* objects applied before the first cycle, in order */
+    json_t *pod_keys; /* "ns/name" -> index in pods */
+    struct kpod *pods;
+    uint32_t npods, cappods;
+    uint32_t *of_engine; /* engine pod id -> index in pods */
+    uint32_t cap_of_engine;
+    json_t *queues;     /* name -> engine queue id */
+    json_t *pclasses;   /* PriorityClass name -> {"value", "preemptible", "default"} */
+    json_t *pc_ids;     /* engine class name -> id */
+    json_t *gangs;      /* "ns/name" -> engine gang id */
+    json_t *podgroups;  /* "ns/name" -> {"min", "timeout_s"} */
+    uint32_t changes;
+    char *err; /* where messages go: the caller's buffer, or scratch */
+    size_t errcap;
+    char scratch[256];
+};
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static const char *jstr(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static const json_t *jpath(const json_t *o, const char *a, const char *b)
+{
+    const json_t *x = json_object_get(o, a);
+    return b ? json_object_get(x, b) : x;
+}
+
+/* A label or annotation value. */
+static const char *meta_kv(const json_t *obj, const char *map, const char *key)
+{
+    return jstr(jpath(json_object_get(obj, "metadata"), map, NULL), key);
+}
+
+/* A quantity field that may be a JSON string or number. */
+static int quantity(const json_t *v, double unit, bool up, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        double x = (double)json_integer_value(v) / unit;
+        *out = (int64_t)(up ? x + 0.999999 : x);
+        return json_integer_value(v) < 0 ? -1 : 0;
+    }
+    if (json_is_real(v)) {
+        char buf[64];
+        (void)snprintf(buf, sizeof(buf), "%.17g", json_real_value(v));
+        return gs_kquantity(buf, unit, up, out);
+    }
+    return gs_kquantity(json_string_value(v), unit, up, out);
+}
+
+static char *join_key(const char *ns, const char *name)
+{
+    size_t a = strlen(ns), b = strlen(name);
+    char *k = malloc(a + b + 2);
+    if (k) {
+        memcpy(k, ns, a);
+        k[a] = '/';
+        memcpy(k + a + 1, name, b + 1);
+    }
+    return k;
+}
+
+/* Writes a message for the caller and evaluates to GS_EINVAL. */
+#define fail(w, ...) ((void)snprintf((w)->err, (w)->errcap, __VA_ARGS__), GS_EINVAL)
+
+/* ---- world ------------------------------------------------------------------------------- */
+
+static void set_err(struct gs_kworld *w, char *err, size_t cap)
+{
+    w->err = err && cap ? err : w->scratch;
+    w->errcap = err && cap ? cap : sizeof(w->scratch);
+}
+
+
+int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
+{
+    *out = NULL;
+    struct gs_kworld *w = calloc(1, sizeof(*w));
+    if (!w)
+        return GS_ENOMEM;
+    w->cfg = *cfg;
+    set_err(w, NULL, 0);
+    w->sched_name = strdup(cfg->scheduler_name ? cfg->scheduler_name : GS_KWORLD_SCHEDULER);
+    w->default_queue = strdup(cfg->default_queue ? cfg->default_queue : "default");
+    w->policy = strdup(cfg->policy ? cfg->policy : "fgd");
+    w->staged = json_array();
+    w->pod_keys = json_object();
+    w->queues = json_object();
+    w->pclasses = json_object();
+    w->pc_ids = json_object();
+    w->gangs = json_object();
+    w->podgroups = json_object();
+    int err = gs_cluster_new(&w->c);
+    if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged ||
+                 !w->pod_keys || !w->queues || !w->pclasses || !w->pc_ids || !w->gangs ||
+                 !w->podgroups))
+        err = GS_ENOMEM;
+    if (err) {
+        gs_kworld_free(w);
+        return err;
+    }
+    *out = w;
+    return GS_OK;
+}
+
+void gs_kworld_free(struct gs_kworld *w)
+{
+    if (!w)
+        return;
+    for (uint32_t i = 0; i < w->npods; i++) {
+        struct kpod *p = &w->pods[i];
+        free(p->key);
+        free(p->ns);
+        free(p->name);
+        free(p->uid);
+        free(p->park);
+        json_decref(p->obj);
+    }
+    free(w->pods);
+    free(w->of_engine);
+    gs_engine_free(w->e);
+    gs_workload_fini(&w->wl);
+    gs_cluster_free(w->c);
+    json_decref(w->staged);
+    json_decref(w->pod_keys);
+    json_decref(w->queues);
+    json_decref(w->pclasses);
+    json_decref(w->pc_ids);
+    json_decref(w->gangs);
+    json_decref(w->podgroups);
+    free(w->sched_name);
+    free(w->default_queue);
+    free(w->policy);
+    free(w);
+}
+
+const struct gs_cluster *gs_kworld_cluster(const struct gs_kworld *w)
+{
+    return w->started ? w->c : NULL;
+}
+
+const struct gs_engine *gs_kworld_engine(const struct gs_kworld *w)
+{
+    return w->e;
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+static const char *evict_word(enum gs_evict_reason r)
+{
+    switch (r) {
+    case GS_EVICT_PREEMPT:
+        return "preemption";
+    case GS_EVICT_RECLAIM:
+        return "reclaim";
+    case GS_EVICT_GANG:
+        return "gang";
+    case GS_EVICT_NODE_LOST:
+        return "node-lost";
+    default:
+        return "unknown";
+    }
+}
+
+static struct kpod *of_engine(struct gs_kworld *w, uint32_t id)
+{
+    return id < w->cap_of_engine && w->of_engine[id] != NO_ID ? &w->pods[w->of_engine[id]] : NULL;
+}
+
+static void on_engine_event(void *ctx, const struct gs_event *ev)
+{
+    struct gs_kworld *w = ctx;
+    struct kpod *p = of_engine(w, ev->pod);
+    if (!p)
+        return;
+    struct gs_kevent k = {.ns = p->ns, .name = p->name, .uid = p->uid, .now_ms = ev->now_ms};
+    switch (ev->kind) {
+    case GS_EV_BIND:
+    case GS_EV_BACKFILL:
+    case GS_EV_ADOPT:
+        k.kind = GS_KEV_BIND;
+        k.adopted = ev->kind == GS_EV_ADOPT;
+        if (!k.adopted)
+            w->changes++;
+        break;
+    case GS_EV_EVICT:
+        k.kind = GS_KEV_EVICT;
+        k.reason = evict_word(ev->reason);
+        if (ev->by != UINT32_MAX && of_engine(w, ev->by))
+            k.by = of_engine(w, ev->by)->key;
+        w->changes++;
+        break;
+    case GS_EV_FINISH:
+        k.kind = GS_KEV_FINISH;
+        break;
+    case GS_EV_DELETE:
+        k.kind = GS_KEV_DELETE;
+        break;
+    case GS_EV_UNSCHEDULABLE:
+        k.kind = GS_KEV_PENDING;
+        k.reason = ev->text;
+        break;
+    default:
+        return;
+    }
+    if (ev->pl && (k.kind == GS_KEV_BIND || k.kind == GS_KEV_EVICT)) {
+        const struct gs_node *n = gs_cluster_node(w->c, ev->pl->node);
+        k.node = n && n->present ? n->name : NULL;
+        k.n_gpus = ev->pl->num_gpu;
+        for (uint32_t g = 0; g < ev->pl->num_gpu; g++)
+            k.gpus[g] = (struct gs_kgpu){ev->pl->gpu_index[g], ev->pl->gpu_milli};
+    }
+    if (w->cfg.on_event)
+        w->cfg.on_event(w->cfg.ctx, &k);
+}
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+static int node_taints(struct gs_kworld *w, uint32_t idx, const json_t *obj, const char *name)
+{
+    const json_t *arr = jpath(json_object_get(obj, "spec"), "taints", NULL);
+    size_t n = json_array_size(arr);
+    struct gs_taint *t = n ? calloc(n, sizeof(*t)) : NULL;
+    if (n && !t)
+        return GS_ENOMEM;
+    uint32_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_array_get(arr, i);
+        const char *eff = jstr(x, "effect");
+        uint8_t e = !eff ? 0
+                    : strcmp(eff, "NoSchedule") == 0       ? GS_TAINT_NO_SCHEDULE
+                    : strcmp(eff, "PreferNoSchedule") == 0 ? GS_TAINT_PREFER_NO_SCHEDULE
+                    : strcmp(eff, "NoExecute") == 0        ? GS_TAINT_NO_EXECUTE
+                                                           : 0;
+        if (!jstr(x, "key") || !e) {
+            free(t);
+            return fail(w, "node %s: spec.taints: a taint needs a key and an effect %s", name,
+                        "(NoSchedule, PreferNoSchedule or NoExecute)");
+        }
+        t[k++] = (struct gs_taint){(char *)jstr(x, "key"),
+                                   (char *)(jstr(x, "value") ? jstr(x, "value") : ""), e};
+    }
+    int err = gs_cluster_set_taints(w->c, idx, t, k);
+    free(t);
+    return err;
+}
+
+static int node_labels(struct gs_kworld *w, uint32_t idx, const json_t *obj)
+{
+    const json_t *labels = jpath(json_object_get(obj, "metadata"), "labels", NULL);
+    size_t n = json_object_size(labels);
+    char **kv = n ? calloc(n, sizeof(*kv)) : NULL;
+    if (n && !kv)
+        return GS_ENOMEM;
+    uint32_t k = 0;
+    const char *key;
+    const json_t *val;
+    int err = GS_OK;
+    json_object_foreach((json_t *)labels, key, val)
+    {
+        const char *v = json_string_value(val);
+        if (!v)
+            continue;
+        kv[k] = malloc(strlen(key) + strlen(v) + 2);
+        if (!kv[k]) {
+            err = GS_ENOMEM;
+            break;
+        }
+        (void)sprintf(kv[k], "%s=%s", key, v);
+        k++;
+    }
+    if (!err)
+        err = gs_cluster_set_labels(w->c, idx, (const char *const *)kv, k);
+    for (uint32_t i = 0; i < k; i++)
+        free(kv[i]);
+    free(kv);
+    return err;
+}
+
+/* Allocatable (and GPU capacity) of a Node object. */
+struct node_res {
+    int64_t cpu_milli, mem_mib, pods, gpus, gpus_alloc, gpu_mem_mib;
+};
+
+static int node_resources(struct gs_kworld *w, const json_t *obj, const char *name,
+                          struct node_res *r)
+{
+    const json_t *st = json_object_get(obj, "status");
+    const json_t *alloc = json_object_get(st, "allocatable");
+    const json_t *capy = json_object_get(st, "capacity");
+    if (!alloc)
+        alloc = capy;
+    memset(r, 0, sizeof(*r));
+    r->pods = 110;
+    if (json_object_get(alloc, "cpu") && quantity(json_object_get(alloc, "cpu"), 1e-3, false,
+                                                  &r->cpu_milli) != 0)
+        return fail(w, "node %s: status.allocatable.cpu is not a quantity%s", name, "");
+    if (json_object_get(alloc, "memory") &&
+        quantity(json_object_get(alloc, "memory"), 1048576.0, false, &r->mem_mib) != 0)
+        return fail(w, "node %s: status.allocatable.memory is not a quantity%s", name, "");
+    if (json_object_get(alloc, "pods") &&
+        quantity(json_object_get(alloc, "pods"), 1.0, false, &r->pods) != 0)
+        return fail(w, "node %s: status.allocatable.pods is not a quantity%s", name, "");
+    const json_t *gc = json_object_get(capy, GPU_RES);
+    const json_t *ga = json_object_get(alloc, GPU_RES);
+    if ((gc && quantity(gc, 1.0, false, &r->gpus) != 0) ||
+        (ga && quantity(ga, 1.0, false, &r->gpus_alloc) != 0))
+        return fail(w, "node %s: status nvidia.com/gpu is not a count%s", name, "");
+    if (!gc)
+        r->gpus = r->gpus_alloc;
+    if (!ga)
+        r->gpus_alloc = r->gpus;
+    int64_t replicas = 1;
+    const char *rep = meta_kv(obj, "labels", "nvidia.com/gpu.replicas");
+    if (rep && gs_kquantity(rep, 1.0, false, &replicas) == 0 && replicas > 1) {
+        /* Time-slicing: capacity is GPUs x replicas. Until the core models replicas (GPU
+         * sharing issue), a replica is placed as a whole GPU of its own. */
+        (void)replicas;
+    }
+    if (r->gpus > GS_NODE_GPUS_MAX)
+        return fail(w, "node %s: more than 16 nvidia.com/gpu%s", name, "");
+    if (r->gpus_alloc > r->gpus)
+        r->gpus_alloc = r->gpus;
+    const char *mem = meta_kv(obj, "labels", "nvidia.com/gpu.memory");
+    if (mem && gs_kquantity(mem, 1.0, false, &r->gpu_mem_mib) != 0)
+        r->gpu_mem_mib = 0;
+    if (r->pods < 1)
+        r->pods = 1;
+    return GS_OK;
+}
+
+static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
+                      int64_t now_ms)
+{
+    const char *name = jstr(json_object_get(obj, "metadata"), "name");
+    if (!name || !*name)
+        return fail(w, "a Node without metadata.name%s%s", "", "");
+    int idx = gs_cluster_find_node(w->c, name);
+    if (change == GS_KDELETED)
+        return idx < 0 ? GS_OK : gs_engine_remove_node(w->e, (uint32_t)idx, now_ms);
+    struct node_res r;
+    int err = node_resources(w, obj, name, &r);
+    if (err)
+        return err;
+    if (idx < 0) {
+        const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
+        struct gs_node_spec s = {name,          r.cpu_milli,   r.mem_mib,   (int32_t)r.pods,
+                                 (uint32_t)r.gpus, model ? model : "nvidia-gpu", r.gpu_mem_mib};
+        uint32_t id;
+        if ((err = gs_cluster_add_node(w->c, &s, &id)) != GS_OK)
+            return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added%s", name, "");
+        idx = (int)id;
+    } else {
+        const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
+        if ((int64_t)n->gpu_count != r.gpus)
+            return fail(w, "node %s: its nvidia.com/gpu capacity changed; %s", name,
+                        "delete and re-create the Node");
+        struct gs_node_update u = {r.cpu_milli, r.mem_mib, (int32_t)r.pods};
+        if ((err = gs_cluster_update_node(w->c, (uint32_t)idx, &u)) != GS_OK)
+            return err;
+    }
+    uint32_t i = (uint32_t)idx;
+    /* Allocatable below capacity: the highest indices are the unhealthy GPUs. */
+    for (int64_t g = 0; g < r.gpus; g++)
+        (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g, g < r.gpus_alloc);
+    bool unsched = json_is_true(jpath(json_object_get(obj, "spec"), "unschedulable", NULL));
+    (void)gs_cluster_set_unschedulable(w->c, i, unsched);
+    if ((err = node_labels(w, i, obj)) != GS_OK || (err = node_taints(w, i, obj, name)) != GS_OK)
+        return err;
+    return GS_OK;
+}
+
+/* ---- priority classes, queues, pod groups ------------------------------------------------ */
+
+static int class_id(struct gs_kworld *w, const char *name, int32_t value, bool preemptible,
+                    uint32_t *id)
+{
+    json_t *v = json_object_get(w->pc_ids, name);
+    if (v) {
+        *id = (uint32_t)json_integer_value(v);
+        return GS_OK;
+    }
+    struct gs_priority_class_spec s = {name, value, preemptible ? 1 : 0};
+    int err = gs_engine_add_priority_class(w->e, &s, id);
+    if (err)
+        return err;
+    return json_object_set_new(w->pc_ids, name, json_integer(*id)) ? GS_ENOMEM : GS_OK;
+}
+
+static int apply_priority_class(struct gs_kworld *w, const json_t *obj)
+{
+    const char *name = jstr(json_object_get(obj, "metadata"), "name");
+    const json_t *value = json_object_get(obj, "value");
+    if (!name || !json_is_integer(value))
+        return fail(w, "PriorityClass %s: needs metadata.name and an integer value%s",
+                    name ? name : "?", "");
+    const char *pre = meta_kv(obj, "labels", "gpusched.io/preemptible");
+    json_t *rec = json_pack("{s:I,s:b,s:b}", "value", json_integer_value(value), "preemptible",
+                            !(pre && strcmp(pre, "false") == 0), "default",
+                            json_is_true(json_object_get(obj, "globalDefault")));
+    if (!rec || json_object_set_new(w->pclasses, name, rec))
+        return GS_ENOMEM;
+    return GS_OK;
+}
+
+/* Converts one Queue resource field; -1 (or absent for a limit) means unlimited. */
+static int queue_amount(const json_t *v, int res, bool kai, int64_t dflt, int64_t *out)
+{
+    if (!v) {
+        *out = dflt;
+        return 0;
+    }
+    if (json_is_number(v) && json_number_value(v) < 0) {
+        *out = GS_UNLIMITED;
+        return 0;
+    }
+    if (res == GS_RES_GPU)
+        return quantity(v, 1e-3, true, out); /* GPUs, fractional: to milli */
+    if (res == GS_RES_CPU)
+        return quantity(v, kai ? 1.0 : 1e-3, true, out); /* KAI: millicores */
+    return quantity(v, kai ? 1048576.0 / 1e6 : 1048576.0, true, out); /* KAI: MB */
+}
+
+static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, size_t cap)
+{
+    const char *name = jstr(json_object_get(obj, "metadata"), "name");
+    const char *api = jstr(obj, "apiVersion");
+    bool kai = api && strncmp(api, "scheduling.run.ai/", 18) == 0;
+    const json_t *spec = json_object_get(obj, "spec");
+    const char *parent = jstr(spec, "parentQueue");
+    (void)snprintf(name_out, cap, "%s", name ? name : "?");
+    uint32_t pid = GS_QUEUE_ROOT;
+    if (parent && *parent) {
+        json_t *pv = json_object_get(w->queues, parent);
+        if (!pv)
+            return GS_ENOENT;
+        pid = (uint32_t)json_integer_value(pv);
+    }
+    struct gs_queue_spec q = {name, pid, {0}, {0}, 1.0, 0};
+    const char *res_names[GS_RES_COUNT] = {"gpu", "cpu", "memory"};
+    double weight = -1;
+    for (int r = 0; r < GS_RES_COUNT; r++) {
+        const json_t *rv = jpath(json_object_get(spec, "resources"), res_names[r], NULL);
+        if (queue_amount(json_object_get(rv, "quota"), r, kai, 0, &q.quota[r]) != 0 ||
+            queue_amount(json_object_get(rv, "limit"), r, kai, GS_UNLIMITED, &q.limit[r]) != 0)
+            return fail(w, "Queue %s: spec.resources.%s: quota and limit must be quantities",
+                        name, res_names[r]);
+        if (q.quota[r] == GS_UNLIMITED) /* guaranteed its demand up to its limit */
+            q.quota[r] = q.limit[r] == GS_UNLIMITED ? 0 : q.limit[r];
+        const json_t *wv = json_object_get(rv, "overQuotaWeight");
+        if (json_is_number(wv) && weight < 0)
+            weight = json_number_value(wv);
+    }
+    q.over_quota_weight = weight < 0 ? 1.0 : weight;
+    uint32_t id;
+    int err = gs_engine_add_queue(w->e, &q, &id);
+    if (err == GS_ENOMEM)
+        return err;
+    if (err)
+        return fail(w, "Queue %s: refused by the engine (%s): names are up to 63 of "
+                       "[A-Za-z0-9._-], limits at least the quota, children within the parent",
+                    name, gs_strerror(err));
+    return json_object_set_new(w->queues, name, json_integer(id)) ? GS_ENOMEM : GS_OK;
+}
+
+static int apply_podgroup(struct gs_kworld *w, const json_t *obj)
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    const char *ns = jstr(md, "namespace"), *name = jstr(md, "name");
+    const json_t *spec = json_object_get(obj, "spec");
+    json_int_t min = json_integer_value(json_object_get(spec, "minMember"));
+    json_int_t timeout = json_integer_value(json_object_get(spec, "scheduleTimeoutSeconds"));
+    if (!name || min < 1)
+        return fail(w, "PodGroup %s: spec.minMember must be at least 1%s", name ? name : "?", "");
+    char *key = join_key(ns ? ns : "default", name);
+    if (!key)
+        return GS_ENOMEM;
+    json_t *rec = json_pack("{s:I,s:I}", "min", min, "timeout_s", timeout);
+    int err = rec && !json_object_set_new(w->podgroups, key, rec) ? GS_OK : GS_ENOMEM;
+    free(key);
+    return err;
+}
+
+static int gang_id(struct gs_kworld *w, const char *key, uint32_t *id)
+{
+    json_t *v = json_object_get(w->gangs, key);
+    if (v) {
+        *id = (uint32_t)json_integer_value(v);
+        return GS_OK;
+    }
+    json_t *pg = json_object_get(w->podgroups, key);
+    if (!pg)
+        return GS_ENOENT;
+    struct gs_gang_spec g = {key, (uint32_t)json_integer_value(json_object_get(pg, "min")),
+                             json_integer_value(json_object_get(pg, "timeout_s")) * 1000};
+    int err = gs_engine_add_gang(w->e, &g, id);
+    if (err)
+        return err;
+    return json_object_set_new(w->gangs, key, json_integer(*id)) ? GS_ENOMEM : GS_OK;
+}
+
+/* ---- pods --------------------------------------------------------------------------------- */
+
+/* A pod's request as the API defines it: max(sum of containers, largest init container) +
+ * overhead; a missing request takes the limit. */
+static int pod_request(const json_t *spec, const char *res, double unit, int64_t *out)
+{
+    int64_t sum = 0, init_max = 0;
+    const char *lists[2] = {"containers", "initContainers"};
+    for (int l = 0; l < 2; l++) {
+        const json_t *arr = json_object_get(spec, lists[l]);
+        for (size_t i = 0; i < json_array_size(arr); i++) {
+            const json_t *r = json_object_get(json_array_get(arr, i), "resources");
+            const json_t *v = json_object_get(json_object_get(r, "requests"), res);
+            if (!v)
+                v = json_object_get(json_object_get(r, "limits"), res);
+            int64_t x = 0;
+            if (v && quantity(v, unit, true, &x) != 0)
+                return -1;
+            if (l == 0)
+                sum += x;
+            else if (x > init_max)
+                init_max = x;
+        }
+    }
+    int64_t over = 0;
+    const json_t *ov = json_object_get(json_object_get(spec, "overhead"), res);
+    if (ov && quantity(ov, unit, true, &over) != 0)
+        return -1;
+    *out = (sum > init_max ? sum : init_max) + over;
+    return 0;
+}
+
+/* What a Pod becomes; the filter arrays borrow strings from the pod object. */
+struct tr {
+    struct gs_tpod_spec spec;
+    struct gs_pod_ident ident;
+    const char *node;
+    struct gs_placement pl;
+    bool foreign;
+    int64_t start_ms;
+    /* filter */
+    const char **selector;
+    struct gs_sel_term *req_terms;
+    char *sel_block; /* the nodeSelector entries as "key=value" strings */
+    struct gs_pref_term *pref_terms;
+    struct gs_sel_expr *exprs;
+    const char **values;
+    struct gs_toleration *tols;
+    struct gs_filter_spec f;
+    char reason[256];
+};
+
+static void tr_free(struct tr *t)
+{
+    free(t->selector);
+    free(t->req_terms);
+    free(t->sel_block);
+    free(t->pref_terms);
+    free(t->exprs);
+    free(t->values);
+    free(t->tols);
+}
+
+static int sel_op(const char *s)
+{
+    static const char *const ops[] = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"};
+    for (int i = 0; s && i < 6; i++)
+        if (strcmp(s, ops[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Counts the expressions and values of a list of NodeSelectorTerms. */
+static void count_terms(const json_t *terms, bool pref, size_t *n_expr, size_t *n_val)
+{
+    for (size_t i = 0; i < json_array_size(terms); i++) {
+        const json_t *t = json_array_get(terms, i);
+        if (pref)
+            t = json_object_get(t, "preference");
+        const char *lists[2] = {"matchExpressions", "matchFields"};
+        for (int l = 0; l < 2; l++) {
+            const json_t *ex = json_object_get(t, lists[l]);
+            *n_expr += json_array_size(ex);
+            for (size_t k = 0; k < json_array_size(ex); k++)
+                *n_val += json_array_size(json_object_get(json_array_get(ex, k), "values"));
+        }
+    }
+}
+
+static int fill_term(const json_t *t, struct gs_sel_term *out, struct gs_sel_expr *exprs,
+                     size_t *ne, const char **values, size_t *nv)
+{
+    out->exprs = &exprs[*ne];
+    out->n_exprs = 0;
+    const char *lists[2] = {"matchExpressions", "matchFields"};
+    for (int l = 0; l < 2; l++) {
+        const json_t *ex = json_object_get(t, lists[l]);
+        for (size_t k = 0; k < json_array_size(ex); k++) {
+            const json_t *x = json_array_get(ex, k);
+            int op = sel_op(jstr(x, "operator"));
+            if (op < 0 || !jstr(x, "key"))
+                return -1;
+            struct gs_sel_expr *e = &exprs[(*ne)++];
+            e->key = jstr(x, "key");
+            e->op = (uint8_t)op;
+            e->field = l == 1;
+            e->values = &values[*nv];
+            e->n_values = 0;
+            const json_t *vals = json_object_get(x, "values");
+            for (size_t v = 0; v < json_array_size(vals); v++) {
+                const char *s = json_string_value(json_array_get(vals, v));
+                if (!s)
+                    return -1;
+                values[(*nv)++] = s;
+                e->n_values++;
+            }
+            out->n_exprs++;
+        }
+    }
+    return 0;
+}
+
+static int tr_filter(struct tr *t, const json_t *spec)
+{
+    const json_t *ns = json_object_get(spec, "nodeSelector");
+    const json_t *na = jpath(json_object_get(spec, "affinity"), "nodeAffinity", NULL);
+    const json_t *req =
+        jpath(json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution"),
+              "nodeSelectorTerms", NULL);
+    const json_t *pref = json_object_get(na, "preferredDuringSchedulingIgnoredDuringExecution");
+    const json_t *tol = json_object_get(spec, "tolerations");
+    size_t n_expr = 0, n_val = 0;
+    count_terms(req, false, &n_expr, &n_val);
+    count_terms(pref, true, &n_expr, &n_val);
+    size_t nsel = json_object_size(ns), nreq = json_array_size(req), npref = json_array_size(pref);
+    size_t ntol = json_array_size(tol);
+    t->selector = calloc(nsel + 1, sizeof(*t->selector) * 2);
+    t->req_terms = calloc(nreq + 1, sizeof(*t->req_terms));
+    t->pref_terms = calloc(npref + 1, sizeof(*t->pref_terms));
+    t->exprs = calloc(n_expr + 1, sizeof(*t->exprs));
+    t->values = calloc(n_val + 1, sizeof(*t->values));
+    t->tols = calloc(ntol + 1, sizeof(*t->tols));
+    if (!t->selector || !t->req_terms || !t->pref_terms || !t->exprs || !t->values || !t->tols)
+        return GS_ENOMEM;
+    /* nodeSelector entries as "key=value": built into one block after the pointers. */
+    size_t bytes = 0;
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)ns, key, val)
+    bytes += strlen(key) + strlen(json_string_value(val) ? json_string_value(val) : "") + 2;
+    char *blk = bytes ? malloc(bytes) : NULL;
+    if (bytes && !blk)
+        return GS_ENOMEM;
+    t->sel_block = blk;
+    uint32_t k = 0;
+    char *at = blk;
+    json_object_foreach((json_t *)ns, key, val)
+    {
+        const char *v = json_string_value(val) ? json_string_value(val) : "";
+        int n = sprintf(at, "%s=%s", key, v);
+        t->selector[k++] = at;
+        at += n + 1;
+    }
+    t->f.node_selector = t->selector;
+    t->f.n_node_selector = k;
+    size_t ne = 0, nv = 0;
+    for (size_t i = 0; i < nreq; i++)
+        if (fill_term(json_array_get(req, i), &t->req_terms[i], t->exprs, &ne, t->values, &nv))
+            return GS_EINVAL;
+    t->f.required = t->req_terms;
+    t->f.n_required = (uint32_t)nreq;
+    for (size_t i = 0; i < npref; i++) {
+        const json_t *p = json_array_get(pref, i);
+        t->pref_terms[i].weight = (int32_t)json_integer_value(json_object_get(p, "weight"));
+        if (fill_term(json_object_get(p, "preference"), &t->pref_terms[i].term, t->exprs, &ne,
+                      t->values, &nv))
+            return GS_EINVAL;
+    }
+    t->f.preferred = t->pref_terms;
+    t->f.n_preferred = (uint32_t)npref;
+    for (size_t i = 0; i < ntol; i++) {
+        const json_t *x = json_array_get(tol, i);
+        const char *op = jstr(x, "operator"), *eff = jstr(x, "effect");
+        struct gs_toleration *o = &t->tols[i];
+        o->key = jstr(x, "key");
+        o->op = op && strcmp(op, "Exists") == 0 ? GS_TOL_EXISTS : GS_TOL_EQUAL;
+        if (op && strcmp(op, "Exists") != 0 && strcmp(op, "Equal") != 0)
+            return GS_EINVAL;
+        o->value = jstr(x, "value");
+        o->effect = !eff || !*eff                        ? 0
+                    : strcmp(eff, "NoSchedule") == 0       ? GS_TAINT_NO_SCHEDULE
+                    : strcmp(eff, "PreferNoSchedule") == 0 ? GS_TAINT_PREFER_NO_SCHEDULE
+                    : strcmp(eff, "NoExecute") == 0        ? GS_TAINT_NO_EXECUTE
+                                                           : 255;
+        if (o->effect == 255)
+            return GS_EINVAL;
+    }
+    t->f.tolerations = t->tols;
+    t->f.n_tolerations = (uint32_t)ntol;
+    return GS_OK;
+}
+
+static bool has_prefix_key(const json_t *map, const char *prefix)
+{
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)map, key, val)
+    {
+        (void)val;
+        if (strncmp(key, prefix, strlen(prefix)) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Reads the GPU ask; writes a reason for asks the core does not place yet. */
+static int tr_gpus(struct tr *t, const json_t *obj, const json_t *spec)
+{
+    int64_t n = 0, cores = 0;
+    if (pod_request(spec, GPU_RES, 1.0, &n) != 0 ||
+        pod_request(spec, "nvidia.com/gpucores", 1.0, &cores) != 0) {
+        (void)snprintf(t->reason, sizeof(t->reason), "nvidia.com/gpu is not a count");
+        return 1;
+    }
+    int64_t gpumem = 0;
+    (void)pod_request(spec, "nvidia.com/gpumem", 1.0, &gpumem);
+    const json_t *conts = json_object_get(spec, "containers");
+    for (size_t i = 0; i < json_array_size(conts); i++) {
+        const json_t *r = json_object_get(json_array_get(conts, i), "resources");
+        if (has_prefix_key(json_object_get(r, "limits"), "nvidia.com/mig-") ||
+            has_prefix_key(json_object_get(r, "requests"), "nvidia.com/mig-")) {
+            (void)snprintf(t->reason, sizeof(t->reason),
+                           "MIG profiles are not placed by gpusched yet");
+            return 1;
+        }
+    }
+    const char *frac = meta_kv(obj, "annotations", "gpu-fraction");
+    if (meta_kv(obj, "annotations", "gpu-memory") || gpumem > 0 ||
+        meta_kv(obj, "annotations", "nvidia.com/gpumem-percentage")) {
+        (void)snprintf(t->reason, sizeof(t->reason),
+                       "GPU memory fractions are not placed by gpusched yet");
+        return 1;
+    }
+    struct gs_pod_req *rq = &t->spec.req;
+    if (frac) {
+        int64_t milli;
+        const char *devs = meta_kv(obj, "annotations", "gpu-fraction-num-devices");
+        if (gs_kquantity(frac, 1e-3, true, &milli) != 0 || milli <= 0 || milli > 1000) {
+            (void)snprintf(t->reason, sizeof(t->reason),
+                           "annotation gpu-fraction must be a number in (0, 1]");
+            return 1;
+        }
+        if (devs && strcmp(devs, "1") != 0) {
+            (void)snprintf(t->reason, sizeof(t->reason),
+                           "gpu-fraction-num-devices above 1 is not placed by gpusched yet");
+            return 1;
+        }
+        rq->num_gpu = 1;
+        rq->gpu_milli = (int32_t)milli;
+        return 0;
+    }
+    if (n > GS_NODE_GPUS_MAX) {
+        (void)snprintf(t->reason, sizeof(t->reason), "asks %lld GPUs, more than any node has",
+                       (long long)n);
+        return 1;
+    }
+    rq->num_gpu = (uint32_t)n;
+    rq->gpu_milli = n ? GS_GPU_MILLI : 0;
+    if (cores > 0 && n == 1 && cores < 100)
+        rq->gpu_milli = (int32_t)(cores * 10); /* HAMi gpucores: percent of one GPU */
+    return 0;
+}
+
+/* The GPUs of annotation gpusched.io/assigned-gpus: {"gpus":[{"index":i,"milli":m},...]}. */
+static void tr_assigned(struct tr *t, const json_t *obj)
+{
+    const char *a = meta_kv(obj, "annotations", "gpusched.io/assigned-gpus");
+    if (!a)
+        return;
+    json_t *doc = json_loads(a, 0, NULL);
+    const json_t *gpus = json_object_get(doc, "gpus");
+    uint32_t n = 0;
+    for (size_t i = 0; i < json_array_size(gpus) && n < GS_NODE_GPUS_MAX; i++) {
+        const json_t *g = json_object_get(json_array_get(gpus, i), "index");
+        if (json_is_integer(g) && json_integer_value(g) >= 0 &&
+            json_integer_value(g) < GS_NODE_GPUS_MAX)
+            t->pl.gpu_index[n++] = (uint8_t)json_integer_value(g);
+    }
+    if (n == t->spec.req.num_gpu) {
+        t->pl.num_gpu = n;
+        t->pl.gpu_milli = t->spec.req.gpu_milli;
+    }
+    json_decref(doc);
+}
+
+static int pod_class(struct gs_kworld *w, const json_t *spec, uint32_t *id)
+{
+    const char *cname = jstr(spec, "priorityClassName");
+    const json_t *prio = json_object_get(spec, "priority");
+    const json_t *rec = cname ? json_object_get(w->pclasses, cname) : NULL;
+    if (!rec) { /* the globalDefault class */
+        const char *k;
+        const json_t *v;
+        json_object_foreach(w->pclasses, k, v)
+        {
+            if (!cname && json_is_true(json_object_get(v, "default"))) {
+                cname = k;
+                rec = v;
+                break;
+            }
+        }
+    }
+    int32_t value = rec ? (int32_t)json_integer_value(json_object_get(rec, "value")) : 0;
+    bool pre = rec ? json_is_true(json_object_get(rec, "preemptible")) : true;
+    if (json_is_integer(prio))
+        value = (int32_t)json_integer_value(prio);
+    char name[300];
+    if (rec && value == (int32_t)json_integer_value(json_object_get(rec, "value")))
+        (void)snprintf(name, sizeof(name), "%s", cname);
+    else
+        (void)snprintf(name, sizeof(name), "%s.v%d", rec ? cname : NO_CLASS, value);
+    return class_id(w, name, value, pre, id);
+}
+
+/* Translates a Pod object; 0 = ready, 1 = waits with t->reason, <0 = error. */
+static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms, struct tr *t)
+{
+    memset(t, 0, sizeof(*t));
+    const json_t *md = json_object_get(obj, "metadata");
+    const json_t *spec = json_object_get(obj, "spec");
+    const char *sn = jstr(spec, "schedulerName");
+    t->node = jstr(spec, "nodeName");
+    t->foreign = !(sn && strcmp(sn, w->sched_name) == 0);
+    t->spec.name = jstr(md, "name");
+    t->spec.gang = GS_NO_GANG;
+    t->spec.runtime_estimate_ms = -1;
+    t->spec.req.gpu_model_mask = GS_MODEL_ANY;
+    t->ident.uid = jstr(md, "uid");
+    t->ident.ns = jstr(md, "namespace") ? jstr(md, "namespace") : "default";
+    t->ident.name = t->spec.name;
+    t->ident.foreign = t->foreign;
+    const char *ts = jstr(md, "creationTimestamp");
+    if (!ts || gs_ktime_ms(ts, &t->ident.created_ms) != 0)
+        t->ident.created_ms = now_ms; /* created now, as far as we know */
+    const char *st = jstr(json_object_get(obj, "status"), "startTime");
+    t->start_ms = t->ident.created_ms;
+    if (st)
+        (void)gs_ktime_ms(st, &t->start_ms);
+    if (pod_request(spec, "cpu", 1e-3, &t->spec.req.cpu_milli) != 0 ||
+        pod_request(spec, "memory", 1048576.0, &t->spec.req.mem_mib) != 0) {
+        (void)snprintf(t->reason, sizeof(t->reason), "a cpu or memory request is not a quantity");
+        return 1;
+    }
+    if (tr_gpus(t, obj, spec))
+        return 1;
+    int err = pod_class(w, spec, &t->spec.priority_class);
+    if (err)
+        return err;
+    if (t->node) {
+        tr_assigned(t, obj);
+        int idx = gs_cluster_find_node(w->c, t->node);
+        if (idx < 0) {
+            (void)snprintf(t->reason, sizeof(t->reason), "bound to node %s, which is unknown",
+                           t->node);
+            return 1;
+        }
+        t->pl.node = (uint32_t)idx;
+    }
+    if (t->foreign) { /* capacity only: any queue will do for the books it skips */
+        const char *k;
+        const json_t *v;
+        json_object_foreach(w->queues, k, v)
+        {
+            (void)k;
+            t->spec.queue = (uint32_t)json_integer_value(v);
+            break;
+        }
+        return 0;
+    }
+    const char *q = meta_kv(obj, "labels", "gpusched.io/queue");
+    if (!q)
+        q = meta_kv(obj, "labels", "kai.scheduler/queue");
+    if (!q)
+        q = meta_kv(obj, "labels", "kueue.x-k8s.io/queue-name");
+    if (!q)
+        q = w->default_queue;
+    const json_t *qv = json_object_get(w->queues, q);
+    if (!qv) {
+        (void)snprintf(t->reason, sizeof(t->reason), "queue %s does not exist", q);
+        return 1;
+    }
+    t->spec.queue = (uint32_t)json_integer_value(qv);
+    const char *pg = meta_kv(obj, "labels", "scheduling.x-k8s.io/pod-group");
+    if (!pg)
+        pg = meta_kv(obj, "annotations", "scheduling.k8s.io/group-name");
+    if (pg) {
+        char *key = join_key(t->ident.ns, pg);
+        if (!key)
+            return GS_ENOMEM;
+        err = gang_id(w, key, &t->spec.gang);
+        if (err == GS_ENOENT)
+            (void)snprintf(t->reason, sizeof(t->reason), "PodGroup %s does not exist", key);
+        free(key);
+        if (err == GS_ENOENT)
+            return 1;
+        if (err)
+            return err;
+    }
+    const json_t *aff = json_object_get(spec, "affinity");
+    if (json_object_get(aff, "podAffinity") || json_object_get(aff, "podAntiAffinity")) {
+        (void)snprintf(t->reason, sizeof(t->reason),
+                       "pod affinity and anti-affinity are not supported by gpusched");
+        return 1;
+    }
+    if (json_array_size(json_object_get(spec, "topologySpreadConstraints"))) {
+        (void)snprintf(t->reason, sizeof(t->reason),
+                       "topology spread constraints are not supported by gpusched");
+        return 1;
+    }
+    if (!t->node && json_array_size(json_object_get(spec, "schedulingGates"))) {
+        (void)snprintf(t->reason, sizeof(t->reason), "scheduling gates");
+        return 1;
+    }
+    if ((err = tr_filter(t, spec)) != GS_OK) {
+        if (err == GS_ENOMEM)
+            return err;
+        (void)snprintf(t->reason, sizeof(t->reason),
+                       "node affinity or tolerations are malformed");
+        return 1;
+    }
+    return 0;
+}
+
+static int grow_of_engine(struct gs_kworld *w, uint32_t id)
+{
+    if (id < w->cap_of_engine)
+        return GS_OK;
+    uint32_t cap = w->cap_of_engine ? w->cap_of_engine : 64;
+    while (cap <= id)
+        cap *= 2;
+    uint32_t *m = realloc(w->of_engine, cap * sizeof(*m));
+    if (!m)
+        return GS_ENOMEM;
+    for (uint32_t i = w->cap_of_engine; i < cap; i++)
+        m[i] = NO_ID;
+    w->of_engine = m;
+    w->cap_of_engine = cap;
+    return GS_OK;
+}
+
+static void set_park(struct kpod *p, const char *reason, const json_t *obj)
+{
+    char *r = strdup(reason);
+    if (!r)
+        return; /* keeps the older reason */
+    free(p->park);
+    p->park = r;
+    if (obj != p->obj) {
+        json_decref(p->obj);
+        p->obj = json_deep_copy(obj);
+    }
+}
+
+/* Puts a pod into the engine, or parks it with a reason. */
+static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj, int64_t now_ms)
+{
+    struct kpod *p = &w->pods[pi];
+    struct tr t;
+    int rc = translate_pod(w, obj, now_ms, &t);
+    if (rc < 0) {
+        tr_free(&t);
+        return rc;
+    }
+    if (rc == 1) {
+        set_park(p, t.reason, obj);
+        tr_free(&t);
+        return GS_OK;
+    }
+    int err = GS_OK;
+    uint32_t cls = GS_FILTER_DEFAULT;
+    if (!t.node && !t.foreign) {
+        err = gs_filter_intern(w->c, &t.f, &cls);
+        if (err == GS_EINVAL) {
+            set_park(p, "node affinity or tolerations are malformed", obj);
+            tr_free(&t);
+            return GS_OK;
+        }
+    }
+    if (err) {
+        tr_free(&t);
+        return err;
+    }
+    t.ident.filter_class = cls;
+    uint32_t id = NO_ID;
+    err = grow_of_engine(w, gs_engine_pod_count(w->e) + 1);
+    /* The engine's id is not known before the call, and its events name it: map the next id
+     * (a new slot: ids only grow here, since kworld never forgets). */
+    uint32_t next = gs_engine_pod_count(w->e);
+    if (!err)
+        w->of_engine[next] = pi;
+    if (!err && t.node)
+        err = gs_engine_adopt(w->e, &t.spec, &t.ident, &t.pl, t.start_ms, &id);
+    else if (!err)
+        err = gs_engine_submit_pod(w->e, &t.spec, &t.ident, now_ms, &id);
+    gs_filter_release(w->c, cls);
+    tr_free(&t);
+    if (err) {
+        if (next < w->cap_of_engine)
+            w->of_engine[next] = NO_ID;
+        if (err == GS_ENOMEM)
+            return err;
+        char why[200];
+        (void)snprintf(why, sizeof(why), "refused by the engine: %s%s", gs_strerror(err),
+                       err == GS_EINVAL && t.node ? " (its GPUs are over capacity)" : "");
+        set_park(p, why, obj);
+        return GS_OK;
+    }
+    p->engine_id = id;
+    free(p->park);
+    p->park = NULL;
+    json_decref(p->obj);
+    p->obj = NULL;
+    return GS_OK;
+}
+
+static int new_kpod(struct gs_kworld *w, const char *key, const char *ns, const char *name,
+                    const char *uid, bool ours, uint32_t *out)
+{
+    if (w->npods == w->cappods) {
+        uint32_t cap = w->cappods ? w->cappods * 2 : 64;
+        struct kpod *np = realloc(w->pods, cap * sizeof(*np));
+        if (!np)
+            return GS_ENOMEM;
+        w->pods = np;
+        w->cappods = cap;
+    }
+    struct kpod *p = &w->pods[w->npods];
+    memset(p, 0, sizeof(*p));
+    p->key = strdup(key);
+    p->ns = strdup(ns);
+    p->name = strdup(name);
+    p->uid = uid ? strdup(uid) : NULL;
+    p->engine_id = NO_ID;
+    p->ours = ours;
+    if (!p->key || !p->ns || !p->name || (uid && !p->uid) ||
+        json_object_set_new(w->pod_keys, key, json_integer(w->npods))) {
+        free(p->key);
+        free(p->ns);
+        free(p->name);
+        free(p->uid);
+        return GS_ENOMEM;
+    }
+    *out = w->npods++;
+    return GS_OK;
+}
+
+static struct kpod *find_kpod(struct gs_kworld *w, const char *ns, const char *name)
+{
+    char *key = join_key(ns, name);
+    if (!key)
+        return NULL;
+    json_t *v = json_object_get(w->pod_keys, key);
+    free(key);
+    return v ? &w->pods[json_integer_value(v)] : NULL;
+}
+
+static int apply_pod(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
+                     int64_t now_ms)
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    const char *ns = jstr(md, "namespace") ? jstr(md, "namespace") : "default";
+    const char *name = jstr(md, "name");
+    if (!name || !*name)
+        return fail(w, "a Pod without metadata.name%s%s", "", "");
+    const char *phase = jstr(json_object_get(obj, "status"), "phase");
+    bool done = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+    struct kpod *p = find_kpod(w, ns, name);
+    if (p && p->uid && jstr(md, "uid") && strcmp(p->uid, jstr(md, "uid")) != 0 && !p->ended &&
+        change != GS_KDELETED)
+        return fail(w, "pod %s/%s: a second pod of that name while the first is known", ns, name);
+    if (change == GS_KDELETED || (p && done)) {
+        if (!p || p->ended)
+            return GS_OK;
+        if (p->engine_id != NO_ID) {
+            struct gs_tpod_info info;
+            (void)gs_engine_pod_info(w->e, p->engine_id, &info);
+            if (done && phase[0] == 'S' && info.state == GS_TPOD_RUNNING)
+                (void)gs_engine_finish(w->e, p->engine_id, now_ms);
+            else if (info.state == GS_TPOD_RUNNING || info.state == GS_TPOD_PENDING)
+                (void)gs_engine_delete(w->e, p->engine_id, now_ms);
+        }
+        p->ended = true;
+        free(p->park);
+        p->park = NULL;
+        return GS_OK;
+    }
+    if (p && !p->ended) {
+        if (p->park)
+            return enter_pod(w, (uint32_t)(p - w->pods), obj, now_ms); /* e.g. gates removed */
+        return GS_OK; /* changes to a pod the engine holds: its binding is ours */
+    }
+    if (done)
+        return GS_OK;
+    const json_t *spec = json_object_get(obj, "spec");
+    const char *sn = jstr(spec, "schedulerName");
+    bool ours = sn && strcmp(sn, w->sched_name) == 0;
+    if (!ours && !jstr(spec, "nodeName"))
+        return GS_OK; /* another scheduler's pending pod */
+    char *key = join_key(ns, name);
+    if (!key)
+        return GS_ENOMEM;
+    uint32_t pi;
+    int err;
+    if (p) { /* a pod of an old name that ended: the name now names the new one */
+        pi = (uint32_t)(p - w->pods);
+        p->ended = false;
+        p->engine_id = NO_ID;
+        free(p->uid);
+        p->uid = jstr(md, "uid") ? strdup(jstr(md, "uid")) : NULL;
+        p->ours = ours;
+        err = GS_OK;
+    } else {
+        err = new_kpod(w, key, ns, name, jstr(md, "uid"), ours, &pi);
+    }
+    free(key);
+    return err ? err : enter_pod(w, pi, obj, now_ms);
+}
+
+/* ---- setup at the first cycle ------------------------------------------------------------- */
+
+static const char *kind_of(const json_t *obj)
+{
+    const char *k = jstr(obj, "kind");
+    return k ? k : "";
+}
+
+static int build_workload(struct gs_kworld *w)
+{
+    size_t n = json_array_size(w->staged);
+    struct gs_pod_req *reqs = calloc(n + 1, sizeof(*reqs));
+    const char **specs = calloc(n + 1, sizeof(*specs));
+    if (!reqs || !specs) {
+        free(reqs);
+        free(specs);
+        return GS_ENOMEM;
+    }
+    uint32_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *obj = json_array_get(w->staged, i);
+        if (strcmp(kind_of(obj), "Pod") != 0)
+            continue;
+        struct tr t;
+        memset(&t, 0, sizeof(t));
+        t.spec.req.gpu_model_mask = GS_MODEL_ANY;
+        const json_t *spec = json_object_get(obj, "spec");
+        if (pod_request(spec, "cpu", 1e-3, &t.spec.req.cpu_milli) != 0 ||
+            tr_gpus(&t, obj, spec) != 0 || t.spec.req.num_gpu == 0)
+            continue;
+        reqs[k] = t.spec.req;
+        specs[k++] = "";
+    }
+    if (k == 0) { /* no GPU pod yet: one whole GPU stands for the workload */
+        reqs[0] = (struct gs_pod_req){1000, 0, 1, 1000, GS_MODEL_ANY};
+        specs[0] = "";
+        k = 1;
+    }
+    int err = gs_workload_build(reqs, specs, k, 100, &w->wl);
+    free(reqs);
+    free(specs);
+    return err;
+}
+
+static int start(struct gs_kworld *w, int64_t now_ms)
+{
+    int err = build_workload(w);
+    if (err)
+        return err;
+    struct gs_engine_config ec = {.policy = w->policy,
+                                  .workload = &w->wl,
+                                  .preemption = w->cfg.preemption,
+                                  .reclaim = w->cfg.reclaim,
+                                  .backfill = w->cfg.backfill,
+                                  .evict_ends_pod = true,
+                                  .on_event = on_engine_event,
+                                  .ctx = w};
+    if ((err = gs_engine_new(w->c, &ec, &w->e)) != GS_OK)
+        return err;
+    w->started = true;
+    size_t n = json_array_size(w->staged);
+    /* Kinds in dependency order; queues until no more can be added (parents first). */
+    for (size_t i = 0; i < n && !err; i++) {
+        const json_t *o = json_array_get(w->staged, i);
+        if (strcmp(kind_of(o), "PriorityClass") == 0)
+            err = apply_priority_class(w, o);
+        else if (strcmp(kind_of(o), "PodGroup") == 0)
+            err = apply_podgroup(w, o);
+    }
+    bool *done = calloc(n + 1, sizeof(*done));
+    if (!done)
+        return GS_ENOMEM;
+    for (bool progress = true; progress && !err;) {
+        progress = false;
+        for (size_t i = 0; i < n && !err; i++) {
+            const json_t *o = json_array_get(w->staged, i);
+            if (done[i] || strcmp(kind_of(o), "Queue") != 0)
+                continue;
+            char qn[256];
+            err = add_queue(w, o, qn, sizeof(qn));
+            if (err == GS_ENOENT) {
+                err = GS_OK; /* its parent comes later */
+                continue;
+            }
+            done[i] = true;
+            progress = true;
+        }
+    }
+    for (size_t i = 0; i < n && !err; i++) {
+        const json_t *o = json_array_get(w->staged, i);
+        if (!done[i] && strcmp(kind_of(o), "Queue") == 0)
+            err = fail(w, "Queue %s: spec.parentQueue %s does not exist",
+                       jstr(json_object_get(o, "metadata"), "name"),
+                       jstr(json_object_get(o, "spec"), "parentQueue"));
+    }
+    free(done);
+    if (!err && !json_object_get(w->queues, w->default_queue)) {
+        struct gs_queue_spec q = {w->default_queue, GS_QUEUE_ROOT, {0}, {0}, 1.0, 0};
+        for (int r = 0; r < GS_RES_COUNT; r++)
+            q.limit[r] = GS_UNLIMITED;
+        uint32_t id;
+        if ((err = gs_engine_add_queue(w->e, &q, &id)) == GS_OK &&
+            json_object_set_new(w->queues, w->default_queue, json_integer(id)))
+            err = GS_ENOMEM;
+    }
+    uint32_t none;
+    if (!err)
+        err = class_id(w, NO_CLASS ".v0", 0, true, &none); /* foreign pods need one */
+    for (size_t i = 0; i < n && !err; i++) {
+        const json_t *o = json_array_get(w->staged, i);
+        if (strcmp(kind_of(o), "Node") == 0)
+            err = apply_node(w, GS_KADDED, o, now_ms);
+    }
+    /* Running pods first (oldest first, as they were bound), then pending ones. */
+    for (int pass = 0; pass < 2 && !err; pass++)
+        for (size_t i = 0; i < n && !err; i++) {
+            const json_t *o = json_array_get(w->staged, i);
+            bool bound = jstr(json_object_get(o, "spec"), "nodeName") != NULL;
+            if (strcmp(kind_of(o), "Pod") == 0 && bound == (pass == 0))
+                err = apply_pod(w, GS_KADDED, o, now_ms);
+        }
+    json_array_clear(w->staged);
+    return err;
+}
+
+int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
+                    int64_t now_ms, char *err, size_t cap)
+{
+    set_err(w, err, cap);
+    if (!json_is_object(obj))
+        return fail(w, "an object is not a mapping%s%s", "", "");
+    const char *kind = kind_of(obj);
+    if (!w->started) {
+        if (change != GS_KADDED)
+            return fail(w, "%s: a change before the first cycle must be an addition%s", kind,
+                        "");
+        return json_array_append(w->staged, (json_t *)obj) ? GS_ENOMEM : GS_OK;
+    }
+    if (strcmp(kind, "Node") == 0)
+        return apply_node(w, change, obj, now_ms);
+    if (strcmp(kind, "Pod") == 0)
+        return apply_pod(w, change, obj, now_ms);
+    if (strcmp(kind, "PriorityClass") == 0 && change != GS_KDELETED)
+        return apply_priority_class(w, obj);
+    if (strcmp(kind, "PodGroup") == 0 && change != GS_KDELETED)
+        return apply_podgroup(w, obj);
+    if (strcmp(kind, "Queue") == 0 && change == GS_KADDED) {
+        char qn[256];
+        int rc = add_queue(w, obj, qn, sizeof(qn));
+        return rc == GS_ENOENT ? fail(w, "Queue %s: its parent queue does not exist%s", qn, "")
+                               : rc;
+    }
+    return GS_OK;
+}
+
+int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char *err,
+                    size_t cap)
+{
+    set_err(w, err, cap);
+    int rc;
+    if (!w->started && (rc = start(w, now_ms)) != GS_OK)
+        return rc;
+    /* Parked pods may fit in now (a queue, node or PodGroup arrived). */
+    for (uint32_t i = 0; i < w->npods; i++) {
+        struct kpod *p = &w->pods[i];
+        if (p->park && p->obj && !p->ended) {
+            json_t *o = json_incref(p->obj);
+            rc = enter_pod(w, i, o, now_ms);
+            json_decref(o);
+            if (rc)
+                return rc;
+        }
+    }
+    w->changes = 0;
+    rc = gs_engine_cycle(w->e, now_ms, NULL, NULL);
+    if (changes)
+        *changes = w->changes;
+    return rc;
+}
+
+int gs_kworld_finish_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms)
+{
+    struct kpod *p = find_kpod(w, ns, name);
+    if (!p || p->ended)
+        return GS_ENOENT;
+    if (p->engine_id == NO_ID)
+        return GS_EINVAL;
+    int rc = gs_engine_finish(w->e, p->engine_id, now_ms);
+    if (rc == GS_OK)
+        p->ended = true;
+    return rc;
+}
+
+int gs_kworld_delete_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms)
+{
+    struct kpod *p = find_kpod(w, ns, name);
+    if (!p || p->ended)
+        return GS_ENOENT;
+    if (p->engine_id != NO_ID) {
+        struct gs_tpod_info info;
+        (void)gs_engine_pod_info(w->e, p->engine_id, &info);
+        if (info.state == GS_TPOD_RUNNING || info.state == GS_TPOD_PENDING)
+            (void)gs_engine_delete(w->e, p->engine_id, now_ms);
+    }
+    p->ended = true;
+    return GS_OK;
+}
+
+int gs_kworld_cordon(struct gs_kworld *w, const char *node, bool unschedulable)
+{
+    int idx = gs_cluster_find_node(w->c, node);
+    return idx < 0 ? GS_ENOENT : gs_cluster_set_unschedulable(w->c, (uint32_t)idx, unschedulable);
+}
+
+int gs_kworld_gpu_health(struct gs_kworld *w, const char *node, uint32_t gpu, bool healthy)
+{
+    int idx = gs_cluster_find_node(w->c, node);
+    return idx < 0 ? GS_ENOENT : gs_cluster_set_gpu_health(w->c, (uint32_t)idx, gpu, healthy);
+}
+
+int gs_kworld_delete_node(struct gs_kworld *w, const char *node, int64_t now_ms)
+{
+    int idx = gs_cluster_find_node(w->c, node);
+    return idx < 0 ? GS_ENOENT : gs_engine_remove_node(w->e, (uint32_t)idx, now_ms);
+}
+
+void gs_kworld_each_pending(struct gs_kworld *w,
+                            void (*fn)(void *ctx, const char *ns, const char *name,
+                                       const char *reason),
+                            void *ctx)
+{
+    for (uint32_t i = 0; i < w->npods; i++) {
+        struct kpod *p = &w->pods[i];
+        if (p->ended || !p->ours)
+            continue;
+        if (p->engine_id == NO_ID) {
+            fn(ctx, p->ns, p->name, p->park ? p->park : "not tried yet");
+            continue;
+        }
+        struct gs_tpod_info info;
+        if (gs_engine_pod_info(w->e, p->engine_id, &info) != GS_OK ||
+            info.state != GS_TPOD_PENDING)
+            continue;
+        fn(ctx, p->ns, p->name, info.reason ? info.reason : "not tried yet");
+    }
+}
