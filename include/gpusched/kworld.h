@@ -139,8 +139,9 @@ int gs_kworld_gpu_health(struct gs_kworld *w, const char *node, uint32_t gpu, bo
 int gs_kworld_delete_node(struct gs_kworld *w, const char *node, int64_t now_ms);
 
 /**
- * Calls fn for every pod of ours that neither runs nor has ended, with its reason ("not tried
- * yet" when no cycle has judged it), in order of arrival.
+ * Calls fn for every pod of ours that neither runs nor has ended, with its reason (for a pod no
+ * cycle has judged: "waiting in its queue: a pod ahead of it (higher priority or older) cannot
+ * be placed yet"), in order of arrival.
  */
 void gs_kworld_each_pending(struct gs_kworld *w,
                             void (*fn)(void *ctx, const char *ns, const char *name,

@@ -14,6 +14,7 @@
 
 #include "cli/cmd.h"
 #include "gpusched/err.h"
+#include "gpusched/kquantity.h"
 #include "gpusched/kworld.h"
 #include "gpusched/sched.h"
 #include "k8s/yamljson.h"
@@ -49,7 +50,9 @@ static const char *const usage =
 
 struct run {
     bool json;
+    int64_t base_ms; /* the dump's "now": its latest timestamp; t_s counts from it */
     int64_t t_ms;
+    const char *where; /* the file whose objects the next cycle reads: named in messages */
     uint32_t cycle;
     uint32_t lines;
 };
@@ -196,6 +199,25 @@ static int load(const char *path, json_t **out)
     return 0;
 }
 
+/* The latest creationTimestamp or startTime of the dump's objects: the moment it was taken, as
+ * far as it tells, so that its running pods started in the past. */
+static int64_t dump_time_ms(const json_t *items)
+{
+    int64_t latest = 0;
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        const json_t *o = json_array_get(items, i);
+        const char *ts[2] = {
+            json_string_value(json_object_get(json_object_get(o, "metadata"), "creationTimestamp")),
+            json_string_value(json_object_get(json_object_get(o, "status"), "startTime"))};
+        for (int k = 0; k < 2; k++) {
+            int64_t t;
+            if (ts[k] && gs_ktime_ms(ts[k], &t) == 0 && t > latest)
+                latest = t;
+        }
+    }
+    return latest;
+}
+
 /* The objects of a dump: a List's items, an array, or one object. */
 static json_t *items_of(json_t *doc)
 {
@@ -252,9 +274,9 @@ static int settle(struct gs_kworld *w, struct run *r, uint32_t max_cycles)
         r->cycle++;
         uint32_t changes = 0;
         char err[512] = "";
-        int rc = gs_kworld_cycle(w, r->t_ms, &changes, err, sizeof(err));
+        int rc = gs_kworld_cycle(w, r->base_ms + r->t_ms, &changes, err, sizeof(err));
         if (rc == GS_EINVAL) {
-            fprintf(stderr, "gpusched whatif: %s\n", err);
+            fprintf(stderr, "gpusched whatif: %s: %s\n", r->where, err);
             return 2;
         }
         if (rc) {
@@ -282,7 +304,7 @@ static int split_pod(const char *s, char *ns, size_t cap, const char **name)
     return 0;
 }
 
-static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64_t t_ms,
+static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64_t now_ms,
                       size_t step)
 {
     if (!json_is_array(list)) {
@@ -302,13 +324,13 @@ static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64
             return 2;
         }
         if (strcmp(what, "finish") == 0)
-            rc = gs_kworld_finish_pod(w, ns, name, t_ms);
+            rc = gs_kworld_finish_pod(w, ns, name, now_ms);
         else if (strcmp(what, "delete") == 0)
-            rc = gs_kworld_delete_pod(w, ns, name, t_ms);
+            rc = gs_kworld_delete_pod(w, ns, name, now_ms);
         else if (strcmp(what, "cordon") == 0 || strcmp(what, "uncordon") == 0)
             rc = gs_kworld_cordon(w, s, what[0] == 'c');
         else
-            rc = gs_kworld_delete_node(w, s, t_ms);
+            rc = gs_kworld_delete_node(w, s, now_ms);
         if (rc == GS_ENOENT || rc == GS_EINVAL) {
             fprintf(stderr, "gpusched whatif: timeline step %zu: %s %s: %s\n", step + 1, what, s,
                     rc == GS_ENOENT ? "no such pod or node" : "not running");
@@ -382,7 +404,7 @@ static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint3
                     json_t *o = json_array_get(items, k);
                     /* Without creationTimestamp, its creation time is the step's. */
                     char err[512] = "";
-                    int arc = gs_kworld_apply(w, GS_KADDED, o, at, err, sizeof(err));
+                    int arc = gs_kworld_apply(w, GS_KADDED, o, r->base_ms + at, err, sizeof(err));
                     if (arc == GS_EINVAL) {
                         fprintf(stderr, "gpusched whatif: timeline step %zu: %s\n", i + 1, err);
                         rc = 2;
@@ -395,7 +417,7 @@ static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint3
             } else if (strcmp(key, "finish") == 0 || strcmp(key, "delete") == 0 ||
                        strcmp(key, "cordon") == 0 || strcmp(key, "uncordon") == 0 ||
                        strcmp(key, "deleteNode") == 0) {
-                rc = step_names(w, key, val, at, i);
+                rc = step_names(w, key, val, r->base_ms + at, i);
             } else if (strcmp(key, "gpuHealth") == 0) {
                 rc = step_health(w, val, i);
             } else {
@@ -507,9 +529,11 @@ int gs_cmd_whatif(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    r.base_ms = dump_time_ms(items);
     for (size_t i = 0; i < json_array_size(items) && !rc; i++) {
         char err[512] = "";
-        int arc = gs_kworld_apply(w, GS_KADDED, json_array_get(items, i), 0, err, sizeof(err));
+        int arc = gs_kworld_apply(w, GS_KADDED, json_array_get(items, i), r.base_ms, err,
+                                  sizeof(err));
         if (arc == GS_EINVAL) {
             fprintf(stderr, "gpusched whatif: %s: items[%zu]: %s\n", cluster, i, err);
             rc = 2;
@@ -517,8 +541,10 @@ int gs_cmd_whatif(int argc, char **argv)
             rc = 1;
         }
     }
+    r.where = cluster;
     if (!rc)
         rc = settle(w, &r, (uint32_t)max_cycles);
+    r.where = timeline;
     if (!rc && tl)
         rc = run_timeline(w, &r, tl, (uint32_t)max_cycles);
     if (rc == 0 || rc == 3)

@@ -2324,9 +2324,9 @@ int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms)
             e->capacity_gen = 0;
         }
     }
-    if ((err = gs_cluster_remove_node(e->c, node)) != GS_OK) {
-        rollback(e, mark);
-        return err;
-    }
-    return commit(e, mark, false);
+    /* Events first, while the node still has its name; then the node goes. Removing a node
+     * with no pods left cannot fail. */
+    err = commit(e, mark, false);
+    int rm = gs_cluster_remove_node(e->c, node);
+    return err ? err : rm;
 }

@@ -1403,13 +1403,16 @@ void gs_kworld_each_pending(struct gs_kworld *w,
         if (p->ended || !p->ours)
             continue;
         if (p->engine_id == NO_ID) {
-            fn(ctx, p->ns, p->name, p->park ? p->park : "not tried yet");
+            fn(ctx, p->ns, p->name, p->park ? p->park : "not tried yet (no cycle ran)");
             continue;
         }
         struct gs_tpod_info info;
         if (gs_engine_pod_info(w->e, p->engine_id, &info) != GS_OK ||
             info.state != GS_TPOD_PENDING)
             continue;
-        fn(ctx, p->ns, p->name, info.reason ? info.reason : "not tried yet");
+        fn(ctx, p->ns, p->name,
+           info.reason ? info.reason
+                       : "waiting in its queue: a pod ahead of it (higher priority or older) "
+                         "cannot be placed yet");
     }
 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# gpusched whatif on hand-worked cluster dumps (tests/data/whatif/*.yaml, each explained in its
+# header comment): the JSON lines must equal the .expected file exactly. Then bad input: exit 2
+# with one message naming the file and place, and a run that does not settle: exit 3.
+set -uo pipefail
+bin=$1 src=$2
+d=$src/tests/data/whatif
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+case_() { # case_ NAME [extra args...]
+    local name=$1
+    shift
+    "$bin" whatif --cluster "$d/$name.yaml" --json "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    local rc=$?
+    if [ $rc != 0 ] || ! diff -u "$d/$name.expected" "$tmp/$name.out"; then
+        echo "FAIL: $name: rc $rc"
+        cat "$tmp/$name.err"
+        fail=1
+    else
+        echo "ok: $name ($(wc -l <"$tmp/$name.out") lines)"
+    fi
+}
+case_ selector
+case_ preempt
+case_ foreign
+case_ reclaim
+case_ gang --timeline "$d/gang.timeline.yaml" --policy bestfit
+case_ lifecycle --timeline "$d/lifecycle.timeline.yaml" --policy bestfit
+
+# The table form says the same as the JSON form.
+"$bin" whatif --cluster "$d/preempt.yaml" >"$tmp/table" 2>&1
+if ! grep -qE '^ +0\.0 +1 +evict +t/low-b +n1 +- +preemption by t/urgent$' "$tmp/table"; then
+    echo "FAIL: table form"
+    cat "$tmp/table"
+    fail=1
+fi
+
+bad() { # bad NAME EXPECTED-REGEX [args...]  (cluster file on stdin unless args give one)
+    local name=$1 want=$2
+    shift 2
+    cat >"$tmp/$name.yaml"
+    "$bin" whatif --cluster "$tmp/$name.yaml" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ $rc != 2 ] || [ "$(wc -l <"$tmp/err")" != 1 ] || ! grep -qE -- "$want" "$tmp/err"; then
+        echo "FAIL: $name: rc $rc"
+        cat "$tmp/err"
+        fail=1
+    else
+        echo "ok: $name: $(cat "$tmp/err")"
+    fi
+}
+printf 'kind: List\nitems:\n  - {a: [1, 2}\n' | bad bad_yaml "bad_yaml\.yaml:3:[0-9]+: "
+printf 'kind: List\nitems: &x [*x]\n' | bad alias "aliases are not accepted"
+printf 'kind: Pod\nmetadata: {name: x}\n' | bad not_a_list "not a List of objects"
+printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n}, status: {allocatable: {cpu: lots}}}\n' |
+    bad bad_quantity "bad_quantity\.yaml: node n: status\.allocatable\.cpu is not a quantity"
+printf 'kind: List\nitems:\n- {kind: Queue, apiVersion: scheduling.gpusched.io/v1alpha1, metadata: {name: q}, spec: {parentQueue: nope}}\n' |
+    bad missing_parent "missing_parent\.yaml: Queue q: spec\.parentQueue nope does not exist"
+printf -- '- {at: 10s, explode: [x]}\n' >"$tmp/tl.yaml"
+printf 'kind: List\nitems: []\n' | bad bad_step "timeline step 1: unknown action explode" --timeline "$tmp/tl.yaml"
+printf -- '- {at: 10s, finish: [nobody]}\n' >"$tmp/tl2.yaml"
+printf 'kind: List\nitems: []\n' | bad bad_pod_name "finish\[0\] must be namespace/name" --timeline "$tmp/tl2.yaml"
+printf -- '- {at: 20s, create: []}\n- {at: 10s, create: []}\n' >"$tmp/tl3.yaml"
+printf 'kind: List\nitems: []\n' | bad backwards "timeline step 2: .at. goes back in time" --timeline "$tmp/tl3.yaml"
+printf 'kind: List\nitems: []\n' | bad bad_option "max-cycles must be" --max-cycles 0
+
+# A scheduling that does not settle within --max-cycles exits 3 and says so.
+"$bin" whatif --cluster "$d/preempt.yaml" --max-cycles 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc != 3 ] || ! grep -q "did not settle within 1 cycles" "$tmp/err"; then
+    echo "FAIL: max-cycles: rc $rc"
+    cat "$tmp/err"
+    fail=1
+else
+    echo "ok: max-cycles exits 3"
+fi
+exit $fail
