@@ -4,7 +4,8 @@
  * burst, a clock going backwards), the jittered exponential backoff's bounds over many draws,
  * the HTTP status to error-code map, and the client itself driven by a fake clock against a
  * port where nothing listens: requests are throttled by sleeping on the injected clock, fail
- * with GS_EIO and a message, and a failing informer retries after exactly its backoff delays.
+ * with GS_EIO and a message, a failing informer retries after exactly its backoff delays, a
+ * failing watch keeps its resourceVersion, and a token file is re-read when its period is over.
  * No server is involved: the real-apiserver tests are in tests/k8s.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -16,12 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "gpusched/err.h"
 #include "gpusched/kube.h"
 #include "gpusched/rng.h"
+#include "k8s/kube_int.h" /* gs__kube_read_status */
 
 /* ---- limiter ------------------------------------------------------------------------------ */
 
@@ -288,6 +291,111 @@ static void failing_informer_retries_after_its_backoff(void **state)
     gs_kube_client_free(c);
 }
 
+static void watch_failure_keeps_the_rv_and_backs_off(void **state)
+{
+    (void)state;
+    struct fake_clock fc = {.now_ms = 0};
+    struct gs_kube_client *c = refusing_client(&fc, -1, 0);
+    struct calls k = {0};
+    struct gs_kube_informer_opts o = {.path = "/api/v1/pods",
+                                      .query = "fieldSelector=spec.nodeName%3D",
+                                      .resource_version = "4711",
+                                      .backoff_initial_ms = 100,
+                                      .rng = rng_zero};
+    struct gs_kube_informer *inf = NULL;
+    assert_int_equal(gs_kube_informer_new(c, &o, count_cb, &k, &inf), GS_OK);
+    /* Started from an RV: synced at once, and the first attempt is a watch, not a list. */
+    assert_true(gs_kube_informer_synced(inf));
+    struct gs_kube_informer_stats st = {0};
+    for (int i = 0; i < 50 && st.failures == 0; i++) {
+        assert_int_equal(gs_kube_client_step(c, 100), GS_OK);
+        gs_kube_informer_get_stats(inf, &st);
+    }
+    assert_int_equal(st.failures, 1);
+    assert_int_equal(st.watches, 1);
+    assert_int_equal(st.lists, 0);
+    assert_string_equal(gs_kube_informer_resource_version(inf), "4711");
+    assert_non_null(strstr(gs_kube_informer_last_error(inf), "watch /api/v1/pods: "));
+    assert_int_equal(k.relist + k.synced + k.other, 0);
+    gs_kube_client_free(c);
+}
+
+static void status_bodies_fill_reason_message_and_retry(void **state)
+{
+    (void)state;
+    struct gs_kube_response r = {.retry_after_s = -1};
+    r.body = json_loads("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                        "\"message\":\"slow down\",\"reason\":\"TooManyRequests\","
+                        "\"details\":{\"retryAfterSeconds\":7},\"code\":429}",
+                        0, NULL);
+    assert_non_null(r.body);
+    gs__kube_read_status(&r);
+    assert_string_equal(r.reason, "TooManyRequests");
+    assert_string_equal(r.message, "slow down");
+    assert_int_equal(r.retry_after_s, 7);
+    gs_kube_response_fini(&r);
+    assert_int_equal(r.retry_after_s, -1);
+    assert_null(r.body);
+    /* Not a Status: nothing is taken from it. */
+    r.body = json_loads("{\"kind\":\"Pod\",\"reason\":\"x\"}", 0, NULL);
+    gs__kube_read_status(&r);
+    assert_string_equal(r.reason, "");
+    gs_kube_response_fini(&r);
+    gs_kube_response_fini(NULL);
+}
+
+static const char *bearer_of(struct curl_slist *l)
+{
+    for (; l != NULL; l = l->next)
+        if (strncmp(l->data, "Authorization: Bearer ", 22) == 0)
+            return l->data + 22;
+    return "";
+}
+
+static void write_token(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void token_file_is_reread_when_its_period_is_over(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_kube_token.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(close(fd), 0);
+    write_token(path, "first\n");
+    struct fake_clock fc = {.now_ms = 0};
+    struct gs_kube_clock clk = {.now_ms = fake_now, .sleep_ms = fake_sleep, .ud = &fc};
+    struct gs_kube_config cfg = {
+        .server = "http://127.0.0.1:1", .token = "first", .token_file = path};
+    struct gs_kube_client_opts o = {.clock = &clk, .token_reread_ms = 1000};
+    struct gs_kube_client *c = NULL;
+    assert_int_equal(gs_kube_client_new(&cfg, &o, &c), GS_OK);
+    struct curl_slist *h = gs__kube_headers(c, "application/json");
+    assert_string_equal(bearer_of(h), "first");
+    curl_slist_free_all(h);
+    write_token(path, "second");
+    fc.now_ms = 999;
+    h = gs__kube_headers(c, NULL);
+    assert_string_equal(bearer_of(h), "first");
+    curl_slist_free_all(h);
+    fc.now_ms = 1000;
+    h = gs__kube_headers(c, NULL);
+    assert_string_equal(bearer_of(h), "second");
+    curl_slist_free_all(h);
+    /* A file that cannot be read keeps the last token. */
+    assert_int_equal(unlink(path), 0);
+    fc.now_ms = 5000;
+    h = gs__kube_headers(c, NULL);
+    assert_string_equal(bearer_of(h), "second");
+    curl_slist_free_all(h);
+    gs_kube_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +406,9 @@ int main(void)
         cmocka_unit_test(http_status_maps_to_error_codes),
         cmocka_unit_test(requests_are_throttled_on_the_injected_clock),
         cmocka_unit_test(failing_informer_retries_after_its_backoff),
+        cmocka_unit_test(watch_failure_keeps_the_rv_and_backs_off),
+        cmocka_unit_test(status_bodies_fill_reason_message_and_retry),
+        cmocka_unit_test(token_file_is_reread_when_its_period_is_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
