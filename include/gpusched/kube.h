@@ -250,6 +250,7 @@ struct gs_kube_response {
     char message[512];     /**< a Status body's `message`, or a transport error's text; "" */
     int64_t retry_after_s; /**< Retry-After header (or Status details.retryAfterSeconds); -1 */
     int http_major;        /**< HTTP version the answer came in: 1 or 2; 0 when none */
+    long new_connections;  /**< connections opened for this request (0: an open one was reused) */
 };
 
 /** Releases the body and zeroes the record. NULL is a no-op. */

@@ -459,6 +459,7 @@ static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const c
     long ver = 0;
     (void)curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver);
     resp->http_major = ver == CURL_HTTP_VERSION_2_0 ? 2 : (ver != 0 ? 1 : 0);
+    (void)curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &resp->new_connections);
     resp->retry_after_s = s.retry_after_s;
     if (s.over) {
         rc = GS_ELIMIT;

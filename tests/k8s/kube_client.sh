@@ -59,8 +59,10 @@ for _ in $(seq 100); do kubectl -n "$NS" get serviceaccount default >/dev/null 2
 # ---- client certificate, from files (the plane's kubeconfig) and inline ----------------------
 probe config >"$WORK/config" 2>&1
 expect "kubeconfig with client-certificate files loads" 'cert_file=/.* key_file=/' "$WORK/config"
-probe request GET /version >"$WORK/version" 2>&1
+REPEAT=3 probe request GET /version >"$WORK/version" 2>&1
 expect "GET /version over HTTP/2 with the client certificate" '^status=200 err=GS_OK .*http=2' "$WORK/version"
+if [ "$(grep -o 'connects=[0-9]*' "$WORK/version" | tr '\n' ' ')" = "connects=1 connects=0 connects=0 " ]; then
+    pass "one connection for three requests"; else fail "one connection for three requests"; cat "$WORK/version"; fi
 probe request POST /apis/authentication.k8s.io/v1/selfsubjectreviews \
     '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}' >"$WORK/whoami" 2>&1
 expect "the certificate's user is authenticated" '"username":"' "$WORK/whoami"

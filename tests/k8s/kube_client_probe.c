@@ -7,7 +7,9 @@
  *
  *   kube_client_probe request METHOD PATH [JSON]   METHOD: GET POST PUT MERGE STRATEGIC JSONPATCH
  *                                                  DELETE; prints "status=N err=GS_x
- *                                                  reason=R http=V" then the body on one line
+ *                                                  reason=R http=V retry_after=S connects=C"
+ *                                                  then the body on one line; REPEAT=N in the
+ *                                                  environment sends it N times
  *   kube_client_probe list PATH [--limit N] [--query Q]
  *                                                  prints "items=N pages=P restarts=R rv=RV"
  *                                                  then one "item NAME" line per object
@@ -84,10 +86,17 @@ static int cmd_request(struct gs_kube_client *c, int argc, char **argv)
         }
     }
     struct gs_kube_response r;
-    int rc = gs_kube_request(c, methods[mi].m, argv[1], body, &r);
-    printf("status=%ld err=%s reason=%s http=%d retry_after=%lld\n", r.http_status,
-           rc == GS_OK ? "GS_OK" : gs_errname(rc), r.reason[0] ? r.reason : "-", r.http_major,
-           (long long)r.retry_after_s);
+    /* REPEAT=N sends the request N times (connection reuse shows in connects=). */
+    const char *rep = getenv("REPEAT");
+    int n = rep != NULL ? atoi(rep) : 1, rc = GS_OK;
+    for (int i = 0; i < (n > 0 ? n : 1); i++) {
+        if (i > 0)
+            gs_kube_response_fini(&r);
+        rc = gs_kube_request(c, methods[mi].m, argv[1], body, &r);
+        printf("status=%ld err=%s reason=%s http=%d retry_after=%lld connects=%ld\n", r.http_status,
+               rc == GS_OK ? "GS_OK" : gs_errname(rc), r.reason[0] ? r.reason : "-", r.http_major,
+               (long long)r.retry_after_s, r.new_connections);
+    }
     if (r.message[0] != '\0')
         printf("message=%s\n", r.message);
     if (r.body != NULL) {
