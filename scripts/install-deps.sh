@@ -18,6 +18,8 @@ packages=(
     libnghttp2-dev   # gRPC over HTTP/2 (kubelet device-plugin and pod-resources APIs)
     libprotobuf-c-dev protobuf-c-compiler protobuf-compiler # protobuf messages
     libmicrohttpd-dev # /metrics and /healthz of the node agent
+    libcurl4-openssl-dev # Kubernetes API client (HTTPS, HTTP/2)
+    libjansson-dev   # Kubernetes API client (JSON bodies and watch events)
     python3-grpcio python3-protobuf # tests: a real gRPC peer playing kubelet
     prometheus       # tests: a real Prometheus server scraping the agent
 )

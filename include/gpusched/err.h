@@ -17,7 +17,14 @@
     X(EUNSCHEDULABLE, -6, "no node can host the pod")                                              \
     X(ERANGE, -7, "value out of range")                                                            \
     X(EEXIST, -8, "entry already exists")                                                          \
-    X(ELIMIT, -9, "a fixed limit was reached")
+    X(ELIMIT, -9, "a fixed limit was reached")                                                     \
+    X(ECONFLICT, -10, "conflict with the current state of the object")                             \
+    X(EGONE, -11, "resource version too old (gone)")                                               \
+    X(EREJECTED, -12, "the server rejected the object as invalid")                                 \
+    X(ETHROTTLED, -13, "too many requests; retry later")                                           \
+    X(EAUTH, -14, "not authenticated or not authorized")                                           \
+    X(EHTTP, -15, "unexpected HTTP status")                                                        \
+    X(ETIMEDOUT, -16, "timed out")
 
 /** Error codes. GS_OK is success; every other value is negative. */
 enum gs_err {
