@@ -29,8 +29,8 @@
  * Pods that ask for what the core does not place yet (GPU memory fractions, MIG profiles, pod
  * affinity, topology spread) and pods with schedulingGates wait with a reason that says so.
  *
- * Objects are held until the first cycle (gs_kworld_cycle()), so the order of a dump does not
- * matter: then queues, classes and gangs are created before pods, and FGD's target workload is
+ * Objects are held until the first cycle (gs_kworld_cycle()), a later change of the same object
+ * replacing the one held, so the order of a dump or of several watches does not matter: then queues, classes and gangs are created before pods, and FGD's target workload is
  * built from the pods known at that moment. Later objects apply at once.
  *
  * Single-threaded; the callback runs inside gs_kworld_apply() and gs_kworld_cycle().
@@ -128,6 +128,12 @@ int gs_kworld_finish_pod(struct gs_kworld *w, const char *ns, const char *name, 
 
 /** Deletes pod ns/name. @return GS_OK; GS_ENOENT. */
 int gs_kworld_delete_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms);
+
+/**
+ * Forgets pod ns/name (a bind the API server refused): the engine drops it and releases what it
+ * held, and the next GS_KADDED of that name enters it afresh. @return GS_OK; GS_ENOENT.
+ */
+int gs_kworld_forget_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms);
 
 /** Cordons or uncordons a node. @return GS_OK; GS_ENOENT. */
 int gs_kworld_cordon(struct gs_kworld *w, const char *node, bool unschedulable);

@@ -4,6 +4,7 @@
  *   gpusched simulate ...   replay a trace through the placement policies (FGD experiment method)
  *   gpusched replay ...     time-based replay through queues, quotas, priorities and gangs
  *   gpusched agent ...      the node agent: GPU device plugin, health and metrics
+ *   gpusched scheduler ...  a second Kubernetes scheduler against a real API server
  *   gpusched whatif ...     a Kubernetes cluster dump through the scheduler, offline
  *   gpusched version
  *
@@ -22,6 +23,7 @@ static const char *const usage_main =
     "  simulate   replay a cluster trace through the placement policies and compare them\n"
     "  replay     replay a trace over time through queues, quotas and PriorityClasses\n"
     "  agent      run the node agent: GPU device plugin, health and metrics\n"
+    "  scheduler  schedule pods (schedulerName: gpusched) on a Kubernetes API server\n"
     "  whatif     run a Kubernetes cluster dump through the scheduler offline\n"
     "  version    print the version\n"
     "\n"
@@ -37,6 +39,7 @@ static const struct command commands[] = {
     {"agent", gs_cmd_agent},
     {"replay", gs_cmd_replay},
     {"whatif", gs_cmd_whatif},
+    {"scheduler", gs_cmd_scheduler},
 };
 
 int main(int argc, char **argv)

@@ -1300,9 +1300,22 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
         return fail(w, "an object is not a mapping%s%s", "", "");
     const char *kind = kind_of(obj);
     if (!w->started) {
-        if (change != GS_KADDED)
-            return fail(w, "%s: a change before the first cycle must be an addition%s", kind,
-                        "");
+        /* Held for the first cycle: a later change of the same object replaces it. */
+        const json_t *md = json_object_get(obj, "metadata");
+        const char *ns = jstr(md, "namespace"), *name = jstr(md, "name");
+        for (size_t i = 0; i < json_array_size(w->staged); i++) {
+            const json_t *o = json_array_get(w->staged, i);
+            const json_t *om = json_object_get(o, "metadata");
+            const char *ons = jstr(om, "namespace"), *oname = jstr(om, "name");
+            if (strcmp(kind_of(o), kind) != 0 || !name || !oname || strcmp(name, oname) != 0 ||
+                (ns ? !ons || strcmp(ns, ons) != 0 : ons != NULL))
+                continue;
+            if (change == GS_KDELETED)
+                return json_array_remove(w->staged, i) ? GS_ENOMEM : GS_OK;
+            return json_array_set(w->staged, i, (json_t *)obj) ? GS_ENOMEM : GS_OK;
+        }
+        if (change == GS_KDELETED)
+            return GS_OK;
         return json_array_append(w->staged, (json_t *)obj) ? GS_ENOMEM : GS_OK;
     }
     if (strcmp(kind, "Node") == 0)
@@ -1372,6 +1385,28 @@ int gs_kworld_delete_pod(struct gs_kworld *w, const char *ns, const char *name, 
             (void)gs_engine_delete(w->e, p->engine_id, now_ms);
     }
     p->ended = true;
+    return GS_OK;
+}
+
+int gs_kworld_forget_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms)
+{
+    struct kpod *p = find_kpod(w, ns, name);
+    if (!p)
+        return GS_ENOENT;
+    if (!p->ended && p->engine_id != NO_ID) {
+        struct gs_tpod_info info;
+        (void)gs_engine_pod_info(w->e, p->engine_id, &info);
+        if (info.state == GS_TPOD_RUNNING || info.state == GS_TPOD_PENDING)
+            (void)gs_engine_delete(w->e, p->engine_id, now_ms);
+    }
+    /* The name forgets its pod: the next ADDED of it starts afresh. */
+    p->ended = true;
+    free(p->uid);
+    p->uid = NULL;
+    free(p->park);
+    p->park = NULL;
+    json_decref(p->obj);
+    p->obj = NULL;
     return GS_OK;
 }
 
