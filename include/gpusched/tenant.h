@@ -99,7 +99,9 @@ enum gs_evict_reason {
 /** What the engine reports. */
 enum gs_event_kind {
     GS_EV_BIND = 0,         /**< pod started on pl */
-    GS_EV_EVICT = 1,        /**< pod evicted (reason, by = the pod that caused it) */
+    GS_EV_EVICT = 1,        /**< pod evicted (reason, by = the pod that caused it); only ever of a
+                                 pod reported bound before (a bind undone inside one trial
+                                 reports neither) */
     GS_EV_GANG_TIMEOUT = 2, /**< pod failed because its gang timed out */
     GS_EV_BACKFILL = 3,     /**< pod started ahead of a reservation without delaying it */
     GS_EV_SUBMIT = 4,       /**< pod entered its queue (gs_engine_submit_pod()) */
@@ -169,6 +171,19 @@ struct gs_queue_info {
     uint64_t evictions_caused;   /**< evictions its pods caused */
 };
 
+/** A gang's state, as read by reports, tests and PodGroup status writers. */
+struct gs_gang_info {
+    const char *name;    /**< borrowed */
+    uint32_t min_member; /**< from its spec */
+    uint32_t members;    /**< pods submitted to it, in any state */
+    uint32_t pending, running, succeeded;
+    bool started; /**< reached min_member once */
+    bool refused; /**< its minimum can never fit under its queues' caps; its pods wait untried */
+    const char *reason; /**< why it is refused ("" when not), e.g. "gang g needs 2 GPUs at minimum
+                             but queue q is limited to 1 GPU"; borrowed, valid until the next call
+                             that changes the engine; at most 319 bytes (a long gang name is cut) */
+};
+
 /** A pod's state, as read by reports and tests. */
 struct gs_tpod_info {
     const char *name; /**< borrowed */
@@ -226,6 +241,20 @@ void gs_engine_free(struct gs_engine *e);
  */
 int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, uint32_t *id);
 
+/**
+ * Changes a queue's quota, limit, over-quota weight and min_runtime_ms (a Queue object edited in
+ * the cluster), for the next cycle's fair shares. Nothing is evicted: running pods keep running.
+ * Every gang in the queue's subtree is judged again against the new caps (see
+ * gs_engine_submit()), so a refused gang may become schedulable and the other way round.
+ * @param id    a queue id other than GS_QUEUE_ROOT.
+ * @param spec  borrowed; name and parent must be the queue's own (a queue is not renamed or moved).
+ * @return GS_OK; GS_EINVAL an unknown id or the root, another name or parent, negative values,
+ *         limit below quota, a limit below what the queue's subtree holds now (lower it after its
+ *         pods finish), the queue's quota making its siblings' quotas sum above their parent's
+ *         finite quota, or a finite quota below the sum of its children's. Unchanged on failure.
+ */
+int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_queue_spec *spec);
+
 /** Finds a queue by name; returns its id or -1. */
 int gs_engine_find_queue(const struct gs_engine *e, const char *name);
 
@@ -244,10 +273,22 @@ int gs_engine_add_gang(struct gs_engine *e, const struct gs_gang_spec *spec, uin
 
 /**
  * Submits a pod; it waits in its queue until a cycle places it.
+ *
+ * A gang is judged each time a member arrives (and when a member leaves or finishes, and in
+ * gs_engine_update_queue()): it is *refused* while its minimum can never fit under the cap of
+ * its queue or of an ancestor (the limit; for a queue of over-quota weight 0, also its quota).
+ * Its minimum is min_member less its finished members, running at once; per resource, what that
+ * takes at least is the sum of the smallest requests among its pending and running members (all
+ * of them while there are fewer than the minimum). A refused gang's pods stay pending and are
+ * not tried; gs_engine_gang_info() gives the reason.
+ *
  * @param now_ms  submission time.
  * @param id      receives the pod id (0, 1, ...); may be NULL.
- * @return GS_OK; GS_EINVAL (not a leaf queue, unknown class or gang, malformed request, a gang
- *         member of another queue); GS_ENOMEM.
+ * @return GS_OK; GS_ELIMIT: the pod WAS added (*id is set) but its gang is now refused: the one
+ *         non-zero return after which the engine has changed, because the pod exists in the
+ *         cluster whatever the engine says, and the gang may become schedulable when a cap is
+ *         raised; GS_EINVAL (not a leaf queue, unknown class or gang, malformed request, a gang
+ *         member of another queue); GS_ENOMEM. Unchanged on GS_EINVAL and GS_ENOMEM.
  */
 int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64_t now_ms,
                      uint32_t *id);
@@ -328,8 +369,12 @@ const char *gs_engine_pod_reason(const struct gs_engine *e, uint32_t pod);
 
 /**
  * Runs one scheduling cycle at time now_ms: computes fair shares, serves queues in order of how
- * far below their share they are, places jobs (gangs all-or-nothing), preempts, reclaims and
- * backfills as configured, and fails gangs past their timeout.
+ * far below their share they are, places jobs (gangs all-or-nothing; refused gangs are not
+ * tried), preempts, reclaims and backfills as configured, and fails gangs past their timeout.
+ * Victims: a gang member is evicted alone while its gang keeps min_member (running or finished)
+ * without it, newest first, else with its whole gang; a job never evicts a member of its own
+ * gang or a pod it bound in the same trial; reclaim is judged on what moves on both sides (the
+ * victim or its whole gang; the preemptor and the gang members that start with it).
  * @param rng  for policies that draw; may be NULL for those that do not.
  * @param st   receives the cycle's counters; may be NULL.
  * @return GS_OK or GS_ENOMEM (then the cycle stopped part way; state is consistent).
@@ -339,8 +384,8 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
 
 /**
  * Checks every invariant: no GPU above capacity and the cluster's use equal to the sum of the
- * running pods; no queue above its limit; no running gang below min_member; every pod in
- * exactly one state and counted once; every eviction with a reason.
+ * running pods; no queue above its limit; no running gang below min_member; no refused gang
+ * running; every pod in exactly one state and counted once; every eviction with a reason.
  * @param msg  receives the first violation (cap bytes).
  * @return GS_OK, or GS_EINVAL with a message.
  */
@@ -351,6 +396,12 @@ uint32_t gs_engine_queue_count(const struct gs_engine *e);
 
 /** Fills `out` for queue `id`. @return GS_OK or GS_EINVAL. */
 int gs_engine_queue_info(const struct gs_engine *e, uint32_t id, struct gs_queue_info *out);
+
+/** Returns the number of gangs added. */
+uint32_t gs_engine_gang_count(const struct gs_engine *e);
+
+/** Fills `out` for gang `id`. @return GS_OK or GS_EINVAL. */
+int gs_engine_gang_info(const struct gs_engine *e, uint32_t id, struct gs_gang_info *out);
 
 /** Returns the number of pods submitted. */
 uint32_t gs_engine_pod_count(const struct gs_engine *e);

@@ -30,6 +30,8 @@
 /* Jobs tried behind a reservation per flavor and cycle (Slurm's bf_max_job_test plays the same
  * role): bounds a cycle's cost when thousands of jobs wait. */
 #define BACKFILL_DEPTH 64
+/* Room for a refused gang's reason, with a long gang name cut short. */
+#define GANG_REASON_MAX 320
 
 struct heap_ent {
     uint32_t pod;
@@ -79,6 +81,10 @@ struct gang {
     int64_t first_submit_ms; /* -1 until a member arrives */
     bool started;            /* reached min_member once */
     uint32_t tried_cycle;
+    bool refused;                 /* its minimum can never fit under a limit (gang_judge()) */
+    char reason[GANG_REASON_MAX]; /* why it is refused; "" otherwise */
+    uint32_t vic_stamp;           /* victim search (e->vic_stamp) that vic_taken belongs to */
+    uint32_t vic_taken;           /* running members taken as victims in that search */
 };
 
 struct tpod {
@@ -93,7 +99,9 @@ struct tpod {
     uint32_t evictions;
     enum gs_evict_reason reason;
     uint32_t seq;
-    uint32_t node_slot; /* index in its node's pod list while RUNNING */
+    uint32_t node_slot;  /* index in its node's pod list while RUNNING */
+    uint32_t bind_trial; /* e->trial when last bound: a trial never evicts what it bound */
+    uint32_t vic_stamp;  /* victim search (e->vic_stamp) that took it */
     /* Live-cluster identity (NULL / 0 in the simulator). */
     char *uid, *ns;
     uint32_t fclass;     /* node filter class; the pod holds one reference until forgotten */
@@ -124,6 +132,7 @@ struct reservation {
 struct sort_key {
     int64_t k1;
     int64_t k2;
+    int64_t k3;
     uint32_t pod;
 };
 
@@ -160,6 +169,7 @@ struct gs_engine {
     uint32_t *uid_slots;            /* open addressing over uids: pod id + 1, 0 empty */
     uint32_t uid_cap, uid_len;      /* slots (power of two), live entries (with tombstones) */
     uint32_t *free_pods;            /* forgotten pod slots ready for reuse */
+    uint64_t evictions_reused;      /* evictions of pods whose slots were reused */
     uint32_t nfree, capfree;
     int64_t now_ms;
     struct gs_rng *rng;
@@ -168,6 +178,12 @@ struct gs_engine {
     uint32_t *cand;
     uint32_t ncand_cap;
     int64_t *qdelta; /* per queue, resource of the fairness check */
+    int64_t *vloss;  /* per victim in e->cand: what its queue loses (reclaim rule) */
+    uint32_t *unb;   /* pods unbound while a victim set is tried on one node */
+    int64_t *vals;   /* scratch for gang_judge(), as long as the largest gang */
+    uint32_t vloss_cap, unb_cap, vals_cap;
+    uint32_t trial;     /* bumped by every job trial (try_job_mode) */
+    uint32_t vic_stamp; /* bumped by every victim set tried on a node */
 };
 
 static void emit(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32_t by,
@@ -378,6 +394,9 @@ void gs_engine_free(struct gs_engine *e)
     free(e->resv);
     free(e->cand);
     free(e->qdelta);
+    free(e->vloss);
+    free(e->unb);
+    free(e->vals);
     free(e->end_order);
     free(e->keys);
     gs_sched_free(e->sched);
@@ -461,6 +480,53 @@ int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, u
     return GS_OK;
 }
 
+static void gang_judge(struct gs_engine *e, uint32_t gi);
+
+int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_queue_spec *spec)
+{
+    if (id == GS_QUEUE_ROOT || id >= e->nq || !spec->name ||
+        strcmp(spec->name, e->q[id].name) != 0 || spec->parent != e->q[id].parent ||
+        !(spec->over_quota_weight >= 0) || spec->min_runtime_ms < 0)
+        return GS_EINVAL;
+    const struct queue *q = &e->q[id], *par = &e->q[q->parent];
+    for (int r = 0; r < GS_RES_COUNT; r++) {
+        if (spec->quota[r] < 0 || spec->limit[r] < spec->quota[r] || spec->limit[r] < q->alloc[r])
+            return GS_EINVAL;
+        if (par->quota[r] != GS_UNLIMITED) {
+            int64_t sum = spec->quota[r];
+            for (uint32_t ch = par->first_child; ch != NO_ID; ch = e->q[ch].next_sibling)
+                sum += ch == id ? 0 : e->q[ch].quota[r];
+            if (sum > par->quota[r])
+                return GS_EINVAL;
+        }
+        if (spec->quota[r] != GS_UNLIMITED) {
+            int64_t sum = 0;
+            for (uint32_t ch = q->first_child; ch != NO_ID; ch = e->q[ch].next_sibling)
+                sum += e->q[ch].quota[r];
+            if (sum > spec->quota[r])
+                return GS_EINVAL;
+        }
+    }
+    struct queue *w = &e->q[id];
+    memcpy(w->quota, spec->quota, sizeof(w->quota));
+    memcpy(w->limit, spec->limit, sizeof(w->limit));
+    w->weight = spec->over_quota_weight;
+    w->min_runtime_ms = spec->min_runtime_ms;
+    /* Caps changed: every gang below this queue is judged again (e->vals already holds the
+     * largest gang, from its submissions). */
+    for (uint32_t gi = 0; gi < e->ng; gi++) {
+        if (e->g[gi].n_members == 0)
+            continue;
+        for (uint32_t a = e->p[e->g[gi].members[0]].queue; a != NO_ID; a = e->q[a].parent) {
+            if (a == id) {
+                gang_judge(e, gi);
+                break;
+            }
+        }
+    }
+    return GS_OK;
+}
+
 int gs_engine_find_priority_class(const struct gs_engine *e, const char *name)
 {
     for (uint32_t i = 0; i < e->npc; i++)
@@ -535,6 +601,84 @@ static void account(struct gs_engine *e, uint32_t qi, int which, const int64_t r
         int64_t *v = which == 0 ? e->q[a].alloc : e->q[a].demand;
         for (int k = 0; k < GS_RES_COUNT; k++)
             v[k] += sign * r[k];
+    }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Writes an amount of resource r for a reason text: "2 GPUs", "1.5 GPUs", "4000 milli-CPU". */
+static void fmt_amount(char *buf, size_t cap, int r, int64_t v)
+{
+    if (r == GS_RES_GPU) {
+        char frac[8] = "";
+        int64_t f = v % GS_GPU_MILLI;
+        if (f) {
+            (void)snprintf(frac, sizeof(frac), ".%03lld", (long long)f);
+            size_t n = strlen(frac);
+            while (n > 2 && frac[n - 1] == '0')
+                frac[--n] = '\0';
+        }
+        (void)snprintf(buf, cap, "%lld%s GPU%s", (long long)(v / GS_GPU_MILLI), frac,
+                       v == GS_GPU_MILLI ? "" : "s");
+    } else {
+        (void)snprintf(buf, cap, "%lld %s", (long long)v, r == GS_RES_CPU ? "milli-CPU" : "MiB");
+    }
+}
+
+/*
+ * Decides whether gang gi can ever start under the limits of its queue and its ancestors, and
+ * records the answer in g->refused and g->reason. Its minimum is min_member less its finished
+ * members, to run at once; per resource the least that takes is the sum of the smallest requests
+ * among its pending and running members (all of them while they are fewer than the minimum: the
+ * members still to come can only add). A queue's cap is its limit, or its quota when its
+ * over-quota weight is 0, as within_limits() applies them. A gang with running members is never
+ * refused (it already fits). Needs e->vals for n_members values; cannot fail.
+ */
+static void gang_judge(struct gs_engine *e, uint32_t gi)
+{
+    struct gang *g = &e->g[gi];
+    g->refused = false;
+    g->reason[0] = '\0';
+    if (g->n_members == 0 || g->running > 0 || g->succeeded >= g->min_member)
+        return;
+    uint32_t k = g->min_member - g->succeeded;
+    uint32_t qi = e->p[g->members[0]].queue;
+    for (int r = 0; r < GS_RES_COUNT; r++) {
+        uint32_t n = 0;
+        for (uint32_t m = 0; m < g->n_members; m++) {
+            const struct tpod *o = &e->p[g->members[m]];
+            if (o->state == GS_TPOD_PENDING || o->state == GS_TPOD_RUNNING)
+                e->vals[n++] = o->r[r];
+        }
+        if (n > k)
+            qsort(e->vals, n, sizeof(*e->vals), cmp_i64);
+        int64_t need = 0;
+        for (uint32_t i = 0; i < n && i < k; i++)
+            need += e->vals[i];
+        if (need <= 0)
+            continue;
+        for (uint32_t a = qi; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent) {
+            const struct queue *q = &e->q[a];
+            int64_t cap = q->limit[r];
+            bool by_quota = q->weight <= 0 && q->quota[r] != GS_UNLIMITED && q->quota[r] < cap;
+            if (by_quota)
+                cap = q->quota[r];
+            if (cap == GS_UNLIMITED || need <= cap)
+                continue;
+            char a_need[32], a_cap[32];
+            fmt_amount(a_need, sizeof(a_need), r, need);
+            fmt_amount(a_cap, sizeof(a_cap), r, cap);
+            (void)snprintf(g->reason, sizeof(g->reason),
+                           "gang %.100s needs %s at minimum but queue %s is limited to %s%s",
+                           g->name, a_need, q->name, a_cap,
+                           by_quota ? " (its quota; over-quota weight 0)" : "");
+            g->refused = true;
+            return;
+        }
     }
 }
 
@@ -666,7 +810,9 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     if (spec->gang != GS_NO_GANG) {
         struct gang *g = &e->g[spec->gang];
         if ((err = grow((void **)&g->members, &g->cap_members, g->n_members + 1,
-                        sizeof(*g->members))) != GS_OK)
+                        sizeof(*g->members))) != GS_OK ||
+            (err = grow((void **)&e->vals, &e->vals_cap, g->n_members + 1, sizeof(*e->vals))) !=
+                GS_OK)
             return err;
     }
     const char *nm = ident && ident->name ? ident->name : spec->name;
@@ -683,6 +829,8 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     uint32_t pi = reused ? e->free_pods[--e->nfree] : e->np++;
     struct tpod *p = &e->p[pi];
     uint32_t gen = reused ? p->gen + 1 : 0;
+    if (reused)
+        e->evictions_reused += p->evictions; /* their record goes with the slot */
     uint32_t seq = reused ? p->seq : 0; /* stale heap entries of the old pod stay stale */
     memset(p, 0, sizeof(*p));
     p->gen = gen;
@@ -738,6 +886,7 @@ static void drop_new_pod(struct gs_engine *e, uint32_t pi)
     free(p->ns);
     p->name = p->uid = p->ns = NULL;
     p->forgotten = true;
+    p->state = GS_TPOD_FAILED; /* a free slot is in no queue's books */
     if (pi == e->np - 1)
         e->np--;
     else
@@ -762,13 +911,15 @@ int gs_engine_submit_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     q->leaf_used = true;
     q->pending++;
     account(e, p->queue, 1, p->r, +1);
-    if (p->gang != GS_NO_GANG)
-        e->g[p->gang].pending++;
+    if (p->gang != GS_NO_GANG) {
+        e->g[p->gang].pending++; /* new_pod() made it a member */
+        gang_judge(e, p->gang);
+    }
     if (id)
         *id = pi;
     e->now_ms = now_ms;
     emit(e, GS_EV_SUBMIT, pi, NO_ID, GS_EVICT_NONE, NULL);
-    return GS_OK;
+    return p->gang != GS_NO_GANG && e->g[p->gang].refused ? GS_ELIMIT : GS_OK;
 }
 
 int gs_engine_submit(struct gs_engine *e, const struct gs_tpod_spec *spec, int64_t now_ms,
@@ -825,6 +976,7 @@ static int do_bind(struct gs_engine *e, uint32_t pod, const struct gs_placement 
         return err;
     p->pl = *pl;
     p->state = GS_TPOD_RUNNING;
+    p->bind_trial = e->trial;
     (void)node_list_add(e, pod); /* capacity ensured above */
     account(e, p->queue, 0, p->r, +1);
     e->q[p->queue].pending--;
@@ -921,15 +1073,33 @@ static void end_evicted(struct gs_engine *e, uint32_t pod)
     p->end_ms = e->now_ms;
 }
 
-/* Makes the log from `mark` final: start times, eviction records, re-queueing, events. */
+
+/* Whether the log between `from` and `to` holds a change of `pod` of kind `bind`. */
+static bool log_has(const struct gs_engine *e, uint32_t from, uint32_t to, uint32_t pod,
+                    uint8_t bind)
+{
+    for (uint32_t i = from; i < to; i++)
+        if (e->log[i].pod == pod && e->log[i].bind == bind)
+            return true;
+    return false;
+}
+
+/*
+ * Makes the log from `mark` final: start times, eviction records, re-queueing, events. Only net
+ * changes are reported: a bind undone by a later eviction in the same log, and that eviction,
+ * leave no trace (the pod was pending before and is pending after, still in its heap), so the
+ * event stream never evicts a pod it did not report bound.
+ */
 static int commit(struct gs_engine *e, uint32_t mark, bool backfill)
 {
     int err = GS_OK;
     for (uint32_t i = mark; i < e->nlog; i++) {
         struct undo *u = &e->log[i];
         struct tpod *p = &e->p[u->pod];
+        if (!u->bind && log_has(e, mark, i, u->pod, 1))
+            continue; /* the eviction of a bind made in this same log */
         if (u->bind) {
-            if (p->state != GS_TPOD_RUNNING)
+            if (log_has(e, i + 1, e->nlog, u->pod, 0))
                 continue; /* bound then evicted again inside the same trial */
             p->start_ms = e->now_ms;
             if (p->gang != GS_NO_GANG &&
@@ -983,6 +1153,7 @@ static int finish_quiet(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     if (p->gang != GS_NO_GANG) {
         e->g[p->gang].running--;
         e->g[p->gang].succeeded++;
+        gang_judge(e, p->gang); /* a finished member counts toward min_member */
     }
     if (p->foreign)
         for (int r = 0; r < GS_RES_COUNT; r++)
@@ -1030,6 +1201,7 @@ int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
      * members go back to pending, whole. */
     if (p->gang != GS_NO_GANG) {
         struct gang *g = &e->g[p->gang];
+        gang_judge(e, p->gang); /* one member fewer can only make it fit */
         if (g->running > 0 && g->running + g->succeeded < g->min_member) {
             e->now_ms = now_ms;
             uint32_t mark = e->nlog;
@@ -1174,20 +1346,6 @@ static double share_ratio(const struct queue *q)
 
 /* ---- why pending -------------------------------------------------------------------------- */
 
-/* Writes a quantity of resource r as users read it: GPUs (fractional when it is), cores, MiB. */
-static void fmt_amount(char *buf, size_t cap, int r, int64_t v)
-{
-    if (r == GS_RES_MEM) {
-        (void)snprintf(buf, cap, "%lld MiB of memory", (long long)v);
-        return;
-    }
-    const char *unit = r == GS_RES_GPU ? "GPU" : "CPU core";
-    if (v % 1000 == 0)
-        (void)snprintf(buf, cap, "%lld %s%s", (long long)(v / 1000), unit, v == 1000 ? "" : "s");
-    else
-        (void)snprintf(buf, cap, "%.3f %ss", (double)v / 1000.0, unit);
-}
-
 /* The queue-limit reason of a pod that within_limits() refuses; false if it is within them. */
 static bool quota_reason(const struct gs_engine *e, const struct tpod *p, char *buf, size_t cap)
 {
@@ -1287,24 +1445,11 @@ static int place_one(struct gs_engine *e, uint32_t pod)
     return do_bind(e, pod, &pl);
 }
 
-static bool victim_common_ok(const struct gs_engine *e, const struct tpod *c)
+/* Whether pod c itself may be evicted: running, preemptible, past its queue's min_runtime_ms. */
+static bool pod_evictable(const struct gs_engine *e, const struct tpod *c)
 {
-    if (c->state != GS_TPOD_RUNNING || c->foreign || !e->pc[c->pclass].preemptible)
-        return false;
-    if (e->now_ms - c->start_ms < e->q[c->queue].min_runtime_ms)
-        return false;
-    if (c->gang != GS_NO_GANG) {
-        /* A gang goes whole: each running member must be evictable. */
-        const struct gang *g = &e->g[c->gang];
-        for (uint32_t m = 0; m < g->n_members; m++) {
-            const struct tpod *o = &e->p[g->members[m]];
-            if (o->state == GS_TPOD_RUNNING &&
-                (!e->pc[o->pclass].preemptible ||
-                 e->now_ms - o->start_ms < e->q[o->queue].min_runtime_ms))
-                return false;
-        }
-    }
-    return true;
+    return c->state == GS_TPOD_RUNNING && !c->foreign && e->pc[c->pclass].preemptible &&
+           e->now_ms - c->start_ms >= e->q[c->queue].min_runtime_ms;
 }
 
 static int fair_res(const struct tpod *p)
@@ -1317,10 +1462,14 @@ static int64_t abs64(int64_t v)
     return v < 0 ? -v : v;
 }
 
-/* Reclaim rule for one victim c of preemptor p, with `taken` already taken from c's queue on
- * the fairness resource in this search. */
+/*
+ * Reclaim rule for one victim c of preemptor p, judged on what actually moves: `loss` is what
+ * c's queue gives up on the fairness resource (c alone, or its whole gang), `gain` what p's queue
+ * takes (p alone, or the members of p's gang that start with it), and `taken` what this search
+ * has already taken from c's queue.
+ */
 static bool reclaim_ok(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
-                       int64_t taken)
+                       int64_t taken, int64_t loss, int64_t gain, bool whole_gang)
 {
     if (c->queue == p->queue)
         return false;
@@ -1329,18 +1478,115 @@ static bool reclaim_ok(const struct gs_engine *e, const struct tpod *p, const st
         return false;
     const struct queue *R = &e->q[p->queue], *V = &e->q[c->queue];
     int64_t av = V->alloc[r] - taken;
-    /* The victim's queue is above its share and keeps its quota; the reclaimer is below its
-     * share; and the move strictly lowers |alloc - fair| summed over the two queues. */
-    if (av <= V->fair[r] || av - c->r[r] < V->quota[r] || R->alloc[r] >= R->fair[r])
+    /* The victim's queue is above its share and keeps it: reclaim takes only what a queue holds
+     * beyond its fair share, so queues can never take from each other in turn (a loop of
+     * reclaim and in-queue preemption was found by test_live_random). A gang that must go
+     * whole may take its queue below its share, when the move still lowers unfairness. The
+     * victim's queue keeps its quota; the reclaimer is below its share; and the move strictly
+     * lowers |alloc - fair| summed over the two queues. */
+    if (av <= V->fair[r] || (!whole_gang && av - loss < V->fair[r]) || av - loss < V->quota[r] ||
+        R->alloc[r] >= R->fair[r])
         return false;
     int64_t before = abs64(R->alloc[r] - R->fair[r]) + abs64(av - V->fair[r]);
-    int64_t after = abs64(R->alloc[r] + p->r[r] - R->fair[r]) + abs64(av - c->r[r] - V->fair[r]);
+    int64_t after = abs64(R->alloc[r] + gain - R->fair[r]) + abs64(av - loss - V->fair[r]);
     return after < before;
+}
+
+/*
+ * What the reclaiming queue gains on resource r when `pod` starts: the pod alone, or, while its
+ * gang is below min_member, the pod and the pending members after it that the trial needs to
+ * reach min_member. A gang starts all or nothing, so they move together and are judged together.
+ */
+static int64_t reclaim_gain(const struct gs_engine *e, uint32_t pod, int r)
+{
+    const struct tpod *p = &e->p[pod];
+    int64_t gain = p->r[r];
+    if (p->gang == GS_NO_GANG)
+        return gain;
+    const struct gang *g = &e->g[p->gang];
+    uint32_t have = g->running + g->succeeded + 1;
+    bool after = false;
+    for (uint32_t m = 0; m < g->n_members && have < g->min_member; m++) {
+        const struct tpod *o = &e->p[g->members[m]];
+        if (g->members[m] == pod) {
+            after = true;
+        } else if (after && o->state == GS_TPOD_PENDING) {
+            gain += o->r[r];
+            have++;
+        }
+    }
+    return gain;
 }
 
 static bool preempt_ok(const struct gs_engine *e, const struct tpod *p, const struct tpod *c)
 {
     return c->queue == p->queue && prio_of(e, c) < prio_of(e, p);
+}
+
+/* What evicting one victim moves, in the current victim search (e->vic_stamp). */
+struct victim_unit {
+    bool whole;       /* its gang goes with it (it would drop below min_member) */
+    uint32_t pods;    /* pods evicted */
+    int64_t loss;     /* their requests on the preemptor's fairness resource */
+    int32_t max_prio; /* highest priority among them */
+};
+
+/*
+ * Works out what evicting c moves, given the victims this search has taken so far: c alone
+ * while its gang keeps min_member running or finished without it, else c and every running
+ * member of its gang not taken yet. A whole gang is a victim only if each of those members is
+ * evictable and, for preemption, of lower priority than p. Returns false if c cannot go.
+ */
+static bool victim_unit(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
+                        bool reclaim, struct victim_unit *u)
+{
+    int r = fair_res(p);
+    *u = (struct victim_unit){false, 1, c->r[r], prio_of(e, c)};
+    if (c->gang == GS_NO_GANG)
+        return true;
+    const struct gang *g = &e->g[c->gang];
+    uint32_t taken = g->vic_stamp == e->vic_stamp ? g->vic_taken : 0;
+    if (g->running - taken - 1 + g->succeeded >= g->min_member)
+        return true;
+    *u = (struct victim_unit){true, 0, 0, INT32_MIN};
+    for (uint32_t m = 0; m < g->n_members; m++) {
+        const struct tpod *o = &e->p[g->members[m]];
+        if (o->state != GS_TPOD_RUNNING || o->vic_stamp == e->vic_stamp)
+            continue;
+        if (o != c && (!pod_evictable(e, o) || (!reclaim && !preempt_ok(e, p, o))))
+            return false;
+        u->pods++;
+        u->loss += o->r[r];
+        u->max_prio = prio_of(e, o) > u->max_prio ? prio_of(e, o) : u->max_prio;
+    }
+    return true;
+}
+
+/* Takes victim ci (alone or with its gang) in the current search: marks what moves and unbinds
+ * from the cluster what of it sits on `node`, listing those in e->unb for the rebind. */
+static void take_unit(struct gs_engine *e, uint32_t ci, bool whole, uint32_t node, uint32_t *nunb)
+{
+    struct tpod *c = &e->p[ci];
+    struct gang *g = c->gang != GS_NO_GANG ? &e->g[c->gang] : NULL;
+    if (g && g->vic_stamp != e->vic_stamp) {
+        g->vic_stamp = e->vic_stamp;
+        g->vic_taken = 0;
+    }
+    bool all = whole && g; /* only a gang member goes whole */
+    uint32_t n = all ? g->n_members : 1;
+    for (uint32_t m = 0; m < n; m++) {
+        uint32_t oi = all ? g->members[m] : ci;
+        struct tpod *o = &e->p[oi];
+        if (o->state != GS_TPOD_RUNNING || o->vic_stamp == e->vic_stamp)
+            continue;
+        o->vic_stamp = e->vic_stamp;
+        if (g)
+            g->vic_taken++;
+        if (o->pl.node != node)
+            continue;
+        (void)gs_cluster_unbind(e->c, &o->req, &o->pl);
+        e->unb[(*nunb)++] = oi;
+    }
 }
 
 struct victim_set {
@@ -1357,6 +1603,8 @@ static int cmp_sort_key(const void *a, const void *b)
         return x->k1 < y->k1 ? -1 : 1;
     if (x->k2 != y->k2)
         return x->k2 < y->k2 ? -1 : 1;
+    if (x->k3 != y->k3)
+        return x->k3 < y->k3 ? -1 : 1;
     return x->pod < y->pod ? -1 : x->pod > y->pod;
 }
 
@@ -1377,18 +1625,20 @@ static int sort_pods(struct gs_engine *e, uint32_t *pods, uint32_t n,
     return GS_OK;
 }
 
-/* Victim order on a node: lowest priority, then shortest running (latest start), then id. */
+/* Victim order on a node: lowest priority, then newest: shortest running (latest start), then
+ * latest created (highest id), so a gang above min_member loses its newest members first. */
 static void victim_key(const struct gs_engine *e, uint32_t pod, struct sort_key *k)
 {
     const struct tpod *p = &e->p[pod];
-    *k = (struct sort_key){e->pc[p->pclass].value, -p->start_ms, pod};
+    *k = (struct sort_key){e->pc[p->pclass].value, -p->start_ms, -(int64_t)pod, pod};
 }
 
 /*
- * Finds the cheapest set of victims that lets pod fit on one node: fewest pods (gangs counted
- * whole), then lowest highest priority, then node rank order (node index). Victims are tried
- * greedily in victim order on each node that could host the pod. Returns true and fills *best,
- * leaving the victims' ids in e->cand[0..best->n).
+ * Finds the cheapest set of victims that lets pod fit on one node: fewest pods evicted (a
+ * victim's gang counted when it goes whole), then lowest highest priority, then node rank order
+ * (node index). Victims are tried greedily in victim order on each node that could host the pod.
+ * Never a member of pod's own gang, nor a pod bound earlier in the same trial. Returns true and
+ * fills *best, leaving the victims' ids in e->cand[0..best->n).
  */
 static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct victim_set *best)
 {
@@ -1402,6 +1652,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
         if (R->alloc[r] >= R->fair[r])
             return false;
     }
+    int64_t gain = reclaim ? reclaim_gain(e, pod, fair_res(p)) : 0;
     *best = (struct victim_set){0, 0, 0, 0};
     uint32_t *bestv = NULL;
     uint32_t bestv_cap = 0;
@@ -1416,75 +1667,97 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                                (p->req.gpu_model_mask != GS_MODEL_ANY &&
                                 !(p->req.gpu_model_mask & (UINT64_C(1) << (nd->model_id & 63))))))
             continue;
-        if (grow((void **)&e->cand, &e->ncand_cap, k, sizeof(uint32_t)) != GS_OK)
+        if (grow((void **)&e->cand, &e->ncand_cap, k, sizeof(uint32_t)) != GS_OK ||
+            grow((void **)&e->unb, &e->unb_cap, k, sizeof(uint32_t)) != GS_OK ||
+            grow((void **)&e->vloss, &e->vloss_cap, k, sizeof(int64_t)) != GS_OK)
             break;
+        e->vic_stamp++;
         uint32_t nc = 0;
-        int r = fair_res(p);
         for (uint32_t i = 0; i < k; i++) {
             uint32_t ci = e->node_pods[n][i];
             const struct tpod *c = &e->p[ci];
-            if (!victim_common_ok(e, c))
+            struct victim_unit u;
+            if (!pod_evictable(e, c) || (c->gang != GS_NO_GANG && c->gang == p->gang) ||
+                c->bind_trial == e->trial || !victim_unit(e, p, c, reclaim, &u))
                 continue;
-            /* reclaim_ok with nothing taken yet is necessary for any set containing c. */
-            if (reclaim ? reclaim_ok(e, p, c, 0) : preempt_ok(e, p, c))
+            /* The rules with nothing taken yet are necessary for any set containing c: taking
+             * more only lowers the victim queue's allocation and grows what a victim moves. */
+            if (reclaim ? reclaim_ok(e, p, c, 0, u.loss, gain, u.whole) : preempt_ok(e, p, c))
                 e->cand[nc++] = ci;
         }
-        (void)r;
         if (nc == 0)
             continue;
         if (sort_pods(e, e->cand, nc, victim_key) != GS_OK)
             break;
-        /* Greedy: unbind in order until the pod fits, with the reclaim rule per victim. */
-        uint32_t used = 0, count = 0;
+        /* Greedy: take victims in order until the pod fits, each judged on what it moves. */
+        uint32_t used = 0, count = 0, nunb = 0;
         int32_t maxp = INT32_MIN;
         bool fits = false;
         for (uint32_t i = 0; i < nc && !fits; i++) {
             struct tpod *c = &e->p[e->cand[i]];
+            struct victim_unit u;
+            if (c->vic_stamp == e->vic_stamp || !victim_unit(e, p, c, reclaim, &u))
+                continue; /* gone with its gang already, or its gang cannot go */
             if (reclaim) {
                 int64_t taken = 0;
                 for (uint32_t j = 0; j < used; j++)
                     if (e->p[e->cand[j]].queue == c->queue)
-                        taken += e->p[e->cand[j]].r[fair_res(p)];
-                if (!reclaim_ok(e, p, c, taken))
+                        taken += e->vloss[j];
+                if (!reclaim_ok(e, p, c, taken, u.loss, gain, u.whole))
                     continue;
             }
-            (void)gs_cluster_unbind(e->c, &c->req, &c->pl);
+            take_unit(e, e->cand[i], u.whole, n, &nunb);
             uint32_t tmp = e->cand[used];
             e->cand[used] = e->cand[i];
             e->cand[i] = tmp;
+            e->vloss[used] = u.loss;
             used++;
-            count += c->gang != GS_NO_GANG ? e->g[c->gang].running : 1;
-            int32_t pv = prio_of(e, c);
-            maxp = pv > maxp ? pv : maxp;
+            count += u.pods;
+            maxp = u.max_prio > maxp ? u.max_prio : maxp;
             fits = gs_node_fits(nd, &p->req);
         }
         if (fits && used > 1) {
             /* Reprieve, as kube-scheduler does: give back, most valuable first, each victim
-             * the pod can fit without (one on an unhealthy GPU frees nothing usable). */
+             * the pod fits without (one on an unhealthy GPU frees nothing usable). Only plain
+             * pods: a gang member stays with the unit it was taken in. */
             uint32_t kept = 0;
-            count = 0;
-            maxp = INT32_MIN;
             for (uint32_t i = used; i-- > 0;) {
                 struct tpod *c = &e->p[e->cand[i]];
+                if (c->gang != GS_NO_GANG)
+                    continue;
                 (void)gs_cluster_adopt(e->c, &c->req, &c->pl);
-                if (gs_node_fits(nd, &p->req))
-                    e->cand[i] = NO_ID; /* reprieved: stays bound */
-                else
+                if (!gs_node_fits(nd, &p->req)) {
                     (void)gs_cluster_unbind(e->c, &c->req, &c->pl);
+                    continue;
+                }
+                for (uint32_t j = 0; j < nunb; j++) /* bound again: not restored below */
+                    if (e->unb[j] == e->cand[i]) {
+                        e->unb[j] = e->unb[--nunb];
+                        break;
+                    }
+                e->cand[i] = NO_ID;
             }
-            for (uint32_t i = 0; i < used; i++) /* the victims left, in victim order */
-                if (e->cand[i] != NO_ID)
-                    e->cand[kept++] = e->cand[i];
-            used = kept;
-            for (uint32_t i = 0; i < used; i++) {
+            count = 0;
+            maxp = INT32_MIN;
+            for (uint32_t i = 0; i < used; i++) { /* the victims left, in victim order */
+                if (e->cand[i] == NO_ID)
+                    continue;
                 const struct tpod *c = &e->p[e->cand[i]];
-                count += c->gang != GS_NO_GANG ? e->g[c->gang].running : 1;
-                int32_t pv = prio_of(e, c);
-                maxp = pv > maxp ? pv : maxp;
+                struct victim_unit u;
+                e->cand[kept] = e->cand[i];
+                e->vloss[kept++] = e->vloss[i];
+                if (victim_unit(e, p, c, reclaim, &u)) {
+                    count += u.pods;
+                    maxp = u.max_prio > maxp ? u.max_prio : maxp;
+                } else {
+                    count += 1;
+                    maxp = prio_of(e, c) > maxp ? prio_of(e, c) : maxp;
+                }
             }
+            used = kept;
         }
-        for (uint32_t i = used; i-- > 0;) {
-            struct tpod *c = &e->p[e->cand[i]];
+        for (uint32_t i = nunb; i-- > 0;) {
+            struct tpod *c = &e->p[e->unb[i]];
             (void)gs_cluster_adopt(e->c, &c->req, &c->pl); /* exact restore */
         }
         if (!fits)
@@ -1507,7 +1780,8 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
     return found;
 }
 
-/* Evicts a victim and, when it belongs to a gang, the gang's other running members. */
+/* Evicts a victim and, when that leaves its gang below min_member (finished members count),
+ * the gang's other running members: the same choice victim_unit() made in the search. */
 static int evict_victim(struct gs_engine *e, uint32_t victim, enum gs_evict_reason reason,
                         uint32_t by)
 {
@@ -1518,6 +1792,8 @@ static int evict_victim(struct gs_engine *e, uint32_t victim, enum gs_evict_reas
     if (err || c->gang == GS_NO_GANG)
         return err;
     struct gang *g = &e->g[c->gang];
+    if (g->running + g->succeeded >= g->min_member)
+        return GS_OK;
     for (uint32_t m = 0; m < g->n_members && !err; m++)
         if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
             err = do_evict(e, g->members[m], GS_EVICT_GANG, by);
@@ -1618,6 +1894,7 @@ static uint32_t gang_slots(const struct gs_engine *e, const uint32_t *members, u
  */
 static int try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t mark)
 {
+    e->trial++;
     uint32_t *members, need;
     uint32_t nm = job_members(e, head, &members, &need);
     int err;
@@ -1660,7 +1937,10 @@ static int try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t m
         else if (placed < need && mode == 0)
             break; /* plain mode: a member that does not fit now will not fit later */
     }
-    if (placed < need || (need == 0 && placed == 0)) {
+    /* Judged on the gang's state, not on `placed`: a member placed and then displaced inside
+     * the trial must not count. */
+    const struct gang *g = &e->g[e->p[head].gang];
+    if (placed < need || (need == 0 && placed == 0) || g->running + g->succeeded < g->min_member) {
         rollback(e, mark);
         return GS_EUNSCHEDULABLE;
     }
@@ -1690,7 +1970,7 @@ static bool respects_reservations(const struct gs_engine *e, uint32_t mark)
 static void end_key(const struct gs_engine *e, uint32_t pod, struct sort_key *k)
 {
     const struct tpod *p = &e->p[pod];
-    *k = (struct sort_key){p->start_ms + p->est_ms, 0, pod};
+    *k = (struct sort_key){p->start_ms + p->est_ms, 0, 0, pod};
 }
 
 /*
@@ -1809,6 +2089,7 @@ static void fail_timed_out_gangs(struct gs_engine *e)
             account(e, p->queue, 1, p->r, -1);
             emit(e, GS_EV_GANG_TIMEOUT, g->members[m], NO_ID, GS_EVICT_NONE, NULL);
         }
+        gang_judge(e, gi);
     }
 }
 
@@ -1885,7 +2166,8 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         heap_pop(fq);
         struct tpod *hp = &e->p[head];
         if (hp->gang != GS_NO_GANG) {
-            if (e->g[hp->gang].tried_cycle == e->cycle) {
+            /* A refused gang is not tried (it cannot fit) and blocks nothing behind it. */
+            if (e->g[hp->gang].refused || e->g[hp->gang].tried_cycle == e->cycle) {
                 if ((err = grow((void **)&deferred, &capdef, ndef + 1, sizeof(*deferred))))
                     break;
                 deferred[ndef++] = head;
@@ -1988,6 +2270,28 @@ int gs_engine_queue_info(const struct gs_engine *e, uint32_t id, struct gs_queue
     return GS_OK;
 }
 
+uint32_t gs_engine_gang_count(const struct gs_engine *e)
+{
+    return e->ng;
+}
+
+int gs_engine_gang_info(const struct gs_engine *e, uint32_t id, struct gs_gang_info *out)
+{
+    if (id >= e->ng)
+        return GS_EINVAL;
+    const struct gang *g = &e->g[id];
+    out->name = g->name;
+    out->min_member = g->min_member;
+    out->members = g->n_members;
+    out->pending = g->pending;
+    out->running = g->running;
+    out->succeeded = g->succeeded;
+    out->started = g->started;
+    out->refused = g->refused;
+    out->reason = g->reason;
+    return GS_OK;
+}
+
 uint32_t gs_engine_pod_count(const struct gs_engine *e)
 {
     return e->np;
@@ -2025,9 +2329,10 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
     int32_t *used = calloc((size_t)(nn ? nn : 1) * GS_NODE_GPUS_MAX, sizeof(*used));
     int64_t *qalloc = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qalloc));
     int64_t *qdem = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qdem));
+    int64_t *qadopt = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qadopt));
     uint32_t *qpend = calloc(e->nq, sizeof(*qpend)), *qrun = calloc(e->nq, sizeof(*qrun));
     uint64_t evictions = 0;
-    if (!used || !qalloc || !qdem || !qpend || !qrun) {
+    if (!used || !qalloc || !qdem || !qadopt || !qpend || !qrun) {
         snprintf(msg, cap, "out of memory");
         err = GS_ENOMEM;
         goto out;
@@ -2053,12 +2358,15 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
             continue;
         qrun[p->queue]++;
         for (uint32_t a = p->queue; a != NO_ID; a = e->q[a].parent)
-            for (int r = 0; r < GS_RES_COUNT; r++)
+            for (int r = 0; r < GS_RES_COUNT; r++) {
                 qalloc[a * GS_RES_COUNT + r] += p->r[r];
+                if (p->adopted)
+                    qadopt[a * GS_RES_COUNT + r] += p->r[r];
+            }
         for (uint32_t g = 0; g < p->pl.num_gpu; g++)
             used[p->pl.node * GS_NODE_GPUS_MAX + p->pl.gpu_index[g]] += p->pl.gpu_milli;
     }
-    if (evictions != e->evictions_total) {
+    if (evictions + e->evictions_reused != e->evictions_total) {
         snprintf(msg, cap, "%llu evictions recorded on pods, %llu made",
                  (unsigned long long)evictions, (unsigned long long)e->evictions_total);
         goto out;
@@ -2097,7 +2405,12 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
                     (long long)qdem[qi * GS_RES_COUNT + r]);
                 goto out;
             }
-            if (q->limit[r] != GS_UNLIMITED && q->alloc[r] > q->limit[r]) {
+            /* Adopted pods may put a queue over its limit (they run already); what the engine
+             * bound itself never is. */
+            int64_t own = q->alloc[r] - qadopt[qi * GS_RES_COUNT + r];
+            if (q->limit[r] != GS_UNLIMITED &&
+                (own > q->limit[r] || (qadopt[qi * GS_RES_COUNT + r] == 0 &&
+                                       q->alloc[r] > q->limit[r]))) {
                 snprintf(msg, cap, "queue %s is above its limit for resource %d: %lld > %lld",
                          q->name, r, (long long)q->alloc[r], (long long)q->limit[r]);
                 goto out;
@@ -2126,12 +2439,17 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
             snprintf(msg, cap, "gang %s runs %u of min_member %u", g->name, run, g->min_member);
             goto out;
         }
+        if (g->refused && run > 0) {
+            snprintf(msg, cap, "gang %s is refused but runs %u members", g->name, run);
+            goto out;
+        }
     }
     err = GS_OK;
 out:
     free(used);
     free(qalloc);
     free(qdem);
+    free(qadopt);
     free(qpend);
     free(qrun);
     return err;

@@ -21,6 +21,7 @@ struct world {
     struct gs_engine *e;
     uint32_t evictions[4]; /* by reason */
     uint32_t binds, backfills, timeouts;
+    uint32_t last_evicted, last_evicted_by; /* pod ids of the last EVICT event */
 };
 
 static void on_event(void *ctx, const struct gs_event *ev)
@@ -35,6 +36,8 @@ static void on_event(void *ctx, const struct gs_event *ev)
         break;
     case GS_EV_EVICT:
         w->evictions[ev->reason]++;
+        w->last_evicted = ev->pod;
+        w->last_evicted_by = ev->by;
         break;
     case GS_EV_GANG_TIMEOUT:
         w->timeouts++;
@@ -550,6 +553,263 @@ static void test_preemption_evicts_whole_gang(void **state_)
     world_fini(&w);
 }
 
+static uint32_t evictions_total(const struct world *w)
+{
+    return w->evictions[GS_EVICT_PREEMPT] + w->evictions[GS_EVICT_RECLAIM] +
+           w->evictions[GS_EVICT_GANG];
+}
+
+/* Two gangs never fight. Queues A and B, quota 0 and weight 1 each, one node with 2 GPUs. Gang a
+ * (2 x 1 GPU, min_member 2) runs in A; gang b of the same shape arrives in B. Fair shares: both
+ * demand 2000, so 1000 each. b's first member may reclaim only if the move lowers |alloc - fair|
+ * summed over A and B. What moves: b starts whole (+2000 for B, its two members) and a, taken
+ * below its minimum, goes whole (-2000 for A). Before: |2000 - 1000| + |0 - 1000| = 2000; after:
+ * |0 - 1000| + |2000 - 1000| = 2000, not lower: no reclaim, b waits. Judging one member on each
+ * side instead (1000 + 1000 -> 0) let b evict a whole and a evict b back in the same cycle,
+ * 4 evictions per cycle for ever. */
+static void test_equal_gangs_in_two_queues_do_not_reclaim_each_other(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, true, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, true, true, false);
+    uint32_t qa = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t qb = queue(&w, "b", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_gang_spec sa = {"a", 2, 0}, sb = {"b", 2, 0};
+    uint32_t ga, gb;
+    assert_int_equal(gs_engine_add_gang(w.e, &sa, &ga), GS_OK);
+    assert_int_equal(gs_engine_add_gang(w.e, &sb, &gb), GS_OK);
+    uint32_t a0 = submit(&w, qa, pc, ga, 1, 1000, 0, -1, GS_MODEL_ANY);
+    uint32_t a1 = submit(&w, qa, pc, ga, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(w.binds, 2);
+    uint32_t b0 = submit(&w, qb, pc, gb, 1, 1000, 10, -1, GS_MODEL_ANY);
+    uint32_t b1 = submit(&w, qb, pc, gb, 1, 1000, 10, -1, GS_MODEL_ANY);
+    for (int t = 1; t <= 10; t++) {
+        struct gs_cycle_stats st;
+        assert_int_equal(gs_engine_cycle(w.e, 10 + 10 * t, NULL, &st), GS_OK);
+        check(&w);
+        assert_int_equal(st.evicted, 0);
+        assert_int_equal(st.bound, 0);
+    }
+    assert_int_equal(fair_gpu(&w, qa), 1000);
+    assert_int_equal(fair_gpu(&w, qb), 1000);
+    assert_int_equal(state(&w, a0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, a1), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, b0), GS_TPOD_PENDING);
+    assert_int_equal(state(&w, b1), GS_TPOD_PENDING);
+    assert_int_equal(evictions_total(&w), 0);
+    assert_int_equal(w.binds, 2);
+    world_fini(&w);
+}
+
+/* Gang reclaim still happens when the whole move helps. Queues A and B (quota 0, weight 1), one
+ * node with 4 GPUs. Gang a (4 x 1 GPU, min_member 4) runs in A; gang b (2 x 1 GPU, min_member 2)
+ * arrives in B. Fair shares 2000 each. b gains 2000, a goes whole (-4000): |4000 - 2000| +
+ * |0 - 2000| = 4000 before, |0 - 2000| + |2000 - 2000| = 2000 after, lower: b reclaims, one
+ * RECLAIM eviction and three GANG evictions. Then B is at its share, so a (which needs all 4
+ * GPUs) cannot reclaim back, and further cycles change nothing. */
+static void test_gang_reclaims_whole_gang_when_the_move_lowers_unfairness(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, true, false);
+    add_node(&w, "n0", 4, "A100", 64000);
+    engine_start(&w, false, true, false);
+    uint32_t qa = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t qb = queue(&w, "b", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_gang_spec sa = {"a", 4, 0}, sb = {"b", 2, 0};
+    uint32_t ga, gb;
+    assert_int_equal(gs_engine_add_gang(w.e, &sa, &ga), GS_OK);
+    assert_int_equal(gs_engine_add_gang(w.e, &sb, &gb), GS_OK);
+    for (int i = 0; i < 4; i++)
+        submit(&w, qa, pc, ga, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(running_in(&w, qa), 4);
+    uint32_t b0 = submit(&w, qb, pc, gb, 1, 1000, 10, -1, GS_MODEL_ANY);
+    uint32_t b1 = submit(&w, qb, pc, gb, 1, 1000, 10, -1, GS_MODEL_ANY);
+    cycle(&w, 20);
+    assert_int_equal(state(&w, b0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, b1), GS_TPOD_RUNNING);
+    assert_int_equal(running_in(&w, qa), 0);
+    assert_int_equal(w.evictions[GS_EVICT_RECLAIM], 1);
+    assert_int_equal(w.evictions[GS_EVICT_GANG], 3);
+    for (int t = 0; t < 10; t++)
+        cycle(&w, 30 + t);
+    assert_int_equal(evictions_total(&w), 4);
+    assert_int_equal(running_in(&w, qb), 2);
+    world_fini(&w);
+}
+
+/* Members above min_member are victims one at a time. One node with 2 GPUs; gang v (2 x 1 GPU,
+ * min_member 1, priority 10) runs both members; a priority-50 pod of 1 GPU arrives in the same
+ * queue. Evicting one member leaves v at 1 running = min_member, so exactly one goes: the
+ * newest, v1 (both started at t=0; v1 was created after v0). v0 keeps running. */
+static void test_preemption_takes_one_surplus_gang_member_not_the_gang(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, false, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, true, false, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t low = pclass(&w, "low", 10), high = pclass(&w, "high", 50);
+    struct gs_gang_spec gs = {"v", 1, 0};
+    uint32_t g;
+    assert_int_equal(gs_engine_add_gang(w.e, &gs, &g), GS_OK);
+    uint32_t v0 = submit(&w, a, low, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    uint32_t v1 = submit(&w, a, low, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(state(&w, v0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, v1), GS_TPOD_RUNNING);
+    uint32_t h = submit(&w, a, high, GS_NO_GANG, 1, 1000, 10, -1, GS_MODEL_ANY);
+    cycle(&w, 20);
+    assert_int_equal(state(&w, h), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, v0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, v1), GS_TPOD_PENDING);
+    assert_int_equal(w.evictions[GS_EVICT_PREEMPT], 1);
+    assert_int_equal(w.evictions[GS_EVICT_GANG], 0);
+    assert_int_equal(w.last_evicted, v1);
+    assert_int_equal(w.last_evicted_by, h);
+    /* Nothing more moves: the node is full and v holds its minimum. */
+    for (int t = 0; t < 5; t++)
+        cycle(&w, 30 + t);
+    assert_int_equal(evictions_total(&w), 1);
+    world_fini(&w);
+}
+
+/* A gang whose minimum can never fit under its queue's limit is refused, with the reason, at the
+ * submit that shows it: queue q is limited to 1 GPU, gang g has min_member 2 x 1 GPU. The first
+ * member alone (1000 <= 1000) may still fit; the second makes the minimum 2000 > 1000. The pods
+ * stay pending and are never tried. Raising the limit to 2 GPUs clears the refusal and both
+ * start in the next cycle. Lowering it below what q holds is refused. */
+static void test_gang_above_queue_limit_is_refused_with_reason(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, true, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, true, true, false);
+    uint32_t q = queue(&w, "q", GS_QUEUE_ROOT, 0, 1000, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_gang_spec gs = {"g", 2, 0};
+    uint32_t g;
+    assert_int_equal(gs_engine_add_gang(w.e, &gs, &g), GS_OK);
+    struct gs_tpod_spec s = {"p", q, pc, g, {1000, 0, 1, 1000, GS_MODEL_ANY}, -1};
+    uint32_t m0 = UINT32_MAX, m1 = UINT32_MAX;
+    assert_int_equal(gs_engine_submit(w.e, &s, 0, &m0), GS_OK);
+    struct gs_gang_info gi;
+    assert_int_equal(gs_engine_gang_info(w.e, g, &gi), GS_OK);
+    assert_false(gi.refused);
+    assert_string_equal(gi.reason, "");
+    assert_int_equal(gs_engine_submit(w.e, &s, 0, &m1), GS_ELIMIT);
+    assert_int_equal(m1, m0 + 1); /* added all the same */
+    assert_int_equal(gs_engine_gang_info(w.e, g, &gi), GS_OK);
+    assert_true(gi.refused);
+    assert_int_equal(gi.members, 2);
+    assert_string_equal(gi.reason,
+                        "gang g needs 2 GPUs at minimum but queue q is limited to 1 GPU");
+    for (int t = 0; t < 3; t++) {
+        struct gs_cycle_stats st;
+        assert_int_equal(gs_engine_cycle(w.e, 10 + t, NULL, &st), GS_OK);
+        check(&w);
+        assert_int_equal(st.attempts, 0);
+        assert_int_equal(st.bound, 0);
+    }
+    assert_int_equal(state(&w, m0), GS_TPOD_PENDING);
+    assert_int_equal(state(&w, m1), GS_TPOD_PENDING);
+    struct gs_queue_spec up = {"q", GS_QUEUE_ROOT, {0, 0, 0}, {2000, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_update_queue(w.e, q, &up), GS_OK);
+    assert_int_equal(gs_engine_gang_info(w.e, g, &gi), GS_OK);
+    assert_false(gi.refused);
+    cycle(&w, 20);
+    assert_int_equal(state(&w, m0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, m1), GS_TPOD_RUNNING);
+    /* q now holds 2000: a limit of 1000 would put it above its limit. */
+    struct gs_queue_spec down = {"q", GS_QUEUE_ROOT, {0, 0, 0}, {1000, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_update_queue(w.e, q, &down), GS_EINVAL);
+    struct gs_queue_spec renamed = {"r", GS_QUEUE_ROOT, {0, 0, 0}, {2000, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_update_queue(w.e, q, &renamed), GS_EINVAL);
+    assert_int_equal(gs_engine_update_queue(w.e, GS_QUEUE_ROOT, &up), GS_EINVAL);
+    world_fini(&w);
+}
+
+/* Finished members count toward min_member. Gang h (min_member 2, 1 GPU each) runs h0 and h1
+ * in queue q (limit 2 GPUs); h0 finishes; h1 is deleted, so h runs nothing, with 1 finished.
+ * q's limit drops to 1 GPU (q holds 0). h2 and h3 arrive: h needs 2 - 1 finished = 1 more pod,
+ * the smallest of h2, h3: 1000 <= 1000, not refused (counting h0 as missing would make it
+ * 2000 > 1000). The next cycle starts h2 alone (h3 would put q above 1 GPU). */
+static void test_finished_members_count_toward_gang_minimum(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "n0", 4, "A100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t q = queue(&w, "q", GS_QUEUE_ROOT, 0, 2000, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_gang_spec hs = {"h", 2, 0};
+    uint32_t h;
+    assert_int_equal(gs_engine_add_gang(w.e, &hs, &h), GS_OK);
+    uint32_t h0 = submit(&w, q, pc, h, 1, 1000, 0, -1, GS_MODEL_ANY);
+    uint32_t h1 = submit(&w, q, pc, h, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(state(&w, h0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, h1), GS_TPOD_RUNNING);
+    assert_int_equal(gs_engine_finish(w.e, h0, 5), GS_OK);
+    assert_int_equal(gs_engine_delete(w.e, h1, 6), GS_OK);
+    check(&w);
+    struct gs_queue_spec down = {"q", GS_QUEUE_ROOT, {0, 0, 0}, {1000, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_update_queue(w.e, q, &down), GS_OK);
+    uint32_t h2 = submit(&w, q, pc, h, 1, 1000, 7, -1, GS_MODEL_ANY);
+    uint32_t h3 = submit(&w, q, pc, h, 1, 1000, 7, -1, GS_MODEL_ANY);
+    struct gs_gang_info gi;
+    assert_int_equal(gs_engine_gang_info(w.e, h, &gi), GS_OK);
+    assert_false(gi.refused);
+    assert_int_equal(gi.succeeded, 1);
+    assert_int_equal(gi.pending, 2);
+    cycle(&w, 10);
+    assert_int_equal(state(&w, h2), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, h3), GS_TPOD_PENDING);
+    world_fini(&w);
+}
+
+/* A gang never preempts its own members. One node with 1 GPU; gang g (min_member 2 x 1 GPU) has
+ * members of priority 10 (m0, created first) and 50 (m1). In preemption mode m0 is placed first,
+ * then m1 finds no room; m0 is of lower priority but in m1's own gang (and bound in this same
+ * trial), so it is no victim. The gang cannot reach 2 and is rolled back: it never starts, and
+ * no BIND or EVICT event is ever reported (before: m1 evicted m0, and the stream reported the
+ * eviction of a pod it had never reported bound, with the gang running 1 of 2). */
+static void test_gang_never_preempts_its_own_members(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, true, false);
+    add_node(&w, "n0", 1, "A100", 64000);
+    engine_start(&w, true, true, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t low = pclass(&w, "low", 10), high = pclass(&w, "high", 50);
+    struct gs_gang_spec gs = {"g", 2, 0};
+    uint32_t g;
+    assert_int_equal(gs_engine_add_gang(w.e, &gs, &g), GS_OK);
+    uint32_t m0 = submit(&w, a, low, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    uint32_t m1 = submit(&w, a, high, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    for (int t = 0; t < 5; t++)
+        cycle(&w, t);
+    assert_int_equal(state(&w, m0), GS_TPOD_PENDING);
+    assert_int_equal(state(&w, m1), GS_TPOD_PENDING);
+    assert_int_equal(w.binds, 0);
+    assert_int_equal(evictions_total(&w), 0);
+    struct gs_tpod_info in;
+    assert_int_equal(gs_engine_pod_info(w.e, m0, &in), GS_OK);
+    assert_int_equal(in.evictions, 0);
+    assert_int_equal(gs_cluster_gpu_milli_used(w.c), 0);
+    world_fini(&w);
+}
+
 /* Configuration errors: children's quotas above the parent's, limit under quota, unknown
  * parent, duplicate name. */
 static void test_queue_tree_validation(void **state_)
@@ -594,6 +854,12 @@ int main(void)
         cmocka_unit_test(test_gang_times_out_whole),
         cmocka_unit_test(test_preemption_evicts_whole_gang),
         cmocka_unit_test(test_queue_tree_validation),
+        cmocka_unit_test(test_equal_gangs_in_two_queues_do_not_reclaim_each_other),
+        cmocka_unit_test(test_gang_reclaims_whole_gang_when_the_move_lowers_unfairness),
+        cmocka_unit_test(test_preemption_takes_one_surplus_gang_member_not_the_gang),
+        cmocka_unit_test(test_gang_above_queue_limit_is_refused_with_reason),
+        cmocka_unit_test(test_finished_members_count_toward_gang_minimum),
+        cmocka_unit_test(test_gang_never_preempts_its_own_members),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,10 @@
 /*
  * Randomised check of the multi-tenant engine: seeded random clusters, queue trees,
- * PriorityClasses, gangs and workloads, driven through 100,000 events (submit, finish, delete,
- * scheduling cycle) with the invariant checker after every one. Reproducible: a failure prints
- * the world seed and event number.
+ * PriorityClasses, gangs (some with members of mixed PriorityClasses) and workloads, driven
+ * through 140,000 events (submit, finish, delete, queue cap change, scheduling cycle) with the
+ * invariant checker after every one. The event stream is checked too: every EVICT follows a
+ * BIND of the same pod, and no pod is evicted by a member of its own gang. Reproducible: a
+ * failure prints the world seed and event number.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +21,35 @@
 
 #define WORLDS 25
 #define EVENTS_PER_WORLD 4000
+#define GANG_WORLDS 10
+#define PODS_MAX (EVENTS_PER_WORLD * 6)
+
+/* What the event stream has said so far, per pod id. */
+struct stream {
+    uint32_t gang[PODS_MAX]; /* gang of each pod, as submitted */
+    bool bound[PODS_MAX];    /* reported bound and not since evicted, finished or deleted */
+    uint32_t bad;            /* first broken rule: 0 none, 1 evict of unbound, 2 own gang */
+    uint32_t bad_pod;
+};
+
+static void on_event(void *ctx, const struct gs_event *ev)
+{
+    struct stream *s = ctx;
+    if (ev->kind == GS_EV_BIND || ev->kind == GS_EV_BACKFILL) {
+        s->bound[ev->pod] = true;
+    } else if (ev->kind == GS_EV_EVICT) {
+        if (!s->bound[ev->pod] && !s->bad) {
+            s->bad = 1;
+            s->bad_pod = ev->pod;
+        }
+        if (ev->by != UINT32_MAX && s->gang[ev->pod] != GS_NO_GANG &&
+            s->gang[ev->by] == s->gang[ev->pod] && !s->bad) {
+            s->bad = 2;
+            s->bad_pod = ev->pod;
+        }
+        s->bound[ev->pod] = false;
+    }
+}
 
 static void check_or_fail(struct gs_engine *e, uint64_t seed, int event)
 {
@@ -27,8 +58,12 @@ static void check_or_fail(struct gs_engine *e, uint64_t seed, int event)
         fail_msg("world seed %llu, event %d: %s", (unsigned long long)seed, event, msg);
 }
 
-static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
+/* gang_heavy: half the submissions are gangs, all of mixed PriorityClasses, with preemption on,
+ * so that gangs meet their own members as possible victims. */
+static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uint64_t *evictions)
 {
+    static struct stream st_ev;
+    memset(&st_ev, 0, sizeof(st_ev));
     struct gs_rng rng;
     gs_rng_seed(&rng, seed);
     struct gs_cluster *c;
@@ -45,15 +80,19 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
                                  0};
         assert_int_equal(gs_cluster_add_node(c, &s, NULL), GS_OK);
     }
-    uint32_t flags = gs_rng_below(&rng, 8);
+    uint32_t flags = gs_rng_below(&rng, 8) | (gang_heavy ? 1u : 0u);
     struct gs_engine_config cfg = {.policy = gs_rng_below(&rng, 2) ? "bestfit" : "packing",
                                    .preemption = (flags & 1) != 0,
                                    .reclaim = (flags & 2) != 0,
-                                   .backfill = (flags & 4) != 0};
+                                   .backfill = (flags & 4) != 0,
+                                   .on_event = on_event,
+                                   .ctx = &st_ev};
     struct gs_engine *e;
     assert_int_equal(gs_engine_new(c, &cfg, &e), GS_OK);
     /* Queue tree: up to 2 departments with up to 3 teams each, quotas within the parent. */
     uint32_t leaves[8], nleaves = 0;
+    double weights[16];       /* per queue id, as added */
+    int64_t min_runtimes[16]; /* per queue id, as added */
     uint32_t depts = 1 + gs_rng_below(&rng, 2);
     for (uint32_t d = 0; d < depts; d++) {
         snprintf(name, sizeof(name), "dept%u", d);
@@ -82,6 +121,8 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
                                        (double)gs_rng_below(&rng, 4),
                                        (int64_t)gs_rng_below(&rng, 3) * 50};
             assert_int_equal(gs_engine_add_queue(e, &ts, &leaves[nleaves]), GS_OK);
+            weights[leaves[nleaves]] = ts.over_quota_weight;
+            min_runtimes[leaves[nleaves]] = ts.min_runtime_ms;
             nleaves++;
         }
     }
@@ -95,7 +136,7 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
     uint32_t ngangs = 0;
     int64_t now = 0;
     for (int ev = 0; ev < EVENTS_PER_WORLD; ev++) {
-        uint32_t kind = gs_rng_below(&rng, 10);
+        uint32_t kind = gs_rng_below(&rng, 11);
         uint32_t npods = gs_engine_pod_count(e);
         if (kind < 4) {
             /* Submit a pod or a small gang. */
@@ -116,7 +157,9 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
                 req.gpu_model_mask = gs_cluster_model_mask(c, m, strlen(m));
             }
             uint32_t members = 1, gang = GS_NO_GANG;
-            if (gs_rng_below(&rng, 6) == 0) {
+            bool mixed = false; /* members of mixed PriorityClasses */
+            if (gs_rng_below(&rng, gang_heavy ? 2 : 6) == 0) {
+                mixed = gang_heavy || gs_rng_below(&rng, 2) == 0;
                 members = 2 + gs_rng_below(&rng, 4);
                 snprintf(name, sizeof(name), "g%u", ngangs++);
                 struct gs_gang_spec gs = {name, members - gs_rng_below(&rng, 2),
@@ -124,22 +167,64 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
                 assert_int_equal(gs_engine_add_gang(e, &gs, &gang), GS_OK);
             }
             for (uint32_t m = 0; m < members; m++) {
-                struct gs_tpod_spec s = {"p",  q,   pc,
+                uint32_t mpc = mixed ? gs_rng_below(&rng, classes) : pc;
+                struct gs_tpod_spec s = {"p",  q,   mpc,
                                          gang, req, (int64_t)gs_rng_below(&rng, 3) * 100 - 1};
-                assert_int_equal(gs_engine_submit(e, &s, now, NULL), GS_OK);
+                uint32_t id;
+                int err = gs_engine_submit(e, &s, now, &id);
+                /* A gang whose minimum can never fit under its queues' caps is refused. */
+                if (err == GS_ELIMIT && gang != GS_NO_GANG) {
+                    struct gs_gang_info gi;
+                    assert_int_equal(gs_engine_gang_info(e, gang, &gi), GS_OK);
+                    assert_true(gi.refused && strstr(gi.reason, "at minimum but queue") != NULL);
+                } else {
+                    assert_int_equal(err, GS_OK);
+                }
+                assert_true(id < PODS_MAX);
+                st_ev.gang[id] = gang;
             }
         } else if (kind < 6 && npods > 0) {
             uint32_t p = gs_rng_below(&rng, npods);
             struct gs_tpod_info in;
             gs_engine_pod_info(e, p, &in);
-            if (in.state == GS_TPOD_RUNNING)
+            if (in.state == GS_TPOD_RUNNING) {
                 assert_int_equal(gs_engine_finish(e, p, now), GS_OK);
+                st_ev.bound[p] = false;
+            }
         } else if (kind == 6 && npods > 0) {
             uint32_t p = gs_rng_below(&rng, npods);
             struct gs_tpod_info in;
             gs_engine_pod_info(e, p, &in);
             int err = gs_engine_delete(e, p, now);
             assert_int_equal(err, in.state <= GS_TPOD_RUNNING ? GS_OK : GS_EINVAL);
+            st_ev.bound[p] = false;
+        } else if (kind == 10) {
+            /* A team's GPU limit changes (never below what it holds): refused gangs are judged
+             * again. */
+            uint32_t q = leaves[gs_rng_below(&rng, nleaves)];
+            struct gs_queue_info qi;
+            assert_int_equal(gs_engine_queue_info(e, q, &qi), GS_OK);
+            int64_t floor = qi.allocated[GS_RES_GPU] > qi.quota[GS_RES_GPU]
+                                ? qi.allocated[GS_RES_GPU]
+                                : qi.quota[GS_RES_GPU];
+            struct gs_queue_spec us = {qi.name,
+                                       qi.parent,
+                                       {qi.quota[0], qi.quota[1], qi.quota[2]},
+                                       {qi.limit[0], qi.limit[1], qi.limit[2]},
+                                       0,
+                                       0};
+            us.limit[GS_RES_GPU] = gs_rng_below(&rng, 3) == 0
+                                       ? GS_UNLIMITED
+                                       : floor + 1000 * (int64_t)gs_rng_below(&rng, 3);
+            /* Weight and min runtime are not in gs_queue_info: keep them as they were made. */
+            us.over_quota_weight = weights[q];
+            us.min_runtime_ms = min_runtimes[q];
+            assert_int_equal(gs_engine_update_queue(e, q, &us), GS_OK);
+            struct gs_queue_spec low = us;
+            if (qi.allocated[GS_RES_GPU] > qi.quota[GS_RES_GPU]) {
+                low.limit[GS_RES_GPU] = qi.allocated[GS_RES_GPU] - 1;
+                assert_int_equal(gs_engine_update_queue(e, q, &low), GS_EINVAL);
+            }
         } else {
             now += gs_rng_below(&rng, 100);
             struct gs_cycle_stats st;
@@ -147,6 +232,18 @@ static void run_world(uint64_t seed, uint64_t *events_done, uint64_t *evictions)
             *evictions += st.evicted;
         }
         check_or_fail(e, seed, ev);
+        if (st_ev.bad)
+            fail_msg("world seed %llu, event %d: pod %u %s", (unsigned long long)seed, ev,
+                     st_ev.bad_pod,
+                     st_ev.bad == 1 ? "evicted but never reported bound"
+                                    : "evicted by a member of its own gang");
+        for (uint32_t g = 0; g < ngangs; g++) {
+            struct gs_gang_info gi;
+            assert_int_equal(gs_engine_gang_info(e, g, &gi), GS_OK);
+            if (gi.refused != (gi.reason[0] != '\0'))
+                fail_msg("world seed %llu, event %d: gang %s refused %d with reason '%s'",
+                         (unsigned long long)seed, ev, gi.name, gi.refused, gi.reason);
+        }
         (*events_done)++;
     }
     gs_engine_free(e);
@@ -158,7 +255,9 @@ static void test_random_workloads_keep_every_invariant(void **state)
     (void)state;
     uint64_t events = 0, evictions = 0;
     for (uint64_t w = 0; w < WORLDS; w++)
-        run_world(1000 + w, &events, &evictions);
+        run_world(1000 + w, false, &events, &evictions);
+    for (uint64_t w = 0; w < GANG_WORLDS; w++)
+        run_world(2000 + w, true, &events, &evictions);
     assert_true(events >= 100000);
     /* The worlds must exercise eviction paths, or the check proves little. */
     assert_true(evictions > 0);
