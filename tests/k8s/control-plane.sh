@@ -135,8 +135,13 @@ cmd_gomod() {
 
 # ---- up / down -----------------------------------------------------------------------------
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+# free_ports N: N distinct free TCP ports on 127.0.0.1 (all held open while chosen, so no two
+# are the same; another process may still take one before we bind it, which `up` reports).
+free_ports() {
+    python3 -c 'import socket,sys
+s=[socket.socket() for _ in range(int(sys.argv[1]))]
+for x in s: x.bind(("127.0.0.1",0))
+print(" ".join(str(x.getsockname()[1]) for x in s))' "$1"
 }
 
 # sign NAME CN ORG EXT: a key and a certificate signed by the CA, with extensions EXT.
@@ -282,8 +287,7 @@ cmd_up() {
     trap 'up_cleanup' EXIT
     trap 'exit 1' INT TERM HUP
     local etcd_port peer_port api_port sched_port kcm_port
-    etcd_port=$(free_port) peer_port=$(free_port) api_port=$(free_port)
-    sched_port=$(free_port) kcm_port=$(free_port)
+    read -r etcd_port peer_port api_port sched_port kcm_port <<<"$(free_ports 5)"
     SERVER=https://127.0.0.1:$api_port
     make_pki
     kubeconfig admin admin
