@@ -101,6 +101,7 @@ cmd_build() {
     exec 9>"$CACHE_ROOT/.lock"
     flock 9
     if [ -x "$dest/bin/kube-apiserver" ]; then
+        exec 9>&-
         log "binaries cached in $dest/bin (built by another process)"
         return 0
     fi
@@ -122,6 +123,8 @@ cmd_build() {
     # half-filled cache entry.
     mv "$tmp" "$dest"
     trap - EXIT
+    # Release the lock: the daemons `up` starts next would otherwise inherit it and hold it.
+    exec 9>&-
     log "build time $(secs_since "$t0") s; binaries in $dest/bin"
 }
 
