@@ -173,6 +173,10 @@ keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
 subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
     sign admin admin system:masters "$client"
+    # The front-proxy pair as kubeadm makes it (its own CA would be stricter; one CA is enough
+    # here). Without a request-header CA the scheduler's and controller-manager's delegated
+    # authentication logs an error for the missing bundle every few seconds.
+    sign front-proxy-client front-proxy-client "" "$client"
     sign scheduler system:kube-scheduler "" "$client"
     sign controller-manager system:kube-controller-manager "" "$client"
     openssl ecparam -name prime256v1 -genkey -noout -out "$pki/sa.key" 2>/dev/null
@@ -316,6 +320,13 @@ cmd_up() {
         --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
         --tls-cert-file "$STATE/pki/apiserver.crt" --tls-private-key-file "$STATE/pki/apiserver.key" \
         --client-ca-file "$STATE/pki/ca.crt" \
+        --requestheader-client-ca-file "$STATE/pki/ca.crt" \
+        --requestheader-allowed-names front-proxy-client \
+        --requestheader-username-headers X-Remote-User \
+        --requestheader-group-headers X-Remote-Group \
+        --requestheader-extra-headers-prefix X-Remote-Extra- \
+        --proxy-client-cert-file "$STATE/pki/front-proxy-client.crt" \
+        --proxy-client-key-file "$STATE/pki/front-proxy-client.key" \
         --service-account-issuer https://kubernetes.default.svc.cluster.local \
         --service-account-key-file "$STATE/pki/sa.pub" \
         --service-account-signing-key-file "$STATE/pki/sa.key" \
