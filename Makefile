@@ -1,7 +1,8 @@
 # gpusched: the two entry points of the README.
 #   make run    install what is missing, build, replay the bundled trace with all six policies
-#   make test   install what is missing, build twice (plain and ASan+UBSan), run every test
-# Other targets: build, bench, check-published, lint, clean.
+#   make test   install what is missing, build twice (plain and ASan+UBSan), build the
+#               Kubernetes control plane for tests/k8s (cached outside the tree), run every test
+# Other targets: build, k8s, bench, check-published, lint, clean.
 
 BUILD      ?= build
 BUILD_SAN  ?= build-asan
@@ -9,7 +10,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TRACE      := data/alibaba-gpu-v2023/csv
 OUT        ?= out/default
 
-.PHONY: all deps build build-asan run test bench check-published lint clean
+.PHONY: all deps build build-asan k8s run test bench check-published lint clean
 
 all: build
 
@@ -28,12 +29,17 @@ build: deps $(BUILD)/CMakeCache.txt
 build-asan: deps $(BUILD_SAN)/CMakeCache.txt
 	cmake --build $(BUILD_SAN) -j $(JOBS) -- --no-print-directory
 
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl from the Go module
+# proxy, into ${GPUSCHED_K8S_CACHE:-/var/cache/gpusched/k8s}; a no-op when already cached.
+k8s: deps
+	bash tests/k8s/control-plane.sh build
+
 run: build
 	$(BUILD)/gpusched simulate --nodes $(TRACE)/openb_node_list_gpu_node.csv \
 	    --pods $(TRACE)/openb_pod_list_default.csv --policy all --seeds 42-51 --tune 1.3 \
 	    --jobs $(JOBS) --out $(OUT)
 
-test: build build-asan
+test: build build-asan k8s
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS)
 

@@ -257,16 +257,24 @@ int gs_cluster_remove_node(struct gs_cluster *c, uint32_t i);
 
 /** What gs_cluster_update_node() changes. Plain value record. */
 struct gs_node_update {
-    int64_t cpu_milli; /**< allocatable CPU, milli-cores, >= 0 */
-    int64_t mem_mib;   /**< allocatable memory, MiB, >= 0 */
-    int32_t pods_max;  /**< pod limit, >= 1 */
+    int64_t cpu_milli;     /**< allocatable CPU, milli-cores, >= 0 */
+    int64_t mem_mib;       /**< allocatable memory, MiB, >= 0 */
+    int32_t pods_max;      /**< pod limit, >= 1 */
+    uint32_t gpu_count;    /**< GPUs, 0..GS_NODE_GPUS_MAX: more adds free healthy GPUs at the
+                                end; fewer drops the last ones, which must hold no pod */
+    const char *gpu_model; /**< model when gpu_count > 0; may change only while no pod holds
+                                a GPU of the node; NULL keeps the current one */
+    int64_t gpu_mem_mib;   /**< memory of added GPUs, MiB, >= 0 */
 };
 
 /**
- * Changes a node's allocatable CPU, memory and pod limit (Kubernetes status.allocatable).
- * Allocatable may drop below what bound pods hold (kubelet reserved more): the pods stay, the
- * free values are 0 (never negative) until enough of them leave.
- * @return GS_OK; GS_EINVAL for a bad node or negative values (node unchanged).
+ * Changes a node's allocatable CPU, memory and pod limit (Kubernetes status.allocatable), and
+ * its GPUs (a kubelet that registers before its device plugin reports GPUs later). Allocatable
+ * may drop below what bound pods hold (kubelet reserved more): the pods stay, the free values
+ * are 0 (never negative) until enough of them leave.
+ * @return GS_OK; GS_EINVAL for a bad node, negative values, too many GPUs, a GPU to drop that
+ *         holds pods, a model change while GPUs hold pods, or GPUs without a model; GS_ELIMIT
+ *         for too many models; GS_ENOMEM. The node is unchanged on failure.
  */
 int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_node_update *u);
 

@@ -355,8 +355,37 @@ int gs_cluster_remove_node(struct gs_cluster *c, uint32_t i)
 int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_node_update *u)
 {
     struct gs_node *n = node_at(c, i);
-    if (!n || u->cpu_milli < 0 || u->mem_mib < 0 || u->pods_max < 1)
+    if (!n || u->cpu_milli < 0 || u->mem_mib < 0 || u->pods_max < 1 ||
+        u->gpu_count > GS_NODE_GPUS_MAX || u->gpu_mem_mib < 0)
         return GS_EINVAL;
+    for (uint32_t g = u->gpu_count; g < n->gpu_count; g++)
+        if (n->gpus[g].pods > 0)
+            return GS_EINVAL;
+    uint32_t model = n->model_id;
+    if (u->gpu_count > 0 && u->gpu_model) {
+        int found = gs_cluster_model_find(c, u->gpu_model);
+        if (found < 0 || (uint32_t)found != n->model_id || n->gpu_count == 0) {
+            if (n->gpu_pods > 0)
+                return GS_EINVAL;
+            int err = gs_cluster_model_id(c, u->gpu_model, &model);
+            if (err)
+                return err;
+        }
+    } else if (u->gpu_count > 0 && n->gpu_count == 0) {
+        return GS_EINVAL; /* GPUs appear: they need a model */
+    }
+    for (uint32_t g = n->gpu_count; g < u->gpu_count; g++) {
+        struct gs_gpu *gpu = &n->gpus[g];
+        memset(gpu, 0, sizeof(*gpu));
+        gpu->gpu_milli = GS_GPU_MILLI;
+        gpu->healthy = true;
+        gpu->mem_mib = gpu->mem_mib_free = u->gpu_mem_mib;
+        gpu->sharing = GS_GPU_SHARE_MILLI;
+        gpu->replicas = 1;
+    }
+    c->gpu_count = c->gpu_count - n->gpu_count + u->gpu_count;
+    n->gpu_count = u->gpu_count;
+    n->model_id = model;
     n->cpu_milli = u->cpu_milli;
     n->mem_mib = u->mem_mib;
     n->pods_max = u->pods_max;

@@ -391,13 +391,23 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added%s", name, "");
         idx = (int)id;
     } else {
-        const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
-        if ((int64_t)n->gpu_count != r.gpus)
-            return fail(w, "node %s: its nvidia.com/gpu capacity changed; %s", name,
-                        "delete and re-create the Node");
-        struct gs_node_update u = {r.cpu_milli, r.mem_mib, (int32_t)r.pods};
-        if ((err = gs_cluster_update_node(w->c, (uint32_t)idx, &u)) != GS_OK)
-            return err;
+        const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
+        struct gs_node_update u = {r.cpu_milli,        r.mem_mib,
+                                   (int32_t)r.pods,    (uint32_t)r.gpus,
+                                   model ? model : "nvidia-gpu", r.gpu_mem_mib};
+        err = gs_cluster_update_node(w->c, (uint32_t)idx, &u);
+        if (err == GS_EINVAL) {
+            /* GPUs that hold pods cannot go: keep them, as unhealthy ones. */
+            const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
+            u.gpu_count = n->gpu_count;
+            u.gpu_model = NULL;
+            if (r.gpus_alloc > r.gpus)
+                r.gpus_alloc = r.gpus;
+            r.gpus = n->gpu_count;
+            err = gs_cluster_update_node(w->c, (uint32_t)idx, &u);
+        }
+        if (err)
+            return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be updated%s", name, "");
     }
     uint32_t i = (uint32_t)idx;
     /* Allocatable below capacity: the highest indices are the unhealthy GPUs. */

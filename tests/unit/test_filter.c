@@ -267,12 +267,45 @@ static void test_allocatable_below_used_shows_zero_free(void **state)
     struct gs_pod_req r = {20000, 1024, 0, 0, GS_MODEL_ANY};
     struct gs_placement pl = {0, 0, {0}, 0};
     assert_int_equal(gs_cluster_bind(c, &r, &pl), GS_OK);
-    struct gs_node_update u = {16000, 65536, 110};
+    struct gs_node_update u = {16000, 65536, 110, 0, NULL, 0};
     assert_int_equal(gs_cluster_update_node(c, 0, &u), GS_OK);
     const struct gs_node *n = gs_cluster_node(c, 0);
     assert_int_equal(n->cpu_milli_free, 0); /* 16000 - 20000 clamps to 0 */
     assert_int_equal(gs_cluster_unbind(c, &r, &pl), GS_OK);
     assert_int_equal(n->cpu_milli_free, 16000);
+    gs_cluster_free(c);
+}
+
+static void test_gpus_appear_and_go_through_updates(void **state)
+{
+    (void)state;
+    /* A kubelet registers the node first; its device plugin reports 2 GPUs later. */
+    struct gs_cluster *c = cluster(1, 0);
+    struct gs_node_update u = {32000, 65536, 110, 2, NULL, 0};
+    assert_int_equal(gs_cluster_update_node(c, 0, &u), GS_EINVAL); /* GPUs need a model */
+    u.gpu_model = "H100";
+    u.gpu_mem_mib = 81920;
+    assert_int_equal(gs_cluster_update_node(c, 0, &u), GS_OK);
+    const struct gs_node *n = gs_cluster_node(c, 0);
+    assert_int_equal(n->gpu_count, 2);
+    assert_int_equal(n->gpus_full_free, 2);
+    assert_string_equal(gs_cluster_model_name(c, n->model_id), "H100");
+    assert_int_equal(gs_cluster_gpu_count(c), 2);
+    /* A pod on GPU 1: dropping to 1 GPU is refused, the node unchanged; growing is fine. */
+    struct gs_pod_req one = {0, 0, 1, 1000, GS_MODEL_ANY};
+    struct gs_placement on1 = {0, 1, {1}, 1000};
+    assert_int_equal(gs_cluster_bind(c, &one, &on1), GS_OK);
+    u.gpu_count = 1;
+    assert_int_equal(gs_cluster_update_node(c, 0, &u), GS_EINVAL);
+    assert_int_equal(n->gpu_count, 2);
+    u.gpu_count = 4;
+    u.gpu_model = "A100"; /* and no model change while a GPU holds a pod */
+    assert_int_equal(gs_cluster_update_node(c, 0, &u), GS_EINVAL);
+    u.gpu_model = "H100";
+    assert_int_equal(gs_cluster_update_node(c, 0, &u), GS_OK);
+    assert_int_equal(n->gpu_count, 4);
+    assert_int_equal(n->gpus_full_free, 3);
+    assert_int_equal(gs_cluster_gpu_count(c), 4);
     gs_cluster_free(c);
 }
 
@@ -461,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_cordon_filters_unless_tolerated),
         cmocka_unit_test(test_unhealthy_gpu_takes_no_new_work_and_keeps_its_pod),
         cmocka_unit_test(test_allocatable_below_used_shows_zero_free),
+        cmocka_unit_test(test_gpus_appear_and_go_through_updates),
         cmocka_unit_test(test_removed_node_slot_is_reused_with_a_new_handle),
         cmocka_unit_test(test_placement_honours_selector_and_preferences),
         cmocka_unit_test(test_reasons_name_each_filter),
