@@ -14,6 +14,7 @@
  *                                                  prints "items=N pages=P restarts=R rv=RV"
  *                                                  then one "item NAME" line per object
  *   kube_client_probe watch PATH [--query Q] [--rv RV] [--events N] [--until-synced]
+ *                                [--until-deleted]
  *                                [--timeout-s T] [--watch-timeout-s W]
  *                                                  runs an informer; prints "event TYPE NAME RV"
  *                                                  per change, "relist" and "synced", and at
@@ -153,6 +154,7 @@ static int cmd_list(struct gs_kube_client *c, int argc, char **argv)
 struct watch_state {
     long events_goal;  /**< stop after this many ADDED/MODIFIED/DELETED from the watch; 0 none */
     bool until_synced; /**< stop at the next SYNCED */
+    int until_type;    /**< stop at the first watch event of this type; -1 none */
     bool in_list;      /**< between RELIST and SYNCED */
     long events;       /**< watch events seen */
     bool done;         /**< a goal was reached */
@@ -177,6 +179,8 @@ static void on_change(void *ud, enum gs_kube_event_type t, json_t *obj)
                name_of(obj), rv_of(obj));
         if (!w->in_list && ++w->events == w->events_goal)
             w->done = true;
+        if (!w->in_list && (int)t == w->until_type)
+            w->done = true;
         break;
     }
     (void)fflush(stdout);
@@ -192,7 +196,7 @@ static int64_t now_ms(void)
 static int cmd_watch(struct gs_kube_client *c, int argc, char **argv)
 {
     struct gs_kube_informer_opts o = {0};
-    struct watch_state w = {0};
+    struct watch_state w = {.until_type = -1};
     long timeout_s = 60;
     if (argc < 1)
         return usage();
@@ -208,6 +212,8 @@ static int cmd_watch(struct gs_kube_client *c, int argc, char **argv)
             w.events_goal = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--until-synced") == 0)
             w.until_synced = true;
+        else if (strcmp(argv[i], "--until-deleted") == 0)
+            w.until_type = GS_KUBE_EVENT_DELETED;
         else if (strcmp(argv[i], "--timeout-s") == 0 && i + 1 < argc)
             timeout_s = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--watch-timeout-s") == 0 && i + 1 < argc)
