@@ -7,6 +7,7 @@
 #   - a pod watched through ADDED, MODIFIED and DELETED; the watch resumed from the ADDED
 #     event's resourceVersion sees exactly the later events; a too-old resourceVersion (older
 #     than a new CRD's watch cache) is answered 410 and the informer relists;
+#   - two informers stepped by one loop, re-watching across the server's watch timeouts;
 #   - bearer-token auth with a ServiceAccount token from `kubectl create token`, inline and
 #     through tokenFile.
 # usage: kube_client.sh PATH/TO/kube_client_probe
@@ -162,6 +163,27 @@ expect "relist brackets the objects" '^relist$' "$WORK/w3"
 expect "... the relist delivers the object" '^listed ADDED one ' "$WORK/w3"
 expect "... and ends synced" '^synced$' "$WORK/w3"
 kubectl delete crd gsclienttests.test.gpusched.io --wait=false >/dev/null 2>&1
+# One client, one step loop, two informers (pods and configmaps), with the server ending each
+# watch after 2 s: the informers re-watch from their last RV and lose nothing.
+probe list "$PODS" >"$WORK/plist2" 2>&1
+RV1=$(sed -n 's/^items=.* rv=//p' "$WORK/plist2")
+probe watch "$PODS" --rv "$RV1" --watch-timeout-s 2 --until-deleted --timeout-s 60 \
+    --also /api/v1/namespaces/"$NS"/configmaps >"$WORK/w5" 2>&1 &
+PID_WATCH=$!
+for _ in $(seq 100); do grep -q '^watching' "$WORK/w5" 2>/dev/null && break; sleep 0.1; done
+sleep 3 # past the first server-side timeout
+probe request POST /api/v1/namespaces/"$NS"/configmaps '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm"},"data":{"a":"b"}}' >/dev/null 2>&1
+probe request POST "$PODS" '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w2"},"spec":{"schedulerName":"gs-client-nobody","containers":[{"name":"c","image":"busybox"}]}}' >/dev/null 2>&1
+sleep 2.5
+probe request DELETE "$PODS/w2" '{"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0}' >/dev/null 2>&1
+wait "$PID_WATCH"; rc=$?; PID_WATCH=
+[ $rc = 0 ] && pass "multiplexed watch reached the DELETED event" || { fail "multiplexed watch (exit $rc)"; cat "$WORK/w5"; }
+expect "pod events across server-side watch timeouts" '^event ADDED w2 ' "$WORK/w5"
+expect "... ending in DELETED" '^event DELETED w2 ' "$WORK/w5"
+expect "re-watched after each timeout without failures" '^stats lists=0 watches=([3-9]|[1-9][0-9]) .* gone=0 failures=0' "$WORK/w5"
+expect "the second informer listed, then saw the configmap" '^also event ADDED cm ' "$WORK/w5"
+expect "... with one list and no failures" '^also stats lists=1 watches=[1-9][0-9]* events=[1-9][0-9]* failures=0' "$WORK/w5"
+
 # From no RV: list first, then watch.
 probe watch "$PODS" --until-synced --timeout-s 30 >"$WORK/w4" 2>&1
 expect "informer without RV lists first" '^stats lists=1 watches=[01] .* gone=0 failures=0' "$WORK/w4"
