@@ -90,22 +90,6 @@ expect "list items get kind Node" '^item gs-client-node-24 Node$' "$WORK/list"
 probe list /api/v1/nodes --query 'labelSelector=gs-client-test%3D1' >"$WORK/list1" 2>&1
 expect "without a limit one page" '^items=25 pages=1 ' "$WORK/list1"
 
-# An expired continue token: the server answers 410 Expired, which gs_kube_list takes as "start
-# the list again". Continue tokens are served from the watch cache's snapshots, so one is only
-# refused once its RV is compacted in etcd too: compact (the plane's etcd), then present a token
-# for RV 5 (tokens are base64 JSON; this one is made by hand for the test).
-if [ -n "${GPUSCHED_K8S_ETCD:-}" ]; then
-    REV=$(curl -sS -X POST "$GPUSCHED_K8S_ETCD/v3/kv/range" -d '{"key":"AA=="}' | sed -n 's/.*"revision":"\([0-9]*\)".*/\1/p')
-    curl -sS -X POST "$GPUSCHED_K8S_ETCD/v3/kv/compaction" -d "{\"revision\":\"$REV\",\"physical\":true}" >/dev/null
-    TOK=$(printf '{"v":"meta.k8s.io/v1","rv":5,"start":"/gs-client-node-09\\u0000"}' | base64 -w0 | tr -d '=' | tr '+/' '-_')
-    probe request GET "/api/v1/nodes?limit=10&continue=$TOK" >"$WORK/cont" 2>&1
-    expect "an expired continue token -> 410 GS_EGONE Expired" '^status=410 err=GS_EGONE reason=Expired' "$WORK/cont"
-    probe list /api/v1/nodes --limit 10 --query 'labelSelector=gs-client-test%3D1' >"$WORK/list2" 2>&1
-    expect "lists still work after the compaction" '^items=25 pages=3 restarts=0 ' "$WORK/list2"
-else
-    echo "skip expired continue token: GPUSCHED_K8S_ETCD not set (no etcd to compact)"
-fi
-
 # ---- patches and error answers -----------------------------------------------------------------
 N=/api/v1/nodes/gs-client-node-00
 probe request MERGE $N '{"metadata":{"labels":{"merge":"yes"}}}' >"$WORK/p1" 2>&1
@@ -179,6 +163,22 @@ expect "too old RV is answered 410 and relisted" '^stats lists=1 watches=[12] ev
 expect "relist brackets the objects" '^relist$' "$WORK/w3"
 expect "... the relist delivers the object" '^listed ADDED one ' "$WORK/w3"
 expect "... and ends synced" '^synced$' "$WORK/w3"
+# An expired continue token: the server answers 410 Expired, which gs_kube_list takes as "start
+# the list again". Continue tokens are served from the watch cache's snapshots, which on a fresh
+# plane reach back to the start, so the token is for the CRD (its cache starts at its creation)
+# at an RV from before it, with that RV compacted in the plane's etcd. Tokens are base64 JSON;
+# this one is made by hand for the test.
+if [ -n "${GPUSCHED_K8S_ETCD:-}" ]; then
+    REV=$(curl -sS -X POST "$GPUSCHED_K8S_ETCD/v3/kv/range" -d '{"key":"AA=="}' | sed -n 's/.*"revision":"\([0-9]*\)".*/\1/p')
+    curl -sS -X POST "$GPUSCHED_K8S_ETCD/v3/kv/compaction" -d "{\"revision\":\"$REV\",\"physical\":true}" >/dev/null
+    TOK=$(printf '{"v":"meta.k8s.io/v1","rv":%s,"start":"/one\\u0000"}' "$RV_OLD" | base64 -w0 | tr -d '=' | tr '+/' '-_')
+    probe request GET "$CRS?limit=1&continue=$TOK" >"$WORK/cont" 2>&1
+    expect "an expired continue token -> 410 GS_EGONE Expired" '^status=410 err=GS_EGONE reason=Expired' "$WORK/cont"
+    probe list /api/v1/nodes --limit 10 --query 'labelSelector=gs-client-test%3D1' >"$WORK/list2" 2>&1
+    expect "lists still work after the compaction" '^items=25 pages=3 restarts=0 ' "$WORK/list2"
+else
+    echo "skip expired continue token: GPUSCHED_K8S_ETCD not set (no etcd to compact)"
+fi
 kubectl delete crd gsclienttests.test.gpusched.io --wait=false >/dev/null 2>&1
 # One client, one step loop, two informers (pods and configmaps), with the server ending each
 # watch after 2 s: the informers re-watch from their last RV and lose nothing.
