@@ -372,10 +372,15 @@ void gs_kube_watch_parser_reset(struct gs_kube_watch_parser *p);
  * reset: a stream with one bad event cannot be trusted to be framed right after it.
  * @param data  len bytes (data may be NULL when len is 0); borrowed.
  * @param cb    called per event; its non-zero return stops the feed and is returned.
- * @return GS_OK; GS_ELIMIT (an event longer than the bound: "event longer than N bytes");
- *         GS_EPARSE (bad JSON, a byte other than whitespace or '{' between events, no or
- *         unknown "type", an "object" that is not an object: see gs_kube_watch_parser_error);
- *         GS_ENOMEM; or cb's code.
+ * @return GS_OK; GS_ELIMIT (an event longer than the bound); GS_EPARSE (bad JSON, a byte
+ *         other than whitespace or '{' between events, no or unknown "type", no "object"
+ *         object); GS_ENOMEM; or cb's code. Messages (gs_kube_watch_parser_error), each after
+ *         "byte OFFSET: " (the stream offset of the event's '{', or of the stray byte):
+ *         "event longer than N bytes", "expected '{' to start an event, found byte 0xHH",
+ *         "bad JSON in event: JANSSON'S TEXT (after N bytes of it)", "event has no \"type\"",
+ *         "unknown event type T" (T "(not a string)" for a non-string), "TYPE event has no
+ *         \"object\" object", "out of memory"; from gs_kube_watch_parser_finish "stream ends
+ *         inside an event".
  */
 int gs_kube_watch_parser_feed(struct gs_kube_watch_parser *p, const void *data, size_t len,
                               gs_kube_watch_event_fn cb, void *ud);

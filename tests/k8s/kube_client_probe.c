@@ -14,6 +14,10 @@
  *                                                  prints "items=N pages=P restarts=R rv=RV"
  *                                                  then one "item NAME" line per object
  *   kube_client_probe watch PATH [--query Q] [--rv RV] [--events N] [--until-synced]
+ *                                [--until-deleted] [--also PATH2]
+ *                                                  (--also: a second informer on PATH2 in the
+ *                                                  same client and step loop; its lines start
+ *                                                  with "also")
  *                                [--timeout-s T] [--watch-timeout-s W]
  *                                                  runs an informer; prints "event TYPE NAME RV"
  *                                                  per change, "relist" and "synced", and at
@@ -153,14 +157,18 @@ static int cmd_list(struct gs_kube_client *c, int argc, char **argv)
 struct watch_state {
     long events_goal;  /**< stop after this many ADDED/MODIFIED/DELETED from the watch; 0 none */
     bool until_synced; /**< stop at the next SYNCED */
+    int until_type;    /**< stop at the first watch event of this type; -1 none */
     bool in_list;      /**< between RELIST and SYNCED */
     long events;       /**< watch events seen */
     bool done;         /**< a goal was reached */
+    const char *label; /**< printed before each line (the --also informer); NULL none */
 };
 
 static void on_change(void *ud, enum gs_kube_event_type t, json_t *obj)
 {
     struct watch_state *w = ud;
+    if (w->label != NULL)
+        printf("%s ", w->label);
     switch (t) {
     case GS_KUBE_EVENT_RELIST:
         w->in_list = true;
@@ -177,6 +185,8 @@ static void on_change(void *ud, enum gs_kube_event_type t, json_t *obj)
                name_of(obj), rv_of(obj));
         if (!w->in_list && ++w->events == w->events_goal)
             w->done = true;
+        if (!w->in_list && (int)t == w->until_type)
+            w->done = true;
         break;
     }
     (void)fflush(stdout);
@@ -192,8 +202,9 @@ static int64_t now_ms(void)
 static int cmd_watch(struct gs_kube_client *c, int argc, char **argv)
 {
     struct gs_kube_informer_opts o = {0};
-    struct watch_state w = {0};
+    struct watch_state w = {.until_type = -1};
     long timeout_s = 60;
+    const char *also = NULL;
     if (argc < 1)
         return usage();
     o.path = argv[0];
@@ -208,8 +219,12 @@ static int cmd_watch(struct gs_kube_client *c, int argc, char **argv)
             w.events_goal = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--until-synced") == 0)
             w.until_synced = true;
+        else if (strcmp(argv[i], "--until-deleted") == 0)
+            w.until_type = GS_KUBE_EVENT_DELETED;
         else if (strcmp(argv[i], "--timeout-s") == 0 && i + 1 < argc)
             timeout_s = strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--also") == 0 && i + 1 < argc)
+            also = argv[++i];
         else if (strcmp(argv[i], "--watch-timeout-s") == 0 && i + 1 < argc)
             o.watch_timeout_s = (uint32_t)strtoul(argv[++i], NULL, 10);
         else
@@ -218,6 +233,17 @@ static int cmd_watch(struct gs_kube_client *c, int argc, char **argv)
     struct gs_kube_informer *inf = NULL;
     int rc = gs_kube_informer_new(c, &o, on_change, &w, &inf);
     if (rc != GS_OK) {
+        (void)fprintf(stderr, "kube_client_probe: informer: %s\n", gs_strerror(rc));
+        return 1;
+    }
+    /* --also: a second informer on the same client, stepped by the same call. */
+    struct watch_state w2 = {.until_type = -1, .label = "also"};
+    struct gs_kube_informer_opts o2 = o;
+    struct gs_kube_informer *inf2 = NULL;
+    o2.path = also;
+    o2.query = NULL;
+    o2.resource_version = NULL;
+    if (also != NULL && (rc = gs_kube_informer_new(c, &o2, on_change, &w2, &inf2)) != GS_OK) {
         (void)fprintf(stderr, "kube_client_probe: informer: %s\n", gs_strerror(rc));
         return 1;
     }
@@ -232,7 +258,10 @@ static int cmd_watch(struct gs_kube_client *c, int argc, char **argv)
         }
         struct gs_kube_informer_stats st;
         gs_kube_informer_get_stats(inf, &st);
-        if (!said_ready && st.watches > 0) {
+        struct gs_kube_informer_stats st2 = {.watches = 1};
+        if (inf2 != NULL)
+            gs_kube_informer_get_stats(inf2, &st2);
+        if (!said_ready && st.watches > 0 && st2.watches > 0) {
             printf("watching rv=%s\n", gs_kube_informer_resource_version(inf)
                                            ? gs_kube_informer_resource_version(inf)
                                            : "-");
@@ -250,6 +279,12 @@ static int cmd_watch(struct gs_kube_client *c, int argc, char **argv)
            gs_kube_informer_resource_version(inf) ? gs_kube_informer_resource_version(inf) : "-");
     if (gs_kube_informer_last_error(inf)[0] != '\0')
         printf("last_error=%s\n", gs_kube_informer_last_error(inf));
+    if (inf2 != NULL) {
+        gs_kube_informer_get_stats(inf2, &st);
+        printf("also stats lists=%llu watches=%llu events=%llu failures=%llu\n",
+               (unsigned long long)st.lists, (unsigned long long)st.watches,
+               (unsigned long long)st.events, (unsigned long long)st.failures);
+    }
     return w.done ? 0 : 3;
 }
 

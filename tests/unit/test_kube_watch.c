@@ -230,6 +230,43 @@ static void callback_stop_keeps_the_parser_usable(void **state)
     gs_kube_watch_parser_free(NULL);
 }
 
+/* Bytes a real kube-apiserver (v1.37.2) sent for a watch of configmaps, kept in the fuzz corpus
+ * (after the fuzzer's one-byte split seed): create, label, delete, and the two bookmarks the
+ * server sent as timeoutSeconds ended the watch. */
+static void real_apiserver_stream_in_every_split(void **state)
+{
+    (void)state;
+    const char *src = getenv("GS_SOURCE_DIR");
+    char path[1024];
+    (void)snprintf(path, sizeof path, "%s/tests/fuzz/corpus/watch/real_apiserver_configmaps",
+                   src != NULL ? src : ".");
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    assert_int_equal(fclose(f), 0);
+    assert_true(n > 1 && n < sizeof buf);
+    const char *text = buf + 1;
+    n--;
+    char want[4096] = "";
+    for (size_t cut = 0; cut <= n; cut++) {
+        struct gs_kube_watch_parser *p = parser(0);
+        struct seen s = {0};
+        assert_int_equal(gs_kube_watch_parser_feed(p, text, cut, record, &s), GS_OK);
+        assert_int_equal(gs_kube_watch_parser_feed(p, text + cut, n - cut, record, &s), GS_OK);
+        assert_int_equal(gs_kube_watch_parser_finish(p), GS_OK);
+        if (cut == 0) {
+            assert_string_equal(s.text, "ADDED gs-fuzz-seed 1020\nMODIFIED gs-fuzz-seed 1021\n"
+                                        "DELETED gs-fuzz-seed 1022\nBOOKMARK - 1022\n"
+                                        "BOOKMARK - 1022\n");
+            (void)snprintf(want, sizeof want, "%s", s.text);
+        } else {
+            assert_string_equal(s.text, want);
+        }
+        gs_kube_watch_parser_free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,6 +277,7 @@ int main(void)
         cmocka_unit_test(oversize_event_is_an_error_not_memory),
         cmocka_unit_test(bad_streams_are_named),
         cmocka_unit_test(callback_stop_keeps_the_parser_usable),
+        cmocka_unit_test(real_apiserver_stream_in_every_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
