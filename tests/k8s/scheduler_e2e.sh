@@ -218,4 +218,6 @@ echo "ok: restart adopts the assignments: after -> a-$run GPUs 5,6,7"
 
 stop_sched
 binds=$(grep -c 'bound pod=' "$log")
-echo "ok: $binds binds, no bind refused: $(grep -c 'bind refused' "$log" || true)"
+refused=$(grep -c "bind refused" "$log" || true)
+grep "bind refused" "$log" >&2 || true
+echo "ok: $binds binds, $refused refused"
