@@ -39,12 +39,12 @@ static const struct command commands[] = {
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage_main, stderr);
+        (void)fputs(usage_main, stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        fputs(usage_main, stdout);
+        (void)fputs(usage_main, stdout);
         return 0;
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
@@ -54,6 +54,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(argc - 2, argv + 2);
-    fprintf(stderr, "gpusched: unknown command '%s'\n%s", cmd, usage_main);
+    (void)fprintf(stderr, "gpusched: unknown command '%s'\n%s", cmd, usage_main);
     return 2;
 }

@@ -265,6 +265,7 @@ int gs_cluster_set_label(struct gs_cluster *c, uint32_t node, const char *key, c
     char *kv = malloc(klen + vlen + 2);
     if (!kv)
         return GS_ENOMEM;
+    /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): the value brings its NUL */
     memcpy(kv, key, klen);
     kv[klen] = '=';
     memcpy(kv + klen + 1, value, vlen + 1);
