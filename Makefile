@@ -9,12 +9,18 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TRACE      := data/alibaba-gpu-v2023/csv
 OUT        ?= out/default
 
-.PHONY: all deps build build-asan run test bench check-published lint clean
+.PHONY: all deps hooks build build-asan run test bench check-published lint clean
 
 all: build
 
-deps:
+deps: hooks
 	@bash scripts/install-deps.sh
+
+# The commit-msg hook (scripts/git-hooks) for this clone. A linked worktree shares its config
+# with the main checkout, so there the main checkout's make sets it.
+hooks:
+	@if [ "$$(git rev-parse --git-dir 2>/dev/null)" = "$$(git rev-parse --git-common-dir 2>/dev/null)" ]; \
+	then git config core.hooksPath scripts/git-hooks; fi
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
