@@ -1,15 +1,17 @@
 # gpusched: the two entry points of the README.
 #   make run    install what is missing, build, replay the bundled trace with all six policies
 #   make test   install what is missing, build twice (plain and ASan+UBSan), run every test
-# Other targets: build, bench, check-published, lint, clean.
+# Other targets: build, bench, check-published, lint, fuzz, clean.
 
 BUILD      ?= build
 BUILD_SAN  ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_RUNS  ?= 20000
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TRACE      := data/alibaba-gpu-v2023/csv
 OUT        ?= out/default
 
-.PHONY: all deps hooks build build-asan run test bench check-published lint clean
+.PHONY: all deps hooks build build-asan run test bench check-published lint fuzz clean
 
 all: build
 
@@ -57,5 +59,9 @@ lint: build
 	bash tests/lint/selftest.sh
 	git ls-files 'src/*.c' | xargs -P $(JOBS) -n 2 clang-tidy -p $(BUILD) --quiet
 
+# Every libFuzzer target, built with clang, FUZZ_RUNS executions each from a fixed seed.
+fuzz: deps
+	bash tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_RUNS) $(JOBS)
+
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) out
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) out
