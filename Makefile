@@ -1,17 +1,18 @@
 # gpusched: the two entry points of the README.
 #   make run    install what is missing, build, replay the bundled trace with all six policies
 #   make test   install what is missing, build twice (plain and ASan+UBSan), run every test
-# Other targets: build, bench, check-published, lint, fuzz, clean.
+# Other targets: build, bench, check-published, lint, fuzz, tsan, clean.
 
 BUILD      ?= build
 BUILD_SAN  ?= build-asan
 BUILD_FUZZ ?= build-fuzz
+BUILD_TSAN ?= build-tsan
 FUZZ_RUNS  ?= 20000
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TRACE      := data/alibaba-gpu-v2023/csv
 OUT        ?= out/default
 
-.PHONY: all deps hooks build build-asan run test bench check-published lint fuzz clean
+.PHONY: all deps hooks build build-asan run test bench check-published lint fuzz tsan clean
 
 all: build
 
@@ -29,6 +30,9 @@ $(BUILD)/CMakeCache.txt:
 
 $(BUILD_SAN)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DGS_SANITIZE=ON >/dev/null
+
+$(BUILD_TSAN)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGS_SANITIZE=thread >/dev/null
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
@@ -59,9 +63,18 @@ lint: build
 	bash tests/lint/selftest.sh
 	git ls-files 'src/*.c' | xargs -P $(JOBS) -n 2 clang-tidy -p $(BUILD) --quiet
 
+# ThreadSanitizer over the code that runs threads: the gRPC server and client, the node agent
+# (device plugin, health, exporter; its Python and Prometheus peers drive the real binary) and
+# `simulate --jobs 2` on the slice trace (simulate_golden_slice). Any report fails the test.
+TSAN_TESTS := ^(test_grpc_|test_health$$|test_exporter$$|test_gpu_fake$$|test_labels$$|agent_|rpc_|simulate_golden_slice$$)
+tsan: deps $(BUILD_TSAN)/CMakeCache.txt
+	cmake --build $(BUILD_TSAN) -j $(JOBS) -- --no-print-directory
+	cd $(BUILD_TSAN) && TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
+	    ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
 # Every libFuzzer target, built with clang, FUZZ_RUNS executions each from a fixed seed.
 fuzz: deps
 	bash tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_RUNS) $(JOBS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) out
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN) out
