@@ -2,26 +2,38 @@
 #   make run    install what is missing, build, replay the bundled trace with all six policies
 #   make test   install what is missing, build twice (plain and ASan+UBSan), build the
 #               Kubernetes control plane for tests/k8s (cached outside the tree), run every test
-# Other targets: build, k8s, bench, check-published, lint, clean.
+# Other targets: build, k8s, bench, check-published, lint, fuzz, tsan, clean.
 
 BUILD      ?= build
 BUILD_SAN  ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+BUILD_TSAN ?= build-tsan
+FUZZ_RUNS  ?= 20000
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TRACE      := data/alibaba-gpu-v2023/csv
 OUT        ?= out/default
 
-.PHONY: all deps build build-asan k8s run test bench check-published lint clean
+.PHONY: all deps hooks build build-asan k8s run test bench check-published lint fuzz tsan clean
 
 all: build
 
-deps:
+deps: hooks
 	@bash scripts/install-deps.sh
+
+# The commit-msg hook (scripts/git-hooks) for this clone. A linked worktree shares its config
+# with the main checkout, so there the main checkout's make sets it.
+hooks:
+	@if [ "$$(git rev-parse --git-dir 2>/dev/null)" = "$$(git rev-parse --git-common-dir 2>/dev/null)" ]; \
+	then git config core.hooksPath scripts/git-hooks; fi
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 
 $(BUILD_SAN)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DGS_SANITIZE=ON >/dev/null
+
+$(BUILD_TSAN)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGS_SANITIZE=thread >/dev/null
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
@@ -49,9 +61,26 @@ bench: build
 check-published: build
 	bash tools/check-published.sh $(BUILD)/gpusched
 
-lint: $(BUILD)/CMakeCache.txt
+# clang-tidy needs the build's compile_commands.json and its generated protobuf headers. Files
+# are linted JOBS at a time; any warning fails (.clang-tidy: WarningsAsErrors '*'). The gate's
+# own test (tests/lint/selftest.sh) runs first: it must reject planted faults.
+lint: build
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
-	clang-tidy -p $(BUILD) --quiet $$(git ls-files 'src/core/*.c' 'src/sim/*.c')
+	bash tests/lint/selftest.sh
+	git ls-files 'src/*.c' | xargs -P $(JOBS) -n 2 clang-tidy -p $(BUILD) --quiet
+
+# ThreadSanitizer over the code that runs threads: the gRPC server and client, the node agent
+# (device plugin, health, exporter; its Python and Prometheus peers drive the real binary) and
+# `simulate --jobs 2` on the slice trace (simulate_golden_slice). Any report fails the test.
+TSAN_TESTS := ^(test_grpc_|test_health$$|test_exporter$$|test_gpu_fake$$|test_labels$$|agent_|rpc_|simulate_golden_slice$$)
+tsan: deps $(BUILD_TSAN)/CMakeCache.txt
+	cmake --build $(BUILD_TSAN) -j $(JOBS) -- --no-print-directory
+	cd $(BUILD_TSAN) && TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
+	    ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
+# Every libFuzzer target, built with clang, FUZZ_RUNS executions each from a fixed seed.
+fuzz: deps
+	bash tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_RUNS) $(JOBS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) out
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN) out

@@ -42,17 +42,17 @@
 
 /** The counts behind one "why pending" message. Plain value record. */
 struct gs_unsched {
-    uint32_t nodes;         /**< nodes present */
-    uint32_t unschedulable; /**< cordoned */
-    uint32_t taint;         /**< an untolerated NoSchedule/NoExecute taint */
+    uint32_t nodes;                         /**< nodes present */
+    uint32_t unschedulable;                 /**< cordoned */
+    uint32_t taint;                         /**< an untolerated NoSchedule/NoExecute taint */
     char taint_key[GS_EXPLAIN_TAINT_MAX];   /**< the first such taint */
     char taint_value[GS_EXPLAIN_TAINT_MAX]; /**< its value */
-    uint32_t affinity;      /**< nodeSelector or required node affinity */
-    uint32_t model;         /**< GPU model not allowed (or no GPUs for a GPU pod) */
-    uint32_t pods;          /**< pod limit reached */
-    uint32_t cpu;           /**< not enough free CPU */
-    uint32_t mem;           /**< not enough free memory */
-    uint32_t gpu;           /**< not enough free GPU */
+    uint32_t affinity;                      /**< nodeSelector or required node affinity */
+    uint32_t model;                         /**< GPU model not allowed (or no GPUs for a GPU pod) */
+    uint32_t pods;                          /**< pod limit reached */
+    uint32_t cpu;                           /**< not enough free CPU */
+    uint32_t mem;                           /**< not enough free memory */
+    uint32_t gpu;                           /**< not enough free GPU */
     uint32_t fit;           /**< nodes where the pod fits now (0 for a pod that cannot run) */
     uint32_t gpu_free;      /**< whole-GPU ask: free GPUs with gpu_milli open, summed over the
                                  nodes that pass every other check */

@@ -40,7 +40,7 @@
 /** Most attribution entries in a snapshot. */
 #define GS_EXPORTER_ATTR_MAX 1024
 /** Default limit of one rendered scrape, bytes. */
-#define GS_EXPORTER_DEFAULT_MAX_BYTES (16u * 1024u * 1024u)
+#define GS_EXPORTER_DEFAULT_MAX_BYTES ((size_t)16 * 1024 * 1024)
 
 /** A growable text buffer with a hard maximum (curl's "dynbuf" idea). Caller storage. */
 struct gs_textbuf {

@@ -167,7 +167,7 @@ uint32_t gs_filter_prefer_tainted_nodes(const struct gs_cluster *c);
  * @param affinity  receives the sum of the weights of the preferred terms the node matches.
  * @param taints    receives the number of PreferNoSchedule taints the pod does not tolerate.
  */
-void gs_filter_raw_scores(const struct gs_cluster *c, uint32_t cls, uint32_t i,
-                          int64_t *affinity, int64_t *taints);
+void gs_filter_raw_scores(const struct gs_cluster *c, uint32_t cls, uint32_t i, int64_t *affinity,
+                          int64_t *taints);
 
 #endif /* GPUSCHED_FILTER_H */

@@ -30,8 +30,9 @@
  * affinity, topology spread) and pods with schedulingGates wait with a reason that says so.
  *
  * Objects are held until the first cycle (gs_kworld_cycle()), a later change of the same object
- * replacing the one held, so the order of a dump or of several watches does not matter: then queues, classes and gangs are created before pods, and FGD's target workload is
- * built from the pods known at that moment. Later objects apply at once.
+ * replacing the one held, so the order of a dump or of several watches does not matter: then
+ * queues, classes and gangs are created before pods, and FGD's target workload is built from the
+ * pods known at that moment. Later objects apply at once.
  *
  * Single-threaded; the callback runs inside gs_kworld_apply() and gs_kworld_cycle().
  */
@@ -112,16 +113,15 @@ enum gs_kchange {
  * @return GS_OK; GS_EINVAL for an object it cannot read (the world is unchanged);
  *         GS_ENOMEM.
  */
-int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
-                    int64_t now_ms, char *err, size_t cap);
+int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *obj, int64_t now_ms,
+                    char *err, size_t cap);
 
 /**
  * Runs one scheduling cycle (the first one builds the engine from what was applied).
  * @param changes  receives the number of binds and evictions it made; may be NULL.
  * @return GS_OK; GS_EINVAL (objects that cannot be set up, with a message in err); GS_ENOMEM.
  */
-int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char *err,
-                    size_t cap);
+int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char *err, size_t cap);
 
 /** Marks pod ns/name finished (Succeeded). @return GS_OK; GS_ENOENT; GS_EINVAL not running. */
 int gs_kworld_finish_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms);

@@ -90,27 +90,27 @@ enum gs_tpod_state {
 /** Why a pod was evicted. */
 enum gs_evict_reason {
     GS_EVICT_NONE = 0,
-    GS_EVICT_PREEMPT = 1, /**< a higher-priority pod of the same queue needed the room */
-    GS_EVICT_RECLAIM = 2, /**< a queue below its fair share took back lent quota */
-    GS_EVICT_GANG = 3,    /**< another member of its gang was evicted */
+    GS_EVICT_PREEMPT = 1,   /**< a higher-priority pod of the same queue needed the room */
+    GS_EVICT_RECLAIM = 2,   /**< a queue below its fair share took back lent quota */
+    GS_EVICT_GANG = 3,      /**< another member of its gang was evicted */
     GS_EVICT_NODE_LOST = 4, /**< its node was removed (gs_engine_remove_node()) */
 };
 
 /** What the engine reports. */
 enum gs_event_kind {
-    GS_EV_BIND = 0,         /**< pod started on pl */
-    GS_EV_EVICT = 1,        /**< pod evicted (reason, by = the pod that caused it); only ever of a
-                                 pod reported bound before (a bind undone inside one trial
-                                 reports neither) */
-    GS_EV_GANG_TIMEOUT = 2, /**< pod failed because its gang timed out */
-    GS_EV_BACKFILL = 3,     /**< pod started ahead of a reservation without delaying it */
-    GS_EV_SUBMIT = 4,       /**< pod entered its queue (gs_engine_submit_pod()) */
-    GS_EV_FINISH = 5,       /**< running pod finished (gs_engine_finish()) */
-    GS_EV_DELETE = 6,       /**< pod deleted before it finished (gs_engine_delete()) */
+    GS_EV_BIND = 0,          /**< pod started on pl */
+    GS_EV_EVICT = 1,         /**< pod evicted (reason, by = the pod that caused it); only ever of a
+                                  pod reported bound before (a bind undone inside one trial
+                                  reports neither) */
+    GS_EV_GANG_TIMEOUT = 2,  /**< pod failed because its gang timed out */
+    GS_EV_BACKFILL = 3,      /**< pod started ahead of a reservation without delaying it */
+    GS_EV_SUBMIT = 4,        /**< pod entered its queue (gs_engine_submit_pod()) */
+    GS_EV_FINISH = 5,        /**< running pod finished (gs_engine_finish()) */
+    GS_EV_DELETE = 6,        /**< pod deleted before it finished (gs_engine_delete()) */
     GS_EV_UNSCHEDULABLE = 7, /**< pod tried and not placed; `reason` text changed since the
                                   last such event of this pod (once per change, not per cycle) */
-    GS_EV_ADOPT = 8,        /**< running pod handed to the engine (gs_engine_adopt()); counts
-                                 as a bind: pl says where */
+    GS_EV_ADOPT = 8,         /**< running pod handed to the engine (gs_engine_adopt()); counts
+                                  as a bind: pl says where */
 };
 
 /** One decision. Valid during the callback only. */
@@ -195,12 +195,12 @@ struct gs_tpod_info {
     int64_t end_ms;         /**< SUCCEEDED/FAILED time; -1 otherwise */
     uint32_t evictions;     /**< times evicted */
     enum gs_evict_reason last_evict_reason;
-    const char *uid;        /**< Kubernetes metadata.uid, borrowed; NULL without identity */
-    const char *ns;         /**< namespace, borrowed; NULL without identity */
-    uint32_t filter_class;  /**< node filter class (filter.h) */
-    bool adopted;           /**< came in running through gs_engine_adopt() */
-    bool foreign;           /**< bound by another scheduler: capacity only, never a victim */
-    const char *reason;     /**< why it waits (last UNSCHEDULABLE text), borrowed; NULL if none */
+    const char *uid;       /**< Kubernetes metadata.uid, borrowed; NULL without identity */
+    const char *ns;        /**< namespace, borrowed; NULL without identity */
+    uint32_t filter_class; /**< node filter class (filter.h) */
+    bool adopted;          /**< came in running through gs_engine_adopt() */
+    bool foreign;          /**< bound by another scheduler: capacity only, never a victim */
+    const char *reason;    /**< why it waits (last UNSCHEDULABLE text), borrowed; NULL if none */
 };
 
 /**

@@ -259,6 +259,23 @@ static int map_key(struct rd *r, const yaml_node_t *map, const yaml_node_pair_t 
     return fail_at(r, GS_EPARSE, k, shown, "%s: unknown key '%s'", where, shown);
 }
 
+/* Reads a decimal index below `max` at *p (digits only, no sign or space; no overflow, unlike
+ * sscanf's %u, which wraps 4294967296 to 0) and advances *p past it. */
+static bool small_index(const char **p, unsigned max)
+{
+    const char *s = *p;
+    unsigned v = 0;
+    if (*s < '0' || *s > '9')
+        return false;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        v = v * 10 + (unsigned)(*s - '0');
+        if (v >= max)
+            return false;
+    }
+    *p = s;
+    return true;
+}
+
 /* The loop variable is a declarator, which cannot be parenthesised. */
 /* NOLINTBEGIN(bugprone-macro-parentheses) */
 #define FOR_PAIRS(r, map, pair)                                                                    \
@@ -417,12 +434,9 @@ static int read_devices(struct rd *r, const yaml_node_t *v, const char *path,
                       (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '/'))
                     ok = false;
         } else {
-            unsigned g = 0, m = 0;
-            int used = 0;
-            if (sscanf(dst, "%u:%u%n", &g, &m, &used) == 2 && dst[used] == '\0')
-                ok = dst[0] >= '0' && dst[0] <= '9' && g < GS_GPU_MAX && m < GS_GPU_MIG_MAX;
-            else if (sscanf(dst, "%u%n", &g, &used) == 1 && dst[used] == '\0')
-                ok = dst[0] >= '0' && dst[0] <= '9' && g < GS_GPU_MAX;
+            const char *p = dst;
+            ok = small_index(&p, GS_GPU_MAX) &&
+                 (*p == '\0' || (*p++ == ':' && small_index(&p, GS_GPU_MIG_MAX) && *p == '\0'));
         }
         if (!ok)
             return fail_at(r, GS_EPARSE, d, "devices",

@@ -87,9 +87,11 @@ static bool selects(const struct gs_dp_ts_entry *e, const struct gs_gpu_info *gp
         } else if (strncmp(sel, "MIG-", 4) == 0) {
             h = u->mig >= 0 && strcmp(gpus[u->gpu].mig[u->mig].uuid, sel) == 0;
         } else if (strchr(sel, ':') != NULL) {
-            unsigned g = 0, mg = 0;
-            h = sscanf(sel, "%u:%u", &g, &mg) == 2 && g == u->gpu && u->mig >= 0 &&
-                (unsigned)u->mig == mg;
+            /* "GPU:MIG", both small decimal indices (checked by the config reader). */
+            char *end;
+            unsigned long g = strtoul(sel, &end, 10);
+            unsigned long mg = strtoul(end + 1, NULL, 10);
+            h = g == u->gpu && u->mig >= 0 && (unsigned long)u->mig == mg;
         } else {
             h = (uint32_t)strtoul(sel, NULL, 10) == u->gpu;
         }

@@ -59,34 +59,35 @@ static void print_diag(const char *what, const struct gs_diag *d, int err)
     if (d->msg[0])
         gs_diag_format(d, msg, sizeof(msg));
     else
-        snprintf(msg, sizeof(msg), "%s", gs_strerror(err));
-    fprintf(stderr, "gpusched replay: %s%s\n", what, msg);
+        (void)snprintf(msg, sizeof(msg), "%s", gs_strerror(err));
+    (void)fprintf(stderr, "gpusched replay: %s%s\n", what, msg);
 }
 
 static void fmt_s(double s, char *buf, size_t cap)
 {
     if (isnan(s))
-        snprintf(buf, cap, "-");
+        (void)snprintf(buf, cap, "-");
     else if (s < 120)
-        snprintf(buf, cap, "%.0fs", s);
+        (void)snprintf(buf, cap, "%.0fs", s);
     else if (s < 7200)
-        snprintf(buf, cap, "%.1fm", s / 60);
+        (void)snprintf(buf, cap, "%.1fm", s / 60);
     else
-        snprintf(buf, cap, "%.1fh", s / 3600);
+        (void)snprintf(buf, cap, "%.1fh", s / 3600);
 }
 
 int gs_cmd_replay(int argc, char **argv)
 {
     const char *nodes_path = NULL, *pods_path = NULL, *queues_path = NULL;
     const char *out_dir = "out/replay";
-    struct gs_replay_config cfg = {"fgd", true, true, true, 3600 * 1000, 600 * 1000, 42, 1.0};
+    struct gs_replay_config cfg = {
+        "fgd", true, true, true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42, 1.0};
     int plot = 1;
     double scale = 1.0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage_replay, stdout);
+            (void)fputs(usage_replay, stdout);
             return 0;
         }
         if (strcmp(a, "--backfill") == 0 || strcmp(a, "--no-backfill") == 0) {
@@ -111,11 +112,11 @@ int gs_cmd_replay(int argc, char **argv)
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
         if (!known) {
-            fprintf(stderr, "gpusched replay: unknown option '%s' (see --help)\n", a);
+            (void)fprintf(stderr, "gpusched replay: unknown option '%s' (see --help)\n", a);
             return 2;
         }
         if (!v) {
-            fprintf(stderr, "gpusched replay: %s needs a value\n", a);
+            (void)fprintf(stderr, "gpusched replay: %s needs a value\n", a);
             return 2;
         }
         i++;
@@ -130,10 +131,10 @@ int gs_cmd_replay(int argc, char **argv)
             out_dir = v;
         } else if (strcmp(a, "--policy") == 0) {
             if (gs_policy_find(v) < 0) {
-                fprintf(stderr,
-                        "gpusched replay: --policy: unknown policy '%s' (random, dotprod, "
-                        "clustering, packing, bestfit, fgd)\n",
-                        v);
+                (void)fprintf(stderr,
+                              "gpusched replay: --policy: unknown policy '%s' (random, dotprod, "
+                              "clustering, packing, bestfit, fgd)\n",
+                              v);
                 return 2;
             }
             cfg.policy = v;
@@ -141,7 +142,8 @@ int gs_cmd_replay(int argc, char **argv)
             errno = 0;
             unsigned long long s = strtoull(v, &end, 10);
             if (errno || *end || *v < '0' || *v > '9') {
-                fprintf(stderr, "gpusched replay: --seed: expected a whole number, got '%s'\n", v);
+                (void)fprintf(stderr,
+                              "gpusched replay: --seed: expected a whole number, got '%s'\n", v);
                 return 2;
             }
             cfg.seed = s;
@@ -149,8 +151,9 @@ int gs_cmd_replay(int argc, char **argv)
             errno = 0;
             double x = strtod(v, &end);
             if (errno || *end || !(x >= 1) || x > 1e6) {
-                fprintf(stderr,
-                        "gpusched replay: --speedup: expected a number in [1, 1e6], got '%s'\n", v);
+                (void)fprintf(
+                    stderr, "gpusched replay: --speedup: expected a number in [1, 1e6], got '%s'\n",
+                    v);
                 return 2;
             }
             cfg.arrival_speedup = x;
@@ -158,25 +161,26 @@ int gs_cmd_replay(int argc, char **argv)
             errno = 0;
             double x = strtod(v, &end);
             if (errno || *end || !(x > 0) || x > 1) {
-                fprintf(stderr,
-                        "gpusched replay: --cluster-scale: expected a number in (0, 1], got '%s'\n",
-                        v);
+                (void)fprintf(
+                    stderr,
+                    "gpusched replay: --cluster-scale: expected a number in (0, 1], got '%s'\n", v);
                 return 2;
             }
             scale = x;
         } else if (strcmp(a, "--sample-s") == 0) {
             errno = 0;
             long long s = strtoll(v, &end, 10);
-            if (errno || *end || s < 1 || s > 86400 * 365) {
-                fprintf(stderr, "gpusched replay: --sample-s: expected 1..31536000, got '%s'\n", v);
+            if (errno || *end || s < 1 || s > 86400LL * 365) {
+                (void)fprintf(stderr,
+                              "gpusched replay: --sample-s: expected 1..31536000, got '%s'\n", v);
                 return 2;
             }
             cfg.sample_ms = s * 1000;
         }
     }
     if (!nodes_path || !pods_path || !queues_path) {
-        fprintf(stderr,
-                "gpusched replay: --nodes, --pods and --queues are required (see --help)\n");
+        (void)fprintf(stderr,
+                      "gpusched replay: --nodes, --pods and --queues are required (see --help)\n");
         return 2;
     }
     int rc = 2;
@@ -198,18 +202,19 @@ int gs_cmd_replay(int argc, char **argv)
     }
     struct stat st_out;
     if (!*out_dir) {
-        fprintf(stderr, "gpusched replay: --out: empty directory name\n");
+        (void)fprintf(stderr, "gpusched replay: --out: empty directory name\n");
         goto out;
     }
     if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
-        fprintf(stderr, "gpusched replay: --out %s: exists and is not a directory\n", out_dir);
+        (void)fprintf(stderr, "gpusched replay: --out %s: exists and is not a directory\n",
+                      out_dir);
         goto out;
     }
     if (!pods.has_times) {
-        fprintf(stderr,
-                "gpusched replay: %s: the pod list has no creation_time, deletion_time and "
-                "scheduled_time columns to replay\n",
-                pods_path);
+        (void)fprintf(stderr,
+                      "gpusched replay: %s: the pod list has no creation_time, deletion_time and "
+                      "scheduled_time columns to replay\n",
+                      pods_path);
         goto out;
     }
     /* A smaller cluster: every k-th node of the name order, as a view of the list read. */
@@ -241,8 +246,8 @@ int gs_cmd_replay(int argc, char **argv)
         }
         free(ord);
         if (n == 0) {
-            fprintf(stderr, "gpusched replay: --cluster-scale %g keeps no node of %u\n", scale,
-                    nodes.n);
+            (void)fprintf(stderr, "gpusched replay: --cluster-scale %g keeps no node of %u\n",
+                          scale, nodes.n);
             free(kept);
             rc = 2;
             goto out;
@@ -264,19 +269,19 @@ int gs_cmd_replay(int argc, char **argv)
     double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     rc = 1;
     if (gs__mkdir_p(out_dir) != 0) {
-        fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     char msg[512] = "";
     /* The whole set goes to a staging directory first, then into place. */
     char *stage = gs__stage_open(out_dir);
     if (!stage) {
-        fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     if (gs_report_write_replay(r, stage, plot, msg, sizeof(msg)) != GS_OK ||
         gs__stage_commit(stage, out_dir, msg, sizeof(msg)) != 0) {
-        fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
+        (void)fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
         gs__stage_discard(stage);
         free(stage);
         goto out;
@@ -305,11 +310,11 @@ int gs_cmd_replay(int argc, char **argv)
         fmt_s(q[i].jct_p50_s, j50, sizeof(j50));
         char sh[16], fa[16];
         if (isnan(q[i].share_mean_pct)) {
-            snprintf(sh, sizeof(sh), "-");
-            snprintf(fa, sizeof(fa), "-");
+            (void)snprintf(sh, sizeof(sh), "-");
+            (void)snprintf(fa, sizeof(fa), "-");
         } else {
-            snprintf(sh, sizeof(sh), "%.1f", q[i].share_mean_pct);
-            snprintf(fa, sizeof(fa), "%.1f", q[i].fair_mean_pct);
+            (void)snprintf(sh, sizeof(sh), "%.1f", q[i].share_mean_pct);
+            (void)snprintf(fa, sizeof(fa), "%.1f", q[i].fair_mean_pct);
         }
         printf("  %-16s %6u %7u %6u %7u %8s %8s %8s %9s %10.0f %7s %7s %9llu\n", q[i].name,
                q[i].pods, q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, j50,

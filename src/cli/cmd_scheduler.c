@@ -84,9 +84,9 @@ static void logf_(const char *level, const char *fmt, ...)
     (void)clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     (void)gmtime_r(&ts.tv_sec, &tm);
-    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s\n", tm.tm_year + 1900,
-            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-            level, msg);
+    (void)fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s\n", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+                  level, msg);
 }
 
 /* A decision of the last cycle, sent after it. */
@@ -109,8 +109,8 @@ struct sched {
 static void on_world_event(void *ctx, const struct gs_kevent *ev)
 {
     struct sched *s = ctx;
-    if (ev->kind == GS_KEV_FINISH || ev->kind == GS_KEV_DELETE || (ev->kind == GS_KEV_BIND &&
-                                                                  ev->adopted))
+    if (ev->kind == GS_KEV_FINISH || ev->kind == GS_KEV_DELETE ||
+        (ev->kind == GS_KEV_BIND && ev->adopted))
         return; /* what the API server told us, or already bound there */
     if (s->nacts == s->capacts) {
         size_t cap = s->capacts ? s->capacts * 2 : 64;
@@ -132,9 +132,9 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     if (ev->kind == GS_KEV_BIND) {
         a->gpus = json_array();
         for (uint32_t g = 0; g < ev->n_gpus && a->gpus; g++)
-            json_array_append_new(a->gpus, json_pack("{s:I,s:I}", "index",
-                                                     (json_int_t)ev->gpus[g].index, "milli",
-                                                     (json_int_t)ev->gpus[g].milli));
+            json_array_append_new(a->gpus,
+                                  json_pack("{s:I,s:I}", "index", (json_int_t)ev->gpus[g].index,
+                                            "milli", (json_int_t)ev->gpus[g].milli));
     }
     if (!a->ns || !a->name) {
         free(a->ns);
@@ -187,8 +187,8 @@ static void do_bind(struct sched *s, const struct action *a)
     json_decref(assigned);
     json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s}}", "apiVersion", "v1",
                              "kind", "Binding", "metadata", "name", a->name, "namespace", a->ns,
-                             "annotations", "gpusched.io/assigned-gpus", ann ? ann : "{}",
-                             "target", "apiVersion", "v1", "kind", "Node", "name", a->node);
+                             "annotations", "gpusched.io/assigned-gpus", ann ? ann : "{}", "target",
+                             "apiVersion", "v1", "kind", "Node", "name", a->node);
     char path[600];
     pod_path(path, sizeof(path), a->ns, a->name, "binding");
     struct gs_kube_response r;
@@ -210,8 +210,8 @@ static void do_bind(struct sched *s, const struct action *a)
 
 static void do_evict(struct sched *s, const struct action *a)
 {
-    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "policy/v1", "kind",
-                             "Eviction", "metadata", "name", a->name, "namespace", a->ns);
+    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "policy/v1", "kind", "Eviction",
+                             "metadata", "name", a->name, "namespace", a->ns);
     char path[600];
     pod_path(path, sizeof(path), a->ns, a->name, "eviction");
     struct gs_kube_response r;
@@ -221,8 +221,8 @@ static void do_evict(struct sched *s, const struct action *a)
         s->evictions++;
         logf_("info", "evicted pod=%s/%s reason=%s", a->ns, a->name, a->text ? a->text : "");
     } else {
-        logf_("warn", "eviction refused pod=%s/%s: HTTP %ld %s: %s", a->ns, a->name,
-              r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
+        logf_("warn", "eviction refused pod=%s/%s: HTTP %ld %s: %s", a->ns, a->name, r.http_status,
+              r.reason, r.message[0] ? r.message : gs_strerror(err));
     }
     gs_kube_response_fini(&r);
     json_decref(body);
@@ -230,20 +230,20 @@ static void do_evict(struct sched *s, const struct action *a)
 
 static void do_pending(struct sched *s, const struct action *a)
 {
-    json_t *body = json_pack("{s:{s:[{s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
-                             "PodScheduled", "status", "False", "reason", "Unschedulable",
-                             "message", a->text ? a->text : "");
+    json_t *body =
+        json_pack("{s:{s:[{s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type", "PodScheduled",
+                  "status", "False", "reason", "Unschedulable", "message", a->text ? a->text : "");
     char path[600];
     pod_path(path, sizeof(path), a->ns, a->name, "status");
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
-    int err = body ? gs_kube_request(s->client, GS_KUBE_PATCH_STRATEGIC, path, body, &r)
-                   : GS_ENOMEM;
+    int err =
+        body ? gs_kube_request(s->client, GS_KUBE_PATCH_STRATEGIC, path, body, &r) : GS_ENOMEM;
     if (err == GS_OK)
         s->status_patches++;
     else if (err != GS_ENOENT)
-        logf_("warn", "status of pod=%s/%s not written: HTTP %ld %s", a->ns, a->name,
-              r.http_status, r.message);
+        logf_("warn", "status of pod=%s/%s not written: HTTP %ld %s", a->ns, a->name, r.http_status,
+              r.message);
     logf_("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, a->text ? a->text : "");
     gs_kube_response_fini(&r);
     json_decref(body);
@@ -326,13 +326,13 @@ int gs_cmd_scheduler(int argc, char **argv)
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "gpusched scheduler: %s needs a value\n%s", a, usage);
+                (void)fprintf(stderr, "gpusched scheduler: %s needs a value\n%s", a, usage);
                 return 2;
             }
             val = argv[++i];
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, stdout);
+            (void)fputs(usage, stdout);
             return 0;
         } else if (strcmp(a, "--dry-run") == 0) {
             dry = true;
@@ -344,13 +344,13 @@ int gs_cmd_scheduler(int argc, char **argv)
             dq = val;
         } else if (strcmp(a, "--policy") == 0) {
             policy = val;
-        } else if (strcmp(a, "--qps") == 0 || strcmp(a, "--burst") == 0 ||
-                   strcmp(a, "--max-runtime-s") == 0) {
+        } else if (val && (strcmp(a, "--qps") == 0 || strcmp(a, "--burst") == 0 ||
+                           strcmp(a, "--max-runtime-s") == 0)) {
             char *end;
             errno = 0;
             double v = strtod(val, &end);
             if (*end || errno || v <= 0 || v > 1e9) {
-                fprintf(stderr, "gpusched scheduler: %s must be a positive number\n", a);
+                (void)fprintf(stderr, "gpusched scheduler: %s must be a positive number\n", a);
                 return 2;
             }
             if (a[2] == 'q')
@@ -360,12 +360,12 @@ int gs_cmd_scheduler(int argc, char **argv)
             else
                 max_runtime_s = (long)v;
         } else {
-            fprintf(stderr, "gpusched scheduler: unknown option %s\n%s", a, usage);
+            (void)fprintf(stderr, "gpusched scheduler: unknown option %s\n%s", a, usage);
             return 2;
         }
     }
     if (gs_policy_find(policy) < 0) {
-        fprintf(stderr, "gpusched scheduler: --policy: unknown policy %s\n", policy);
+        (void)fprintf(stderr, "gpusched scheduler: --policy: unknown policy %s\n", policy);
         return 2;
     }
     struct gs_kube_config cfg;
@@ -375,7 +375,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     if (rc) {
         char msg[800];
         (void)gs_kube_diag_format(&diag, msg, sizeof(msg));
-        fprintf(stderr, "gpusched scheduler: %s\n", msg);
+        (void)fprintf(stderr, "gpusched scheduler: %s\n", msg);
         return 2;
     }
     struct sched s;
@@ -385,7 +385,8 @@ int gs_cmd_scheduler(int argc, char **argv)
     rc = gs_kube_client_new(&cfg, &opts, &s.client);
     gs_kube_config_fini(&cfg);
     if (rc) {
-        fprintf(stderr, "gpusched scheduler: cannot make an API client: %s\n", gs_strerror(rc));
+        (void)fprintf(stderr, "gpusched scheduler: cannot make an API client: %s\n",
+                      gs_strerror(rc));
         return 1;
     }
     struct gs_kworld_config wc = {.scheduler_name = name,
@@ -438,8 +439,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             if (!ready)
                 continue;
             started = true;
-            logf_("info", "caches synced in %lld ms; scheduling",
-                  (long long)(mono_ms() - t0));
+            logf_("info", "caches synced in %lld ms; scheduling", (long long)(mono_ms() - t0));
         }
         int64_t now = mono_ms();
         if (!s.dirty && now - last_cycle < 1000)

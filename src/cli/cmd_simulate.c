@@ -92,11 +92,11 @@ static void *worker(void *arg)
         p->done++;
         double el = now_s() - p->t0;
         if (p->show_progress && el > 1.0) {
-            fprintf(stderr, "\rsimulate: %zu/%zu runs, %.1f s elapsed (%s %s seed %llu)   ",
-                    p->done, p->n, el, gs_sim_input_name(t->in), gs_policy_name(t->cfg.policy),
-                    (unsigned long long)t->cfg.seed);
+            (void)fprintf(stderr, "\rsimulate: %zu/%zu runs, %.1f s elapsed (%s %s seed %llu)   ",
+                          p->done, p->n, el, gs_sim_input_name(t->in),
+                          gs_policy_name(t->cfg.policy), (unsigned long long)t->cfg.seed);
             if (p->done == p->n)
-                fputc('\n', stderr);
+                (void)fputc('\n', stderr);
         }
         pthread_mutex_unlock(&p->mu);
     }
@@ -170,7 +170,7 @@ static int parse_policies(const char *arg, int *chosen, const char **bad)
         }
         int p = gs_policy_find(tok);
         if (p < 0) {
-            snprintf(badbuf, sizeof(badbuf), "%s", tok);
+            (void)snprintf(badbuf, sizeof(badbuf), "%s", tok);
             *bad = badbuf;
             free(copy);
             return -1;
@@ -190,12 +190,12 @@ static void seeds_text(const uint64_t *seeds, int n, char *buf, size_t cap)
     for (int i = 1; i < n; i++)
         contiguous &= seeds[i] == seeds[i - 1] + 1;
     if (n == 1)
-        snprintf(buf, cap, "seed %llu", (unsigned long long)seeds[0]);
+        (void)snprintf(buf, cap, "seed %llu", (unsigned long long)seeds[0]);
     else if (contiguous)
-        snprintf(buf, cap, "%d seeds (%llu-%llu)", n, (unsigned long long)seeds[0],
-                 (unsigned long long)seeds[n - 1]);
+        (void)snprintf(buf, cap, "%d seeds (%llu-%llu)", n, (unsigned long long)seeds[0],
+                       (unsigned long long)seeds[n - 1]);
     else
-        snprintf(buf, cap, "%d seeds", n);
+        (void)snprintf(buf, cap, "%d seeds", n);
 }
 
 int gs_cmd_simulate(int argc, char **argv)
@@ -219,7 +219,7 @@ int gs_cmd_simulate(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage_simulate, stdout);
+            (void)fputs(usage_simulate, stdout);
             rc = 0;
             goto out;
         }
@@ -233,11 +233,11 @@ int gs_cmd_simulate(int argc, char **argv)
         for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++)
             known |= strcmp(a, opts[k]) == 0;
         if (!known) {
-            fprintf(stderr, "gpusched simulate: unknown option '%s' (see --help)\n", a);
+            (void)fprintf(stderr, "gpusched simulate: unknown option '%s' (see --help)\n", a);
             goto out;
         }
         if (!v) {
-            fprintf(stderr, "gpusched simulate: %s needs a value\n", a);
+            (void)fprintf(stderr, "gpusched simulate: %s needs a value\n", a);
             goto out;
         }
         i++;
@@ -251,7 +251,8 @@ int gs_cmd_simulate(int argc, char **argv)
             }
             for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
                 if (n_pods == MAX_WORKLOADS) {
-                    fprintf(stderr, "gpusched simulate: --pods: at most %d files\n", MAX_WORKLOADS);
+                    (void)fprintf(stderr, "gpusched simulate: --pods: at most %d files\n",
+                                  MAX_WORKLOADS);
                     free(copy);
                     goto out;
                 }
@@ -268,20 +269,21 @@ int gs_cmd_simulate(int argc, char **argv)
             const char *bad = NULL;
             memset(chosen, 0, sizeof(chosen));
             if (parse_policies(v, chosen, &bad) != 0) {
-                fprintf(stderr,
-                        "gpusched simulate: --policy: unknown policy '%s' (random, dotprod, "
-                        "clustering, packing, bestfit, fgd, all)\n",
-                        bad ? bad : v);
+                (void)fprintf(stderr,
+                              "gpusched simulate: --policy: unknown policy '%s' (random, dotprod, "
+                              "clustering, packing, bestfit, fgd, all)\n",
+                              bad ? bad : v);
                 goto out;
             }
             policy_given = 1;
         } else if (strcmp(a, "--seeds") == 0) {
             n_seeds = parse_seeds(v, seeds, MAX_SEEDS);
             if (n_seeds < 0) {
-                fprintf(stderr,
-                        "gpusched simulate: --seeds: expected N, N-M or a comma list (at most "
-                        "%d seeds), got '%s'\n",
-                        MAX_SEEDS, v);
+                (void)fprintf(
+                    stderr,
+                    "gpusched simulate: --seeds: expected N, N-M or a comma list (at most "
+                    "%d seeds), got '%s'\n",
+                    MAX_SEEDS, v);
                 goto out;
             }
         } else if (strcmp(a, "--tune") == 0) {
@@ -289,8 +291,9 @@ int gs_cmd_simulate(int argc, char **argv)
             errno = 0;
             tune = strtod(v, &end);
             if (errno || *end || !(tune > 0) || tune > 100) {
-                fprintf(stderr,
-                        "gpusched simulate: --tune: expected a number in (0, 100], got '%s'\n", v);
+                (void)fprintf(
+                    stderr, "gpusched simulate: --tune: expected a number in (0, 100], got '%s'\n",
+                    v);
                 goto out;
             }
         } else if (strcmp(a, "--out") == 0) {
@@ -298,14 +301,14 @@ int gs_cmd_simulate(int argc, char **argv)
         } else if (strcmp(a, "--jobs") == 0) {
             unsigned long long j;
             if (parse_u64(v, &j) || j < 1 || j > 256) {
-                fprintf(stderr, "gpusched simulate: --jobs: expected 1..256, got '%s'\n", v);
+                (void)fprintf(stderr, "gpusched simulate: --jobs: expected 1..256, got '%s'\n", v);
                 goto out;
             }
             jobs = (int)j;
         }
     }
     if (!nodes || n_pods == 0) {
-        fprintf(stderr, "gpusched simulate: --nodes and --pods are required (see --help)\n");
+        (void)fprintf(stderr, "gpusched simulate: --nodes and --pods are required (see --help)\n");
         goto out;
     }
     if (!policy_given)
@@ -313,11 +316,12 @@ int gs_cmd_simulate(int argc, char **argv)
             chosen[p] = 1;
     struct stat st_out;
     if (!*out_dir) {
-        fprintf(stderr, "gpusched simulate: --out: empty directory name\n");
+        (void)fprintf(stderr, "gpusched simulate: --out: empty directory name\n");
         goto out;
     }
     if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
-        fprintf(stderr, "gpusched simulate: --out %s: exists and is not a directory\n", out_dir);
+        (void)fprintf(stderr, "gpusched simulate: --out %s: exists and is not a directory\n",
+                      out_dir);
         goto out;
     }
 
@@ -331,8 +335,8 @@ int gs_cmd_simulate(int argc, char **argv)
             if (d.msg[0])
                 gs_diag_format(&d, msg, sizeof(msg));
             else
-                snprintf(msg, sizeof(msg), "%s: %s", pods[w], gs_strerror(err));
-            fprintf(stderr, "gpusched simulate: %s\n", msg);
+                (void)snprintf(msg, sizeof(msg), "%s: %s", pods[w], gs_strerror(err));
+            (void)fprintf(stderr, "gpusched simulate: %s\n", msg);
             rc = err == GS_ENOMEM ? 1 : 2;
             goto out;
         }
@@ -344,17 +348,17 @@ int gs_cmd_simulate(int argc, char **argv)
         for (const char *c = nm; *c; c++) {
             if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
                   (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-')) {
-                fprintf(stderr,
-                        "gpusched simulate: %s: the pod list's name '%s' may hold only "
-                        "[A-Za-z0-9._-] (it names result rows)\n",
-                        pods[w], nm);
+                (void)fprintf(stderr,
+                              "gpusched simulate: %s: the pod list's name '%s' may hold only "
+                              "[A-Za-z0-9._-] (it names result rows)\n",
+                              pods[w], nm);
                 goto out;
             }
         }
         for (int v = 0; v < w; v++) {
             if (strcmp(nm, gs_sim_input_name(inputs[v])) == 0) {
-                fprintf(stderr, "gpusched simulate: %s and %s have the same name '%s'\n", pods[v],
-                        pods[w], nm);
+                (void)fprintf(stderr, "gpusched simulate: %s and %s have the same name '%s'\n",
+                              pods[v], pods[w], nm);
                 goto out;
             }
         }
@@ -367,7 +371,7 @@ int gs_cmd_simulate(int argc, char **argv)
     runs = calloc(n_tasks, sizeof(*runs));
     agg = calloc(n_tasks, sizeof(*agg));
     if (!tasks || !runs || !agg) {
-        fprintf(stderr, "gpusched simulate: out of memory\n");
+        (void)fprintf(stderr, "gpusched simulate: out of memory\n");
         rc = 1;
         goto out;
     }
@@ -394,17 +398,18 @@ int gs_cmd_simulate(int argc, char **argv)
 
     for (size_t k = 0; k < n_tasks; k++) {
         if (tasks[k].err == GS_ELIMIT) {
-            fprintf(stderr,
-                    "gpusched simulate: %s: tuning to %g x the cluster's GPU capacity would need "
-                    "more than %u pods (too little GPU request per pod)\n",
-                    gs_sim_input_name(tasks[k].in), tune, GS_SIM_PODS_MAX);
+            (void)fprintf(
+                stderr,
+                "gpusched simulate: %s: tuning to %g x the cluster's GPU capacity would need "
+                "more than %u pods (too little GPU request per pod)\n",
+                gs_sim_input_name(tasks[k].in), tune, GS_SIM_PODS_MAX);
             rc = 2;
             goto out;
         }
         if (tasks[k].err) {
-            fprintf(stderr, "gpusched simulate: run %s %s seed %llu failed: %s\n",
-                    gs_sim_input_name(tasks[k].in), gs_policy_name(tasks[k].cfg.policy),
-                    (unsigned long long)tasks[k].cfg.seed, gs_strerror(tasks[k].err));
+            (void)fprintf(stderr, "gpusched simulate: run %s %s seed %llu failed: %s\n",
+                          gs_sim_input_name(tasks[k].in), gs_policy_name(tasks[k].cfg.policy),
+                          (unsigned long long)tasks[k].cfg.seed, gs_strerror(tasks[k].err));
             rc = 1;
             goto out;
         }
@@ -413,14 +418,14 @@ int gs_cmd_simulate(int argc, char **argv)
 
     rc = 1;
     if (gs__mkdir_p(out_dir) != 0) {
-        fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     /* Everything is written to a staging directory first and moved into place only when the
      * whole set is there: a failure part way leaves the previous results as they were. */
     stage = gs__stage_open(out_dir);
     if (!stage) {
-        fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     size_t plen = strlen(stage) + 300;
@@ -435,31 +440,32 @@ int gs_cmd_simulate(int argc, char **argv)
                      {"fragmentation.csv", GS_REPORT_FRAG},
                      {"frag_ratio.csv", GS_REPORT_FRAG_RATIO}};
     for (size_t k = 0; k < 3; k++) {
-        snprintf(path, plen, "%s/%s", stage, col_files[k].file);
+        (void)snprintf(path, plen, "%s/%s", stage, col_files[k].file);
         if (gs_report_write_columns(path, runs, n_tasks, (enum gs_report_metric)col_files[k].metric,
                                     err, sizeof(err)) != GS_OK)
             goto write_failed;
     }
-    snprintf(path, plen, "%s/runs.csv", stage);
+    (void)snprintf(path, plen, "%s/runs.csv", stage);
     if (gs_report_write_runs(path, runs, n_tasks, err, sizeof(err)) != GS_OK)
         goto write_failed;
     size_t n_agg = gs_report_aggregate(runs, n_tasks, agg);
-    snprintf(path, plen, "%s/summary.csv", stage);
+    (void)snprintf(path, plen, "%s/summary.csv", stage);
     if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK)
         goto write_failed;
     int plot_failed = 0;
     for (int w = 0; plot && w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
         if (n_pods == 1)
-            snprintf(path, plen, "%s/allocation.png", stage);
+            (void)snprintf(path, plen, "%s/allocation.png", stage);
         else
-            snprintf(path, plen, "%s/allocation-%s.png", stage, name);
+            (void)snprintf(path, plen, "%s/allocation-%s.png", stage, name);
         if (gs_report_plot_allocation(path, name, runs, n_tasks, "gnuplot", err, sizeof(err)) !=
             GS_OK) {
-            fprintf(stderr,
-                    "gpusched simulate: plot: %s; no results were written (--no-plot skips the "
-                    "plot)\n",
-                    err);
+            (void)fprintf(
+                stderr,
+                "gpusched simulate: plot: %s; no results were written (--no-plot skips the "
+                "plot)\n",
+                err);
             plot_failed = 1;
             break;
         }
@@ -492,15 +498,15 @@ int gs_cmd_simulate(int argc, char **argv)
             char un[48], fr[48];
             /* Column 100 (80) is empty when arrivals never reach it (a tune under 1.0). */
             if (isnan(agg[k].unalloc_mean))
-                snprintf(un, sizeof(un), "%26s", "- (never reached)");
+                (void)snprintf(un, sizeof(un), "%26s", "- (never reached)");
             else
-                snprintf(un, sizeof(un), "%17.2f \xc2\xb1 %5.2f", agg[k].unalloc_mean,
-                         agg[k].unalloc_std);
+                (void)snprintf(un, sizeof(un), "%17.2f \xc2\xb1 %5.2f", agg[k].unalloc_mean,
+                               agg[k].unalloc_std);
             if (isnan(agg[k].frag_mean))
-                snprintf(fr, sizeof(fr), "%24s", "- (never reached)");
+                (void)snprintf(fr, sizeof(fr), "%24s", "- (never reached)");
             else
-                snprintf(fr, sizeof(fr), "%15.2f \xc2\xb1 %5.2f", agg[k].frag_mean,
-                         agg[k].frag_std);
+                (void)snprintf(fr, sizeof(fr), "%15.2f \xc2\xb1 %5.2f", agg[k].frag_mean,
+                               agg[k].frag_std);
             printf("  %-11s %s %s %12.1f %11.3f\n", gs_policy_name(agg[k].policy), un, fr,
                    agg[k].failed_mean, wall / agg[k].seeds);
         }

@@ -62,7 +62,7 @@ static void print_line(struct run *r, json_t *o)
     if (r->json) {
         char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         if (s) {
-            puts(s);
+            (void)puts(s);
             free(s);
         }
     } else {
@@ -77,8 +77,7 @@ static void print_line(struct run *r, json_t *o)
             json_t *g = json_array_get(arr, i);
             long long milli = json_integer_value(json_object_get(g, "milli"));
             int w = snprintf(gpus + len, sizeof(gpus) - len, "%s%lld%s", i ? "," : "",
-                             json_integer_value(json_object_get(g, "index")),
-                             milli < 1000 ? "" : "");
+                             json_integer_value(json_object_get(g, "index")), "");
             if (w > 0)
                 len += (size_t)w;
             if (milli < 1000) {
@@ -88,16 +87,16 @@ static void print_line(struct run *r, json_t *o)
             }
         }
         if (r->lines++ == 0)
-            printf("%8s %5s  %-7s %-40s %-20s %-12s %s\n", "t_s", "cycle", "event", "pod", "node",
-                   "gpus", "reason");
+            (void)printf("%8s %5s  %-7s %-40s %-20s %-12s %s\n", "t_s", "cycle", "event", "pod",
+                         "node", "gpus", "reason");
         const char *by = json_string_value(json_object_get(o, "by"));
         char reason[1200];
         (void)snprintf(reason, sizeof(reason), "%s%s%s%s", why ? why : "", by ? " by " : "",
                        by ? by : "", json_is_true(json_object_get(o, "adopted")) ? "adopted" : "");
-        printf("%8.1f %5lld  %-7s %-40s %-20s %-12s %s\n",
-               json_number_value(json_object_get(o, "t_s")),
-               json_integer_value(json_object_get(o, "cycle")), ev ? ev : "", pod ? pod : "",
-               node ? node : "-", gpus[0] ? gpus : "-", reason);
+        (void)printf("%8.1f %5lld  %-7s %-40s %-20s %-12s %s\n",
+                     json_number_value(json_object_get(o, "t_s")),
+                     json_integer_value(json_object_get(o, "cycle")), ev ? ev : "", pod ? pod : "",
+                     node ? node : "-", gpus[0] ? gpus : "-", reason);
     }
     json_decref(o);
 }
@@ -152,15 +151,15 @@ static int load(const char *path, json_t **out)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "gpusched whatif: %s: cannot open: %s\n", path, strerror(errno));
+        (void)fprintf(stderr, "gpusched whatif: %s: cannot open: %s\n", path, strerror(errno));
         return 2;
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap + 1);
     for (;;) {
         if (!buf) {
-            fclose(f);
-            fprintf(stderr, "gpusched whatif: out of memory\n");
+            (void)fclose(f);
+            (void)fprintf(stderr, "gpusched whatif: out of memory\n");
             return 1;
         }
         size_t n = fread(buf + len, 1, cap - len, f);
@@ -170,8 +169,9 @@ static int load(const char *path, json_t **out)
         if (len == cap) {
             if (cap >= FILE_MAX) {
                 free(buf);
-                fclose(f);
-                fprintf(stderr, "gpusched whatif: %s: larger than %u MiB\n", path, FILE_MAX >> 20);
+                (void)fclose(f);
+                (void)fprintf(stderr, "gpusched whatif: %s: larger than %u MiB\n", path,
+                              FILE_MAX >> 20);
                 return 2;
             }
             cap *= 2;
@@ -182,10 +182,10 @@ static int load(const char *path, json_t **out)
         }
     }
     bool bad = ferror(f);
-    fclose(f);
+    (void)fclose(f);
     if (bad) {
         free(buf);
-        fprintf(stderr, "gpusched whatif: %s: cannot read\n", path);
+        (void)fprintf(stderr, "gpusched whatif: %s: cannot read\n", path);
         return 2;
     }
     buf[len] = '\0';
@@ -193,7 +193,7 @@ static int load(const char *path, json_t **out)
     int rc = gs_yaml_to_json(path, buf, len, out, err, sizeof(err));
     free(buf);
     if (rc) {
-        fprintf(stderr, "gpusched whatif: %s\n", err);
+        (void)fprintf(stderr, "gpusched whatif: %s\n", err);
         return 2;
     }
     return 0;
@@ -276,20 +276,20 @@ static int settle(struct gs_kworld *w, struct run *r, uint32_t max_cycles)
         char err[512] = "";
         int rc = gs_kworld_cycle(w, r->base_ms + r->t_ms, &changes, err, sizeof(err));
         if (rc == GS_EINVAL) {
-            fprintf(stderr, "gpusched whatif: %s: %s\n", r->where, err);
+            (void)fprintf(stderr, "gpusched whatif: %s: %s\n", r->where, err);
             return 2;
         }
         if (rc) {
-            fprintf(stderr, "gpusched whatif: %s\n", gs_strerror(rc));
+            (void)fprintf(stderr, "gpusched whatif: %s\n", gs_strerror(rc));
             return 1;
         }
         if (changes == 0)
             return 0;
     }
-    fprintf(stderr,
-            "gpusched whatif: the scheduler did not settle within %u cycles at t=%.1fs: it "
-            "keeps binding or evicting (a bug to look at, not to hide)\n",
-            max_cycles, (double)r->t_ms / 1000.0);
+    (void)fprintf(stderr,
+                  "gpusched whatif: the scheduler did not settle within %u cycles at t=%.1fs: it "
+                  "keeps binding or evicting (a bug to look at, not to hide)\n",
+                  max_cycles, (double)r->t_ms / 1000.0);
     return 3;
 }
 
@@ -308,19 +308,19 @@ static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64
                       size_t step)
 {
     if (!json_is_array(list)) {
-        fprintf(stderr, "gpusched whatif: timeline step %zu: %s must be a list\n", step + 1,
-                what);
+        (void)fprintf(stderr, "gpusched whatif: timeline step %zu: %s must be a list\n", step + 1,
+                      what);
         return 2;
     }
     for (size_t i = 0; i < json_array_size(list); i++) {
         const char *s = json_string_value(json_array_get(list, i));
-        char ns[256];
-        const char *name;
+        char ns[256] = "";
+        const char *name = "";
         int rc = GS_OK;
         bool pod = strcmp(what, "finish") == 0 || strcmp(what, "delete") == 0;
         if (!s || (pod && split_pod(s, ns, sizeof(ns), &name) != 0)) {
-            fprintf(stderr, "gpusched whatif: timeline step %zu: %s[%zu] must be %s\n", step + 1,
-                    what, i, pod ? "namespace/name" : "a node name");
+            (void)fprintf(stderr, "gpusched whatif: timeline step %zu: %s[%zu] must be %s\n",
+                          step + 1, what, i, pod ? "namespace/name" : "a node name");
             return 2;
         }
         if (strcmp(what, "finish") == 0)
@@ -332,8 +332,8 @@ static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64
         else
             rc = gs_kworld_delete_node(w, s, now_ms);
         if (rc == GS_ENOENT || rc == GS_EINVAL) {
-            fprintf(stderr, "gpusched whatif: timeline step %zu: %s %s: %s\n", step + 1, what, s,
-                    rc == GS_ENOENT ? "no such pod or node" : "not running");
+            (void)fprintf(stderr, "gpusched whatif: timeline step %zu: %s %s: %s\n", step + 1, what,
+                          s, rc == GS_ENOENT ? "no such pod or node" : "not running");
             return 2;
         }
         if (rc)
@@ -351,17 +351,19 @@ static int step_health(struct gs_kworld *w, json_t *v, size_t step)
         const char *node = json_string_value(json_object_get(h, "node"));
         json_t *gpu = json_object_get(h, "gpu"), *ok = json_object_get(h, "healthy");
         if (!node || !json_is_integer(gpu) || json_integer_value(gpu) < 0 || !json_is_boolean(ok)) {
-            fprintf(stderr,
-                    "gpusched whatif: timeline step %zu: gpuHealth needs node, gpu (an index) "
-                    "and healthy (true or false)\n",
-                    step + 1);
+            (void)fprintf(
+                stderr,
+                "gpusched whatif: timeline step %zu: gpuHealth needs node, gpu (an index) "
+                "and healthy (true or false)\n",
+                step + 1);
             return 2;
         }
         int rc = gs_kworld_gpu_health(w, node, (uint32_t)json_integer_value(gpu), json_is_true(ok));
         if (rc) {
-            fprintf(stderr, "gpusched whatif: timeline step %zu: gpuHealth: node %s GPU %lld: %s\n",
-                    step + 1, node, json_integer_value(gpu),
-                    rc == GS_ENOENT ? "no such node" : "no such GPU");
+            (void)fprintf(stderr,
+                          "gpusched whatif: timeline step %zu: gpuHealth: node %s GPU %lld: %s\n",
+                          step + 1, node, json_integer_value(gpu),
+                          rc == GS_ENOENT ? "no such node" : "no such GPU");
             return 2;
         }
     }
@@ -371,7 +373,7 @@ static int step_health(struct gs_kworld *w, json_t *v, size_t step)
 static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint32_t max_cycles)
 {
     if (!json_is_array(steps)) {
-        fprintf(stderr, "gpusched whatif: the timeline must be a YAML list of steps\n");
+        (void)fprintf(stderr, "gpusched whatif: the timeline must be a YAML list of steps\n");
         return 2;
     }
     int64_t last = 0;
@@ -379,13 +381,15 @@ static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint3
         json_t *st = json_array_get(steps, i);
         int64_t at;
         if (!json_is_object(st) || duration_ms(json_object_get(st, "at"), &at) != 0) {
-            fprintf(stderr, "gpusched whatif: timeline step %zu: `at` must be a duration such as "
-                            "90s, 5m or 1h30m\n",
-                    i + 1);
+            (void)fprintf(stderr,
+                          "gpusched whatif: timeline step %zu: `at` must be a duration such as "
+                          "90s, 5m or 1h30m\n",
+                          i + 1);
             return 2;
         }
         if (at < last) {
-            fprintf(stderr, "gpusched whatif: timeline step %zu: `at` goes back in time\n", i + 1);
+            (void)fprintf(stderr, "gpusched whatif: timeline step %zu: `at` goes back in time\n",
+                          i + 1);
             return 2;
         }
         last = at;
@@ -406,7 +410,8 @@ static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint3
                     char err[512] = "";
                     int arc = gs_kworld_apply(w, GS_KADDED, o, r->base_ms + at, err, sizeof(err));
                     if (arc == GS_EINVAL) {
-                        fprintf(stderr, "gpusched whatif: timeline step %zu: %s\n", i + 1, err);
+                        (void)fprintf(stderr, "gpusched whatif: timeline step %zu: %s\n", i + 1,
+                                      err);
                         rc = 2;
                     } else if (arc) {
                         rc = 1;
@@ -421,16 +426,16 @@ static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint3
             } else if (strcmp(key, "gpuHealth") == 0) {
                 rc = step_health(w, val, i);
             } else {
-                fprintf(stderr, "gpusched whatif: timeline step %zu: unknown action %s\n", i + 1,
-                        key);
+                (void)fprintf(stderr, "gpusched whatif: timeline step %zu: unknown action %s\n",
+                              i + 1, key);
                 rc = 2;
             }
             if (rc)
                 return rc;
         }
         if (actions != 1) {
-            fprintf(stderr, "gpusched whatif: timeline step %zu: needs exactly one action\n",
-                    i + 1);
+            (void)fprintf(stderr, "gpusched whatif: timeline step %zu: needs exactly one action\n",
+                          i + 1);
             return 2;
         }
         if ((rc = settle(w, r, max_cycles)) != 0)
@@ -460,13 +465,13 @@ int gs_cmd_whatif(int argc, char **argv)
                      strcmp(a, "--default-queue") == 0 || strcmp(a, "--scheduler-name") == 0;
         if (takes && !val) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "gpusched whatif: %s needs a value\n%s", a, usage);
+                (void)fprintf(stderr, "gpusched whatif: %s needs a value\n%s", a, usage);
                 return 2;
             }
             val = argv[++i];
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, stdout);
+            (void)fputs(usage, stdout);
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             r.json = true;
@@ -480,25 +485,25 @@ int gs_cmd_whatif(int argc, char **argv)
             dq = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
             sn = val;
-        } else if (strcmp(a, "--max-cycles") == 0) {
+        } else if (strcmp(a, "--max-cycles") == 0 && val) {
             char *end;
             errno = 0;
             max_cycles = strtoul(val, &end, 10);
             if (*end || errno || max_cycles == 0 || max_cycles > 1000000 || val[0] == '-') {
-                fprintf(stderr, "gpusched whatif: --max-cycles must be 1..1000000\n");
+                (void)fprintf(stderr, "gpusched whatif: --max-cycles must be 1..1000000\n");
                 return 2;
             }
         } else {
-            fprintf(stderr, "gpusched whatif: unknown option %s\n%s", argv[i], usage);
+            (void)fprintf(stderr, "gpusched whatif: unknown option %s\n%s", argv[i], usage);
             return 2;
         }
     }
     if (!cluster) {
-        fprintf(stderr, "gpusched whatif: --cluster FILE is required\n%s", usage);
+        (void)fprintf(stderr, "gpusched whatif: --cluster FILE is required\n%s", usage);
         return 2;
     }
     if (gs_policy_find(policy) < 0) {
-        fprintf(stderr, "gpusched whatif: --policy: unknown policy %s\n", policy);
+        (void)fprintf(stderr, "gpusched whatif: --policy: unknown policy %s\n", policy);
         return 2;
     }
     json_t *doc = NULL, *tl = NULL;
@@ -507,8 +512,9 @@ int gs_cmd_whatif(int argc, char **argv)
         return rc;
     json_t *items = items_of(doc);
     if (!items) {
-        fprintf(stderr, "gpusched whatif: %s: not a List of objects (kind: List, items: [...])\n",
-                cluster);
+        (void)fprintf(stderr,
+                      "gpusched whatif: %s: not a List of objects (kind: List, items: [...])\n",
+                      cluster);
         json_decref(doc);
         return 2;
     }
@@ -525,17 +531,17 @@ int gs_cmd_whatif(int argc, char **argv)
                                    .ctx = &r};
     struct gs_kworld *w = NULL;
     if (gs_kworld_new(&cfg, &w) != GS_OK) {
-        fprintf(stderr, "gpusched whatif: out of memory\n");
+        (void)fprintf(stderr, "gpusched whatif: out of memory\n");
         rc = 1;
         goto out;
     }
     r.base_ms = dump_time_ms(items);
     for (size_t i = 0; i < json_array_size(items) && !rc; i++) {
         char err[512] = "";
-        int arc = gs_kworld_apply(w, GS_KADDED, json_array_get(items, i), r.base_ms, err,
-                                  sizeof(err));
+        int arc =
+            gs_kworld_apply(w, GS_KADDED, json_array_get(items, i), r.base_ms, err, sizeof(err));
         if (arc == GS_EINVAL) {
-            fprintf(stderr, "gpusched whatif: %s: items[%zu]: %s\n", cluster, i, err);
+            (void)fprintf(stderr, "gpusched whatif: %s: items[%zu]: %s\n", cluster, i, err);
             rc = 2;
         } else if (arc) {
             rc = 1;

@@ -35,22 +35,19 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"simulate", gs_cmd_simulate},
-    {"agent", gs_cmd_agent},
-    {"replay", gs_cmd_replay},
-    {"whatif", gs_cmd_whatif},
-    {"scheduler", gs_cmd_scheduler},
+    {"simulate", gs_cmd_simulate}, {"agent", gs_cmd_agent},         {"replay", gs_cmd_replay},
+    {"whatif", gs_cmd_whatif},     {"scheduler", gs_cmd_scheduler},
 };
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage_main, stderr);
+        (void)fputs(usage_main, stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        fputs(usage_main, stdout);
+        (void)fputs(usage_main, stdout);
         return 0;
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
@@ -60,6 +57,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(argc - 2, argv + 2);
-    fprintf(stderr, "gpusched: unknown command '%s'\n%s", cmd, usage_main);
+    (void)fprintf(stderr, "gpusched: unknown command '%s'\n%s", cmd, usage_main);
     return 2;
 }

@@ -201,7 +201,8 @@ static void node_refresh(struct gs_cluster *c, struct gs_node *n)
     n->mem_mib_free = max0(n->mem_mib - n->mem_mib_used);
     for (uint32_t g = 0; g < n->gpu_count; g++) {
         struct gs_gpu *gpu = &n->gpus[g];
-        gpu->gpu_milli_free = gpu->healthy ? (int32_t)max0(gpu->gpu_milli - gpu->gpu_milli_used) : 0;
+        gpu->gpu_milli_free =
+            gpu->healthy ? (int32_t)max0(gpu->gpu_milli - gpu->gpu_milli_used) : 0;
         healthy += gpu->healthy;
         int32_t f = gpu->gpu_milli_free;
         total += f;
@@ -465,6 +466,7 @@ static char *kv_make(const char *key, const char *value)
     char *kv = malloc(klen + vlen + 2);
     if (!kv)
         return NULL;
+    /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): the value's copy brings the NUL */
     memcpy(kv, key, klen);
     kv[klen] = '=';
     memcpy(kv + klen + 1, value, vlen + 1);

@@ -16,19 +16,19 @@ struct filter_class {
     char *blob;                 /* owned: the copy's arrays and strings */
     uint8_t *key;               /* canonical serialisation, owned; equality and hash */
     size_t key_len;
-    uint64_t hash;          /* of key; 0 = free entry */
-    uint32_t refs;          /* pods holding it; 0 = cached for reuse */
-    uint64_t released_seq;  /* when refs last fell to 0 (recycling order) */
-    uint64_t *nodes;        /* node set, words_cap words */
-    bool tolerates_cordon;  /* tolerates node.kubernetes.io/unschedulable:NoSchedule */
+    uint64_t hash;         /* of key; 0 = free entry */
+    uint32_t refs;         /* pods holding it; 0 = cached for reuse */
+    uint64_t released_seq; /* when refs last fell to 0 (recycling order) */
+    uint64_t *nodes;       /* node set, words_cap words */
+    bool tolerates_cordon; /* tolerates node.kubernetes.io/unschedulable:NoSchedule */
 };
 
 struct filter_table {
     struct filter_class *cls; /* classes by id, len entries (id 0 = default) */
     uint32_t len, cap;
-    uint32_t live; /* entries with refs > 0, plus the default class */
+    uint32_t live;      /* entries with refs > 0, plus the default class */
     uint32_t words_cap; /* words in each node set */
-    uint32_t *slots;     /* open addressing by hash: class id + 1, 0 empty; slots_cap entries */
+    uint32_t *slots;    /* open addressing by hash: class id + 1, 0 empty; slots_cap entries */
     uint32_t slots_cap;
     uint64_t release_seq;
     uint32_t prefer_tainted; /* present nodes with a PreferNoSchedule taint */
@@ -39,8 +39,8 @@ struct gs_cluster {
     struct gs_node_fit *fit; /* packed filter view, same indices and capacity */
     uint32_t nodes_len;
     uint32_t nodes_cap;
-    uint32_t nodes_present;  /* slots holding a node */
-    uint32_t *free_slots;    /* indices of free slots (a stack), free_len of nodes_cap */
+    uint32_t nodes_present; /* slots holding a node */
+    uint32_t *free_slots;   /* indices of free slots (a stack), free_len of nodes_cap */
     uint32_t free_len;
     uint32_t *name_index;    /* open addressing: node index + 1, 0 = empty; name_index_cap slots */
     uint32_t name_index_cap; /* power of two, at least twice nodes_len */

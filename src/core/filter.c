@@ -267,8 +267,8 @@ static void copy_spec(struct bump *b, const struct gs_filter_spec *s, struct gs_
             tol[i] = (struct gs_toleration){key, t->op, val, t->effect};
     }
     if (out)
-        *out = (struct gs_filter_spec){sel, s->n_node_selector, req, s->n_required, pref,
-                                       s->n_preferred, tol, s->n_tolerations};
+        *out = (struct gs_filter_spec){sel,  s->n_node_selector, req, s->n_required,
+                                       pref, s->n_preferred,     tol, s->n_tolerations};
 }
 
 /* ---- matching ----------------------------------------------------------------------------- */
@@ -474,8 +474,7 @@ void gs__filter_node_changed(struct gs_cluster *c, uint32_t i, bool had_prefer)
     }
 }
 
-static int32_t find_class(const struct filter_table *ft, const uint8_t *key, size_t len,
-                          uint64_t h)
+static int32_t find_class(const struct filter_table *ft, const uint8_t *key, size_t len, uint64_t h)
 {
     for (uint32_t j = (uint32_t)h & (ft->slots_cap - 1);; j = (j + 1) & (ft->slots_cap - 1)) {
         uint32_t v = ft->slots[j];
@@ -575,8 +574,7 @@ int gs_filter_intern(struct gs_cluster *c, const struct gs_filter_spec *spec, ui
     fc->hash = h;
     fc->refs = 1;
     fc->nodes = nodes;
-    fc->tolerates_cordon =
-        tolerates(&fc->spec, GS_TAINT_UNSCHEDULABLE, "", GS_TAINT_NO_SCHEDULE);
+    fc->tolerates_cordon = tolerates(&fc->spec, GS_TAINT_UNSCHEDULABLE, "", GS_TAINT_NO_SCHEDULE);
     if (id == ft->len)
         ft->len++;
     ft->live++;
@@ -660,8 +658,8 @@ uint32_t gs_filter_prefer_tainted_nodes(const struct gs_cluster *c)
     return c->ft.prefer_tainted;
 }
 
-void gs_filter_raw_scores(const struct gs_cluster *c, uint32_t cls, uint32_t i,
-                          int64_t *affinity, int64_t *taints)
+void gs_filter_raw_scores(const struct gs_cluster *c, uint32_t cls, uint32_t i, int64_t *affinity,
+                          int64_t *taints)
 {
     const struct filter_class *fc = class_at(c, cls);
     *affinity = *taints = 0;

@@ -83,7 +83,7 @@ int gs_workload_build(const struct gs_pod_req *reqs, const char *const *specs, u
     uint32_t kept = 0, covered = 0;
     while (kept < groups && (double)covered < target)
         covered += k[kept++].count;
-    w->types = calloc(kept, sizeof(*w->types));
+    w->types = calloc(kept ? kept : 1, sizeof(*w->types)); /* calloc(0) may return NULL */
     if (!w->types)
         goto out;
     for (uint32_t t = 0; t < kept; t++) {

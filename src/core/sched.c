@@ -717,13 +717,14 @@ static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
     if (!raw)
         return GS_ENOMEM;
     for (uint32_t k = 0; k < nf; k++) {
-        gs_filter_raw_scores(s->c, cls, s->feasible[k], &raw[2 * k], &raw[2 * k + 1]);
-        max_aff = raw[2 * k] > max_aff ? raw[2 * k] : max_aff;
-        max_taint = raw[2 * k + 1] > max_taint ? raw[2 * k + 1] : max_taint;
+        gs_filter_raw_scores(s->c, cls, s->feasible[k], &raw[(size_t)2 * k],
+                             &raw[(size_t)2 * k + 1]);
+        max_aff = raw[(size_t)2 * k] > max_aff ? raw[(size_t)2 * k] : max_aff;
+        max_taint = raw[(size_t)2 * k + 1] > max_taint ? raw[(size_t)2 * k + 1] : max_taint;
     }
     for (uint32_t k = 0; k < nf; k++) {
-        int64_t a = max_aff ? raw[2 * k] * 100 / max_aff : 0;
-        int64_t t = max_taint ? 100 - raw[2 * k + 1] * 100 / max_taint : 100;
+        int64_t a = max_aff ? raw[(size_t)2 * k] * 100 / max_aff : 0;
+        int64_t t = max_taint ? 100 - raw[(size_t)2 * k + 1] * 100 / max_taint : 100;
         s->scores[k] += (int32_t)(2 * a + 3 * t);
     }
     free(raw);

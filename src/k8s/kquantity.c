@@ -63,8 +63,9 @@ int gs_kquantity(const char *s, double unit, bool round_up, int64_t *out)
     if (digits == 0)
         return -1;
     long double factor = 1.0L;
-    if ((*p == 'e' || *p == 'E') && (isdigit((unsigned char)p[1]) ||
-                                     ((p[1] == '-' || p[1] == '+') && isdigit((unsigned char)p[2])))) {
+    if ((*p == 'e' || *p == 'E') &&
+        (isdigit((unsigned char)p[1]) ||
+         ((p[1] == '-' || p[1] == '+') && isdigit((unsigned char)p[2])))) {
         p++;
         int sign = 1, e = 0;
         if (*p == '-' || *p == '+')
@@ -141,7 +142,7 @@ int gs_ktime_ms(const char *s, int64_t *out)
         p++;
         int scale = 100, nd = 0;
         for (; isdigit((unsigned char)*p); p++, nd++) {
-            ms += scale * (*p - '0');
+            ms += (int64_t)scale * (*p - '0');
             scale /= 10;
         }
         if (nd == 0)
@@ -171,6 +172,8 @@ int gs_ktime_ms(const char *s, int64_t *out)
     int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
     int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     int64_t days = (int64_t)era * 146097 + doe - 719468;
-    *out = ((days * 86400 + h * 3600 + mi * 60 + sec) - (int64_t)off_min * 60) * 1000 + ms;
+    *out = ((days * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec) - (int64_t)off_min * 60) *
+               1000 +
+           ms;
     return 0;
 }

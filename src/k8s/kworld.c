@@ -42,11 +42,11 @@ struct gs_kworld {
     uint32_t npods, cappods;
     uint32_t *of_engine; /* engine pod id -> index in pods */
     uint32_t cap_of_engine;
-    json_t *queues;     /* name -> engine queue id */
-    json_t *pclasses;   /* PriorityClass name -> {"value", "preemptible", "default"} */
-    json_t *pc_ids;     /* engine class name -> id */
-    json_t *gangs;      /* "ns/name" -> engine gang id */
-    json_t *podgroups;  /* "ns/name" -> {"min", "timeout_s"} */
+    json_t *queues;    /* name -> engine queue id */
+    json_t *pclasses;  /* PriorityClass name -> {"value", "preemptible", "default"} */
+    json_t *pc_ids;    /* engine class name -> id */
+    json_t *gangs;     /* "ns/name" -> engine gang id */
+    json_t *podgroups; /* "ns/name" -> {"min", "timeout_s"} */
     uint32_t changes;
     char *err; /* where messages go: the caller's buffer, or scratch */
     size_t errcap;
@@ -93,6 +93,7 @@ static char *join_key(const char *ns, const char *name)
     size_t a = strlen(ns), b = strlen(name);
     char *k = malloc(a + b + 2);
     if (k) {
+        /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): the name's copy brings the NUL */
         memcpy(k, ns, a);
         k[a] = '/';
         memcpy(k + a + 1, name, b + 1);
@@ -110,7 +111,6 @@ static void set_err(struct gs_kworld *w, char *err, size_t cap)
     w->err = err && cap ? err : w->scratch;
     w->errcap = err && cap ? cap : sizeof(w->scratch);
 }
-
 
 int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
 {
@@ -131,9 +131,8 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->gangs = json_object();
     w->podgroups = json_object();
     int err = gs_cluster_new(&w->c);
-    if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged ||
-                 !w->pod_keys || !w->queues || !w->pclasses || !w->pc_ids || !w->gangs ||
-                 !w->podgroups))
+    if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
+                 !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -267,7 +266,7 @@ static int node_taints(struct gs_kworld *w, uint32_t idx, const json_t *obj, con
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_array_get(arr, i);
         const char *eff = jstr(x, "effect");
-        uint8_t e = !eff ? 0
+        uint8_t e = !eff                                   ? 0
                     : strcmp(eff, "NoSchedule") == 0       ? GS_TAINT_NO_SCHEDULE
                     : strcmp(eff, "PreferNoSchedule") == 0 ? GS_TAINT_PREFER_NO_SCHEDULE
                     : strcmp(eff, "NoExecute") == 0        ? GS_TAINT_NO_EXECUTE
@@ -289,8 +288,8 @@ static int node_labels(struct gs_kworld *w, uint32_t idx, const json_t *obj)
 {
     const json_t *labels = jpath(json_object_get(obj, "metadata"), "labels", NULL);
     size_t n = json_object_size(labels);
-    char **kv = n ? calloc(n, sizeof(*kv)) : NULL;
-    if (n && !kv)
+    char **kv = calloc(n + 1, sizeof(*kv));
+    if (!kv)
         return GS_ENOMEM;
     uint32_t k = 0;
     const char *key;
@@ -332,8 +331,8 @@ static int node_resources(struct gs_kworld *w, const json_t *obj, const char *na
         alloc = capy;
     memset(r, 0, sizeof(*r));
     r->pods = 110;
-    if (json_object_get(alloc, "cpu") && quantity(json_object_get(alloc, "cpu"), 1e-3, false,
-                                                  &r->cpu_milli) != 0)
+    if (json_object_get(alloc, "cpu") &&
+        quantity(json_object_get(alloc, "cpu"), 1e-3, false, &r->cpu_milli) != 0)
         return fail(w, "node %s: status.allocatable.cpu is not a quantity%s", name, "");
     if (json_object_get(alloc, "memory") &&
         quantity(json_object_get(alloc, "memory"), 1048576.0, false, &r->mem_mib) != 0)
@@ -384,17 +383,25 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
         return err;
     if (idx < 0) {
         const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
-        struct gs_node_spec s = {name,          r.cpu_milli,   r.mem_mib,   (int32_t)r.pods,
-                                 (uint32_t)r.gpus, model ? model : "nvidia-gpu", r.gpu_mem_mib};
+        struct gs_node_spec s = {name,
+                                 r.cpu_milli,
+                                 r.mem_mib,
+                                 (int32_t)r.pods,
+                                 (uint32_t)r.gpus,
+                                 model ? model : "nvidia-gpu",
+                                 r.gpu_mem_mib};
         uint32_t id;
         if ((err = gs_cluster_add_node(w->c, &s, &id)) != GS_OK)
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added%s", name, "");
         idx = (int)id;
     } else {
         const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
-        struct gs_node_update u = {r.cpu_milli,        r.mem_mib,
-                                   (int32_t)r.pods,    (uint32_t)r.gpus,
-                                   model ? model : "nvidia-gpu", r.gpu_mem_mib};
+        struct gs_node_update u = {r.cpu_milli,
+                                   r.mem_mib,
+                                   (int32_t)r.pods,
+                                   (uint32_t)r.gpus,
+                                   model ? model : "nvidia-gpu",
+                                   r.gpu_mem_mib};
         err = gs_cluster_update_node(w->c, (uint32_t)idx, &u);
         if (err == GS_EINVAL) {
             /* GPUs that hold pods cannot go: keep them, as unhealthy ones. */
@@ -467,7 +474,7 @@ static int queue_amount(const json_t *v, int res, bool kai, int64_t dflt, int64_
     if (res == GS_RES_GPU)
         return quantity(v, 1e-3, true, out); /* GPUs, fractional: to milli */
     if (res == GS_RES_CPU)
-        return quantity(v, kai ? 1.0 : 1e-3, true, out); /* KAI: millicores */
+        return quantity(v, kai ? 1.0 : 1e-3, true, out);              /* KAI: millicores */
     return quantity(v, kai ? 1048576.0 / 1e6 : 1048576.0, true, out); /* KAI: MB */
 }
 
@@ -493,8 +500,8 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
         const json_t *rv = jpath(json_object_get(spec, "resources"), res_names[r], NULL);
         if (queue_amount(json_object_get(rv, "quota"), r, kai, 0, &q.quota[r]) != 0 ||
             queue_amount(json_object_get(rv, "limit"), r, kai, GS_UNLIMITED, &q.limit[r]) != 0)
-            return fail(w, "Queue %s: spec.resources.%s: quota and limit must be quantities",
-                        name, res_names[r]);
+            return fail(w, "Queue %s: spec.resources.%s: quota and limit must be quantities", name,
+                        res_names[r]);
         if (q.quota[r] == GS_UNLIMITED) /* guaranteed its demand up to its limit */
             q.quota[r] = q.limit[r] == GS_UNLIMITED ? 0 : q.limit[r];
         const json_t *wv = json_object_get(rv, "overQuotaWeight");
@@ -507,8 +514,9 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
     if (err == GS_ENOMEM)
         return err;
     if (err)
-        return fail(w, "Queue %s: refused by the engine (%s): names are up to 63 of "
-                       "[A-Za-z0-9._-], limits at least the quota, children within the parent",
+        return fail(w,
+                    "Queue %s: refused by the engine (%s): names are up to 63 of "
+                    "[A-Za-z0-9._-], limits at least the quota, children within the parent",
                     name, gs_strerror(err));
     return json_object_set_new(w->queues, name, json_integer(id)) ? GS_ENOMEM : GS_OK;
 }
@@ -675,9 +683,8 @@ static int tr_filter(struct tr *t, const json_t *spec)
 {
     const json_t *ns = json_object_get(spec, "nodeSelector");
     const json_t *na = jpath(json_object_get(spec, "affinity"), "nodeAffinity", NULL);
-    const json_t *req =
-        jpath(json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution"),
-              "nodeSelectorTerms", NULL);
+    const json_t *req = jpath(json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution"),
+                              "nodeSelectorTerms", NULL);
     const json_t *pref = json_object_get(na, "preferredDuringSchedulingIgnoredDuringExecution");
     const json_t *tol = json_object_get(spec, "tolerations");
     size_t n_expr = 0, n_val = 0;
@@ -697,8 +704,8 @@ static int tr_filter(struct tr *t, const json_t *spec)
     size_t bytes = 0;
     const char *key;
     const json_t *val;
-    json_object_foreach((json_t *)ns, key, val)
-    bytes += strlen(key) + strlen(json_string_value(val) ? json_string_value(val) : "") + 2;
+    json_object_foreach((json_t *)ns, key, val) bytes +=
+        strlen(key) + strlen(json_string_value(val) ? json_string_value(val) : "") + 2;
     char *blk = bytes ? malloc(bytes) : NULL;
     if (bytes && !blk)
         return GS_ENOMEM;
@@ -738,7 +745,7 @@ static int tr_filter(struct tr *t, const json_t *spec)
         if (op && strcmp(op, "Exists") != 0 && strcmp(op, "Equal") != 0)
             return GS_EINVAL;
         o->value = jstr(x, "value");
-        o->effect = !eff || !*eff                        ? 0
+        o->effect = !eff || !*eff                          ? 0
                     : strcmp(eff, "NoSchedule") == 0       ? GS_TAINT_NO_SCHEDULE
                     : strcmp(eff, "PreferNoSchedule") == 0 ? GS_TAINT_PREFER_NO_SCHEDULE
                     : strcmp(eff, "NoExecute") == 0        ? GS_TAINT_NO_EXECUTE
@@ -975,8 +982,7 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
     if ((err = tr_filter(t, spec)) != GS_OK) {
         if (err == GS_ENOMEM)
             return err;
-        (void)snprintf(t->reason, sizeof(t->reason),
-                       "node affinity or tolerations are malformed");
+        (void)snprintf(t->reason, sizeof(t->reason), "node affinity or tolerations are malformed");
         return 1;
     }
     return 0;
@@ -1085,6 +1091,8 @@ static int new_kpod(struct gs_kworld *w, const char *key, const char *ns, const 
         w->pods = np;
         w->cappods = cap;
     }
+    if (!w->pods)
+        return GS_ENOMEM;
     struct kpod *p = &w->pods[w->npods];
     memset(p, 0, sizeof(*p));
     p->key = strdup(key);
@@ -1115,8 +1123,7 @@ static struct kpod *find_kpod(struct gs_kworld *w, const char *ns, const char *n
     return v ? &w->pods[json_integer_value(v)] : NULL;
 }
 
-static int apply_pod(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
-                     int64_t now_ms)
+static int apply_pod(struct gs_kworld *w, enum gs_kchange change, const json_t *obj, int64_t now_ms)
 {
     const json_t *md = json_object_get(obj, "metadata");
     const char *ns = jstr(md, "namespace") ? jstr(md, "namespace") : "default";
@@ -1302,8 +1309,8 @@ static int start(struct gs_kworld *w, int64_t now_ms)
     return err;
 }
 
-int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
-                    int64_t now_ms, char *err, size_t cap)
+int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *obj, int64_t now_ms,
+                    char *err, size_t cap)
 {
     set_err(w, err, cap);
     if (!json_is_object(obj))
@@ -1345,8 +1352,7 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
     return GS_OK;
 }
 
-int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char *err,
-                    size_t cap)
+int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char *err, size_t cap)
 {
     set_err(w, err, cap);
     int rc;
@@ -1452,8 +1458,7 @@ void gs_kworld_each_pending(struct gs_kworld *w,
             continue;
         }
         struct gs_tpod_info info;
-        if (gs_engine_pod_info(w->e, p->engine_id, &info) != GS_OK ||
-            info.state != GS_TPOD_PENDING)
+        if (gs_engine_pod_info(w->e, p->engine_id, &info) != GS_OK || info.state != GS_TPOD_PENDING)
             continue;
         fn(ctx, p->ns, p->name,
            info.reason ? info.reason

@@ -219,8 +219,9 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         memset(diag, 0, sizeof(*diag));
     if (!pods->has_times) {
         if (diag)
-            snprintf(diag->msg, sizeof(diag->msg),
-                     "the pod list has no creation/deletion/scheduled time columns to replay");
+            (void)snprintf(
+                diag->msg, sizeof(diag->msg),
+                "the pod list has no creation/deletion/scheduled time columns to replay");
         return GS_EINVAL;
     }
     int err = GS_ENOMEM;
@@ -255,9 +256,9 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         if (p->creation_time_s > REPLAY_TIME_S_MAX || p->deletion_time_s > REPLAY_TIME_S_MAX ||
             p->scheduled_time_s > REPLAY_TIME_S_MAX) {
             if (diag)
-                snprintf(diag->msg, sizeof(diag->msg),
-                         "pod %.64s: a time above %lld s cannot be replayed", p->name,
-                         (long long)REPLAY_TIME_S_MAX);
+                (void)snprintf(diag->msg, sizeof(diag->msg),
+                               "pod %.64s: a time above %lld s cannot be replayed", p->name,
+                               (long long)REPLAY_TIME_S_MAX);
             free(order);
             err = GS_EINVAL;
             goto out;
@@ -278,7 +279,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     free(order);
     if (cap_gpu == 0) {
         if (diag)
-            snprintf(diag->msg, sizeof(diag->msg), "the cluster has no GPU (%u nodes)", nodes->n);
+            (void)snprintf(diag->msg, sizeof(diag->msg), "the cluster has no GPU (%u nodes)",
+                           nodes->n);
         err = GS_EINVAL;
         goto out;
     }
@@ -356,21 +358,21 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         memset(&as, 0, sizeof(as));
         if (gs_qconfig_assign(qc, &pods->v[i], &as) != GS_OK) {
             if (diag)
-                snprintf(diag->msg, sizeof(diag->msg),
-                         "pod %.64s: the queues file maps it to %s: add a rule or "
-                         "assignment.defaultQueue / defaultPriorityClass",
-                         pods->v[i].name,
-                         as.queue ? "no PriorityClass (no priorityByQoS entry for its QoS)"
-                                  : "no queue");
+                (void)snprintf(diag->msg, sizeof(diag->msg),
+                               "pod %.64s: the queues file maps it to %s: add a rule or "
+                               "assignment.defaultQueue / defaultPriorityClass",
+                               pods->v[i].name,
+                               as.queue ? "no PriorityClass (no priorityByQoS entry for its QoS)"
+                                        : "no queue");
             goto out;
         }
         int q = gs_engine_find_queue(s.e, as.queue);
         int pc = gs_engine_find_priority_class(s.e, as.priority_class);
         if (q < 0 || pc < 0 || r->leaf_of[q] == UINT32_MAX) {
             if (diag)
-                snprintf(diag->msg, sizeof(diag->msg),
-                         "pod %s: assigned to %s/%s, not a leaf queue and class", pods->v[i].name,
-                         as.queue, as.priority_class);
+                (void)snprintf(diag->msg, sizeof(diag->msg),
+                               "pod %s: assigned to %s/%s, not a leaf queue and class",
+                               pods->v[i].name, as.queue, as.priority_class);
             goto out;
         }
         qid[i] = (uint32_t)q;
@@ -390,8 +392,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     if (err)
         goto out;
 
-    int64_t sample_ms = cfg->sample_ms > 0 ? cfg->sample_ms : 3600 * 1000;
-    int64_t retry_ms = cfg->retry_ms > 0 ? cfg->retry_ms : 600 * 1000;
+    int64_t sample_ms = cfg->sample_ms > 0 ? cfg->sample_ms : INT64_C(3600) * 1000;
+    int64_t retry_ms = cfg->retry_ms > 0 ? cfg->retry_ms : INT64_C(600) * 1000;
     int64_t next_sample = s.h.n ? s.h.v[0].t_ms : 0;
     int64_t last_t = next_sample;
     bool retry_queued = false;
@@ -524,6 +526,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         }
         uint32_t k = 0;
         for (uint32_t w2 = 0; w2 < r->nwaits; w2++)
+            /* wait_queue[0, nwaits) is written above; the analyzer forgets nwaits. */
+            /* NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
             if (r->wait_queue[w2] == li)
                 tmp[k++] = r->wait_s[w2];
         rq->started = k;
@@ -549,7 +553,7 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         char msg[200];
         if (gs_engine_check(s.e, msg, sizeof(msg)) != GS_OK) {
             if (diag)
-                snprintf(diag->msg, sizeof(diag->msg), "invariant broken: %s", msg);
+                (void)snprintf(diag->msg, sizeof(diag->msg), "invariant broken: %s", msg);
             err = GS_EINVAL;
             goto out;
         }

@@ -18,9 +18,9 @@
 static void fmt(double v, char *buf, size_t cap)
 {
     if (isnan(v))
-        snprintf(buf, cap, "%s", "");
+        (void)snprintf(buf, cap, "%s", "");
     else
-        snprintf(buf, cap, "%.3f", v);
+        (void)snprintf(buf, cap, "%.3f", v);
 }
 
 static int write_queues(const struct gs_replay *r, const char *path, char *err, size_t cap)
@@ -29,10 +29,11 @@ static int write_queues(const struct gs_replay *r, const char *path, char *err, 
     FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
     if (!f)
         return GS_EIO;
-    fputs("queue,pods,started,completed,pending_at_end,wait_p50_s,wait_p95_s,wait_p99_s,"
-          "jct_mean_s,jct_p50_s,gpu_hours,share_while_waiting_pct,fair_share_while_waiting_pct,"
-          "evictions_suffered,evictions_caused\n",
-          f);
+    (void)fputs(
+        "queue,pods,started,completed,pending_at_end,wait_p50_s,wait_p95_s,wait_p99_s,"
+        "jct_mean_s,jct_p50_s,gpu_hours,share_while_waiting_pct,fair_share_while_waiting_pct,"
+        "evictions_suffered,evictions_caused\n",
+        f);
     const struct gs_replay_queue *q;
     uint32_t n = gs_replay_queues(r, &q);
     for (uint32_t i = 0; i < n; i++) {
@@ -45,10 +46,10 @@ static int write_queues(const struct gs_replay *r, const char *path, char *err, 
         char sh[32], fa[32];
         fmt(q[i].share_mean_pct, sh, sizeof(sh));
         fmt(q[i].fair_mean_pct, fa, sizeof(fa));
-        fprintf(f, "%s,%u,%u,%u,%u,%s,%s,%s,%s,%s,%.3f,%s,%s,%llu,%llu\n", q[i].name, q[i].pods,
-                q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, jm, j50,
-                q[i].gpu_hours, sh, fa, (unsigned long long)q[i].evictions_suffered,
-                (unsigned long long)q[i].evictions_caused);
+        (void)fprintf(f, "%s,%u,%u,%u,%u,%s,%s,%s,%s,%s,%.3f,%s,%s,%llu,%llu\n", q[i].name,
+                      q[i].pods, q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, jm,
+                      j50, q[i].gpu_hours, sh, fa, (unsigned long long)q[i].evictions_suffered,
+                      (unsigned long long)q[i].evictions_caused);
     }
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
@@ -64,15 +65,15 @@ static int write_shares(const struct gs_replay *r, const char *path, char *err, 
     const double *alloc, *fair;
     uint32_t nq = gs_replay_queues(r, &q), ns = gs_replay_samples(r, &s);
     gs_replay_shares(r, &alloc, &fair);
-    fputs("t_h", f);
+    (void)fputs("t_h", f);
     for (uint32_t i = 0; i < nq; i++)
-        fprintf(f, ",%s_alloc_pct,%s_fair_pct", q[i].name, q[i].name);
-    fputc('\n', f);
+        (void)fprintf(f, ",%s_alloc_pct,%s_fair_pct", q[i].name, q[i].name);
+    (void)fputc('\n', f);
     for (uint32_t k = 0; k < ns; k++) {
-        fprintf(f, "%.3f", (double)s[k].t_ms / 3600000.0);
+        (void)fprintf(f, "%.3f", (double)s[k].t_ms / 3600000.0);
         for (uint32_t i = 0; i < nq; i++)
-            fprintf(f, ",%.3f,%.3f", alloc[(size_t)k * nq + i], fair[(size_t)k * nq + i]);
-        fputc('\n', f);
+            (void)fprintf(f, ",%.3f,%.3f", alloc[(size_t)k * nq + i], fair[(size_t)k * nq + i]);
+        (void)fputc('\n', f);
     }
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
@@ -85,10 +86,10 @@ static int write_util(const struct gs_replay *r, const char *path, char *err, si
         return GS_EIO;
     const struct gs_replay_sample *s;
     uint32_t ns = gs_replay_samples(r, &s);
-    fputs("t_h,gpu_alloc_pct,pods_running,pods_pending\n", f);
+    (void)fputs("t_h,gpu_alloc_pct,pods_running,pods_pending\n", f);
     for (uint32_t k = 0; k < ns; k++)
-        fprintf(f, "%.3f,%.3f,%u,%u\n", (double)s[k].t_ms / 3600000.0, s[k].gpu_alloc_pct,
-                s[k].running, s[k].pending);
+        (void)fprintf(f, "%.3f,%.3f,%u,%u\n", (double)s[k].t_ms / 3600000.0, s[k].gpu_alloc_pct,
+                      s[k].running, s[k].pending);
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
@@ -103,9 +104,9 @@ static int write_waits(const struct gs_replay *r, const char *path, char *err, s
     const uint32_t *wq;
     const double *ws;
     uint32_t n = gs_replay_waits(r, &wq, &ws);
-    fputs("queue,wait_s\n", f);
+    (void)fputs("queue,wait_s\n", f);
     for (uint32_t i = 0; i < n; i++)
-        fprintf(f, "%s,%.3f\n", q[wq[i]].name, ws[i]);
+        (void)fprintf(f, "%s,%.3f\n", q[wq[i]].name, ws[i]);
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
@@ -129,10 +130,10 @@ static int plot(const char *dir, const char *name, const char *data, const char 
     FILE *f = NULL;
     if (!png || !png_tmp || !dat || !gp)
         goto out;
-    snprintf(png, len, "%s/%s.png", dir, name);
-    snprintf(png_tmp, len, "%s/.%s.png.XXXXXX", dir, name);
-    snprintf(dat, len, "%s/.%s.dat.XXXXXX", dir, name);
-    snprintf(gp, len, "%s/.%s.gp.XXXXXX", dir, name);
+    (void)snprintf(png, len, "%s/%s.png", dir, name);
+    (void)snprintf(png_tmp, len, "%s/.%s.png.XXXXXX", dir, name);
+    (void)snprintf(dat, len, "%s/.%s.dat.XXXXXX", dir, name);
+    (void)snprintf(gp, len, "%s/.%s.gp.XXXXXX", dir, name);
     const char *failed = png;
     if ((fd = mkstemp(png_tmp)) < 0) {
         png_tmp[0] = '\0';
@@ -161,14 +162,15 @@ static int plot(const char *dir, const char *name, const char *data, const char 
     q_dat = gs_report_gp_quote(dat);
     if (!q_png || !q_dat)
         goto io;
-    fprintf(f, "set terminal pngcairo size 1100,640 font 'sans,11' noenhanced\nset output '%s'\n",
-            q_png);
+    (void)fprintf(
+        f, "set terminal pngcairo size 1100,640 font 'sans,11' noenhanced\nset output '%s'\n",
+        q_png);
     for (const char *c = script_body; *c;) {
         if (strncmp(c, "@DATA@", 6) == 0) {
-            fputs(q_dat, f);
+            (void)fputs(q_dat, f);
             c += 6;
         } else {
-            fputc(*c++, f);
+            (void)fputc(*c++, f);
         }
     }
     int werr = ferror(f);
@@ -180,7 +182,7 @@ static int plot(const char *dir, const char *name, const char *data, const char 
     if (gs_report_gnuplot("gnuplot", gp, err, cap) != GS_OK)
         goto out;
     if (rename(png_tmp, png) != 0) {
-        snprintf(err, cap, "%s: cannot rename: %s", png, strerror(errno));
+        (void)snprintf(err, cap, "%s: cannot rename: %s", png, strerror(errno));
         goto out;
     }
     rc = GS_OK;
@@ -191,7 +193,7 @@ io:
         close(fd);
 out:
     if (f)
-        fclose(f);
+        (void)fclose(f);
     if (dat && dat[0])
         (void)remove(dat);
     if (gp && gp[0])
@@ -358,16 +360,16 @@ int gs_report_write_replay(const struct gs_replay *r, const char *dir, int with_
     if (!path)
         return GS_ENOMEM;
     int rc;
-    snprintf(path, len, "%s/queues.csv", dir);
+    (void)snprintf(path, len, "%s/queues.csv", dir);
     if ((rc = write_queues(r, path, err, cap)) != GS_OK)
         goto out;
-    snprintf(path, len, "%s/share.csv", dir);
+    (void)snprintf(path, len, "%s/share.csv", dir);
     if ((rc = write_shares(r, path, err, cap)) != GS_OK)
         goto out;
-    snprintf(path, len, "%s/utilisation.csv", dir);
+    (void)snprintf(path, len, "%s/utilisation.csv", dir);
     if ((rc = write_util(r, path, err, cap)) != GS_OK)
         goto out;
-    snprintf(path, len, "%s/waits.csv", dir);
+    (void)snprintf(path, len, "%s/waits.csv", dir);
     if ((rc = write_waits(r, path, err, cap)) != GS_OK)
         goto out;
     if (with_plot) {

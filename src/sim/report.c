@@ -21,7 +21,7 @@ int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t
 {
     pid_t pid = fork();
     if (pid < 0) {
-        snprintf(err, cap, "fork: %s", strerror(errno));
+        (void)snprintf(err, cap, "fork: %s", strerror(errno));
         return GS_EIO;
     }
     if (pid == 0) {
@@ -32,9 +32,9 @@ int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(err, cap, "%s failed (%s); no plot written", gnuplot,
-                 WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "not installed?"
-                                                                 : "see its message");
+        (void)snprintf(err, cap, "%s failed (%s); no plot written", gnuplot,
+                       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "not installed?"
+                                                                       : "see its message");
         return GS_EIO;
     }
     return GS_OK;
@@ -43,17 +43,17 @@ int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t
 void gs_report_format_py(double v, char *buf, size_t cap)
 {
     if (isnan(v)) {
-        snprintf(buf, cap, "%s", "");
+        (void)snprintf(buf, cap, "%s", "");
         return;
     }
     for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, v);
+        (void)snprintf(buf, cap, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)
             break;
     }
     /* Python writes integral floats with ".0" and never uses an exponent below 1e16. */
     if (strchr(buf, 'e')) {
-        snprintf(buf, cap, "%.17g", v);
+        (void)snprintf(buf, cap, "%.17g", v);
         return;
     }
     if (!strchr(buf, '.') && !strchr(buf, 'n') && !strchr(buf, 'i')) {
@@ -70,14 +70,14 @@ FILE *gs_report_tmp_open(const char *path, char **tmp, char *err, size_t cap)
     size_t len = strlen(path) + 16;
     *tmp = malloc(len);
     if (!*tmp) {
-        snprintf(err, cap, "out of memory");
+        (void)snprintf(err, cap, "out of memory");
         return NULL;
     }
-    snprintf(*tmp, len, "%s.tmpXXXXXX", path);
+    (void)snprintf(*tmp, len, "%s.tmpXXXXXX", path);
     int fd = mkstemp(*tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        (void)snprintf(err, cap, "%s: %s", path, strerror(errno));
         if (fd >= 0) {
             close(fd);
             (void)remove(*tmp);
@@ -112,7 +112,7 @@ int gs_report_tmp_commit(FILE *f, char *tmp, const char *path, char *err, size_t
     if (!bad && rename(tmp, path) != 0)
         bad = 1;
     if (bad) {
-        snprintf(err, cap, "%s: %s", path, errno ? strerror(errno) : "write failed");
+        (void)snprintf(err, cap, "%s: %s", path, errno ? strerror(errno) : "write failed");
         if (remove(tmp) != 0) {
             /* Nothing more to do: the temporary name is reported above. */
         }
@@ -141,22 +141,22 @@ int gs_report_write_columns(const char *path, const struct gs_report_run *runs, 
     FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
     if (!f)
         return GS_EIO;
-    fputs("workload,sc_policy,tune,seed,total_gpus", f);
+    (void)fputs("workload,sc_policy,tune,seed,total_gpus", f);
     for (int k = 0; k < GS_SIM_COLUMNS; k++)
-        fprintf(f, ",%d", k);
-    fputc('\n', f);
+        (void)fprintf(f, ",%d", k);
+    (void)fputc('\n', f);
     char num[64];
     for (size_t i = 0; i < n; i++) {
         const struct gs_sim_result *r = runs[i].res;
         gs_report_format_py(r->tune, num, sizeof(num));
-        fprintf(f, "%s,%s,%s,%llu,%u", runs[i].workload, gs_policy_label(r->policy), num,
-                (unsigned long long)r->seed, r->total_gpus);
+        (void)fprintf(f, "%s,%s,%s,%llu,%u", runs[i].workload, gs_policy_label(r->policy), num,
+                      (unsigned long long)r->seed, r->total_gpus);
         const double *row = metric_row(r, metric);
         for (int k = 0; k < GS_SIM_COLUMNS; k++) {
             gs_report_format_py(row[k], num, sizeof(num));
-            fprintf(f, ",%s", num);
+            (void)fprintf(f, ",%s", num);
         }
-        fputc('\n', f);
+        (void)fputc('\n', f);
     }
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
@@ -173,19 +173,19 @@ int gs_report_write_runs(const char *path, const struct gs_report_run *runs, siz
     FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
     if (!f)
         return GS_EIO;
-    fputs("workload,policy,seed,tune,pods,pods_failed,arrived_gpu_milli,used_gpu_milli,"
-          "unallocated_gpu_pct_at_100,fragmented_gpu_pct_at_80\n",
-          f);
+    (void)fputs("workload,policy,seed,tune,pods,pods_failed,arrived_gpu_milli,used_gpu_milli,"
+                "unallocated_gpu_pct_at_100,fragmented_gpu_pct_at_80\n",
+                f);
     char tune[64], un[64], fr[64];
     for (size_t i = 0; i < n; i++) {
         const struct gs_sim_result *r = runs[i].res;
         gs_report_format_py(r->tune, tune, sizeof(tune));
         gs_report_format_py(gs_round_half_even(unalloc_at_100(r), 2), un, sizeof(un));
         gs_report_format_py(r->frag_pct[80], fr, sizeof(fr));
-        fprintf(f, "%s,%s,%llu,%s,%u,%u,%lld,%lld,%s,%s\n", runs[i].workload,
-                gs_policy_name(r->policy), (unsigned long long)r->seed, tune, r->pods,
-                r->pods_failed, (long long)r->arrived_gpu_milli, (long long)r->used_gpu_milli, un,
-                fr);
+        (void)fprintf(f, "%s,%s,%llu,%s,%u,%u,%lld,%lld,%s,%s\n", runs[i].workload,
+                      gs_policy_name(r->policy), (unsigned long long)r->seed, tune, r->pods,
+                      r->pods_failed, (long long)r->arrived_gpu_milli, (long long)r->used_gpu_milli,
+                      un, fr);
     }
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
@@ -238,13 +238,14 @@ int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, s
     FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
     if (!f)
         return GS_EIO;
-    fputs("workload,policy,seeds,unallocated_gpu_pct_at_100_mean,unallocated_gpu_pct_at_100_std,"
-          "fragmented_gpu_pct_at_80_mean,fragmented_gpu_pct_at_80_std,failed_pods_mean\n",
-          f);
+    (void)fputs(
+        "workload,policy,seeds,unallocated_gpu_pct_at_100_mean,unallocated_gpu_pct_at_100_std,"
+        "fragmented_gpu_pct_at_80_mean,fragmented_gpu_pct_at_80_std,failed_pods_mean\n",
+        f);
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%s,%s,%u,%.3f,%.3f,%.3f,%.3f,%.1f\n", agg[i].workload,
-                gs_policy_name(agg[i].policy), agg[i].seeds, agg[i].unalloc_mean,
-                agg[i].unalloc_std, agg[i].frag_mean, agg[i].frag_std, agg[i].failed_mean);
+        (void)fprintf(f, "%s,%s,%u,%.3f,%.3f,%.3f,%.3f,%.1f\n", agg[i].workload,
+                      gs_policy_name(agg[i].policy), agg[i].seeds, agg[i].unalloc_mean,
+                      agg[i].unalloc_std, agg[i].frag_mean, agg[i].frag_std, agg[i].failed_mean);
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
@@ -274,29 +275,29 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
     size_t plen = strlen(png_path) + 32;
     char *data_path = malloc(plen), *script_path = malloc(plen);
     if (!data_path || !script_path) {
-        snprintf(err, cap, "out of memory");
+        (void)snprintf(err, cap, "out of memory");
         goto out;
     }
-    snprintf(data_path, plen, "%s.dat", png_path);
-    snprintf(script_path, plen, "%s.gp", png_path);
+    (void)snprintf(data_path, plen, "%s.dat", png_path);
+    (void)snprintf(script_path, plen, "%s.gp", png_path);
     FILE *d = gs_report_tmp_open(data_path, &data_tmp, err, cap);
     if (!d)
         goto out;
     for (int k = 0; k < GS_SIM_COLUMNS; k++) {
-        fprintf(d, "%d", k);
+        (void)fprintf(d, "%d", k);
         for (uint32_t p = 0; p < GS_POLICY_COUNT; p++) {
             if (!present[p])
                 continue;
             if (cnt[p][k])
-                fprintf(d, " %.4f", sum[p][k] / cnt[p][k]);
+                (void)fprintf(d, " %.4f", sum[p][k] / cnt[p][k]);
             else
-                fputs(" NaN", d);
+                (void)fputs(" NaN", d);
         }
-        fputc('\n', d);
+        (void)fputc('\n', d);
     }
     int derr = ferror(d);
     if (fclose(d) != 0 || derr) {
-        snprintf(err, cap, "%s: write failed", data_tmp);
+        (void)snprintf(err, cap, "%s: write failed", data_tmp);
         goto out;
     }
     FILE *s = gs_report_tmp_open(script_path, &script_tmp, err, cap);
@@ -304,15 +305,15 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
         goto out;
     png_tmp = malloc(plen + 16);
     if (!png_tmp) {
-        fclose(s);
+        (void)fclose(s);
         goto out;
     }
-    snprintf(png_tmp, plen + 16, "%s.tmpXXXXXX", png_path);
+    (void)snprintf(png_tmp, plen + 16, "%s.tmpXXXXXX", png_path);
     int png_fd = mkstemp(png_tmp);
     if (png_fd < 0) {
-        snprintf(err, cap, "%s: %s", png_path, strerror(errno));
+        (void)snprintf(err, cap, "%s: %s", png_path, strerror(errno));
         png_tmp[0] = '\0';
-        fclose(s);
+        (void)fclose(s);
         goto out;
     }
     close(png_fd);
@@ -320,40 +321,40 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
     q_work = gs_report_gp_quote(workload);
     q_data = gs_report_gp_quote(data_tmp);
     if (!q_png || !q_work || !q_data) {
-        snprintf(err, cap, "out of memory");
-        fclose(s);
+        (void)snprintf(err, cap, "out of memory");
+        (void)fclose(s);
         goto out;
     }
-    fprintf(s,
-            "set terminal pngcairo size 1000,640 font 'sans,11' noenhanced\n"
-            "set output '%s'\n"
-            "set title 'GPU allocation rate vs arrived workload (%s, mean over seeds)'\n"
-            "set xlabel 'arrived GPU request, %% of cluster GPU capacity'\n"
-            "set ylabel 'allocated GPU, %% of capacity'\n"
-            "set key left top\nset grid\nset xrange [0:130]\nset yrange [0:100]\n"
-            "set datafile missing 'NaN'\nplot ",
-            q_png, q_work);
+    (void)fprintf(s,
+                  "set terminal pngcairo size 1000,640 font 'sans,11' noenhanced\n"
+                  "set output '%s'\n"
+                  "set title 'GPU allocation rate vs arrived workload (%s, mean over seeds)'\n"
+                  "set xlabel 'arrived GPU request, %% of cluster GPU capacity'\n"
+                  "set ylabel 'allocated GPU, %% of capacity'\n"
+                  "set key left top\nset grid\nset xrange [0:130]\nset yrange [0:100]\n"
+                  "set datafile missing 'NaN'\nplot ",
+                  q_png, q_work);
     int col = 2;
     bool first = true;
     for (uint32_t p = 0; p < GS_POLICY_COUNT; p++) {
         if (!present[p])
             continue;
         /* Distinct dash types too: clustering and packing often lie within 0.1 point. */
-        fprintf(s, "%s'%s' using 1:%d with lines lw 2 dt %d title '%s'", first ? "" : ", ", q_data,
-                col, col - 1, gs_policy_name(p));
+        (void)fprintf(s, "%s'%s' using 1:%d with lines lw 2 dt %d title '%s'", first ? "" : ", ",
+                      q_data, col, col - 1, gs_policy_name(p));
         col++;
         first = false;
     }
-    fputc('\n', s);
+    (void)fputc('\n', s);
     int serr = ferror(s);
     if (fclose(s) != 0 || serr) {
-        snprintf(err, cap, "%s: write failed", script_tmp);
+        (void)snprintf(err, cap, "%s: write failed", script_tmp);
         goto out;
     }
     if (gs_report_gnuplot(gnuplot, script_tmp, err, cap) != GS_OK)
         goto out;
     if (rename(png_tmp, png_path) != 0) {
-        snprintf(err, cap, "%s: %s", png_path, strerror(errno));
+        (void)snprintf(err, cap, "%s: %s", png_path, strerror(errno));
         goto out;
     }
     rc = GS_OK;

@@ -122,9 +122,9 @@ int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char 
     if ((err = build_cluster(in, &c)) != GS_OK) {
         if (err == GS_ELIMIT && diag) {
             memset(diag, 0, sizeof(*diag));
-            snprintf(diag->file, sizeof(diag->file), "%s", nodes_path);
-            snprintf(diag->msg, sizeof(diag->msg), "more than %d GPU models in the node list",
-                     GS_MODELS_MAX);
+            (void)snprintf(diag->file, sizeof(diag->file), "%s", nodes_path);
+            (void)snprintf(diag->msg, sizeof(diag->msg), "more than %d GPU models in the node list",
+                           GS_MODELS_MAX);
         }
         goto out;
     }
@@ -133,8 +133,8 @@ int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char 
         err = GS_EINVAL;
         if (diag) {
             memset(diag, 0, sizeof(*diag));
-            snprintf(diag->file, sizeof(diag->file), "%s", nodes_path);
-            snprintf(diag->msg, sizeof(diag->msg), "the cluster has no GPU");
+            (void)snprintf(diag->file, sizeof(diag->file), "%s", nodes_path);
+            (void)snprintf(diag->msg, sizeof(diag->msg), "the cluster has no GPU");
         }
         goto out;
     }
@@ -191,7 +191,7 @@ double gs_round_half_even(double x, int decimals)
     /* glibc's printf rounds the exact binary value to nearest, ties to even: the same result
      * as Python's correctly rounded round(). */
     char buf[64];
-    snprintf(buf, sizeof(buf), "%.*f", decimals, x);
+    (void)snprintf(buf, sizeof(buf), "%.*f", decimals, x);
     return strtod(buf, NULL);
 }
 

@@ -142,7 +142,7 @@ char *gs__stage_open(const char *dir)
     char *stage = malloc(n);
     if (!stage)
         return NULL;
-    snprintf(stage, n, "%s/.gpusched-XXXXXX", dir);
+    (void)snprintf(stage, n, "%s/.gpusched-XXXXXX", dir);
     if (!mkdtemp(stage)) {
         free(stage);
         return NULL;
@@ -171,8 +171,8 @@ static int each_file(const char *stage, const char *dir, int (*fn)(const char *,
         if (!from || !to) {
             rc = -1;
         } else {
-            snprintf(from, a, "%s/%s", stage, de->d_name);
-            snprintf(to, b, "%s/%s", dir ? dir : "", de->d_name);
+            (void)snprintf(from, a, "%s/%s", stage, de->d_name);
+            (void)snprintf(to, b, "%s/%s", dir ? dir : "", de->d_name);
             if (fn(from, to) != 0) {
                 if (err)
                     (void)snprintf(err, cap, "%s: %s", to, strerror(errno));

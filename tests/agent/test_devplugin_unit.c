@@ -184,6 +184,13 @@ static void test_config_errors_name_line_column_and_key(void **state)
         {"version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
          "devices: [x1]}]}}\n",
          2, 83, "devices", "is not a GPU index"},
+        /* sscanf's %u once wrapped these to GPU 0 and MIG 1. */
+        {"version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
+         "devices: ['4294967296']}]}}\n",
+         2, 83, "devices", "is not a GPU index"},
+        {"version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
+         "devices: ['1:4294967297']}]}}\n",
+         2, 83, "devices", "is not a GPU index"},
         {"version: v1\nsharing: {mps: {}}\n", 2, 11, "mps", "not supported"},
         {"version: v1\nhealth: {recoveryQuietPeriod: 300}\n", 2, 31, "recoveryQuietPeriod",
          "needs a unit"},

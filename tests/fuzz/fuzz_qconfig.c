@@ -55,14 +55,19 @@ static void check_assign(const struct gs_qconfig *qc, const struct gs_engine *e,
     p.gpu_spec = (char *)spec;
     p.phase = (char *)"";
     int rc = gs_qconfig_assign(qc, &p, &a);
-    if (rc != GS_OK) {
-        check(rc == GS_ENOENT && a.queue == NULL && a.priority_class == NULL);
-        return;
+    /* qconfig.h: GS_ENOENT when no queue or no PriorityClass applies; the queue is then the
+     * one found (NULL if none) and priority_class is NULL. */
+    check(rc == GS_OK || rc == GS_ENOENT);
+    if (rc == GS_ENOENT) {
+        check(a.priority_class == NULL);
+        if (a.queue == NULL)
+            return;
     }
     int q = gs_engine_find_queue(e, a.queue);
     struct gs_queue_info in;
     check(q > 0 && gs_engine_queue_info(e, (uint32_t)q, &in) == GS_OK && in.leaf);
-    check(gs_engine_find_priority_class(e, a.priority_class) >= 0);
+    if (rc == GS_OK)
+        check(gs_engine_find_priority_class(e, a.priority_class) >= 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

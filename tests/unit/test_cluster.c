@@ -1,6 +1,6 @@
 /*
  * Unit tests of the cluster model: adding nodes, GPU models and model masks, labels, the
- * feasibility filter (gs_node_fits, §2.1 of shared/docs/fgd-policies.md) and bind/unbind.
+ * feasibility filter (gs_node_fits, §2.1 of docs/fgd-policies.md) and bind/unbind.
  */
 #include <setjmp.h>
 #include <stdarg.h>

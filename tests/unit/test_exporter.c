@@ -2,10 +2,10 @@
  * Tests of the Prometheus exporter (include/gpusched/exporter.h): the bounded buffer, label
  * escaping, the exact text of a scrape (HELP/TYPE lines, label order, number formats), one
  * series per pod on a shared GPU and every way a device id can name a GPU, fields left out
- * when unread, the size limit, the render time of an 8-GPU, 32-pod node, and the HTTP server
+ * when unread, the size limit, every series of an 8-GPU, 32-pod node, and the HTTP server
  * (/metrics, /healthz, 404, 405) over a real loopback socket.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* POSIX sockets */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -307,16 +306,10 @@ static void test_render_stops_at_the_size_limit(void **state)
     gs_textbuf_fini(&b);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* The aim of the design: a scrape of a full node well under 5 ms (measured with the sanitizers
- * on, so the real figure is lower still). */
-static void test_scrape_of_8_gpus_with_32_pods_renders_well_under_5_ms(void **state)
+/* A full node (8 GPUs, 32 pods) renders every series, also into a buffer reset after use. How
+ * long a scrape takes is measured by bench/agent_metrics.py (make bench), not asserted here: a
+ * unit test that times itself fails on a busy machine. */
+static void test_scrape_of_8_gpus_with_32_pods_renders_every_series(void **state)
 {
     (void)state;
     struct gs_exporter_gpu g[8];
@@ -338,18 +331,12 @@ static void test_scrape_of_8_gpus_with_32_pods_renders_well_under_5_ms(void **st
     snprintf(s.hostname, sizeof s.hostname, "gpu-node-017.cluster.example");
     struct gs_textbuf b;
     gs_textbuf_init(&b, GS_EXPORTER_DEFAULT_MAX_BYTES);
-    assert_int_equal(gs_exporter_render(&s, &b), GS_OK); /* warm the buffer */
-    const int rounds = 200;
-    double t0 = now_s();
-    for (int r = 0; r < rounds; r++) {
-        gs_textbuf_reset(&b);
-        assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
-    }
-    double per_ms = (now_s() - t0) * 1000.0 / rounds;
-    print_message("render: 8 GPUs, 32 pods: %.3f ms per scrape, %zu bytes, %d series\n", per_ms,
-                  b.len, count_lines_with(b.data, "\n") - count_lines_with(b.data, "# "));
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    size_t first_len = b.len;
+    gs_textbuf_reset(&b);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_int_equal(b.len, first_len);
     assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 32);
-    assert_true(per_ms < 5.0);
     gs_textbuf_fini(&b);
 }
 
@@ -479,7 +466,7 @@ int main(void)
         cmocka_unit_test(test_device_id_by_index_and_unattributed_gpu),
         cmocka_unit_test(test_unread_fields_and_silent_gpus_are_left_out),
         cmocka_unit_test(test_render_stops_at_the_size_limit),
-        cmocka_unit_test(test_scrape_of_8_gpus_with_32_pods_renders_well_under_5_ms),
+        cmocka_unit_test(test_scrape_of_8_gpus_with_32_pods_renders_every_series),
         cmocka_unit_test(test_http_server_serves_metrics_and_healthz),
         cmocka_unit_test(test_scrape_over_the_limit_is_answered_500),
     };

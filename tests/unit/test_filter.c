@@ -147,13 +147,13 @@ static void test_malformed_filters_are_refused(void **state)
     uint32_t cls;
     const char *x[] = {"x"}, *two[] = {"1", "2"};
     struct gs_sel_expr bad[] = {
-        {"zone", GS_SEL_IN, false, NULL, 0},         /* In without values */
-        {"zone", GS_SEL_EXISTS, false, x, 1},        /* Exists with values */
-        {"n", GS_SEL_GT, false, x, 1},               /* Gt of a non-integer */
-        {"n", GS_SEL_LT, false, two, 2},             /* Lt with two values */
-        {"metadata.uid", GS_SEL_IN, true, x, 1},     /* a field other than metadata.name */
+        {"zone", GS_SEL_IN, false, NULL, 0},     /* In without values */
+        {"zone", GS_SEL_EXISTS, false, x, 1},    /* Exists with values */
+        {"n", GS_SEL_GT, false, x, 1},           /* Gt of a non-integer */
+        {"n", GS_SEL_LT, false, two, 2},         /* Lt with two values */
+        {"metadata.uid", GS_SEL_IN, true, x, 1}, /* a field other than metadata.name */
         {"metadata.name", GS_SEL_EXISTS, true, 0, 0} /* a field with Exists */,
-        {"", GS_SEL_EXISTS, false, NULL, 0},         /* empty key */
+        {"", GS_SEL_EXISTS, false, NULL, 0}, /* empty key */
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         struct gs_sel_term t = {&bad[k], 1};

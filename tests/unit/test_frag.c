@@ -2,7 +2,7 @@
  * Unit tests of the target workload (gs_workload_build) and node fragmentation (gs_frag_node),
  * and of the FGD score built on them.
  *
- * Expected values are worked out by hand from the specification (shared/docs/fgd-policies.md
+ * Expected values are worked out by hand from the specification (docs/fgd-policies.md
  * §3.6), with the arithmetic in a comment beside each one. The hand-built workloads use
  * probabilities that are exact binary fractions (1/2, 1/4, 1/8), so every bucket is an exact
  * double and can be compared with ==; only the sigmoid values were evaluated numerically

@@ -51,7 +51,10 @@ struct fx {
     atomic_int send_after_finish_rc;
     atomic_int flood_accepted;
     atomic_int flood_rc;
-    atomic_int thread_errors; /* checks that failed on the loop thread */
+    atomic_int thread_errors;  /* checks that failed on the loop thread */
+    atomic_bool stats_request; /* main -> loop: copy the server's counters into `stats` */
+    atomic_bool stats_done;    /* loop -> main: `stats` is written */
+    struct gs_grpc_server_stats stats;
     /* Loop thread only. */
     struct gs_grpc_stream *held[8];
     int n_held;
@@ -241,8 +244,24 @@ static void *loop(void *arg)
         if (atomic_exchange(&fx->finish_request, false))
             for (int i = 0; i < fx->n_held; i++)
                 gs_grpc_stream_finish(fx->held[i], GS_GRPC_OK, NULL);
+        if (atomic_exchange(&fx->stats_request, false)) {
+            gs_grpc_server_stats(fx->srv, &fx->stats);
+            atomic_store(&fx->stats_done, true);
+        }
     }
     return NULL;
+}
+
+/* The server's counters, read on the loop thread: a server is used from one thread at a time
+ * (grpc.h), and reading them from the main thread while the loop runs is a data race (TSan). */
+static void server_stats(struct fx *fx, struct gs_grpc_server_stats *out)
+{
+    atomic_store(&fx->stats_done, false);
+    atomic_store(&fx->stats_request, true);
+    gs_grpc_server_wake(fx->srv);
+    while (!atomic_load(&fx->stats_done))
+        sleep_ms(1);
+    *out = fx->stats;
 }
 
 static int setup(void **state)
@@ -340,7 +359,7 @@ static void test_unary_echoes_bytes_and_reuses_the_connection(void **state)
     gs_grpc_result_fini(&r);
 
     struct gs_grpc_server_stats st;
-    gs_grpc_server_stats(fx->srv, &st);
+    server_stats(fx, &st);
     assert_int_equal(st.connections_accepted, 1);
     assert_int_equal(st.calls_dispatched, 2);
     gs_grpc_client_free(c);
@@ -680,7 +699,7 @@ static void test_garbage_connections_are_closed_without_harming_others(void **st
     gs_grpc_result_fini(&r);
 
     struct gs_grpc_server_stats st;
-    gs_grpc_server_stats(fx->srv, &st);
+    server_stats(fx, &st);
     assert_int_equal(st.connections_failed, 2);
     gs_grpc_client_free(a);
     wait_for(&fx->closed[GS_GRPC_CLOSE_CANCELLED], 1);

@@ -24,9 +24,9 @@ static void test_cpu_to_milli_cores(void **state)
     assert_int_equal(q("4", 1e-3, true), 4000);
     assert_int_equal(q("500m", 1e-3, true), 500);
     assert_int_equal(q("1.5", 1e-3, true), 1500);
-    assert_int_equal(q("0.1", 1e-3, true), 100);   /* no binary noise: 0.1 x 1000 is 100 */
-    assert_int_equal(q("100u", 1e-3, true), 1);    /* 0.1 milli rounds up for a request */
-    assert_int_equal(q("100u", 1e-3, false), 0);   /* and down for a capacity */
+    assert_int_equal(q("0.1", 1e-3, true), 100);     /* no binary noise: 0.1 x 1000 is 100 */
+    assert_int_equal(q("100u", 1e-3, true), 1);      /* 0.1 milli rounds up for a request */
+    assert_int_equal(q("100u", 1e-3, false), 0);     /* and down for a capacity */
     assert_int_equal(q("2e3", 1e-3, true), 2000000); /* 2000 cores */
     assert_int_equal(q("+3", 1e-3, true), 3000);
 }
@@ -36,7 +36,7 @@ static void test_memory_to_mib(void **state)
     (void)state;
     assert_int_equal(q("16Gi", 1048576.0, true), 16384);
     assert_int_equal(q("512Mi", 1048576.0, true), 512);
-    assert_int_equal(q("1G", 1048576.0, false), 953);     /* 10^9 / 2^20 = 953.67 */
+    assert_int_equal(q("1G", 1048576.0, false), 953); /* 10^9 / 2^20 = 953.67 */
     assert_int_equal(q("1G", 1048576.0, true), 954);
     assert_int_equal(q("128974848", 1048576.0, true), 123); /* 123 x 2^20 bytes exactly */
     assert_int_equal(q("1Ti", 1048576.0, true), 1048576);
@@ -47,8 +47,8 @@ static void test_bad_quantities_are_refused(void **state)
 {
     (void)state;
     int64_t v;
-    const char *bad[] = {"", "lots", "-1", "1 Gi", " 1", "1Gb", "1.2.3", "e3", "1e", "Gi",
-                         "99999999999999999999Ei"};
+    const char *bad[] = {
+        "", "lots", "-1", "1 Gi", " 1", "1Gb", "1.2.3", "e3", "1e", "Gi", "99999999999999999999Ei"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(gs_kquantity(bad[i], 1.0, true, &v), -1);
     assert_int_equal(gs_kquantity(NULL, 1.0, true, &v), -1);

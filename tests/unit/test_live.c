@@ -92,11 +92,11 @@ static void world_init(struct world *w, int64_t q1_gpu_limit, bool evict_ends)
                                    .on_event = on_event,
                                    .ctx = w};
     assert_int_equal(gs_engine_new(w->c, &cfg, &w->e), GS_OK);
-    struct gs_queue_spec q = {"research", GS_QUEUE_ROOT, {0, 0, 0},
-                              {q1_gpu_limit, GS_UNLIMITED, GS_UNLIMITED}, 1, 0};
+    struct gs_queue_spec q = {
+        "research", GS_QUEUE_ROOT, {0, 0, 0}, {q1_gpu_limit, GS_UNLIMITED, GS_UNLIMITED}, 1, 0};
     assert_int_equal(gs_engine_add_queue(w->e, &q, &w->q1), GS_OK);
-    struct gs_queue_spec q2 = {"infer", GS_QUEUE_ROOT, {0, 0, 0},
-                               {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 1, 0};
+    struct gs_queue_spec q2 = {
+        "infer", GS_QUEUE_ROOT, {0, 0, 0}, {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 1, 0};
     assert_int_equal(gs_engine_add_queue(w->e, &q2, &w->q2), GS_OK);
     struct gs_priority_class_spec lo = {"low", 10, 1}, hi = {"high", 50, 1};
     assert_int_equal(gs_engine_add_priority_class(w->e, &lo, &w->pc_low), GS_OK);
@@ -122,8 +122,8 @@ static struct gs_tpod_spec pod_spec(uint32_t queue, uint32_t pc, uint32_t gpus, 
     return s;
 }
 
-static uint32_t submit(struct world *w, const char *uid, uint32_t queue, uint32_t pc,
-                       uint32_t gpus, uint32_t cls)
+static uint32_t submit(struct world *w, const char *uid, uint32_t queue, uint32_t pc, uint32_t gpus,
+                       uint32_t cls)
 {
     struct gs_tpod_spec s = pod_spec(queue, pc, gpus, 1000);
     struct gs_pod_ident id = {uid, "default", uid, cls, 0, false};

@@ -84,16 +84,16 @@ static void add_node(struct world *w)
     char name[16];
     (void)snprintf(name, sizeof(name), "n%u", w->next_node++);
     uint32_t gpus = draw(w, 3) == 0 ? 0 : 1 + draw(w, 8);
-    struct gs_node_spec s = {name, 16000 + 16000 * draw(w, 3), 1 << 18, 20, gpus,
-                             gpus ? models[draw(w, 2)] : NULL, 0};
+    struct gs_node_spec s = {name, 16000 + 16000 * draw(w, 3),       1 << 18, 20,
+                             gpus, gpus ? models[draw(w, 2)] : NULL, 0};
     uint32_t id;
     if (gs_cluster_add_node(w->c, &s, &id) != GS_OK)
         return;
     if (draw(w, 2))
         assert_int_equal(gs_cluster_set_label(w->c, id, "pool", draw(w, 2) ? "a" : "b"), GS_OK);
     if (draw(w, 4) == 0) {
-        struct gs_taint t = {"dedicated", "x", draw(w, 2) ? GS_TAINT_NO_SCHEDULE
-                                                          : GS_TAINT_PREFER_NO_SCHEDULE};
+        struct gs_taint t = {"dedicated", "x",
+                             draw(w, 2) ? GS_TAINT_NO_SCHEDULE : GS_TAINT_PREFER_NO_SCHEDULE};
         assert_int_equal(gs_cluster_set_taints(w->c, id, &t, 1), GS_OK);
     }
 }
@@ -205,22 +205,20 @@ static void step(struct world *w, int64_t now)
     } else if (op < 60) {
         int node = some_node(w);
         if (node >= 0)
-            assert_int_equal(gs_cluster_set_unschedulable(w->c, (uint32_t)node, draw(w, 2)),
-                             GS_OK);
+            assert_int_equal(gs_cluster_set_unschedulable(w->c, (uint32_t)node, draw(w, 2)), GS_OK);
     } else if (op < 66) {
         int node = some_node(w);
         if (node >= 0 && gs_cluster_node(w->c, (uint32_t)node)->gpu_count) {
             const struct gs_node *nd = gs_cluster_node(w->c, (uint32_t)node);
-            assert_int_equal(gs_cluster_set_gpu_health(w->c, (uint32_t)node,
-                                                       draw(w, nd->gpu_count), draw(w, 3) != 0),
+            assert_int_equal(gs_cluster_set_gpu_health(w->c, (uint32_t)node, draw(w, nd->gpu_count),
+                                                       draw(w, 3) != 0),
                              GS_OK);
         }
     } else if (op < 70) {
         int node = some_node(w);
         if (node >= 0)
             assert_int_equal(
-                gs_cluster_set_label(w->c, (uint32_t)node, "pool", draw(w, 2) ? "a" : "b"),
-                GS_OK);
+                gs_cluster_set_label(w->c, (uint32_t)node, "pool", draw(w, 2) ? "a" : "b"), GS_OK);
     } else {
         assert_int_equal(gs_engine_cycle(w->e, now, &w->rng, NULL), GS_OK);
     }
@@ -245,9 +243,12 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
         for (uint32_t q = 0; q < 3; q++) {
             char name[8];
             (void)snprintf(name, sizeof(name), "q%u", q);
-            struct gs_queue_spec qs = {name, GS_QUEUE_ROOT, {2000 * q, 0, 0},
+            struct gs_queue_spec qs = {name,
+                                       GS_QUEUE_ROOT,
+                                       {2000 * q, 0, 0},
                                        {q == 2 ? 6000 : GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED},
-                                       1.0, 0};
+                                       1.0,
+                                       0};
             assert_int_equal(gs_engine_add_queue(w.e, &qs, &w.queues[q]), GS_OK);
             struct gs_priority_class_spec pc = {name, (int32_t)(10 * q), 1};
             assert_int_equal(gs_engine_add_priority_class(w.e, &pc, &w.pcs[q]), GS_OK);
@@ -260,8 +261,8 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
         const char *b[] = {"b"};
         struct gs_sel_expr ex = {"pool", GS_SEL_IN, false, b, 1};
         struct gs_sel_term term = {&ex, 1};
-        struct gs_filter_spec fb = {.required = &term, .n_required = 1, .tolerations = &tol,
-                                    .n_tolerations = 1};
+        struct gs_filter_spec fb = {
+            .required = &term, .n_required = 1, .tolerations = &tol, .n_tolerations = 1};
         w.cls[0] = GS_FILTER_DEFAULT;
         assert_int_equal(gs_filter_intern(w.c, &fa, &w.cls[1]), GS_OK);
         assert_int_equal(gs_filter_intern(w.c, &ft, &w.cls[2]), GS_OK);

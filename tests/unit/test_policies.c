@@ -2,7 +2,7 @@
  * Unit tests of the six placement policies (gs_sched_score_nodes, gs_sched_place).
  *
  * Every expected score and choice below was worked out by hand from the specification
- * (shared/docs/fgd-policies.md, sections 2 and 3), never copied from the code's output; the
+ * (docs/fgd-policies.md, sections 2 and 3), never copied from the code's output; the
  * comment next to each value shows the arithmetic. The clusters are two to four nodes built
  * with gs_cluster_add_node() and filled with gs_cluster_bind(), so each node's free CPU and
  * free milli-GPU per device index are known exactly.
