@@ -2428,18 +2428,21 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
     }
     for (uint32_t gi = 0; gi < e->ng; gi++) {
         const struct gang *g = &e->g[gi];
-        uint32_t run = 0, done = 0, pend = 0;
+        uint32_t run = 0, done = 0, pend = 0, adopted = 0;
         for (uint32_t m = 0; m < g->n_members; m++) {
             enum gs_tpod_state s = e->p[g->members[m]].state;
             run += s == GS_TPOD_RUNNING;
             done += s == GS_TPOD_SUCCEEDED;
             pend += s == GS_TPOD_PENDING;
+            adopted += s == GS_TPOD_RUNNING && e->p[g->members[m]].adopted;
         }
         if (run != g->running || done != g->succeeded || pend != g->pending) {
             (void)snprintf(msg, cap, "gang %s counts disagree with its members", g->name);
             goto out;
         }
-        if (run > 0 && run + done < g->min_member) {
+        /* Members that were already running when handed over (adopt) are what the cluster
+         * has, not a placement of ours: a gang may run below its minimum only through them. */
+        if (run > adopted && run + done < g->min_member) {
             (void)snprintf(msg, cap, "gang %s runs %u of min_member %u", g->name, run,
                            g->min_member);
             goto out;

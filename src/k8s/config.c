@@ -653,9 +653,13 @@ int gs_kube_config_load_file(const char *path, struct gs_kube_config *cfg,
         goto out;
     }
     char *slash = strrchr(dir, '/');
-    if (slash == NULL)
-        strcpy(dir, ".");
-    else if (slash == dir)
+    if (slash == NULL) {
+        free(dir); /* "." may not fit in the copy of a one-character path */
+        if ((dir = strdup(".")) == NULL) {
+            rc = GS_ENOMEM;
+            goto out;
+        }
+    } else if (slash == dir)
         dir[1] = '\0';
     else
         *slash = '\0';

@@ -7,6 +7,7 @@
  * queue books, states), whatever the objects said.
  */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check(int ok)
+#define check(ok) check_at((ok), __LINE__)
+static void check_at(int ok, int line)
 {
-    if (!ok)
+    if (!ok) {
+        (void)fprintf(stderr, "fuzz_kworld: check failed at line %d\n", line);
         abort();
+    }
 }
 
 static void on_pending(void *ctx, const char *ns, const char *name, const char *reason)
@@ -57,7 +61,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc != GS_OK)
             break;
         char msg[256];
-        check(gs_engine_check(gs_kworld_engine(w), msg, sizeof(msg)) == GS_OK);
+        int ck = gs_engine_check(gs_kworld_engine(w), msg, sizeof(msg));
+        if (ck != GS_OK)
+            (void)fprintf(stderr, "fuzz_kworld: engine check: %s\n", msg);
+        check(ck == GS_OK);
         if (changes == 0)
             break;
     }
