@@ -4,7 +4,12 @@
  *      pods in 50 queues (5 departments x 10 teams): median and p99 time per decision,
  *      including queue ordering (one job tried per cycle, timed around the cycle);
  *   2. one preemption decision with 20,000 running pods filling the cluster;
- *   3. a 512-pod gang placed on a free cluster, and refused on a cluster with 300 free GPUs.
+ *   3. a 512-pod gang placed on a free cluster, and refused on a cluster with 300 free GPUs;
+ *   4. the live cluster (the issue "The core for a live cluster"): decisions when half of the
+ *      pending pods carry a nodeSelector (one of 4 zones) or a toleration (10% of the nodes
+ *      tainted); the cost of a node update (a label change re-judged in every filter class, a
+ *      GPU health flip); adopting 100,000 running pods (60,000 one-GPU, 40,000 fractional or
+ *      CPU-only) after a restart; and the memory of the engine per node and per pod.
  * The engine keeps its state incrementally; nothing is rebuilt per cycle.
  *
  *   bench_tenant [--policy bestfit|fgd|...] [--decisions N] [--full-scan]
@@ -13,9 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <time.h>
 
 #include "gpusched/err.h"
+#include "gpusched/filter.h"
 #include "gpusched/rng.h"
 #include "gpusched/sched.h"
 #include "gpusched/tenant.h"
@@ -54,6 +61,17 @@ static struct gs_cluster *make_cluster(void)
     return c;
 }
 
+/* BENCH_REASONS=1 prints the first reasons pods wait, to see why a run places little. */
+static int reasons_left = 5;
+static void on_event(void *ctx, const struct gs_event *ev)
+{
+    (void)ctx;
+    if (ev->kind == GS_EV_UNSCHEDULABLE && reasons_left > 0 && getenv("BENCH_REASONS")) {
+        reasons_left--;
+        printf("reason: pod %u: %s\n", ev->pod, ev->text);
+    }
+}
+
 struct setup {
     struct gs_cluster *c;
     struct gs_engine *e;
@@ -69,7 +87,8 @@ static void make_engine(struct setup *s, const char *policy, uint32_t to_find, b
                                    .preemption = preempt,
                                    .reclaim = preempt,
                                    .nodes_to_find = to_find,
-                                   .cycle_attempts_max = attempts_max};
+                                   .cycle_attempts_max = attempts_max,
+                                   .on_event = on_event};
     if (gs_engine_new(s->c, &cfg, &s->e))
         exit(1);
     char name[32];
@@ -297,6 +316,129 @@ static void gang(const char *policy, uint32_t to_find)
     free_setup(&s);
 }
 
+/* Bytes the allocator has handed out and not yet taken back (glibc's mallinfo2). */
+static long heap_bytes(void)
+{
+    return (long)mallinfo2().uordblks;
+}
+
+static void live(const char *policy, uint32_t to_find, int n_decisions)
+{
+    long rss0 = heap_bytes();
+    struct setup s;
+    make_engine(&s, policy, to_find, false, 1);
+    long rss_nodes = heap_bytes();
+    /* Zones z0..z3 on every node; every tenth node tainted dedicated=infer:NoSchedule. */
+    struct gs_taint taint = {"dedicated", "infer", GS_TAINT_NO_SCHEDULE};
+    for (uint32_t i = 0; i < NODES; i++) {
+        char zone[8];
+        (void)snprintf(zone, sizeof(zone), "z%u", (i / 10) % 4); /* every model in every zone */
+        if (gs_cluster_set_label(s.c, i, "zone", zone) ||
+            (i % 10 == 0 && gs_cluster_set_taints(s.c, i, &taint, 1)))
+            exit(1);
+    }
+    uint32_t cls[5];
+    for (int z = 0; z < 4; z++) {
+        char kv[16];
+        (void)snprintf(kv, sizeof(kv), "zone=z%d", z);
+        const char *sel[] = {kv};
+        struct gs_filter_spec f = {.node_selector = sel, .n_node_selector = 1};
+        if (gs_filter_intern(s.c, &f, &cls[z]))
+            exit(1);
+    }
+    struct gs_toleration tol = {"dedicated", GS_TOL_EQUAL, "infer", GS_TAINT_NO_SCHEDULE};
+    struct gs_filter_spec ft = {.tolerations = &tol, .n_tolerations = 1};
+    if (gs_filter_intern(s.c, &ft, &cls[4]))
+        exit(1);
+    struct gs_rng rng;
+    gs_rng_seed(&rng, 7);
+    long rss_before_pods = heap_bytes();
+    for (int i = 0; i < 100000; i++) {
+        struct gs_tpod_spec ps = {"p",
+                                  s.leaves[gs_rng_below(&rng, QUEUES)],
+                                  s.pc[gs_rng_below(&rng, 3)],
+                                  GS_NO_GANG,
+                                  random_req(&rng, s.c),
+                                  -1};
+        char uid[24];
+        (void)snprintf(uid, sizeof(uid), "uid-%d", i);
+        struct gs_pod_ident id = {uid, "ns", "p", i % 2 ? cls[gs_rng_below(&rng, 5)] : 0, 0, false};
+        if (gs_engine_submit_pod(s.e, &ps, &id, 0, NULL))
+            exit(1);
+    }
+    long rss_pods = heap_bytes();
+    double *t = malloc((size_t)n_decisions * sizeof(*t));
+    uint32_t bound = 0;
+    for (int i = 0; i < n_decisions; i++) {
+        struct gs_cycle_stats st;
+        double a = now_us();
+        if (gs_engine_cycle(s.e, i, &rng, &st))
+            exit(1);
+        t[i] = now_us() - a;
+        bound += st.bound;
+    }
+    qsort(t, (size_t)n_decisions, sizeof(*t), cmp_double);
+    printf("live decisions (%s, %s): %d decisions, half of 100,000 pending pods with a zone "
+           "nodeSelector or a toleration, %u placed: median %.1f us, p99 %.1f us\n",
+           policy, to_find ? "bounded scan" : "full scan", n_decisions, bound, t[n_decisions / 2],
+           t[(int)(n_decisions * 0.99)]);
+    /* Node updates: a label change (re-judged in the 6 classes) and a GPU health flip. */
+    double a = now_us();
+    for (uint32_t i = 0; i < NODES; i++) {
+        char zone[8];
+        (void)snprintf(zone, sizeof(zone), "z%u", (i / 10 + 1) % 4);
+        if (gs_cluster_set_label(s.c, i, "zone", zone))
+            exit(1);
+    }
+    double label_us = (now_us() - a) / NODES;
+    a = now_us();
+    for (uint32_t i = 0; i < NODES; i++)
+        if (gs_cluster_set_gpu_health(s.c, i, i % 8, false) ||
+            gs_cluster_set_gpu_health(s.c, i, i % 8, true))
+            exit(1);
+    double health_us = (now_us() - a) / (2.0 * NODES);
+    printf("live node update: label change %.2f us per node (%u filter classes), GPU health "
+           "flip %.2f us\n",
+           label_us, gs_filter_class_count(s.c), health_us);
+    printf("live memory: %.0f B per node (cluster, fit view, scheduler and engine arrays, 50 "
+           "queues), %.0f B per pending pod with uid, namespace and filter class\n",
+           (double)(rss_nodes - rss0) / NODES, (double)(rss_pods - rss_before_pods) / 1e5);
+    free(t);
+    free_setup(&s);
+
+    /* Adopt after a restart: 100,000 running pods on a fresh engine of the same cluster. */
+    make_engine(&s, policy, to_find, false, 1);
+    a = now_us();
+    for (int i = 0; i < 100000; i++) {
+        uint32_t node = (uint32_t)(i % NODES);
+        struct gs_tpod_spec ps = {
+            "run", s.leaves[i % QUEUES], s.pc[1], GS_NO_GANG, {1000, 4096, 1, 1000, GS_MODEL_ANY},
+            -1};
+        struct gs_placement pl = {node, 0, {0}, 0}; /* GPUs from the node's free ones */
+        if (i >= 60000) {
+            if (i % 2) {
+                ps.req.num_gpu = 0;
+                ps.req.gpu_milli = 0;
+            } else {
+                ps.req.gpu_milli = 250;
+            }
+        }
+        char uid[24];
+        (void)snprintf(uid, sizeof(uid), "run-%d", i);
+        struct gs_pod_ident id = {uid, "ns", "run", 0, 0, false};
+        if (gs_engine_adopt(s.e, &ps, &id, &pl, 0, NULL))
+            exit(1);
+    }
+    double adopt_ms = (now_us() - a) / 1000;
+    char msg[128];
+    if (gs_engine_check(s.e, msg, sizeof(msg)))
+        exit(1);
+    printf("live adopt: 100,000 running pods (60,000 one-GPU, 20,000 x 250 milli, 20,000 "
+           "CPU-only) in %.0f ms\n",
+           adopt_ms);
+    free_setup(&s);
+}
+
 int main(int argc, char **argv)
 {
     const char *policy = "bestfit";
@@ -318,5 +460,6 @@ int main(int argc, char **argv)
     decisions(policy, to_find, n);
     preemption(policy, to_find);
     gang(policy, to_find);
+    live(policy, to_find, n);
     return 0;
 }

@@ -314,6 +314,12 @@ int gs_cluster_set_labels(struct gs_cluster *c, uint32_t i, const char *const *k
 void gs_cluster_capacity(const struct gs_cluster *c, int64_t *cpu_milli, int64_t *mem_mib,
                          int64_t *gpu_milli);
 
+/**
+ * Returns a number that grows with every change of any node (a bind, a release, labels, taints,
+ * cordon, health, allocatable, an added or removed node): equal values mean nothing changed.
+ */
+uint64_t gs_cluster_changes(const struct gs_cluster *c);
+
 /** Returns a number that changes whenever capacity (gs_cluster_capacity()) may have changed. */
 uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c);
 

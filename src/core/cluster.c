@@ -597,6 +597,11 @@ void gs_cluster_capacity(const struct gs_cluster *c, int64_t *cpu_milli, int64_t
     *gpu_milli = gpu;
 }
 
+uint64_t gs_cluster_changes(const struct gs_cluster *c)
+{
+    return c->next_gen;
+}
+
 uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c)
 {
     return c->capacity_gen;

@@ -63,6 +63,13 @@ struct queue {
     uint32_t n_flavors;
     uint32_t pending, running;
     uint64_t ev_suffered, ev_caused;
+    /* The queue's best head (queue_next()), cached: valid while ver == hc_ver in cycle
+     * hc_cycle and the pod is still pending with token hc_seq. ver counts every change of the
+     * queue's heaps and blocked flavors; with many flavors (model masks x filter classes) this
+     * saves scanning every flavor of every queue for each job a cycle tries. */
+    uint64_t ver, hc_ver;
+    uint32_t hc_cycle, hc_pod, hc_flavor, hc_seq;
+    bool hc_skipped; /* a flavor blocked in hc_cycle was left out: valid in that cycle only */
 };
 
 struct pclass {
@@ -104,13 +111,14 @@ struct tpod {
     uint32_t vic_stamp;  /* victim search (e->vic_stamp) that took it */
     /* Live-cluster identity (NULL / 0 in the simulator). */
     char *uid, *ns;
-    uint32_t fclass;    /* node filter class; the pod holds one reference until forgotten */
-    int64_t created_ms; /* creation time, for "newest first" */
-    bool adopted;       /* came in running */
-    bool foreign;       /* another scheduler's: capacity only, in the root's books */
-    bool forgotten;     /* slot no longer a pod (free, or a gang member's tombstone) */
-    uint32_t gen;       /* slot generation, for handles */
-    char *reason_text;  /* last UNSCHEDULABLE text, owned */
+    uint32_t fclass;       /* node filter class; the pod holds one reference until forgotten */
+    int64_t created_ms;    /* creation time, for "newest first" */
+    bool adopted;          /* came in running */
+    bool foreign;          /* another scheduler's: capacity only, in the root's books */
+    bool forgotten;        /* slot no longer a pod (free, or a gang member's tombstone) */
+    uint32_t gen;          /* slot generation, for handles */
+    char *reason_text;     /* last UNSCHEDULABLE text, owned */
+    uint64_t explained_at; /* gs_cluster_changes() when last explained */
 };
 
 /* One change in the undo log. */
@@ -315,6 +323,7 @@ static int enqueue(struct gs_engine *e, uint32_t pod)
         q->n_flavors++;
     }
     p->seq++;
+    q->ver++;
     return heap_push(&q->flavors[f], (struct heap_ent){pod, p->seq, prio_of(e, p), p->submit_ms});
 }
 
@@ -1382,6 +1391,13 @@ static bool within_limits(const struct gs_engine *e, const struct tpod *p);
 static int note_unschedulable(struct gs_engine *e, uint32_t pod)
 {
     struct tpod *p = &e->p[pod];
+    /* No node changed (no bind, release, label, taint, cordon, health or capacity change) since
+     * this pod was last judged: the reason is the same, and judging every node again (O(nodes))
+     * would be wasted. Queue books change only with binds and releases, which change nodes. */
+    uint64_t stamp = gs_cluster_changes(e->c);
+    if (p->reason_text && p->explained_at == stamp)
+        return GS_OK;
+    p->explained_at = stamp;
     char buf[1024];
     size_t len = 0;
     if (p->gang != GS_NO_GANG) {
@@ -2098,12 +2114,24 @@ static void fail_timed_out_gangs(struct gs_engine *e)
 /* The next job of a leaf queue: the best head among its flavors not blocked in this cycle. */
 static uint32_t queue_next(struct gs_engine *e, struct queue *q, uint32_t *flavor)
 {
+    if (q->hc_ver == q->ver && q->hc_ver != 0 && (q->hc_cycle == e->cycle || !q->hc_skipped)) {
+        if (q->hc_pod == NO_ID)
+            return NO_ID;
+        const struct tpod *cp = &e->p[q->hc_pod];
+        if (cp->state == GS_TPOD_PENDING && cp->seq == q->hc_seq) {
+            *flavor = q->hc_flavor;
+            return q->hc_pod;
+        }
+    }
     uint32_t best = NO_ID;
+    bool skipped = false;
     struct heap_ent bh = {0};
     for (uint32_t f = 0; f < q->n_flavors; f++) {
         struct flavor_queue *fq = &q->flavors[f];
-        if (fq->blocked_cycle == e->cycle)
+        if (fq->blocked_cycle == e->cycle) {
+            skipped = true;
             continue;
+        }
         uint32_t h = flavor_head(e, fq);
         if (h == NO_ID)
             continue;
@@ -2113,6 +2141,13 @@ static uint32_t queue_next(struct gs_engine *e, struct queue *q, uint32_t *flavo
             *flavor = f;
         }
     }
+    q->ver += q->ver == 0; /* 0 means "never cached" */
+    q->hc_ver = q->ver;
+    q->hc_cycle = e->cycle;
+    q->hc_skipped = skipped;
+    q->hc_pod = best;
+    q->hc_flavor = best == NO_ID ? 0 : *flavor;
+    q->hc_seq = best == NO_ID ? 0 : e->p[best].seq;
     return best;
 }
 
@@ -2166,6 +2201,7 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
             break;
         struct flavor_queue *fq = &e->q[qbest].flavors[fbest];
         heap_pop(fq);
+        e->q[qbest].ver++;
         struct tpod *hp = &e->p[head];
         if (hp->gang != GS_NO_GANG) {
             /* A refused gang is not tried (it cannot fit) and blocks nothing behind it. */
@@ -2220,6 +2256,7 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
                 break;
         } else if (!e->cfg.backfill || ++fq->bf_tries >= BACKFILL_DEPTH) {
             fq->blocked_cycle = e->cycle;
+            e->q[qbest].ver++;
         }
     }
     for (uint32_t i = 0; i < ndef; i++) {
@@ -2232,6 +2269,7 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         for (uint32_t f = 0; f < q->n_flavors; f++) {
             if (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass)
                 continue;
+            q->ver++;
             int perr = heap_push(&q->flavors[f], (struct heap_ent){deferred[i], p->seq,
                                                                    prio_of(e, p), p->submit_ms});
             if (perr && !err)
