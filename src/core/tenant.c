@@ -92,6 +92,8 @@ struct gang {
     char reason[GANG_REASON_MAX]; /* why it is refused; "" otherwise */
     uint32_t vic_stamp;           /* victim search (e->vic_stamp) that vic_taken belongs to */
     uint32_t vic_taken;           /* running members taken as victims in that search */
+    uint32_t last_fit;            /* members running or placed when its last plain trial
+                                     failed, for the reason; UINT32_MAX when not known */
 };
 
 struct tpod {
@@ -599,6 +601,7 @@ int gs_engine_add_gang(struct gs_engine *e, const struct gs_gang_spec *spec, uin
     g->timeout_ms = spec->timeout_ms;
     g->first_submit_ms = -1;
     g->tried_cycle = UINT32_MAX;
+    g->last_fit = UINT32_MAX;
     if (id)
         *id = e->ng;
     e->ng++;
@@ -1411,7 +1414,10 @@ static int note_unschedulable(struct gs_engine *e, uint32_t pod)
         int err = gs_explain(e->c, &p->req, p->fclass, &u);
         if (err)
             return err;
-        if (u.fit > 0) /* it fits somewhere now: held back by order, a reservation or a gang */
+        if (u.fit > 0 && p->gang != GS_NO_GANG && e->g[p->gang].last_fit < e->g[p->gang].min_member)
+            (void)snprintf(buf + len, sizeof(buf) - len, "%u of %u members fit",
+                           e->g[p->gang].last_fit, e->g[p->gang].min_member);
+        else if (u.fit > 0) /* it fits somewhere now: held back by order, a reservation, a gang */
             (void)snprintf(buf + len, sizeof(buf) - len, "%s",
                            p->gang != GS_NO_GANG ? "not every member of the minimum fits"
                                                  : "waiting behind a reservation");
@@ -1933,10 +1939,13 @@ static int try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t m
             gpu_need += mp->r[GS_RES_GPU];
             counted++;
         }
-        if (gpu_need > e->capacity[GS_RES_GPU] - gs_cluster_gpu_milli_used(e->c))
+        bool short_gpu = gpu_need > e->capacity[GS_RES_GPU] - gs_cluster_gpu_milli_used(e->c);
+        uint32_t slots = gang_slots(e, members, nm);
+        if (short_gpu || slots < need) {
+            struct gang *sg = &e->g[e->p[head].gang];
+            sg->last_fit = sg->running + sg->succeeded + (slots < need ? slots : need - 1);
             return GS_EUNSCHEDULABLE;
-        if (gang_slots(e, members, nm) < need)
-            return GS_EUNSCHEDULABLE;
+        }
     }
     uint32_t placed = 0;
     for (uint32_t m = 0; m < nm; m++) {
@@ -1955,8 +1964,10 @@ static int try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t m
     }
     /* Judged on the gang's state, not on `placed`: a member placed and then displaced inside
      * the trial must not count. */
-    const struct gang *g = &e->g[e->p[head].gang];
+    struct gang *g = &e->g[e->p[head].gang];
     if (placed < need || (need == 0 && placed == 0) || g->running + g->succeeded < g->min_member) {
+        if (mode == 0) /* running (finished ones count) before the rollback takes them back */
+            g->last_fit = g->running + g->succeeded;
         rollback(e, mark);
         return GS_EUNSCHEDULABLE;
     }
