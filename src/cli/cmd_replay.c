@@ -47,11 +47,19 @@ static const char *const usage_replay =
     "  --sample-s N        period of the share and utilisation samples, seconds (default 3600;\n"
     "                      at most 200,000 samples are kept)\n"
     "  --out DIR           output directory, created if needed (default out/replay)\n"
-    "  --no-plot           do not draw share.png and wait.png\n"
+    "  --no-plot           do not draw share.png and wait.png (without gnuplot on PATH the\n"
+    "                      CSV files are written and a warning says the plots are missing)\n"
     "  -h, --help          this text\n"
     "\n"
-    "writes DIR/queues.csv, share.csv, utilisation.csv, waits.csv, share.png and wait.png.\n"
-    "exit status: 0 done, 1 internal error, 2 bad usage or bad input.\n";
+    "writes DIR/queues.csv, share.csv, utilisation.csv, waits.csv, share.png and wait.png, and\n"
+    "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
+    "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
+    "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
+    "\n"
+    "exit status:\n"
+    "  0  done (also when only the plots are missing)\n"
+    "  1  internal error, or the results cannot be written (e.g. cannot write DIR)\n"
+    "  2  bad usage or bad input (the message names the option, or file, line and field)\n";
 
 static void print_diag(const char *what, const struct gs_diag *d, int err)
 {
@@ -279,14 +287,29 @@ int gs_cmd_replay(int argc, char **argv)
         (void)fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
-    if (gs_report_write_replay(r, stage, plot, msg, sizeof(msg)) != GS_OK ||
-        gs__stage_commit(stage, out_dir, msg, sizeof(msg)) != 0) {
+    int plot_failed = 0;
+    char note[512] = "";
+    if (gs_report_write_replay(r, stage, plot, msg, sizeof(msg), &plot_failed) != GS_OK) {
         (void)fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
         gs__stage_discard(stage);
         free(stage);
         goto out;
     }
+    if (plot_failed)
+        (void)fprintf(stderr,
+                      "gpusched replay: warning: %s; the CSV files are written, the plots are "
+                      "missing (--no-plot skips them)\n",
+                      msg);
+    if (gs__stage_commit(stage, out_dir, msg, sizeof(msg), note, sizeof(note)) != 0) {
+        (void)fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
+        free(stage);
+        goto out;
+    }
     free(stage);
+    if (note[0])
+        (void)fprintf(stderr,
+                      "gpusched replay: note: %s also holds files this run did not write: %s\n",
+                      out_dir, note);
     uint32_t npods;
     uint64_t binds, evictions, cycles;
     int64_t end_ms;

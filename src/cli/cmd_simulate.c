@@ -41,14 +41,21 @@ static const char *const usage_simulate =
     "  --tune X            GPU request as a multiple of cluster GPU capacity (default 1.3)\n"
     "  --out DIR           output directory, created if needed (default out)\n"
     "  --jobs N            runs in parallel threads (default 1)\n"
-    "  --no-plot           do not draw allocation.png (needs gnuplot)\n"
+    "  --no-plot           do not draw allocation.png (without gnuplot on PATH the CSV files\n"
+    "                      are written and a warning says the plot is missing)\n"
     "  -h, --help          this text\n"
     "\n"
     "writes DIR/allocation.csv, DIR/fragmentation.csv, DIR/frag_ratio.csv (the columns of the\n"
     "published analysis_*_discrete.csv files), DIR/runs.csv, DIR/summary.csv and\n"
-    "DIR/allocation.png (DIR/allocation-<workload>.png for each of several pod lists).\n"
+    "DIR/allocation.png (DIR/allocation-<workload>.png for each of several pod lists), and\n"
+    "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
+    "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
+    "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
     "\n"
-    "exit status: 0 done, 1 internal error, 2 bad usage or bad input.\n";
+    "exit status:\n"
+    "  0  done (also when only the plot is missing)\n"
+    "  1  internal error, or the results cannot be written (e.g. cannot write DIR)\n"
+    "  2  bad usage or bad input (the message names the option, or file, line and field)\n";
 
 struct task {
     const struct gs_sim_input *in;
@@ -452,7 +459,6 @@ int gs_cmd_simulate(int argc, char **argv)
     (void)snprintf(path, plen, "%s/summary.csv", stage);
     if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK)
         goto write_failed;
-    int plot_failed = 0;
     for (int w = 0; plot && w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
         if (n_pods == 1)
@@ -461,24 +467,26 @@ int gs_cmd_simulate(int argc, char **argv)
             (void)snprintf(path, plen, "%s/allocation-%s.png", stage, name);
         if (gs_report_plot_allocation(path, name, runs, n_tasks, "gnuplot", err, sizeof(err)) !=
             GS_OK) {
-            (void)fprintf(
-                stderr,
-                "gpusched simulate: plot: %s; no results were written (--no-plot skips the "
-                "plot)\n",
-                err);
-            plot_failed = 1;
+            /* The CSV files are the results; the plot only draws them. */
+            (void)fprintf(stderr,
+                          "gpusched simulate: warning: %s; the CSV files are written, the plot "
+                          "is missing (--no-plot skips it)\n",
+                          err);
             break;
         }
     }
-    if (plot_failed)
-        goto failed_quietly;
-    if (gs__stage_commit(stage, out_dir, err, sizeof(err)) != 0) {
+    char note[512];
+    if (gs__stage_commit(stage, out_dir, err, sizeof(err), note, sizeof(note)) != 0) {
         free(stage);
         stage = NULL;
         goto write_failed;
     }
     free(stage);
     stage = NULL;
+    if (note[0])
+        (void)fprintf(stderr,
+                      "gpusched simulate: note: %s also holds files this run did not write: %s\n",
+                      out_dir, note);
 
     /* The summary table. */
     char stext[64];
@@ -517,8 +525,7 @@ int gs_cmd_simulate(int argc, char **argv)
     rc = 0;
     goto out;
 write_failed:
-    fprintf(stderr, "gpusched simulate: cannot write results: %s\n", err);
-failed_quietly:
+    (void)fprintf(stderr, "gpusched simulate: cannot write results: %s\n", err);
     free(path);
     rc = 1;
 out:
