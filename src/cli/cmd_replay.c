@@ -94,6 +94,19 @@ int gs_cmd_replay(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char name[32];
+        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
+        if (inline_v)
+            a = name;
+        const char *flags[] = {
+            "-h",           "--help",   "--backfill", "--no-backfill", "--no-preemption",
+            "--no-reclaim", "--no-plot"};
+        for (size_t k = 0; inline_v && k < sizeof(flags) / sizeof(flags[0]); k++) {
+            if (strcmp(a, flags[k]) == 0) {
+                (void)fprintf(stderr, "gpusched replay: %s takes no value\n", a);
+                return 2;
+            }
+        }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             (void)fputs(usage_replay, stdout);
             return 0;
@@ -127,7 +140,8 @@ int gs_cmd_replay(int argc, char **argv)
             (void)fprintf(stderr, "gpusched replay: %s needs a value\n", a);
             return 2;
         }
-        i++;
+        if (!inline_v)
+            i++;
         char *end;
         if (strcmp(a, "--nodes") == 0) {
             nodes_path = v;
@@ -138,14 +152,15 @@ int gs_cmd_replay(int argc, char **argv)
         } else if (strcmp(a, "--out") == 0) {
             out_dir = v;
         } else if (strcmp(a, "--policy") == 0) {
-            if (gs_policy_find(v) < 0) {
+            int p = gs__cli_policy_find(v);
+            if (p < 0) {
                 (void)fprintf(stderr,
                               "gpusched replay: --policy: unknown policy '%s' (random, dotprod, "
                               "clustering, packing, bestfit, fgd)\n",
                               v);
                 return 2;
             }
-            cfg.policy = v;
+            cfg.policy = gs_policy_name((uint32_t)p);
         } else if (strcmp(a, "--seed") == 0) {
             errno = 0;
             unsigned long long s = strtoull(v, &end, 10);
@@ -277,14 +292,14 @@ int gs_cmd_replay(int argc, char **argv)
     double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     rc = 1;
     if (gs__mkdir_p(out_dir) != 0) {
-        (void)fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched replay: cannot write %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     char msg[512] = "";
     /* The whole set goes to a staging directory first, then into place. */
     char *stage = gs__stage_open(out_dir);
     if (!stage) {
-        (void)fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched replay: cannot write %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     int plot_failed = 0;
@@ -314,12 +329,12 @@ int gs_cmd_replay(int argc, char **argv)
     uint64_t binds, evictions, cycles;
     int64_t end_ms;
     gs_replay_totals(r, &npods, &binds, &evictions, &cycles, &end_ms);
-    printf("replayed %u pods over %.1f days of replay time with %s%s%s%s: %llu starts, %llu "
+    printf("replayed %u pod%s over %.1f days of replay time with %s%s%s%s: %llu starts, %llu "
            "evictions, %llu cycles, %.2f s\n",
-           npods, (double)end_ms / 86400000.0, cfg.policy, cfg.preemption ? ", preemption" : "",
-           cfg.reclaim ? ", reclaim" : "", cfg.backfill ? ", backfill" : "",
-           (unsigned long long)binds, (unsigned long long)evictions, (unsigned long long)cycles,
-           wall);
+           npods, npods == 1 ? "" : "s", (double)end_ms / 86400000.0, cfg.policy,
+           cfg.preemption ? ", preemption" : "", cfg.reclaim ? ", reclaim" : "",
+           cfg.backfill ? ", backfill" : "", (unsigned long long)binds,
+           (unsigned long long)evictions, (unsigned long long)cycles, wall);
     printf("  %-16s %6s %7s %6s %7s %8s %8s %8s %9s %10s %7s %7s %9s\n", "queue", "pods", "started",
            "done", "pending", "wait p50", "wait p95", "wait p99", "JCT p50", "GPU-hours", "share%",
            "fair%", "evicted");

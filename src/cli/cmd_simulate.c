@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -169,13 +170,13 @@ static int parse_policies(const char *arg, int *chosen, const char **bad)
     int any = 0;
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (strcmp(tok, "all") == 0) {
+        if (strcasecmp(tok, "all") == 0) {
             for (int p = 0; p < GS_POLICY_COUNT; p++)
                 chosen[p] = 1;
             any = 1;
             continue;
         }
-        int p = gs_policy_find(tok);
+        int p = gs__cli_policy_find(tok);
         if (p < 0) {
             (void)snprintf(badbuf, sizeof(badbuf), "%s", tok);
             *bad = badbuf;
@@ -225,14 +226,22 @@ int gs_cmd_simulate(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        char name[32];
+        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
+        if (inline_v)
+            a = name;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "--no-plot") == 0) {
+            if (inline_v) {
+                (void)fprintf(stderr, "gpusched simulate: %s takes no value\n", a);
+                goto out;
+            }
+            if (strcmp(a, "--no-plot") == 0) {
+                plot = 0;
+                continue;
+            }
             (void)fputs(usage_simulate, stdout);
             rc = 0;
             goto out;
-        }
-        if (strcmp(a, "--no-plot") == 0) {
-            plot = 0;
-            continue;
         }
         const char *opts[] = {"--nodes", "--pods", "--policy", "--seeds",
                               "--tune",  "--out",  "--jobs"};
@@ -247,7 +256,8 @@ int gs_cmd_simulate(int argc, char **argv)
             (void)fprintf(stderr, "gpusched simulate: %s needs a value\n", a);
             goto out;
         }
-        i++;
+        if (!inline_v)
+            i++;
         if (strcmp(a, "--nodes") == 0) {
             nodes = v;
         } else if (strcmp(a, "--pods") == 0) {
@@ -425,14 +435,14 @@ int gs_cmd_simulate(int argc, char **argv)
 
     rc = 1;
     if (gs__mkdir_p(out_dir) != 0) {
-        (void)fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched simulate: cannot write %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     /* Everything is written to a staging directory first and moved into place only when the
      * whole set is there: a failure part way leaves the previous results as they were. */
     stage = gs__stage_open(out_dir);
     if (!stage) {
-        (void)fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched simulate: cannot write %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     size_t plen = strlen(stage) + 300;
@@ -493,7 +503,8 @@ int gs_cmd_simulate(int argc, char **argv)
     seeds_text(seeds, n_seeds, stext, sizeof(stext));
     for (int w = 0; w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
-        printf("%s: %u pods; tune %g; %s\n", name, gs_sim_input_pod_count(inputs[w]), tune, stext);
+        uint32_t npods = gs_sim_input_pod_count(inputs[w]);
+        printf("%s: %u pod%s; tune %g; %s\n", name, npods, npods == 1 ? "" : "s", tune, stext);
         printf("  %-11s %26s %24s %12s %11s\n", "policy", "unallocated GPU % @100%",
                "fragmented GPU % @80%", "failed pods", "wall s/run");
         for (size_t k = 0; k < n_agg; k++) {
@@ -507,11 +518,15 @@ int gs_cmd_simulate(int argc, char **argv)
             /* Column 100 (80) is empty when arrivals never reach it (a tune under 1.0). */
             if (isnan(agg[k].unalloc_mean))
                 (void)snprintf(un, sizeof(un), "%26s", "- (never reached)");
+            else if (agg[k].seeds == 1) /* no spread to show with one seed */
+                (void)snprintf(un, sizeof(un), "%17.2f%8s", agg[k].unalloc_mean, "");
             else
                 (void)snprintf(un, sizeof(un), "%17.2f \xc2\xb1 %5.2f", agg[k].unalloc_mean,
                                agg[k].unalloc_std);
             if (isnan(agg[k].frag_mean))
                 (void)snprintf(fr, sizeof(fr), "%24s", "- (never reached)");
+            else if (agg[k].seeds == 1)
+                (void)snprintf(fr, sizeof(fr), "%15.2f%8s", agg[k].frag_mean, "");
             else
                 (void)snprintf(fr, sizeof(fr), "%15.2f \xc2\xb1 %5.2f", agg[k].frag_mean,
                                agg[k].frag_std);
