@@ -4,10 +4,12 @@
  */
 #include <ctype.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli/cmd.h"
 #include "gpusched/sched.h"
+#include "gpusched/trace.h"
 
 int gs__cli_split(const char *arg, char *name, size_t cap, const char **value)
 {
@@ -29,4 +31,32 @@ int gs__cli_policy_find(const char *name)
     for (size_t i = 0; i <= n; i++)
         low[i] = (char)tolower((unsigned char)name[i]);
     return gs_policy_find(low);
+}
+
+void gs__cli_warn_unfit(const char *cmd, const char *pods_path, const struct gs_trace_unfit *u)
+{
+    if (u->unknown_model)
+        (void)fprintf(
+            stderr,
+            "gpusched %s: warning: %s: %u pod%s ask%s for a GPU model no node has (first: "
+            "%s, gpu_spec '%s'); they can never run and count as failed\n",
+            cmd, pods_path, u->unknown_model, u->unknown_model == 1 ? "" : "s",
+            u->unknown_model == 1 ? "s" : "", u->unknown_pod, u->unknown_spec);
+    if (u->model_case)
+        (void)fprintf(stderr,
+                      "gpusched %s: warning: %s: %u pod%s name%s a GPU model in another case than "
+                      "the nodes (first: gpu_spec '%s'; names match exactly); they can never run "
+                      "and count as failed\n",
+                      cmd, pods_path, u->model_case, u->model_case == 1 ? "" : "s",
+                      u->model_case == 1 ? "s" : "", u->case_spec);
+    if (u->too_big)
+        (void)fprintf(stderr,
+                      "gpusched %s: warning: %s: %u pod%s ask%s for more GPUs, CPU or memory than "
+                      "any one node of their GPU model has (first: %s asks %u GPUs, %lld mCPU, "
+                      "%lld MiB; such nodes have at most %u GPUs, %lld mCPU, %lld MiB); they can "
+                      "never run and count as failed\n",
+                      cmd, pods_path, u->too_big, u->too_big == 1 ? "" : "s",
+                      u->too_big == 1 ? "s" : "", u->big_pod, u->big_num_gpu,
+                      (long long)u->big_cpu_milli, (long long)u->big_mem_mib, u->max_gpus,
+                      (long long)u->max_cpu_milli, (long long)u->max_mem_mib);
 }

@@ -35,4 +35,13 @@ int gs__cli_split(const char *arg, char *name, size_t cap, const char **value);
 /** gs_policy_find() on the name in lower case ("FGD" finds fgd); -1 when unknown. */
 int gs__cli_policy_find(const char *name);
 
+struct gs_trace_unfit;
+
+/**
+ * Warns on stderr, once per kind with its count and a first example, about the pods of
+ * `pods_path` that can never run (see gs_trace_unfit()); nothing when there are none.
+ * @param cmd  the command's name for the message prefix ("simulate").
+ */
+void gs__cli_warn_unfit(const char *cmd, const char *pods_path, const struct gs_trace_unfit *u);
+
 #endif /* GPUSCHED_CLI_CMD_H */

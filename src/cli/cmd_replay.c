@@ -278,6 +278,14 @@ int gs_cmd_replay(int argc, char **argv)
         view.v = kept;
         view.n = n;
     }
+    /* Pods no node of the (scaled) cluster can ever run wait until the trace deletes them. */
+    struct gs_trace_unfit unfit;
+    if (gs_trace_unfit(&view, &pods, &unfit) != GS_OK) {
+        free(kept);
+        rc = 1;
+        goto out;
+    }
+    gs__cli_warn_unfit("replay", pods_path, &unfit);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&d, 0, sizeof(d));

@@ -359,6 +359,17 @@ int gs_cmd_simulate(int argc, char **argv)
         }
     }
 
+    /* Pods no node can ever run are counted as failures; say so before running them. */
+    for (int w = 0; w < n_pods; w++) {
+        struct gs_trace_unfit u;
+        if (gs_sim_input_unfit(inputs[w], &u) != GS_OK) {
+            (void)fprintf(stderr, "gpusched simulate: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+        gs__cli_warn_unfit("simulate", pods[w], &u);
+    }
+
     /* Workload names label CSV rows and plots: keep them unique and plain. */
     for (int w = 0; w < n_pods; w++) {
         const char *nm = gs_sim_input_name(inputs[w]);

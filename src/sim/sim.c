@@ -187,6 +187,11 @@ uint32_t gs_sim_input_pod_count(const struct gs_sim_input *in)
     return in->pods.n;
 }
 
+int gs_sim_input_unfit(const struct gs_sim_input *in, struct gs_trace_unfit *out)
+{
+    return gs_trace_unfit(&in->nodes, &in->pods, out);
+}
+
 double gs_round_half_even(double x, int decimals)
 {
     /* glibc's printf rounds the exact binary value to nearest, ties to even: the same result
