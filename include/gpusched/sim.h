@@ -60,6 +60,13 @@ const struct gs_workload *gs_sim_input_workload(const struct gs_sim_input *in);
 /** Returns the number of pods in the trace (before tuning). */
 uint32_t gs_sim_input_pod_count(const struct gs_sim_input *in);
 
+/**
+ * gs_trace_unfit() on the input's node and pod lists: the pods that can never run there (they
+ * count as failed pods). Examples are borrowed, valid while `in` lives.
+ * @return GS_OK or GS_ENOMEM.
+ */
+int gs_sim_input_unfit(const struct gs_sim_input *in, struct gs_trace_unfit *out);
+
 /** What one run is. */
 struct gs_sim_run_config {
     uint32_t policy; /**< registry index (gs_policy_find()) */

@@ -151,4 +151,36 @@ void gs_trace_nodes_fini(struct gs_trace_nodes *nodes);
 /** Frees a pod list and zeroes it. NULL is a no-op. */
 void gs_trace_pods_fini(struct gs_trace_pods *pods);
 
+/**
+ * Pods of a list that no node of a node list can ever run, by kind, each with a first example
+ * (borrowed from the lists, valid while they live). The kinds are exclusive, counted in order.
+ */
+struct gs_trace_unfit {
+    uint32_t unknown_model;   /**< GPU pods whose gpu_spec names no model any node has */
+    const char *unknown_pod;  /**< the first such pod's name, NULL when none */
+    const char *unknown_spec; /**< its gpu_spec */
+    uint32_t model_case;      /**< GPU pods whose gpu_spec matches a model only ignoring
+                                   case ("v100m16" for V100M16) */
+    const char *case_spec;    /**< the first such gpu_spec, NULL when none */
+    uint32_t too_big;         /**< pods that ask more GPUs, CPU or memory than any node
+                                   (of an allowed model) has */
+    const char *big_pod;      /**< the first such pod's name, NULL when none */
+    uint32_t big_num_gpu;     /**< its GPU count */
+    int64_t big_cpu_milli;    /**< its CPU request, milli-cores */
+    int64_t big_mem_mib;      /**< its memory request, MiB */
+    uint32_t max_gpus;        /**< for it: the most GPUs on one node of an allowed model */
+    int64_t max_cpu_milli;    /**< the most CPU on one such node, milli-cores */
+    int64_t max_mem_mib;      /**< the most memory on one such node, MiB */
+};
+
+/**
+ * Finds the pods that can never run on the nodes, whatever the placement: a gpu_spec naming no
+ * model of the nodes (exact, case-sensitive, as placement matches), or a request larger than
+ * every node of an allowed model. CPU-only pods are checked for CPU and memory only.
+ * @param out  filled; zero counts when every pod fits somewhere.
+ * @return GS_OK or GS_ENOMEM.
+ */
+int gs_trace_unfit(const struct gs_trace_nodes *nodes, const struct gs_trace_pods *pods,
+                   struct gs_trace_unfit *out);
+
 #endif /* GPUSCHED_TRACE_H */

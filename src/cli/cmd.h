@@ -5,6 +5,8 @@
 #ifndef GPUSCHED_CLI_CMD_H
 #define GPUSCHED_CLI_CMD_H
 
+#include <stddef.h>
+
 /** The version printed by `gpusched version`. */
 #define GS_VERSION "0.1.0"
 
@@ -22,5 +24,24 @@ int gs_cmd_scheduler(int argc, char **argv);
 
 /** `gpusched whatif`: a cluster dump through the scheduler's translation and core, offline. */
 int gs_cmd_whatif(int argc, char **argv);
+
+/**
+ * Splits `--name=value`: copies `--name` into name (cap bytes) and points *value after the '='.
+ * @return 1 when split; 0 when arg has no '=', is not a long option, or the name does not fit
+ *         (name and *value untouched).
+ */
+int gs__cli_split(const char *arg, char *name, size_t cap, const char **value);
+
+/** gs_policy_find() on the name in lower case ("FGD" finds fgd); -1 when unknown. */
+int gs__cli_policy_find(const char *name);
+
+struct gs_trace_unfit;
+
+/**
+ * Warns on stderr, once per kind with its count and a first example, about the pods of
+ * `pods_path` that can never run (see gs_trace_unfit()); nothing when there are none.
+ * @param cmd  the command's name for the message prefix ("simulate").
+ */
+void gs__cli_warn_unfit(const char *cmd, const char *pods_path, const struct gs_trace_unfit *u);
 
 #endif /* GPUSCHED_CLI_CMD_H */

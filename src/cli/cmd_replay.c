@@ -47,11 +47,19 @@ static const char *const usage_replay =
     "  --sample-s N        period of the share and utilisation samples, seconds (default 3600;\n"
     "                      at most 200,000 samples are kept)\n"
     "  --out DIR           output directory, created if needed (default out/replay)\n"
-    "  --no-plot           do not draw share.png and wait.png\n"
+    "  --no-plot           do not draw share.png and wait.png (without gnuplot on PATH the\n"
+    "                      CSV files are written and a warning says the plots are missing)\n"
     "  -h, --help          this text\n"
     "\n"
-    "writes DIR/queues.csv, share.csv, utilisation.csv, waits.csv, share.png and wait.png.\n"
-    "exit status: 0 done, 1 internal error, 2 bad usage or bad input.\n";
+    "writes DIR/queues.csv, share.csv, utilisation.csv, waits.csv, share.png and wait.png, and\n"
+    "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
+    "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
+    "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
+    "\n"
+    "exit status:\n"
+    "  0  done (also when only the plots are missing)\n"
+    "  1  internal error, or the results cannot be written (e.g. cannot write DIR)\n"
+    "  2  bad usage or bad input (the message names the option, or file, line and field)\n";
 
 static void print_diag(const char *what, const struct gs_diag *d, int err)
 {
@@ -86,6 +94,19 @@ int gs_cmd_replay(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char name[32];
+        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
+        if (inline_v)
+            a = name;
+        const char *flags[] = {
+            "-h",           "--help",   "--backfill", "--no-backfill", "--no-preemption",
+            "--no-reclaim", "--no-plot"};
+        for (size_t k = 0; inline_v && k < sizeof(flags) / sizeof(flags[0]); k++) {
+            if (strcmp(a, flags[k]) == 0) {
+                (void)fprintf(stderr, "gpusched replay: %s takes no value\n", a);
+                return 2;
+            }
+        }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             (void)fputs(usage_replay, stdout);
             return 0;
@@ -119,7 +140,8 @@ int gs_cmd_replay(int argc, char **argv)
             (void)fprintf(stderr, "gpusched replay: %s needs a value\n", a);
             return 2;
         }
-        i++;
+        if (!inline_v)
+            i++;
         char *end;
         if (strcmp(a, "--nodes") == 0) {
             nodes_path = v;
@@ -130,14 +152,15 @@ int gs_cmd_replay(int argc, char **argv)
         } else if (strcmp(a, "--out") == 0) {
             out_dir = v;
         } else if (strcmp(a, "--policy") == 0) {
-            if (gs_policy_find(v) < 0) {
+            int p = gs__cli_policy_find(v);
+            if (p < 0) {
                 (void)fprintf(stderr,
                               "gpusched replay: --policy: unknown policy '%s' (random, dotprod, "
                               "clustering, packing, bestfit, fgd)\n",
                               v);
                 return 2;
             }
-            cfg.policy = v;
+            cfg.policy = gs_policy_name((uint32_t)p);
         } else if (strcmp(a, "--seed") == 0) {
             errno = 0;
             unsigned long long s = strtoull(v, &end, 10);
@@ -255,6 +278,14 @@ int gs_cmd_replay(int argc, char **argv)
         view.v = kept;
         view.n = n;
     }
+    /* Pods no node of the (scaled) cluster can ever run wait until the trace deletes them. */
+    struct gs_trace_unfit unfit;
+    if (gs_trace_unfit(&view, &pods, &unfit) != GS_OK) {
+        free(kept);
+        rc = 1;
+        goto out;
+    }
+    gs__cli_warn_unfit("replay", pods_path, &unfit);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&d, 0, sizeof(d));
@@ -269,34 +300,49 @@ int gs_cmd_replay(int argc, char **argv)
     double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     rc = 1;
     if (gs__mkdir_p(out_dir) != 0) {
-        (void)fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched replay: cannot write %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     char msg[512] = "";
     /* The whole set goes to a staging directory first, then into place. */
     char *stage = gs__stage_open(out_dir);
     if (!stage) {
-        (void)fprintf(stderr, "gpusched replay: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched replay: cannot write %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
-    if (gs_report_write_replay(r, stage, plot, msg, sizeof(msg)) != GS_OK ||
-        gs__stage_commit(stage, out_dir, msg, sizeof(msg)) != 0) {
+    int plot_failed = 0;
+    char note[512] = "";
+    if (gs_report_write_replay(r, stage, plot, msg, sizeof(msg), &plot_failed) != GS_OK) {
         (void)fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
         gs__stage_discard(stage);
         free(stage);
         goto out;
     }
+    if (plot_failed)
+        (void)fprintf(stderr,
+                      "gpusched replay: warning: %s; the CSV files are written, the plots are "
+                      "missing (--no-plot skips them)\n",
+                      msg);
+    if (gs__stage_commit(stage, out_dir, msg, sizeof(msg), note, sizeof(note)) != 0) {
+        (void)fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
+        free(stage);
+        goto out;
+    }
     free(stage);
+    if (note[0])
+        (void)fprintf(stderr,
+                      "gpusched replay: note: %s also holds files this run did not write: %s\n",
+                      out_dir, note);
     uint32_t npods;
     uint64_t binds, evictions, cycles;
     int64_t end_ms;
     gs_replay_totals(r, &npods, &binds, &evictions, &cycles, &end_ms);
-    printf("replayed %u pods over %.1f days of replay time with %s%s%s%s: %llu starts, %llu "
+    printf("replayed %u pod%s over %.1f days of replay time with %s%s%s%s: %llu starts, %llu "
            "evictions, %llu cycles, %.2f s\n",
-           npods, (double)end_ms / 86400000.0, cfg.policy, cfg.preemption ? ", preemption" : "",
-           cfg.reclaim ? ", reclaim" : "", cfg.backfill ? ", backfill" : "",
-           (unsigned long long)binds, (unsigned long long)evictions, (unsigned long long)cycles,
-           wall);
+           npods, npods == 1 ? "" : "s", (double)end_ms / 86400000.0, cfg.policy,
+           cfg.preemption ? ", preemption" : "", cfg.reclaim ? ", reclaim" : "",
+           cfg.backfill ? ", backfill" : "", (unsigned long long)binds,
+           (unsigned long long)evictions, (unsigned long long)cycles, wall);
     printf("  %-16s %6s %7s %6s %7s %8s %8s %8s %9s %10s %7s %7s %9s\n", "queue", "pods", "started",
            "done", "pending", "wait p50", "wait p95", "wait p99", "JCT p50", "GPU-hours", "share%",
            "fair%", "evicted");

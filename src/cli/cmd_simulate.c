@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,14 +42,21 @@ static const char *const usage_simulate =
     "  --tune X            GPU request as a multiple of cluster GPU capacity (default 1.3)\n"
     "  --out DIR           output directory, created if needed (default out)\n"
     "  --jobs N            runs in parallel threads (default 1)\n"
-    "  --no-plot           do not draw allocation.png (needs gnuplot)\n"
+    "  --no-plot           do not draw allocation.png (without gnuplot on PATH the CSV files\n"
+    "                      are written and a warning says the plot is missing)\n"
     "  -h, --help          this text\n"
     "\n"
     "writes DIR/allocation.csv, DIR/fragmentation.csv, DIR/frag_ratio.csv (the columns of the\n"
     "published analysis_*_discrete.csv files), DIR/runs.csv, DIR/summary.csv and\n"
-    "DIR/allocation.png (DIR/allocation-<workload>.png for each of several pod lists).\n"
+    "DIR/allocation.png (DIR/allocation-<workload>.png for each of several pod lists), and\n"
+    "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
+    "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
+    "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
     "\n"
-    "exit status: 0 done, 1 internal error, 2 bad usage or bad input.\n";
+    "exit status:\n"
+    "  0  done (also when only the plot is missing)\n"
+    "  1  internal error, or the results cannot be written (e.g. cannot write DIR)\n"
+    "  2  bad usage or bad input (the message names the option, or file, line and field)\n";
 
 struct task {
     const struct gs_sim_input *in;
@@ -162,13 +170,13 @@ static int parse_policies(const char *arg, int *chosen, const char **bad)
     int any = 0;
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (strcmp(tok, "all") == 0) {
+        if (strcasecmp(tok, "all") == 0) {
             for (int p = 0; p < GS_POLICY_COUNT; p++)
                 chosen[p] = 1;
             any = 1;
             continue;
         }
-        int p = gs_policy_find(tok);
+        int p = gs__cli_policy_find(tok);
         if (p < 0) {
             (void)snprintf(badbuf, sizeof(badbuf), "%s", tok);
             *bad = badbuf;
@@ -218,14 +226,22 @@ int gs_cmd_simulate(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        char name[32];
+        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
+        if (inline_v)
+            a = name;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "--no-plot") == 0) {
+            if (inline_v) {
+                (void)fprintf(stderr, "gpusched simulate: %s takes no value\n", a);
+                goto out;
+            }
+            if (strcmp(a, "--no-plot") == 0) {
+                plot = 0;
+                continue;
+            }
             (void)fputs(usage_simulate, stdout);
             rc = 0;
             goto out;
-        }
-        if (strcmp(a, "--no-plot") == 0) {
-            plot = 0;
-            continue;
         }
         const char *opts[] = {"--nodes", "--pods", "--policy", "--seeds",
                               "--tune",  "--out",  "--jobs"};
@@ -240,7 +256,8 @@ int gs_cmd_simulate(int argc, char **argv)
             (void)fprintf(stderr, "gpusched simulate: %s needs a value\n", a);
             goto out;
         }
-        i++;
+        if (!inline_v)
+            i++;
         if (strcmp(a, "--nodes") == 0) {
             nodes = v;
         } else if (strcmp(a, "--pods") == 0) {
@@ -342,6 +359,17 @@ int gs_cmd_simulate(int argc, char **argv)
         }
     }
 
+    /* Pods no node can ever run are counted as failures; say so before running them. */
+    for (int w = 0; w < n_pods; w++) {
+        struct gs_trace_unfit u;
+        if (gs_sim_input_unfit(inputs[w], &u) != GS_OK) {
+            (void)fprintf(stderr, "gpusched simulate: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+        gs__cli_warn_unfit("simulate", pods[w], &u);
+    }
+
     /* Workload names label CSV rows and plots: keep them unique and plain. */
     for (int w = 0; w < n_pods; w++) {
         const char *nm = gs_sim_input_name(inputs[w]);
@@ -418,14 +446,14 @@ int gs_cmd_simulate(int argc, char **argv)
 
     rc = 1;
     if (gs__mkdir_p(out_dir) != 0) {
-        (void)fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched simulate: cannot write %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     /* Everything is written to a staging directory first and moved into place only when the
      * whole set is there: a failure part way leaves the previous results as they were. */
     stage = gs__stage_open(out_dir);
     if (!stage) {
-        (void)fprintf(stderr, "gpusched simulate: --out %s: %s\n", out_dir, strerror(errno));
+        (void)fprintf(stderr, "gpusched simulate: cannot write %s: %s\n", out_dir, strerror(errno));
         goto out;
     }
     size_t plen = strlen(stage) + 300;
@@ -452,7 +480,6 @@ int gs_cmd_simulate(int argc, char **argv)
     (void)snprintf(path, plen, "%s/summary.csv", stage);
     if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK)
         goto write_failed;
-    int plot_failed = 0;
     for (int w = 0; plot && w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
         if (n_pods == 1)
@@ -461,31 +488,34 @@ int gs_cmd_simulate(int argc, char **argv)
             (void)snprintf(path, plen, "%s/allocation-%s.png", stage, name);
         if (gs_report_plot_allocation(path, name, runs, n_tasks, "gnuplot", err, sizeof(err)) !=
             GS_OK) {
-            (void)fprintf(
-                stderr,
-                "gpusched simulate: plot: %s; no results were written (--no-plot skips the "
-                "plot)\n",
-                err);
-            plot_failed = 1;
+            /* The CSV files are the results; the plot only draws them. */
+            (void)fprintf(stderr,
+                          "gpusched simulate: warning: %s; the CSV files are written, the plot "
+                          "is missing (--no-plot skips it)\n",
+                          err);
             break;
         }
     }
-    if (plot_failed)
-        goto failed_quietly;
-    if (gs__stage_commit(stage, out_dir, err, sizeof(err)) != 0) {
+    char note[512];
+    if (gs__stage_commit(stage, out_dir, err, sizeof(err), note, sizeof(note)) != 0) {
         free(stage);
         stage = NULL;
         goto write_failed;
     }
     free(stage);
     stage = NULL;
+    if (note[0])
+        (void)fprintf(stderr,
+                      "gpusched simulate: note: %s also holds files this run did not write: %s\n",
+                      out_dir, note);
 
     /* The summary table. */
     char stext[64];
     seeds_text(seeds, n_seeds, stext, sizeof(stext));
     for (int w = 0; w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
-        printf("%s: %u pods; tune %g; %s\n", name, gs_sim_input_pod_count(inputs[w]), tune, stext);
+        uint32_t npods = gs_sim_input_pod_count(inputs[w]);
+        printf("%s: %u pod%s; tune %g; %s\n", name, npods, npods == 1 ? "" : "s", tune, stext);
         printf("  %-11s %26s %24s %12s %11s\n", "policy", "unallocated GPU % @100%",
                "fragmented GPU % @80%", "failed pods", "wall s/run");
         for (size_t k = 0; k < n_agg; k++) {
@@ -499,11 +529,15 @@ int gs_cmd_simulate(int argc, char **argv)
             /* Column 100 (80) is empty when arrivals never reach it (a tune under 1.0). */
             if (isnan(agg[k].unalloc_mean))
                 (void)snprintf(un, sizeof(un), "%26s", "- (never reached)");
+            else if (agg[k].seeds == 1) /* no spread to show with one seed */
+                (void)snprintf(un, sizeof(un), "%17.2f%8s", agg[k].unalloc_mean, "");
             else
                 (void)snprintf(un, sizeof(un), "%17.2f \xc2\xb1 %5.2f", agg[k].unalloc_mean,
                                agg[k].unalloc_std);
             if (isnan(agg[k].frag_mean))
                 (void)snprintf(fr, sizeof(fr), "%24s", "- (never reached)");
+            else if (agg[k].seeds == 1)
+                (void)snprintf(fr, sizeof(fr), "%15.2f%8s", agg[k].frag_mean, "");
             else
                 (void)snprintf(fr, sizeof(fr), "%15.2f \xc2\xb1 %5.2f", agg[k].frag_mean,
                                agg[k].frag_std);
@@ -517,8 +551,7 @@ int gs_cmd_simulate(int argc, char **argv)
     rc = 0;
     goto out;
 write_failed:
-    fprintf(stderr, "gpusched simulate: cannot write results: %s\n", err);
-failed_quietly:
+    (void)fprintf(stderr, "gpusched simulate: cannot write results: %s\n", err);
     free(path);
     rc = 1;
 out:

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gpusched/err.h"
+#include "util/file.h"
 #include "gpusched/replay.h"
 #include "sim/report.h"
 
@@ -135,13 +136,13 @@ static int plot(const char *dir, const char *name, const char *data, const char 
     (void)snprintf(dat, len, "%s/.%s.dat.XXXXXX", dir, name);
     (void)snprintf(gp, len, "%s/.%s.gp.XXXXXX", dir, name);
     const char *failed = png;
-    if ((fd = mkstemp(png_tmp)) < 0) {
+    if ((fd = gs__mkstemp_shared(png_tmp)) < 0) {
         png_tmp[0] = '\0';
         goto io;
     }
     close(fd);
     failed = dat;
-    if ((fd = mkstemp(dat)) < 0) {
+    if ((fd = gs__mkstemp_shared(dat)) < 0) {
         dat[0] = '\0';
         goto io;
     }
@@ -152,7 +153,7 @@ static int plot(const char *dir, const char *name, const char *data, const char 
     }
     f = NULL;
     failed = gp;
-    if ((fd = mkstemp(gp)) < 0) {
+    if ((fd = gs__mkstemp_shared(gp)) < 0) {
         gp[0] = '\0';
         goto io;
     }
@@ -353,8 +354,9 @@ out:
 }
 
 int gs_report_write_replay(const struct gs_replay *r, const char *dir, int with_plot, char *err,
-                           size_t cap)
+                           size_t cap, int *plot_failed)
 {
+    *plot_failed = 0;
     size_t len = strlen(dir) + 32;
     char *path = malloc(len);
     if (!path)
@@ -373,9 +375,10 @@ int gs_report_write_replay(const struct gs_replay *r, const char *dir, int with_
     if ((rc = write_waits(r, path, err, cap)) != GS_OK)
         goto out;
     if (with_plot) {
-        if ((rc = plot_share(r, dir, err, cap)) != GS_OK)
-            goto out;
-        rc = plot_wait(r, dir, err, cap);
+        /* The CSV files are the results; a plot that cannot be drawn (no gnuplot) is reported
+         * and left out, never a reason to throw them away. */
+        if (plot_share(r, dir, err, cap) != GS_OK || plot_wait(r, dir, err, cap) != GS_OK)
+            *plot_failed = 1;
     }
 out:
     free(path);

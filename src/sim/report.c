@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gpusched/err.h"
+#include "util/file.h"
 #include "gpusched/sched.h"
 
 int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t cap)
@@ -28,9 +29,12 @@ int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t
         execlp(gnuplot, gnuplot, script, (char *)NULL);
         _exit(127);
     }
+    /* An interrupt stops gnuplot before the stage it writes into is removed. */
+    gs__stage_child(pid);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    gs__stage_child(0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         (void)snprintf(err, cap, "%s failed (%s); no plot written", gnuplot,
                        WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "not installed?"
@@ -74,7 +78,7 @@ FILE *gs_report_tmp_open(const char *path, char **tmp, char *err, size_t cap)
         return NULL;
     }
     (void)snprintf(*tmp, len, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(*tmp);
+    int fd = gs__mkstemp_shared(*tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         (void)snprintf(err, cap, "%s: %s", path, strerror(errno));
@@ -309,7 +313,7 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
         goto out;
     }
     (void)snprintf(png_tmp, plen + 16, "%s.tmpXXXXXX", png_path);
-    int png_fd = mkstemp(png_tmp);
+    int png_fd = gs__mkstemp_shared(png_tmp);
     if (png_fd < 0) {
         (void)snprintf(err, cap, "%s: %s", png_path, strerror(errno));
         png_tmp[0] = '\0';

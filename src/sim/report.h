@@ -111,9 +111,11 @@ struct gs_replay;
  * GPU-hours, mean share and fair share, evictions suffered and caused), share.csv (allocated and
  * fair GPU % per queue per sample), utilisation.csv (cluster GPU allocation and pod counts per
  * sample), waits.csv (every started pod's wait) and, with `plot`, share.png and wait.png.
+ * @param plot_failed  set to 1 when a plot could not be drawn (message in err; the CSV files
+ *                     are written and GS_OK returned), else 0.
  * @return GS_OK or GS_EIO (message in err; files already written stay complete).
  */
 int gs_report_write_replay(const struct gs_replay *r, const char *dir, int plot, char *err,
-                           size_t cap);
+                           size_t cap, int *plot_failed);
 
 #endif /* GPUSCHED_SIM_REPORT_H */

@@ -9,6 +9,7 @@
 #include "gpusched/sim.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,11 @@ uint32_t gs_sim_input_pod_count(const struct gs_sim_input *in)
     return in->pods.n;
 }
 
+int gs_sim_input_unfit(const struct gs_sim_input *in, struct gs_trace_unfit *out)
+{
+    return gs_trace_unfit(&in->nodes, &in->pods, out);
+}
+
 double gs_round_half_even(double x, int decimals)
 {
     /* glibc's printf rounds the exact binary value to nearest, ties to even: the same result
@@ -286,7 +292,10 @@ int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cf
     struct gs_cluster *c = NULL;
     struct gs_sched *s = NULL;
     struct bucket *b = calloc(SIM_BUCKETS, sizeof(*b));
-    int err = b ? make_pod_list(in, cfg->tune, &rng, &list, &len) : GS_ENOMEM;
+    /* crossed[k]: the state after the pod whose arrival jumped over column k (small clusters,
+     * where one pod is several percent of the capacity). */
+    struct bucket *crossed = calloc(SIM_BUCKETS, sizeof(*crossed));
+    int err = b && crossed ? make_pod_list(in, cfg->tune, &rng, &list, &len) : GS_ENOMEM;
     if (err)
         goto out;
     err = GS_ENOMEM;
@@ -307,6 +316,7 @@ int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cf
     const double total_gpus = in->total_gpus;
     const double total_milli = total_gpus * GS_GPU_MILLI;
     int64_t arrived = 0;
+    int prev_col = 0; /* the column of the arrived workload before this pod */
     for (uint32_t k = 0; k < len; k++) {
         const struct gs_pod_req *r = &in->reqs[list[k]];
         arrived += gpu_request(r);
@@ -321,16 +331,29 @@ int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cf
         }
         /* Step 6: record this event in its arrived-workload bucket. */
         double arrive = rint((double)arrived / total_gpus / 10.0);
-        if (arrive < 0 || arrive >= SIM_BUCKETS)
+        int cur_col = arrive >= SIM_BUCKETS ? SIM_BUCKETS : (int)arrive;
+        bool in_range = arrive >= 0 && arrive < SIM_BUCKETS;
+        if (!in_range && cur_col <= prev_col + 1)
             continue;
         int64_t used = gs_cluster_gpu_milli_used(c);
         double frag = gs_sched_cluster_frag(s);
         double idle = total_milli - (double)used;
+        struct bucket ev = {1, gs_round_half_even((double)used / total_gpus / 10.0, 2), frag,
+                            idle > 0 ? 100.0 * frag / idle : 0.0};
+        /* Columns this pod's arrival jumped over take the state after it; used only where the
+         * neighbour rule below leaves a column empty, so clusters where every column sees an
+         * event (the published traces) give the same numbers as before. */
+        for (int j = prev_col + 1; j < cur_col && j < SIM_BUCKETS; j++)
+            crossed[j] = ev;
+        if (cur_col > prev_col)
+            prev_col = cur_col;
+        if (!in_range)
+            continue;
         struct bucket *bk = &b[(int)arrive];
         bk->events++;
-        bk->alloc_sum += gs_round_half_even((double)used / total_gpus / 10.0, 2);
-        bk->frag_milli_sum += frag;
-        bk->ratio_sum += idle > 0 ? 100.0 * frag / idle : 0.0;
+        bk->alloc_sum += ev.alloc_sum;
+        bk->frag_milli_sum += ev.frag_milli_sum;
+        bk->ratio_sum += ev.ratio_sum;
     }
     err = GS_OK;
     res->pods = len;
@@ -350,6 +373,8 @@ int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cf
                 m.ratio_sum += b[j].ratio_sum;
             }
         }
+        if (m.events == 0)
+            m = crossed[col];
         if (m.events == 0) {
             res->alloc_pct[col] = res->frag_pct[col] = res->frag_ratio_pct[col] = NAN;
             continue;
@@ -365,5 +390,6 @@ out:
     free(rank);
     free(list);
     free(b);
+    free(crossed);
     return err;
 }

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -919,4 +920,90 @@ int gs_trace_parse_pods(const char *buf, size_t len, const char *name, struct gs
                         struct gs_diag *diag)
 {
     return read_pods(NULL, buf ? buf : "", buf ? len : 0, name, out, diag);
+}
+
+/* A distinct node shape: what decides whether a pod can ever fit. */
+struct shape {
+    const char *model;
+    int64_t cpu_milli, mem_mib;
+    uint32_t gpu_count;
+};
+
+/* Does `name` (len bytes) occur as a part of the '|'-list spec? With `fold`, ignoring case. */
+static bool spec_has(const char *spec, const char *name, bool fold)
+{
+    size_t n = strlen(name);
+    for (const char *p = spec; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && (fold ? strncasecmp(p, name, n) == 0 : strncmp(p, name, n) == 0))
+            return true;
+        p += len + (bar ? 1 : 0);
+    }
+    return false;
+}
+
+int gs_trace_unfit(const struct gs_trace_nodes *nodes, const struct gs_trace_pods *pods,
+                   struct gs_trace_unfit *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct shape *sh = malloc(((size_t)nodes->n + 1) * sizeof(*sh));
+    if (!sh)
+        return GS_ENOMEM;
+    size_t ns = 0;
+    for (uint32_t i = 0; i < nodes->n; i++) {
+        const struct gs_trace_node *nd = &nodes->v[i];
+        size_t k = 0;
+        while (k < ns && !(sh[k].cpu_milli == nd->cpu_milli && sh[k].mem_mib == nd->mem_mib &&
+                           sh[k].gpu_count == nd->gpu_count && strcmp(sh[k].model, nd->model) == 0))
+            k++;
+        if (k == ns)
+            sh[ns++] = (struct shape){nd->model, nd->cpu_milli, nd->mem_mib, nd->gpu_count};
+    }
+    for (uint32_t i = 0; i < pods->n; i++) {
+        const struct gs_trace_pod *p = &pods->v[i];
+        bool gpu = p->num_gpu > 0;
+        bool any_model = !gpu || !p->gpu_spec[0], model_ok = any_model, folded = false;
+        bool fits = false;
+        uint32_t max_gpus = 0;
+        int64_t max_cpu = 0, max_mem = 0;
+        for (size_t k = 0; k < ns; k++) {
+            bool allowed =
+                any_model || (sh[k].model[0] && spec_has(p->gpu_spec, sh[k].model, false));
+            if (!allowed) {
+                folded |= sh[k].model[0] && spec_has(p->gpu_spec, sh[k].model, true);
+                continue;
+            }
+            model_ok = true;
+            if (sh[k].gpu_count > max_gpus)
+                max_gpus = sh[k].gpu_count;
+            if (sh[k].cpu_milli > max_cpu)
+                max_cpu = sh[k].cpu_milli;
+            if (sh[k].mem_mib > max_mem)
+                max_mem = sh[k].mem_mib;
+            fits |= p->num_gpu <= sh[k].gpu_count && p->cpu_milli <= sh[k].cpu_milli &&
+                    p->mem_mib <= sh[k].mem_mib;
+        }
+        if (!model_ok && folded) {
+            if (out->model_case++ == 0)
+                out->case_spec = p->gpu_spec;
+        } else if (!model_ok) {
+            if (out->unknown_model++ == 0) {
+                out->unknown_pod = p->name;
+                out->unknown_spec = p->gpu_spec;
+            }
+        } else if (!fits) {
+            if (out->too_big++ == 0) {
+                out->big_pod = p->name;
+                out->big_num_gpu = p->num_gpu;
+                out->big_cpu_milli = p->cpu_milli;
+                out->big_mem_mib = p->mem_mib;
+                out->max_gpus = max_gpus;
+                out->max_cpu_milli = max_cpu;
+                out->max_mem_mib = max_mem;
+            }
+        }
+    }
+    free(sh);
+    return GS_OK;
 }

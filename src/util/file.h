@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gpusched/trace.h" /* struct gs_diag */
 
@@ -38,20 +39,44 @@ int gs__mkdir_p(const char *dir);
  */
 int gs__sort_nodes_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order);
 
+/** The file naming the files of the last result set in an output directory, one per line. */
+#define GS_MANIFEST "MANIFEST"
+
 /**
  * Creates a staging directory inside `dir` (`dir/.gpusched-XXXXXX`) where a command writes its
  * whole set of results before gs__stage_commit() moves them into place, so a failure part way
- * leaves the previous set as it was.
+ * leaves the previous set as it was. First removes the `.gpusched-*` stages that interrupted
+ * runs left in `dir` (so two runs must not write into one directory at once). Until the stage is
+ * committed or discarded, SIGINT, SIGTERM and SIGHUP (unless ignored at the time) stop the
+ * gnuplot child named by gs__stage_child(), remove the stage and end the process with the same
+ * signal. One stage at a time per process has this protection.
  * @return a malloc'd path (caller frees), or NULL with errno set.
  */
 char *gs__stage_open(const char *dir);
 
+/** Names the child process (gnuplot) the signal handler stops first; 0 for none. */
+void gs__stage_child(pid_t pid);
+
 /**
- * Moves every regular file of `stage` into `dir` (rename, replacing files of the same name) and
- * removes `stage`. The stage is on the same file system, so each move is atomic.
+ * Commits the stage as one result set: writes `MANIFEST` (the stage's file names, sorted) into
+ * it, moves every other file into `dir` (rename, replacing files of the same name), removes the
+ * regular files that the previous `dir/MANIFEST` listed and this set does not hold, moves the
+ * manifest in last, and removes `stage`. The stage is on the same file system, so each move is
+ * atomic.
+ * @param note  receives the comma-separated names of other regular files in `dir` that no
+ *              manifest vouched for (left in place; "" when none); may be NULL.
  * @return 0, or -1 with a message in err (files not yet moved stay in the stage, then removed).
  */
-int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap);
+int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap, char *note,
+                     size_t note_cap);
+
+/**
+ * mkstemp(), then gives the file the mode an ordinary open would: 0666 less the umask (mkstemp
+ * alone makes it 0600 whatever the umask). Reads the umask by setting it and back, so call it
+ * only while no other thread creates files.
+ * @return the open descriptor, or -1 with errno set (no file left behind).
+ */
+int gs__mkstemp_shared(char *tmpl);
 
 /** Removes a staging directory and every file in it. NULL is a no-op. */
 void gs__stage_discard(const char *stage);

@@ -32,7 +32,7 @@ expect 2 "--out needs a value" -- simulate --nodes "$nodes" --pods "$pods" --out
 expect 2 "no-such.csv" -- simulate --nodes "$nodes" --pods "$tmp/no-such.csv"
 
 # A successful run: the summary table, every result file, a real PNG, nothing temporary left.
-expect 0 'fgd .*±' -- simulate --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 7 \
+expect 0 'fgd .*±' -- simulate --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 7-8 \
     --out "$tmp/out"
 for f in allocation.csv fragmentation.csv frag_ratio.csv runs.csv summary.csv allocation.png; do
     [ -s "$tmp/out/$f" ] || { echo "FAIL: $f missing"; fail=1; }
@@ -42,7 +42,54 @@ if [ "$(head -c 8 "$tmp/out/allocation.png" | od -An -tx1 | tr -d ' \n')" != 895
 fi
 leftover=$(find "$tmp/out" -name '*.tmp*' -o -name '*.gp' -o -name '*.dat')
 [ -z "$leftover" ] || { echo "FAIL: temporary files left: $leftover"; fail=1; }
-# Two data rows (bestfit, fgd) plus the header in each column file.
-[ "$(wc -l <"$tmp/out/allocation.csv")" = 3 ] || { echo "FAIL: allocation.csv rows"; fail=1; }
+# Four data rows (bestfit, fgd; two seeds) plus the header in each column file.
+[ "$(wc -l <"$tmp/out/allocation.csv")" = 5 ] || { echo "FAIL: allocation.csv rows"; fail=1; }
+
+# What a new user met: --version, --opt=VALUE, policy names in any case, "1 pod", no "± 0.00"
+# with one seed, exit codes in --help, an unwritable --out named as such.
+queues=$src/data/alibaba-gpu-v2023/queues.yaml
+expect 0 '^gpusched [0-9]' -- --version
+for c in simulate replay; do
+    expect 0 '^exit status:' -- $c --help
+    expect 0 '^  2  bad usage or bad input' -- $c --help
+    expect 0 '^  1  internal error, or the results cannot be written' -- $c --help
+done
+expect 0 'fgd ' -- simulate --nodes="$nodes" --pods="$pods" --policy=FGD,BestFit --seeds=7 \
+    --no-plot --out="$tmp/eq"
+[ -s "$tmp/eq/runs.csv" ] || { echo "FAIL: --out=DIR did not write there"; fail=1; }
+if grep -q '±' "$tmp/stdout"; then echo "FAIL: one seed prints a spread:"; cat "$tmp/stdout"; fail=1; fi
+expect 2 "no-plot takes no value" -- simulate --nodes "$nodes" --pods "$pods" --no-plot=1
+expect 2 "unknown policy 'fastest'" -- simulate --nodes "$nodes" --pods "$pods" --policy=fastest
+expect 0 'with fgd, preemption' -- replay --nodes="$nodes" --pods="$pods" --queues="$queues" \
+    --policy=FGD --cluster-scale=0.25 --speedup=2000 --no-plot --out="$tmp/req"
+[ -s "$tmp/req/queues.csv" ] || { echo "FAIL: replay --out=DIR did not write there"; fail=1; }
+head -2 "$pods" >"$tmp/one_pod.csv"
+expect 0 '^one_pod: 1 pod; ' -- simulate --nodes "$nodes" --pods "$tmp/one_pod.csv" --policy fgd \
+    --seeds 7 --no-plot --out "$tmp/one"
+expect 0 '^replayed 1 pod over' -- replay --nodes "$nodes" --pods "$tmp/one_pod.csv" \
+    --queues "$queues" --no-plot --out "$tmp/one-r"
+# A read-only --out (root reads and writes everything: run as nobody there).
+mkdir -p "$tmp/ro" && chmod 755 "$tmp" && chmod 555 "$tmp/ro"
+as_user=()
+if [ "$(id -u)" = 0 ]; then
+    as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    command -v setpriv >/dev/null || as_user=()
+fi
+if [ "$(id -u)" != 0 ] || [ ${#as_user[@]} -gt 0 ]; then
+    for c in sim rep; do
+        if [ $c = sim ]; then args=(simulate --nodes "$nodes" --pods "$pods" --policy fgd --seeds 7)
+        else args=(replay --nodes "$nodes" --pods "$pods" --queues "$queues"); fi
+        "${as_user[@]}" "$bin" "${args[@]}" --no-plot --out "$tmp/ro" >"$tmp/stdout" 2>"$tmp/stderr"
+        rc=$?
+        if [ $rc != 1 ] || ! grep -q "cannot write $tmp/ro: Permission denied" "$tmp/stderr"; then
+            echo "FAIL: $c into a read-only --out: rc $rc:"; cat "$tmp/stderr"; fail=1
+        fi
+        "${as_user[@]}" "$bin" "${args[@]}" --no-plot --out "$tmp/ro/sub" >"$tmp/stdout" 2>"$tmp/stderr"
+        grep -q "cannot write $tmp/ro/sub: Permission denied" "$tmp/stderr" || {
+            echo "FAIL: $c into a new folder under a read-only one:"; cat "$tmp/stderr"; fail=1; }
+    done
+else
+    echo "note: read-only --out not checked (root without setpriv)"
+fi
 [ $fail = 0 ] && echo "cli: all checks passed"
 exit $fail

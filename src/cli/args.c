@@ -1,0 +1,62 @@
+/*
+ * Small command-line helpers shared by the subcommands: `--name=value` as well as `--name value`,
+ * and policy names in any case. See src/cli/cmd.h.
+ */
+#include <ctype.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cmd.h"
+#include "gpusched/sched.h"
+#include "gpusched/trace.h"
+
+int gs__cli_split(const char *arg, char *name, size_t cap, const char **value)
+{
+    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    if (!eq || (size_t)(eq - arg) >= cap)
+        return 0;
+    memcpy(name, arg, (size_t)(eq - arg));
+    name[eq - arg] = '\0';
+    *value = eq + 1;
+    return 1;
+}
+
+int gs__cli_policy_find(const char *name)
+{
+    char low[32];
+    size_t n = strlen(name);
+    if (n >= sizeof(low))
+        return -1;
+    for (size_t i = 0; i <= n; i++)
+        low[i] = (char)tolower((unsigned char)name[i]);
+    return gs_policy_find(low);
+}
+
+void gs__cli_warn_unfit(const char *cmd, const char *pods_path, const struct gs_trace_unfit *u)
+{
+    if (u->unknown_model)
+        (void)fprintf(
+            stderr,
+            "gpusched %s: warning: %s: %u pod%s ask%s for a GPU model no node has (first: "
+            "%s, gpu_spec '%s'); they can never run and count as failed\n",
+            cmd, pods_path, u->unknown_model, u->unknown_model == 1 ? "" : "s",
+            u->unknown_model == 1 ? "s" : "", u->unknown_pod, u->unknown_spec);
+    if (u->model_case)
+        (void)fprintf(stderr,
+                      "gpusched %s: warning: %s: %u pod%s name%s a GPU model in another case than "
+                      "the nodes (first: gpu_spec '%s'; names match exactly); they can never run "
+                      "and count as failed\n",
+                      cmd, pods_path, u->model_case, u->model_case == 1 ? "" : "s",
+                      u->model_case == 1 ? "s" : "", u->case_spec);
+    if (u->too_big)
+        (void)fprintf(stderr,
+                      "gpusched %s: warning: %s: %u pod%s ask%s for more GPUs, CPU or memory than "
+                      "any one node of their GPU model has (first: %s asks %u GPUs, %lld mCPU, "
+                      "%lld MiB; such nodes have at most %u GPUs, %lld mCPU, %lld MiB); they can "
+                      "never run and count as failed\n",
+                      cmd, pods_path, u->too_big, u->too_big == 1 ? "" : "s",
+                      u->too_big == 1 ? "s" : "", u->big_pod, u->big_num_gpu,
+                      (long long)u->big_cpu_milli, (long long)u->big_mem_mib, u->max_gpus,
+                      (long long)u->max_cpu_milli, (long long)u->max_mem_mib);
+}
