@@ -8,7 +8,8 @@
 #   5. a queue over its limit waits, with the reason in PodScheduled=False;
 #   6. a pod bound by kube-scheduler holds its GPU (never handed out twice);
 #   7. priority preemption through the Eviction API;
-#   8. a restart adopts the assignments: the next pod gets a GPU nobody holds.
+#   8. a restart adopts the assignments: the next pod gets a GPU nobody holds;
+# and the events.k8s.io/v1 Events told of 1 (Scheduled), 4 (FailedScheduling) and 7 (Preempted).
 #
 # Usage: scheduler_e2e.sh GPUSCHED_BINARY  (GPUSCHED_K8S_STATE names a plane that is up)
 set -euo pipefail
@@ -53,7 +54,7 @@ trap cleanup EXIT
 
 start_sched() {
     "$bin" scheduler --kubeconfig "$KUBECONFIG" --policy bestfit --qps 500 --burst 1000 \
-        --max-runtime-s 600 >>"$log" 2>&1 &
+        --max-runtime-s 600 --lease-namespace "$ns" --lease-name "gpusched-$run" >>"$log" 2>&1 &
     sched_pid=$!
 }
 
@@ -114,6 +115,25 @@ wait_reason() { # wait_reason POD REGEX [TIMEOUT_S]: PodScheduled=False with a m
     fail "$pod: PodScheduled message '$msg' does not match '$want'"
 }
 
+# event_check POD REASON TYPE NOTE-REGEX: an Event from gpusched about POD with that reason and
+# type whose note matches, within 10 s.
+event_check() {
+    local pod=$1 reason=$2 type=$3 want=$4 notes="" i
+    for ((i = 0; i < 50; i++)); do
+        notes=$(kubectl -n "$ns" get events.v1.events.k8s.io -o json | python3 -c '
+import json, sys
+pod, reason, typ = sys.argv[1:4]
+for e in json.load(sys.stdin)["items"]:
+    if (e.get("regarding", {}).get("name") == pod and e.get("reason") == reason
+            and e.get("type") == typ and e.get("reportingController") == "gpusched"
+            and e.get("reportingInstance")):
+        print(e.get("note", ""))' "$pod" "$reason" "$type")
+        while IFS= read -r n; do [[ "$n" =~ $want ]] && return 0; done <<<"$notes"
+        sleep 0.2
+    done
+    fail "$pod: no $type $reason Event with a note matching '$want' (notes: '$notes')"
+}
+
 still_pending() { # still_pending POD SECONDS
     sleep "$2"
     [ -z "$(jp "$1" '{.spec.nodeName}')" ] || fail "$1 was bound to $(jp "$1" '{.spec.nodeName}'), want pending"
@@ -151,6 +171,8 @@ mkpod whole '' '' 2
 wait_node whole "a-$run"
 [ "$(gpus_of whole)" = "0,1" ] || fail "whole: assigned GPUs '$(gpus_of whole)', want 0,1"
 echo "ok: whole GPUs: whole -> a-$run GPUs 0,1"
+event_check whole Scheduled Normal "^Successfully assigned $ns/whole to a-$run \(GPUs 0,1\)\$"
+echo "ok: event: Scheduled \"Successfully assigned $ns/whole to a-$run (GPUs 0,1)\""
 
 # 2. Fractions: two half GPUs share one GPU (best fit packs the second onto the first's GPU).
 mkpod half1 '' ', "annotations": {"gpu-fraction": "0.5"}' 0
@@ -173,6 +195,8 @@ mkpod tol ', "nodeSelector": {"pool": "c"}, "tolerations": [{"key": "dedicated",
 wait_node tol "c-$run"
 still_pending untol 1
 echo "ok: taint: untol waits with the taint named, tol -> c-$run"
+event_check untol FailedScheduling Warning '^0/[0-9]+ nodes are available: .*1 node\(s\) had untolerated taint \{dedicated: infer\}'
+echo "ok: event: FailedScheduling (Warning) on untol names the taint"
 
 # 5. A queue with limit 2 GPUs: q1 (2) fits, q2 (1) waits on the limit.
 mkpod q1 '' ", \"labels\": {\"gpusched.io/queue\": \"small-$run\"}" 2
@@ -206,6 +230,8 @@ grep -q "evicted pod=$ns/low reason=preemption" "$log" || fail "low was not evic
 kubectl -n "$ns" delete pod low --grace-period=0 --force >/dev/null 2>&1 || true
 wait_node high "d-$run"
 echo "ok: preemption: low evicted through the Eviction API, high -> d-$run"
+event_check low Preempted Normal "^Preempted by $ns/high\$"
+echo "ok: event: Preempted \"Preempted by $ns/high\" on low"
 
 # 8. Restart: the new process adopts every assignment; a's GPUs 0-4 are held (whole 0,1;
 #    halves on 2; q1 3,4), so a 3-GPU pod on a gets 5,6,7.
