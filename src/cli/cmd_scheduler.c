@@ -2,7 +2,7 @@
  * gpusched scheduler: the core against a real Kubernetes API server, as a second scheduler
  * (pods with spec.schedulerName: gpusched).
  *
- * One thread. Informers (list, then watch) feed nodes, pods, PriorityClasses, Queues and
+ * One scheduling thread. Informers (list, then watch) feed nodes, pods, PriorityClasses, Queues and
  * PodGroups into the shared translation (kworld.h). Once nodes, pods and PriorityClasses are
  * listed, scheduling cycles run whenever something changed (and at least once a second); the
  * decisions of a cycle are collected and sent after it: a Binding (with the GPU choice as the
@@ -17,7 +17,9 @@
  * passed. A leader that loses the Lease stops at once and exits 1, as kube-scheduler does; on
  * SIGTERM it releases the Lease so a standby takes over at its next attempt. Each decision is
  * also told as an events.k8s.io/v1 Event (Scheduled, FailedScheduling, Preempted), at most one
- * per pod and reason every 10 s.
+ * per pod and reason every 10 s. With --metrics-addr, libmicrohttpd's own thread serves
+ * /healthz, /readyz and /metrics from counters the loop records under a mutex (schedmetrics.h);
+ * it is the only other thread.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -36,13 +38,14 @@
 #include "gpusched/kube.h"
 #include "gpusched/kworld.h"
 #include "gpusched/sched.h"
+#include "gpusched/schedmetrics.h"
 
 static const char *const usage =
     "usage: gpusched scheduler [--kubeconfig FILE] [--scheduler-name NAME]\n"
     "                          [--default-queue NAME] [--policy NAME] [--dry-run]\n"
     "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
     "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
-    "                          [--lease-name NAME]\n"
+    "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
     "gpusched (whole GPUs and milli fractions, queues, quotas, PriorityClasses, gangs), binds\n"
@@ -62,6 +65,9 @@ static const char *const usage =
     "                        --dry-run); lease 15 s, renew deadline 10 s, retry 2 s\n"
     "  --lease-namespace NS  the Lease's namespace (default kube-system)\n"
     "  --lease-name NAME     the Lease's name (default gpusched)\n"
+    "  --metrics-addr H:P    serve /healthz, /readyz (200 once caches synced) and /metrics\n"
+    "                        (Prometheus text) on H:P, e.g. 127.0.0.1:10259; port 0 picks\n"
+    "                        one and logs it (default: not served)\n"
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
     "Preempted; at most one per pod and reason every 10 s.\n"
@@ -81,6 +87,13 @@ static int64_t mono_ms(void)
     struct timespec ts;
     (void)clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static int64_t wall_ms(void)
@@ -136,7 +149,8 @@ struct sched {
     bool dirty;
     bool lost; /* the Lease was lost: send nothing more */
     uint64_t binds, bind_failures, evictions, status_patches, events, events_skipped;
-    struct event_slot *event_slots; /* EVENT_SLOTS entries */
+    struct event_slot *event_slots;  /* EVENT_SLOTS entries */
+    struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
 };
 
 static void on_world_event(void *ctx, const struct gs_kevent *ev)
@@ -301,6 +315,8 @@ static void do_bind(struct sched *s, const struct action *a)
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
     if (err == GS_OK) {
         s->binds++;
+        gs_schedmetrics_bind(s->metrics, true);
+        gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
         logf_("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node, ann ? ann : "");
         char gl[GS_NODE_GPUS_MAX * 12 + 16] = "", note[900];
         size_t n = 0;
@@ -321,6 +337,8 @@ static void do_bind(struct sched *s, const struct action *a)
         post_event(s, a, "Normal", "Scheduled", "Binding", note);
     } else {
         s->bind_failures++;
+        gs_schedmetrics_bind(s->metrics, false);
+        gs_schedmetrics_attempt(s->metrics, GS_SCHED_ERROR);
         logf_("warn", "bind refused pod=%s/%s node=%s: HTTP %ld %s: %s", a->ns, a->name, a->node,
               r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
         rebind_later(s, a);
@@ -341,6 +359,7 @@ static void do_evict(struct sched *s, const struct action *a)
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
     if (err == GS_OK || err == GS_ENOENT) {
         s->evictions++;
+        gs_schedmetrics_eviction(s->metrics, a->text);
         logf_("info", "evicted pod=%s/%s reason=%s", a->ns, a->name, a->text ? a->text : "");
         char note[600];
         if (a->by)
@@ -368,6 +387,7 @@ static void do_pending(struct sched *s, const struct action *a)
     memset(&r, 0, sizeof(r));
     int err =
         body ? gs_kube_request(s->client, GS_KUBE_PATCH_STRATEGIC, path, body, &r) : GS_ENOMEM;
+    gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);
     if (err == GS_OK)
         s->status_patches++;
     else if (err != GS_ENOENT)
@@ -442,6 +462,14 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
     s->dirty = true;
 }
 
+static void count_pending(void *ctx, const char *ns, const char *name, const char *reason)
+{
+    (void)ns;
+    (void)name;
+    (void)reason;
+    (*(uint32_t *)ctx)++;
+}
+
 struct watched {
     const char *path;
     bool required; /* scheduling waits for its first list */
@@ -459,7 +487,7 @@ static const struct watched watched[] = {
 int gs_cmd_scheduler(int argc, char **argv)
 {
     const char *kubeconfig = NULL, *name = NULL, *dq = NULL, *policy = "fgd";
-    const char *lease_ns = "kube-system", *lease_name = "gpusched";
+    const char *lease_ns = "kube-system", *lease_name = "gpusched", *metrics_addr = NULL;
     double qps = 0;
     long burst = 0, max_runtime_s = 0;
     bool dry = false;
@@ -470,7 +498,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                      strcmp(a, "--default-queue") == 0 || strcmp(a, "--policy") == 0 ||
                      strcmp(a, "--qps") == 0 || strcmp(a, "--burst") == 0 ||
                      strcmp(a, "--max-runtime-s") == 0 || strcmp(a, "--lease-namespace") == 0 ||
-                     strcmp(a, "--lease-name") == 0;
+                     strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0;
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
@@ -492,6 +520,8 @@ int gs_cmd_scheduler(int argc, char **argv)
             lease_ns = val;
         } else if (strcmp(a, "--lease-name") == 0) {
             lease_name = val;
+        } else if (strcmp(a, "--metrics-addr") == 0) {
+            metrics_addr = val;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             kubeconfig = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
@@ -554,6 +584,22 @@ int gs_cmd_scheduler(int argc, char **argv)
     s.dry_run = dry;
     s.identity = identity;
     s.event_slots = calloc(EVENT_SLOTS, sizeof(*s.event_slots));
+    if (metrics_addr) {
+        uint16_t port = 0;
+        rc = gs_schedmetrics_new(&s.metrics);
+        if (rc == GS_OK)
+            rc = gs_schedmetrics_serve(s.metrics, metrics_addr, &port);
+        if (rc) {
+            (void)fprintf(stderr, "gpusched scheduler: --metrics-addr %s: %s\n", metrics_addr,
+                          rc == GS_EIO ? "cannot listen there" : gs_strerror(rc));
+            gs_schedmetrics_free(s.metrics);
+            gs_kube_config_fini(&cfg);
+            free(s.event_slots);
+            return 2;
+        }
+        logf_("info", "serving /healthz /readyz /metrics on %s (port %u)", metrics_addr,
+              (unsigned)port);
+    }
     struct gs_kube_client *lease_client = NULL;
     struct gs_kube_client_opts opts = {.qps = qps, .burst = (uint32_t)burst};
     rc = gs_kube_client_new(&cfg, &opts, &s.client);
@@ -568,6 +614,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         (void)fprintf(stderr, "gpusched scheduler: cannot make an API client: %s\n",
                       gs_strerror(rc));
         gs_kube_client_free(s.client);
+        gs_schedmetrics_free(s.metrics);
         free(s.event_slots);
         return 1;
     }
@@ -579,6 +626,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             (void)fprintf(stderr, "gpusched scheduler: leader election: %s\n", gs_strerror(rc));
             gs_kube_client_free(lease_client);
             gs_kube_client_free(s.client);
+            gs_schedmetrics_free(s.metrics);
             free(s.event_slots);
             return 2;
         }
@@ -646,8 +694,6 @@ int gs_cmd_scheduler(int argc, char **argv)
                 exit_code = 1;
                 break;
             }
-            if (!now_leader)
-                continue; /* standby: caches stay warm, nothing is decided */
         }
         if (!started) {
             bool ready = true;
@@ -661,8 +707,12 @@ int gs_cmd_scheduler(int argc, char **argv)
             if (!ready)
                 continue;
             started = true;
-            logf_("info", "caches synced in %lld ms; scheduling", (long long)(mono_ms() - t0));
+            gs_schedmetrics_set_ready(s.metrics, true);
+            logf_("info", "caches synced in %lld ms", (long long)(mono_ms() - t0));
         }
+        gs_schedmetrics_set_leader(s.metrics, !s.leader || was_leader);
+        if (s.leader && !was_leader)
+            continue; /* standby: caches stay warm, nothing is decided */
         int64_t now = mono_ms();
         if (!s.dirty && now - last_cycle < 1000)
             continue;
@@ -670,8 +720,14 @@ int gs_cmd_scheduler(int argc, char **argv)
         last_cycle = now;
         uint32_t changes = 0;
         char err[512] = "";
+        int64_t c0_ns = mono_ns();
         rc = gs_kworld_cycle(s.world, wall_ms(), &changes, err, sizeof(err));
         cycles++;
+        if (s.metrics) {
+            uint32_t pending = 0;
+            gs_kworld_each_pending(s.world, count_pending, &pending);
+            gs_schedmetrics_cycle(s.metrics, (double)(mono_ns() - c0_ns) / 1e9, pending);
+        }
         if (rc == GS_EINVAL) {
             logf_("error", "cannot schedule: %s", err);
             exit_code = 2;
@@ -713,6 +769,7 @@ out:
     gs_kube_leader_free(s.leader);
     gs_kube_client_free(lease_client);
     gs_kworld_free(s.world);
+    gs_schedmetrics_free(s.metrics); /* stops its thread first */
     free(s.event_slots);
     return exit_code;
 }

@@ -9,7 +9,8 @@
 #   6. a pod bound by kube-scheduler holds its GPU (never handed out twice);
 #   7. priority preemption through the Eviction API;
 #   8. a restart adopts the assignments: the next pod gets a GPU nobody holds;
-# and the events.k8s.io/v1 Events told of 1 (Scheduled), 4 (FailedScheduling) and 7 (Preempted).
+# and the events.k8s.io/v1 Events told of 1 (Scheduled), 4 (FailedScheduling) and 7 (Preempted);
+# and /healthz, /readyz and /metrics (scraped with curl after 7) count what the log says.
 #
 # Usage: scheduler_e2e.sh GPUSCHED_BINARY  (GPUSCHED_K8S_STATE names a plane that is up)
 set -euo pipefail
@@ -54,7 +55,8 @@ trap cleanup EXIT
 
 start_sched() {
     "$bin" scheduler --kubeconfig "$KUBECONFIG" --policy bestfit --qps 500 --burst 1000 \
-        --max-runtime-s 600 --lease-namespace "$ns" --lease-name "gpusched-$run" >>"$log" 2>&1 &
+        --max-runtime-s 600 --lease-namespace "$ns" --lease-name "gpusched-$run" \
+        --metrics-addr 127.0.0.1:0 >>"$log" 2>&1 &
     sched_pid=$!
 }
 
@@ -232,6 +234,27 @@ wait_node high "d-$run"
 echo "ok: preemption: low evicted through the Eviction API, high -> d-$run"
 event_check low Preempted Normal "^Preempted by $ns/high\$"
 echo "ok: event: Preempted \"Preempted by $ns/high\" on low"
+
+# Metrics of this first process: what its log says it did.
+port=$(sed -n 's/.*serving \/healthz \/readyz \/metrics on .* (port \([0-9]*\)).*/\1/p' "$log" | tail -n 1)
+[ -n "$port" ] || fail "no metrics port in the log"
+for u in healthz readyz; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/$u")
+    [ "$code" = 200 ] || fail "/$u answered $code, want 200"
+done
+m=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics did not answer"
+metric() { awk -v k="$1" '$1 == k {print $2}' <<<"$m"; }
+nb=$(grep -c 'bound pod=' "$log")
+[ "$(metric gpusched_binds_total)" = "$nb" ] || fail "gpusched_binds_total $(metric gpusched_binds_total), log says $nb"
+[ "$(metric 'gpusched_scheduling_attempts_total{result="scheduled"}')" = "$nb" ] || fail "attempts scheduled != $nb"
+[ "$(metric gpusched_bind_failures_total)" = 0 ] || fail "bind failures $(metric gpusched_bind_failures_total)"
+[ "$(metric 'gpusched_scheduling_attempts_total{result="unschedulable"}')" -ge 3 ] || fail "fewer than 3 unschedulable attempts (untol, q2, ours-d)"
+[ "$(metric 'gpusched_evictions_total{reason="preemption"}')" = 1 ] || fail "preemption evictions $(metric 'gpusched_evictions_total{reason="preemption"}'), want 1"
+[ "$(metric gpusched_leader)" = 1 ] || fail "gpusched_leader $(metric gpusched_leader), want 1"
+[ "$(metric gpusched_pending_pods)" -ge 2 ] || fail "gpusched_pending_pods $(metric gpusched_pending_pods), want >= 2 (untol, q2)"
+[ "$(metric gpusched_cycle_duration_seconds_count)" -gt 0 ] || fail "no cycle in the histogram"
+[ "$(metric 'gpusched_cycle_duration_seconds_bucket{le="+Inf"}')" = "$(metric gpusched_cycle_duration_seconds_count)" ] || fail "+Inf bucket != count"
+echo "ok: metrics: binds_total=$nb evictions{preemption}=1 pending_pods=$(metric gpusched_pending_pods) cycles=$(metric gpusched_cycle_duration_seconds_count) sum=$(metric gpusched_cycle_duration_seconds_sum)s leader=1; healthz, readyz 200"
 
 # 8. Restart: the new process adopts every assignment; a's GPUs 0-4 are held (whole 0,1;
 #    halves on 2; q1 3,4), so a 3-GPU pod on a gets 5,6,7.

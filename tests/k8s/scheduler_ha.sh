@@ -51,7 +51,7 @@ trap cleanup EXIT
 start() { # start REPLICA
     "$bin" scheduler --kubeconfig "$KUBECONFIG" --scheduler-name "$sn" --policy bestfit \
         --qps 500 --burst 1000 --max-runtime-s 280 --lease-namespace "$ns" \
-        --lease-name "gpusched-$run" >>"$tmp/$1.log" 2>&1 &
+        --lease-name "gpusched-$run" --metrics-addr 127.0.0.1:0 >>"$tmp/$1.log" 2>&1 &
     pid[$1]=$!
 }
 
@@ -125,6 +125,22 @@ holder=$(kubectl -n "$ns" get lease "gpusched-$run" -o 'jsonpath={.spec.holderId
 grep -q "identity=$holder" "$tmp/$lead.log" || fail "Lease holder '$holder' is not replica $lead"
 kill -0 "${pid[$standby]}" 2>/dev/null || fail "the standby $standby exited"
 echo "ok: one leader: replica $lead holds the Lease as $holder; $standby stands by"
+
+# The standby is ready (caches synced) but not the leader; /metrics says which is which.
+scrape() { # scrape REPLICA METRIC
+    local port
+    port=$(sed -n 's/.*serving \/healthz \/readyz \/metrics on .* (port \([0-9]*\)).*/\1/p' "$tmp/$1.log")
+    curl -sf "http://127.0.0.1:$port/metrics" | awk -v k="$2" '$1 == k {print $2}'
+}
+ready_code() {
+    local port
+    port=$(sed -n 's/.*serving \/healthz \/readyz \/metrics on .* (port \([0-9]*\)).*/\1/p' "$tmp/$1.log")
+    curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz"
+}
+[ "$(scrape "$lead" gpusched_leader)" = 1 ] || fail "leader's gpusched_leader is not 1"
+[ "$(scrape "$standby" gpusched_leader)" = 0 ] || fail "standby's gpusched_leader is not 0"
+[ "$(ready_code "$standby")" = 200 ] || fail "standby's /readyz is not 200"
+echo "ok: metrics: gpusched_leader 1 on $lead, 0 on $standby; the standby is ready"
 
 # 2. Six pods, each bound once, all by the leader.
 for i in 1 2 3 4 5 6; do mkpod "p$i" 1; done
