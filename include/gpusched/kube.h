@@ -483,4 +483,82 @@ void gs_kube_informer_get_stats(const struct gs_kube_informer *inf,
  */
 const char *gs_kube_informer_last_error(const struct gs_kube_informer *inf);
 
+/* ---- leader election ---------------------------------------------------------------------- */
+
+/**
+ * Leader election on a coordination.k8s.io/v1 Lease, as client-go's tools/leaderelection
+ * (LeaseLock) does it: a candidate reads the Lease every retry period; it takes the Lease when
+ * there is none (create), when its holderIdentity is empty, or when the record has not changed
+ * for leaseDurationSeconds of the candidate's own clock (the record's resourceVersion is
+ * watched, so clocks of different machines are never compared); it writes with the
+ * resourceVersion it read, so of two candidates one wins and the other is answered 409. The
+ * holder renews every retry period; one that has not renewed for renew_deadline_ms is no longer
+ * the leader (gs_kube_leader_is_leader turns false at once, before the Lease can expire for
+ * anyone else, as renew_deadline_ms < lease_duration_ms).
+ */
+struct gs_kube_leader_opts {
+    const char *namespace_;    /**< the Lease's namespace (copied; required) */
+    const char *name;          /**< the Lease's name (copied; required) */
+    const char *identity;      /**< holderIdentity written (copied; required, unique per process) */
+    int64_t lease_duration_ms; /**< leaseDurationSeconds (rounded up to s); 0 = 15000 */
+    int64_t renew_deadline_ms; /**< leader gives up after this without a renewal; 0 = 10000 */
+    int64_t retry_period_ms;   /**< time between attempts; 0 = 2000 */
+};
+
+/** A candidate for one Lease. Opaque; borrows its client. */
+struct gs_kube_leader;
+
+/**
+ * Makes a candidate. Nothing is sent until gs_kube_leader_step.
+ * @param c     borrowed; must outlive the candidate. Its request timeout should be below the
+ *              renew deadline (a hung renewal must not outlive the lease).
+ * @return GS_OK; GS_EINVAL (NULL or empty strings, renew deadline not below the duration,
+ *         retry period not below the renew deadline); GS_ENOMEM.
+ */
+int gs_kube_leader_new(struct gs_kube_client *c, const struct gs_kube_leader_opts *opts,
+                       struct gs_kube_leader **out);
+
+/** Frees a candidate (it does not release the Lease). NULL is a no-op. */
+void gs_kube_leader_free(struct gs_kube_leader *l);
+
+/**
+ * Tries to acquire or renew the Lease when the retry period since the last attempt is over
+ * (else returns at once). Blocks for at most two requests (GET, then create or update).
+ * @param now_ms  the caller's monotonic clock.
+ * @return GS_OK (whatever the outcome; ask gs_kube_leader_is_leader); GS_ENOMEM.
+ */
+int gs_kube_leader_step(struct gs_kube_leader *l, int64_t now_ms);
+
+/**
+ * True while this candidate holds the Lease and renewed it less than renew_deadline_ms ago
+ * (by now_ms); a leader whose deadline passed is marked lost and never leader again.
+ */
+bool gs_kube_leader_is_leader(struct gs_kube_leader *l, int64_t now_ms);
+
+/** True once this candidate was the leader and lost the Lease (deadline passed or taken). */
+bool gs_kube_leader_lost(const struct gs_kube_leader *l);
+
+/**
+ * Gives the Lease up when this candidate holds it: holderIdentity emptied and
+ * leaseDurationSeconds 1, so a standby takes it at its next attempt. Afterwards the candidate is
+ * no longer the leader. @return GS_OK (also when not the leader); a gs_kube_request code.
+ */
+int gs_kube_leader_release(struct gs_kube_leader *l, int64_t now_ms);
+
+/** The holderIdentity last read from the Lease ("" when none or not read yet). */
+const char *gs_kube_leader_holder(const struct gs_kube_leader *l);
+
+/** Counters of a candidate, for logs and metrics. */
+struct gs_kube_leader_stats {
+    uint64_t attempts;        /**< acquire-or-renew attempts */
+    uint64_t acquisitions;    /**< times it became the leader */
+    uint64_t renewals;        /**< successful renewals while leader */
+    uint64_t failures;        /**< attempts that failed (request error or conflict) */
+    int64_t last_renew_ms;    /**< caller's clock of the last successful write; 0 = none */
+    int64_t max_renew_gap_ms; /**< longest time between two successful writes while leader */
+};
+
+/** Copies the counters. */
+void gs_kube_leader_get_stats(const struct gs_kube_leader *l, struct gs_kube_leader_stats *st);
+
 #endif /* GPUSCHED_KUBE_H */

@@ -2,13 +2,24 @@
  * gpusched scheduler: the core against a real Kubernetes API server, as a second scheduler
  * (pods with spec.schedulerName: gpusched).
  *
- * One thread. Informers (list, then watch) feed nodes, pods, PriorityClasses, Queues and
+ * One scheduling thread. Informers (list, then watch) feed nodes, pods, PriorityClasses, Queues and
  * PodGroups into the shared translation (kworld.h). Once nodes, pods and PriorityClasses are
  * listed, scheduling cycles run whenever something changed (and at least once a second); the
  * decisions of a cycle are collected and sent after it: a Binding (with the GPU choice as the
  * annotation gpusched.io/assigned-gpus), an Eviction for a victim, and a PodScheduled=False
  * condition with the reason for a pod that waits. A bind the server refuses releases what the
  * pod held at once: the pod is forgotten, read again, and waits for the next cycle.
+ *
+ * Replicas elect a leader on a Lease (gs_kube_leader_*, kube.h) with a client of their own,
+ * whose short request timeout keeps a hung renewal from outliving the lease. Every replica runs
+ * its informers; only the leader runs cycles (a standby's engine would otherwise believe in
+ * binds nobody sent) and sends their decisions, each after checking the renew deadline has not
+ * passed. A leader that loses the Lease stops at once and exits 1, as kube-scheduler does; on
+ * SIGTERM it releases the Lease so a standby takes over at its next attempt. Each decision is
+ * also told as an events.k8s.io/v1 Event (Scheduled, FailedScheduling, Preempted), at most one
+ * per pod and reason every 10 s. With --metrics-addr, libmicrohttpd's own thread serves
+ * /healthz, /readyz and /metrics from counters the loop records under a mutex (schedmetrics.h);
+ * it is the only other thread.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -20,17 +31,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cmd.h"
 #include "gpusched/err.h"
 #include "gpusched/kube.h"
 #include "gpusched/kworld.h"
 #include "gpusched/sched.h"
+#include "gpusched/schedmetrics.h"
 
 static const char *const usage =
     "usage: gpusched scheduler [--kubeconfig FILE] [--scheduler-name NAME]\n"
     "                          [--default-queue NAME] [--policy NAME] [--dry-run]\n"
     "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
+    "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
+    "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
     "gpusched (whole GPUs and milli fractions, queues, quotas, PriorityClasses, gangs), binds\n"
@@ -45,9 +60,19 @@ static const char *const usage =
     "  --dry-run             decide and log, bind and evict nothing\n"
     "  --qps N, --burst N    client rate limit (default 50 and 100)\n"
     "  --max-runtime-s N     exit 0 after N seconds (tests)\n"
+    "  --leader-elect[=BOOL] elect one leader among replicas on a coordination.k8s.io/v1\n"
+    "                        Lease; only the leader schedules (default true, false with\n"
+    "                        --dry-run); lease 15 s, renew deadline 10 s, retry 2 s\n"
+    "  --lease-namespace NS  the Lease's namespace (default kube-system)\n"
+    "  --lease-name NAME     the Lease's name (default gpusched)\n"
+    "  --metrics-addr H:P    serve /healthz, /readyz (200 once caches synced) and /metrics\n"
+    "                        (Prometheus text) on H:P, e.g. 127.0.0.1:10259; port 0 picks\n"
+    "                        one and logs it (default: not served)\n"
     "\n"
-    "SIGTERM or SIGINT: finish the cycle in progress and its binds, then exit 0.\n"
-    "Exit: 0 stopped; 1 internal error; 2 bad usage or configuration.\n";
+    "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
+    "Preempted; at most one per pod and reason every 10 s.\n"
+    "SIGTERM or SIGINT: finish the cycle in progress and its binds, release the Lease, exit 0.\n"
+    "Exit: 0 stopped; 1 internal error or the Lease was lost; 2 bad usage or configuration.\n";
 
 static volatile sig_atomic_t stop_flag;
 
@@ -62,6 +87,13 @@ static int64_t mono_ms(void)
     struct timespec ts;
     (void)clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static int64_t wall_ms(void)
@@ -92,18 +124,33 @@ static void logf_(const char *level, const char *fmt, ...)
 /* A decision of the last cycle, sent after it. */
 struct action {
     enum gs_kevent_kind kind;
-    char *ns, *name, *node, *text;
+    char *ns, *name, *uid, *node, *text, *by;
     json_t *gpus; /* BIND: the assignment's gpus array */
+};
+
+/* Slots of the event rate limiter: a pod's reason hashed to one slot; a collision only means an
+ * event sent that could have been skipped, or skipped within 10 s of another pod's. */
+#define EVENT_SLOTS 4096
+#define EVENT_REPEAT_MS 10000
+
+struct event_slot {
+    uint64_t key;    /* hash of ns/name/reason; 0 = empty */
+    int64_t last_ms; /* when it was last sent (monotonic) */
 };
 
 struct sched {
     struct gs_kube_client *client;
     struct gs_kworld *world;
+    struct gs_kube_leader *leader; /* NULL without leader election */
+    const char *identity;          /* holderIdentity and reportingInstance */
     struct action *acts;
     size_t nacts, capacts;
     bool dry_run;
     bool dirty;
-    uint64_t binds, bind_failures, evictions, status_patches;
+    bool lost; /* the Lease was lost: send nothing more */
+    uint64_t binds, bind_failures, evictions, status_patches, events, events_skipped;
+    struct event_slot *event_slots;  /* EVENT_SLOTS entries */
+    struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
 };
 
 static void on_world_event(void *ctx, const struct gs_kevent *ev)
@@ -127,8 +174,10 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->kind = ev->kind;
     a->ns = strdup(ev->ns);
     a->name = strdup(ev->name);
+    a->uid = ev->uid ? strdup(ev->uid) : NULL;
     a->node = ev->node ? strdup(ev->node) : NULL;
     a->text = ev->reason ? strdup(ev->reason) : NULL;
+    a->by = ev->by ? strdup(ev->by) : NULL;
     if (ev->kind == GS_KEV_BIND) {
         a->gpus = json_array();
         for (uint32_t g = 0; g < ev->n_gpus && a->gpus; g++)
@@ -139,8 +188,10 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     if (!a->ns || !a->name) {
         free(a->ns);
         free(a->name);
+        free(a->uid);
         free(a->node);
         free(a->text);
+        free(a->by);
         json_decref(a->gpus);
         return;
     }
@@ -151,9 +202,77 @@ static void action_fini(struct action *a)
 {
     free(a->ns);
     free(a->name);
+    free(a->uid);
     free(a->node);
     free(a->text);
+    free(a->by);
     json_decref(a->gpus);
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL; /* a separator, so "a" "bc" differs from "ab" "c" */
+}
+
+/* True when an event of this reason for this pod may go out now (and records that it does). */
+static bool event_due(struct sched *s, const struct action *a, const char *reason)
+{
+    if (!s->event_slots)
+        return true;
+    uint64_t k = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, a->ns), a->name), reason);
+    if (k == 0)
+        k = 1;
+    struct event_slot *e = &s->event_slots[k % EVENT_SLOTS];
+    int64_t now = mono_ms();
+    if (e->key == k && now - e->last_ms < EVENT_REPEAT_MS) {
+        s->events_skipped++;
+        return false;
+    }
+    e->key = k;
+    e->last_ms = now;
+    return true;
+}
+
+/*
+ * Posts an events.k8s.io/v1 Event about the action's pod. Failures are logged and otherwise
+ * ignored: an Event is for people, and the decision it tells has been made.
+ */
+static void post_event(struct sched *s, const struct action *a, const char *type,
+                       const char *reason, const char *verb, const char *note)
+{
+    if (!event_due(s, a, reason))
+        return;
+    char now[80], gen[216], path[400], notebuf[1024];
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    (void)gmtime_r(&ts.tv_sec, &tm);
+    (void)snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+    /* client-go's name: the pod's, a dot, the time in hex ns (generateName may not end in a
+     * dot); within a name's 253 characters. */
+    (void)snprintf(gen, sizeof(gen), "%.200s.%llx", a->name,
+                   (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
+    (void)snprintf(notebuf, sizeof(notebuf), "%s", note); /* the API's limit is 1 kB */
+    (void)snprintf(path, sizeof(path), "/apis/events.k8s.io/v1/namespaces/%s/events", a->ns);
+    json_t *body = json_pack(
+        "{s:s,s:s,s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s}}", "apiVersion",
+        "events.k8s.io/v1", "kind", "Event", "metadata", "name", gen, "namespace", a->ns,
+        "eventTime", now, "reportingController", "gpusched", "reportingInstance", s->identity,
+        "action", verb, "reason", reason, "type", type, "note", notebuf, "regarding", "apiVersion",
+        "v1", "kind", "Pod", "namespace", a->ns, "name", a->name, "uid", a->uid ? a->uid : "");
+    struct gs_kube_response r;
+    memset(&r, 0, sizeof(r));
+    int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
+    if (err == GS_OK)
+        s->events++;
+    else
+        logf_("warn", "event %s for pod=%s/%s not written: HTTP %ld %s: %s", reason, a->ns, a->name,
+              r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
+    gs_kube_response_fini(&r);
+    json_decref(body);
 }
 
 /* Escapes nothing: namespaces and names are DNS labels and subdomains. */
@@ -196,9 +315,30 @@ static void do_bind(struct sched *s, const struct action *a)
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
     if (err == GS_OK) {
         s->binds++;
+        gs_schedmetrics_bind(s->metrics, true);
+        gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
         logf_("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node, ann ? ann : "");
+        char gl[GS_NODE_GPUS_MAX * 12 + 16] = "", note[900];
+        size_t n = 0;
+        for (size_t g = 0; g < json_array_size(a->gpus) && n < sizeof(gl) - 16; g++) {
+            json_t *e = json_array_get(a->gpus, g);
+            json_int_t idx = json_integer_value(json_object_get(e, "index"));
+            json_int_t milli = json_integer_value(json_object_get(e, "milli"));
+            int w = milli == 1000
+                        ? snprintf(gl + n, sizeof(gl) - n, "%s%lld", n ? "," : "", (long long)idx)
+                        : snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldm", n ? "," : "",
+                                   (long long)idx, (long long)milli);
+            if (w < 0)
+                break;
+            n += (size_t)w;
+        }
+        (void)snprintf(note, sizeof(note), "Successfully assigned %s/%s to %s%s%s%s", a->ns,
+                       a->name, a->node, n ? " (GPUs " : "", gl, n ? ")" : "");
+        post_event(s, a, "Normal", "Scheduled", "Binding", note);
     } else {
         s->bind_failures++;
+        gs_schedmetrics_bind(s->metrics, false);
+        gs_schedmetrics_attempt(s->metrics, GS_SCHED_ERROR);
         logf_("warn", "bind refused pod=%s/%s node=%s: HTTP %ld %s: %s", a->ns, a->name, a->node,
               r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
         rebind_later(s, a);
@@ -219,7 +359,15 @@ static void do_evict(struct sched *s, const struct action *a)
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
     if (err == GS_OK || err == GS_ENOENT) {
         s->evictions++;
+        gs_schedmetrics_eviction(s->metrics, a->text);
         logf_("info", "evicted pod=%s/%s reason=%s", a->ns, a->name, a->text ? a->text : "");
+        char note[600];
+        if (a->by)
+            (void)snprintf(note, sizeof(note), "Preempted by %s", a->by);
+        else
+            (void)snprintf(note, sizeof(note), "Evicted: %s", a->text ? a->text : "");
+        if (err == GS_OK)
+            post_event(s, a, "Normal", "Preempted", "Preempting", note);
     } else {
         logf_("warn", "eviction refused pod=%s/%s: HTTP %ld %s: %s", a->ns, a->name, r.http_status,
               r.reason, r.message[0] ? r.message : gs_strerror(err));
@@ -239,21 +387,38 @@ static void do_pending(struct sched *s, const struct action *a)
     memset(&r, 0, sizeof(r));
     int err =
         body ? gs_kube_request(s->client, GS_KUBE_PATCH_STRATEGIC, path, body, &r) : GS_ENOMEM;
+    gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);
     if (err == GS_OK)
         s->status_patches++;
     else if (err != GS_ENOENT)
         logf_("warn", "status of pod=%s/%s not written: HTTP %ld %s", a->ns, a->name, r.http_status,
               r.message);
     logf_("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, a->text ? a->text : "");
+    if (err != GS_ENOENT)
+        post_event(s, a, "Warning", "FailedScheduling", "Scheduling", a->text ? a->text : "");
     gs_kube_response_fini(&r);
     json_decref(body);
+}
+
+/* True while this replica may write decisions: no election, or it holds a live Lease. */
+static bool leading(struct sched *s)
+{
+    if (!s->leader)
+        return true;
+    if (s->lost || gs_kube_leader_is_leader(s->leader, mono_ms()))
+        return !s->lost;
+    if (gs_kube_leader_lost(s->leader))
+        s->lost = true; /* it led, and the renew deadline passed */
+    return false;
 }
 
 static void send_actions(struct sched *s)
 {
     for (size_t i = 0; i < s->nacts; i++) {
         struct action *a = &s->acts[i];
-        if (s->dry_run) {
+        if (!s->dry_run && !leading(s)) {
+            /* The renew deadline passed: another replica may lead by now. Send nothing. */
+        } else if (s->dry_run) {
             logf_("info", "dry-run %s pod=%s/%s node=%s %s",
                   a->kind == GS_KEV_BIND    ? "bind"
                   : a->kind == GS_KEV_EVICT ? "evict"
@@ -297,6 +462,14 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
     s->dirty = true;
 }
 
+static void count_pending(void *ctx, const char *ns, const char *name, const char *reason)
+{
+    (void)ns;
+    (void)name;
+    (void)reason;
+    (*(uint32_t *)ctx)++;
+}
+
 struct watched {
     const char *path;
     bool required; /* scheduling waits for its first list */
@@ -314,15 +487,18 @@ static const struct watched watched[] = {
 int gs_cmd_scheduler(int argc, char **argv)
 {
     const char *kubeconfig = NULL, *name = NULL, *dq = NULL, *policy = "fgd";
+    const char *lease_ns = "kube-system", *lease_name = "gpusched", *metrics_addr = NULL;
     double qps = 0;
     long burst = 0, max_runtime_s = 0;
     bool dry = false;
+    int elect = -1; /* -1: the default (on unless --dry-run) */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool takes = strcmp(a, "--kubeconfig") == 0 || strcmp(a, "--scheduler-name") == 0 ||
                      strcmp(a, "--default-queue") == 0 || strcmp(a, "--policy") == 0 ||
                      strcmp(a, "--qps") == 0 || strcmp(a, "--burst") == 0 ||
-                     strcmp(a, "--max-runtime-s") == 0;
+                     strcmp(a, "--max-runtime-s") == 0 || strcmp(a, "--lease-namespace") == 0 ||
+                     strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0;
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
@@ -336,6 +512,16 @@ int gs_cmd_scheduler(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--dry-run") == 0) {
             dry = true;
+        } else if (strcmp(a, "--leader-elect") == 0 || strcmp(a, "--leader-elect=true") == 0) {
+            elect = 1;
+        } else if (strcmp(a, "--leader-elect=false") == 0) {
+            elect = 0;
+        } else if (strcmp(a, "--lease-namespace") == 0) {
+            lease_ns = val;
+        } else if (strcmp(a, "--lease-name") == 0) {
+            lease_name = val;
+        } else if (strcmp(a, "--metrics-addr") == 0) {
+            metrics_addr = val;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             kubeconfig = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
@@ -378,16 +564,72 @@ int gs_cmd_scheduler(int argc, char **argv)
         (void)fprintf(stderr, "gpusched scheduler: %s\n", msg);
         return 2;
     }
+    if (elect < 0)
+        elect = !dry;
+    /* holderIdentity: hostname_pid_random, unique even for two replicas in one pod's netns. */
+    char identity[128], host[64] = "gpusched";
+    if (gethostname(host, sizeof(host)) != 0)
+        (void)snprintf(host, sizeof(host), "gpusched");
+    host[sizeof(host) - 1] = '\0';
+    unsigned int rnd = (unsigned int)mono_ms() ^ (unsigned int)getpid() * 2654435761U;
+    FILE *ur = fopen("/dev/urandom", "rb");
+    if (ur) {
+        if (fread(&rnd, sizeof(rnd), 1, ur) != 1)
+            rnd ^= (unsigned int)wall_ms();
+        (void)fclose(ur);
+    }
+    (void)snprintf(identity, sizeof(identity), "%s_%ld_%08x", host, (long)getpid(), rnd);
     struct sched s;
     memset(&s, 0, sizeof(s));
     s.dry_run = dry;
+    s.identity = identity;
+    s.event_slots = calloc(EVENT_SLOTS, sizeof(*s.event_slots));
+    if (metrics_addr) {
+        uint16_t port = 0;
+        rc = gs_schedmetrics_new(&s.metrics);
+        if (rc == GS_OK)
+            rc = gs_schedmetrics_serve(s.metrics, metrics_addr, &port);
+        if (rc) {
+            (void)fprintf(stderr, "gpusched scheduler: --metrics-addr %s: %s\n", metrics_addr,
+                          rc == GS_EIO ? "cannot listen there" : gs_strerror(rc));
+            gs_schedmetrics_free(s.metrics);
+            gs_kube_config_fini(&cfg);
+            free(s.event_slots);
+            return 2;
+        }
+        logf_("info", "serving /healthz /readyz /metrics on %s (port %u)", metrics_addr,
+              (unsigned)port);
+    }
+    struct gs_kube_client *lease_client = NULL;
     struct gs_kube_client_opts opts = {.qps = qps, .burst = (uint32_t)burst};
     rc = gs_kube_client_new(&cfg, &opts, &s.client);
+    if (rc == GS_OK && elect) {
+        /* Its own connection and a 4 s limit: a renewal must never wait behind a list or bind,
+         * nor hang past the renew deadline. */
+        struct gs_kube_client_opts lo = {.qps = -1, .timeout_ms = 4000, .connect_timeout_ms = 2000};
+        rc = gs_kube_client_new(&cfg, &lo, &lease_client);
+    }
     gs_kube_config_fini(&cfg);
     if (rc) {
         (void)fprintf(stderr, "gpusched scheduler: cannot make an API client: %s\n",
                       gs_strerror(rc));
+        gs_kube_client_free(s.client);
+        gs_schedmetrics_free(s.metrics);
+        free(s.event_slots);
         return 1;
+    }
+    if (elect) {
+        struct gs_kube_leader_opts lopts = {
+            .namespace_ = lease_ns, .name = lease_name, .identity = identity};
+        rc = gs_kube_leader_new(lease_client, &lopts, &s.leader);
+        if (rc) {
+            (void)fprintf(stderr, "gpusched scheduler: leader election: %s\n", gs_strerror(rc));
+            gs_kube_client_free(lease_client);
+            gs_kube_client_free(s.client);
+            gs_schedmetrics_free(s.metrics);
+            free(s.event_slots);
+            return 2;
+        }
     }
     struct gs_kworld_config wc = {.scheduler_name = name,
                                   .default_queue = dq,
@@ -414,10 +656,13 @@ int gs_cmd_scheduler(int argc, char **argv)
     sa.sa_handler = on_signal;
     (void)sigaction(SIGTERM, &sa, NULL);
     (void)sigaction(SIGINT, &sa, NULL);
-    logf_("info", "gpusched scheduler %s: serving schedulerName=%s policy=%s%s", GS_VERSION,
-          name ? name : GS_KWORLD_SCHEDULER, policy, dry ? " (dry run)" : "");
+    logf_("info", "gpusched scheduler %s: serving schedulerName=%s policy=%s identity=%s%s",
+          GS_VERSION, name ? name : GS_KWORLD_SCHEDULER, policy, identity, dry ? " (dry run)" : "");
+    if (s.leader)
+        logf_("info", "leader election on lease %s/%s: standing by until it is ours", lease_ns,
+              lease_name);
     int64_t t0 = mono_ms(), last_cycle = 0;
-    bool started = false;
+    bool started = false, was_leader = false;
     uint64_t cycles = 0;
     while (!stop_flag) {
         if (max_runtime_s && mono_ms() - t0 >= max_runtime_s * 1000)
@@ -426,6 +671,29 @@ int gs_cmd_scheduler(int argc, char **argv)
             logf_("error", "API client failed: %s", gs_strerror(rc));
             exit_code = 1;
             break;
+        }
+        if (s.leader) {
+            if (gs_kube_leader_step(s.leader, mono_ms()) != GS_OK) {
+                logf_("error", "leader election: out of memory");
+                exit_code = 1;
+                break;
+            }
+            bool now_leader = leading(&s);
+            if (now_leader && !was_leader)
+                logf_("info", "leader: acquired lease %s/%s as %s", lease_ns, lease_name, identity);
+            was_leader = now_leader;
+            if (gs_kube_leader_lost(s.leader) || s.lost) {
+                struct gs_kube_leader_stats ls;
+                gs_kube_leader_get_stats(s.leader, &ls);
+                logf_("error",
+                      "leader: lost lease %s/%s (holder now '%s', last renewal %lld ms "
+                      "ago); stopping",
+                      lease_ns, lease_name, gs_kube_leader_holder(s.leader),
+                      (long long)(mono_ms() - ls.last_renew_ms));
+                s.lost = true;
+                exit_code = 1;
+                break;
+            }
         }
         if (!started) {
             bool ready = true;
@@ -439,8 +707,12 @@ int gs_cmd_scheduler(int argc, char **argv)
             if (!ready)
                 continue;
             started = true;
-            logf_("info", "caches synced in %lld ms; scheduling", (long long)(mono_ms() - t0));
+            gs_schedmetrics_set_ready(s.metrics, true);
+            logf_("info", "caches synced in %lld ms", (long long)(mono_ms() - t0));
         }
+        gs_schedmetrics_set_leader(s.metrics, !s.leader || was_leader);
+        if (s.leader && !was_leader)
+            continue; /* standby: caches stay warm, nothing is decided */
         int64_t now = mono_ms();
         if (!s.dirty && now - last_cycle < 1000)
             continue;
@@ -448,8 +720,14 @@ int gs_cmd_scheduler(int argc, char **argv)
         last_cycle = now;
         uint32_t changes = 0;
         char err[512] = "";
+        int64_t c0_ns = mono_ns();
         rc = gs_kworld_cycle(s.world, wall_ms(), &changes, err, sizeof(err));
         cycles++;
+        if (s.metrics) {
+            uint32_t pending = 0;
+            gs_kworld_each_pending(s.world, count_pending, &pending);
+            gs_schedmetrics_cycle(s.metrics, (double)(mono_ns() - c0_ns) / 1e9, pending);
+        }
         if (rc == GS_EINVAL) {
             logf_("error", "cannot schedule: %s", err);
             exit_code = 2;
@@ -464,15 +742,34 @@ int gs_cmd_scheduler(int argc, char **argv)
         if (changes)
             s.dirty = true; /* settle: cycle again until nothing changes */
     }
-    send_actions(&s); /* drain decisions already made */
-    logf_("info", "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu",
+    send_actions(&s); /* drain decisions already made (nothing when the Lease is lost) */
+    if (s.leader) {
+        struct gs_kube_leader_stats ls;
+        gs_kube_leader_get_stats(s.leader, &ls);
+        if (!s.lost && gs_kube_leader_is_leader(s.leader, mono_ms())) {
+            rc = gs_kube_leader_release(s.leader, mono_ms());
+            logf_(rc ? "warn" : "info", "leader: released lease %s/%s%s%s", lease_ns, lease_name,
+                  rc ? ": " : "", rc ? gs_strerror(rc) : "");
+        }
+        logf_("info", "leader: renewals=%llu failures=%llu longest gap between renewals=%lld ms",
+              (unsigned long long)ls.renewals, (unsigned long long)ls.failures,
+              (long long)ls.max_renew_gap_ms);
+    }
+    logf_("info",
+          "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu events=%llu "
+          "events_skipped=%llu",
           (unsigned long long)cycles, (unsigned long long)s.binds,
-          (unsigned long long)s.bind_failures, (unsigned long long)s.evictions);
+          (unsigned long long)s.bind_failures, (unsigned long long)s.evictions,
+          (unsigned long long)s.events, (unsigned long long)s.events_skipped);
 out:
     for (size_t i = 0; i < s.nacts; i++)
         action_fini(&s.acts[i]);
     free(s.acts);
     gs_kube_client_free(s.client); /* frees the informers */
+    gs_kube_leader_free(s.leader);
+    gs_kube_client_free(lease_client);
     gs_kworld_free(s.world);
+    gs_schedmetrics_free(s.metrics); /* stops its thread first */
+    free(s.event_slots);
     return exit_code;
 }

@@ -8,7 +8,9 @@
 #   5. a queue over its limit waits, with the reason in PodScheduled=False;
 #   6. a pod bound by kube-scheduler holds its GPU (never handed out twice);
 #   7. priority preemption through the Eviction API;
-#   8. a restart adopts the assignments: the next pod gets a GPU nobody holds.
+#   8. a restart adopts the assignments: the next pod gets a GPU nobody holds;
+# and the events.k8s.io/v1 Events told of 1 (Scheduled), 4 (FailedScheduling) and 7 (Preempted);
+# and /healthz, /readyz and /metrics (scraped with curl after 7) count what the log says.
 #
 # Usage: scheduler_e2e.sh GPUSCHED_BINARY  (GPUSCHED_K8S_STATE names a plane that is up)
 set -euo pipefail
@@ -53,7 +55,8 @@ trap cleanup EXIT
 
 start_sched() {
     "$bin" scheduler --kubeconfig "$KUBECONFIG" --policy bestfit --qps 500 --burst 1000 \
-        --max-runtime-s 600 >>"$log" 2>&1 &
+        --max-runtime-s 600 --lease-namespace "$ns" --lease-name "gpusched-$run" \
+        --metrics-addr 127.0.0.1:0 >>"$log" 2>&1 &
     sched_pid=$!
 }
 
@@ -114,6 +117,25 @@ wait_reason() { # wait_reason POD REGEX [TIMEOUT_S]: PodScheduled=False with a m
     fail "$pod: PodScheduled message '$msg' does not match '$want'"
 }
 
+# event_check POD REASON TYPE NOTE-REGEX: an Event from gpusched about POD with that reason and
+# type whose note matches, within 10 s.
+event_check() {
+    local pod=$1 reason=$2 type=$3 want=$4 notes="" i
+    for ((i = 0; i < 50; i++)); do
+        notes=$(kubectl -n "$ns" get events.v1.events.k8s.io -o json | python3 -c '
+import json, sys
+pod, reason, typ = sys.argv[1:4]
+for e in json.load(sys.stdin)["items"]:
+    if (e.get("regarding", {}).get("name") == pod and e.get("reason") == reason
+            and e.get("type") == typ and e.get("reportingController") == "gpusched"
+            and e.get("reportingInstance")):
+        print(e.get("note", ""))' "$pod" "$reason" "$type")
+        while IFS= read -r n; do [[ "$n" =~ $want ]] && return 0; done <<<"$notes"
+        sleep 0.2
+    done
+    fail "$pod: no $type $reason Event with a note matching '$want' (notes: '$notes')"
+}
+
 still_pending() { # still_pending POD SECONDS
     sleep "$2"
     [ -z "$(jp "$1" '{.spec.nodeName}')" ] || fail "$1 was bound to $(jp "$1" '{.spec.nodeName}'), want pending"
@@ -151,6 +173,8 @@ mkpod whole '' '' 2
 wait_node whole "a-$run"
 [ "$(gpus_of whole)" = "0,1" ] || fail "whole: assigned GPUs '$(gpus_of whole)', want 0,1"
 echo "ok: whole GPUs: whole -> a-$run GPUs 0,1"
+event_check whole Scheduled Normal "^Successfully assigned $ns/whole to a-$run \(GPUs 0,1\)\$"
+echo "ok: event: Scheduled \"Successfully assigned $ns/whole to a-$run (GPUs 0,1)\""
 
 # 2. Fractions: two half GPUs share one GPU (best fit packs the second onto the first's GPU).
 mkpod half1 '' ', "annotations": {"gpu-fraction": "0.5"}' 0
@@ -173,6 +197,8 @@ mkpod tol ', "nodeSelector": {"pool": "c"}, "tolerations": [{"key": "dedicated",
 wait_node tol "c-$run"
 still_pending untol 1
 echo "ok: taint: untol waits with the taint named, tol -> c-$run"
+event_check untol FailedScheduling Warning '^0/[0-9]+ nodes are available: .*1 node\(s\) had untolerated taint \{dedicated: infer\}'
+echo "ok: event: FailedScheduling (Warning) on untol names the taint"
 
 # 5. A queue with limit 2 GPUs: q1 (2) fits, q2 (1) waits on the limit.
 mkpod q1 '' ", \"labels\": {\"gpusched.io/queue\": \"small-$run\"}" 2
@@ -206,6 +232,29 @@ grep -q "evicted pod=$ns/low reason=preemption" "$log" || fail "low was not evic
 kubectl -n "$ns" delete pod low --grace-period=0 --force >/dev/null 2>&1 || true
 wait_node high "d-$run"
 echo "ok: preemption: low evicted through the Eviction API, high -> d-$run"
+event_check low Preempted Normal "^Preempted by $ns/high\$"
+echo "ok: event: Preempted \"Preempted by $ns/high\" on low"
+
+# Metrics of this first process: what its log says it did.
+port=$(sed -n 's/.*serving \/healthz \/readyz \/metrics on .* (port \([0-9]*\)).*/\1/p' "$log" | tail -n 1)
+[ -n "$port" ] || fail "no metrics port in the log"
+for u in healthz readyz; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/$u")
+    [ "$code" = 200 ] || fail "/$u answered $code, want 200"
+done
+m=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics did not answer"
+metric() { awk -v k="$1" '$1 == k {print $2}' <<<"$m"; }
+nb=$(grep -c 'bound pod=' "$log")
+[ "$(metric gpusched_binds_total)" = "$nb" ] || fail "gpusched_binds_total $(metric gpusched_binds_total), log says $nb"
+[ "$(metric 'gpusched_scheduling_attempts_total{result="scheduled"}')" = "$nb" ] || fail "attempts scheduled != $nb"
+[ "$(metric gpusched_bind_failures_total)" = 0 ] || fail "bind failures $(metric gpusched_bind_failures_total)"
+[ "$(metric 'gpusched_scheduling_attempts_total{result="unschedulable"}')" -ge 3 ] || fail "fewer than 3 unschedulable attempts (untol, q2, ours-d)"
+[ "$(metric 'gpusched_evictions_total{reason="preemption"}')" = 1 ] || fail "preemption evictions $(metric 'gpusched_evictions_total{reason="preemption"}'), want 1"
+[ "$(metric gpusched_leader)" = 1 ] || fail "gpusched_leader $(metric gpusched_leader), want 1"
+[ "$(metric gpusched_pending_pods)" -ge 2 ] || fail "gpusched_pending_pods $(metric gpusched_pending_pods), want >= 2 (untol, q2)"
+[ "$(metric gpusched_cycle_duration_seconds_count)" -gt 0 ] || fail "no cycle in the histogram"
+[ "$(metric 'gpusched_cycle_duration_seconds_bucket{le="+Inf"}')" = "$(metric gpusched_cycle_duration_seconds_count)" ] || fail "+Inf bucket != count"
+echo "ok: metrics: binds_total=$nb evictions{preemption}=1 pending_pods=$(metric gpusched_pending_pods) cycles=$(metric gpusched_cycle_duration_seconds_count) sum=$(metric gpusched_cycle_duration_seconds_sum)s leader=1; healthz, readyz 200"
 
 # 8. Restart: the new process adopts every assignment; a's GPUs 0-4 are held (whole 0,1;
 #    halves on 2; q1 3,4), so a 3-GPU pod on a gets 5,6,7.
