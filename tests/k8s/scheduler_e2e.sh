@@ -217,7 +217,14 @@ wait_reason ours-d '0/[0-9]+ nodes are available: .*Insufficient nvidia.com/gpu'
 echo "ok: kube-scheduler's pod holds d's GPU; ours-d waits"
 
 # 7. Preemption: free d (delete theirs and ours-d), run a low pod there, then a high one.
-kubectl -n "$ns" delete pod theirs ours-d --grace-period=0 --force >/dev/null 2>&1
+# ours-d goes first: deleting theirs first would free d's GPU while ours-d still waits, and
+# gpusched would bind ours-d as it is being deleted (a 404 from the Binding, a race of this test).
+kubectl -n "$ns" delete pod ours-d --grace-period=0 --force --wait >/dev/null 2>&1
+for i in $(seq 1 50); do
+    kubectl -n "$ns" get pod ours-d >/dev/null 2>&1 || break
+    sleep 0.2
+done
+kubectl -n "$ns" delete pod theirs --grace-period=0 --force >/dev/null 2>&1
 mkpod low ", \"nodeSelector\": {\"pool\": \"d\"}, \"priorityClassName\": \"e2e-low-$run\"" '' 1
 wait_node low "d-$run"
 mkpod high ", \"nodeSelector\": {\"pool\": \"d\"}, \"priorityClassName\": \"e2e-high-$run\"" '' 1
