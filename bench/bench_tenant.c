@@ -147,6 +147,23 @@ static struct gs_pod_req random_req(struct gs_rng *rng, const struct gs_cluster 
     return r;
 }
 
+/* Runs n cycles of one job each, timing every one into t[0..n) (sorted on return); returns the
+ * pods they bound. */
+static uint32_t time_cycles(struct gs_engine *e, struct gs_rng *rng, int n, double *t)
+{
+    uint32_t bound = 0;
+    for (int i = 0; i < n; i++) {
+        struct gs_cycle_stats st;
+        double a = now_us();
+        if (gs_engine_cycle(e, i, rng, &st))
+            exit(1);
+        t[i] = now_us() - a;
+        bound += st.bound;
+    }
+    qsort(t, (size_t)n, sizeof(*t), cmp_double);
+    return bound;
+}
+
 static void decisions(const char *policy, uint32_t to_find, int n_decisions)
 {
     struct setup s;
@@ -164,16 +181,7 @@ static void decisions(const char *policy, uint32_t to_find, int n_decisions)
             exit(1);
     }
     double *t = malloc((size_t)n_decisions * sizeof(*t));
-    uint32_t bound = 0;
-    for (int i = 0; i < n_decisions; i++) {
-        struct gs_cycle_stats st;
-        double a = now_us();
-        if (gs_engine_cycle(s.e, i, &rng, &st))
-            exit(1);
-        t[i] = now_us() - a;
-        bound += st.bound;
-    }
-    qsort(t, (size_t)n_decisions, sizeof(*t), cmp_double);
+    uint32_t bound = time_cycles(s.e, &rng, n_decisions, t);
     printf("decisions (%s, %s): %d decisions with 100,000 pending pods in 50 queues, %u pods "
            "placed: median %.1f us, p99 %.1f us, max %.1f us\n",
            policy, to_find ? "bounded scan" : "full scan", n_decisions, bound, t[n_decisions / 2],
@@ -368,16 +376,7 @@ static void live(const char *policy, uint32_t to_find, int n_decisions)
     }
     long rss_pods = heap_bytes();
     double *t = malloc((size_t)n_decisions * sizeof(*t));
-    uint32_t bound = 0;
-    for (int i = 0; i < n_decisions; i++) {
-        struct gs_cycle_stats st;
-        double a = now_us();
-        if (gs_engine_cycle(s.e, i, &rng, &st))
-            exit(1);
-        t[i] = now_us() - a;
-        bound += st.bound;
-    }
-    qsort(t, (size_t)n_decisions, sizeof(*t), cmp_double);
+    uint32_t bound = time_cycles(s.e, &rng, n_decisions, t);
     printf("live decisions (%s, %s): %d decisions, half of 100,000 pending pods with a zone "
            "nodeSelector or a toleration, %u placed: median %.1f us, p99 %.1f us\n",
            policy, to_find ? "bounded scan" : "full scan", n_decisions, bound, t[n_decisions / 2],

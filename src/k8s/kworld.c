@@ -273,8 +273,10 @@ static int node_taints(struct gs_kworld *w, uint32_t idx, const json_t *obj, con
                                                            : 0;
         if (!jstr(x, "key") || !e) {
             free(t);
-            return fail(w, "node %s: spec.taints: a taint needs a key and an effect %s", name,
-                        "(NoSchedule, PreferNoSchedule or NoExecute)");
+            return fail(w,
+                        "node %s: spec.taints: a taint needs a key and an effect (NoSchedule, "
+                        "PreferNoSchedule or NoExecute)",
+                        name);
         }
         t[k++] = (struct gs_taint){(char *)jstr(x, "key"),
                                    (char *)(jstr(x, "value") ? jstr(x, "value") : ""), e};
@@ -333,31 +335,26 @@ static int node_resources(struct gs_kworld *w, const json_t *obj, const char *na
     r->pods = 110;
     if (json_object_get(alloc, "cpu") &&
         quantity(json_object_get(alloc, "cpu"), 1e-3, false, &r->cpu_milli) != 0)
-        return fail(w, "node %s: status.allocatable.cpu is not a quantity%s", name, "");
+        return fail(w, "node %s: status.allocatable.cpu is not a quantity", name);
     if (json_object_get(alloc, "memory") &&
         quantity(json_object_get(alloc, "memory"), 1048576.0, false, &r->mem_mib) != 0)
-        return fail(w, "node %s: status.allocatable.memory is not a quantity%s", name, "");
+        return fail(w, "node %s: status.allocatable.memory is not a quantity", name);
     if (json_object_get(alloc, "pods") &&
         quantity(json_object_get(alloc, "pods"), 1.0, false, &r->pods) != 0)
-        return fail(w, "node %s: status.allocatable.pods is not a quantity%s", name, "");
+        return fail(w, "node %s: status.allocatable.pods is not a quantity", name);
     const json_t *gc = json_object_get(capy, GPU_RES);
     const json_t *ga = json_object_get(alloc, GPU_RES);
     if ((gc && quantity(gc, 1.0, false, &r->gpus) != 0) ||
         (ga && quantity(ga, 1.0, false, &r->gpus_alloc) != 0))
-        return fail(w, "node %s: status nvidia.com/gpu is not a count%s", name, "");
+        return fail(w, "node %s: status nvidia.com/gpu is not a count", name);
     if (!gc)
         r->gpus = r->gpus_alloc;
     if (!ga)
         r->gpus_alloc = r->gpus;
-    int64_t replicas = 1;
-    const char *rep = meta_kv(obj, "labels", "nvidia.com/gpu.replicas");
-    if (rep && gs_kquantity(rep, 1.0, false, &replicas) == 0 && replicas > 1) {
-        /* Time-slicing: capacity is GPUs x replicas. Until the core models replicas (GPU
-         * sharing issue), a replica is placed as a whole GPU of its own. */
-        (void)replicas;
-    }
+    /* Time-slicing (label nvidia.com/gpu.replicas > 1: capacity is GPUs x replicas) is read
+     * as whole GPUs, one per replica, until the core models replicas (GPU sharing issue). */
     if (r->gpus > GS_NODE_GPUS_MAX)
-        return fail(w, "node %s: more than 16 nvidia.com/gpu%s", name, "");
+        return fail(w, "node %s: more than 16 nvidia.com/gpu", name);
     if (r->gpus_alloc > r->gpus)
         r->gpus_alloc = r->gpus;
     const char *mem = meta_kv(obj, "labels", "nvidia.com/gpu.memory");
@@ -373,7 +370,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
 {
     const char *name = jstr(json_object_get(obj, "metadata"), "name");
     if (!name || !*name)
-        return fail(w, "a Node without metadata.name%s%s", "", "");
+        return fail(w, "a Node without metadata.name");
     int idx = gs_cluster_find_node(w->c, name);
     if (change == GS_KDELETED)
         return idx < 0 ? GS_OK : gs_engine_remove_node(w->e, (uint32_t)idx, now_ms);
@@ -392,7 +389,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
                                  r.gpu_mem_mib};
         uint32_t id;
         if ((err = gs_cluster_add_node(w->c, &s, &id)) != GS_OK)
-            return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added%s", name, "");
+            return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added", name);
         idx = (int)id;
     } else {
         const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
@@ -414,7 +411,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
             err = gs_cluster_update_node(w->c, (uint32_t)idx, &u);
         }
         if (err)
-            return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be updated%s", name, "");
+            return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be updated", name);
     }
     uint32_t i = (uint32_t)idx;
     /* Allocatable below capacity: the highest indices are the unhealthy GPUs. */
@@ -449,8 +446,8 @@ static int apply_priority_class(struct gs_kworld *w, const json_t *obj)
     const char *name = jstr(json_object_get(obj, "metadata"), "name");
     const json_t *value = json_object_get(obj, "value");
     if (!name || !json_is_integer(value))
-        return fail(w, "PriorityClass %s: needs metadata.name and an integer value%s",
-                    name ? name : "?", "");
+        return fail(w, "PriorityClass %s: needs metadata.name and an integer value",
+                    name ? name : "?");
     const char *pre = meta_kv(obj, "labels", "gpusched.io/preemptible");
     json_t *rec = json_pack("{s:I,s:b,s:b}", "value", json_integer_value(value), "preemptible",
                             !(pre && strcmp(pre, "false") == 0), "default",
@@ -529,7 +526,7 @@ static int apply_podgroup(struct gs_kworld *w, const json_t *obj)
     json_int_t min = json_integer_value(json_object_get(spec, "minMember"));
     json_int_t timeout = json_integer_value(json_object_get(spec, "scheduleTimeoutSeconds"));
     if (!name || min < 1)
-        return fail(w, "PodGroup %s: spec.minMember must be at least 1%s", name ? name : "?", "");
+        return fail(w, "PodGroup %s: spec.minMember must be at least 1", name ? name : "?");
     char *key = join_key(ns ? ns : "default", name);
     if (!key)
         return GS_ENOMEM;
@@ -1129,7 +1126,7 @@ static int apply_pod(struct gs_kworld *w, enum gs_kchange change, const json_t *
     const char *ns = jstr(md, "namespace") ? jstr(md, "namespace") : "default";
     const char *name = jstr(md, "name");
     if (!name || !*name)
-        return fail(w, "a Pod without metadata.name%s%s", "", "");
+        return fail(w, "a Pod without metadata.name");
     const char *phase = jstr(json_object_get(obj, "status"), "phase");
     bool done = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
     struct kpod *p = find_kpod(w, ns, name);
@@ -1314,7 +1311,7 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
 {
     set_err(w, err, cap);
     if (!json_is_object(obj))
-        return fail(w, "an object is not a mapping%s%s", "", "");
+        return fail(w, "an object is not a mapping");
     const char *kind = kind_of(obj);
     if (!w->started) {
         /* Held for the first cycle: a later change of the same object replaces it. */
@@ -1346,8 +1343,7 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
     if (strcmp(kind, "Queue") == 0 && change == GS_KADDED) {
         char qn[256];
         int rc = add_queue(w, obj, qn, sizeof(qn));
-        return rc == GS_ENOENT ? fail(w, "Queue %s: its parent queue does not exist%s", qn, "")
-                               : rc;
+        return rc == GS_ENOENT ? fail(w, "Queue %s: its parent queue does not exist", qn) : rc;
     }
     return GS_OK;
 }
