@@ -480,20 +480,27 @@ int gs_cmd_simulate(int argc, char **argv)
     (void)snprintf(path, plen, "%s/summary.csv", stage);
     if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK)
         goto write_failed;
-    for (int w = 0; plot && w < n_pods; w++) {
+    static const struct {
+        const char *stem;
+        enum gs_report_metric metric;
+    } plots[] = {{"allocation", GS_REPORT_ALLOC}, {"fragmentation", GS_REPORT_FRAG}};
+    bool plot_ok = plot;
+    for (int w = 0; plot_ok && w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
-        if (n_pods == 1)
-            (void)snprintf(path, plen, "%s/allocation.png", stage);
-        else
-            (void)snprintf(path, plen, "%s/allocation-%s.png", stage, name);
-        if (gs_report_plot_allocation(path, name, runs, n_tasks, "gnuplot", err, sizeof(err)) !=
-            GS_OK) {
-            /* The CSV files are the results; the plot only draws them. */
-            (void)fprintf(stderr,
-                          "gpusched simulate: warning: %s; the CSV files are written, the plot "
-                          "is missing (--no-plot skips it)\n",
-                          err);
-            break;
+        for (size_t k = 0; plot_ok && k < sizeof(plots) / sizeof(plots[0]); k++) {
+            if (n_pods == 1)
+                (void)snprintf(path, plen, "%s/%s.png", stage, plots[k].stem);
+            else
+                (void)snprintf(path, plen, "%s/%s-%s.png", stage, plots[k].stem, name);
+            if (gs_report_plot_metric(path, name, runs, n_tasks, plots[k].metric, "gnuplot", err,
+                                      sizeof(err)) != GS_OK) {
+                /* The CSV files are the results; the plots only draw them. */
+                (void)fprintf(stderr,
+                              "gpusched simulate: warning: %s; the CSV files are written, the "
+                              "plots are missing (--no-plot skips them)\n",
+                              err);
+                plot_ok = false;
+            }
         }
     }
     char note[512];

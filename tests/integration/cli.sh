@@ -34,12 +34,14 @@ expect 2 "no-such.csv" -- simulate --nodes "$nodes" --pods "$tmp/no-such.csv"
 # A successful run: the summary table, every result file, a real PNG, nothing temporary left.
 expect 0 'fgd .*±' -- simulate --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 7-8 \
     --out "$tmp/out"
-for f in allocation.csv fragmentation.csv frag_ratio.csv runs.csv summary.csv allocation.png; do
+for f in allocation.csv fragmentation.csv frag_ratio.csv runs.csv summary.csv allocation.png fragmentation.png; do
     [ -s "$tmp/out/$f" ] || { echo "FAIL: $f missing"; fail=1; }
 done
-if [ "$(head -c 8 "$tmp/out/allocation.png" | od -An -tx1 | tr -d ' \n')" != 89504e470d0a1a0a ]; then
-    echo "FAIL: allocation.png is not a PNG"; fail=1
-fi
+for f in allocation.png fragmentation.png; do
+    if [ "$(head -c 8 "$tmp/out/$f" | od -An -tx1 | tr -d ' \n')" != 89504e470d0a1a0a ]; then
+        echo "FAIL: $f is not a PNG"; fail=1
+    fi
+done
 leftover=$(find "$tmp/out" -name '*.tmp*' -o -name '*.gp' -o -name '*.dat')
 [ -z "$leftover" ] || { echo "FAIL: temporary files left: $leftover"; fail=1; }
 # Four data rows (bestfit, fgd; two seeds) plus the header in each column file.
