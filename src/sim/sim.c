@@ -187,6 +187,11 @@ uint32_t gs_sim_input_pod_count(const struct gs_sim_input *in)
     return in->pods.n;
 }
 
+const char *gs_sim_input_ignored_columns(const struct gs_sim_input *in)
+{
+    return in->pods.ignored_columns;
+}
+
 int gs_sim_input_unfit(const struct gs_sim_input *in, struct gs_trace_unfit *out)
 {
     return gs_trace_unfit(&in->nodes, &in->pods, out);
