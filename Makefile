@@ -55,8 +55,11 @@ test: build build-asan k8s
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS)
 
+# Runs every benchmark and rewrites README.md's speed table from that run's output.
 bench: build
-	bash bench/run.sh $(BUILD)
+	mkdir -p out/bench
+	bash -c 'set -o pipefail; bash bench/run.sh $(BUILD) 2>&1 | tee out/bench/bench.txt'
+	python3 bench/readme_table.py out/bench/bench.txt README.md
 
 # gpusched scheduler vs kube-scheduler and a no-op binder on one real control plane (5,000
 # nodes x 8 GPUs, 10,000 one-GPU pods; BENCH_K8S_ARGS="--nodes 500 --pods 1000" for a quick one).
