@@ -1,0 +1,402 @@
+/*
+ * One scheduling cycle of the tenant engine: the per-flavor priority heaps of the leaf queues,
+ * fair share (computed top-down every cycle), and the loop that serves the queue furthest below
+ * its share. Part of the tenant engine (tenant_int.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpusched/err.h"
+#include "gpusched/explain.h"
+#include "gpusched/filter.h"
+#include "gpusched/sched.h"
+#include "tenant_int.h"
+
+/* ---- queue heaps ----------------------------------------------------------------------------- */
+
+/* Heap order: higher priority first, then earlier submission, then lower pod id. */
+static bool heap_before(const struct heap_ent *a, const struct heap_ent *b)
+{
+    if (a->prio != b->prio)
+        return a->prio > b->prio;
+    if (a->submit_ms != b->submit_ms)
+        return a->submit_ms < b->submit_ms;
+    return a->pod < b->pod;
+}
+
+static int heap_push(struct flavor_queue *f, struct heap_ent ent)
+{
+    int err = gs__grow((void **)&f->heap, &f->cap, f->len + 1, sizeof(*f->heap));
+    if (err)
+        return err;
+    uint32_t i = f->len++;
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (!heap_before(&ent, &f->heap[parent]))
+            break;
+        f->heap[i] = f->heap[parent];
+        i = parent;
+    }
+    f->heap[i] = ent;
+    return GS_OK;
+}
+
+static void heap_pop(struct flavor_queue *f)
+{
+    struct heap_ent last = f->heap[--f->len];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, best = i;
+        const struct heap_ent *bv = &last;
+        if (l < f->len && heap_before(&f->heap[l], bv)) {
+            best = l;
+            bv = &f->heap[l];
+        }
+        if (r < f->len && heap_before(&f->heap[r], bv))
+            best = r;
+        if (best == i)
+            break;
+        f->heap[i] = f->heap[best];
+        i = best;
+    }
+    if (f->len > 0)
+        f->heap[i] = last;
+}
+
+/* Drops stale entries from the top of a flavor heap; returns the head pod or NO_ID. */
+static uint32_t flavor_head(const struct gs_engine *e, struct flavor_queue *f)
+{
+    while (f->len > 0) {
+        const struct heap_ent *h = &f->heap[0];
+        const struct tpod *p = &e->p[h->pod];
+        if (p->state == GS_TPOD_PENDING && p->seq == h->seq)
+            return h->pod;
+        heap_pop(f);
+    }
+    return NO_ID;
+}
+
+int gs__enqueue(struct gs_engine *e, uint32_t pod)
+{
+    struct tpod *p = &e->p[pod];
+    struct queue *q = &e->q[p->queue];
+    uint64_t mask = p->req.num_gpu ? p->req.gpu_model_mask : 0;
+    uint32_t f = 0;
+    while (f < q->n_flavors && (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass))
+        f++;
+    if (f == q->n_flavors) {
+        struct flavor_queue *nf = realloc(q->flavors, (q->n_flavors + 1) * sizeof(*nf));
+        if (!nf)
+            return GS_ENOMEM;
+        q->flavors = nf;
+        memset(&nf[f], 0, sizeof(nf[f]));
+        nf[f].mask = mask;
+        nf[f].fclass = p->fclass;
+        nf[f].blocked_cycle = UINT32_MAX;
+        nf[f].bf_cycle = UINT32_MAX;
+        q->n_flavors++;
+    }
+    p->seq++;
+    q->ver++;
+    return heap_push(&q->flavors[f], (struct heap_ent){pod, p->seq, prio_of(e, p), p->submit_ms});
+}
+
+/* ---- fair share ------------------------------------------------------------------------------ */
+
+static void fair_children(struct gs_engine *e, uint32_t qi, int r)
+{
+    int64_t amount = e->q[qi].fair[r];
+    uint32_t n = 0;
+    for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling)
+        n++;
+    if (n == 0)
+        return;
+    /* want = demand capped by limit; first give min(quota, want). */
+    int64_t sum_give = 0;
+    for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
+        struct queue *c = &e->q[ch];
+        int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
+        int64_t give = c->quota[r] < want ? c->quota[r] : want;
+        c->fair[r] = give;
+        sum_give += give;
+    }
+    if (sum_give > amount) {
+        /* Capacity below the guaranteed quotas: scale them down in proportion. */
+        int64_t given = 0;
+        for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
+            struct queue *c = &e->q[ch];
+            c->fair[r] = (int64_t)((double)c->fair[r] * (double)amount / (double)sum_give);
+            given += c->fair[r];
+        }
+        for (uint32_t ch = e->q[qi].first_child; ch != NO_ID && given < amount;
+             ch = e->q[ch].next_sibling) {
+            e->q[ch].fair[r]++;
+            given++;
+        }
+    } else {
+        /* Water-filling of the leftover by over-quota weight. */
+        int64_t left = amount - sum_give;
+        for (;;) {
+            double wsum = 0;
+            for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
+                struct queue *c = &e->q[ch];
+                int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
+                if (c->weight > 0 && c->fair[r] < want)
+                    wsum += c->weight;
+            }
+            if (wsum <= 0 || left <= 0)
+                break;
+            bool capped = false;
+            for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
+                struct queue *c = &e->q[ch];
+                int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
+                if (!(c->weight > 0 && c->fair[r] < want))
+                    continue;
+                int64_t share = (int64_t)((double)left * c->weight / wsum);
+                if (c->fair[r] + share >= want) {
+                    left -= want - c->fair[r];
+                    c->fair[r] = want;
+                    capped = true;
+                }
+            }
+            if (capped)
+                continue;
+            int64_t given = 0;
+            uint32_t active = 0;
+            for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
+                struct queue *c = &e->q[ch];
+                int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
+                if (!(c->weight > 0 && c->fair[r] < want))
+                    continue;
+                int64_t share = (int64_t)((double)left * c->weight / wsum);
+                c->fair[r] += share;
+                given += share;
+                active++;
+            }
+            left -= given;
+            /* Whole units left by truncation go one each in id order. */
+            for (uint32_t ch = e->q[qi].first_child; ch != NO_ID && left > 0;
+                 ch = e->q[ch].next_sibling) {
+                struct queue *c = &e->q[ch];
+                int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
+                if (c->weight > 0 && c->fair[r] < want) {
+                    c->fair[r]++;
+                    left--;
+                }
+            }
+            (void)active;
+            break;
+        }
+    }
+    for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling)
+        fair_children(e, ch, r);
+}
+
+void gs_engine_compute_fair(struct gs_engine *e, const int64_t capacity[GS_RES_COUNT])
+{
+    for (int r = 0; r < GS_RES_COUNT; r++) {
+        e->q[0].fair[r] = capacity[r];
+        fair_children(e, 0, r);
+    }
+}
+
+/* What the queues share: the cluster's usable capacity less what foreign pods hold. */
+static void cluster_capacity(const struct gs_engine *e, int64_t cap[GS_RES_COUNT])
+{
+    gs_cluster_capacity(e->c, &cap[GS_RES_CPU], &cap[GS_RES_MEM], &cap[GS_RES_GPU]);
+    for (int r = 0; r < GS_RES_COUNT; r++) {
+        cap[r] -= e->foreign_alloc[r];
+        if (cap[r] < 0)
+            cap[r] = 0;
+    }
+}
+
+/* Dominant share ratio: max over demanded resources of allocated / fair. */
+static double share_ratio(const struct queue *q)
+{
+    double worst = 0;
+    for (int r = 0; r < GS_RES_COUNT; r++) {
+        if (q->demand[r] <= 0)
+            continue;
+        double v = q->fair[r] > 0 ? (double)q->alloc[r] / (double)q->fair[r]
+                                  : (q->alloc[r] > 0 ? INFINITY : 1e300);
+        worst = v > worst ? v : worst;
+    }
+    return worst;
+}
+
+/* ---- the cycle ------------------------------------------------------------------------------- */
+
+/* The next job of a leaf queue: the best head among its flavors not blocked in this cycle. */
+static uint32_t queue_next(struct gs_engine *e, struct queue *q, uint32_t *flavor)
+{
+    if (q->hc_ver == q->ver && q->hc_ver != 0 && (q->hc_cycle == e->cycle || !q->hc_skipped)) {
+        if (q->hc_pod == NO_ID)
+            return NO_ID;
+        const struct tpod *cp = &e->p[q->hc_pod];
+        if (cp->state == GS_TPOD_PENDING && cp->seq == q->hc_seq) {
+            *flavor = q->hc_flavor;
+            return q->hc_pod;
+        }
+    }
+    uint32_t best = NO_ID;
+    bool skipped = false;
+    struct heap_ent bh = {0};
+    for (uint32_t f = 0; f < q->n_flavors; f++) {
+        struct flavor_queue *fq = &q->flavors[f];
+        if (fq->blocked_cycle == e->cycle) {
+            skipped = true;
+            continue;
+        }
+        uint32_t h = flavor_head(e, fq);
+        if (h == NO_ID)
+            continue;
+        if (best == NO_ID || heap_before(&fq->heap[0], &bh)) {
+            best = h;
+            bh = fq->heap[0];
+            *flavor = f;
+        }
+    }
+    q->ver += q->ver == 0; /* 0 means "never cached" */
+    q->hc_ver = q->ver;
+    q->hc_cycle = e->cycle;
+    q->hc_skipped = skipped;
+    q->hc_pod = best;
+    q->hc_flavor = best == NO_ID ? 0 : *flavor;
+    q->hc_seq = best == NO_ID ? 0 : e->p[best].seq;
+    return best;
+}
+
+int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
+                    struct gs_cycle_stats *st)
+{
+    struct gs_cycle_stats local = {0};
+    e->now_ms = now_ms;
+    e->rng = rng;
+    e->st = st ? st : &local;
+    memset(e->st, 0, sizeof(*e->st));
+    e->cycle++;
+    int err = gs__ensure_nodes(e);
+    if (err)
+        return err;
+    gs__fail_timed_out_gangs(e);
+    if (e->capacity_gen != gs_cluster_capacity_gen(e->c)) {
+        cluster_capacity(e, e->capacity); /* O(nodes), only when capacity may have changed */
+        e->capacity_gen = gs_cluster_capacity_gen(e->c);
+    }
+    gs_engine_compute_fair(e, e->capacity);
+    for (uint32_t i = 0; i < e->nresv; i++)
+        free(e->resv[i].nodes);
+    e->nresv = 0;
+
+    /* Pods popped and not placed this cycle go back at the end. */
+    uint32_t *deferred = NULL, ndef = 0, capdef = 0;
+    for (;;) {
+        /* The leaf queue furthest below its share (lowest dominant ratio), then id. */
+        uint32_t qbest = NO_ID, fbest = 0, head = NO_ID;
+        double rbest = 0;
+        for (uint32_t qi = 1; qi < e->nq; qi++) {
+            struct queue *q = &e->q[qi];
+            if (!is_leaf(q) || q->pending == 0)
+                continue;
+            uint32_t f;
+            uint32_t h = queue_next(e, q, &f);
+            if (h == NO_ID)
+                continue;
+            double ratio = share_ratio(q);
+            if (qbest == NO_ID || ratio < rbest) {
+                qbest = qi;
+                rbest = ratio;
+                fbest = f;
+                head = h;
+            }
+        }
+        if (qbest == NO_ID)
+            break;
+        if (e->cfg.cycle_attempts_max && e->st->attempts >= e->cfg.cycle_attempts_max)
+            break;
+        struct flavor_queue *fq = &e->q[qbest].flavors[fbest];
+        heap_pop(fq);
+        e->q[qbest].ver++;
+        struct tpod *hp = &e->p[head];
+        if (hp->gang != GS_NO_GANG) {
+            /* A refused gang is not tried (it cannot fit) and blocks nothing behind it. */
+            if (e->g[hp->gang].refused || e->g[hp->gang].tried_cycle == e->cycle) {
+                if ((err = gs__grow((void **)&deferred, &capdef, ndef + 1, sizeof(*deferred))))
+                    break;
+                deferred[ndef++] = head;
+                continue;
+            }
+            e->g[hp->gang].tried_cycle = e->cycle;
+        }
+        e->st->attempts++;
+        uint32_t mark = e->nlog;
+        err = gs__try_job_mode(e, head, 0, mark);
+        bool backfilled = false;
+        if (err == GS_OK && e->nresv > 0) {
+            if (!gs__respects_reservations(e, mark)) {
+                gs__rollback(e, mark);
+                err = GS_EUNSCHEDULABLE;
+            } else {
+                backfilled = true;
+            }
+        }
+        if (err == GS_EUNSCHEDULABLE && e->cfg.preemption && e->nresv == 0)
+            err = gs__try_job_mode(e, head, 1, mark);
+        if (err == GS_EUNSCHEDULABLE && e->cfg.reclaim && e->nresv == 0)
+            err = gs__try_job_mode(e, head, 2, mark);
+        if (err == GS_ENOMEM)
+            break;
+        if (err == GS_OK) {
+            if ((err = gs__commit(e, mark, backfilled)) != GS_OK)
+                break;
+            /* A gang's members left in the heaps are stale or pending extras: keep them. */
+            if (hp->state == GS_TPOD_PENDING) {
+                if ((err = gs__grow((void **)&deferred, &capdef, ndef + 1, sizeof(*deferred))))
+                    break;
+                deferred[ndef++] = head;
+            }
+            continue;
+        }
+        /* Not placed: it waits. Without backfill its flavor waits behind it this cycle. */
+        if ((err = gs__grow((void **)&deferred, &capdef, ndef + 1, sizeof(*deferred))) != GS_OK)
+            break;
+        deferred[ndef++] = head;
+        if ((err = gs__note_unschedulable(e, head)) != GS_OK)
+            break;
+        if (e->cfg.backfill && fq->bf_cycle != e->cycle) {
+            /* The first job of this flavor that cannot start gets the reservation. */
+            fq->bf_cycle = e->cycle;
+            fq->bf_tries = 0;
+            if ((err = gs__reserve(e, head)) != GS_OK)
+                break;
+        } else if (!e->cfg.backfill || ++fq->bf_tries >= BACKFILL_DEPTH) {
+            fq->blocked_cycle = e->cycle;
+            e->q[qbest].ver++;
+        }
+    }
+    for (uint32_t i = 0; i < ndef; i++) {
+        struct tpod *p = &e->p[deferred[i]];
+        if (p->state != GS_TPOD_PENDING)
+            continue;
+        /* Re-push with the same token: the entry that was popped is gone. */
+        struct queue *q = &e->q[p->queue];
+        uint64_t mask = p->req.num_gpu ? p->req.gpu_model_mask : 0;
+        for (uint32_t f = 0; f < q->n_flavors; f++) {
+            if (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass)
+                continue;
+            q->ver++;
+            int perr = heap_push(&q->flavors[f], (struct heap_ent){deferred[i], p->seq,
+                                                                   prio_of(e, p), p->submit_ms});
+            if (perr && !err)
+                err = perr;
+            break;
+        }
+    }
+    free(deferred);
+    e->rng = NULL;
+    e->st = NULL;
+    return err;
+}

@@ -1,0 +1,690 @@
+/*
+ * Placement of one job (a pod, or a gang's pending members) in one mode: plain, with in-queue
+ * preemption, or with reclaim from other queues; the victim search both use; EASY backfill
+ * reservations; and the reason a pod that was tried stays pending. Part of the tenant engine
+ * (tenant_int.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpusched/err.h"
+#include "gpusched/explain.h"
+#include "gpusched/filter.h"
+#include "gpusched/sched.h"
+#include "tenant_int.h"
+
+/* ---- why pending ----------------------------------------------------------------------------- */
+
+/* The queue-limit reason of a pod that within_limits() refuses; false if it is within them. */
+static bool quota_reason(const struct gs_engine *e, const struct tpod *p, char *buf, size_t cap)
+{
+    for (uint32_t a = p->queue; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent) {
+        const struct queue *q = &e->q[a];
+        for (int r = 0; r < GS_RES_COUNT; r++) {
+            char amt[64];
+            if (q->limit[r] != GS_UNLIMITED && q->alloc[r] + p->r[r] > q->limit[r]) {
+                gs__fmt_amount(amt, sizeof(amt), r, q->limit[r]);
+                (void)snprintf(buf, cap, "queue %s is at its limit of %s", q->name, amt);
+                return true;
+            }
+            if (q->weight <= 0 && q->quota[r] != GS_UNLIMITED && p->r[r] > 0 &&
+                q->alloc[r] + p->r[r] > q->quota[r]) {
+                gs__fmt_amount(amt, sizeof(amt), r, q->quota[r]);
+                (void)snprintf(buf, cap,
+                               "queue %s is at its quota of %s and may not borrow "
+                               "(overQuotaWeight 0)",
+                               q->name, amt);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/*
+ * Records why a pod that was tried is still pending, and emits UNSCHEDULABLE when the reason
+ * differs from the one it had: a queue limit, else the per-filter counts (explain.h), with the
+ * gang named for a gang member.
+ */
+int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
+{
+    struct tpod *p = &e->p[pod];
+    /* No node changed (no bind, release, label, taint, cordon, health or capacity change) since
+     * this pod was last judged: the reason is the same, and judging every node again (O(nodes))
+     * would be wasted. Queue books change only with binds and releases, which change nodes. */
+    uint64_t stamp = gs_cluster_changes(e->c);
+    if (p->reason_text && p->explained_at == stamp)
+        return GS_OK;
+    p->explained_at = stamp;
+    char buf[1024];
+    size_t len = 0;
+    if (p->gang != GS_NO_GANG) {
+        const struct gang *g = &e->g[p->gang];
+        int w = snprintf(buf, sizeof(buf), "gang %s (min_member %u, %u running): ", g->name,
+                         g->min_member, g->running);
+        len = w > 0 && (size_t)w < sizeof(buf) ? (size_t)w : 0;
+    }
+    if (!quota_reason(e, p, buf + len, sizeof(buf) - len)) {
+        struct gs_unsched u;
+        int err = gs_explain(e->c, &p->req, p->fclass, &u);
+        if (err)
+            return err;
+        if (u.fit > 0 && p->gang != GS_NO_GANG && e->g[p->gang].last_fit < e->g[p->gang].min_member)
+            (void)snprintf(buf + len, sizeof(buf) - len, "%u of %u members fit",
+                           e->g[p->gang].last_fit, e->g[p->gang].min_member);
+        else if (u.fit > 0) /* it fits somewhere now: held back by order, a reservation, a gang */
+            (void)snprintf(buf + len, sizeof(buf) - len, "%s",
+                           p->gang != GS_NO_GANG ? "not every member of the minimum fits"
+                                                 : "waiting behind a reservation");
+        else
+            (void)gs_explain_format(&u, &p->req, buf + len, sizeof(buf) - len);
+    }
+    if (p->reason_text && strcmp(p->reason_text, buf) == 0)
+        return GS_OK;
+    char *copy = gs__dup_str(buf);
+    if (!copy)
+        return GS_ENOMEM;
+    free(p->reason_text);
+    p->reason_text = copy;
+    gs__emit_text(e, GS_EV_UNSCHEDULABLE, pod, NO_ID, GS_EVICT_NONE, NULL, copy);
+    return GS_OK;
+}
+
+/* ---- placement of one job -------------------------------------------------------------------- */
+
+/* Whether starting a pod keeps its queue and every ancestor within limit (and a queue with
+ * over-quota weight 0 within its quota). */
+static bool within_limits(const struct gs_engine *e, const struct tpod *p)
+{
+    for (uint32_t a = p->queue; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent) {
+        const struct queue *q = &e->q[a];
+        for (int r = 0; r < GS_RES_COUNT; r++) {
+            if (q->limit[r] != GS_UNLIMITED && q->alloc[r] + p->r[r] > q->limit[r])
+                return false;
+            if (q->weight <= 0 && q->quota[r] != GS_UNLIMITED && p->r[r] > 0 &&
+                q->alloc[r] + p->r[r] > q->quota[r])
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Places one pod where the policy says; GS_EUNSCHEDULABLE when it does not fit anywhere. */
+static int place_one(struct gs_engine *e, uint32_t pod)
+{
+    struct tpod *p = &e->p[pod];
+    if (!within_limits(e, p))
+        return GS_EUNSCHEDULABLE;
+    struct gs_placement pl;
+    int err = gs_sched_place_class(e->sched, &p->req, p->fclass, e->rng, &pl);
+    if (err)
+        return err;
+    return gs__do_bind(e, pod, &pl);
+}
+
+/* ---- victims: preemption and reclaim --------------------------------------------------------- */
+
+/* Whether pod c itself may be evicted: running, preemptible, past its queue's min_runtime_ms. */
+static bool pod_evictable(const struct gs_engine *e, const struct tpod *c)
+{
+    return c->state == GS_TPOD_RUNNING && !c->foreign && e->pc[c->pclass].preemptible &&
+           e->now_ms - c->start_ms >= e->q[c->queue].min_runtime_ms;
+}
+
+static int fair_res(const struct tpod *p)
+{
+    return p->r[GS_RES_GPU] > 0 ? GS_RES_GPU : GS_RES_CPU;
+}
+
+/*
+ * Reclaim rule for one victim c of preemptor p, judged on what actually moves: `loss` is what
+ * c's queue gives up on the fairness resource (c alone, or its whole gang), `gain` what p's queue
+ * takes (p alone, or the members of p's gang that start with it), and `taken` what this search
+ * has already taken from c's queue.
+ */
+static bool reclaim_ok(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
+                       int64_t taken, int64_t loss, int64_t gain, bool whole_gang)
+{
+    if (c->queue == p->queue)
+        return false;
+    int r = fair_res(p);
+    if (c->r[r] <= 0)
+        return false;
+    const struct queue *R = &e->q[p->queue], *V = &e->q[c->queue];
+    int64_t av = V->alloc[r] - taken;
+    /* The victim's queue is above its share and keeps it: reclaim takes only what a queue holds
+     * beyond its fair share, so queues can never take from each other in turn (a loop of
+     * reclaim and in-queue preemption was found by test_live_random). A gang that must go
+     * whole may take its queue below its share, when the move still lowers unfairness. The
+     * victim's queue keeps its quota; the reclaimer is below its share; and the move strictly
+     * lowers |alloc - fair| summed over the two queues. */
+    if (av <= V->fair[r] || (!whole_gang && av - loss < V->fair[r]) || av - loss < V->quota[r] ||
+        R->alloc[r] >= R->fair[r])
+        return false;
+    int64_t before = abs64(R->alloc[r] - R->fair[r]) + abs64(av - V->fair[r]);
+    int64_t after = abs64(R->alloc[r] + gain - R->fair[r]) + abs64(av - loss - V->fair[r]);
+    return after < before;
+}
+
+/*
+ * What the reclaiming queue gains on resource r when `pod` starts: the pod alone, or, while its
+ * gang is below min_member, the pod and the pending members after it that the trial needs to
+ * reach min_member. A gang starts all or nothing, so they move together and are judged together.
+ */
+static int64_t reclaim_gain(const struct gs_engine *e, uint32_t pod, int r)
+{
+    const struct tpod *p = &e->p[pod];
+    int64_t gain = p->r[r];
+    if (p->gang == GS_NO_GANG)
+        return gain;
+    const struct gang *g = &e->g[p->gang];
+    uint32_t have = g->running + g->succeeded + 1;
+    bool after = false;
+    for (uint32_t m = 0; m < g->n_members && have < g->min_member; m++) {
+        const struct tpod *o = &e->p[g->members[m]];
+        if (g->members[m] == pod) {
+            after = true;
+        } else if (after && o->state == GS_TPOD_PENDING) {
+            gain += o->r[r];
+            have++;
+        }
+    }
+    return gain;
+}
+
+static bool preempt_ok(const struct gs_engine *e, const struct tpod *p, const struct tpod *c)
+{
+    return c->queue == p->queue && prio_of(e, c) < prio_of(e, p);
+}
+
+/* What evicting one victim moves, in the current victim search (e->vic_stamp). */
+struct victim_unit {
+    bool whole;       /* its gang goes with it (it would drop below min_member) */
+    uint32_t pods;    /* pods evicted */
+    int64_t loss;     /* their requests on the preemptor's fairness resource */
+    int32_t max_prio; /* highest priority among them */
+};
+
+/*
+ * Works out what evicting c moves, given the victims this search has taken so far: c alone
+ * while its gang keeps min_member running or finished without it, else c and every running
+ * member of its gang not taken yet. A whole gang is a victim only if each of those members is
+ * evictable and, for preemption, of lower priority than p. Returns false if c cannot go.
+ */
+static bool victim_unit(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
+                        bool reclaim, struct victim_unit *u)
+{
+    int r = fair_res(p);
+    *u = (struct victim_unit){false, 1, c->r[r], prio_of(e, c)};
+    if (c->gang == GS_NO_GANG)
+        return true;
+    const struct gang *g = &e->g[c->gang];
+    uint32_t taken = g->vic_stamp == e->vic_stamp ? g->vic_taken : 0;
+    if (g->running - taken - 1 + g->succeeded >= g->min_member)
+        return true;
+    *u = (struct victim_unit){true, 0, 0, INT32_MIN};
+    for (uint32_t m = 0; m < g->n_members; m++) {
+        const struct tpod *o = &e->p[g->members[m]];
+        if (o->state != GS_TPOD_RUNNING || o->vic_stamp == e->vic_stamp)
+            continue;
+        if (o != c && (!pod_evictable(e, o) || (!reclaim && !preempt_ok(e, p, o))))
+            return false;
+        u->pods++;
+        u->loss += o->r[r];
+        u->max_prio = prio_of(e, o) > u->max_prio ? prio_of(e, o) : u->max_prio;
+    }
+    return true;
+}
+
+/* Takes victim ci (alone or with its gang) in the current search: marks what moves and unbinds
+ * from the cluster what of it sits on `node`, listing those in e->unb for the rebind. */
+static void take_unit(struct gs_engine *e, uint32_t ci, bool whole, uint32_t node, uint32_t *nunb)
+{
+    struct tpod *c = &e->p[ci];
+    struct gang *g = c->gang != GS_NO_GANG ? &e->g[c->gang] : NULL;
+    if (g && g->vic_stamp != e->vic_stamp) {
+        g->vic_stamp = e->vic_stamp;
+        g->vic_taken = 0;
+    }
+    bool all = whole && g; /* only a gang member goes whole */
+    uint32_t n = all ? g->n_members : 1;
+    for (uint32_t m = 0; m < n; m++) {
+        uint32_t oi = all ? g->members[m] : ci;
+        struct tpod *o = &e->p[oi];
+        if (o->state != GS_TPOD_RUNNING || o->vic_stamp == e->vic_stamp)
+            continue;
+        o->vic_stamp = e->vic_stamp;
+        if (g)
+            g->vic_taken++;
+        if (o->pl.node != node)
+            continue;
+        (void)gs_cluster_unbind(e->c, &o->req, &o->pl);
+        e->unb[(*nunb)++] = oi;
+    }
+}
+
+struct victim_set {
+    uint32_t node;
+    uint32_t count;   /* pods evicted, whole gangs counted */
+    int32_t max_prio; /* highest victim priority */
+    uint32_t n;       /* entries in e->cand[0..n) */
+};
+
+static int cmp_sort_key(const void *a, const void *b)
+{
+    const struct sort_key *x = a, *y = b;
+    if (x->k1 != y->k1)
+        return x->k1 < y->k1 ? -1 : 1;
+    if (x->k2 != y->k2)
+        return x->k2 < y->k2 ? -1 : 1;
+    if (x->k3 != y->k3)
+        return x->k3 < y->k3 ? -1 : 1;
+    return x->pod < y->pod ? -1 : x->pod > y->pod;
+}
+
+/* Sorts pods[0..n) by the keys key_of() gives, through the engine's scratch key array. */
+static int sort_pods(struct gs_engine *e, uint32_t *pods, uint32_t n,
+                     void (*key_of)(const struct gs_engine *, uint32_t, struct sort_key *))
+{
+    if (n < 2)
+        return GS_OK;
+    int err = gs__grow((void **)&e->keys, &e->keys_cap, n, sizeof(*e->keys));
+    if (err)
+        return err;
+    for (uint32_t i = 0; i < n; i++)
+        key_of(e, pods[i], &e->keys[i]);
+    qsort(e->keys, n, sizeof(*e->keys), cmp_sort_key);
+    for (uint32_t i = 0; i < n; i++)
+        pods[i] = e->keys[i].pod;
+    return GS_OK;
+}
+
+/* Victim order on a node: lowest priority, then newest: shortest running (latest start), then
+ * latest created (highest id), so a gang above min_member loses its newest members first. */
+static void victim_key(const struct gs_engine *e, uint32_t pod, struct sort_key *k)
+{
+    const struct tpod *p = &e->p[pod];
+    *k = (struct sort_key){e->pc[p->pclass].value, -p->start_ms, -(int64_t)pod, pod};
+}
+
+/*
+ * Finds the cheapest set of victims that lets pod fit on one node: fewest pods evicted (a
+ * victim's gang counted when it goes whole), then lowest highest priority, then node rank order
+ * (node index). Victims are tried greedily in victim order on each node that could host the pod.
+ * Never a member of pod's own gang, nor a pod bound earlier in the same trial. Returns true and
+ * fills *best, leaving the victims' ids in e->cand[0..best->n).
+ */
+static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct victim_set *best)
+{
+    struct tpod *p = &e->p[pod];
+    uint32_t nn = gs_cluster_node_count(e->c);
+    bool found = false;
+    if (reclaim) {
+        /* Only a queue below its fair share on the needed resource may reclaim. */
+        const struct queue *R = &e->q[p->queue];
+        int r = fair_res(p);
+        if (R->alloc[r] >= R->fair[r])
+            return false;
+    }
+    int64_t gain = reclaim ? reclaim_gain(e, pod, fair_res(p)) : 0;
+    *best = (struct victim_set){0, 0, 0, 0};
+    uint32_t *bestv = NULL;
+    uint32_t bestv_cap = 0;
+    for (uint32_t n = 0; n < nn && n < e->nodes_cap; n++) {
+        uint32_t k = e->node_npods[n];
+        if (k == 0)
+            continue;
+        const struct gs_node *nd = gs_cluster_node(e->c, n);
+        if (!gs_filter_pass(e->c, p->fclass, n))
+            continue; /* cordoned, tainted or not selected: victims there would not help */
+        if (p->req.num_gpu && (nd->gpu_count < p->req.num_gpu ||
+                               (p->req.gpu_model_mask != GS_MODEL_ANY &&
+                                !(p->req.gpu_model_mask & (UINT64_C(1) << (nd->model_id & 63))))))
+            continue;
+        if (gs__grow((void **)&e->cand, &e->ncand_cap, k, sizeof(uint32_t)) != GS_OK ||
+            gs__grow((void **)&e->unb, &e->unb_cap, k, sizeof(uint32_t)) != GS_OK ||
+            gs__grow((void **)&e->vloss, &e->vloss_cap, k, sizeof(int64_t)) != GS_OK)
+            break;
+        e->vic_stamp++;
+        uint32_t nc = 0;
+        for (uint32_t i = 0; i < k; i++) {
+            uint32_t ci = e->node_pods[n][i];
+            const struct tpod *c = &e->p[ci];
+            struct victim_unit u;
+            if (!pod_evictable(e, c) || (c->gang != GS_NO_GANG && c->gang == p->gang) ||
+                c->bind_trial == e->trial || !victim_unit(e, p, c, reclaim, &u))
+                continue;
+            /* The rules with nothing taken yet are necessary for any set containing c: taking
+             * more only lowers the victim queue's allocation and grows what a victim moves. */
+            if (reclaim ? reclaim_ok(e, p, c, 0, u.loss, gain, u.whole) : preempt_ok(e, p, c))
+                e->cand[nc++] = ci;
+        }
+        if (nc == 0)
+            continue;
+        if (sort_pods(e, e->cand, nc, victim_key) != GS_OK)
+            break;
+        /* Greedy: take victims in order until the pod fits, each judged on what it moves. */
+        uint32_t used = 0, count = 0, nunb = 0;
+        int32_t maxp = INT32_MIN;
+        bool fits = false;
+        for (uint32_t i = 0; i < nc && !fits; i++) {
+            struct tpod *c = &e->p[e->cand[i]];
+            struct victim_unit u;
+            if (c->vic_stamp == e->vic_stamp || !victim_unit(e, p, c, reclaim, &u))
+                continue; /* gone with its gang already, or its gang cannot go */
+            if (reclaim) {
+                int64_t taken = 0;
+                for (uint32_t j = 0; j < used; j++)
+                    if (e->p[e->cand[j]].queue == c->queue)
+                        taken += e->vloss[j];
+                if (!reclaim_ok(e, p, c, taken, u.loss, gain, u.whole))
+                    continue;
+            }
+            take_unit(e, e->cand[i], u.whole, n, &nunb);
+            uint32_t tmp = e->cand[used];
+            e->cand[used] = e->cand[i];
+            e->cand[i] = tmp;
+            e->vloss[used] = u.loss;
+            used++;
+            count += u.pods;
+            maxp = u.max_prio > maxp ? u.max_prio : maxp;
+            fits = gs_node_fits(nd, &p->req);
+        }
+        if (fits && used > 1) {
+            /* Reprieve, as kube-scheduler does: give back, most valuable first, each victim
+             * the pod fits without (one on an unhealthy GPU frees nothing usable). Only plain
+             * pods: a gang member stays with the unit it was taken in. */
+            uint32_t kept = 0;
+            for (uint32_t i = used; i-- > 0;) {
+                struct tpod *c = &e->p[e->cand[i]];
+                if (c->gang != GS_NO_GANG)
+                    continue;
+                (void)gs_cluster_adopt(e->c, &c->req, &c->pl);
+                if (!gs_node_fits(nd, &p->req)) {
+                    (void)gs_cluster_unbind(e->c, &c->req, &c->pl);
+                    continue;
+                }
+                for (uint32_t j = 0; j < nunb; j++) /* bound again: not restored below */
+                    if (e->unb[j] == e->cand[i]) {
+                        e->unb[j] = e->unb[--nunb];
+                        break;
+                    }
+                e->cand[i] = NO_ID;
+            }
+            count = 0;
+            maxp = INT32_MIN;
+            for (uint32_t i = 0; i < used; i++) { /* the victims left, in victim order */
+                if (e->cand[i] == NO_ID)
+                    continue;
+                const struct tpod *c = &e->p[e->cand[i]];
+                struct victim_unit u;
+                e->cand[kept] = e->cand[i];
+                e->vloss[kept++] = e->vloss[i];
+                if (victim_unit(e, p, c, reclaim, &u)) {
+                    count += u.pods;
+                    maxp = u.max_prio > maxp ? u.max_prio : maxp;
+                } else {
+                    count += 1;
+                    maxp = prio_of(e, c) > maxp ? prio_of(e, c) : maxp;
+                }
+            }
+            used = kept;
+        }
+        for (uint32_t i = nunb; i-- > 0;) {
+            struct tpod *c = &e->p[e->unb[i]];
+            (void)gs_cluster_adopt(e->c, &c->req, &c->pl); /* exact restore */
+        }
+        if (!fits)
+            continue;
+        if (!found || count < best->count || (count == best->count && maxp < best->max_prio)) {
+            if (gs__grow((void **)&bestv, &bestv_cap, used, sizeof(uint32_t)) != GS_OK)
+                break;
+            memcpy(bestv, e->cand, used * sizeof(uint32_t));
+            *best = (struct victim_set){n, count, maxp, used};
+            found = true;
+        }
+    }
+    if (found) {
+        if (gs__grow((void **)&e->cand, &e->ncand_cap, best->n, sizeof(uint32_t)) != GS_OK)
+            found = false;
+        else
+            memcpy(e->cand, bestv, best->n * sizeof(uint32_t));
+    }
+    free(bestv);
+    return found;
+}
+
+/* Evicts a victim and, when that leaves its gang below min_member (finished members count),
+ * the gang's other running members: the same choice victim_unit() made in the search. */
+static int evict_victim(struct gs_engine *e, uint32_t victim, enum gs_evict_reason reason,
+                        uint32_t by)
+{
+    struct tpod *c = &e->p[victim];
+    if (c->state != GS_TPOD_RUNNING)
+        return GS_OK;
+    int err = gs__do_evict(e, victim, reason, by);
+    if (err || c->gang == GS_NO_GANG)
+        return err;
+    struct gang *g = &e->g[c->gang];
+    if (g->running + g->succeeded >= g->min_member)
+        return GS_OK;
+    for (uint32_t m = 0; m < g->n_members && !err; m++)
+        if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
+            err = gs__do_evict(e, g->members[m], GS_EVICT_GANG, by);
+    return err;
+}
+
+/* Places one pod, evicting victims (preempt or reclaim mode) if it does not fit as is. */
+static int place_with_victims(struct gs_engine *e, uint32_t pod, bool reclaim)
+{
+    int err = place_one(e, pod);
+    if (err != GS_EUNSCHEDULABLE)
+        return err;
+    if (!within_limits(e, &e->p[pod]))
+        return GS_EUNSCHEDULABLE;
+    struct victim_set vs = {0, 0, 0, 0};
+    if (!find_victims(e, pod, reclaim, &vs))
+        return GS_EUNSCHEDULABLE;
+    enum gs_evict_reason why = reclaim ? GS_EVICT_RECLAIM : GS_EVICT_PREEMPT;
+    err = GS_OK;
+    for (uint32_t i = 0; i < vs.n && !err; i++)
+        err = evict_victim(e, e->cand[i], why, pod);
+    if (err)
+        return err;
+    return place_one(e, pod);
+}
+
+/* ---- one job in one mode --------------------------------------------------------------------- */
+
+/*
+ * Tries a job in one mode (0 plain, 1 preempt, 2 reclaim). On success the changes stay in the
+ * log (from `mark`); on failure they are rolled back. Returns GS_OK, GS_EUNSCHEDULABLE or
+ * GS_ENOMEM.
+ */
+int gs__try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t mark)
+{
+    e->trial++;
+    uint32_t *members, need;
+    uint32_t nm = gs__job_members(e, head, &members, &need);
+    int err;
+    if (nm == 0) {
+        err = mode == 0 ? place_one(e, head) : place_with_victims(e, head, mode == 2);
+        if (err)
+            gs__rollback(e, mark);
+        return err;
+    }
+    /* A gang: place pending members until min_member run, all or nothing; extra members that
+     * fit join too. Without evictions, a gang whose needed members ask for more GPU than the
+     * cluster has free is refused before any trial placement. */
+    if (mode == 0 && need > 0) {
+        int64_t gpu_need = 0;
+        uint32_t counted = 0;
+        for (uint32_t m = 0; m < nm && counted < need; m++) {
+            const struct tpod *mp = &e->p[members[m]];
+            if (mp->state != GS_TPOD_PENDING)
+                continue;
+            gpu_need += mp->r[GS_RES_GPU];
+            counted++;
+        }
+        bool short_gpu = gpu_need > e->capacity[GS_RES_GPU] - gs_cluster_gpu_milli_used(e->c);
+        uint32_t slots = gs__gang_slots(e, members, nm);
+        if (short_gpu || slots < need) {
+            struct gang *sg = &e->g[e->p[head].gang];
+            sg->last_fit = sg->running + sg->succeeded + (slots < need ? slots : need - 1);
+            return GS_EUNSCHEDULABLE;
+        }
+    }
+    uint32_t placed = 0;
+    for (uint32_t m = 0; m < nm; m++) {
+        uint32_t pi = members[m];
+        if (e->p[pi].state != GS_TPOD_PENDING)
+            continue;
+        err = mode == 0 ? place_one(e, pi) : place_with_victims(e, pi, mode == 2);
+        if (err == GS_ENOMEM) {
+            gs__rollback(e, mark);
+            return err;
+        }
+        if (err == GS_OK)
+            placed++;
+        else if (placed < need && mode == 0)
+            break; /* plain mode: a member that does not fit now will not fit later */
+    }
+    /* Judged on the gang's state, not on `placed`: a member placed and then displaced inside
+     * the trial must not count. */
+    struct gang *g = &e->g[e->p[head].gang];
+    if (placed < need || (need == 0 && placed == 0) || g->running + g->succeeded < g->min_member) {
+        if (mode == 0) /* running (finished ones count) before the rollback takes them back */
+            g->last_fit = g->running + g->succeeded;
+        gs__rollback(e, mark);
+        return GS_EUNSCHEDULABLE;
+    }
+    return GS_OK;
+}
+
+/* ---- backfill -------------------------------------------------------------------------------- */
+
+/* Whether the binds since `mark` respect every reservation of this cycle. */
+bool gs__respects_reservations(const struct gs_engine *e, uint32_t mark)
+{
+    for (uint32_t i = mark; i < e->nlog; i++) {
+        const struct undo *u = &e->log[i];
+        if (!u->bind)
+            return false; /* backfill never evicts */
+        const struct tpod *p = &e->p[u->pod];
+        for (uint32_t k = 0; k < e->nresv; k++) {
+            const struct reservation *rv = &e->resv[k];
+            if (!rv->nodes[u->pl.node])
+                continue;
+            if (p->est_ms < 0 || e->now_ms + p->est_ms > rv->start_ms)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Backfill order: earliest estimated end first, then id. */
+static void end_key(const struct gs_engine *e, uint32_t pod, struct sort_key *k)
+{
+    const struct tpod *p = &e->p[pod];
+    *k = (struct sort_key){p->start_ms + p->est_ms, 0, 0, pod};
+}
+
+/*
+ * EASY backfill: finds when the blocked job headed by `head` could start if running pods end
+ * at their estimates (release them in order of estimated end, trying the job after each), and
+ * records the nodes it would use then as reserved until that time. Everything is rolled back.
+ */
+int gs__reserve(struct gs_engine *e, uint32_t head)
+{
+    /* The running pods by estimated end change only when something is committed: build the
+     * order once per change, from the per-node lists (no scan of every pod ever submitted). */
+    if (e->end_order_at != e->mutations) {
+        uint32_t nn = gs_cluster_node_count(e->c), k = 0;
+        for (uint32_t n = 0; n < nn && n < e->nodes_cap; n++) {
+            for (uint32_t j = 0; j < e->node_npods[n]; j++) {
+                uint32_t pi = e->node_pods[n][j];
+                if (e->p[pi].est_ms < 0)
+                    continue;
+                if (gs__grow((void **)&e->end_order, &e->end_order_cap, k + 1, sizeof(uint32_t)))
+                    return GS_ENOMEM;
+                e->end_order[k++] = pi;
+            }
+        }
+        if (sort_pods(e, e->end_order, k, end_key) != GS_OK)
+            return GS_ENOMEM;
+        e->end_order_n = k;
+        e->end_order_at = e->mutations;
+    }
+    uint32_t n_run = e->end_order_n;
+    if (n_run == 0)
+        return GS_OK;
+    uint32_t *order = malloc(n_run * sizeof(*order));
+    if (!order)
+        return GS_ENOMEM;
+    memcpy(order, e->end_order, n_run * sizeof(*order));
+    uint32_t mark = e->nlog;
+    int err = GS_OK;
+    int64_t at = -1;
+    uint32_t nn = gs_cluster_node_count(e->c);
+    uint8_t *nodes = NULL;
+    for (uint32_t i = 0; i < n_run && i < BACKFILL_RELEASES_MAX; i++) {
+        struct tpod *r = &e->p[order[i]];
+        if ((err = gs__do_evict(e, order[i], GS_EVICT_NONE, NO_ID)) != GS_OK)
+            break;
+        /* Try only once every pod ending at this same time is released. */
+        if (i + 1 < n_run &&
+            e->p[order[i + 1]].start_ms + e->p[order[i + 1]].est_ms == r->start_ms + r->est_ms)
+            continue;
+        uint32_t inner = e->nlog;
+        if (e->p[head].gang == GS_NO_GANG) {
+            /* A single pod did not fit before these releases, so it fits now only on a node
+             * they touched: check those nodes alone instead of a whole placement. */
+            uint32_t batch_start = i;
+            while (batch_start > 0 &&
+                   e->p[order[batch_start - 1]].start_ms + e->p[order[batch_start - 1]].est_ms ==
+                       r->start_ms + r->est_ms)
+                batch_start--;
+            bool fits = false;
+            for (uint32_t j = batch_start; j <= i && !fits; j++) {
+                const struct gs_node *nd = gs_cluster_node(e->c, e->p[order[j]].pl.node);
+                fits = gs_node_fits(nd, &e->p[head].req) && within_limits(e, &e->p[head]);
+            }
+            if (!fits)
+                continue;
+        }
+        err = gs__try_job_mode(e, head, 0, inner);
+        if (err == GS_ENOMEM)
+            break;
+        if (err == GS_OK) {
+            at = r->start_ms + r->est_ms;
+            nodes = calloc(nn ? nn : 1, 1);
+            if (!nodes) {
+                err = GS_ENOMEM;
+                break;
+            }
+            for (uint32_t j = inner; j < e->nlog; j++)
+                if (e->log[j].bind)
+                    nodes[e->log[j].pl.node] = 1;
+            break;
+        }
+        err = GS_OK;
+    }
+    gs__rollback(e, mark);
+    free(order);
+    if (err == GS_ENOMEM) {
+        free(nodes);
+        return err;
+    }
+    if (at < 0) {
+        free(nodes);
+        return GS_OK;
+    }
+    if (gs__grow((void **)&e->resv, &e->capresv, e->nresv + 1, sizeof(*e->resv)) != GS_OK) {
+        free(nodes);
+        return GS_ENOMEM;
+    }
+    e->resv[e->nresv++] = (struct reservation){at, nodes};
+    return GS_OK;
+}

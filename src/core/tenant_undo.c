@@ -1,0 +1,222 @@
+/*
+ * The undo log of the tenant engine. Every tentative change (a gang's members, victims of a
+ * preemption, the releases that find a backfill reservation) goes through it: gs__do_bind() and
+ * gs__do_evict() apply a change with all its accounting and record it; gs__rollback() undoes the
+ * records in reverse; gs__commit() turns them into events. "Would it fit" and "place it" are
+ * thus one code path over the same state. Part of the tenant engine (tenant_int.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpusched/err.h"
+#include "gpusched/explain.h"
+#include "gpusched/filter.h"
+#include "gpusched/sched.h"
+#include "tenant_int.h"
+
+static int log_push(struct gs_engine *e, struct undo u)
+{
+    int err = gs__grow((void **)&e->log, &e->caplog, e->nlog + 1, sizeof(*e->log));
+    if (err)
+        return err;
+    e->log[e->nlog++] = u;
+    return GS_OK;
+}
+
+int gs__node_list_add(struct gs_engine *e, uint32_t pod)
+{
+    struct tpod *p = &e->p[pod];
+    uint32_t n = p->pl.node;
+    int err = gs__grow((void **)&e->node_pods[n], &e->node_cappods[n], e->node_npods[n] + 1,
+                       sizeof(uint32_t));
+    if (err)
+        return err;
+    p->node_slot = e->node_npods[n];
+    e->node_pods[n][e->node_npods[n]++] = pod;
+    return GS_OK;
+}
+
+void gs__node_list_remove(struct gs_engine *e, uint32_t pod)
+{
+    struct tpod *p = &e->p[pod];
+    uint32_t n = p->pl.node;
+    uint32_t last = e->node_pods[n][--e->node_npods[n]];
+    e->node_pods[n][p->node_slot] = last;
+    e->p[last].node_slot = p->node_slot;
+}
+
+/* Starts a pending pod on pl (state, cluster, accounting), recording it for undo. */
+int gs__do_bind(struct gs_engine *e, uint32_t pod, const struct gs_placement *pl)
+{
+    struct tpod *p = &e->p[pod];
+    int err = gs__ensure_nodes(e);
+    if (err)
+        return err;
+    if ((err = gs__grow((void **)&e->node_pods[pl->node], &e->node_cappods[pl->node],
+                        e->node_npods[pl->node] + 1, sizeof(uint32_t))) != GS_OK ||
+        (err = gs__grow((void **)&e->log, &e->caplog, e->nlog + 1, sizeof(*e->log))) != GS_OK)
+        return err;
+    if ((err = gs_cluster_bind(e->c, &p->req, pl)) != GS_OK)
+        return err;
+    p->pl = *pl;
+    p->state = GS_TPOD_RUNNING;
+    p->bind_trial = e->trial;
+    (void)gs__node_list_add(e, pod); /* capacity ensured above */
+    gs__account(e, p->queue, 0, p->r, +1);
+    e->q[p->queue].pending--;
+    e->q[p->queue].running++;
+    if (p->gang != GS_NO_GANG) {
+        e->g[p->gang].pending--;
+        e->g[p->gang].running++;
+    }
+    (void)log_push(e, (struct undo){pod, 1, 0, NO_ID, *pl});
+    return GS_OK;
+}
+
+/* Stops a running pod and puts it back to pending (not yet re-queued), recording it. */
+int gs__do_evict(struct gs_engine *e, uint32_t pod, enum gs_evict_reason reason, uint32_t by)
+{
+    struct tpod *p = &e->p[pod];
+    int err = gs__grow((void **)&e->log, &e->caplog, e->nlog + 1, sizeof(*e->log));
+    if (err)
+        return err;
+    if ((err = gs_cluster_unbind(e->c, &p->req, &p->pl)) != GS_OK)
+        return err;
+    gs__node_list_remove(e, pod);
+    p->state = GS_TPOD_PENDING;
+    gs__account(e, p->queue, 0, p->r, -1);
+    e->q[p->queue].pending++;
+    e->q[p->queue].running--;
+    if (p->gang != GS_NO_GANG) {
+        e->g[p->gang].pending++;
+        e->g[p->gang].running--;
+    }
+    (void)log_push(e, (struct undo){pod, 0, (uint8_t)reason, by, p->pl});
+    return GS_OK;
+}
+
+/* Undoes the log back to `mark`, newest first. Restores exactly, so it cannot fail. */
+void gs__rollback(struct gs_engine *e, uint32_t mark)
+{
+    while (e->nlog > mark) {
+        struct undo *u = &e->log[--e->nlog];
+        struct tpod *p = &e->p[u->pod];
+        if (u->bind) {
+            (void)gs_cluster_unbind(e->c, &p->req, &u->pl);
+            gs__node_list_remove(e, u->pod);
+            p->state = GS_TPOD_PENDING;
+            gs__account(e, p->queue, 0, p->r, -1);
+            e->q[p->queue].pending++;
+            e->q[p->queue].running--;
+            if (p->gang != GS_NO_GANG) {
+                e->g[p->gang].pending++;
+                e->g[p->gang].running--;
+            }
+        } else {
+            (void)gs_cluster_adopt(e->c, &p->req, &u->pl); /* exact restore */
+            p->pl = u->pl;
+            (void)gs__node_list_add(e, u->pod); /* the slot it left is still allocated */
+            p->state = GS_TPOD_RUNNING;
+            gs__account(e, p->queue, 0, p->r, +1);
+            e->q[p->queue].pending--;
+            e->q[p->queue].running++;
+            if (p->gang != GS_NO_GANG) {
+                e->g[p->gang].pending--;
+                e->g[p->gang].running++;
+            }
+        }
+    }
+}
+
+/* ---- events ---------------------------------------------------------------------------------- */
+
+void gs__emit_text(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32_t by,
+                   enum gs_evict_reason reason, const struct gs_placement *pl, const char *text)
+{
+    if (!e->cfg.on_event)
+        return;
+    struct gs_event ev = {kind, pod, by, reason, pl, e->now_ms, text};
+    e->cfg.on_event(e->cfg.ctx, &ev);
+}
+
+void gs__emit(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32_t by,
+              enum gs_evict_reason reason, const struct gs_placement *pl)
+{
+    gs__emit_text(e, kind, pod, by, reason, pl, NULL);
+}
+
+/* An evicted pod that ends instead of waiting again (config evict_ends_pod): it leaves its
+ * queue's pending books as a deleted pending pod does. */
+static void end_evicted(struct gs_engine *e, uint32_t pod)
+{
+    struct tpod *p = &e->p[pod];
+    e->q[p->queue].pending--;
+    gs__account(e, p->queue, 1, p->r, -1);
+    if (p->gang != GS_NO_GANG)
+        e->g[p->gang].pending--;
+    p->state = GS_TPOD_FAILED;
+    p->end_ms = e->now_ms;
+}
+
+/* Whether the log between `from` and `to` holds a change of `pod` of kind `bind`. */
+static bool log_has(const struct gs_engine *e, uint32_t from, uint32_t to, uint32_t pod,
+                    uint8_t bind)
+{
+    for (uint32_t i = from; i < to; i++)
+        if (e->log[i].pod == pod && e->log[i].bind == bind)
+            return true;
+    return false;
+}
+
+/*
+ * Makes the log from `mark` final: start times, eviction records, re-queueing, events. Only net
+ * changes are reported: a bind undone by a later eviction in the same log, and that eviction,
+ * leave no trace (the pod was pending before and is pending after, still in its heap), so the
+ * event stream never evicts a pod it did not report bound.
+ */
+int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
+{
+    int err = GS_OK;
+    for (uint32_t i = mark; i < e->nlog; i++) {
+        struct undo *u = &e->log[i];
+        struct tpod *p = &e->p[u->pod];
+        if (!u->bind && log_has(e, mark, i, u->pod, 1))
+            continue; /* the eviction of a bind made in this same log */
+        if (u->bind) {
+            if (log_has(e, i + 1, e->nlog, u->pod, 0))
+                continue; /* bound then evicted again inside the same trial */
+            p->start_ms = e->now_ms;
+            if (p->gang != GS_NO_GANG &&
+                e->g[p->gang].running + e->g[p->gang].succeeded >= e->g[p->gang].min_member)
+                e->g[p->gang].started = true;
+            if (e->st) {
+                e->st->bound++;
+                e->st->backfilled += backfill;
+            }
+            gs__emit(e, backfill ? GS_EV_BACKFILL : GS_EV_BIND, u->pod, NO_ID, GS_EVICT_NONE,
+                     &p->pl);
+        } else {
+            p->evictions++;
+            p->reason = (enum gs_evict_reason)u->reason;
+            e->evictions_total++;
+            e->q[p->queue].ev_suffered++;
+            if (u->by != NO_ID)
+                e->q[e->p[u->by].queue].ev_caused++;
+            if (e->st)
+                e->st->evicted++;
+            gs__emit(e, GS_EV_EVICT, u->pod, u->by, p->reason, &u->pl);
+            if (p->state == GS_TPOD_PENDING && (e->cfg.evict_ends_pod || p->foreign)) {
+                end_evicted(e, u->pod);
+            } else if (p->state == GS_TPOD_PENDING) {
+                int qerr = gs__enqueue(e, u->pod);
+                if (qerr)
+                    err = qerr;
+            }
+        }
+    }
+    e->nlog = mark;
+    e->mutations++;
+    return err;
+}
