@@ -79,6 +79,16 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
 void gs_sched_free(struct gs_sched *s);
 
 /**
+ * Replaces the target workload (FGD's, and the fragmentation measure's) of a running scheduler,
+ * for a live cluster whose pods are only known as they arrive. Every cached fragmentation and
+ * FGD score is dropped, so later scores are those of a scheduler made with `w` (Weng et al.,
+ * "Beware of Fragmentation", USENIX ATC '23, define F against the target workload).
+ * @param w  borrowed; outlives the scheduler or the next call; NULL or empty is refused for fgd.
+ * @return GS_OK; GS_EINVAL (fgd and no workload types; the old workload stays).
+ */
+int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w);
+
+/**
  * Chooses a node and GPUs for one pod, without binding it.
  * @param req  the request; borrowed. gpu_milli must be 1..1000 when num_gpu > 0, and under 1000
  *             only with num_gpu == 1.

@@ -232,6 +232,15 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
 void gs_engine_free(struct gs_engine *e);
 
 /**
+ * Replaces the engine's target workload (see gs_sched_set_workload()): a live scheduler learns
+ * the workload from the pods it sees. Placements already made stay; later decisions and the
+ * fragmentation measure use `w`.
+ * @param w  borrowed; must outlive the engine or the next call.
+ * @return GS_OK; GS_EINVAL (policy fgd and `w` NULL or without types; nothing changes).
+ */
+int gs_engine_set_workload(struct gs_engine *e, const struct gs_workload *w);
+
+/**
  * Adds a queue under an existing parent. A parent that has pods cannot get children.
  * @param id  receives the queue id (1, 2, ... in order of adding); may be NULL.
  * @return GS_OK; GS_EEXIST duplicate name; GS_ENOENT unknown parent; GS_EINVAL a name that is

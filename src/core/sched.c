@@ -669,6 +669,22 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
     return GS_OK;
 }
 
+int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w)
+{
+    if (strcmp(s->ops->name, "fgd") == 0 && (!w || w->n_types == 0))
+        return GS_EINVAL;
+    s->w = w;
+    /* Every cache below holds values computed against the old workload. */
+    if (s->nfrag_gen)
+        memset(s->nfrag_gen, 0, (size_t)s->nodes_cap * sizeof(*s->nfrag_gen));
+    if (s->cache)
+        memset(s->cache, 0, (size_t)s->nodes_cap * s->cache_classes * sizeof(*s->cache));
+    if (s->memo)
+        memset(s->memo, 0, (size_t)s->memo_cap * sizeof(*s->memo));
+    s->memo_len = 0;
+    return GS_OK;
+}
+
 void gs_sched_free(struct gs_sched *s)
 {
     if (!s)

@@ -208,6 +208,14 @@ int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, u
     return GS_OK;
 }
 
+int gs_engine_set_workload(struct gs_engine *e, const struct gs_workload *w)
+{
+    int err = gs_sched_set_workload(e->sched, w);
+    if (err == GS_OK)
+        e->cfg.workload = w;
+    return err;
+}
+
 int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_queue_spec *spec)
 {
     if (id == GS_QUEUE_ROOT || id >= e->nq || !spec->name ||

@@ -1091,6 +1091,40 @@ static void test_fgd_scores_follow_cluster_changes(void **state)
     gs_cluster_free(c);
 }
 
+static void test_fgd_set_workload_drops_scores_of_the_old_one(void **state)
+{
+    (void)state;
+    /* A live scheduler learns its workload: after the swap the cached scores must not stay. */
+    struct gs_task_type t1[1] = {{1000, 1000, 1, GS_MODEL_ANY, any_spec, 1, 1.0}};
+    struct gs_workload w1 = {t1, 1, 1, 1};
+    struct gs_task_type t2[2] = {
+        {1000, 1000, 1, GS_MODEL_ANY, any_spec, 1, 0.5},
+        {1000, 1000, 2, GS_MODEL_ANY, any_spec, 1, 0.5},
+    };
+    struct gs_workload w2 = {t2, 2, 2, 2};
+    struct gs_cluster *c = new_cluster();
+    add_node(c, "pair", 32000, 2, "V100M32");
+    add_node(c, "single", 32000, 1, "V100M32");
+    struct gs_sched *s = new_sched(c, "fgd", NULL, &w1);
+    struct gs_pod_req r = whole_req(1000, 1);
+    /* Only 1-GPU tasks: pair (1000, 1000) -> (0, 1000): the task fits before and after, no GPU
+     *   too small to hold it: F = 0 both, dF = 0: 100 x sigmoid(0) = 50. single (1000) -> (0):
+     *   F = 0 before, nothing idle after: dF = 0: 50. */
+    const int32_t want1[] = {50, 50};
+    expect_scores(s, "fgd", &r, want1, 2);
+    /* Half 2-GPU tasks: the scores of test_fgd_prefers_node_that_keeps_whole_gpus_free. */
+    assert_int_equal(gs_sched_set_workload(s, &w2), GS_OK);
+    const int32_t want2[] = {37, 62};
+    expect_scores(s, "fgd", &r, want2, 2);
+    /* FGD without a workload is refused and the current one stays. */
+    assert_int_equal(gs_sched_set_workload(s, NULL), GS_EINVAL);
+    expect_scores(s, "fgd", &r, want2, 2);
+    assert_int_equal(gs_sched_set_workload(s, &w1), GS_OK);
+    expect_scores(s, "fgd", &r, want1, 2);
+    gs_sched_free(s);
+    gs_cluster_free(c);
+}
+
 static void test_fgd_identical_states_on_different_models_score_differently(void **state)
 {
     (void)state;
@@ -1234,6 +1268,7 @@ int main(void)
         cmocka_unit_test(test_fgd_shared_pod_avoids_gpu_that_best_fit_would_take),
         cmocka_unit_test(test_fgd_cpu_only_pod_avoids_node_where_target_tasks_lose_cpu),
         cmocka_unit_test(test_fgd_scores_follow_cluster_changes),
+        cmocka_unit_test(test_fgd_set_workload_drops_scores_of_the_old_one),
         cmocka_unit_test(test_fgd_identical_states_on_different_models_score_differently),
         cmocka_unit_test(test_fgd_cached_scores_stay_exact_across_many_request_classes),
         cmocka_unit_test(test_nodes_added_after_scheduler_rank_after_ranked_nodes),
