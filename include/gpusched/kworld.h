@@ -99,6 +99,18 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out);
 /** Frees a world. NULL is a no-op. */
 void gs_kworld_free(struct gs_kworld *w);
 
+/**
+ * The target workload the engine scores with (FGD, and the fragmentation measure). At the first
+ * cycle it is built from the GPU pods of what was applied before it (one whole GPU when there
+ * were none); after that from the last 4,096 GPU pods seen, ours and other schedulers' alike,
+ * rebuilt at a cycle's start each time their count has doubled since (at least 16), then every
+ * 4,096 pods. Weng et al. (USENIX ATC '23) take the workload from the trace; a live cluster
+ * knows only what has arrived.
+ * @param rebuilds  receives how many times it was rebuilt after the first cycle; may be NULL.
+ * @return borrowed, valid until the next gs_kworld_cycle(); NULL before the first cycle.
+ */
+const struct gs_workload *gs_kworld_workload(const struct gs_kworld *w, uint32_t *rebuilds);
+
 /** Kinds of change, as a watch reports them. */
 enum gs_kchange {
     GS_KADDED = 0,

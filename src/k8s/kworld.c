@@ -16,6 +16,7 @@
 #include "gpusched/kquantity.h"
 
 #define NO_ID UINT32_MAX
+#define WL_SAMPLES 4096u /* GPU pod requests the learned workload is built from */
 #define GPU_RES "nvidia.com/gpu"
 #define NO_CLASS "gpusched-no-priority-class"
 
@@ -34,7 +35,15 @@ struct gs_kworld {
     struct gs_kworld_config cfg;
     struct gs_cluster *c;
     struct gs_engine *e;
-    struct gs_workload wl;
+    /* FGD's target workload, learned from the GPU pods seen (Weng et al., ATC '23, take it from
+     * the trace; a live cluster only knows its arrivals): the last WL_SAMPLES requests, and the
+     * workload rebuilt from them each time their count doubles (then every WL_SAMPLES). */
+    struct gs_workload wls[2];  /* the engine's is wls[wl_cur] */
+    int wl_cur;
+    struct gs_pod_req *wl_seen; /* WL_SAMPLES entries, a ring */
+    uint64_t wl_n;              /* GPU pods seen so far */
+    uint64_t wl_next;           /* wl_n at which the workload is rebuilt next */
+    uint32_t wl_builds;         /* rebuilds after the first */
     bool started;
     json_t *staged;   /* objects applied before the first cycle, in order */
     json_t *pod_keys; /* "ns/name" -> index in pods */
@@ -52,6 +61,8 @@ struct gs_kworld {
     size_t errcap;
     char scratch[256];
 };
+
+static void wl_note(struct gs_kworld *w, const struct gs_pod_req *req);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -158,7 +169,9 @@ void gs_kworld_free(struct gs_kworld *w)
     free(w->pods);
     free(w->of_engine);
     gs_engine_free(w->e);
-    gs_workload_fini(&w->wl);
+    gs_workload_fini(&w->wls[0]);
+    gs_workload_fini(&w->wls[1]);
+    free(w->wl_seen);
     gs_cluster_free(w->c);
     json_decref(w->staged);
     json_decref(w->pod_keys);
@@ -1030,6 +1043,7 @@ static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj, int64_
         tr_free(&t);
         return GS_OK;
     }
+    wl_note(w, &t.spec.req);
     int err = GS_OK;
     uint32_t cls = GS_FILTER_DEFAULT;
     if (!t.node && !t.foreign) {
@@ -1189,6 +1203,47 @@ static const char *kind_of(const json_t *obj)
     return k ? k : "";
 }
 
+/* Records the request of a GPU pod seen (ours or another scheduler's) for the workload. */
+static void wl_note(struct gs_kworld *w, const struct gs_pod_req *req)
+{
+    if (req->num_gpu == 0)
+        return;
+    if (!w->wl_seen && !(w->wl_seen = calloc(WL_SAMPLES, sizeof(*w->wl_seen))))
+        return; /* the workload only guides scores: keep the one we have */
+    w->wl_seen[w->wl_n % WL_SAMPLES] = *req;
+    w->wl_n++;
+}
+
+/* At a cycle's start: the workload from the requests seen, when their count reached wl_next.
+ * The engine borrows the workload, so the new one is built in the other of the two slots and
+ * the old one is released only at the next swap. */
+static int wl_refresh(struct gs_kworld *w)
+{
+    if (w->wl_n < w->wl_next || !w->wl_seen)
+        return GS_OK;
+    uint32_t k = w->wl_n < WL_SAMPLES ? (uint32_t)w->wl_n : WL_SAMPLES;
+    const char **specs = calloc(k, sizeof(*specs));
+    if (!specs)
+        return GS_ENOMEM;
+    for (uint32_t i = 0; i < k; i++)
+        specs[i] = "";
+    struct gs_workload fresh;
+    memset(&fresh, 0, sizeof(fresh));
+    int err = gs_workload_build(w->wl_seen, specs, k, 100, &fresh);
+    free(specs);
+    if (err)
+        return err;
+    int nxt = 1 - w->wl_cur;
+    gs_workload_fini(&w->wls[nxt]); /* the engine points at wls[wl_cur], not at this one */
+    w->wls[nxt] = fresh;
+    if ((err = gs_engine_set_workload(w->e, &w->wls[nxt])) != GS_OK)
+        return err; /* the engine keeps wls[wl_cur] */
+    w->wl_cur = nxt;
+    w->wl_next = w->wl_n < WL_SAMPLES ? w->wl_n * 2 : w->wl_n + WL_SAMPLES;
+    w->wl_builds++;
+    return GS_OK;
+}
+
 static int build_workload(struct gs_kworld *w)
 {
     size_t n = json_array_size(w->staged);
@@ -1219,7 +1274,10 @@ static int build_workload(struct gs_kworld *w)
         specs[0] = "";
         k = 1;
     }
-    int err = gs_workload_build(reqs, specs, k, 100, &w->wl);
+    /* The first rebuild from the pods seen comes once they are twice the dump's (at least 16);
+     * enter_pod notes the dump's pods as it enters them. */
+    w->wl_next = k < 8 ? 16 : 2 * (uint64_t)k;
+    int err = gs_workload_build(reqs, specs, k, 100, &w->wls[0]);
     free(reqs);
     free(specs);
     return err;
@@ -1231,7 +1289,7 @@ static int start(struct gs_kworld *w, int64_t now_ms)
     if (err)
         return err;
     struct gs_engine_config ec = {.policy = w->policy,
-                                  .workload = &w->wl,
+                                  .workload = &w->wls[0],
                                   .preemption = w->cfg.preemption,
                                   .reclaim = w->cfg.reclaim,
                                   .backfill = w->cfg.backfill,
@@ -1365,6 +1423,8 @@ int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char
                 return rc;
         }
     }
+    if ((rc = wl_refresh(w)) == GS_ENOMEM)
+        return rc; /* any other failure keeps the workload the engine has */
     w->changes = 0;
     rc = gs_engine_cycle(w->e, now_ms, NULL, NULL);
     if (changes)
@@ -1461,4 +1521,11 @@ void gs_kworld_each_pending(struct gs_kworld *w,
                        : "waiting in its queue: a pod ahead of it (higher priority or older) "
                          "cannot be placed yet");
     }
+}
+
+const struct gs_workload *gs_kworld_workload(const struct gs_kworld *w, uint32_t *rebuilds)
+{
+    if (rebuilds)
+        *rebuilds = w->wl_builds;
+    return w->started ? &w->wls[w->wl_cur] : NULL;
 }
