@@ -20,6 +20,14 @@ Optional cold start (--cold-start 10000,50000): that many pods already bound (cr
 spec.nodeName), then gpusched starts and one new pod is created: the time from start to its
 bind.
 
+The openb round (--openb-nodes CSV --openb-pods CSV) replaces the above: the trace's 1,213
+nodes as Node objects and its pods, shuffled with --seed and drawn with replacement until
+their GPU request reaches the capacity, created one by one while the scheduler runs;
+gpusched (fgd) gets the milli fractions as KAI's gpu-fraction annotation, kube-scheduler the
+same pods rounded up to whole GPUs (what its users get). Reported once nothing changes for 10
+s: pods bound and pending, unallocated GPU % (GPUs nobody holds, for kube-scheduler a whole
+GPU per fraction) and the GPU requests of the bound pods as % of capacity.
+
 Usage: k8s_bench.py --state DIR --gpusched BIN [--nodes 5000] [--pods 10000]
    (DIR: a plane started with `tests/k8s/control-plane.sh up --state DIR --scheduler=0`)
 Prints one line per measurement and a final JSON object.
@@ -363,6 +371,124 @@ def cold_start(api, args, env, tmp, n_existing, n_nodes):
     return res
 
 
+def openb_round(api, args, env, tmp, who, nodes, pods):
+    """The openb trace as real objects: pods created one by one, in one shuffled order, with the
+    scheduler running, until their GPU request reaches the cluster's capacity; then the
+    allocation once nothing changes. gpusched gets the trace's milli fractions (annotation
+    gpu-fraction); kube-scheduler gets them rounded up to whole GPUs, what its users get."""
+    cap_milli = sum(int(n["gpu"]) for n in nodes) * 1000
+    sched = "gpusched" if who == "gpusched" else "default-scheduler"
+    log = open(os.path.join(tmp, f"openb-{who}.log"), "w")
+    if who == "gpusched":
+        proc = subprocess.Popen([args.gpusched, "scheduler", "--kubeconfig", env["KUBECONFIG"],
+                                 "--qps", str(args.qps), "--burst", str(args.burst),
+                                 "--leader-elect=false", "--policy", "fgd"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    else:
+        cfg = kube_scheduler_config(tmp, env, args.qps, args.burst)
+        proc = subprocess.Popen([os.path.join(env["GPUSCHED_K8S_BIN"], "kube-scheduler"),
+                                 "--config", cfg, "--secure-port", "0", "-v", "0"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    t0 = time.monotonic()
+    created = 0
+    for i, p in enumerate(pods):
+        ng, milli = int(p["num_gpu"]), int(p["gpu_milli"])
+        res = {"requests": {"cpu": f"{p['cpu_milli']}m", "memory": f"{p['memory_mib']}Mi"}}
+        meta = {"name": f"ob-{who[:4]}-{i:05d}"}
+        if ng > 0 and (milli >= 1000 or who != "gpusched"):
+            res["limits"] = {"nvidia.com/gpu": str(ng)}
+        elif ng > 0:
+            meta["annotations"] = {"gpu-fraction": f"{milli / 1000:.3f}"}
+        spec = {"schedulerName": sched, "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "c", "image": "registry.invalid/none:1", "resources": res}]}
+        if p.get("gpu_spec"):
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{
+                    "key": "nvidia.com/gpu.product", "operator": "In",
+                    "values": p["gpu_spec"].split("|")}]}]}}}
+        st, _ = api.req("POST", f"/api/v1/namespaces/{NS}/pods",
+                        {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+        created += st == 201
+    create_s = time.monotonic() - t0
+    # Settled: the number of bound pods has not changed for 10 s.
+    last, since = -1, time.monotonic()
+    while time.monotonic() - since < 10:
+        time.sleep(2)
+        s_, out = api.req("GET", f"/api/v1/namespaces/{NS}/pods")
+        items = json.loads(out)["items"]
+        bound = sum(1 for it in items if it["spec"].get("nodeName"))
+        if bound != last:
+            last, since = bound, time.monotonic()
+    settle_s = time.monotonic() - t0
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    held = useful = 0
+    for it in items:
+        if not it["spec"].get("nodeName"):
+            continue
+        p = pods[int(it["metadata"]["name"].rsplit("-", 1)[1])]
+        ng, milli = int(p["num_gpu"]), int(p["gpu_milli"])
+        useful += ng * milli
+        held += ng * (1000 if who != "gpusched" else milli)
+    res = {"who": who, "pods": created, "bound": last, "pending": created - last,
+           "create_s": round(create_s, 1), "settled_after_s": round(settle_s, 1),
+           "unallocated_gpu_pct": round(100.0 * (cap_milli - held) / cap_milli, 2),
+           "requested_gpu_pct_of_bound": round(100.0 * useful / cap_milli, 2)}
+    print(f"openb {who}: {created} pods arrived (GPU request {100.0 * sum(int(p['num_gpu']) * int(p['gpu_milli']) for p in pods) / cap_milli:.1f}% "
+          f"of capacity), {last} bound, {created - last} pending; unallocated GPU "
+          f"{res['unallocated_gpu_pct']}%; GPU requests of bound pods "
+          f"{res['requested_gpu_pct_of_bound']}% of capacity; settled {res['settled_after_s']} s",
+          flush=True)
+    delete_pods(api)
+    return res
+
+
+def openb_load(args):
+    import csv
+    import random
+    nodes = list(csv.DictReader(open(args.openb_nodes)))
+    trace = list(csv.DictReader(open(args.openb_pods)))
+    trace.sort(key=lambda p: p["name"])
+    rng = random.Random(args.seed)
+    order = trace[:]
+    rng.shuffle(order)
+    cap = sum(int(n["gpu"]) for n in nodes) * 1000
+    pods, total = [], 0
+    # The pods in a shuffled order, then drawn with replacement, until the GPU request reaches
+    # the capacity (as simulate's tuning does at --tune 1.0).
+    while total < cap:
+        p = order[len(pods)] if len(pods) < len(order) else rng.choice(trace)
+        if total + int(p["num_gpu"]) * int(p["gpu_milli"]) > cap:
+            break
+        pods.append(p)
+        total += int(p["num_gpu"]) * int(p["gpu_milli"])
+    return nodes, pods
+
+
+def openb_nodes_create(api, nodes):
+    def one(api, n):
+        name = n["sn"].lower()
+        labels = {"gpusched.bench": "openb", "kubernetes.io/hostname": name}
+        res = {"cpu": f"{n['cpu_milli']}m", "memory": f"{n['memory_mib']}Mi", "pods": "1000"}
+        if int(n["gpu"]) > 0:
+            labels["nvidia.com/gpu.product"] = n["model"]
+            res["nvidia.com/gpu"] = n["gpu"]
+        s, _ = api.req("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                                 "metadata": {"name": name, "labels": labels}})
+        if s not in (201, 409):
+            return False
+        s, _ = api.req("PATCH", f"/api/v1/nodes/{name}/status", {"status": {
+            "capacity": res, "allocatable": res, "conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench"}]}},
+            "application/merge-patch+json")
+        return s == 200
+    return parallel(api, nodes, one)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--state", required=True)
@@ -374,7 +500,12 @@ def main():
     ap.add_argument("--rounds", default="noop,gpusched,kube-scheduler")
     ap.add_argument("--cold-start", default="", help="comma list of existing-pod counts")
     ap.add_argument("--timeout-s", type=float, default=900)
+    ap.add_argument("--openb-nodes", help="openb node list CSV: run the trace round instead")
+    ap.add_argument("--openb-pods", help="openb pod list CSV")
+    ap.add_argument("--seed", type=int, default=42)
     args = ap.parse_args()
+    if args.openb_nodes:
+        return main_openb(args)
     env = read_env(args.state)
     api = Api(env)
     tmp = tempfile.mkdtemp(prefix="gs-k8s-bench-")
@@ -400,6 +531,25 @@ def main():
                                                   by["kube-scheduler"]["pods_per_s"], 2)
     if "gpusched" in by and "noop" in by and by["noop"]["pods_per_s"]:
         out["gpusched_vs_noop"] = round(by["gpusched"]["pods_per_s"] / by["noop"]["pods_per_s"], 2)
+    print(json.dumps(out))
+
+
+def main_openb(args):
+    env = read_env(args.state)
+    api = Api(env)
+    tmp = tempfile.mkdtemp(prefix="gs-k8s-bench-")
+    api.req("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                             "metadata": {"name": NS}})
+    api.req("POST", f"/api/v1/namespaces/{NS}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    nodes, pods = openb_load(args)
+    t = time.monotonic()
+    if openb_nodes_create(api, nodes):
+        sys.exit("openb: nodes not created")
+    print(f"openb: {len(nodes)} nodes, {sum(int(n['gpu']) for n in nodes)} GPUs created in "
+          f"{time.monotonic() - t:.1f} s; {len(pods)} pods per round (seed {args.seed})", flush=True)
+    out = {"openb": [openb_round(api, args, env, tmp, who, nodes, pods)
+                     for who in [r for r in args.rounds.split(",") if r != "noop"]], "logs": tmp}
     print(json.dumps(out))
 
 
