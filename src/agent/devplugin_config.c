@@ -18,6 +18,7 @@
 
 #include "gpusched/devplugin.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "util/file.h"
 
@@ -29,12 +30,6 @@
 #include <string.h>
 #include <yaml.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CFG_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define CFG_PRINTF(f, a)
-#endif
-
 /** Longest duration accepted, ms (one week). */
 #define DURATION_MAX_MS (7LL * 24 * 3600 * 1000)
 
@@ -45,7 +40,7 @@ struct rd {
     int err;              /**< first error, GS_OK while none */
 };
 
-CFG_PRINTF(5, 6)
+GS_PRINTF(5, 6)
 static int fail_at(struct rd *r, int err, const yaml_node_t *node, const char *field,
                    const char *fmt, ...)
 {

@@ -252,7 +252,7 @@ int gs_cmd_replay(int argc, char **argv)
             rc = 1;
             goto out;
         }
-        if (gs__sort_nodes_by_name(nodes.v, nodes.n, ord) != GS_OK) {
+        if (gs_trace_nodes_order_by_name(nodes.v, nodes.n, ord) != GS_OK) {
             free(kept);
             free(ord);
             rc = 1;

@@ -12,6 +12,7 @@
 
 #include "kube_int.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 #include <errno.h>
@@ -142,11 +143,9 @@ struct rd {
     struct gs_kube_diag *d; /**< where errors go; may be NULL */
 };
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 5, 6)))
-#endif
-static int
-fail_at(struct rd *r, int err, const yaml_node_t *n, const char *field, const char *fmt, ...)
+GS_PRINTF(5, 6)
+static int fail_at(struct rd *r, int err, const yaml_node_t *n, const char *field, const char *fmt,
+                   ...)
 {
     if (r->d == NULL)
         return err;

@@ -21,6 +21,7 @@
 
 #include "gpusched/qconfig.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "util/file.h"
 
@@ -33,12 +34,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <yaml.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define GS_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define GS_PRINTF(f, a)
-#endif
 
 /** Most YAML nodes in a document, an alias counting again each time it is used. */
 #define NODES_MAX 1000000u

@@ -1,0 +1,146 @@
+/*
+ * Unit tests of the utility layer (src/util): the heap and the log interface. The diagnostic's
+ * formatting is tested with the trace reader that fills it (test_trace.c).
+ *
+ * Expected values are worked by hand: the heap's pop order is the sorted order of what was
+ * pushed, written out below; log lines are the printf text the test spells in full.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpusched/err.h"
+#include "gpusched/log.h"
+#include "util/heap.h"
+
+/* A record with a key and a payload, so that a copy that loses bytes would show. */
+struct rec {
+    int64_t key;
+    uint32_t tag;
+};
+
+static bool rec_before(const void *a, const void *b, void *ctx)
+{
+    const struct rec *x = a, *y = b;
+    int *calls = ctx;
+    if (calls != NULL)
+        (*calls)++;
+    if (x->key != y->key)
+        return x->key < y->key;
+    return x->tag < y->tag;
+}
+
+static void test_heap_pops_in_order_of_before(void **state)
+{
+    (void)state;
+    struct gs_heap h;
+    int calls = 0;
+    gs__heap_init(&h, sizeof(struct rec), rec_before, &calls);
+    assert_null(gs__heap_top(&h));
+    /* Pushed: keys 5 3 8 1 3 9 0 with tags 0..6. Sorted by (key, tag):
+     * (0,6) (1,3) (3,1) (3,4) (5,0) (8,2) (9,5). */
+    const int64_t keys[] = {5, 3, 8, 1, 3, 9, 0};
+    for (uint32_t i = 0; i < 7; i++)
+        assert_int_equal(gs__heap_push(&h, &(struct rec){keys[i], i}), GS_OK);
+    assert_int_equal(gs__heap_len(&h), 7);
+    assert_true(calls > 0); /* ctx reaches the relation */
+    const struct rec want[] = {{0, 6}, {1, 3}, {3, 1}, {3, 4}, {5, 0}, {8, 2}, {9, 5}};
+    for (uint32_t i = 0; i < 7; i++) {
+        const struct rec *top = gs__heap_top(&h);
+        assert_non_null(top);
+        assert_int_equal(top->key, want[i].key);
+        struct rec got;
+        assert_true(gs__heap_pop(&h, &got));
+        assert_int_equal(got.key, want[i].key);
+        assert_int_equal(got.tag, want[i].tag);
+    }
+    struct rec untouched = {42, 42};
+    assert_false(gs__heap_pop(&h, &untouched));
+    assert_int_equal(untouched.key, 42);
+    gs__heap_fini(&h);
+    gs__heap_fini(NULL);
+}
+
+static void test_heap_grows_past_its_first_allocation(void **state)
+{
+    (void)state;
+    struct gs_heap h;
+    gs__heap_init(&h, sizeof(struct rec), rec_before, NULL);
+    /* 1000 keys pushed in decreasing order 999..0 come out as 0..999; interleaved pops after
+     * every third push check the hole-sifting on a partly filled array. */
+    for (int64_t k = 999; k >= 0; k--)
+        assert_int_equal(gs__heap_push(&h, &(struct rec){k, 0}), GS_OK);
+    for (int64_t k = 0; k < 1000; k++) {
+        struct rec got;
+        assert_true(gs__heap_pop(&h, &got));
+        assert_int_equal(got.key, k);
+    }
+    /* Push 10, 20, 30, pop (10), push 5, pop (5), pop (20), push 25, pop (25), pop (30). */
+    const int64_t script[] = {10, 20, 30, -1, 5, -1, -1, 25, -1, -1};
+    const int64_t popped[] = {10, 5, 20, 25, 30};
+    uint32_t np = 0;
+    for (uint32_t i = 0; i < 10; i++) {
+        if (script[i] >= 0) {
+            assert_int_equal(gs__heap_push(&h, &(struct rec){script[i], 0}), GS_OK);
+        } else {
+            struct rec got;
+            assert_true(gs__heap_pop(&h, &got));
+            assert_int_equal(got.key, popped[np++]);
+        }
+    }
+    assert_int_equal(gs__heap_len(&h), 0);
+    gs__heap_fini(&h);
+}
+
+struct captured {
+    char line[GS_LOG_LINE_MAX + 8];
+    size_t len;
+    int calls;
+};
+
+static void capture(void *ctx, const char *line)
+{
+    struct captured *c = ctx;
+    c->len = strlen(line);
+    memcpy(c->line, line, c->len + 1);
+    c->calls++;
+}
+
+static void test_log_formats_one_line_for_the_sink(void **state)
+{
+    (void)state;
+    struct captured c = {.calls = 0};
+    gs_log(capture, &c, "%s: cannot serve on %s: %d", "kubelet", "/run/x.sock", -5);
+    assert_int_equal(c.calls, 1);
+    assert_string_equal(c.line, "kubelet: cannot serve on /run/x.sock: -5");
+    gs_log(NULL, &c, "dropped %d", 1); /* logging off: the sink is not called */
+    assert_int_equal(c.calls, 1);
+}
+
+static void test_log_cuts_long_lines_to_the_limit(void **state)
+{
+    (void)state;
+    static char big[GS_LOG_LINE_MAX * 2];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    struct captured c = {.calls = 0};
+    gs_log(capture, &c, "%s", big);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.len, GS_LOG_LINE_MAX - 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_heap_pops_in_order_of_before),
+        cmocka_unit_test(test_heap_grows_past_its_first_allocation),
+        cmocka_unit_test(test_log_formats_one_line_for_the_sink),
+        cmocka_unit_test(test_log_cuts_long_lines_to_the_limit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
