@@ -34,7 +34,7 @@ ALLOWED = {
 
 # Public headers (include/gpusched/NAME) by layer.
 HEADERS = {
-    "util": ["compiler.h", "diag.h", "err.h", "log.h"],
+    "util": ["compiler.h", "diag.h", "err.h", "log.h", "names.h"],
     "core": ["cluster.h", "explain.h", "filter.h", "frag.h", "rng.h", "sched.h", "tenant.h"],
     "rpc": ["grpc.h"],
     "agent": ["devplugin.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h"],

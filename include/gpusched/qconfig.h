@@ -8,6 +8,9 @@
  * Units in the file follow Kubernetes: GPUs as a count (fractions allowed, "0.5"), CPU as cores
  * or milli-cores ("64", "500m"), memory with binary suffixes ("512Gi", "1Ti", "2048Mi");
  * limits may be "unlimited" (or -1). Inside gpusched they become milli-GPU, milli-CPU and MiB.
+ *
+ * Queue and PriorityClass names are DNS-1123 subdomains of at most 253 characters, as Kubernetes
+ * names objects (include/gpusched/names.h; docs/queues.md, "Names").
  */
 #ifndef GPUSCHED_QCONFIG_H
 #define GPUSCHED_QCONFIG_H
@@ -29,7 +32,8 @@ struct gs_qconfig;
 /**
  * Reads and validates a configuration file.
  * Errors name the line (and column) of the offending node: malformed YAML, unknown key, a value
- * of the wrong type or unit, negative quantities, a limit below its quota, an unknown parent
+ * of the wrong type or unit, a queue or PriorityClass name that is not a DNS-1123 subdomain,
+ * negative quantities, a limit below its quota, an unknown parent
  * queue, a cycle of parents, children's quotas above their parent's, duplicate names, a rule
  * naming an unknown queue or PriorityClass, a pod rule that can send pods to a non-leaf queue,
  * an unknown QoS name; and the bounds: nesting (YAML or queue tree) deeper than

@@ -87,7 +87,7 @@ static int parse_queue(struct pctx *c, const struct ynode *m, struct qqueue *q,
     if (rc)
         return rc;
     if ((rc = gs__qc_require(c, m, "name", &n)) != GS_OK ||
-        (rc = gs__qc_get_name(c, n, "name", &q->name)))
+        (rc = gs__qc_get_object_name(c, n, "name", &q->name)))
         return rc;
     q->at = n->at;
     if (strcmp(q->name, "root") == 0)
@@ -319,7 +319,7 @@ static int parse_classes(struct pctx *c, const struct ynode *seq)
         int64_t value = 0;
         if ((rc = gs__qc_check_map(c, m, "priorityClasses", keys)) != GS_OK ||
             (rc = gs__qc_require(c, m, "name", &n)) != GS_OK ||
-            (rc = gs__qc_get_name(c, n, "name", &pc->name)) != GS_OK)
+            (rc = gs__qc_get_object_name(c, n, "name", &pc->name)) != GS_OK)
             return rc;
         pc->at = n->at;
         const struct qclass *first = gs__qc_smap_get(&c->cnames, pc->name, n->n);

@@ -268,6 +268,11 @@ int gs__qc_require(struct pctx *c, const struct ynode *map, const char *key,
 /** A string: a non-null scalar without NUL or control bytes, 1..NAME_MAX_LEN bytes, copied. */
 int gs__qc_get_name(struct pctx *c, const struct ynode *n, const char *field, const char **out);
 
+/** As gs__qc_get_name(), and the name must be a DNS-1123 subdomain (queues, PriorityClasses):
+ * "invalid name 'X': WHY (a DNS-1123 subdomain, as Kubernetes names objects)". */
+int gs__qc_get_object_name(struct pctx *c, const struct ynode *n, const char *field,
+                           const char **out);
+
 /** A decimal integer written plainly (a quoted "5" is a string, as Kubernetes reads it). */
 int gs__qc_get_int(struct pctx *c, const struct ynode *n, const char *field, int64_t min,
                    int64_t max, int64_t *out);

@@ -5,6 +5,7 @@
 #include "qconfig_int.h"
 
 #include "gpusched/err.h"
+#include "gpusched/names.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -187,6 +188,23 @@ int gs__qc_get_name(struct pctx *c, const struct ynode *n, const char *field, co
                         (unsigned)(unsigned char)n->u.s[i]);
     *out = gs__qc_arena_strndup(&c->qc->ar, n->u.s, n->n);
     return *out ? GS_OK : gs__qc_oom(c);
+}
+
+/* A queue or PriorityClass name: as gs__qc_get_name(), and a DNS-1123 subdomain of at most 253
+ * characters, as Kubernetes names the objects these become (include/gpusched/names.h). */
+int gs__qc_get_object_name(struct pctx *c, const struct ynode *n, const char *field,
+                           const char **out)
+{
+    int rc = gs__qc_get_name(c, n, field, out);
+    if (rc)
+        return rc;
+    char why[160];
+    if (!gs_name_is_dns1123_subdomain(n->u.s, n->n, why, sizeof why))
+        return FAIL(c, n, field,
+                    "invalid name '%.60s%s': %s (a DNS-1123 subdomain, as Kubernetes "
+                    "names objects)",
+                    n->u.s, n->n > 60 ? "..." : "", why);
+    return GS_OK;
 }
 
 /* A decimal integer written plainly (a quoted "5" is a string, as Kubernetes reads it). */

@@ -784,6 +784,44 @@ static void test_errors_keys_and_types(void **state)
     RUN(cases);
 }
 
+/* Queue and PriorityClass names are DNS-1123 subdomains (include/gpusched/names.h): lower-case
+ * letters, digits, '-' and '.', starting and ending with a letter or digit, each dotted part too,
+ * at most 253 characters. Positions: the name value starts at column 11 of line 4 for queues
+ * ("  - name: " is 10 characters) and at column 12 of line 6 for classes ("  - {name: "). */
+static void test_names_are_dns1123_subdomains(void **state)
+{
+    (void)state;
+#define SUFFIX " (a DNS-1123 subdomain, as Kubernetes names objects)"
+    static const struct err_case cases[] = {
+        {HDR "queues:\n  - name: Team-A\n", 4, 11, "name",
+         "invalid name 'Team-A': character 'T' (byte 0x54) at position 1 is not allowed: a name "
+         "is lower-case letters, digits, '-' and '.'" SUFFIX},
+        {HDR "queues:\n  - name: team_a\n", 4, 11, "name",
+         "invalid name 'team_a': character '_' (byte 0x5f) at position 5 is not allowed"},
+        {HDR "queues:\n  - name: \"team a\"\n", 4, 11, "name",
+         "character ' ' (byte 0x20) at position 5 is not allowed"},
+        {HDR "queues:\n  - name: -team\n", 4, 11, "name",
+         "invalid name '-team': a name must start with a lower-case letter or a digit" SUFFIX},
+        {HDR "queues:\n  - name: team-\n", 4, 11, "name",
+         "invalid name 'team-': a name must end with a lower-case letter or a digit" SUFFIX},
+        {HDR "queues:\n  - name: a.-b\n", 4, 11, "name",
+         "invalid name 'a.-b': each '.'-separated part of a name must start and end with a "
+         "lower-case letter or a digit (position 2)" SUFFIX},
+        {HDR "queues:\n  - name: a..b\n", 4, 11, "name", "(position 2)"},
+        {HDR QA "priorityClasses:\n  - {name: High, value: 1}\n", 6, 12, "name",
+         "invalid name 'High': character 'H' (byte 0x48) at position 1 is not allowed"},
+        {HDR QA "priorityClasses:\n  - {name: best.effort., value: 1}\n", 6, 12, "name",
+         "invalid name 'best.effort.': a name must end with a lower-case letter or a digit"},
+    };
+#undef SUFFIX
+    RUN(cases);
+
+    /* Accepted: one character, a digit first, dashes and dots inside, as Kubernetes takes them. */
+    gs_qconfig_free(parse_ok(HDR "queues:\n  - name: a\n  - name: 0team\n  - name: llm-train\n"
+                                 "  - name: team.gpu-1.example\n"
+                                 "priorityClasses:\n  - {name: system-node-critical, value: 1}\n"));
+}
+
 /* Quantities, weights and durations. */
 static void test_errors_values(void **state)
 {
@@ -1099,6 +1137,7 @@ int main(void)
         cmocka_unit_test(test_errors_yaml),
         cmocka_unit_test(test_errors_yaml_limits),
         cmocka_unit_test(test_errors_keys_and_types),
+        cmocka_unit_test(test_names_are_dns1123_subdomains),
         cmocka_unit_test(test_errors_values),
         cmocka_unit_test(test_errors_tree),
         cmocka_unit_test(test_errors_tree_limits),

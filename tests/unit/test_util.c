@@ -1,6 +1,6 @@
 /*
- * Unit tests of the utility layer (src/util): the heap and the log interface. The diagnostic's
- * formatting is tested with the trace reader that fills it (test_trace.c).
+ * Unit tests of the utility layer (src/util): the heap, the log interface and name checks. The
+ * diagnostic's formatting is tested with the trace reader that fills it (test_trace.c).
  *
  * Expected values are worked by hand: the heap's pop order is the sorted order of what was
  * pushed, written out below; log lines are the printf text the test spells in full.
@@ -16,6 +16,7 @@
 
 #include "gpusched/err.h"
 #include "gpusched/log.h"
+#include "gpusched/names.h"
 #include "util/heap.h"
 
 /* A record with a key and a payload, so that a copy that loses bytes would show. */
@@ -134,6 +135,48 @@ static void test_log_cuts_long_lines_to_the_limit(void **state)
     assert_int_equal(c.len, GS_LOG_LINE_MAX - 1);
 }
 
+static void test_names_follow_kubernetes_dns1123_subdomains(void **state)
+{
+    (void)state;
+    char why[200];
+    /* Accepted, as Kubernetes' IsDNS1123Subdomain accepts them. */
+    const char *good[] = {"a", "0", "llm-train", "a.b", "a-1.b-2.c", "9lives", "x--y"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        assert_true(gs_name_is_dns1123_subdomain(good[i], strlen(good[i]), why, sizeof why));
+    /* 253 characters is the limit: "a" x 253 passes, x 254 fails. */
+    static char big[GS_NAME_SUBDOMAIN_MAX + 2];
+    memset(big, 'a', sizeof big - 1);
+    assert_true(gs_name_is_dns1123_subdomain(big, GS_NAME_SUBDOMAIN_MAX, NULL, 0));
+    assert_false(gs_name_is_dns1123_subdomain(big, GS_NAME_SUBDOMAIN_MAX + 1, why, sizeof why));
+    assert_string_equal(why, "name is 254 characters, over the limit of 253");
+    struct {
+        const char *name;
+        const char *why;
+    } bad[] = {
+        {"", "empty name"},
+        {"A", "character 'A' (byte 0x41) at position 1 is not allowed: a name is lower-case "
+              "letters, digits, '-' and '.'"},
+        {"ab_c", "character '_' (byte 0x5f) at position 3 is not allowed: a name is lower-case "
+                 "letters, digits, '-' and '.'"},
+        {"-a", "a name must start with a lower-case letter or a digit"},
+        {".a", "a name must start with a lower-case letter or a digit"},
+        {"a-", "a name must end with a lower-case letter or a digit"},
+        {"a.-b", "each '.'-separated part of a name must start and end with a lower-case letter "
+                 "or a digit (position 2)"},
+        {"ab-.c", "each '.'-separated part of a name must start and end with a lower-case letter "
+                  "or a digit (position 4)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_false(
+            gs_name_is_dns1123_subdomain(bad[i].name, strlen(bad[i].name), why, sizeof why));
+        assert_string_equal(why, bad[i].why);
+    }
+    /* A NUL byte inside the given length is refused, not taken as the end. */
+    assert_false(gs_name_is_dns1123_subdomain("a\0b", 3, why, sizeof why));
+    assert_string_equal(why, "character '?' (byte 0x00) at position 2 is not allowed: a name is "
+                             "lower-case letters, digits, '-' and '.'");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -141,6 +184,7 @@ int main(void)
         cmocka_unit_test(test_heap_grows_past_its_first_allocation),
         cmocka_unit_test(test_log_formats_one_line_for_the_sink),
         cmocka_unit_test(test_log_cuts_long_lines_to_the_limit),
+        cmocka_unit_test(test_names_follow_kubernetes_dns1123_subdomains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
