@@ -50,6 +50,7 @@ KWORLD_FILES = {"kworld.c", "kquantity.c", "yamljson.c", "yamljson.h"}
 # CMake library targets by layer; test, fuzz and bench targets are not checked.
 TARGETS = {
     "gsutil": "util",
+    "gsyaml": "util",
     "gscore": "core",
     "gsrpc": "rpc",
     "gsrpc_deps": "rpc",

@@ -1,12 +1,11 @@
 /*
  * Queue configuration loader (contract in include/gpusched/qconfig.h, format in docs/queues.md).
  *
- * The text is read in two stages. libyaml's event parser first feeds a small tree builder that
- * keeps every node's source position (libyaml's 0-based marks, made 1-based) and enforces the
- * limits that protect everything after it: nesting depth, the number of nodes with aliases
- * expanded (so a "billion laughs" document stops early), no tags, one document. Building from
- * events rather than with yaml_parser_load() is what lets the depth limit stop libyaml itself
- * before it stacks up a deeply nested input. The tree is then walked along the fixed schema:
+ * The text is read in two stages. The shared YAML walker (src/util/yaml.h) first builds a tree
+ * that keeps every node's source position and enforces this reader's limits, the ones that
+ * protect everything after it: nesting depth, the number of nodes with aliases expanded (so a
+ * "billion laughs" document stops early), no tags, one document. The tree is then walked along
+ * the fixed schema:
  * every mapping is checked for unknown and repeated keys, every value for type, unit and range,
  * and cross-references (parents, rule targets, PriorityClasses) are resolved by name through
  * hash tables, so a file with 10,000 queues takes linear time. The first problem stops the read
@@ -32,19 +31,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <yaml.h>
 
 /* ---- queues ----------------------------------------------------------------------------- */
 
-static int parse_resource(struct pctx *c, const struct ynode *m, int r, struct qqueue *q)
+static int parse_resource(struct pctx *c, const struct gs_yaml_node *m, int r, struct qqueue *q)
 {
     static const char *const keys[] = {"quota", "limit", "overQuotaWeight", NULL};
     char a[32], b[32];
     int rc = gs__qc_check_map(c, m, gs__qc_res_names[r], keys);
     if (rc)
         return rc;
-    const struct ynode *quota = gs__qc_get(m, "quota"), *limit = gs__qc_get(m, "limit");
-    const struct ynode *w = gs__qc_get(m, "overQuotaWeight");
+    const struct gs_yaml_node *quota = gs__qc_get(m, "quota"), *limit = gs__qc_get(m, "limit");
+    const struct gs_yaml_node *w = gs__qc_get(m, "overQuotaWeight");
     if (quota != NULL) {
         if ((rc = gs__qc_get_quantity(c, quota, "quota", r, false, &q->quota[r])) != GS_OK)
             return rc;
@@ -76,13 +74,13 @@ static int parse_resource(struct pctx *c, const struct ynode *m, int r, struct q
 }
 
 /* Reads one queue entry; its parent is kept as a name node in parents[i]. */
-static int parse_queue(struct pctx *c, const struct ynode *m, struct qqueue *q,
-                       const struct ynode **parent)
+static int parse_queue(struct pctx *c, const struct gs_yaml_node *m, struct qqueue *q,
+                       const struct gs_yaml_node **parent)
 {
     static const char *const keys[] = {"name", "parentQueue", "resources", "preemptMinRuntime",
                                        NULL};
     static const char *const rkeys[] = {"gpu", "cpu", "memory", NULL};
-    const struct ynode *n;
+    const struct gs_yaml_node *n;
     int rc = gs__qc_check_map(c, m, "queues", keys);
     if (rc)
         return rc;
@@ -92,11 +90,11 @@ static int parse_queue(struct pctx *c, const struct ynode *m, struct qqueue *q,
     q->at = n->at;
     if (strcmp(q->name, "root") == 0)
         return FAIL(c, n, "name", "'root' is the implicit top of the tree; name queues otherwise");
-    const struct qqueue *first = gs__qc_smap_get(&c->qnames, q->name, n->n);
+    const struct qqueue *first = gs__strmap_get(&c->qnames, q->name, n->n);
     if (first != NULL)
         return FAIL(c, n, "name", "duplicate queue name '%s' (first on line %u)", q->name,
                     first->at.line);
-    if (gs__qc_smap_put(&c->qnames, q->name, n->n, q) != GS_OK)
+    if (gs__strmap_put(&c->qnames, q->name, n->n, q) != GS_OK)
         return gs__qc_oom(c);
     *parent = gs__qc_get(m, "parentQueue");
     if (*parent != NULL) {
@@ -107,17 +105,17 @@ static int parse_queue(struct pctx *c, const struct ynode *m, struct qqueue *q,
         if (strcmp(pname, "root") == 0)
             *parent = NULL;
     }
-    const struct ynode *res = gs__qc_get(m, "resources");
+    const struct gs_yaml_node *res = gs__qc_get(m, "resources");
     if (res != NULL) {
         if ((rc = gs__qc_check_map(c, res, "resources", rkeys)) != GS_OK)
             return rc;
         for (int r = 0; r < GS_RES_COUNT; r++) {
-            const struct ynode *rm = gs__qc_get(res, gs__qc_res_names[r]);
+            const struct gs_yaml_node *rm = gs__qc_get(res, gs__qc_res_names[r]);
             if (rm != NULL && (rc = parse_resource(c, rm, r, q)) != GS_OK)
                 return rc;
         }
     }
-    const struct ynode *mr = gs__qc_get(m, "preemptMinRuntime");
+    const struct gs_yaml_node *mr = gs__qc_get(m, "preemptMinRuntime");
     if (mr != NULL) {
         if ((rc = gs__qc_get_duration(c, mr, "preemptMinRuntime", &q->min_runtime_ms)) != GS_OK)
             return rc;
@@ -155,7 +153,7 @@ static int report_cycle(struct pctx *c, uint32_t k)
  * their children's sum; checks children's sums against set quotas and limits against derived
  * quotas; resolves inherited min run times; fixes the order apply adds queues in.
  */
-static int link_queues(struct pctx *c, const struct ynode **parents)
+static int link_queues(struct pctx *c, const struct gs_yaml_node **parents)
 {
     struct gs_qconfig *qc = c->qc;
     struct qqueue *q = qc->q;
@@ -166,14 +164,14 @@ static int link_queues(struct pctx *c, const struct ynode **parents)
     for (uint32_t i = 0; i < nq; i++) {
         if (parents[i] == NULL)
             continue;
-        struct qqueue *p = gs__qc_smap_get(&c->qnames, parents[i]->u.s, parents[i]->n);
+        struct qqueue *p = gs__strmap_get(&c->qnames, parents[i]->u.s, parents[i]->n);
         if (p == NULL)
             return FAIL(c, parents[i], "parentQueue", "unknown parent queue '%s'", parents[i]->u.s);
         q[i].parent = (uint32_t)(p - q);
     }
     /* Cycles: walk up from each queue, stamping the walk; meeting the stamp again is a cycle. */
     uint32_t *stamp = calloc(nq ? nq : 1, sizeof *stamp);
-    qc->order = gs__qc_arena_alloc(&qc->ar, (nq ? nq : 1) * sizeof *qc->order);
+    qc->order = gs__arena_alloc(&qc->ar, (nq ? nq : 1) * sizeof *qc->order);
     if (stamp == NULL || qc->order == NULL) {
         free(stamp);
         return gs__qc_oom(c);
@@ -264,10 +262,10 @@ static int link_queues(struct pctx *c, const struct ynode **parents)
     return GS_OK;
 }
 
-static int parse_queues(struct pctx *c, const struct ynode *seq)
+static int parse_queues(struct pctx *c, const struct gs_yaml_node *seq)
 {
     struct gs_qconfig *qc = c->qc;
-    int rc = gs__qc_need_kind(c, seq, "queues", Y_SEQ);
+    int rc = gs__qc_need_kind(c, seq, "queues", GS_YAML_SEQ);
     if (rc)
         return rc;
     if (seq->n > GS_QCONFIG_QUEUES_MAX)
@@ -275,8 +273,8 @@ static int parse_queues(struct pctx *c, const struct ynode *seq)
                     GS_QCONFIG_QUEUES_MAX);
     if (seq->n == 0)
         return FAIL(c, seq, "queues", "no queues; a configuration needs at least one");
-    qc->q = gs__qc_arena_alloc(&qc->ar, seq->n * sizeof *qc->q);
-    const struct ynode **parents = calloc(seq->n, sizeof(const struct ynode *));
+    qc->q = gs__arena_alloc(&qc->ar, seq->n * sizeof *qc->q);
+    const struct gs_yaml_node **parents = calloc(seq->n, sizeof(const struct gs_yaml_node *));
     if (qc->q == NULL || parents == NULL) {
         free(parents);
         return gs__qc_oom(c);
@@ -300,21 +298,21 @@ static int parse_queues(struct pctx *c, const struct ynode *seq)
 
 /* ---- PriorityClasses -------------------------------------------------------------------- */
 
-static int parse_classes(struct pctx *c, const struct ynode *seq)
+static int parse_classes(struct pctx *c, const struct gs_yaml_node *seq)
 {
     static const char *const keys[] = {"name", "value", "preemptible", NULL};
     struct gs_qconfig *qc = c->qc;
-    int rc = gs__qc_need_kind(c, seq, "priorityClasses", Y_SEQ);
+    int rc = gs__qc_need_kind(c, seq, "priorityClasses", GS_YAML_SEQ);
     if (rc)
         return rc;
     if (seq->n > CLASSES_MAX)
         return FAIL(c, seq->u.items[CLASSES_MAX], "priorityClasses", "more than %u PriorityClasses",
                     CLASSES_MAX);
-    qc->pc = gs__qc_arena_alloc(&qc->ar, (seq->n ? seq->n : 1) * sizeof *qc->pc);
+    qc->pc = gs__arena_alloc(&qc->ar, (seq->n ? seq->n : 1) * sizeof *qc->pc);
     if (qc->pc == NULL)
         return gs__qc_oom(c);
     for (uint32_t i = 0; i < seq->n; i++) {
-        const struct ynode *m = seq->u.items[i], *n, *v;
+        const struct gs_yaml_node *m = seq->u.items[i], *n, *v;
         struct qclass *pc = &qc->pc[i];
         int64_t value = 0;
         if ((rc = gs__qc_check_map(c, m, "priorityClasses", keys)) != GS_OK ||
@@ -322,18 +320,18 @@ static int parse_classes(struct pctx *c, const struct ynode *seq)
             (rc = gs__qc_get_object_name(c, n, "name", &pc->name)) != GS_OK)
             return rc;
         pc->at = n->at;
-        const struct qclass *first = gs__qc_smap_get(&c->cnames, pc->name, n->n);
+        const struct qclass *first = gs__strmap_get(&c->cnames, pc->name, n->n);
         if (first != NULL)
             return FAIL(c, n, "name", "duplicate PriorityClass name '%s' (first on line %u)",
                         pc->name, first->at.line);
-        if (gs__qc_smap_put(&c->cnames, pc->name, n->n, pc) != GS_OK)
+        if (gs__strmap_put(&c->cnames, pc->name, n->n, pc) != GS_OK)
             return gs__qc_oom(c);
         if ((rc = gs__qc_require(c, m, "value", &v)) != GS_OK ||
             (rc = gs__qc_get_int(c, v, "value", INT32_MIN, INT32_MAX, &value)) != GS_OK)
             return rc;
         pc->value = (int32_t)value;
         pc->preemptible = -1;
-        const struct ynode *p = gs__qc_get(m, "preemptible");
+        const struct gs_yaml_node *p = gs__qc_get(m, "preemptible");
         if (p != NULL) {
             bool b = false;
             if ((rc = gs__qc_get_bool(c, p, "preemptible", &b)) != GS_OK)
@@ -347,23 +345,23 @@ static int parse_classes(struct pctx *c, const struct ynode *seq)
 
 /* ---- assignment ------------------------------------------------------------------------- */
 
-static int parse_match(struct pctx *c, const struct ynode *m, struct qrule *rule)
+static int parse_match(struct pctx *c, const struct gs_yaml_node *m, struct qrule *rule)
 {
     static const char *const keys[] = {"qos", "gpuModel", "numGpu", "namePrefix", NULL};
     static const char *const nkeys[] = {"min", "max", NULL};
     int rc = gs__qc_check_map(c, m, "match", keys);
     if (rc)
         return rc;
-    const struct ynode *qos = gs__qc_get(m, "qos"), *models = gs__qc_get(m, "gpuModel");
-    const struct ynode *num = gs__qc_get(m, "numGpu"), *prefix = gs__qc_get(m, "namePrefix");
+    const struct gs_yaml_node *qos = gs__qc_get(m, "qos"), *models = gs__qc_get(m, "gpuModel");
+    const struct gs_yaml_node *num = gs__qc_get(m, "numGpu"), *prefix = gs__qc_get(m, "namePrefix");
     if (qos != NULL) {
-        if ((rc = gs__qc_need_kind(c, qos, "qos", Y_SEQ)) != GS_OK)
+        if ((rc = gs__qc_need_kind(c, qos, "qos", GS_YAML_SEQ)) != GS_OK)
             return rc;
         if (qos->n == 0)
             return FAIL(c, qos, "qos", "empty list; leave qos out to match any QoS");
         for (uint32_t i = 0; i < qos->n; i++) {
-            const struct ynode *e = qos->u.items[i];
-            if ((rc = gs__qc_need_kind(c, e, "qos", Y_SCALAR)) != GS_OK)
+            const struct gs_yaml_node *e = qos->u.items[i];
+            if ((rc = gs__qc_need_kind(c, e, "qos", GS_YAML_SCALAR)) != GS_OK)
                 return rc;
             int k = gs__qc_qos_index(e->u.s, e->n);
             if (k < 0)
@@ -372,17 +370,17 @@ static int parse_match(struct pctx *c, const struct ynode *m, struct qrule *rule
         }
     }
     if (models != NULL) {
-        if ((rc = gs__qc_need_kind(c, models, "gpuModel", Y_SEQ)) != GS_OK)
+        if ((rc = gs__qc_need_kind(c, models, "gpuModel", GS_YAML_SEQ)) != GS_OK)
             return rc;
         if (models->n == 0)
             return FAIL(c, models, "gpuModel", "empty list; leave gpuModel out to match any");
         if (models->n > LIST_MAX)
             return FAIL(c, models->u.items[LIST_MAX], "gpuModel", "more than %u models", LIST_MAX);
-        rule->models = gs__qc_arena_alloc(&c->qc->ar, models->n * sizeof *rule->models);
+        rule->models = gs__arena_alloc(&c->qc->ar, models->n * sizeof *rule->models);
         if (rule->models == NULL)
             return gs__qc_oom(c);
         for (uint32_t i = 0; i < models->n; i++) {
-            const struct ynode *e = models->u.items[i];
+            const struct gs_yaml_node *e = models->u.items[i];
             if ((rc = gs__qc_get_name(c, e, "gpuModel", &rule->models[i])) != GS_OK)
                 return rc;
             if (strchr(rule->models[i], '|') != NULL)
@@ -391,7 +389,7 @@ static int parse_match(struct pctx *c, const struct ynode *m, struct qrule *rule
         rule->nmodels = models->n;
     }
     if (num != NULL) {
-        const struct ynode *lo, *hi;
+        const struct gs_yaml_node *lo, *hi;
         int64_t v = 0;
         if ((rc = gs__qc_check_map(c, num, "numGpu", nkeys)) != GS_OK)
             return rc;
@@ -418,14 +416,14 @@ static int parse_match(struct pctx *c, const struct ynode *m, struct qrule *rule
     return GS_OK;
 }
 
-static int parse_hash(struct pctx *c, const struct ynode *m, struct qrule *rule)
+static int parse_hash(struct pctx *c, const struct gs_yaml_node *m, struct qrule *rule)
 {
-    int rc = gs__qc_need_kind(c, m, "hashQueues", Y_MAP);
+    int rc = gs__qc_need_kind(c, m, "hashQueues", GS_YAML_MAP);
     if (rc)
         return rc;
     if (m->n == 0)
         return FAIL(c, m, "hashQueues", "no queues to hash over");
-    rule->hash = gs__qc_arena_alloc(&c->qc->ar, m->n * sizeof *rule->hash);
+    rule->hash = gs__arena_alloc(&c->qc->ar, m->n * sizeof *rule->hash);
     if (rule->hash == NULL)
         return gs__qc_oom(c);
     uint32_t nq = c->qc->nq;
@@ -433,14 +431,15 @@ static int parse_hash(struct pctx *c, const struct ynode *m, struct qrule *rule)
     if (first == NULL)
         return gs__qc_oom(c);
     for (uint32_t i = 0; i < m->n; i++) {
-        const struct ynode *k = m->u.items[2 * (size_t)i], *v = m->u.items[2 * (size_t)i + 1];
+        const struct gs_yaml_node *k = m->u.items[2 * (size_t)i],
+                                  *v = m->u.items[2 * (size_t)i + 1];
         char buf[64];
-        const char *field = k->kind == Y_SCALAR ? k->u.s : "hashQueues";
+        const char *field = k->kind == GS_YAML_SCALAR ? k->u.s : "hashQueues";
         int64_t w = 0;
-        if (k->kind != Y_SCALAR) {
+        if (k->kind != GS_YAML_SCALAR) {
             free(first);
             return FAIL(c, k, "hashQueues", "a key must be a queue name, found %s",
-                        gs__qc_describe(k, buf, sizeof buf));
+                        gs__yaml_describe(k, buf, sizeof buf));
         }
         if ((rc = gs__qc_leaf_ref(c, k, field, &rule->hash[i].queue)) != GS_OK) {
             free(first);
@@ -468,29 +467,29 @@ static int parse_hash(struct pctx *c, const struct ynode *m, struct qrule *rule)
     return GS_OK;
 }
 
-static int parse_rules(struct pctx *c, const struct ynode *seq)
+static int parse_rules(struct pctx *c, const struct gs_yaml_node *seq)
 {
     static const char *const keys[] = {"match", "queue", "hashQueues", "priorityClass", NULL};
     struct gs_qconfig *qc = c->qc;
-    int rc = gs__qc_need_kind(c, seq, "rules", Y_SEQ);
+    int rc = gs__qc_need_kind(c, seq, "rules", GS_YAML_SEQ);
     if (rc)
         return rc;
     if (seq->n > RULES_MAX)
         return FAIL(c, seq->u.items[RULES_MAX], "rules", "more than %u rules", RULES_MAX);
-    qc->rules = gs__qc_arena_alloc(&qc->ar, (seq->n ? seq->n : 1) * sizeof *qc->rules);
+    qc->rules = gs__arena_alloc(&qc->ar, (seq->n ? seq->n : 1) * sizeof *qc->rules);
     if (qc->rules == NULL)
         return gs__qc_oom(c);
     for (uint32_t i = 0; i < seq->n; i++) {
-        const struct ynode *m = seq->u.items[i];
+        const struct gs_yaml_node *m = seq->u.items[i];
         struct qrule *rule = &qc->rules[i];
         memset(rule, 0, sizeof *rule);
         rule->queue = NONE;
         rule->pclass = NONE;
         if ((rc = gs__qc_check_map(c, m, "rules", keys)) != GS_OK)
             return rc;
-        const struct ynode *match = gs__qc_get(m, "match"), *queue = gs__qc_get(m, "queue");
-        const struct ynode *hash = gs__qc_get(m, "hashQueues"),
-                           *pc = gs__qc_get(m, "priorityClass");
+        const struct gs_yaml_node *match = gs__qc_get(m, "match"), *queue = gs__qc_get(m, "queue");
+        const struct gs_yaml_node *hash = gs__qc_get(m, "hashQueues"),
+                                  *pc = gs__qc_get(m, "priorityClass");
         if (match != NULL && (rc = parse_match(c, match, rule)) != GS_OK)
             return rc;
         if (queue != NULL && hash != NULL)
@@ -508,7 +507,7 @@ static int parse_rules(struct pctx *c, const struct ynode *seq)
     return GS_OK;
 }
 
-static int parse_assignment(struct pctx *c, const struct ynode *m)
+static int parse_assignment(struct pctx *c, const struct gs_yaml_node *m)
 {
     static const char *const keys[] = {"defaultQueue", "defaultPriorityClass", "priorityByQoS",
                                        "rules", NULL};
@@ -516,24 +515,25 @@ static int parse_assignment(struct pctx *c, const struct ynode *m)
     int rc = gs__qc_check_map(c, m, "assignment", keys);
     if (rc)
         return rc;
-    const struct ynode *dq = gs__qc_get(m, "defaultQueue"),
-                       *dc = gs__qc_get(m, "defaultPriorityClass");
-    const struct ynode *map = gs__qc_get(m, "priorityByQoS"), *rules = gs__qc_get(m, "rules");
+    const struct gs_yaml_node *dq = gs__qc_get(m, "defaultQueue"),
+                              *dc = gs__qc_get(m, "defaultPriorityClass");
+    const struct gs_yaml_node *map = gs__qc_get(m, "priorityByQoS"),
+                              *rules = gs__qc_get(m, "rules");
     if (dq != NULL && (rc = gs__qc_leaf_ref(c, dq, "defaultQueue", &qc->default_queue)) != GS_OK)
         return rc;
     if (dc != NULL &&
         (rc = gs__qc_class_ref(c, dc, "defaultPriorityClass", &qc->default_class)) != GS_OK)
         return rc;
     if (map != NULL) {
-        if ((rc = gs__qc_need_kind(c, map, "priorityByQoS", Y_MAP)) != GS_OK)
+        if ((rc = gs__qc_need_kind(c, map, "priorityByQoS", GS_YAML_MAP)) != GS_OK)
             return rc;
         for (uint32_t i = 0; i < map->n; i++) {
-            const struct ynode *k = map->u.items[2 * (size_t)i],
-                               *v = map->u.items[2 * (size_t)i + 1];
+            const struct gs_yaml_node *k = map->u.items[2 * (size_t)i],
+                                      *v = map->u.items[2 * (size_t)i + 1];
             char buf[64];
-            if (k->kind != Y_SCALAR)
+            if (k->kind != GS_YAML_SCALAR)
                 return FAIL(c, k, "priorityByQoS", "a key must be a QoS name, found %s",
-                            gs__qc_describe(k, buf, sizeof buf));
+                            gs__yaml_describe(k, buf, sizeof buf));
             int q = gs__qc_qos_index(k->u.s, k->n);
             if (q < 0)
                 return gs__qc_bad_qos(c, k, k->u.s);
@@ -550,30 +550,30 @@ static int parse_assignment(struct pctx *c, const struct ynode *m)
 
 /* ---- top level -------------------------------------------------------------------------- */
 
-static int parse_root(struct pctx *c, const struct ynode *root)
+static int parse_root(struct pctx *c, const struct gs_yaml_node *root)
 {
     static const char *const keys[] = {
         "apiVersion", "kind", "preemptMinRuntime", "queues", "priorityClasses", "assignment", NULL};
     struct gs_qconfig *qc = c->qc;
-    const struct ynode *n;
+    const struct gs_yaml_node *n;
     char buf[64];
     int rc;
 
-    if (root->kind != Y_MAP)
+    if (root->kind != GS_YAML_MAP)
         return FAIL(c, root, "", "expected a mapping with apiVersion, kind and queues, found %s",
-                    gs__qc_is_null(root) ? "null" : gs__qc_describe(root, buf, sizeof buf));
+                    gs__yaml_is_null(root) ? "null" : gs__yaml_describe(root, buf, sizeof buf));
     if ((rc = gs__qc_check_map(c, root, "", keys)) != GS_OK)
         return rc;
     if ((rc = gs__qc_require(c, root, "apiVersion", &n)) != GS_OK)
         return rc;
-    if (!gs__qc_text_is(n, API_VERSION))
+    if (!gs__yaml_text_is(n, API_VERSION))
         return FAIL(c, n, "apiVersion", "apiVersion must be '" API_VERSION "', found %s",
-                    gs__qc_describe(n, buf, sizeof buf));
+                    gs__yaml_describe(n, buf, sizeof buf));
     if ((rc = gs__qc_require(c, root, "kind", &n)) != GS_OK)
         return rc;
-    if (!gs__qc_text_is(n, KIND))
+    if (!gs__yaml_text_is(n, KIND))
         return FAIL(c, n, "kind", "kind must be '" KIND "', found %s",
-                    gs__qc_describe(n, buf, sizeof buf));
+                    gs__yaml_describe(n, buf, sizeof buf));
     if ((n = gs__qc_get(root, "preemptMinRuntime")) != NULL &&
         (rc = gs__qc_get_duration(c, n, "preemptMinRuntime", &qc->min_runtime_ms)) != GS_OK)
         return rc;
@@ -611,14 +611,22 @@ int gs_qconfig_parse(const char *buf, size_t len, const char *name, struct gs_qc
     c.qc->default_class = NONE;
     for (int i = 0; i < QOS_COUNT; i++)
         c.qc->qos_class[i] = NONE;
-    rc = gs__qc_build_tree(&c, len ? buf : "", len);
+    static const struct gs_yaml_limits limits = {
+        .bytes_max = GS_QCONFIG_FILE_MAX,
+        .depth_max = GS_QCONFIG_DEPTH_MAX,
+        .nodes_max = NODES_MAX,
+        .aliases = true,
+        .tags = false,
+        .what = "a configuration",
+    };
+    rc = gs__yaml_load(buf, len, &limits, &c.doc, c.d);
+    if (rc == GS_OK && c.doc.root == NULL)
+        rc = gs__qc_fail_at(&c, GS_EPARSE, NULL, "", "empty file: no configuration");
     if (rc == GS_OK)
-        rc = parse_root(&c, c.root);
-    gs__qc_arena_fini(&c.tmp);
-    free(c.pend);
-    gs__qc_smap_fini(&c.anchors);
-    gs__qc_smap_fini(&c.qnames);
-    gs__qc_smap_fini(&c.cnames);
+        rc = parse_root(&c, c.doc.root);
+    gs__yaml_doc_fini(&c.doc);
+    gs__strmap_fini(&c.qnames);
+    gs__strmap_fini(&c.cnames);
     if (rc != GS_OK) {
         gs_qconfig_free(c.qc);
         return rc;
@@ -645,6 +653,6 @@ void gs_qconfig_free(struct gs_qconfig *qc)
 {
     if (qc == NULL)
         return;
-    gs__qc_arena_fini(&qc->ar);
+    gs__arena_fini(&qc->ar);
     free(qc);
 }

@@ -112,7 +112,7 @@ int gs_qconfig_assign(const struct gs_qconfig *qc, const struct gs_trace_pod *po
             continue;
         queue = rule->queue;
         if (queue == NONE) {
-            uint64_t h = gs__qc_fnv1a(name, strlen(name)) % rule->weight_sum;
+            uint64_t h = gs__fnv1a(name, strlen(name)) % rule->weight_sum;
             uint32_t j = 0;
             while (h >= rule->hash[j].weight) {
                 h -= rule->hash[j].weight;

@@ -3,8 +3,8 @@
  * include/gpusched/qconfig.h, format in docs/queues.md). Not part of the public API.
  *
  * The loader is split along its stages:
- *   qconfig_yaml.c    the scratch arena, the string map and the YAML tree builder (libyaml
- *                     events into positioned nodes, with the limits)
+ *   (src/util/yaml.c  the shared YAML walker builds the positioned tree, with this reader's
+ *                     limits: depth, nodes, aliases allowed, no tags, one document)
  *   qconfig_schema.c  diagnostics and the typed readers of one node (names, numbers,
  *                     quantities, durations, references)
  *   qconfig.c         the sections (queues, PriorityClasses, assignment, top level), load, free
@@ -16,10 +16,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <yaml.h>
 
 #include "gpusched/compiler.h"
 #include "gpusched/qconfig.h"
+#include "util/arena.h"
+#include "util/strmap.h"
+#include "util/yaml.h"
 
 /** Most YAML nodes in a document, an alias counting again each time it is used. */
 #define NODES_MAX 1000000u
@@ -43,67 +45,37 @@
 #define NUM_GPU_MAX 1000000
 /** "No index". */
 #define NONE UINT32_MAX
-/** Bytes per arena chunk. */
-#define ARENA_CHUNK 65536u
 /** The one apiVersion and kind accepted. */
 #define API_VERSION "gpusched.io/v1"
 #define KIND "QueueConfig"
 
-/** One block of an arena. */
-struct chunk {
-    struct chunk *next; /**< older chunk */
-    size_t used, cap;   /**< bytes of data handed out / available */
-    max_align_t data[]; /**< the memory */
-};
-/** A bump allocator; everything in it is freed at once by arena_fini(). */
-struct arena {
-    struct chunk *head; /**< the chunk being filled, then older ones */
-};
-
-/** One entry of a string map; the key is borrowed. */
-struct smap_ent {
-    const char *key; /**< NULL for an empty slot */
-    size_t len;      /**< key bytes */
-    void *val;       /**< what the key maps to */
-};
-/** Open-addressing hash map from byte strings to pointers; at most half full. */
-struct smap {
-    struct smap_ent *v; /**< cap slots */
-    size_t cap, n;      /**< slots (a power of two or 0) / entries */
-};
-
 /* ---- the configuration ------------------------------------------------------------------ */
-
-/** A source position, 1-based; 0/0 when unknown. */
-struct pos {
-    uint32_t line, col;
-};
 
 /** One configured queue. */
 struct qqueue {
-    const char *name;                  /**< in the configuration's arena */
-    uint32_t parent;                   /**< index of the parent; NONE for a top-level queue */
-    uint32_t children;                 /**< number of child queues (0: a leaf) */
-    uint32_t depth;                    /**< 1 for a top-level queue */
-    int64_t quota[GS_RES_COUNT];       /**< internal units; derived for unset parents */
-    int64_t limit[GS_RES_COUNT];       /**< internal units or GS_UNLIMITED */
-    bool quota_set[GS_RES_COUNT];      /**< the file gave the quota */
-    double weight;                     /**< over-quota weight (one per queue) */
-    int weight_from;                   /**< resource that set the weight, -1 none */
-    int64_t min_runtime_ms;            /**< own value, then resolved (inherited) */
-    bool min_runtime_set;              /**< the file gave preemptMinRuntime */
-    struct pos at;                     /**< the queue's `name` value */
-    struct pos parent_at;              /**< its `parentQueue` value (0 when absent) */
-    struct pos quota_at[GS_RES_COUNT]; /**< each `quota` value */
-    struct pos limit_at[GS_RES_COUNT]; /**< each `limit` value */
+    const char *name;             /**< in the configuration's arena */
+    uint32_t parent;              /**< index of the parent; NONE for a top-level queue */
+    uint32_t children;            /**< number of child queues (0: a leaf) */
+    uint32_t depth;               /**< 1 for a top-level queue */
+    int64_t quota[GS_RES_COUNT];  /**< internal units; derived for unset parents */
+    int64_t limit[GS_RES_COUNT];  /**< internal units or GS_UNLIMITED */
+    bool quota_set[GS_RES_COUNT]; /**< the file gave the quota */
+    double weight;                /**< over-quota weight (one per queue) */
+    int weight_from;              /**< resource that set the weight, -1 none */
+    int64_t min_runtime_ms;       /**< own value, then resolved (inherited) */
+    bool min_runtime_set;         /**< the file gave preemptMinRuntime */
+    struct gs_yaml_pos at;        /**< the queue's `name` value */
+    struct gs_yaml_pos parent_at; /**< its `parentQueue` value (0 when absent) */
+    struct gs_yaml_pos quota_at[GS_RES_COUNT]; /**< each `quota` value */
+    struct gs_yaml_pos limit_at[GS_RES_COUNT]; /**< each `limit` value */
 };
 
 /** One PriorityClass. */
 struct qclass {
-    const char *name; /**< in the configuration's arena */
-    int32_t value;    /**< priority */
-    int preemptible;  /**< 1, 0, or -1 (the engine's default) */
-    struct pos at;    /**< its `name` value */
+    const char *name;      /**< in the configuration's arena */
+    int32_t value;         /**< priority */
+    int preemptible;       /**< 1, 0, or -1 (the engine's default) */
+    struct gs_yaml_pos at; /**< its `name` value */
 };
 
 /** One weighted target of a hashed rule. */
@@ -134,9 +106,9 @@ extern const char *const gs__qc_qos_names[];
 #define QOS_COUNT 4
 
 struct gs_qconfig {
-    struct arena ar;  /**< everything below */
-    char name[256];   /**< source name for diagnostics */
-    struct qqueue *q; /**< nq queues, file order */
+    struct gs_arena ar; /**< everything below */
+    char name[256];     /**< source name for diagnostics */
+    struct qqueue *q;   /**< nq queues, file order */
     uint32_t nq;
     uint32_t *order;   /**< queue indices, every parent before its children */
     struct qclass *pc; /**< npc classes, file order */
@@ -151,152 +123,84 @@ struct gs_qconfig {
 
 extern const char *const gs__qc_res_names[GS_RES_COUNT];
 
-/* ---- YAML tree -------------------------------------------------------------------------- */
-
-enum ykind { Y_SCALAR, Y_SEQ, Y_MAP };
-
-/** One YAML node. An alias is the anchored node itself, so the tree may share subtrees. */
-struct ynode {
-    uint8_t kind;    /**< enum ykind */
-    bool plain;      /**< scalar written without quotes (may be null, a number, a bool) */
-    struct pos at;   /**< where it starts */
-    uint32_t n;      /**< scalar: bytes; sequence: items; mapping: pairs */
-    uint32_t height; /**< 0 for a scalar, 1 + the deepest child for a container */
-    uint32_t weight; /**< nodes in the subtree, aliases expanded */
-    union {
-        char *s;              /**< scalar text, NUL-terminated (may hold NULs before) */
-        struct ynode **items; /**< sequence items; mapping key0, value0, key1, ... */
-    } u;
-};
-
-/** A container being built. */
-struct open {
-    struct ynode *node; /**< the container */
-    size_t base;        /**< its first child in the pending stack */
-    char *anchor;       /**< anchor to register at its end, or NULL */
-    uint64_t weight;    /**< 1 + the weights of the children so far */
-    uint32_t height;    /**< the deepest child so far */
-};
-
 /** State of one parse. */
 struct pctx {
-    struct gs_diag *d;     /**< the caller's or scratch */
-    struct gs_qconfig *qc; /**< being filled */
-    struct arena tmp;      /**< the tree, anchors */
-    struct smap anchors;   /**< anchor name -> node */
-    struct ynode **pend;   /**< children of the open containers */
-    size_t npend, cappend;
-    struct open open[GS_QCONFIG_DEPTH_MAX]; /**< open containers, outermost first */
-    uint32_t depth;                         /**< entries in open */
-    struct ynode *root;                     /**< the document, once complete */
-    uint32_t docs;                          /**< documents begun */
-    struct smap qnames;                     /**< queue name -> struct qqueue */
-    struct smap cnames;                     /**< class name -> struct qclass */
+    struct gs_diag *d;       /**< the caller's or scratch */
+    struct gs_qconfig *qc;   /**< being filled */
+    struct gs_yaml_doc doc;  /**< the document's tree (util/yaml.h) */
+    struct gs_strmap qnames; /**< queue name -> struct qqueue */
+    struct gs_strmap cnames; /**< class name -> struct qclass */
 };
 
 /** As gs__qc_fail_at() with GS_EPARSE at a node. */
 #define FAIL(c, node, field, ...) gs__qc_fail_at((c), GS_EPARSE, &(node)->at, (field), __VA_ARGS__)
 
-/* ---- qconfig_yaml.c ------------------------------------------------------------------------ */
-
-/** Returns n zeroed bytes aligned for any type, or NULL when out of memory. */
-void *gs__qc_arena_alloc(struct arena *a, size_t n);
-
-/** Copies n bytes of s and a terminating NUL; NULL when out of memory. */
-char *gs__qc_arena_strndup(struct arena *a, const char *s, size_t n);
-
-/** Frees every chunk of an arena and leaves it empty. */
-void gs__qc_arena_fini(struct arena *a);
-
-/** FNV-1a, 64 bit: the rules' stable hash and the string map's. */
-uint64_t gs__qc_fnv1a(const char *s, size_t n);
-
-/** Returns what key maps to, or NULL. */
-void *gs__qc_smap_get(const struct smap *m, const char *key, size_t len);
-
-/** Maps key (borrowed, must outlive the map) to val, replacing an earlier value. */
-int gs__qc_smap_put(struct smap *m, const char *key, size_t len, void *val);
-
-/** Frees a map's slots and leaves it empty. */
-void gs__qc_smap_fini(struct smap *m);
-
-/** Builds the tree of the one document in buf. */
-int gs__qc_build_tree(struct pctx *c, const char *buf, size_t len);
-
 /* ---- qconfig_schema.c ---------------------------------------------------------------------- */
 
 /** Records an error at a position (NULL: the whole file) and returns err. */
 GS_PRINTF(5, 6)
-int gs__qc_fail_at(struct pctx *c, int err, const struct pos *at, const char *field,
+int gs__qc_fail_at(struct pctx *c, int err, const struct gs_yaml_pos *at, const char *field,
                    const char *fmt, ...);
 
 /** Records "out of memory" for the whole file; returns GS_ENOMEM. */
 int gs__qc_oom(struct pctx *c);
 
-/** A libyaml mark (0-based) as a 1-based position. */
-struct pos gs__qc_mark_pos(yaml_mark_t m);
-
-/** Describes a node for "found ..." in messages. */
-const char *gs__qc_describe(const struct ynode *n, char *buf, size_t cap);
-
 /** Formats a quantity in the file's units for messages. */
 const char *gs__qc_fmt_qty(char *buf, size_t cap, int r, int64_t v);
 
-/** ---- schema helpers --------------------------------------------------------------------- */
-bool gs__qc_is_null(const struct ynode *n);
-
-/** True when a scalar's text is exactly lit. */
-bool gs__qc_text_is(const struct ynode *n, const char *lit);
-
 /** Fails unless n is of the given kind. */
-int gs__qc_need_kind(struct pctx *c, const struct ynode *n, const char *field, enum ykind kind);
+int gs__qc_need_kind(struct pctx *c, const struct gs_yaml_node *n, const char *field,
+                     enum gs_yaml_kind kind);
 
 /*
  * Checks that n is a mapping whose keys are all in `keys` (NULL-terminated) and none repeats.
  * `field` names where the mapping sits, for a wrong type.
  */
-int gs__qc_check_map(struct pctx *c, const struct ynode *n, const char *field,
+int gs__qc_check_map(struct pctx *c, const struct gs_yaml_node *n, const char *field,
                      const char *const *keys);
 
 /** The value of key in a checked mapping, or NULL when absent or null. */
-const struct ynode *gs__qc_get(const struct ynode *map, const char *key);
+const struct gs_yaml_node *gs__qc_get(const struct gs_yaml_node *map, const char *key);
 
 /** As get(), failing when the key is absent or null. */
-int gs__qc_require(struct pctx *c, const struct ynode *map, const char *key,
-                   const struct ynode **out);
+int gs__qc_require(struct pctx *c, const struct gs_yaml_node *map, const char *key,
+                   const struct gs_yaml_node **out);
 
 /** A string: a non-null scalar without NUL or control bytes, 1..NAME_MAX_LEN bytes, copied. */
-int gs__qc_get_name(struct pctx *c, const struct ynode *n, const char *field, const char **out);
+int gs__qc_get_name(struct pctx *c, const struct gs_yaml_node *n, const char *field,
+                    const char **out);
 
 /** As gs__qc_get_name(), and the name must be a DNS-1123 subdomain (queues, PriorityClasses):
  * "invalid name 'X': WHY (a DNS-1123 subdomain, as Kubernetes names objects)". */
-int gs__qc_get_object_name(struct pctx *c, const struct ynode *n, const char *field,
+int gs__qc_get_object_name(struct pctx *c, const struct gs_yaml_node *n, const char *field,
                            const char **out);
 
 /** A decimal integer written plainly (a quoted "5" is a string, as Kubernetes reads it). */
-int gs__qc_get_int(struct pctx *c, const struct ynode *n, const char *field, int64_t min,
+int gs__qc_get_int(struct pctx *c, const struct gs_yaml_node *n, const char *field, int64_t min,
                    int64_t max, int64_t *out);
 
-int gs__qc_get_bool(struct pctx *c, const struct ynode *n, const char *field, bool *out);
+int gs__qc_get_bool(struct pctx *c, const struct gs_yaml_node *n, const char *field, bool *out);
 
 /** A weight: a plain decimal number ("1", "0.5"), 0..WEIGHT_MAX, read without locale. */
-int gs__qc_get_weight(struct pctx *c, const struct ynode *n, const char *field, double *out);
+int gs__qc_get_weight(struct pctx *c, const struct gs_yaml_node *n, const char *field, double *out);
 
 /** A quota (limit == false) or a limit of resource r. */
-int gs__qc_get_quantity(struct pctx *c, const struct ynode *n, const char *field, int r, bool limit,
-                        int64_t *out);
+int gs__qc_get_quantity(struct pctx *c, const struct gs_yaml_node *n, const char *field, int r,
+                        bool limit, int64_t *out);
 
 /** A duration "1h30m", "10m", "45s", "500ms" or "0", Go's time.ParseDuration without fractions. */
-int gs__qc_get_duration(struct pctx *c, const struct ynode *n, const char *field, int64_t *out);
+int gs__qc_get_duration(struct pctx *c, const struct gs_yaml_node *n, const char *field,
+                        int64_t *out);
 
 int gs__qc_qos_index(const char *s, size_t len);
 
-int gs__qc_bad_qos(struct pctx *c, const struct ynode *n, const char *field);
+int gs__qc_bad_qos(struct pctx *c, const struct gs_yaml_node *n, const char *field);
 
 /** A reference to a leaf queue by name. */
-int gs__qc_leaf_ref(struct pctx *c, const struct ynode *n, const char *field, uint32_t *out);
+int gs__qc_leaf_ref(struct pctx *c, const struct gs_yaml_node *n, const char *field, uint32_t *out);
 
 /** A reference to a PriorityClass by name. */
-int gs__qc_class_ref(struct pctx *c, const struct ynode *n, const char *field, uint32_t *out);
+int gs__qc_class_ref(struct pctx *c, const struct gs_yaml_node *n, const char *field,
+                     uint32_t *out);
 
 #endif /* GPUSCHED_SIM_QCONFIG_INT_H */

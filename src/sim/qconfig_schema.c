@@ -21,7 +21,7 @@ const char *const gs__qc_res_names[GS_RES_COUNT] = {"gpu", "cpu", "memory"};
 
 /* Records an error at a position (NULL: the whole file) and returns err. */
 GS_PRINTF(5, 6)
-int gs__qc_fail_at(struct pctx *c, int err, const struct pos *at, const char *field,
+int gs__qc_fail_at(struct pctx *c, int err, const struct gs_yaml_pos *at, const char *field,
                    const char *fmt, ...)
 {
     va_list ap;
@@ -37,26 +37,6 @@ int gs__qc_fail_at(struct pctx *c, int err, const struct pos *at, const char *fi
 int gs__qc_oom(struct pctx *c)
 {
     return gs__qc_fail_at(c, GS_ENOMEM, NULL, "", "out of memory");
-}
-
-struct pos gs__qc_mark_pos(yaml_mark_t m)
-{
-    struct pos p;
-    p.line = m.line >= UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)m.line + 1;
-    p.col = m.column >= UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)m.column + 1;
-    return p;
-}
-
-/* Describes a node for "found ..." in messages. */
-const char *gs__qc_describe(const struct ynode *n, char *buf, size_t cap)
-{
-    if (n->kind == Y_SEQ)
-        return "a list";
-    if (n->kind == Y_MAP)
-        return "a mapping";
-    int len = (int)(n->n > 40 ? 40 : n->n);
-    (void)snprintf(buf, cap, "'%.*s'%s", len, n->u.s, n->n > 40 ? "..." : "");
-    return buf;
 }
 
 /* Formats a quantity in the file's units for messages. */
@@ -84,49 +64,35 @@ const char *gs__qc_fmt_qty(char *buf, size_t cap, int r, int64_t v)
 
 /* ---- schema helpers --------------------------------------------------------------------- */
 
-bool gs__qc_is_null(const struct ynode *n)
-{
-    if (n->kind != Y_SCALAR || !n->plain)
-        return false;
-    const char *s = n->u.s;
-    return n->n == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
-           strcmp(s, "NULL") == 0;
-}
-
-/* True when a scalar's text is exactly lit. */
-bool gs__qc_text_is(const struct ynode *n, const char *lit)
-{
-    return n->kind == Y_SCALAR && n->n == strlen(lit) && memcmp(n->u.s, lit, n->n) == 0;
-}
-
-int gs__qc_need_kind(struct pctx *c, const struct ynode *n, const char *field, enum ykind kind)
+int gs__qc_need_kind(struct pctx *c, const struct gs_yaml_node *n, const char *field,
+                     enum gs_yaml_kind kind)
 {
     char buf[64];
     static const char *const want[] = {"a value", "a list", "a mapping"};
-    if (n->kind == kind && !(kind == Y_SCALAR && gs__qc_is_null(n)))
+    if (n->kind == kind && !(kind == GS_YAML_SCALAR && gs__yaml_is_null(n)))
         return GS_OK;
     return FAIL(c, n, field, "expected %s, found %s", want[kind],
-                gs__qc_is_null(n) ? "null" : gs__qc_describe(n, buf, sizeof buf));
+                gs__yaml_is_null(n) ? "null" : gs__yaml_describe(n, buf, sizeof buf));
 }
 
 /*
  * Checks that n is a mapping whose keys are all in `keys` (NULL-terminated) and none repeats.
  * `field` names where the mapping sits, for a wrong type.
  */
-int gs__qc_check_map(struct pctx *c, const struct ynode *n, const char *field,
+int gs__qc_check_map(struct pctx *c, const struct gs_yaml_node *n, const char *field,
                      const char *const *keys)
 {
-    int rc = gs__qc_need_kind(c, n, field, Y_MAP);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_MAP);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < n->n; i++) {
-        const struct ynode *k = n->u.items[2 * (size_t)i];
+        const struct gs_yaml_node *k = n->u.items[2 * (size_t)i];
         char buf[64];
-        if (k->kind != Y_SCALAR)
+        if (k->kind != GS_YAML_SCALAR)
             return FAIL(c, k, field, "a key must be a string, found %s",
-                        gs__qc_describe(k, buf, sizeof buf));
+                        gs__yaml_describe(k, buf, sizeof buf));
         size_t j = 0;
-        while (keys[j] != NULL && !gs__qc_text_is(k, keys[j]))
+        while (keys[j] != NULL && !gs__yaml_text_is(k, keys[j]))
             j++;
         if (keys[j] == NULL) {
             char allowed[200];
@@ -141,7 +107,7 @@ int gs__qc_check_map(struct pctx *c, const struct ynode *n, const char *field,
             return FAIL(c, k, k->u.s, "unknown key '%.60s' (allowed: %s)", k->u.s, allowed);
         }
         for (uint32_t m = 0; m < i; m++)
-            if (gs__qc_text_is(n->u.items[2 * (size_t)m], keys[j]))
+            if (gs__yaml_text_is(n->u.items[2 * (size_t)m], keys[j]))
                 return FAIL(c, k, keys[j], "duplicate key '%s' (first on line %u)", keys[j],
                             n->u.items[2 * (size_t)m]->at.line);
     }
@@ -149,33 +115,34 @@ int gs__qc_check_map(struct pctx *c, const struct ynode *n, const char *field,
 }
 
 /* The value of key in a checked mapping, or NULL when absent or null. */
-const struct ynode *gs__qc_get(const struct ynode *map, const char *key)
+const struct gs_yaml_node *gs__qc_get(const struct gs_yaml_node *map, const char *key)
 {
     for (uint32_t i = 0; i < map->n; i++)
-        if (gs__qc_text_is(map->u.items[2 * (size_t)i], key)) {
-            const struct ynode *v = map->u.items[2 * (size_t)i + 1];
-            return gs__qc_is_null(v) ? NULL : v;
+        if (gs__yaml_text_is(map->u.items[2 * (size_t)i], key)) {
+            const struct gs_yaml_node *v = map->u.items[2 * (size_t)i + 1];
+            return gs__yaml_is_null(v) ? NULL : v;
         }
     return NULL;
 }
 
 /* As gs__qc_get(), failing when the key is absent or null. */
-int gs__qc_require(struct pctx *c, const struct ynode *map, const char *key,
-                   const struct ynode **out)
+int gs__qc_require(struct pctx *c, const struct gs_yaml_node *map, const char *key,
+                   const struct gs_yaml_node **out)
 {
     *out = gs__qc_get(map, key);
     if (*out != NULL)
         return GS_OK;
     for (uint32_t i = 0; i < map->n; i++)
-        if (gs__qc_text_is(map->u.items[2 * (size_t)i], key))
+        if (gs__yaml_text_is(map->u.items[2 * (size_t)i], key))
             return FAIL(c, map->u.items[2 * (size_t)i], key, "'%s' needs a value", key);
     return FAIL(c, map, key, "missing required key '%s'", key);
 }
 
 /* A string: a non-null scalar without NUL or control bytes, 1..NAME_MAX_LEN bytes, copied. */
-int gs__qc_get_name(struct pctx *c, const struct ynode *n, const char *field, const char **out)
+int gs__qc_get_name(struct pctx *c, const struct gs_yaml_node *n, const char *field,
+                    const char **out)
 {
-    int rc = gs__qc_need_kind(c, n, field, Y_SCALAR);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_SCALAR);
     if (rc)
         return rc;
     if (n->n == 0)
@@ -186,13 +153,13 @@ int gs__qc_get_name(struct pctx *c, const struct ynode *n, const char *field, co
         if ((unsigned char)n->u.s[i] < 0x20 || n->u.s[i] == 0x7f)
             return FAIL(c, n, field, "control character (byte 0x%02x) in a name",
                         (unsigned)(unsigned char)n->u.s[i]);
-    *out = gs__qc_arena_strndup(&c->qc->ar, n->u.s, n->n);
+    *out = gs__arena_strndup(&c->qc->ar, n->u.s, n->n);
     return *out ? GS_OK : gs__qc_oom(c);
 }
 
 /* A queue or PriorityClass name: as gs__qc_get_name(), and a DNS-1123 subdomain of at most 253
  * characters, as Kubernetes names the objects these become (include/gpusched/names.h). */
-int gs__qc_get_object_name(struct pctx *c, const struct ynode *n, const char *field,
+int gs__qc_get_object_name(struct pctx *c, const struct gs_yaml_node *n, const char *field,
                            const char **out)
 {
     int rc = gs__qc_get_name(c, n, field, out);
@@ -208,11 +175,11 @@ int gs__qc_get_object_name(struct pctx *c, const struct ynode *n, const char *fi
 }
 
 /* A decimal integer written plainly (a quoted "5" is a string, as Kubernetes reads it). */
-int gs__qc_get_int(struct pctx *c, const struct ynode *n, const char *field, int64_t min,
+int gs__qc_get_int(struct pctx *c, const struct gs_yaml_node *n, const char *field, int64_t min,
                    int64_t max, int64_t *out)
 {
     char buf[64];
-    int rc = gs__qc_need_kind(c, n, field, Y_SCALAR);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_SCALAR);
     if (rc)
         return rc;
     const char *s = n->u.s;
@@ -220,13 +187,13 @@ int gs__qc_get_int(struct pctx *c, const struct ynode *n, const char *field, int
     bool neg = s[0] == '-';
     if (!n->plain || i == n->n)
         return FAIL(c, n, field, "expected an integer, found %s",
-                    gs__qc_describe(n, buf, sizeof buf));
+                    gs__yaml_describe(n, buf, sizeof buf));
     int64_t v = 0;
     bool big = false;
     for (; i < n->n; i++) {
         if (s[i] < '0' || s[i] > '9')
             return FAIL(c, n, field, "expected an integer, found %s",
-                        gs__qc_describe(n, buf, sizeof buf));
+                        gs__yaml_describe(n, buf, sizeof buf));
         if (v > (INT64_MAX - (s[i] - '0')) / 10)
             big = true;
         else
@@ -235,39 +202,39 @@ int gs__qc_get_int(struct pctx *c, const struct ynode *n, const char *field, int
     if (neg)
         v = -v;
     if (neg && min >= 0 && v != 0)
-        return FAIL(c, n, field, "negative value %s", gs__qc_describe(n, buf, sizeof buf));
+        return FAIL(c, n, field, "negative value %s", gs__yaml_describe(n, buf, sizeof buf));
     if (big || v < min || v > max)
         return FAIL(c, n, field, "%s is out of range (%lld to %lld)",
-                    gs__qc_describe(n, buf, sizeof buf), (long long)min, (long long)max);
+                    gs__yaml_describe(n, buf, sizeof buf), (long long)min, (long long)max);
     *out = v;
     return GS_OK;
 }
 
-int gs__qc_get_bool(struct pctx *c, const struct ynode *n, const char *field, bool *out)
+int gs__qc_get_bool(struct pctx *c, const struct gs_yaml_node *n, const char *field, bool *out)
 {
     char buf[64];
-    int rc = gs__qc_need_kind(c, n, field, Y_SCALAR);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_SCALAR);
     if (rc)
         return rc;
-    if (n->plain &&
-        (gs__qc_text_is(n, "true") || gs__qc_text_is(n, "True") || gs__qc_text_is(n, "TRUE"))) {
+    if (n->plain && (gs__yaml_text_is(n, "true") || gs__yaml_text_is(n, "True") ||
+                     gs__yaml_text_is(n, "TRUE"))) {
         *out = true;
         return GS_OK;
     }
-    if (n->plain &&
-        (gs__qc_text_is(n, "false") || gs__qc_text_is(n, "False") || gs__qc_text_is(n, "FALSE"))) {
+    if (n->plain && (gs__yaml_text_is(n, "false") || gs__yaml_text_is(n, "False") ||
+                     gs__yaml_text_is(n, "FALSE"))) {
         *out = false;
         return GS_OK;
     }
     return FAIL(c, n, field, "expected true or false, found %s",
-                gs__qc_describe(n, buf, sizeof buf));
+                gs__yaml_describe(n, buf, sizeof buf));
 }
 
 /* A weight: a plain decimal number ("1", "0.5"), 0..WEIGHT_MAX, read without locale. */
-int gs__qc_get_weight(struct pctx *c, const struct ynode *n, const char *field, double *out)
+int gs__qc_get_weight(struct pctx *c, const struct gs_yaml_node *n, const char *field, double *out)
 {
     char buf[64];
-    int rc = gs__qc_need_kind(c, n, field, Y_SCALAR);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_SCALAR);
     if (rc)
         return rc;
     const char *s = n->u.s;
@@ -275,7 +242,7 @@ int gs__qc_get_weight(struct pctx *c, const struct ynode *n, const char *field, 
     int64_t m = 0;
     bool dot = false;
     if (n->plain && s[0] == '-' && n->n > 1)
-        return FAIL(c, n, field, "negative weight %s", gs__qc_describe(n, buf, sizeof buf));
+        return FAIL(c, n, field, "negative weight %s", gs__yaml_describe(n, buf, sizeof buf));
     for (; n->plain && i < n->n; i++) {
         if (s[i] == '.' && !dot) {
             dot = true;
@@ -289,12 +256,12 @@ int gs__qc_get_weight(struct pctx *c, const struct ynode *n, const char *field, 
     }
     if (!n->plain || i != n->n || digits == 0)
         return FAIL(c, n, field, "expected a number, found %s",
-                    gs__qc_describe(n, buf, sizeof buf));
+                    gs__yaml_describe(n, buf, sizeof buf));
     double v = (double)m;
     while (frac-- > 0)
         v /= 10;
     if (v > WEIGHT_MAX)
-        return FAIL(c, n, field, "weight %s is above %.0f", gs__qc_describe(n, buf, sizeof buf),
+        return FAIL(c, n, field, "weight %s is above %.0f", gs__yaml_describe(n, buf, sizeof buf),
                     WEIGHT_MAX);
     *out = v;
     return GS_OK;
@@ -388,44 +355,45 @@ static const char *parse_quantity(const char *s, size_t len, int r, int64_t *out
 }
 
 /* A quota (limit == false) or a limit of resource r. */
-int gs__qc_get_quantity(struct pctx *c, const struct ynode *n, const char *field, int r, bool limit,
-                        int64_t *out)
+int gs__qc_get_quantity(struct pctx *c, const struct gs_yaml_node *n, const char *field, int r,
+                        bool limit, int64_t *out)
 {
     char buf[64];
-    int rc = gs__qc_need_kind(c, n, field, Y_SCALAR);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_SCALAR);
     if (rc)
         return rc;
-    if (limit && (gs__qc_text_is(n, "unlimited") || gs__qc_text_is(n, "-1"))) {
+    if (limit && (gs__yaml_text_is(n, "unlimited") || gs__yaml_text_is(n, "-1"))) {
         *out = GS_UNLIMITED;
         return GS_OK;
     }
     if (n->n > 0 && n->u.s[0] == '-')
-        return FAIL(c, n, field, "negative %s %s%s", field, gs__qc_describe(n, buf, sizeof buf),
+        return FAIL(c, n, field, "negative %s %s%s", field, gs__yaml_describe(n, buf, sizeof buf),
                     limit ? " (only -1, meaning unlimited, may be negative)" : "");
-    if (gs__qc_text_is(n, "unlimited"))
+    if (gs__yaml_text_is(n, "unlimited"))
         return FAIL(c, n, field,
                     "a quota cannot be unlimited; leave it out for 0 (or the sum "
                     "of the children's) and set the limit instead");
     const char *why = parse_quantity(n->u.s, n->n, r, out);
     if (why != NULL)
         return FAIL(c, n, field, "%s %s %s", gs__qc_res_names[r],
-                    gs__qc_describe(n, buf, sizeof buf), why);
+                    gs__yaml_describe(n, buf, sizeof buf), why);
     return GS_OK;
 }
 
 /* A duration "1h30m", "10m", "45s", "500ms" or "0", Go's time.ParseDuration without fractions. */
-int gs__qc_get_duration(struct pctx *c, const struct ynode *n, const char *field, int64_t *out)
+int gs__qc_get_duration(struct pctx *c, const struct gs_yaml_node *n, const char *field,
+                        int64_t *out)
 {
     char buf[64];
-    int rc = gs__qc_need_kind(c, n, field, Y_SCALAR);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_SCALAR);
     if (rc)
         return rc;
     const char *s = n->u.s;
     size_t i = 0;
     int64_t total = 0;
     if (n->n > 0 && s[0] == '-')
-        return FAIL(c, n, field, "negative duration %s", gs__qc_describe(n, buf, sizeof buf));
-    if (gs__qc_text_is(n, "0")) {
+        return FAIL(c, n, field, "negative duration %s", gs__yaml_describe(n, buf, sizeof buf));
+    if (gs__yaml_text_is(n, "0")) {
         *out = 0;
         return GS_OK;
     }
@@ -451,10 +419,10 @@ int gs__qc_get_duration(struct pctx *c, const struct ynode *n, const char *field
         if (i == d0 || unit == 0 || (s[d0] < '0' || s[d0] > '9'))
             return FAIL(c, n, field,
                         "bad duration %s: expected numbers with units ms, s, m, h (\"1h30m\")",
-                        gs__qc_describe(n, buf, sizeof buf));
+                        gs__yaml_describe(n, buf, sizeof buf));
         if (v > DURATION_MAX_MS / unit || total > DURATION_MAX_MS - v * unit)
             return FAIL(c, n, field, "duration %s is too long",
-                        gs__qc_describe(n, buf, sizeof buf));
+                        gs__yaml_describe(n, buf, sizeof buf));
         total += v * unit;
     }
     if (n->n == 0)
@@ -471,40 +439,40 @@ int gs__qc_qos_index(const char *s, size_t len)
     return -1;
 }
 
-int gs__qc_bad_qos(struct pctx *c, const struct ynode *n, const char *field)
+int gs__qc_bad_qos(struct pctx *c, const struct gs_yaml_node *n, const char *field)
 {
     char buf[64];
     return FAIL(c, n, field, "unknown QoS %s (allowed: LS, Guaranteed, Burstable, BE)",
-                gs__qc_describe(n, buf, sizeof buf));
+                gs__yaml_describe(n, buf, sizeof buf));
 }
 
 /* A reference to a leaf queue by name. */
-int gs__qc_leaf_ref(struct pctx *c, const struct ynode *n, const char *field, uint32_t *out)
+int gs__qc_leaf_ref(struct pctx *c, const struct gs_yaml_node *n, const char *field, uint32_t *out)
 {
     char buf[64];
-    int rc = gs__qc_need_kind(c, n, field, Y_SCALAR);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_SCALAR);
     if (rc)
         return rc;
-    const struct qqueue *q = gs__qc_smap_get(&c->qnames, n->u.s, n->n);
+    const struct qqueue *q = gs__strmap_get(&c->qnames, n->u.s, n->n);
     if (q == NULL)
-        return FAIL(c, n, field, "unknown queue %s", gs__qc_describe(n, buf, sizeof buf));
+        return FAIL(c, n, field, "unknown queue %s", gs__yaml_describe(n, buf, sizeof buf));
     if (q->children > 0)
         return FAIL(c, n, field, "queue %s has child queues; pods can only be sent to a leaf queue",
-                    gs__qc_describe(n, buf, sizeof buf));
+                    gs__yaml_describe(n, buf, sizeof buf));
     *out = (uint32_t)(q - c->qc->q);
     return GS_OK;
 }
 
 /* A reference to a PriorityClass by name. */
-int gs__qc_class_ref(struct pctx *c, const struct ynode *n, const char *field, uint32_t *out)
+int gs__qc_class_ref(struct pctx *c, const struct gs_yaml_node *n, const char *field, uint32_t *out)
 {
     char buf[64];
-    int rc = gs__qc_need_kind(c, n, field, Y_SCALAR);
+    int rc = gs__qc_need_kind(c, n, field, GS_YAML_SCALAR);
     if (rc)
         return rc;
-    const struct qclass *pc = gs__qc_smap_get(&c->cnames, n->u.s, n->n);
+    const struct qclass *pc = gs__strmap_get(&c->cnames, n->u.s, n->n);
     if (pc == NULL)
-        return FAIL(c, n, field, "unknown PriorityClass %s", gs__qc_describe(n, buf, sizeof buf));
+        return FAIL(c, n, field, "unknown PriorityClass %s", gs__yaml_describe(n, buf, sizeof buf));
     *out = (uint32_t)(pc - c->qc->pc);
     return GS_OK;
 }
