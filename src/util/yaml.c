@@ -131,6 +131,7 @@ static int on_event(const struct gs_yaml_limits *lim, const yaml_event_t *ev, ui
             return gs__yaml_fail(d, GS_EPARSE, &out.at, "", "YAML aliases are not accepted");
         out.kind = GS_YAML_EV_SCALAR;
         out.plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+        out.tagged = ev->data.scalar.tag != NULL;
         out.text = (const char *)ev->data.scalar.value;
         out.len = ev->data.scalar.length;
         out.anchor = (const char *)ev->data.scalar.anchor;
@@ -160,6 +161,7 @@ static int on_event(const struct gs_yaml_limits *lim, const yaml_event_t *ev, ui
         if (anchor != NULL && !lim->aliases)
             return gs__yaml_fail(d, GS_EPARSE, &out.at, "", "YAML aliases are not accepted");
         out.kind = seq ? GS_YAML_EV_SEQ_START : GS_YAML_EV_MAP_START;
+        out.tagged = tag != NULL;
         out.anchor = (const char *)anchor;
         (*depth)++;
         return fn(ctx, &out, d);

@@ -73,6 +73,7 @@ struct gs_yaml_event {
     struct gs_yaml_pos at;        /**< where the node starts (for END: where it ends) */
     uint32_t depth;               /**< collections open around the node (0 for the document) */
     bool plain;                   /**< a scalar written without quotes (may be null, a number) */
+    bool tagged;                  /**< the node carries a tag (only when limits allow tags) */
     const char *text;             /**< scalar text (NUL-terminated; may hold NULs before) or
                                        alias name; NULL for collections */
     size_t len;                   /**< bytes of text */
