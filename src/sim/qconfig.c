@@ -12,8 +12,8 @@
  * with the position of the offending node and the key it belongs to.
  *
  * Sections are read in a fixed order whatever their order in the file (apiVersion, kind,
- * preemptMinRuntime, queues, priorityClasses, assignment), because the later ones refer to the
- * earlier ones. The tree lives in a scratch arena freed when parsing ends; the configuration
+ * preemptMinRuntime, queues, priorityClasses, assignment, podGroups), because the later ones refer
+ * to the earlier ones. The tree lives in a scratch arena freed when parsing ends; the configuration
  * keeps what it needs (names, positions for apply's diagnostics) in its own arena.
  */
 #define _POSIX_C_SOURCE 200809L /* fileno, fstat, strerror_r (XSI form) */
@@ -548,12 +548,74 @@ static int parse_assignment(struct pctx *c, const struct gs_yaml_node *m)
     return GS_OK;
 }
 
+/* ---- podGroups -------------------------------------------------------------------------- */
+
+static int parse_pod_groups(struct pctx *c, const struct gs_yaml_node *seq)
+{
+    static const char *const keys[] = {"queues", "minGpu", "window", "minMember", "timeout", NULL};
+    struct gs_qconfig *qc = c->qc;
+    int rc = gs__qc_need_kind(c, seq, "podGroups", GS_YAML_SEQ);
+    if (rc)
+        return rc;
+    if (seq->n > RULES_MAX)
+        return FAIL(c, seq->u.items[RULES_MAX], "podGroups", "more than %u podGroups rules",
+                    RULES_MAX);
+    qc->pg = gs__arena_alloc(&qc->ar, (seq->n ? seq->n : 1) * sizeof *qc->pg);
+    if (qc->pg == NULL)
+        return gs__qc_oom(c);
+    for (uint32_t i = 0; i < seq->n; i++) {
+        const struct gs_yaml_node *m = seq->u.items[i], *n;
+        struct qpgroup *g = &qc->pg[i];
+        int64_t v;
+        memset(g, 0, sizeof *g);
+        g->min_gpu = 2;
+        if ((rc = gs__qc_check_map(c, m, "podGroups", keys)) != GS_OK)
+            return rc;
+        if ((n = gs__qc_get(m, "queues")) != NULL) {
+            if ((rc = gs__qc_need_kind(c, n, "queues", GS_YAML_SEQ)) != GS_OK)
+                return rc;
+            if (n->n == 0)
+                return FAIL(c, n, "queues", "empty list; leave queues out to look at every queue");
+            if (n->n > LIST_MAX)
+                return FAIL(c, n->u.items[LIST_MAX], "queues", "more than %u queues in one rule",
+                            LIST_MAX);
+            g->queues = gs__arena_alloc(&qc->ar, n->n * sizeof *g->queues);
+            if (g->queues == NULL)
+                return gs__qc_oom(c);
+            for (uint32_t k = 0; k < n->n; k++)
+                if ((rc = gs__qc_leaf_ref(c, n->u.items[k], "queues", &g->queues[k])) != GS_OK)
+                    return rc;
+            g->nqueues = n->n;
+        }
+        if ((n = gs__qc_get(m, "minGpu")) != NULL) {
+            if ((rc = gs__qc_get_int(c, n, "minGpu", 1, NUM_GPU_MAX, &v)) != GS_OK)
+                return rc;
+            g->min_gpu = (uint32_t)v;
+        }
+        if ((rc = gs__qc_require(c, m, "minMember", &n)) != GS_OK ||
+            (rc = gs__qc_get_int(c, n, "minMember", 2, 1000, &v)) != GS_OK)
+            return rc;
+        g->size = (uint32_t)v;
+        if ((rc = gs__qc_require(c, m, "window", &n)) != GS_OK ||
+            (rc = gs__qc_get_duration(c, n, "window", &g->window_ms)) != GS_OK)
+            return rc;
+        if (g->window_ms == 0)
+            return FAIL(c, n, "window", "a window of 0 groups nothing; give it a length");
+        if ((n = gs__qc_get(m, "timeout")) != NULL &&
+            (rc = gs__qc_get_duration(c, n, "timeout", &g->timeout_ms)) != GS_OK)
+            return rc;
+        qc->npg = i + 1;
+    }
+    return GS_OK;
+}
+
 /* ---- top level -------------------------------------------------------------------------- */
 
 static int parse_root(struct pctx *c, const struct gs_yaml_node *root)
 {
     static const char *const keys[] = {
-        "apiVersion", "kind", "preemptMinRuntime", "queues", "priorityClasses", "assignment", NULL};
+        "apiVersion",      "kind",       "preemptMinRuntime", "queues",
+        "priorityClasses", "assignment", "podGroups",         NULL};
     struct gs_qconfig *qc = c->qc;
     const struct gs_yaml_node *n;
     char buf[64];
@@ -582,6 +644,8 @@ static int parse_root(struct pctx *c, const struct gs_yaml_node *root)
     if ((n = gs__qc_get(root, "priorityClasses")) != NULL && (rc = parse_classes(c, n)) != GS_OK)
         return rc;
     if ((n = gs__qc_get(root, "assignment")) != NULL && (rc = parse_assignment(c, n)) != GS_OK)
+        return rc;
+    if ((n = gs__qc_get(root, "podGroups")) != NULL && (rc = parse_pod_groups(c, n)) != GS_OK)
         return rc;
     return GS_OK;
 }

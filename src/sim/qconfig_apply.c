@@ -96,16 +96,15 @@ static bool rule_matches(const struct qrule *rule, const struct gs_trace_pod *po
     return true;
 }
 
-int gs_qconfig_assign(const struct gs_qconfig *qc, const struct gs_trace_pod *pod,
-                      struct gs_qconfig_assignment *out)
+/* The rules' decision for one pod as indices: *queue and *pclass, NONE when not found. */
+static void assign_index(const struct gs_qconfig *qc, const struct gs_trace_pod *pod,
+                         uint32_t *queue_out, uint32_t *pclass_out)
 {
     const char *name = pod->name ? pod->name : "";
     const char *qos_text = pod->qos ? pod->qos : "";
     int qos = gs__qc_qos_index(qos_text, strlen(qos_text));
     uint32_t queue = qc->default_queue, pclass = NONE;
 
-    out->queue = NULL;
-    out->priority_class = NULL;
     for (uint32_t i = 0; i < qc->nrules; i++) {
         const struct qrule *rule = &qc->rules[i];
         if (!rule_matches(rule, pod, qos, name))
@@ -127,14 +126,183 @@ int gs_qconfig_assign(const struct gs_qconfig *qc, const struct gs_trace_pod *po
         pclass = qc->qos_class[qos];
     if (pclass == NONE)
         pclass = qc->default_class;
+    *queue_out = queue;
+    *pclass_out = pclass;
+}
+
+int gs_qconfig_assign(const struct gs_qconfig *qc, const struct gs_trace_pod *pod,
+                      struct gs_qconfig_assignment *out)
+{
+    uint32_t queue, pclass;
+    assign_index(qc, pod, &queue, &pclass);
+    out->queue = NULL;
+    out->priority_class = NULL;
     /* On failure, a found queue is still reported so the caller can say what is missing. */
     if (queue != NONE)
         out->queue = qc->q[queue].name;
     if (queue == NONE || pclass == NONE)
         return GS_ENOENT;
-    out->queue = qc->q[queue].name;
     out->priority_class = qc->pc[pclass].name;
     return GS_OK;
+}
+
+/* ---- pod groups ------------------------------------------------------------------------- */
+
+/** A pod in arrival order. */
+struct arrival {
+    int64_t t_s;  /**< creation time, 0 when missing */
+    uint32_t pod; /**< index in the list */
+};
+
+static int cmp_arrival(const void *a, const void *b)
+{
+    const struct arrival *x = a, *y = b;
+    if (x->t_s != y->t_s)
+        return x->t_s < y->t_s ? -1 : 1;
+    return x->pod < y->pod ? -1 : x->pod > y->pod;
+}
+
+/** The open group of one (rule, queue) pair. */
+struct open_group {
+    uint32_t rule, queue;
+    uint32_t *members; /**< rule's size slots; n used */
+    uint32_t n;
+    int64_t first_s; /**< arrival of members[0] */
+};
+
+static bool same_shape(const struct gs_trace_pod *a, const struct gs_trace_pod *b)
+{
+    return a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
+           a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
+           strcmp(a->gpu_spec ? a->gpu_spec : "", b->gpu_spec ? b->gpu_spec : "") == 0;
+}
+
+/* The first rule that looks at a pod of queue q asking num_gpu GPUs, or NONE. */
+static uint32_t rule_for(const struct gs_qconfig *qc, uint32_t q, uint32_t num_gpu)
+{
+    for (uint32_t r = 0; r < qc->npg; r++) {
+        const struct qpgroup *g = &qc->pg[r];
+        if (num_gpu < g->min_gpu)
+            continue;
+        if (g->nqueues == 0)
+            return r;
+        for (uint32_t k = 0; k < g->nqueues; k++)
+            if (g->queues[k] == q)
+                return r;
+    }
+    return NONE;
+}
+
+/* Records a full group as gang number ++count[queue] of its queue. */
+static int close_as_gang(const struct gs_qconfig *qc, const struct open_group *og, uint32_t *count,
+                         struct gs_qconfig_gangs *out, uint32_t *cap)
+{
+    if (out->n == *cap) {
+        uint32_t ncap = *cap ? 2 * *cap : 16;
+        struct gs_qconfig_gang *nv = realloc(out->v, ncap * sizeof *nv);
+        if (nv == NULL)
+            return GS_ENOMEM;
+        out->v = nv;
+        *cap = ncap;
+    }
+    const char *qname = qc->q[og->queue].name;
+    uint32_t k = ++count[og->queue];
+    size_t len = strlen(qname) + 16;
+    char *name = malloc(len);
+    if (name == NULL)
+        return GS_ENOMEM;
+    (void)snprintf(name, len, "%s-pg-%u", qname, k);
+    const struct qpgroup *g = &qc->pg[og->rule];
+    out->v[out->n] =
+        (struct gs_qconfig_gang){name, og->queue, g->size, g->timeout_ms, og->members[0]};
+    for (uint32_t m = 0; m < og->n; m++)
+        out->gang_of[og->members[m]] = out->n;
+    out->n++;
+    return GS_OK;
+}
+
+int gs_qconfig_form_gangs(const struct gs_qconfig *qc, const struct gs_trace_pods *pods,
+                          struct gs_qconfig_gangs *out)
+{
+    uint32_t n = pods->n, cap = 0, nopen = 0;
+    int rc = GS_ENOMEM;
+    memset(out, 0, sizeof *out);
+    struct arrival *order = malloc(((size_t)n + 1) * sizeof *order);
+    uint32_t *count = calloc((size_t)qc->nq + 1, sizeof *count);
+    /* At most one open group per (rule, queue) pair that has seen a pod: at most n of them. */
+    struct open_group *open =
+        calloc((size_t)(n < qc->npg * (uint64_t)qc->nq ? n : qc->npg * qc->nq) + 1, sizeof *open);
+    out->gang_of = malloc(((size_t)n + 1) * sizeof *out->gang_of);
+    out->npods = n;
+    if (order == NULL || count == NULL || open == NULL || out->gang_of == NULL)
+        goto out;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t t = pods->v[i].creation_time_s;
+        order[i] = (struct arrival){t < 0 ? 0 : t, i};
+        out->gang_of[i] = GS_QCONFIG_NO_GANG;
+    }
+    if (n > 1)
+        qsort(order, n, sizeof *order, cmp_arrival);
+    for (uint32_t k = 0; k < n && qc->npg > 0; k++) {
+        const struct gs_trace_pod *p = &pods->v[order[k].pod];
+        uint32_t q, pclass;
+        assign_index(qc, p, &q, &pclass);
+        if (q == NONE)
+            continue;
+        uint32_t r = rule_for(qc, q, p->num_gpu);
+        if (r == NONE)
+            continue;
+        const struct qpgroup *g = &qc->pg[r];
+        struct open_group *og = NULL;
+        for (uint32_t j = 0; j < nopen && og == NULL; j++)
+            if (open[j].rule == r && open[j].queue == q)
+                og = &open[j];
+        if (og == NULL) {
+            og = &open[nopen++];
+            og->rule = r;
+            og->queue = q;
+            if ((og->members = malloc(g->size * sizeof *og->members)) == NULL)
+                goto out;
+        }
+        bool joins = og->n > 0 && og->n < g->size && same_shape(&pods->v[og->members[0]], p) &&
+                     (order[k].t_s - og->first_s) * 1000 <= g->window_ms;
+        if (!joins) {
+            og->n = 0; /* a short group dissolves: its pods run alone */
+            og->first_s = order[k].t_s;
+        }
+        og->members[og->n++] = order[k].pod;
+        if (og->n == g->size) {
+            if ((rc = close_as_gang(qc, og, count, out, &cap)) != GS_OK)
+                goto out;
+            og->n = 0;
+        }
+    }
+    rc = GS_OK;
+out:
+    for (uint32_t j = 0; j < nopen; j++)
+        free(open[j].members);
+    free(open);
+    free(count);
+    free(order);
+    if (rc != GS_OK)
+        gs_qconfig_gangs_fini(out);
+    return rc;
+}
+
+void gs_qconfig_gangs_fini(struct gs_qconfig_gangs *g)
+{
+    if (g == NULL)
+        return;
+    for (uint32_t i = 0; i < g->n; i++)
+        free(g->v[i].name);
+    free(g->v);
+    free(g->gang_of);
+    memset(g, 0, sizeof *g);
+}
+
+uint32_t gs_qconfig_pod_group_rules(const struct gs_qconfig *qc)
+{
+    return qc ? qc->npg : 0;
 }
 
 int64_t gs_qconfig_min_runtime_ms(const struct gs_qconfig *qc)

@@ -101,6 +101,16 @@ struct qrule {
     uint32_t pclass;     /**< PriorityClass index or NONE */
 };
 
+/** One podGroups rule: how the replay forms gangs of trace pods (docs/queues.md). */
+struct qpgroup {
+    uint32_t *queues;   /**< leaf queue indices the rule looks at (file order) */
+    uint32_t nqueues;   /**< 0: every leaf queue */
+    uint32_t min_gpu;   /**< pods asking at least this many GPUs */
+    uint32_t size;      /**< pods per gang, its min_member, >= 2 */
+    int64_t window_ms;  /**< a group's pods arrive within this of its first, > 0 */
+    int64_t timeout_ms; /**< the gangs' timeout; 0: none */
+};
+
 /** QoS names of the openb trace, in the order of qos_map. */
 extern const char *const gs__qc_qos_names[];
 #define QOS_COUNT 4
@@ -119,6 +129,8 @@ struct gs_qconfig {
     uint32_t default_class;        /**< index or NONE */
     uint32_t qos_class[QOS_COUNT]; /**< priorityByQoS: class index or NONE */
     int64_t min_runtime_ms;        /**< top-level preemptMinRuntime, 0 when unset */
+    struct qpgroup *pg;            /**< npg podGroups rules, file order */
+    uint32_t npg;
 };
 
 extern const char *const gs__qc_res_names[GS_RES_COUNT];

@@ -49,6 +49,7 @@ struct gs_replay {
     uint32_t pods;
     uint64_t binds, evictions, cycles;
     int64_t end_ms;
+    uint32_t gangs, gangs_started, gangs_timed_out; /* formed by podGroups rules */
 };
 
 struct run_state {
@@ -64,6 +65,9 @@ struct run_state {
     int64_t *first_start; /* -1 until started */
     double *jct_s;        /* per trace pod, -1 until completed */
     int64_t now_ms;
+    uint32_t *gang_id;       /* per formed gang: its engine gang id */
+    const uint32_t *gang_of; /* per trace pod: its formed gang or GS_QCONFIG_NO_GANG */
+    bool *gang_timed_out;    /* per formed gang: a GANG_TIMEOUT event was seen */
     int err;
 };
 
@@ -113,6 +117,10 @@ static void on_event(void *ctx, const struct gs_event *ev)
     } else if (ev->kind == GS_EV_EVICT) {
         s->r->evictions++;
         s->token[tp]++; /* its pending end no longer counts */
+    } else if (ev->kind == GS_EV_GANG_TIMEOUT) {
+        s->token[tp]++; /* failed: it will not run */
+        if (s->gang_of[tp] != GS_QCONFIG_NO_GANG)
+            s->gang_timed_out[s->gang_of[tp]] = true;
     }
 }
 
@@ -198,6 +206,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     struct gs_cluster *c = NULL;
     struct gs_workload w = {0};
     struct gs_pod_req *reqs = NULL;
+    struct gs_qconfig_gangs gangs;
+    memset(&gangs, 0, sizeof gangs);
     const char **specs = NULL;
     uint32_t *rank = NULL, *qid = NULL, *pcid = NULL;
     struct gs_replay *r = calloc(1, sizeof(*r));
@@ -347,6 +357,22 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         pcid[i] = (uint32_t)pc;
         r->queues[r->leaf_of[q]].pods++;
     }
+    /* Gangs from the podGroups rules, each a PodGroup of the engine. */
+    if ((err = gs_qconfig_form_gangs(qc, pods, &gangs)) != GS_OK)
+        goto out;
+    s.gang_of = gangs.gang_of;
+    s.gang_id = malloc(((size_t)gangs.n + 1) * sizeof(*s.gang_id));
+    s.gang_timed_out = calloc((size_t)gangs.n + 1, sizeof(*s.gang_timed_out));
+    if (s.gang_id == NULL || s.gang_timed_out == NULL) {
+        err = GS_ENOMEM;
+        goto out;
+    }
+    for (uint32_t g = 0; g < gangs.n; g++) {
+        struct gs_gang_spec gs = {gangs.v[g].name, gangs.v[g].min_member, gangs.v[g].timeout_ms};
+        if ((err = gs_engine_add_gang(s.e, &gs, &s.gang_id[g])) != GS_OK)
+            goto out;
+    }
+    r->gangs = gangs.n;
     err = GS_OK;
     for (uint32_t i = 0; i < n && !err; i++) {
         const struct gs_trace_pod *p = &pods->v[i];
@@ -397,11 +423,17 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
             (void)gs__heap_pop(&s.h, &ev);
             if (ev.kind == EV_ARRIVE) {
                 const struct gs_trace_pod *p = &pods->v[ev.pod];
-                struct gs_tpod_spec ps = {p->name,      qid[ev.pod],
-                                          pcid[ev.pod], GS_NO_GANG,
-                                          reqs[ev.pod], cfg->backfill ? s.runtime_ms[ev.pod] : -1};
+                uint32_t g = gangs.gang_of[ev.pod];
+                struct gs_tpod_spec ps = {
+                    p->name,      qid[ev.pod],
+                    pcid[ev.pod], g == GS_QCONFIG_NO_GANG ? GS_NO_GANG : s.gang_id[g],
+                    reqs[ev.pod], cfg->backfill ? s.runtime_ms[ev.pod] : -1};
                 uint32_t id;
                 err = gs_engine_submit(s.e, &ps, t, &id);
+                /* A gang whose minimum can never fit under its queue's caps is refused: the pod
+                 * is in the engine all the same and waits, as in a cluster. */
+                if (err == GS_ELIMIT)
+                    err = GS_OK;
                 if (!err) {
                     s.engine_of[ev.pod] = id;
                     s.trace_of[id] = ev.pod;
@@ -518,6 +550,13 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         rq->jct_p50_s = percentile(tmp, k, 0.50);
     }
     free(tmp);
+    for (uint32_t g = 0; g < gangs.n; g++) {
+        struct gs_gang_info gi;
+        if (gs_engine_gang_info(s.e, s.gang_id[g], &gi) != GS_OK)
+            continue;
+        r->gangs_started += gi.started;
+        r->gangs_timed_out += s.gang_timed_out[g];
+    }
     {
         char msg[200];
         if (gs_engine_check(s.e, msg, sizeof(msg)) != GS_OK) {
@@ -543,6 +582,9 @@ out:
     free(s.token);
     free(s.first_start);
     free(s.jct_s);
+    free(s.gang_id);
+    free(s.gang_timed_out);
+    gs_qconfig_gangs_fini(&gangs);
     gs__heap_fini(&s.h);
     if (err) {
         gs_replay_free(r);
@@ -592,6 +634,14 @@ uint32_t gs_replay_waits(const struct gs_replay *r, const uint32_t **queue, cons
     *queue = r->wait_queue;
     *wait_s = r->wait_s;
     return r->nwaits;
+}
+
+void gs_replay_gangs(const struct gs_replay *r, uint32_t *formed, uint32_t *started,
+                     uint32_t *timed_out)
+{
+    *formed = r->gangs;
+    *started = r->gangs_started;
+    *timed_out = r->gangs_timed_out;
 }
 
 void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds,
