@@ -71,9 +71,13 @@ check-published: build
 
 # clang-tidy needs the build's compile_commands.json and its generated protobuf headers. Files
 # are linted JOBS at a time; any warning fails (.clang-tidy: WarningsAsErrors '*'). The gate's
-# own test (tests/lint/selftest.sh) runs first: it must reject planted faults.
+# own test (tests/lint/selftest.sh) runs first: it must reject planted faults. The layering of
+# docs/internals/layering.md is checked from the includes and CMake links, after its own test
+# (tests/lint/layering_selftest.sh: planted wrong arrows must fail).
 lint: build
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	bash tests/lint/layering_selftest.sh
+	python3 scripts/check-layering.py
 	bash tests/lint/selftest.sh
 	git ls-files 'src/*.c' | xargs -P $(JOBS) -n 2 clang-tidy -p $(BUILD) --quiet
 

@@ -35,7 +35,8 @@
 #include "gpusched/gfd_labels.h" /* enum gs_mig_strategy */
 #include "gpusched/gpu.h"
 #include "gpusched/health.h"
-#include "gpusched/trace.h" /* struct gs_diag */
+#include "gpusched/diag.h" /* struct gs_diag */
+#include "gpusched/log.h"  /* gs_log_fn */
 
 /** Buffer size of an extended resource name ("nvidia.com/mig-1g.18gb.shared"), NUL included. */
 #define GS_DP_RESOURCE_NAME_LEN 128
@@ -284,8 +285,9 @@ int gs_dp_handle_prestart(const uint8_t *req, size_t len, struct gs_dp_answer *o
 
 /* ---- the agent ---------------------------------------------------------------------------- */
 
-/** Receives one log line (no trailing newline). Called on the agent's loop thread. */
-typedef void (*gs_dp_log_fn)(void *ctx, const char *line);
+/** Receives one log line (no trailing newline): the project's one log sink
+ * (include/gpusched/log.h). Called on the agent's loop thread. */
+typedef gs_log_fn gs_dp_log_fn;
 
 /** How to start an agent. */
 struct gs_dp_agent_options {

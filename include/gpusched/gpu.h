@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpusched/trace.h" /* struct gs_diag */
+#include "gpusched/diag.h" /* struct gs_diag */
 
 /** Most GPUs one backend exposes. */
 #define GS_GPU_MAX 64

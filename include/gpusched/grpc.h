@@ -42,6 +42,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "gpusched/log.h"
+
 /** Largest message, bytes (protobuf payload, framing not counted), in either direction. */
 #define GS_GRPC_MAX_MESSAGE_BYTES ((size_t)4 * 1024 * 1024)
 /** Most bytes a server stream may have queued and not yet sent (framing included). */
@@ -160,8 +162,9 @@ typedef void (*gs_grpc_stream_open_fn)(void *user, const uint8_t *req, size_t re
  */
 typedef void (*gs_grpc_stream_close_fn)(void *user, struct gs_grpc_stream *stream, int reason);
 
-/** Receives one log line (no trailing newline) about connection-level events and errors. */
-typedef void (*gs_grpc_log_fn)(void *user, const char *line);
+/** Receives one log line (no trailing newline) about connection-level events and errors: the
+ * project's one log sink (include/gpusched/log.h). */
+typedef gs_log_fn gs_grpc_log_fn;
 
 /** Counters of a server, for tests and metrics. */
 struct gs_grpc_server_stats {

@@ -8,6 +8,9 @@
  * Units in the file follow Kubernetes: GPUs as a count (fractions allowed, "0.5"), CPU as cores
  * or milli-cores ("64", "500m"), memory with binary suffixes ("512Gi", "1Ti", "2048Mi");
  * limits may be "unlimited" (or -1). Inside gpusched they become milli-GPU, milli-CPU and MiB.
+ *
+ * Queue and PriorityClass names are DNS-1123 subdomains of at most 253 characters, as Kubernetes
+ * names objects (include/gpusched/names.h; docs/queues.md, "Names").
  */
 #ifndef GPUSCHED_QCONFIG_H
 #define GPUSCHED_QCONFIG_H
@@ -29,7 +32,8 @@ struct gs_qconfig;
 /**
  * Reads and validates a configuration file.
  * Errors name the line (and column) of the offending node: malformed YAML, unknown key, a value
- * of the wrong type or unit, negative quantities, a limit below its quota, an unknown parent
+ * of the wrong type or unit, a queue or PriorityClass name that is not a DNS-1123 subdomain,
+ * negative quantities, a limit below its quota, an unknown parent
  * queue, a cycle of parents, children's quotas above their parent's, duplicate names, a rule
  * naming an unknown queue or PriorityClass, a pod rule that can send pods to a non-leaf queue,
  * an unknown QoS name; and the bounds: nesting (YAML or queue tree) deeper than
@@ -94,6 +98,53 @@ struct gs_qconfig_assignment {
  */
 int gs_qconfig_assign(const struct gs_qconfig *qc, const struct gs_trace_pod *pod,
                       struct gs_qconfig_assignment *out);
+
+/** "No gang" in gs_qconfig_gangs.gang_of. */
+#define GS_QCONFIG_NO_GANG UINT32_MAX
+
+/** One gang formed from trace pods by the podGroups rules. */
+struct gs_qconfig_gang {
+    char *name;     /**< "QUEUE-pg-K": its queue and its number K (1, 2, ...) there; owned */
+    uint32_t queue; /**< its leaf queue's index in file order (as gs_qconfig_assign names it) */
+    uint32_t min_member; /**< the rule's minMember: the gang has exactly this many pods */
+    int64_t timeout_ms;  /**< the rule's timeout; 0: none */
+    uint32_t first_pod;  /**< index in the pod list of its first pod to arrive */
+};
+
+/** The gangs of a pod list. Caller storage; filled by gs_qconfig_form_gangs(); _fini frees. */
+struct gs_qconfig_gangs {
+    struct gs_qconfig_gang *v; /**< n gangs, in order of their first pod's arrival */
+    uint32_t n;
+    uint32_t *gang_of; /**< per pod of the list: its gang's index in v, or GS_QCONFIG_NO_GANG */
+    uint32_t npods;    /**< entries in gang_of */
+};
+
+/**
+ * Forms gangs from a trace's pods by the configuration's podGroups rules (docs/queues.md,
+ * "Pod groups"). Pods are taken in arrival order (creation time, a missing one read as 0, then
+ * list order). A pod is looked at by the first rule whose queues hold its queue (by
+ * gs_qconfig_assign()) and whose minGpu it asks at least; each (rule, queue) pair keeps one open
+ * group. The pod joins that group when it has the group's shape (GPUs, milli-GPU per GPU, CPU,
+ * memory and GPU model spec equal), arrived at most `window` after the group's first pod, and
+ * the group holds fewer than minMember pods; otherwise the open group is closed and the pod opens
+ * a new one. A group that reaches minMember pods is a gang; a group closed, or left open at the
+ * end, with fewer is not, and its pods run alone. Pods no rule looks at, and pods the rules map to
+ * no queue, are in no gang.
+ * @param qc    borrowed.
+ * @param pods  borrowed.
+ * @param out   caller storage; on GS_OK the gangs (n may be 0; gang_of has pods->n entries); on
+ *              error left empty.
+ * @return GS_OK or GS_ENOMEM.
+ * Thread-safety: reads the configuration only.
+ */
+int gs_qconfig_form_gangs(const struct gs_qconfig *qc, const struct gs_trace_pods *pods,
+                          struct gs_qconfig_gangs *out);
+
+/** Frees what gs_qconfig_form_gangs() filled and zeroes it. NULL is a no-op. */
+void gs_qconfig_gangs_fini(struct gs_qconfig_gangs *g);
+
+/** The number of podGroups rules (0 when there are none or qc is NULL). */
+uint32_t gs_qconfig_pod_group_rules(const struct gs_qconfig *qc);
 
 /**
  * Returns the top-level preemptMinRuntime (ms): how long a preemptible pod runs before it may

@@ -9,6 +9,10 @@
  * then. An evicted pod goes back to its queue and, when restarted, runs its whole run time again
  * (no checkpointing is assumed).
  *
+ * Gangs: the queues file's podGroups rules group trace pods into PodGroups (gs_qconfig_form_gangs,
+ * docs/queues.md "Pod groups"), which the engine places all or nothing; a gang that has not
+ * started within its rule's timeout fails and its pods never run.
+ *
  * The openb trace is a sample of pods spread over 149 days: replayed as recorded it keeps at
  * most ~66 GPUs of 6,212 busy, so nothing ever waits. `arrival_speedup` compresses arrival times
  * (run times unchanged) to raise the offered load into the range where queues compete.
@@ -98,6 +102,14 @@ void gs_replay_shares(const struct gs_replay *r, const double **alloc_pct, const
  * `*wait_s` arrays of the returned length, in pod order.
  */
 uint32_t gs_replay_waits(const struct gs_replay *r, const uint32_t **queue, const double **wait_s);
+
+/**
+ * Gangs formed by the queues file's podGroups rules (gs_qconfig_form_gangs()): how many,
+ * how many reached their minMember running at once, and how many failed at their timeout
+ * without starting (their pods then never run). All 0 without podGroups rules.
+ */
+void gs_replay_gangs(const struct gs_replay *r, uint32_t *formed, uint32_t *started,
+                     uint32_t *timed_out);
 
 /** Totals: pods replayed, bind events, evictions, cycles run, final virtual time. */
 void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds,

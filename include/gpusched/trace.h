@@ -50,6 +50,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpusched/diag.h" /* struct gs_diag, gs_diag_format */
+
 /**
  * Longest accepted line, bytes, its line end (LF or CRLF) not counted; also the longest
  * record. A longer one is an error, not a reason to allocate more.
@@ -57,25 +59,6 @@
 #define GS_TRACE_LINE_MAX 65536
 /** Largest accepted trace file, bytes. */
 #define GS_TRACE_FILE_MAX (512u * 1024u * 1024u)
-
-/** Where and why a read failed. Caller storage; filled on error. */
-struct gs_diag {
-    char file[256];  /**< file name as given (truncated if longer) */
-    uint64_t line;   /**< 1-based line; 0 when the problem is the whole file */
-    uint32_t column; /**< 1-based column (field number); 0 when not about one field */
-    char field[32];  /**< header name of the column concerned (an unknown one's text, cut
-                          to 31 bytes); "" when none */
-    char msg[256];   /**< what is wrong, one sentence without trailing period */
-};
-
-/**
- * Formats a diagnostic as "FILE:LINE:COLUMN: field 'F': MSG", leaving out ":LINE" when line is 0,
- * ":COLUMN" when line or column is 0, "field 'F': " when field is "", and "FILE: " when file is
- * "" and line is 0 (with a line, an empty file name is written "<input>").
- * @param buf  receives the text, NUL-terminated, truncated to cap bytes.
- * @return the length snprintf would have written.
- */
-int gs_diag_format(const struct gs_diag *d, char *buf, size_t cap);
 
 /** One node of a node list. */
 struct gs_trace_node {
@@ -153,6 +136,15 @@ int gs_trace_read_pods(const char *path, struct gs_trace_pods *out, struct gs_di
 /** As gs_trace_read_pods() on a buffer, as gs_trace_parse_nodes() does. */
 int gs_trace_parse_pods(const char *buf, size_t len, const char *name, struct gs_trace_pods *out,
                         struct gs_diag *diag);
+
+/**
+ * Orders the indices of a node list by node name (strcmp; equal names keep file order), in
+ * O(n log n).
+ * @param nodes  n nodes (borrowed).
+ * @param order  receives n indices (caller storage).
+ * @return GS_OK or GS_ENOMEM (order untouched).
+ */
+int gs_trace_nodes_order_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order);
 
 /** Frees a node list and zeroes it. NULL is a no-op. */
 void gs_trace_nodes_fini(struct gs_trace_nodes *nodes);

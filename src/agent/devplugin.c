@@ -25,6 +25,7 @@
 
 #include "gpusched/devplugin.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "gpusched/exporter.h"
 #include "gpusched/grpc.h"
@@ -45,12 +46,6 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define DP_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define DP_PRINTF(f, a)
-#endif
 
 /** Period of polling the backend for XID/ECC events, ms. */
 #define EVENT_POLL_MS 100
@@ -121,18 +116,13 @@ struct gs_dp_agent {
     bool ran;                               /**< gs_dp_agent_run was entered */
 };
 
-DP_PRINTF(2, 3)
+GS_PRINTF(2, 3)
 static void logf_(struct gs_dp_agent *a, const char *fmt, ...)
 {
-    char line[768];
     va_list ap;
     va_start(ap, fmt);
-    (void)vsnprintf(line, sizeof line, fmt, ap);
+    gs_vlog(a->log != NULL ? a->log : gs_log_stderr_plain, a->log_ctx, fmt, ap);
     va_end(ap);
-    if (a->log != NULL)
-        a->log(a->log_ctx, line);
-    else
-        (void)fprintf(stderr, "%s\n", line);
 }
 
 /*
@@ -748,7 +738,7 @@ static void find_minors(struct gs_dp_agent *a)
     }
 }
 
-static int fail_new(char *err, size_t cap, int rc, const char *fmt, ...) DP_PRINTF(4, 5);
+static int fail_new(char *err, size_t cap, int rc, const char *fmt, ...) GS_PRINTF(4, 5);
 
 static int fail_new(char *err, size_t cap, int rc, const char *fmt, ...)
 {

@@ -8,18 +8,21 @@
  * sections are health, exporter and kubelet. sharing.mps is refused with a sentence rather
  * than as an unknown key, since users will copy it from NVIDIA's examples.
  *
- * The text is loaded into a libyaml document and walked along the fixed schema, so aliases
- * cannot make the walk larger than the schema; every mapping is checked for unknown and
- * repeated keys and every value for type and range. The first problem stops the read with
- * the line and column of the node (libyaml's marks, made 1-based), the key in `field` and
+ * The text is loaded by the shared YAML walker (src/util/yaml.h) under this reader's limits
+ * (1 MiB, depth 16, 100,000 nodes with aliases expanded, one document) and walked along the
+ * fixed schema, so aliases cannot make the walk larger than the schema; every mapping is checked
+ * for unknown and repeated keys and every value for type and range. The first problem stops the
+ * read with the line and column of the node (libyaml's marks, made 1-based), the key in `field` and
  * the key's path in the sentence.
  */
 #define _POSIX_C_SOURCE 200809L /* strerror_r (XSI form) */
 
 #include "gpusched/devplugin.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "util/file.h"
+#include "util/yaml.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,34 +30,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define CFG_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define CFG_PRINTF(f, a)
-#endif
 
 /** Longest duration accepted, ms (one week). */
 #define DURATION_MAX_MS (7LL * 24 * 3600 * 1000)
 
 /** State of one parse. */
 struct rd {
-    yaml_document_t *doc; /**< the loaded document */
-    struct gs_diag *diag; /**< where errors go; may be NULL */
-    int err;              /**< first error, GS_OK while none */
+    struct gs_yaml_doc doc; /**< the loaded document (the shared walker's tree) */
+    struct gs_diag *diag;   /**< where errors go; may be NULL */
+    int err;                /**< first error, GS_OK while none */
 };
 
-CFG_PRINTF(5, 6)
-static int fail_at(struct rd *r, int err, const yaml_node_t *node, const char *field,
+GS_PRINTF(5, 6)
+static int fail_at(struct rd *r, int err, const struct gs_yaml_node *node, const char *field,
                    const char *fmt, ...)
 {
     if (r->err != GS_OK)
         return r->err;
     r->err = err;
     if (r->diag != NULL) {
-        r->diag->line = node != NULL ? (uint64_t)node->start_mark.line + 1 : 0;
-        r->diag->column = node != NULL ? (uint32_t)node->start_mark.column + 1 : 0;
+        r->diag->line = node != NULL ? node->at.line : 0;
+        r->diag->column = node != NULL ? node->at.col : 0;
         (void)snprintf(r->diag->field, sizeof r->diag->field, "%s", field != NULL ? field : "");
         va_list ap;
         va_start(ap, fmt);
@@ -64,51 +60,37 @@ static int fail_at(struct rd *r, int err, const yaml_node_t *node, const char *f
     return err;
 }
 
-static yaml_node_t *node_at(struct rd *r, int id)
+static const char *kind_name(int kind)
 {
-    return yaml_document_get_node(r->doc, id);
-}
-
-static const char *kind_name(yaml_node_type_t t)
-{
-    switch (t) {
-    case YAML_SCALAR_NODE:
-        return "a scalar";
-    case YAML_SEQUENCE_NODE:
-        return "a list";
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    default:
-        return "nothing";
-    }
+    return kind == GS_YAML_SEQ ? "a list" : kind == GS_YAML_MAP ? "a mapping" : "a scalar";
 }
 
 /* Requires a node of the given type; `path` is the key's full path, `key` its last part. */
-static int expect(struct rd *r, const yaml_node_t *n, yaml_node_type_t type, const char *path,
-                  const char *key)
+static int expect(struct rd *r, const struct gs_yaml_node *n, enum gs_yaml_kind kind,
+                  const char *path, const char *key)
 {
-    if (n->type == type)
+    if (n->kind == kind)
         return GS_OK;
-    return fail_at(r, GS_EPARSE, n, key, "%s: expected %s, found %s", path, kind_name(type),
-                   kind_name(n->type));
+    return fail_at(r, GS_EPARSE, n, key, "%s: expected %s, found %s", path, kind_name(kind),
+                   kind_name(n->kind));
 }
 
 /* A scalar's text; fails on an embedded NUL byte. */
-static int scalar_text(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
-                       const char **out)
+static int scalar_text(struct rd *r, const struct gs_yaml_node *n, const char *path,
+                       const char *key, const char **out)
 {
-    int rc = expect(r, n, YAML_SCALAR_NODE, path, key);
+    int rc = expect(r, n, GS_YAML_SCALAR, path, key);
     if (rc != GS_OK)
         return rc;
-    const char *s = (const char *)n->data.scalar.value;
-    if (strlen(s) != n->data.scalar.length)
+    const char *s = n->u.s;
+    if (strlen(s) != n->n)
         return fail_at(r, GS_EPARSE, n, key, "%s: value holds a NUL byte", path);
     *out = s;
     return GS_OK;
 }
 
 /* A string of printable ASCII shorter than cap; empty allowed when allow_empty. */
-static int get_str(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
+static int get_str(struct rd *r, const struct gs_yaml_node *n, const char *path, const char *key,
                    bool allow_empty, char *dst, size_t cap)
 {
     const char *s = "";
@@ -130,7 +112,7 @@ static int get_str(struct rd *r, const yaml_node_t *n, const char *path, const c
     return GS_OK;
 }
 
-static int get_int(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
+static int get_int(struct rd *r, const struct gs_yaml_node *n, const char *path, const char *key,
                    int64_t lo, int64_t hi, int64_t *out)
 {
     const char *s = "";
@@ -154,7 +136,7 @@ static int get_int(struct rd *r, const yaml_node_t *n, const char *path, const c
     return GS_OK;
 }
 
-static int get_bool(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
+static int get_bool(struct rd *r, const struct gs_yaml_node *n, const char *path, const char *key,
                     bool *out)
 {
     const char *s = "";
@@ -174,8 +156,8 @@ static int get_bool(struct rd *r, const yaml_node_t *n, const char *path, const 
  * A duration in Go's notation, as Kubernetes configs write them: one or more <number><unit>
  * with units ms, s, m, h ("1m30s", "500ms"); "0" alone is zero. Whole numbers only.
  */
-static int get_duration(struct rd *r, const yaml_node_t *n, const char *path, const char *key,
-                        int64_t lo_ms, int64_t *out_ms)
+static int get_duration(struct rd *r, const struct gs_yaml_node *n, const char *path,
+                        const char *key, int64_t lo_ms, int64_t *out_ms)
 {
     const char *s = "";
     int rc = scalar_text(r, n, path, key, &s);
@@ -235,15 +217,15 @@ static int get_duration(struct rd *r, const yaml_node_t *n, const char *path, co
  * Checks a mapping key against `keys` (NULL-terminated), each allowed once.
  * @return GS_OK with *slot set; GS_EPARSE for an unknown, repeated or non-scalar key.
  */
-static int map_key(struct rd *r, const yaml_node_t *map, const yaml_node_pair_t *pair,
+static int map_key(struct rd *r, const struct gs_yaml_node *map, struct gs_yaml_node *const *pair,
                    const char *const *keys, uint32_t *seen, const char *where, int *slot)
 {
-    yaml_node_t *k = node_at(r, pair->key);
-    if (k == NULL || k->type != YAML_SCALAR_NODE)
+    const struct gs_yaml_node *k = pair[0];
+    if (k == NULL || k->kind != GS_YAML_SCALAR)
         return fail_at(r, GS_EPARSE, k != NULL ? k : map, "", "%s: keys must be scalars", where);
-    const char *name = (const char *)k->data.scalar.value;
+    const char *name = k->u.s;
     for (int i = 0; keys[i] != NULL; i++) {
-        if (strcmp(keys[i], name) == 0 && strlen(name) == k->data.scalar.length) {
+        if (strcmp(keys[i], name) == 0 && strlen(name) == k->n) {
             if (*seen & (1u << i))
                 return fail_at(r, GS_EPARSE, k, keys[i], "%s: key '%s' repeated", where, keys[i]);
             *seen |= 1u << i;
@@ -279,12 +261,12 @@ static bool small_index(const char **p, unsigned max)
 /* The loop variable is a declarator, which cannot be parenthesised. */
 /* NOLINTBEGIN(bugprone-macro-parentheses) */
 #define FOR_PAIRS(r, map, pair)                                                                    \
-    for (yaml_node_pair_t *pair = (map)->data.mapping.pairs.start;                                 \
-         (r)->err == GS_OK && pair < (map)->data.mapping.pairs.top; pair++)
+    for (struct gs_yaml_node *const *pair = (map)->u.items;                                        \
+         (r)->err == GS_OK && pair < (map)->u.items + 2 * (size_t)(map)->n; pair += 2)
 
 #define FOR_ITEMS(r, seq, it)                                                                      \
-    for (yaml_node_item_t *it = (seq)->data.sequence.items.start;                                  \
-         (r)->err == GS_OK && it < (seq)->data.sequence.items.top; it++)
+    for (struct gs_yaml_node *const *it = (seq)->u.items;                                          \
+         (r)->err == GS_OK && it < (seq)->u.items + (seq)->n; it++)
 /* NOLINTEND(bugprone-macro-parentheses) */
 
 /* Valid extended resource name: "domain/name", a DNS-like domain, name [A-Za-z0-9._-]. */
@@ -314,7 +296,8 @@ static bool resource_name_ok(const char *s)
 
 static const char *const plugin_keys[] = {"deviceListStrategy", "deviceIDStrategy", NULL};
 
-static int read_list_strategy_item(struct rd *r, const yaml_node_t *n, struct gs_dp_config *cfg)
+static int read_list_strategy_item(struct rd *r, const struct gs_yaml_node *n,
+                                   struct gs_dp_config *cfg)
 {
     const char *path = "flags.plugin.deviceListStrategy";
     const char *s = "";
@@ -330,9 +313,9 @@ static int read_list_strategy_item(struct rd *r, const yaml_node_t *n, struct gs
     return GS_OK;
 }
 
-static int read_plugin(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+static int read_plugin(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
-    if (expect(r, map, YAML_MAPPING_NODE, "flags.plugin", "plugin") != GS_OK)
+    if (expect(r, map, GS_YAML_MAP, "flags.plugin", "plugin") != GS_OK)
         return r->err;
     uint32_t seen = 0;
     FOR_PAIRS(r, map, pair)
@@ -340,16 +323,16 @@ static int read_plugin(struct rd *r, const yaml_node_t *map, struct gs_dp_config
         int slot = -1;
         if (map_key(r, map, pair, plugin_keys, &seen, "flags.plugin", &slot) != GS_OK)
             break;
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         if (slot == 0) {
             cfg->list_envvar = false;
             cfg->list_cdi = false;
-            if (v->type == YAML_SEQUENCE_NODE) {
-                if (v->data.sequence.items.start == v->data.sequence.items.top)
+            if (v->kind == GS_YAML_SEQ) {
+                if (v->n == 0)
                     return fail_at(r, GS_EPARSE, v, "deviceListStrategy",
                                    "flags.plugin.deviceListStrategy: the list is empty");
                 FOR_ITEMS(r, v, it)
-                read_list_strategy_item(r, node_at(r, *it), cfg);
+                read_list_strategy_item(r, *it, cfg);
             } else {
                 read_list_strategy_item(r, v, cfg);
             }
@@ -371,9 +354,9 @@ static int read_plugin(struct rd *r, const yaml_node_t *map, struct gs_dp_config
 
 static const char *const flags_keys[] = {"migStrategy", "plugin", NULL};
 
-static int read_flags(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+static int read_flags(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
-    if (expect(r, map, YAML_MAPPING_NODE, "flags", "flags") != GS_OK)
+    if (expect(r, map, GS_YAML_MAP, "flags", "flags") != GS_OK)
         return r->err;
     uint32_t seen = 0;
     FOR_PAIRS(r, map, pair)
@@ -381,7 +364,7 @@ static int read_flags(struct rd *r, const yaml_node_t *map, struct gs_dp_config 
         int slot = -1;
         if (map_key(r, map, pair, flags_keys, &seen, "flags", &slot) != GS_OK)
             break;
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         if (slot == 0) {
             const char *s = "";
             if (scalar_text(r, v, "flags.migStrategy", "migStrategy", &s) != GS_OK)
@@ -398,10 +381,10 @@ static int read_flags(struct rd *r, const yaml_node_t *map, struct gs_dp_config 
 
 static const char *const entry_keys[] = {"name", "rename", "replicas", "devices", NULL};
 
-static int read_devices(struct rd *r, const yaml_node_t *v, const char *path,
+static int read_devices(struct rd *r, const struct gs_yaml_node *v, const char *path,
                         struct gs_dp_ts_entry *e)
 {
-    if (v->type == YAML_SCALAR_NODE) {
+    if (v->kind == GS_YAML_SCALAR) {
         const char *s = "";
         if (scalar_text(r, v, path, "devices", &s) != GS_OK)
             return r->err;
@@ -411,14 +394,14 @@ static int read_devices(struct rd *r, const yaml_node_t *v, const char *path,
         e->all_devices = true;
         return GS_OK;
     }
-    if (expect(r, v, YAML_SEQUENCE_NODE, path, "devices") != GS_OK)
+    if (expect(r, v, GS_YAML_SEQ, path, "devices") != GS_OK)
         return r->err;
     e->all_devices = false;
-    if (v->data.sequence.items.start == v->data.sequence.items.top)
+    if (v->n == 0)
         return fail_at(r, GS_EPARSE, v, "devices", "%s: the list is empty", path);
     FOR_ITEMS(r, v, it)
     {
-        yaml_node_t *d = node_at(r, *it);
+        const struct gs_yaml_node *d = *it;
         if (e->n_devices == GS_DP_SELECT_MAX)
             return fail_at(r, GS_EPARSE, d, "devices", "%s: more than %d selectors", path,
                            GS_DP_SELECT_MAX);
@@ -452,16 +435,17 @@ static int read_devices(struct rd *r, const yaml_node_t *v, const char *path,
     return r->err;
 }
 
-static int read_entry(struct rd *r, const yaml_node_t *map, uint32_t idx, struct gs_dp_config *cfg)
+static int read_entry(struct rd *r, const struct gs_yaml_node *map, uint32_t idx,
+                      struct gs_dp_config *cfg)
 {
     char where[64];
     (void)snprintf(where, sizeof where, "sharing.timeSlicing.resources[%u]", (unsigned)idx);
-    if (expect(r, map, YAML_MAPPING_NODE, where, "resources") != GS_OK)
+    if (expect(r, map, GS_YAML_MAP, where, "resources") != GS_OK)
         return r->err;
     struct gs_dp_ts_entry *e = &cfg->ts[idx];
     memset(e, 0, sizeof *e);
     e->all_devices = true;
-    e->line = (uint32_t)map->start_mark.line + 1;
+    e->line = map->at.line;
     uint32_t seen = 0;
     char path[96];
     FOR_PAIRS(r, map, pair)
@@ -470,7 +454,7 @@ static int read_entry(struct rd *r, const yaml_node_t *map, uint32_t idx, struct
         if (map_key(r, map, pair, entry_keys, &seen, where, &slot) != GS_OK)
             break;
         (void)snprintf(path, sizeof path, "%s.%s", where, entry_keys[slot]);
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         int64_t n = 0;
         switch (slot) {
         case 0:
@@ -515,10 +499,10 @@ static int read_entry(struct rd *r, const yaml_node_t *map, uint32_t idx, struct
 static const char *const ts_keys[] = {"renameByDefault", "failRequestsGreaterThanOne", "resources",
                                       NULL};
 
-static int read_time_slicing(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+static int read_time_slicing(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
     const char *where = "sharing.timeSlicing";
-    if (expect(r, map, YAML_MAPPING_NODE, where, "timeSlicing") != GS_OK)
+    if (expect(r, map, GS_YAML_MAP, where, "timeSlicing") != GS_OK)
         return r->err;
     uint32_t seen = 0;
     FOR_PAIRS(r, map, pair)
@@ -526,7 +510,7 @@ static int read_time_slicing(struct rd *r, const yaml_node_t *map, struct gs_dp_
         int slot = -1;
         if (map_key(r, map, pair, ts_keys, &seen, where, &slot) != GS_OK)
             break;
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         if (slot == 0) {
             get_bool(r, v, "sharing.timeSlicing.renameByDefault", "renameByDefault",
                      &cfg->rename_by_default);
@@ -534,13 +518,12 @@ static int read_time_slicing(struct rd *r, const yaml_node_t *map, struct gs_dp_
             get_bool(r, v, "sharing.timeSlicing.failRequestsGreaterThanOne",
                      "failRequestsGreaterThanOne", &cfg->fail_requests_greater_than_one);
         } else {
-            if (expect(r, v, YAML_SEQUENCE_NODE, "sharing.timeSlicing.resources", "resources") !=
-                GS_OK)
+            if (expect(r, v, GS_YAML_SEQ, "sharing.timeSlicing.resources", "resources") != GS_OK)
                 break;
             cfg->n_ts = 0;
             FOR_ITEMS(r, v, it)
             {
-                yaml_node_t *m = node_at(r, *it);
+                const struct gs_yaml_node *m = *it;
                 if (cfg->n_ts == GS_DP_TS_MAX)
                     return fail_at(r, GS_EPARSE, m, "resources",
                                    "sharing.timeSlicing.resources: more than %d entries",
@@ -555,9 +538,9 @@ static int read_time_slicing(struct rd *r, const yaml_node_t *map, struct gs_dp_
 
 static const char *const sharing_keys[] = {"timeSlicing", "mps", NULL};
 
-static int read_sharing(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+static int read_sharing(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
-    if (expect(r, map, YAML_MAPPING_NODE, "sharing", "sharing") != GS_OK)
+    if (expect(r, map, GS_YAML_MAP, "sharing", "sharing") != GS_OK)
         return r->err;
     uint32_t seen = 0;
     FOR_PAIRS(r, map, pair)
@@ -565,11 +548,11 @@ static int read_sharing(struct rd *r, const yaml_node_t *map, struct gs_dp_confi
         int slot = -1;
         if (map_key(r, map, pair, sharing_keys, &seen, "sharing", &slot) != GS_OK)
             break;
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         if (slot == 0)
             read_time_slicing(r, v, cfg);
         else
-            fail_at(r, GS_EPARSE, node_at(r, pair->key), "mps",
+            fail_at(r, GS_EPARSE, pair[0], "mps",
                     "sharing.mps: MPS sharing is not supported; use sharing.timeSlicing");
     }
     return r->err;
@@ -578,9 +561,9 @@ static int read_sharing(struct rd *r, const yaml_node_t *map, struct gs_dp_confi
 static const char *const health_keys[] = {"ignoredXids", "recoveryQuietPeriod", "probeInterval",
                                           NULL};
 
-static int read_health(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+static int read_health(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
-    if (expect(r, map, YAML_MAPPING_NODE, "health", "health") != GS_OK)
+    if (expect(r, map, GS_YAML_MAP, "health", "health") != GS_OK)
         return r->err;
     uint32_t seen = 0;
     FOR_PAIRS(r, map, pair)
@@ -588,14 +571,14 @@ static int read_health(struct rd *r, const yaml_node_t *map, struct gs_dp_config
         int slot = -1;
         if (map_key(r, map, pair, health_keys, &seen, "health", &slot) != GS_OK)
             break;
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         if (slot == 0) {
-            if (expect(r, v, YAML_SEQUENCE_NODE, "health.ignoredXids", "ignoredXids") != GS_OK)
+            if (expect(r, v, GS_YAML_SEQ, "health.ignoredXids", "ignoredXids") != GS_OK)
                 break;
             cfg->health.n_ignored = 0;
             FOR_ITEMS(r, v, it)
             {
-                yaml_node_t *x = node_at(r, *it);
+                const struct gs_yaml_node *x = *it;
                 int64_t code = 0;
                 if (get_int(r, x, "health.ignoredXids", "ignoredXids", 1, INT64_MAX, &code) !=
                     GS_OK)
@@ -641,9 +624,9 @@ static bool addr_ok(const char *s)
 
 static const char *const exporter_keys[] = {"listenAddress", "refreshInterval", NULL};
 
-static int read_exporter(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+static int read_exporter(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
-    if (expect(r, map, YAML_MAPPING_NODE, "exporter", "exporter") != GS_OK)
+    if (expect(r, map, GS_YAML_MAP, "exporter", "exporter") != GS_OK)
         return r->err;
     uint32_t seen = 0;
     FOR_PAIRS(r, map, pair)
@@ -651,7 +634,7 @@ static int read_exporter(struct rd *r, const yaml_node_t *map, struct gs_dp_conf
         int slot = -1;
         if (map_key(r, map, pair, exporter_keys, &seen, "exporter", &slot) != GS_OK)
             break;
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         if (slot == 0) {
             if (get_str(r, v, "exporter.listenAddress", "listenAddress", true, cfg->metrics_addr,
                         sizeof cfg->metrics_addr) == GS_OK &&
@@ -668,9 +651,9 @@ static int read_exporter(struct rd *r, const yaml_node_t *map, struct gs_dp_conf
 
 static const char *const kubelet_keys[] = {"devicePluginDir", "podResourcesSocket", NULL};
 
-static int read_kubelet(struct rd *r, const yaml_node_t *map, struct gs_dp_config *cfg)
+static int read_kubelet(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
-    if (expect(r, map, YAML_MAPPING_NODE, "kubelet", "kubelet") != GS_OK)
+    if (expect(r, map, GS_YAML_MAP, "kubelet", "kubelet") != GS_OK)
         return r->err;
     uint32_t seen = 0;
     FOR_PAIRS(r, map, pair)
@@ -678,7 +661,7 @@ static int read_kubelet(struct rd *r, const yaml_node_t *map, struct gs_dp_confi
         int slot = -1;
         if (map_key(r, map, pair, kubelet_keys, &seen, "kubelet", &slot) != GS_OK)
             break;
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         if (slot == 0)
             get_str(r, v, "kubelet.devicePluginDir", "devicePluginDir", false, cfg->plugin_dir,
                     sizeof cfg->plugin_dir);
@@ -692,9 +675,9 @@ static int read_kubelet(struct rd *r, const yaml_node_t *map, struct gs_dp_confi
 static const char *const top_keys[] = {"version",  "flags",   "sharing", "health",
                                        "exporter", "kubelet", NULL};
 
-static int read_top(struct rd *r, const yaml_node_t *root, struct gs_dp_config *cfg)
+static int read_top(struct rd *r, const struct gs_yaml_node *root, struct gs_dp_config *cfg)
 {
-    if (expect(r, root, YAML_MAPPING_NODE, "the document", "") != GS_OK)
+    if (expect(r, root, GS_YAML_MAP, "the document", "") != GS_OK)
         return r->err;
     uint32_t seen = 0;
     FOR_PAIRS(r, root, pair)
@@ -702,7 +685,7 @@ static int read_top(struct rd *r, const yaml_node_t *root, struct gs_dp_config *
         int slot = -1;
         if (map_key(r, root, pair, top_keys, &seen, "the document", &slot) != GS_OK)
             break;
-        yaml_node_t *v = node_at(r, pair->value);
+        const struct gs_yaml_node *v = pair[1];
         switch (slot) {
         case 0: {
             const char *s = "";
@@ -753,36 +736,12 @@ void gs_dp_config_default(struct gs_dp_config *cfg)
                    GS_DP_DEFAULT_POD_RESOURCES_SOCKET);
 }
 
-static int yaml_problem(struct rd *r, const yaml_parser_t *p)
-{
-    if (p->error == YAML_MEMORY_ERROR) {
-        r->err = GS_ENOMEM;
-        if (r->diag != NULL)
-            (void)snprintf(r->diag->msg, sizeof r->diag->msg, "out of memory");
-        return GS_ENOMEM;
-    }
-    r->err = GS_EPARSE;
-    if (r->diag != NULL) {
-        const yaml_mark_t *m = p->problem != NULL ? &p->problem_mark : &p->context_mark;
-        r->diag->line = (uint64_t)m->line + 1;
-        r->diag->column = (uint32_t)m->column + 1;
-        (void)snprintf(r->diag->msg, sizeof r->diag->msg, "not valid YAML: %s%s%s",
-                       p->problem != NULL ? p->problem : "unknown problem",
-                       p->context != NULL ? " " : "", p->context != NULL ? p->context : "");
-    }
-    return GS_EPARSE;
-}
-
 int gs_dp_config_parse(const char *buf, size_t len, const char *name, struct gs_dp_config *cfg,
                        struct gs_diag *diag)
 {
     struct rd r;
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    bool have_parser = false, have_doc = false;
 
     memset(&r, 0, sizeof r);
-    r.doc = &doc;
     r.diag = diag;
     if (diag != NULL) {
         memset(diag, 0, sizeof *diag);
@@ -802,40 +761,27 @@ int gs_dp_config_parse(const char *buf, size_t len, const char *name, struct gs_
                            GS_DP_CONFIG_FILE_MAX);
         goto out;
     }
-    if (!yaml_parser_initialize(&parser)) {
-        r.err = GS_ENOMEM;
-        if (diag != NULL)
-            (void)snprintf(diag->msg, sizeof diag->msg, "out of memory");
+    static const struct gs_yaml_limits limits = {
+        .bytes_max = GS_DP_CONFIG_FILE_MAX,
+        .depth_max = 16,
+        .nodes_max = 100000,
+        .aliases = true,
+        .tags = true,
+        .what = "a device plugin configuration",
+    };
+    struct gs_diag scratch;
+    memset(&scratch, 0, sizeof scratch);
+    r.err = gs__yaml_load(buf, len, &limits, &r.doc, diag != NULL ? diag : &scratch);
+    if (r.err != GS_OK)
         goto out;
-    }
-    have_parser = true;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        yaml_problem(&r, &parser);
-        goto out;
-    }
-    have_doc = true;
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    const struct gs_yaml_node *root = r.doc.root;
     if (root == NULL) {
         fail_at(&r, GS_EPARSE, NULL, "version", "empty document: expected 'version: v1'");
         goto out;
     }
-    if (read_top(&r, root, cfg) != GS_OK)
-        goto out;
-    yaml_document_t extra;
-    if (!yaml_parser_load(&parser, &extra)) {
-        yaml_problem(&r, &parser);
-        goto out;
-    }
-    yaml_node_t *extra_root = yaml_document_get_root_node(&extra);
-    if (extra_root != NULL)
-        fail_at(&r, GS_EPARSE, extra_root, "", "more than one YAML document");
-    yaml_document_delete(&extra);
+    (void)read_top(&r, root, cfg);
 out:
-    if (have_doc)
-        yaml_document_delete(&doc);
-    if (have_parser)
-        yaml_parser_delete(&parser);
+    gs__yaml_doc_fini(&r.doc);
     return r.err;
 }
 

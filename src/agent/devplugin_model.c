@@ -16,6 +16,7 @@
  */
 #include "gpusched/devplugin.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 #include "devplugin_int.h"
@@ -24,12 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define MODEL_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define MODEL_PRINTF(f, a)
-#endif
 
 /** Most physical units of a node: every GPU whole, or every MIG device of every GPU. */
 #define UNITS_MAX (GS_GPU_MAX * GS_GPU_MIG_MAX)
@@ -44,7 +39,7 @@ struct unit {
     int32_t entry;                       /**< time-slicing entry that selected it, -1 none */
 };
 
-MODEL_PRINTF(3, 4)
+GS_PRINTF(3, 4)
 static int fail(char *err, size_t cap, const char *fmt, ...)
 {
     if (err != NULL && cap > 0) {

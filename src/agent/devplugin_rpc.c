@@ -10,6 +10,7 @@
  */
 #include "gpusched/devplugin.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "gpusched/grpc.h"
 
@@ -20,12 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define RPC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define RPC_PRINTF(f, a)
-#endif
 
 /** Control device nodes every GPU container needs, after the per-GPU /dev/nvidiaN. */
 static const char *const control_nodes[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
@@ -45,7 +40,7 @@ static void answer_init(struct gs_dp_answer *a)
     memset(a, 0, sizeof *a);
 }
 
-RPC_PRINTF(3, 4)
+GS_PRINTF(3, 4)
 static int answer_error(struct gs_dp_answer *a, int status, const char *fmt, ...)
 {
     free(a->data);

@@ -19,7 +19,7 @@
 
 #include "gpusched/err.h"
 #include "util/file.h"
-#include "gpusched/trace.h"
+#include "gpusched/diag.h"
 
 #include "gpu_internal.h"
 

@@ -4,13 +4,8 @@
 #ifndef GPUSCHED_AGENT_GPU_INTERNAL_H
 #define GPUSCHED_AGENT_GPU_INTERNAL_H
 
+#include "gpusched/compiler.h"
 #include "gpusched/gpu.h"
-
-#if defined(__GNUC__) || defined(__clang__)
-#define GS_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define GS_PRINTF(f, a)
-#endif
 
 /**
  * Records a formatted sentence as b's last error (truncated to fit).

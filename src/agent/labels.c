@@ -7,6 +7,7 @@
  */
 #include "gpusched/gfd_labels.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 #include <inttypes.h>
@@ -51,11 +52,8 @@ static void sanitise_value(const char *in, char *out)
 }
 
 /* Appends a label with a printf-formatted value; records GS_ELIMIT once full. */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static void
-add(struct gs_gfd_labels *l, int *err, const char *key, const char *fmt, ...)
+GS_PRINTF(4, 5)
+static void add(struct gs_gfd_labels *l, int *err, const char *key, const char *fmt, ...)
 {
     if (*err != GS_OK)
         return;

@@ -61,12 +61,7 @@ static void on_signal(int sig)
 static void log_line(void *ctx, const char *line)
 {
     (void)ctx;
-    struct timespec ts = {0, 0};
-    struct tm tm;
-    char when[32] = "";
-    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm) != NULL)
-        (void)strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    (void)fprintf(stderr, "%s.%03ldZ agent: %s\n", when, ts.tv_nsec / 1000000L, line);
+    gs_log_stderr_stamped((void *)"agent:", line);
 }
 
 struct args {

@@ -26,7 +26,9 @@ static const char *const usage_replay =
     "Replays a pod list over time: pods arrive at creation_time, wait in their queue, run for\n"
     "their observed run time (deletion_time - scheduled_time), then leave. A pod the trace never\n"
     "saw running is deleted after waiting as long as it did in the trace. Queues, quotas and\n"
-    "PriorityClasses come from the queues file, which also maps trace pods to queues.\n"
+    "PriorityClasses come from the queues file, which also maps trace pods to queues; its\n"
+    "podGroups rules, if any, group like pods that arrive together into gangs, placed all or\n"
+    "nothing (docs/queues.md, \"Pod groups\").\n"
     "\n"
     "options:\n"
     "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model)\n"
@@ -258,7 +260,7 @@ int gs_cmd_replay(int argc, char **argv)
             rc = 1;
             goto out;
         }
-        if (gs__sort_nodes_by_name(nodes.v, nodes.n, ord) != GS_OK) {
+        if (gs_trace_nodes_order_by_name(nodes.v, nodes.n, ord) != GS_OK) {
             free(kept);
             free(ord);
             rc = 1;
@@ -349,6 +351,11 @@ int gs_cmd_replay(int argc, char **argv)
            cfg.preemption ? ", preemption" : "", cfg.reclaim ? ", reclaim" : "",
            cfg.backfill ? ", backfill" : "", (unsigned long long)binds,
            (unsigned long long)evictions, (unsigned long long)cycles, wall);
+    uint32_t ngangs, gangs_started, gangs_timed_out;
+    gs_replay_gangs(r, &ngangs, &gangs_started, &gangs_timed_out);
+    if (ngangs > 0)
+        printf("gangs: %u formed by the podGroups rules, %u started whole, %u timed out\n", ngangs,
+               gangs_started, gangs_timed_out);
     printf("  %-16s %6s %7s %6s %7s %8s %8s %8s %9s %10s %7s %7s %9s\n", "queue", "pods", "started",
            "done", "pending", "wait p50", "wait p95", "wait p99", "JCT p50", "GPU-hours", "share%",
            "fair%", "evicted");

@@ -34,8 +34,10 @@
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "gpusched/kube.h"
+#include "gpusched/log.h"
 #include "gpusched/kworld.h"
 #include "gpusched/sched.h"
 #include "gpusched/schedmetrics.h"
@@ -103,22 +105,14 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void logf_(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(const char *level, const char *fmt, ...) GS_PRINTF(2, 3);
 
 static void logf_(const char *level, const char *fmt, ...)
 {
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    gs_vlog(gs_log_stderr_stamped, (void *)level, fmt, ap);
     va_end(ap);
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    (void)gmtime_r(&ts.tv_sec, &tm);
-    (void)fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s\n", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-                  level, msg);
 }
 
 /* A decision of the last cycle, sent after it. */

@@ -12,6 +12,7 @@
 
 #include "kube_int.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 #include <errno.h>
@@ -19,10 +20,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
+#include "util/yaml.h"
 
 /** Largest kubeconfig read, bytes. */
 #define KUBECONFIG_MAX_BYTES (1u << 20)
+
+/* The kubeconfig's limits for the shared YAML walker: a small file of a few levels; aliases and
+ * tags are YAML that client-go's reader accepts, so they are accepted here too. */
+static const struct gs_yaml_limits kubeconfig_limits = {
+    .bytes_max = KUBECONFIG_MAX_BYTES,
+    .depth_max = 32,
+    .nodes_max = 100000,
+    .aliases = true,
+    .tags = true,
+    .what = "a kubeconfig",
+};
 /** Largest certificate or key file checked / CA read, bytes (not enforced on files curl reads). */
 #define SA_DIR_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -136,25 +148,23 @@ void gs_kube_config_fini(struct gs_kube_config *cfg)
 
 /** State of one kubeconfig load. */
 struct rd {
-    yaml_document_t doc;    /**< the loaded document */
+    struct gs_yaml_doc doc; /**< the loaded document (the shared walker's tree) */
     const char *file;       /**< the kubeconfig's name, for diagnostics */
     const char *dir;        /**< its directory ("." when none), for relative paths */
     struct gs_kube_diag *d; /**< where errors go; may be NULL */
 };
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 5, 6)))
-#endif
-static int
-fail_at(struct rd *r, int err, const yaml_node_t *n, const char *field, const char *fmt, ...)
+GS_PRINTF(5, 6)
+static int fail_at(struct rd *r, int err, const struct gs_yaml_node *n, const char *field,
+                   const char *fmt, ...)
 {
     if (r->d == NULL)
         return err;
     memset(r->d, 0, sizeof *r->d);
     (void)snprintf(r->d->file, sizeof r->d->file, "%s", r->file);
     if (n != NULL) {
-        r->d->line = (uint32_t)n->start_mark.line + 1;
-        r->d->column = (uint32_t)n->start_mark.column + 1;
+        r->d->line = n->at.line;
+        r->d->column = n->at.col;
     }
     (void)snprintf(r->d->field, sizeof r->d->field, "%s", field != NULL ? field : "");
     va_list ap;
@@ -164,73 +174,44 @@ fail_at(struct rd *r, int err, const yaml_node_t *n, const char *field, const ch
     return err;
 }
 
-static const char *kind_name(const yaml_node_t *n)
+static int expect(struct rd *r, const struct gs_yaml_node *n, enum gs_yaml_kind kind,
+                  const char *field)
 {
-    switch (n->type) {
-    case YAML_SCALAR_NODE:
-        return "a scalar";
-    case YAML_SEQUENCE_NODE:
-        return "a list";
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    default:
-        return "nothing";
-    }
-}
-
-static int expect(struct rd *r, const yaml_node_t *n, yaml_node_type_t type, const char *field)
-{
-    static const char *const names[] = {"nothing", "a scalar", "a list", "a mapping"};
-    if (n->type == type)
+    static const char *const names[] = {"a scalar", "a list", "a mapping"};
+    if (n->kind == kind)
         return GS_OK;
-    return fail_at(r, GS_EPARSE, n, field, "expected %s, found %s", names[type], kind_name(n));
+    return fail_at(r, GS_EPARSE, n, field, "expected %s, found %s", names[kind],
+                   gs__yaml_kind_name(n));
 }
 
-/* True for the YAML null scalar written as nothing, '~' or 'null' (plain style). */
-static bool is_null(const yaml_node_t *n)
+/* The value of `key` in mapping m, or NULL when absent or null. */
+static const struct gs_yaml_node *map_get(const struct gs_yaml_node *m, const char *key)
 {
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    const char *s = (const char *)n->data.scalar.value;
-    return s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
-           strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
-}
-
-/* The value of `key` in mapping m, or NULL when absent or null; *key_node gets the key. */
-static yaml_node_t *map_get(struct rd *r, yaml_node_t *m, const char *key)
-{
-    if (m == NULL || m->type != YAML_MAPPING_NODE)
+    if (m == NULL)
         return NULL;
-    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node(&r->doc, p->key);
-        if (k != NULL && k->type == YAML_SCALAR_NODE &&
-            strcmp((const char *)k->data.scalar.value, key) == 0) {
-            yaml_node_t *v = yaml_document_get_node(&r->doc, p->value);
-            return v == NULL || is_null(v) ? NULL : v;
-        }
-    }
-    return NULL;
+    const struct gs_yaml_node *v = gs__yaml_map_get(m, key);
+    return v == NULL || gs__yaml_is_null(v) ? NULL : v;
 }
 
 /* A scalar's text (NUL bytes refused); a mapping or list is an error. */
-static int scalar(struct rd *r, const yaml_node_t *n, const char *field, const char **out)
+static int scalar(struct rd *r, const struct gs_yaml_node *n, const char *field, const char **out)
 {
-    int rc = expect(r, n, YAML_SCALAR_NODE, field);
+    int rc = expect(r, n, GS_YAML_SCALAR, field);
     if (rc != GS_OK)
         return rc;
-    if (strlen((const char *)n->data.scalar.value) != n->data.scalar.length)
+    if (strlen(n->u.s) != n->n)
         return fail_at(r, GS_EPARSE, n, field, "value holds a NUL byte");
-    *out = (const char *)n->data.scalar.value;
+    *out = n->u.s;
     return GS_OK;
 }
 
 /* A string value of map m (copied), or NULL when absent. */
-static int get_str(struct rd *r, yaml_node_t *m, const char *key, const char *prefix, char **out,
-                   yaml_node_t **node)
+static int get_str(struct rd *r, const struct gs_yaml_node *m, const char *key, const char *prefix,
+                   char **out, const struct gs_yaml_node **node)
 {
     char field[128];
     const char *s = "";
-    yaml_node_t *v = map_get(r, m, key);
+    const struct gs_yaml_node *v = map_get(m, key);
     *out = NULL;
     if (node != NULL)
         *node = v;
@@ -250,31 +231,32 @@ static int get_str(struct rd *r, yaml_node_t *m, const char *key, const char *pr
  * position. Every entry is checked (a mapping with a scalar name; names unique), so a broken
  * list is reported even when the entry sought comes first.
  */
-static int find_named(struct rd *r, yaml_node_t *root, const char *list_key, const char *inner_key,
-                      const char *name, const yaml_node_t *ref, const char *ref_field,
-                      const char *what, yaml_node_t **inner, size_t *index)
+static int find_named(struct rd *r, const struct gs_yaml_node *root, const char *list_key,
+                      const char *inner_key, const char *name, const struct gs_yaml_node *ref,
+                      const char *ref_field, const char *what, const struct gs_yaml_node **inner,
+                      size_t *index)
 {
     char field[128];
-    yaml_node_t *list = map_get(r, root, list_key);
-    yaml_node_t *found = NULL;
+    const struct gs_yaml_node *list = map_get(root, list_key);
+    const struct gs_yaml_node *found = NULL;
     int rc;
     *inner = NULL;
     *index = 0;
     if (list != NULL) {
-        rc = expect(r, list, YAML_SEQUENCE_NODE, list_key);
+        rc = expect(r, list, GS_YAML_SEQ, list_key);
         if (rc != GS_OK)
             return rc;
-        size_t n = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+        size_t n = list->n;
         for (size_t i = 0; i < n; i++) {
-            yaml_node_t *e = yaml_document_get_node(&r->doc, list->data.sequence.items.start[i]);
+            const struct gs_yaml_node *e = list->u.items[i];
             (void)snprintf(field, sizeof field, "%s[%zu]", list_key, i);
             if (e == NULL)
                 continue;
-            rc = expect(r, e, YAML_MAPPING_NODE, field);
+            rc = expect(r, e, GS_YAML_MAP, field);
             if (rc != GS_OK)
                 return rc;
             (void)snprintf(field, sizeof field, "%s[%zu].name", list_key, i);
-            yaml_node_t *nn = map_get(r, e, "name");
+            const struct gs_yaml_node *nn = map_get(e, "name");
             const char *s = "";
             if (nn == NULL)
                 return fail_at(r, GS_EPARSE, e, field, "a name is required");
@@ -283,11 +265,9 @@ static int find_named(struct rd *r, yaml_node_t *root, const char *list_key, con
                 return rc;
             /* Later duplicates are reported at the later entry. */
             for (size_t j = 0; j < i; j++) {
-                yaml_node_t *o =
-                    yaml_document_get_node(&r->doc, list->data.sequence.items.start[j]);
-                yaml_node_t *on = map_get(r, o, "name");
-                if (on != NULL && on->type == YAML_SCALAR_NODE &&
-                    strcmp((const char *)on->data.scalar.value, s) == 0)
+                const struct gs_yaml_node *o = list->u.items[j];
+                const struct gs_yaml_node *on = map_get(o, "name");
+                if (on != NULL && on->kind == GS_YAML_SCALAR && strcmp(on->u.s, s) == 0)
                     return fail_at(r, GS_EPARSE, nn, field, "duplicate name '%.80s'", s);
             }
             if (strcmp(s, name) == 0) {
@@ -299,10 +279,10 @@ static int find_named(struct rd *r, yaml_node_t *root, const char *list_key, con
     if (found == NULL)
         return fail_at(r, GS_EPARSE, ref, ref_field, "%s '%.80s' is not in %s", what, name,
                        list_key);
-    yaml_node_t *in = map_get(r, found, inner_key);
+    const struct gs_yaml_node *in = map_get(found, inner_key);
     if (in != NULL) {
         (void)snprintf(field, sizeof field, "%s[%zu].%s", list_key, *index, inner_key);
-        rc = expect(r, in, YAML_MAPPING_NODE, field);
+        rc = expect(r, in, GS_YAML_MAP, field);
         if (rc != GS_OK)
             return rc;
     }
@@ -323,10 +303,11 @@ static char *resolve(const struct rd *r, const char *p)
 }
 
 /* A path value: resolved against the kubeconfig's directory and checked to be readable. */
-static int get_path(struct rd *r, yaml_node_t *m, const char *key, const char *prefix, char **out)
+static int get_path(struct rd *r, const struct gs_yaml_node *m, const char *key, const char *prefix,
+                    char **out)
 {
     char *raw = NULL;
-    yaml_node_t *v = NULL;
+    const struct gs_yaml_node *v = NULL;
     char field[128];
     int rc = get_str(r, m, key, prefix, &raw, &v);
     *out = NULL;
@@ -408,11 +389,11 @@ bad:
 }
 
 /* An inline `-data` value: base64 of a non-empty PEM. */
-static int get_data(struct rd *r, yaml_node_t *m, const char *key, const char *prefix,
+static int get_data(struct rd *r, const struct gs_yaml_node *m, const char *key, const char *prefix,
                     unsigned char **out, size_t *out_len)
 {
     char *raw = NULL;
-    yaml_node_t *v = NULL;
+    const struct gs_yaml_node *v = NULL;
     char field[128];
     int rc = get_str(r, m, key, prefix, &raw, &v);
     *out = NULL;
@@ -434,11 +415,12 @@ static int get_data(struct rd *r, yaml_node_t *m, const char *key, const char *p
     return GS_OK;
 }
 
-static int get_bool(struct rd *r, yaml_node_t *m, const char *key, const char *prefix, bool *out)
+static int get_bool(struct rd *r, const struct gs_yaml_node *m, const char *key, const char *prefix,
+                    bool *out)
 {
     char field[128];
     const char *s = "";
-    yaml_node_t *v = map_get(r, m, key);
+    const struct gs_yaml_node *v = map_get(m, key);
     *out = false;
     if (v == NULL)
         return GS_OK;
@@ -454,22 +436,22 @@ static int get_bool(struct rd *r, yaml_node_t *m, const char *key, const char *p
 }
 
 /* Refuses a key of mapping m (an unsupported feature), naming it. */
-static int refuse(struct rd *r, yaml_node_t *m, const char *key, const char *prefix,
+static int refuse(struct rd *r, const struct gs_yaml_node *m, const char *key, const char *prefix,
                   const char *msg)
 {
     char field[128];
-    yaml_node_t *v = map_get(r, m, key);
+    const struct gs_yaml_node *v = map_get(m, key);
     if (v == NULL)
         return GS_OK;
     (void)snprintf(field, sizeof field, "%s%s", prefix, key);
     return fail_at(r, GS_EPARSE, v, field, "%s", msg);
 }
 
-static int read_cluster(struct rd *r, yaml_node_t *cl, size_t idx, const char *name,
-                        const yaml_node_t *ref, struct gs_kube_config *cfg)
+static int read_cluster(struct rd *r, const struct gs_yaml_node *cl, size_t idx, const char *name,
+                        const struct gs_yaml_node *ref, struct gs_kube_config *cfg)
 {
     char prefix[64];
-    yaml_node_t *sv = NULL;
+    const struct gs_yaml_node *sv = NULL;
     int rc;
     (void)snprintf(prefix, sizeof prefix, "clusters[%zu].cluster.", idx);
     if (cl == NULL)
@@ -499,16 +481,17 @@ static int read_cluster(struct rd *r, yaml_node_t *cl, size_t idx, const char *n
         return rc;
     (void)snprintf(field, sizeof field, "%scertificate-authority-data", prefix);
     if (cfg->ca_file != NULL && cfg->ca_data != NULL)
-        return fail_at(r, GS_EPARSE, map_get(r, cl, "certificate-authority-data"), field,
+        return fail_at(r, GS_EPARSE, map_get(cl, "certificate-authority-data"), field,
                        "both certificate-authority and certificate-authority-data are set");
     (void)snprintf(field, sizeof field, "%sinsecure-skip-tls-verify", prefix);
     if (cfg->insecure_skip_tls_verify && (cfg->ca_file != NULL || cfg->ca_data != NULL))
-        return fail_at(r, GS_EPARSE, map_get(r, cl, "insecure-skip-tls-verify"), field,
+        return fail_at(r, GS_EPARSE, map_get(cl, "insecure-skip-tls-verify"), field,
                        "insecure-skip-tls-verify cannot be combined with a certificate authority");
     return GS_OK;
 }
 
-static int read_user(struct rd *r, yaml_node_t *u, size_t idx, struct gs_kube_config *cfg)
+static int read_user(struct rd *r, const struct gs_yaml_node *u, size_t idx,
+                     struct gs_kube_config *cfg)
 {
     char prefix[64], field[128];
     int rc;
@@ -533,12 +516,12 @@ static int read_user(struct rd *r, yaml_node_t *u, size_t idx, struct gs_kube_co
         return rc;
     if (cfg->cert_file != NULL && cfg->cert_data != NULL) {
         (void)snprintf(field, sizeof field, "%sclient-certificate-data", prefix);
-        return fail_at(r, GS_EPARSE, map_get(r, u, "client-certificate-data"), field,
+        return fail_at(r, GS_EPARSE, map_get(u, "client-certificate-data"), field,
                        "both client-certificate and client-certificate-data are set");
     }
     if (cfg->key_file != NULL && cfg->key_data != NULL) {
         (void)snprintf(field, sizeof field, "%sclient-key-data", prefix);
-        return fail_at(r, GS_EPARSE, map_get(r, u, "client-key-data"), field,
+        return fail_at(r, GS_EPARSE, map_get(u, "client-key-data"), field,
                        "both client-key and client-key-data are set");
     }
     bool has_cert = cfg->cert_file != NULL || cfg->cert_data != NULL;
@@ -546,14 +529,12 @@ static int read_user(struct rd *r, yaml_node_t *u, size_t idx, struct gs_kube_co
     if (has_cert && !has_key) {
         const char *k = cfg->cert_file != NULL ? "client-certificate" : "client-certificate-data";
         (void)snprintf(field, sizeof field, "%s%s", prefix, k);
-        return fail_at(r, GS_EPARSE, map_get(r, u, k), field,
-                       "client-certificate without client-key");
+        return fail_at(r, GS_EPARSE, map_get(u, k), field, "client-certificate without client-key");
     }
     if (has_key && !has_cert) {
         const char *k = cfg->key_file != NULL ? "client-key" : "client-key-data";
         (void)snprintf(field, sizeof field, "%s%s", prefix, k);
-        return fail_at(r, GS_EPARSE, map_get(r, u, k), field,
-                       "client-key without client-certificate");
+        return fail_at(r, GS_EPARSE, map_get(u, k), field, "client-key without client-certificate");
     }
     if (cfg->token != NULL && cfg->token[0] == '\0') {
         free(cfg->token);
@@ -573,16 +554,16 @@ static int read_user(struct rd *r, yaml_node_t *u, size_t idx, struct gs_kube_co
 
 static int walk(struct rd *r, struct gs_kube_config *cfg)
 {
-    yaml_node_t *root = yaml_document_get_root_node(&r->doc);
+    const struct gs_yaml_node *root = r->doc.root;
     const char *cur = "", *cluster = "", *user = "", *ns = "";
-    yaml_node_t *ctx = NULL, *cl = NULL, *u = NULL;
+    const struct gs_yaml_node *ctx = NULL, *cl = NULL, *u = NULL;
     size_t ci = 0, cli = 0, ui = 0;
     int rc;
-    if (root == NULL || is_null(root))
+    if (root == NULL || gs__yaml_is_null(root))
         return fail_at(r, GS_EPARSE, NULL, "", "the file is empty");
-    if ((rc = expect(r, root, YAML_MAPPING_NODE, "")) != GS_OK)
+    if ((rc = expect(r, root, GS_YAML_MAP, "")) != GS_OK)
         return rc;
-    yaml_node_t *cc = map_get(r, root, "current-context");
+    const struct gs_yaml_node *cc = map_get(root, "current-context");
     if (cc == NULL)
         return fail_at(r, GS_EPARSE, NULL, "current-context", "no current-context is set");
     if ((rc = scalar(r, cc, "current-context", &cur)) != GS_OK)
@@ -593,7 +574,7 @@ static int walk(struct rd *r, struct gs_kube_config *cfg)
         return rc;
     char field[128];
     (void)snprintf(field, sizeof field, "contexts[%zu].context.cluster", ci);
-    yaml_node_t *cn = map_get(r, ctx, "cluster");
+    const struct gs_yaml_node *cn = map_get(ctx, "cluster");
     if (cn == NULL)
         return fail_at(r, GS_EPARSE, ctx != NULL ? ctx : cc, field,
                        "context '%.80s' names no cluster", cur);
@@ -605,7 +586,7 @@ static int walk(struct rd *r, struct gs_kube_config *cfg)
     if ((rc = read_cluster(r, cl, cli, cluster, cn, cfg)) != GS_OK)
         return rc;
     (void)snprintf(field, sizeof field, "contexts[%zu].context.namespace", ci);
-    yaml_node_t *nsn = map_get(r, ctx, "namespace");
+    const struct gs_yaml_node *nsn = map_get(ctx, "namespace");
     if (nsn != NULL) {
         if ((rc = scalar(r, nsn, field, &ns)) != GS_OK)
             return rc;
@@ -613,7 +594,7 @@ static int walk(struct rd *r, struct gs_kube_config *cfg)
             return fail_at(r, GS_ENOMEM, nsn, field, "out of memory");
     }
     (void)snprintf(field, sizeof field, "contexts[%zu].context.user", ci);
-    yaml_node_t *un = map_get(r, ctx, "user");
+    const struct gs_yaml_node *un = map_get(ctx, "user");
     if (un == NULL)
         return GS_OK;
     if ((rc = scalar(r, un, field, &user)) != GS_OK)
@@ -628,8 +609,6 @@ int gs_kube_config_load_file(const char *path, struct gs_kube_config *cfg,
                              struct gs_kube_diag *diag)
 {
     struct rd r = {.file = path, .d = diag};
-    yaml_parser_t parser;
-    bool have_parser = false, have_doc = false;
     char *text = NULL, *dir = NULL;
     size_t len = 0;
     int rc;
@@ -664,29 +643,20 @@ int gs_kube_config_load_file(const char *path, struct gs_kube_config *cfg,
     else
         *slash = '\0';
     r.dir = dir;
-    if (!yaml_parser_initialize(&parser)) {
-        rc = GS_ENOMEM;
-        goto out;
-    }
-    have_parser = true;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &r.doc)) {
-        rc = GS_EPARSE;
+    struct gs_diag yd;
+    memset(&yd, 0, sizeof yd);
+    rc = gs__yaml_load(text, len, &kubeconfig_limits, &r.doc, &yd);
+    if (rc != GS_OK) {
         if (diag != NULL) {
-            gs__kube_diag_set(diag, path, "YAML syntax error: %s",
-                              parser.problem != NULL ? parser.problem : "unknown problem");
-            diag->line = (uint32_t)parser.problem_mark.line + 1;
-            diag->column = (uint32_t)parser.problem_mark.column + 1;
+            gs__kube_diag_set(diag, path, "%s", yd.msg);
+            diag->line = (uint32_t)(yd.line > UINT32_MAX ? UINT32_MAX : yd.line);
+            diag->column = yd.column;
         }
         goto out;
     }
-    have_doc = true;
     rc = walk(&r, cfg);
 out:
-    if (have_doc)
-        yaml_document_delete(&r.doc);
-    if (have_parser)
-        yaml_parser_delete(&parser);
+    gs__yaml_doc_fini(&r.doc);
     if (rc != GS_OK)
         gs_kube_config_fini(cfg);
     free(text);

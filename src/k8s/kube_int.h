@@ -6,6 +6,7 @@
 #ifndef GPUSCHED_K8S_KUBE_INT_H
 #define GPUSCHED_K8S_KUBE_INT_H
 
+#include "gpusched/compiler.h"
 #include "gpusched/kube.h"
 #include "gpusched/rng.h"
 
@@ -28,10 +29,7 @@ int gs__kube_read_token(const char *path, char **token, struct gs_kube_diag *dia
 
 /** Fills a diagnostic (file, no line) with a formatted message; NULL diag is a no-op. */
 void gs__kube_diag_set(struct gs_kube_diag *d, const char *file, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+    GS_PRINTF(3, 4);
 
 /** A growing byte buffer with a hard maximum (curl's dynbuf idea). */
 struct gs__kube_buf {

@@ -8,6 +8,7 @@
 
 #include "gpusched/schedmetrics.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 #include <microhttpd.h>
@@ -150,7 +151,7 @@ struct out {
     size_t len;
 };
 
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...) GS_PRINTF(2, 3);
 
 static void put(struct out *o, const char *fmt, ...)
 {

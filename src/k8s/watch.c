@@ -13,6 +13,7 @@
  */
 #include "kube_int.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 #include <stdarg.h>
@@ -98,11 +99,8 @@ const char *gs_kube_watch_parser_error(const struct gs_kube_watch_parser *p)
     return p->msg;
 }
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static int
-fail(struct gs_kube_watch_parser *p, int err, uint64_t at, const char *fmt, ...)
+GS_PRINTF(4, 5)
+static int fail(struct gs_kube_watch_parser *p, int err, uint64_t at, const char *fmt, ...)
 {
     char text[200];
     va_list ap;

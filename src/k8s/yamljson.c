@@ -2,41 +2,59 @@
  * YAML (and JSON, which libyaml reads as YAML) into jansson values, for cluster dumps written by
  * `kubectl get ... -o yaml` or `-o json` and for whatif timelines.
  *
- * Plain scalars are typed as the YAML core schema does (null, ~, true, false, integers, floats);
- * quoted ones stay strings. Aliases are refused (they can expand without bound), and so are
- * documents nested deeper than a bound. Errors name the file, line and column.
+ * The text is streamed through the shared YAML walker (src/util/yaml.h) with this reader's
+ * limits, and each event goes straight into the jansson value being built, so a cluster dump
+ * has no YAML tree of its own beside its JSON. Plain scalars are typed as the YAML core schema
+ * does (null, ~, true, false, integers, floats); quoted or tagged ones stay strings. Aliases are
+ * refused (they can expand without bound), and so are documents nested deeper than 64 levels.
+ * Errors name the file, line and column.
  */
 #define _POSIX_C_SOURCE 200809L /* strndup */
 
 #include "k8s/yamljson.h"
 
+#include "gpusched/diag.h"
+#include "gpusched/err.h"
+#include "util/yaml.h"
+
 #include <ctype.h>
-#include <stdbool.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
-#define DEPTH_MAX 64
+/** Deepest nesting of a document. */
+#define DEPTH_MAX 64u
 
-struct ctx {
-    yaml_parser_t parser;
-    const char *file;
-    char *err;
-    size_t cap;
+/* A cluster dump is far larger than a configuration: 1 GiB of text, 10^8 nodes. */
+static const struct gs_yaml_limits limits = {
+    .bytes_max = (size_t)1 << 30,
+    .depth_max = DEPTH_MAX,
+    .nodes_max = 100000000u,
+    .aliases = false,
+    .tags = true,
+    .what = "a Kubernetes object file",
 };
 
-static void fail(struct ctx *c, const yaml_mark_t *m, const char *what)
-{
-    (void)snprintf(c->err, c->cap, "%s:%zu:%zu: %s", c->file, m->line + 1, m->column + 1, what);
-}
+/** One open collection. */
+struct level {
+    json_t *value; /**< the object or array being filled (owned) */
+    bool map;      /**< an object */
+    char *key;     /**< an object's key waiting for its value, or NULL */
+};
 
-static json_t *scalar(const yaml_event_t *ev)
+struct ctx {
+    struct level stack[DEPTH_MAX]; /**< open collections, outermost first */
+    uint32_t depth;                /**< entries in stack */
+    json_t *doc;                   /**< the finished document (owned) */
+};
+
+static json_t *scalar(const struct gs_yaml_event *ev)
 {
-    const char *v = (const char *)ev->data.scalar.value;
-    size_t len = ev->data.scalar.length;
-    if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE || ev->data.scalar.tag)
+    const char *v = ev->text;
+    size_t len = ev->len;
+    if (!ev->plain || ev->tagged)
         return json_stringn(v, len);
     if (len == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
         strcmp(v, "NULL") == 0)
@@ -58,135 +76,81 @@ static json_t *scalar(const yaml_event_t *ev)
     return json_stringn(v, len);
 }
 
-static json_t *node(struct ctx *c, yaml_event_t *first, int depth);
-
-static json_t *collection(struct ctx *c, yaml_event_t *start, int depth)
+/* Puts a finished value (a new reference, taken) into the open collection or the document. */
+static int place(struct ctx *c, json_t *val, const struct gs_yaml_event *ev, struct gs_diag *d)
 {
-    bool map = start->type == YAML_MAPPING_START_EVENT;
-    if (depth >= DEPTH_MAX) {
-        fail(c, &start->start_mark, "nested too deep");
-        return NULL;
+    if (val == NULL)
+        return gs__yaml_fail(d, GS_ENOMEM, &ev->at, "", "out of memory");
+    if (c->depth == 0) {
+        c->doc = val;
+        return GS_OK;
     }
-    json_t *out = map ? json_object() : json_array();
-    if (!out) {
-        fail(c, &start->start_mark, "out of memory");
-        return NULL;
+    struct level *l = &c->stack[c->depth - 1];
+    int bad;
+    if (l->map) {
+        bad = json_object_set_new(l->value, l->key, val);
+        free(l->key);
+        l->key = NULL;
+    } else {
+        bad = json_array_append_new(l->value, val);
     }
-    for (;;) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse(&c->parser, &ev)) {
-            fail(c, &c->parser.problem_mark, c->parser.problem ? c->parser.problem : "bad YAML");
-            json_decref(out);
-            return NULL;
-        }
-        if (ev.type == YAML_MAPPING_END_EVENT || ev.type == YAML_SEQUENCE_END_EVENT) {
-            yaml_event_delete(&ev);
-            return out;
-        }
-        if (map) {
-            if (ev.type != YAML_SCALAR_EVENT) {
-                fail(c, &ev.start_mark, "a mapping key must be a scalar");
-                yaml_event_delete(&ev);
-                json_decref(out);
-                return NULL;
-            }
-            char *key = strndup((const char *)ev.data.scalar.value, ev.data.scalar.length);
-            yaml_mark_t km = ev.start_mark;
-            yaml_event_delete(&ev);
-            yaml_event_t vev;
-            if (!key || !yaml_parser_parse(&c->parser, &vev)) {
-                fail(c, key ? &c->parser.problem_mark : &km, key ? "bad YAML" : "out of memory");
-                free(key);
-                json_decref(out);
-                return NULL;
-            }
-            json_t *val = node(c, &vev, depth + 1);
-            if (!val || json_object_set_new(out, key, val) != 0) {
-                if (val)
-                    fail(c, &km, "out of memory");
-                free(key);
-                json_decref(out);
-                return NULL;
-            }
-            free(key);
-        } else {
-            json_t *val = node(c, &ev, depth + 1);
-            if (!val || json_array_append_new(out, val) != 0) {
-                json_decref(out);
-                return NULL;
-            }
-        }
-    }
+    return bad ? gs__yaml_fail(d, GS_ENOMEM, &ev->at, "", "out of memory") : GS_OK;
 }
 
-/* Builds the value that starts with event `first` (consumed). */
-static json_t *node(struct ctx *c, yaml_event_t *first, int depth)
+static int on_event(void *ctx, const struct gs_yaml_event *ev, struct gs_diag *d)
 {
-    json_t *out = NULL;
-    switch (first->type) {
-    case YAML_SCALAR_EVENT:
-        out = scalar(first);
-        if (!out)
-            fail(c, &first->start_mark, "out of memory");
-        break;
-    case YAML_MAPPING_START_EVENT:
-    case YAML_SEQUENCE_START_EVENT:
-        out = collection(c, first, depth);
-        break;
-    case YAML_ALIAS_EVENT:
-        fail(c, &first->start_mark, "YAML aliases are not accepted");
-        break;
-    default:
-        fail(c, &first->start_mark, "unexpected YAML event");
-        break;
+    struct ctx *c = ctx;
+    struct level *top = c->depth > 0 ? &c->stack[c->depth - 1] : NULL;
+    bool want_key = top != NULL && top->map && top->key == NULL;
+    if (want_key && ev->kind != GS_YAML_EV_SCALAR && ev->kind != GS_YAML_EV_END)
+        return gs__yaml_fail(d, GS_EPARSE, &ev->at, "", "a mapping key must be a scalar");
+    switch (ev->kind) {
+    case GS_YAML_EV_SCALAR:
+        if (want_key) {
+            top->key = strndup(ev->text, ev->len);
+            return top->key ? GS_OK : gs__yaml_fail(d, GS_ENOMEM, &ev->at, "", "out of memory");
+        }
+        return place(c, scalar(ev), ev, d);
+    case GS_YAML_EV_SEQ_START:
+    case GS_YAML_EV_MAP_START: {
+        bool map = ev->kind == GS_YAML_EV_MAP_START;
+        json_t *v = map ? json_object() : json_array();
+        if (v == NULL)
+            return gs__yaml_fail(d, GS_ENOMEM, &ev->at, "", "out of memory");
+        c->stack[c->depth++] = (struct level){v, map, NULL}; /* the walker bounds depth */
+        return GS_OK;
     }
-    yaml_event_delete(first);
-    return out;
+    case GS_YAML_EV_END: {
+        struct level l = c->stack[--c->depth];
+        free(l.key);
+        return place(c, l.value, ev, d);
+    }
+    case GS_YAML_EV_ALIAS: /* refused by the limits before it gets here */
+        return gs__yaml_fail(d, GS_EPARSE, &ev->at, "", "YAML aliases are not accepted");
+    }
+    return GS_OK;
 }
 
 int gs_yaml_to_json(const char *file, const char *text, size_t len, json_t **out, char *err,
                     size_t cap)
 {
-    struct ctx c = {.file = file ? file : "<input>", .err = err, .cap = cap};
+    struct ctx c;
+    struct gs_diag d;
+    memset(&c, 0, sizeof c);
+    memset(&d, 0, sizeof d);
+    (void)snprintf(d.file, sizeof d.file, "%s", file ? file : "<input>");
     *out = NULL;
-    if (!yaml_parser_initialize(&c.parser)) {
-        (void)snprintf(err, cap, "%s: out of memory", c.file);
+    int rc = gs__yaml_walk(text, len, &limits, on_event, &c, &d);
+    while (c.depth > 0) {
+        struct level *l = &c.stack[--c.depth];
+        free(l->key);
+        json_decref(l->value);
+    }
+    if (rc != GS_OK) {
+        json_decref(c.doc);
+        (void)gs_diag_format(&d, err, cap);
         return -1;
     }
-    yaml_parser_set_input_string(&c.parser, (const unsigned char *)text, len);
-    json_t *doc = NULL;
-    int rc = -1;
-    for (;;) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse(&c.parser, &ev)) {
-            fail(&c, &c.parser.problem_mark, c.parser.problem ? c.parser.problem : "bad YAML");
-            break;
-        }
-        yaml_event_type_t t = ev.type;
-        if (t == YAML_STREAM_END_EVENT) {
-            yaml_event_delete(&ev);
-            rc = 0;
-            break;
-        }
-        if (t == YAML_STREAM_START_EVENT || t == YAML_DOCUMENT_START_EVENT ||
-            t == YAML_DOCUMENT_END_EVENT) {
-            yaml_event_delete(&ev);
-            continue;
-        }
-        if (doc) {
-            fail(&c, &ev.start_mark, "more than one YAML document");
-            yaml_event_delete(&ev);
-            break;
-        }
-        doc = node(&c, &ev, 0);
-        if (!doc)
-            break;
-    }
-    yaml_parser_delete(&c.parser);
-    if (rc != 0) {
-        json_decref(doc);
-        return -1;
-    }
-    *out = doc ? doc : json_null();
+    *out = c.doc ? c.doc : json_null();
     return 0;
 }

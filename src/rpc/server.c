@@ -26,6 +26,7 @@
 
 #include "rpc_int.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 #include <errno.h>
@@ -41,12 +42,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define GS_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define GS_PRINTF(f, a)
-#endif
 
 /** Request bytes the whole server may buffer at once, across all streams. */
 #define SERVER_MAX_REQUEST_BYTES ((size_t)64 * 1024 * 1024)
@@ -159,14 +154,9 @@ static void say(struct gs_grpc_server *srv, const char *fmt, ...) GS_PRINTF(2, 3
 
 static void say(struct gs_grpc_server *srv, const char *fmt, ...)
 {
-    char line[512];
     va_list ap;
-
     va_start(ap, fmt);
-    if (srv->log) {
-        (void)vsnprintf(line, sizeof line, fmt, ap);
-        srv->log(srv->log_user, line);
-    }
+    gs_vlog(srv->log, srv->log_user, fmt, ap);
     va_end(ap);
 }
 

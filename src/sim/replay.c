@@ -17,6 +17,7 @@
 #include "gpusched/frag.h"
 #include "gpusched/sched.h"
 #include "util/file.h"
+#include "util/heap.h"
 
 #define REPLAY_NODE_PODS_MAX 1001
 /* Retries without progress, once no event is left, before the replay ends (2 h at 10 min). */
@@ -34,11 +35,6 @@ struct event {
     uint32_t token; /* EV_END: the run it ends */
 };
 
-struct heap {
-    struct event *v;
-    uint32_t n, cap;
-};
-
 struct gs_replay {
     struct gs_replay_queue *queues; /* leaf queues, in engine id order */
     uint32_t nqueues;
@@ -53,13 +49,14 @@ struct gs_replay {
     uint32_t pods;
     uint64_t binds, evictions, cycles;
     int64_t end_ms;
+    uint32_t gangs, gangs_started, gangs_timed_out; /* formed by podGroups rules */
 };
 
 struct run_state {
     struct gs_replay *r;
     struct gs_engine *e;
     const struct gs_trace_pods *pods;
-    struct heap h;
+    struct gs_heap h; /* of struct event, by (t_ms, seq) */
     uint64_t seq;
     uint32_t *engine_of;  /* trace index -> engine pod id (UINT32_MAX before arrival) */
     uint32_t *trace_of;   /* engine pod id -> trace index */
@@ -68,6 +65,9 @@ struct run_state {
     int64_t *first_start; /* -1 until started */
     double *jct_s;        /* per trace pod, -1 until completed */
     int64_t now_ms;
+    uint32_t *gang_id;       /* per formed gang: its engine gang id */
+    const uint32_t *gang_of; /* per trace pod: its formed gang or GS_QCONFIG_NO_GANG */
+    bool *gang_timed_out;    /* per formed gang: a GANG_TIMEOUT event was seen */
     int err;
 };
 
@@ -78,55 +78,26 @@ static int64_t arrival_ms(const struct gs_trace_pod *p, const struct gs_replay_c
     return cfg->arrival_speedup > 1 ? (int64_t)((double)t / cfg->arrival_speedup) : t;
 }
 
-static bool ev_before(const struct event *a, const struct event *b)
+static bool ev_before(const void *pa, const void *pb, void *ctx)
 {
+    const struct event *a = pa, *b = pb;
+    (void)ctx;
     if (a->t_ms != b->t_ms)
         return a->t_ms < b->t_ms;
     return a->seq < b->seq;
 }
 
+/* Queues an event, stamping it with the next sequence number (ties in time keep push order). */
 static int heap_push(struct run_state *s, struct event ev)
 {
-    struct heap *h = &s->h;
-    if (h->n == h->cap) {
-        uint32_t cap = h->cap ? h->cap * 2 : 1024;
-        struct event *v = realloc(h->v, cap * sizeof(*v));
-        if (!v)
-            return GS_ENOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
     ev.seq = s->seq++;
-    uint32_t i = h->n++;
-    while (i > 0 && ev_before(&ev, &h->v[(i - 1) / 2])) {
-        h->v[i] = h->v[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->v[i] = ev;
-    return GS_OK;
+    return gs__heap_push(&s->h, &ev);
 }
 
-static struct event heap_pop(struct heap *h)
+/* Time of the next event; the heap must not be empty. */
+static int64_t next_t_ms(const struct run_state *s)
 {
-    struct event top = h->v[0], last = h->v[--h->n];
-    uint32_t i = 0;
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, m = i;
-        const struct event *mv = &last;
-        if (l < h->n && ev_before(&h->v[l], mv)) {
-            m = l;
-            mv = &h->v[l];
-        }
-        if (r < h->n && ev_before(&h->v[r], mv))
-            m = r;
-        if (m == i)
-            break;
-        h->v[i] = h->v[m];
-        i = m;
-    }
-    if (h->n > 0)
-        h->v[i] = last;
-    return top;
+    return ((const struct event *)gs__heap_top(&s->h))->t_ms;
 }
 
 static void on_event(void *ctx, const struct gs_event *ev)
@@ -146,6 +117,10 @@ static void on_event(void *ctx, const struct gs_event *ev)
     } else if (ev->kind == GS_EV_EVICT) {
         s->r->evictions++;
         s->token[tp]++; /* its pending end no longer counts */
+    } else if (ev->kind == GS_EV_GANG_TIMEOUT) {
+        s->token[tp]++; /* failed: it will not run */
+        if (s->gang_of[tp] != GS_QCONFIG_NO_GANG)
+            s->gang_timed_out[s->gang_of[tp]] = true;
     }
 }
 
@@ -227,9 +202,12 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     int err = GS_ENOMEM;
     struct run_state s;
     memset(&s, 0, sizeof(s));
+    gs__heap_init(&s.h, sizeof(struct event), ev_before, NULL);
     struct gs_cluster *c = NULL;
     struct gs_workload w = {0};
     struct gs_pod_req *reqs = NULL;
+    struct gs_qconfig_gangs gangs;
+    memset(&gangs, 0, sizeof gangs);
     const char **specs = NULL;
     uint32_t *rank = NULL, *qid = NULL, *pcid = NULL;
     struct gs_replay *r = calloc(1, sizeof(*r));
@@ -246,7 +224,7 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         err = GS_ENOMEM;
         goto out;
     }
-    err = gs__sort_nodes_by_name(nodes->v, nodes->n, order);
+    err = gs_trace_nodes_order_by_name(nodes->v, nodes->n, order);
     if (err) {
         free(order);
         goto out;
@@ -379,6 +357,22 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         pcid[i] = (uint32_t)pc;
         r->queues[r->leaf_of[q]].pods++;
     }
+    /* Gangs from the podGroups rules, each a PodGroup of the engine. */
+    if ((err = gs_qconfig_form_gangs(qc, pods, &gangs)) != GS_OK)
+        goto out;
+    s.gang_of = gangs.gang_of;
+    s.gang_id = malloc(((size_t)gangs.n + 1) * sizeof(*s.gang_id));
+    s.gang_timed_out = calloc((size_t)gangs.n + 1, sizeof(*s.gang_timed_out));
+    if (s.gang_id == NULL || s.gang_timed_out == NULL) {
+        err = GS_ENOMEM;
+        goto out;
+    }
+    for (uint32_t g = 0; g < gangs.n; g++) {
+        struct gs_gang_spec gs = {gangs.v[g].name, gangs.v[g].min_member, gangs.v[g].timeout_ms};
+        if ((err = gs_engine_add_gang(s.e, &gs, &s.gang_id[g])) != GS_OK)
+            goto out;
+    }
+    r->gangs = gangs.n;
     err = GS_OK;
     for (uint32_t i = 0; i < n && !err; i++) {
         const struct gs_trace_pod *p = &pods->v[i];
@@ -394,7 +388,7 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
 
     int64_t sample_ms = cfg->sample_ms > 0 ? cfg->sample_ms : INT64_C(3600) * 1000;
     int64_t retry_ms = cfg->retry_ms > 0 ? cfg->retry_ms : INT64_C(600) * 1000;
-    int64_t next_sample = s.h.n ? s.h.v[0].t_ms : 0;
+    int64_t next_sample = gs__heap_len(&s.h) ? next_t_ms(&s) : 0;
     int64_t last_t = next_sample;
     bool retry_queued = false;
     uint32_t idle_retries = 0;
@@ -404,8 +398,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         err = GS_ENOMEM;
         goto out;
     }
-    while (s.h.n > 0 && !err) {
-        int64_t t = s.h.v[0].t_ms;
+    while (gs__heap_len(&s.h) > 0 && !err) {
+        int64_t t = next_t_ms(&s);
         /* Integrate GPU use per queue over [last_t, t) and take the samples in between. */
         for (uint32_t qi = 0; qi < nq; qi++) {
             if (r->leaf_of[qi] == UINT32_MAX)
@@ -424,15 +418,22 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         }
         last_t = t;
         s.now_ms = t;
-        while (s.h.n > 0 && s.h.v[0].t_ms == t && !err) {
-            struct event ev = heap_pop(&s.h);
+        while (gs__heap_len(&s.h) > 0 && next_t_ms(&s) == t && !err) {
+            struct event ev;
+            (void)gs__heap_pop(&s.h, &ev);
             if (ev.kind == EV_ARRIVE) {
                 const struct gs_trace_pod *p = &pods->v[ev.pod];
-                struct gs_tpod_spec ps = {p->name,      qid[ev.pod],
-                                          pcid[ev.pod], GS_NO_GANG,
-                                          reqs[ev.pod], cfg->backfill ? s.runtime_ms[ev.pod] : -1};
+                uint32_t g = gangs.gang_of[ev.pod];
+                struct gs_tpod_spec ps = {
+                    p->name,      qid[ev.pod],
+                    pcid[ev.pod], g == GS_QCONFIG_NO_GANG ? GS_NO_GANG : s.gang_id[g],
+                    reqs[ev.pod], cfg->backfill ? s.runtime_ms[ev.pod] : -1};
                 uint32_t id;
                 err = gs_engine_submit(s.e, &ps, t, &id);
+                /* A gang whose minimum can never fit under its queue's caps is refused: the pod
+                 * is in the engine all the same and waits, as in a cluster. */
+                if (err == GS_ELIMIT)
+                    err = GS_OK;
                 if (!err) {
                     s.engine_of[ev.pod] = id;
                     s.trace_of[id] = ev.pod;
@@ -474,13 +475,13 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
          * Once nothing else is left to happen and REPLAY_IDLE_RETRIES retries in a row changed
          * nothing, the waiting pods can never start: stop, they count as pending at the end. */
         uint64_t progress = r->binds + r->evictions;
-        if (s.h.n == 0 && progress == last_progress)
+        if (gs__heap_len(&s.h) == 0 && progress == last_progress)
             idle_retries++;
         else
             idle_retries = 0;
         last_progress = progress;
         if (!err && pending > 0 && !retry_queued && idle_retries < REPLAY_IDLE_RETRIES &&
-            (s.h.n == 0 || s.h.v[0].t_ms > t + retry_ms)) {
+            (gs__heap_len(&s.h) == 0 || next_t_ms(&s) > t + retry_ms)) {
             err = heap_push(&s, (struct event){t + retry_ms, 0, EV_RETRY, 0, 0});
             retry_queued = true;
         }
@@ -549,6 +550,13 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         rq->jct_p50_s = percentile(tmp, k, 0.50);
     }
     free(tmp);
+    for (uint32_t g = 0; g < gangs.n; g++) {
+        struct gs_gang_info gi;
+        if (gs_engine_gang_info(s.e, s.gang_id[g], &gi) != GS_OK)
+            continue;
+        r->gangs_started += gi.started;
+        r->gangs_timed_out += s.gang_timed_out[g];
+    }
     {
         char msg[200];
         if (gs_engine_check(s.e, msg, sizeof(msg)) != GS_OK) {
@@ -574,7 +582,10 @@ out:
     free(s.token);
     free(s.first_start);
     free(s.jct_s);
-    free(s.h.v);
+    free(s.gang_id);
+    free(s.gang_timed_out);
+    gs_qconfig_gangs_fini(&gangs);
+    gs__heap_fini(&s.h);
     if (err) {
         gs_replay_free(r);
         return err;
@@ -623,6 +634,14 @@ uint32_t gs_replay_waits(const struct gs_replay *r, const uint32_t **queue, cons
     *queue = r->wait_queue;
     *wait_s = r->wait_s;
     return r->nwaits;
+}
+
+void gs_replay_gangs(const struct gs_replay *r, uint32_t *formed, uint32_t *started,
+                     uint32_t *timed_out)
+{
+    *formed = r->gangs;
+    *started = r->gangs_started;
+    *timed_out = r->gangs_timed_out;
 }
 
 void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds,

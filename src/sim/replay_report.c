@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "util/file.h"
 #include "gpusched/replay.h"
@@ -216,7 +217,7 @@ struct text {
     size_t len, cap;
 };
 
-static int text_add(struct text *t, const char *fmtstr, ...) __attribute__((format(printf, 2, 3)));
+static int text_add(struct text *t, const char *fmtstr, ...) GS_PRINTF(2, 3);
 static int text_add(struct text *t, const char *fmtstr, ...)
 {
     va_list ap;

@@ -19,6 +19,7 @@
 
 #include "gpusched/trace.h"
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 #include <csv.h>
@@ -31,12 +32,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define GS_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define GS_PRINTF(f, a)
-#endif
 
 /** Most columns a file may have: the layouts' (11 at most) and a pod list's own columns. */
 #define MAX_COLS 64
@@ -149,45 +144,6 @@ struct reader {
 };
 
 /* ---- diagnostics ------------------------------------------------------------------------ */
-
-/* Appends to a bounded buffer as snprintf would, keeping the total that was wanted. */
-GS_PRINTF(4, 5)
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    size_t at = *len < cap ? *len : cap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf ? buf + at : NULL, cap - at, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        *len += (size_t)k;
-}
-
-int gs_diag_format(const struct gs_diag *d, char *buf, size_t cap)
-{
-    size_t len = 0;
-    bool where = false;
-
-    if (buf == NULL)
-        cap = 0;
-    if (cap > 0)
-        buf[0] = '\0';
-    if (d->file[0] != '\0' || d->line > 0) {
-        append(buf, cap, &len, "%s", d->file[0] != '\0' ? d->file : "<input>");
-        where = true;
-    }
-    if (d->line > 0) {
-        append(buf, cap, &len, ":%" PRIu64, d->line);
-        if (d->column > 0)
-            append(buf, cap, &len, ":%" PRIu32, d->column);
-    }
-    if (where)
-        append(buf, cap, &len, ": ");
-    if (d->field[0] != '\0')
-        append(buf, cap, &len, "field '%s': ", d->field);
-    append(buf, cap, &len, "%s", d->msg);
-    return len > INT32_MAX ? INT32_MAX : (int)len;
-}
 
 /* Records the first error of a read; later ones are dropped. column is 1-based, 0 for none. */
 GS_PRINTF(6, 7)
@@ -838,6 +794,35 @@ out:
 }
 
 /* ---- public ----------------------------------------------------------------------------- */
+
+/* ---- ordering --------------------------------------------------------------------------- */
+
+struct named {
+    const char *name;
+    uint32_t idx;
+};
+
+static int cmp_named(const void *a, const void *b)
+{
+    const struct named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->idx < y->idx ? -1 : x->idx > y->idx);
+}
+
+int gs_trace_nodes_order_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order)
+{
+    struct named *v = malloc(((size_t)n + 1) * sizeof(*v));
+    if (!v)
+        return GS_ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = (struct named){nodes[i].name, i};
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cmp_named);
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = v[i].idx;
+    free(v);
+    return GS_OK;
+}
 
 void gs_trace_nodes_fini(struct gs_trace_nodes *nodes)
 {

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 
 static void say_errno(struct gs_diag *d, const char *what, int e)
@@ -113,33 +114,6 @@ int gs__mkdir_p(const char *dir)
     return rc;
 }
 
-struct named {
-    const char *name;
-    uint32_t idx;
-};
-
-static int cmp_named(const void *a, const void *b)
-{
-    const struct named *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    return c ? c : (x->idx < y->idx ? -1 : x->idx > y->idx);
-}
-
-int gs__sort_nodes_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order)
-{
-    struct named *v = malloc(((size_t)n + 1) * sizeof(*v));
-    if (!v)
-        return GS_ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
-        v[i] = (struct named){nodes[i].name, i};
-    if (n > 1)
-        qsort(v, n, sizeof(*v), cmp_named);
-    for (uint32_t i = 0; i < n; i++)
-        order[i] = v[i].idx;
-    free(v);
-    return GS_OK;
-}
-
 int gs__mkstemp_shared(char *tmpl)
 {
     int fd = mkstemp(tmpl);
@@ -179,7 +153,7 @@ struct dirent64_raw {
 
 static void empty_dir_fd(int fd)
 {
-    char buf[4096] __attribute__((aligned(8)));
+    char buf[4096] GS_ALIGNED(8);
     for (int rounds = 0; rounds < 64; rounds++) {
         (void)lseek(fd, 0, SEEK_SET);
         long n = syscall(SYS_getdents64, fd, buf, sizeof buf);

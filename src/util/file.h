@@ -1,7 +1,8 @@
 /*
- * File helpers shared by the readers of outside input (queue configuration, fake GPU node,
- * agent configuration) and the commands that write results. Internal: not part of the public
- * API. Only what the C library does not give in one call.
+ * File helpers of the utility layer (src/util, below every other), shared by the readers of
+ * outside input (queue configuration, fake GPU node, agent configuration) and the commands that
+ * write results. Internal: not part of the public API. Only what the C library does not give in
+ * one call.
  */
 #ifndef GPUSCHED_UTIL_FILE_H
 #define GPUSCHED_UTIL_FILE_H
@@ -10,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "gpusched/trace.h" /* struct gs_diag */
+#include "gpusched/diag.h" /* struct gs_diag */
 
 /**
  * Reads a whole file into memory, refusing files over a bound.
@@ -31,13 +32,6 @@ int gs__read_file(const char *path, size_t max_bytes, char **buf, size_t *len,
  * @return 0, or -1 with errno set (an existing non-directory gives ENOTDIR).
  */
 int gs__mkdir_p(const char *dir);
-
-/**
- * Orders the indices of a node list by node name (strcmp), in O(n log n).
- * @param order  receives n indices.
- * @return GS_OK or GS_ENOMEM.
- */
-int gs__sort_nodes_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order);
 
 /** The file naming the files of the last result set in an output directory, one per line. */
 #define GS_MANIFEST "MANIFEST"

@@ -201,8 +201,16 @@ static void test_config_errors_name_line_column_and_key(void **state)
         {"version: v1\nexporter: {refreshInterval: 1ms}\n", 2, 29, "refreshInterval",
          "at least 100ms"},
         {"version: v1\nflags: [1]\n", 2, 8, "flags", "expected a mapping, found a list"},
-        {"version: v1\nflags: {migStrategy: [mixed\n", 3, 1, "", "not valid YAML"},
-        {"version: v1\n---\nversion: v1\n", 3, 1, "", "more than one YAML document"},
+        /* YAML problems come from the shared walker (src/util/yaml.h), with its wording; a
+         * second document is named at its "---". */
+        {"version: v1\nflags: {migStrategy: [mixed\n", 3, 1, "",
+         "malformed YAML: did not find expected ',' or ']' (while parsing a flow sequence at line "
+         "2, column 22)"},
+        {"version: v1\n---\nversion: v1\n", 2, 1, "",
+         "a second YAML document; a device plugin configuration is one document"},
+        /* Depth 16: the root mapping is level 1, so the 16th '[' (column 4 + 15) is level 17. */
+        {"version: v1\nx: [[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]\n", 2, 19, "",
+         "nesting deeper than 16 levels"},
         {"", 0, 0, "version", "empty document"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

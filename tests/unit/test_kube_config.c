@@ -190,7 +190,12 @@ static void every_bad_kubeconfig_is_named(void **state)
 {
     (void)state;
     fails("", GS_EPARSE, 0, 0, "", "the file is empty");
-    fails("a: [1,\n", GS_EPARSE, 2, 1, "", "YAML syntax error: did not find expected node content");
+    /* YAML problems come from the shared walker (src/util/yaml.h), with its wording. */
+    fails("a: [1,\n", GS_EPARSE, 2, 1, "",
+          "malformed YAML: did not find expected node content (while parsing a flow node at line "
+          "2, column 1)");
+    fails(CTX_OK "---\n" CL_OK, GS_EPARSE, 3, 1, "",
+          "a second YAML document; a kubeconfig is one document");
     fails("- a\n- b\n", GS_EPARSE, 1, 1, "", "expected a mapping, found a list");
     fails("kind: Config\n", GS_EPARSE, 0, 0, "current-context", "no current-context is set");
     fails("current-context: [x]\n", GS_EPARSE, 1, 18, "current-context",

@@ -747,7 +747,7 @@ static void test_errors_keys_and_types(void **state)
         {HDR "queues: []\n", 3, 9, "queues", "no queues"},
         {HDR "queue:\n  - name: a\n", 3, 1, "queue",
          "unknown key 'queue' (allowed: apiVersion, kind, preemptMinRuntime, queues, "
-         "priorityClasses, assignment)"},
+         "priorityClasses, assignment, podGroups)"},
         {HDR QA "    resources:\n      gpu: {quota: 1, limt: 2}\n", 6, 23, "limt",
          "unknown key 'limt' (allowed: quota, limit, overQuotaWeight)"},
         {HDR QA "    resources:\n      gpus: {quota: 1}\n", 6, 7, "gpus",
@@ -782,6 +782,139 @@ static void test_errors_keys_and_types(void **state)
         {HDR QA "assignment: [x]\n", 5, 13, "assignment", "expected a mapping, found a list"},
     };
     RUN(cases);
+}
+
+/* Queue and PriorityClass names are DNS-1123 subdomains (include/gpusched/names.h): lower-case
+ * letters, digits, '-' and '.', starting and ending with a letter or digit, each dotted part too,
+ * at most 253 characters. Positions: the name value starts at column 11 of line 4 for queues
+ * ("  - name: " is 10 characters) and at column 12 of line 6 for classes ("  - {name: "). */
+static void test_names_are_dns1123_subdomains(void **state)
+{
+    (void)state;
+#define SUFFIX " (a DNS-1123 subdomain, as Kubernetes names objects)"
+    static const struct err_case cases[] = {
+        {HDR "queues:\n  - name: Team-A\n", 4, 11, "name",
+         "invalid name 'Team-A': character 'T' (byte 0x54) at position 1 is not allowed: a name "
+         "is lower-case letters, digits, '-' and '.'" SUFFIX},
+        {HDR "queues:\n  - name: team_a\n", 4, 11, "name",
+         "invalid name 'team_a': character '_' (byte 0x5f) at position 5 is not allowed"},
+        {HDR "queues:\n  - name: \"team a\"\n", 4, 11, "name",
+         "character ' ' (byte 0x20) at position 5 is not allowed"},
+        {HDR "queues:\n  - name: -team\n", 4, 11, "name",
+         "invalid name '-team': a name must start with a lower-case letter or a digit" SUFFIX},
+        {HDR "queues:\n  - name: team-\n", 4, 11, "name",
+         "invalid name 'team-': a name must end with a lower-case letter or a digit" SUFFIX},
+        {HDR "queues:\n  - name: a.-b\n", 4, 11, "name",
+         "invalid name 'a.-b': each '.'-separated part of a name must start and end with a "
+         "lower-case letter or a digit (position 2)" SUFFIX},
+        {HDR "queues:\n  - name: a..b\n", 4, 11, "name", "(position 2)"},
+        {HDR QA "priorityClasses:\n  - {name: High, value: 1}\n", 6, 12, "name",
+         "invalid name 'High': character 'H' (byte 0x48) at position 1 is not allowed"},
+        {HDR QA "priorityClasses:\n  - {name: best.effort., value: 1}\n", 6, 12, "name",
+         "invalid name 'best.effort.': a name must end with a lower-case letter or a digit"},
+    };
+#undef SUFFIX
+    RUN(cases);
+
+    /* Accepted: one character, a digit first, dashes and dots inside, as Kubernetes takes them. */
+    gs_qconfig_free(parse_ok(HDR "queues:\n  - name: a\n  - name: 0team\n  - name: llm-train\n"
+                                 "  - name: team.gpu-1.example\n"
+                                 "priorityClasses:\n  - {name: system-node-critical, value: 1}\n"));
+}
+
+/* podGroups: the rule's keys, each refused value at its line and column. Lines 3-7 are the queues
+ * (b is c's parent, so not a leaf), 8 the podGroups key, 9 the rule; columns count from the
+ * rule's "  - {" (5 characters). */
+static void test_pod_groups_rules_are_checked(void **state)
+{
+    (void)state;
+#define PG HDR "queues:\n  - name: a\n  - name: c\n    parentQueue: b\n  - name: b\npodGroups:\n"
+    static const struct err_case cases[] = {
+        {PG "  - {window: 60s}\n", 9, 5, "minMember", "missing required key 'minMember'"},
+        {PG "  - {minMember: 2}\n", 9, 5, "window", "missing required key 'window'"},
+        {PG "  - {minMember: 1, window: 60s}\n", 9, 17, "minMember",
+         "'1' is out of range (2 to 1000)"},
+        {PG "  - {minMember: 2, window: 0}\n", 9, 28, "window",
+         "a window of 0 groups nothing; give it a length"},
+        {PG "  - {minMember: 2, window: 60s, minGpu: 0}\n", 9, 41, "minGpu",
+         "'0' is out of range (1 to 1000000)"},
+        {PG "  - {minMember: 2, window: 60s, queues: [nope]}\n", 9, 42, "queues",
+         "unknown queue 'nope'"},
+        {PG "  - {minMember: 2, window: 60s, queues: [b]}\n", 9, 42, "queues",
+         "queue 'b' has child queues; pods can only be sent to a leaf queue"},
+        {PG "  - {minMember: 2, window: 60s, queues: []}\n", 9, 41, "queues",
+         "empty list; leave queues out to look at every queue"},
+        {PG "  - {minMember: 2, window: 60s, size: 3}\n", 9, 33, "size",
+         "unknown key 'size' (allowed: queues, minGpu, window, minMember, timeout)"},
+        {PG "  - {minMember: 2, window: 60s, timeout: soon}\n", 9, 42, "timeout", "duration"},
+    };
+#undef PG
+    RUN(cases);
+}
+
+/* Forming gangs, worked by hand. Queue a gets pods named a-*, queue b pods named b-*; the rule
+ * looks at queue a only, pods of 2 GPUs or more, window 60 s, minMember 2. In arrival order:
+ *   a-p0  2 GPU  t=0    opens group 1
+ *   b-p6  2 GPU  t=0    queue b: no rule looks at it
+ *   a-p1  2 GPU  t=30   same shape, 30 s <= 60 s: group 1 is full -> gang a-pg-1 {a-p0, a-p1}
+ *                       (listed last in the file: arrival order, not file order, counts)
+ *   a-p2  2 GPU  t=100  opens group 2
+ *   a-p3  4 GPU  t=110  another shape: group 2 dissolves (a-p2 runs alone), opens group 3
+ *   a-p4  4 GPU  t=200  90 s after a-p3: group 3 dissolves, opens group 4
+ *   a-p5  4 GPU  t=250  50 s after a-p4, same shape -> gang a-pg-2 {a-p4, a-p5}
+ *   a-p7  1 GPU  t=260  below minGpu: no rule looks at it */
+static void test_pod_groups_form_gangs_of_consecutive_like_pods(void **state)
+{
+    (void)state;
+    struct gs_qconfig *qc = parse_ok(HDR "queues:\n  - name: a\n  - name: b\n"
+                                         "priorityClasses:\n  - {name: x, value: 1}\n"
+                                         "assignment:\n  defaultPriorityClass: x\n  rules:\n"
+                                         "    - {match: {namePrefix: a-}, queue: a}\n"
+                                         "    - {match: {namePrefix: b-}, queue: b}\n"
+                                         "podGroups:\n"
+                                         "  - {queues: [a], minGpu: 2, window: 1m, minMember: 2, "
+                                         "timeout: 10m}\n");
+    assert_int_equal(gs_qconfig_pod_group_rules(qc), 1);
+    static const char csv[] =
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+        "deletion_time,scheduled_time\n"
+        "a-p0,8000,1024,2,1000,,BE,Running,0,900,0\n"
+        "a-p2,8000,1024,2,1000,,BE,Running,100,900,100\n"
+        "a-p3,8000,1024,4,1000,,BE,Running,110,900,110\n"
+        "a-p4,8000,1024,4,1000,,BE,Running,200,900,200\n"
+        "a-p5,8000,1024,4,1000,,BE,Running,250,900,250\n"
+        "b-p6,8000,1024,2,1000,,BE,Running,0,900,0\n"
+        "a-p7,8000,1024,1,1000,,BE,Running,260,900,260\n"
+        "a-p1,8000,1024,2,1000,,BE,Running,30,900,30\n";
+    struct gs_trace_pods pods;
+    struct gs_diag d;
+    assert_int_equal(gs_trace_parse_pods(csv, sizeof csv - 1, "p.csv", &pods, &d), GS_OK);
+    struct gs_qconfig_gangs g;
+    assert_int_equal(gs_qconfig_form_gangs(qc, &pods, &g), GS_OK);
+    assert_int_equal(g.n, 2);
+    assert_int_equal(g.npods, 8);
+    assert_string_equal(g.v[0].name, "a-pg-1");
+    assert_int_equal(g.v[0].min_member, 2);
+    assert_int_equal(g.v[0].timeout_ms, 600000);
+    assert_int_equal(g.v[0].first_pod, 0); /* a-p0 */
+    assert_int_equal(g.v[0].queue, 0);     /* a */
+    assert_string_equal(g.v[1].name, "a-pg-2");
+    assert_int_equal(g.v[1].first_pod, 3); /* a-p4 */
+    /* File order: a-p0 a-p2 a-p3 a-p4 a-p5 b-p6 a-p7 a-p1. */
+    const uint32_t N = GS_QCONFIG_NO_GANG;
+    const uint32_t want[] = {0, N, N, 1, 1, N, N, 0};
+    for (uint32_t i = 0; i < 8; i++)
+        if (g.gang_of[i] != want[i])
+            fail_msg("pod %s: gang %u, want %u", pods.v[i].name, g.gang_of[i], want[i]);
+    gs_qconfig_gangs_fini(&g);
+    gs_qconfig_gangs_fini(NULL);
+    gs_trace_pods_fini(&pods);
+    gs_qconfig_free(qc);
+
+    /* No podGroups: no gangs, every pod alone. */
+    qc = parse_ok(HDR QA);
+    assert_int_equal(gs_qconfig_pod_group_rules(qc), 0);
+    gs_qconfig_free(qc);
 }
 
 /* Quantities, weights and durations. */
@@ -1099,6 +1232,9 @@ int main(void)
         cmocka_unit_test(test_errors_yaml),
         cmocka_unit_test(test_errors_yaml_limits),
         cmocka_unit_test(test_errors_keys_and_types),
+        cmocka_unit_test(test_names_are_dns1123_subdomains),
+        cmocka_unit_test(test_pod_groups_rules_are_checked),
+        cmocka_unit_test(test_pod_groups_form_gangs_of_consecutive_like_pods),
         cmocka_unit_test(test_errors_values),
         cmocka_unit_test(test_errors_tree),
         cmocka_unit_test(test_errors_tree_limits),
