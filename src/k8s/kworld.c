@@ -47,6 +47,7 @@ struct gs_kworld {
     json_t *pc_ids;    /* engine class name -> id */
     json_t *gangs;     /* "ns/name" -> engine gang id */
     json_t *podgroups; /* "ns/name" -> {"min", "timeout_s"} */
+    json_t *avoid;     /* "ns/name" -> array of node names its placement must avoid */
     uint32_t changes;
     char *err; /* where messages go: the caller's buffer, or scratch */
     size_t errcap;
@@ -130,9 +131,10 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->pc_ids = json_object();
     w->gangs = json_object();
     w->podgroups = json_object();
+    w->avoid = json_object();
     int err = gs_cluster_new(&w->c);
     if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
-                 !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups))
+                 !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups || !w->avoid))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -167,6 +169,7 @@ void gs_kworld_free(struct gs_kworld *w)
     json_decref(w->pc_ids);
     json_decref(w->gangs);
     json_decref(w->podgroups);
+    json_decref(w->avoid);
     free(w->sched_name);
     free(w->default_queue);
     free(w->policy);
@@ -1015,19 +1018,80 @@ static void set_park(struct kpod *p, const char *reason, const json_t *obj)
     }
 }
 
+/*
+ * The pod object with its avoided nodes (gs_kworld_avoid_node) written into its required node
+ * affinity as a `matchFields metadata.name NotIn [...]` ANDed into every term (or one term of its
+ * own when there are none), so the one translation below sees them. A new reference, or NULL
+ * when out of memory.
+ */
+static json_t *with_avoided(const json_t *obj, const json_t *nodes)
+{
+    json_t *o = json_deep_copy(obj);
+    json_t *spec = json_object_get(o, "spec");
+    if (!o || !json_is_object(spec)) {
+        json_decref(o);
+        return NULL;
+    }
+    json_t *aff = json_object_get(spec, "affinity");
+    if (!json_is_object(aff)) {
+        aff = json_object();
+        json_object_set_new(spec, "affinity", aff);
+    }
+    json_t *na = json_object_get(aff, "nodeAffinity");
+    if (!json_is_object(na)) {
+        na = json_object();
+        json_object_set_new(aff, "nodeAffinity", na);
+    }
+    json_t *req = json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution");
+    if (!json_is_object(req)) {
+        req = json_object();
+        json_object_set_new(na, "requiredDuringSchedulingIgnoredDuringExecution", req);
+    }
+    json_t *terms = json_object_get(req, "nodeSelectorTerms");
+    if (!json_is_array(terms) || json_array_size(terms) == 0) {
+        terms = json_array();
+        json_array_append_new(terms, json_object());
+        json_object_set_new(req, "nodeSelectorTerms", terms);
+    }
+    for (size_t i = 0; i < json_array_size(terms); i++) {
+        json_t *t = json_array_get(terms, i);
+        json_t *mf = json_object_get(t, "matchFields");
+        if (!json_is_array(mf)) {
+            mf = json_array();
+            json_object_set_new(t, "matchFields", mf);
+        }
+        json_array_append_new(mf, json_pack("{s:s,s:s,s:O}", "key", "metadata.name", "operator",
+                                            "NotIn", "values", (json_t *)nodes));
+    }
+    if (!aff || !na || !req || !terms) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* Puts a pod into the engine, or parks it with a reason. */
-static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj, int64_t now_ms)
+static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj_in, int64_t now_ms)
 {
     struct kpod *p = &w->pods[pi];
+    const json_t *avoid = json_object_get(w->avoid, p->key);
+    json_t *own = NULL;
+    if (avoid && json_array_size(avoid) && !jstr(json_object_get(obj_in, "spec"), "nodeName") &&
+        !(own = with_avoided(obj_in, avoid)))
+        return GS_ENOMEM;
+    /* The pod's own object stays what is kept (parked), so the avoided nodes can be cleared. */
+    const json_t *obj = own ? own : obj_in;
     struct tr t;
     int rc = translate_pod(w, obj, now_ms, &t);
     if (rc < 0) {
         tr_free(&t);
+        json_decref(own);
         return rc;
     }
     if (rc == 1) {
-        set_park(p, t.reason, obj);
+        set_park(p, t.reason, obj_in);
         tr_free(&t);
+        json_decref(own);
         return GS_OK;
     }
     int err = GS_OK;
@@ -1035,13 +1099,15 @@ static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj, int64_
     if (!t.node && !t.foreign) {
         err = gs_filter_intern(w->c, &t.f, &cls);
         if (err == GS_EINVAL) {
-            set_park(p, "node affinity or tolerations are malformed", obj);
+            set_park(p, "node affinity or tolerations are malformed", obj_in);
             tr_free(&t);
+            json_decref(own);
             return GS_OK;
         }
     }
     if (err) {
         tr_free(&t);
+        json_decref(own);
         return err;
     }
     t.ident.filter_class = cls;
@@ -1057,7 +1123,9 @@ static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj, int64_
     else if (!err)
         err = gs_engine_submit_pod(w->e, &t.spec, &t.ident, now_ms, &id);
     gs_filter_release(w->c, cls);
+    bool adopting = t.node != NULL;
     tr_free(&t);
+    json_decref(own); /* t borrowed its strings */
     if (err) {
         if (next < w->cap_of_engine)
             w->of_engine[next] = NO_ID;
@@ -1065,8 +1133,8 @@ static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj, int64_
             return err;
         char why[200];
         (void)snprintf(why, sizeof(why), "refused by the engine: %s%s", gs_strerror(err),
-                       err == GS_EINVAL && t.node ? " (its GPUs are over capacity)" : "");
-        set_park(p, why, obj);
+                       err == GS_EINVAL && adopting ? " (its GPUs are over capacity)" : "");
+        set_park(p, why, obj_in);
         return GS_OK;
     }
     p->engine_id = id;
@@ -1420,6 +1488,35 @@ int gs_kworld_forget_pod(struct gs_kworld *w, const char *ns, const char *name, 
     json_decref(p->obj);
     p->obj = NULL;
     return GS_OK;
+}
+
+int gs_kworld_avoid_node(struct gs_kworld *w, const char *ns, const char *name, const char *node)
+{
+    char *key = join_key(ns, name);
+    if (!key)
+        return GS_ENOMEM;
+    json_t *arr = json_object_get(w->avoid, key);
+    int err = GS_OK;
+    if (!arr) {
+        arr = json_array();
+        if (!arr || json_object_set_new(w->avoid, key, arr))
+            err = GS_ENOMEM;
+    }
+    free(key);
+    for (size_t i = 0; !err && i < json_array_size(arr); i++)
+        if (strcmp(json_string_value(json_array_get(arr, i)), node) == 0)
+            return GS_OK;
+    if (!err && json_array_append_new(arr, json_string(node)))
+        err = GS_ENOMEM;
+    return err;
+}
+
+void gs_kworld_avoid_clear(struct gs_kworld *w, const char *ns, const char *name)
+{
+    char *key = join_key(ns, name);
+    if (key)
+        (void)json_object_del(w->avoid, key);
+    free(key);
 }
 
 int gs_kworld_cordon(struct gs_kworld *w, const char *node, bool unschedulable)
