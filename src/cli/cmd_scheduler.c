@@ -365,6 +365,10 @@ static void process_held(struct sched *s)
             json_object_set_new(r.body, "kind", json_string("Pod"));
             (void)gs_kworld_forget_pod(s->world, ns, name, wall_ms()); /* a fresh entry */
             char msg[256];
+            const char *node =
+                json_string_value(json_object_get(json_object_get(r.body, "spec"), "nodeName"));
+            logf_("info", "pod=%s/%s read again: %s%s", ns, name, node ? "bound to " : "pending",
+                  node ? node : "");
             if (gs_kworld_apply(s->world, GS_KADDED, r.body, wall_ms(), msg, sizeof(msg)) != GS_OK)
                 logf_("warn", "pod %s/%s: %s", ns, name, msg);
             json_object_del(s->held, k);
@@ -435,8 +439,8 @@ static void bind_refused(struct sched *s, const struct action *a, int err,
     free(k);
     char msg[900];
     if (r->http_status)
-        (void)snprintf(msg, sizeof(msg), "binding to node %s failed: HTTP %ld %s: %s; retrying in %lld ms",
-                       a->node ? a->node : "?", r->http_status, r->reason,
+        (void)snprintf(msg, sizeof(msg), "binding to node %s failed: HTTP %ld%s%s: %s; retrying in %lld ms",
+                       a->node ? a->node : "?", r->http_status, r->reason[0] ? " " : "", r->reason,
                        r->message[0] ? r->message : gs_strerror(err), (long long)delay);
     else
         (void)snprintf(msg, sizeof(msg), "binding to node %s failed: %s; retrying in %lld ms",

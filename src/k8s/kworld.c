@@ -49,6 +49,7 @@ struct gs_kworld {
     json_t *podgroups; /* "ns/name" -> {"min", "timeout_s"} */
     json_t *avoid;     /* "ns/name" -> array of node names its placement must avoid */
     uint32_t changes;
+    uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
     char *err; /* where messages go: the caller's buffer, or scratch */
     size_t errcap;
     char scratch[256];
@@ -120,6 +121,7 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     if (!w)
         return GS_ENOMEM;
     w->cfg = *cfg;
+    w->entering = NO_ID;
     set_err(w, NULL, 0);
     w->sched_name = strdup(cfg->scheduler_name ? cfg->scheduler_name : GS_KWORLD_SCHEDULER);
     w->default_queue = strdup(cfg->default_queue ? cfg->default_queue : "default");
@@ -209,9 +211,16 @@ static struct kpod *of_engine(struct gs_kworld *w, uint32_t id)
     return id < w->cap_of_engine && w->of_engine[id] != NO_ID ? &w->pods[w->of_engine[id]] : NULL;
 }
 
+static int grow_of_engine(struct gs_kworld *w, uint32_t id);
+
 static void on_engine_event(void *ctx, const struct gs_event *ev)
 {
     struct gs_kworld *w = ctx;
+    /* The engine names a new pod's id in its SUBMIT or ADOPT event, inside the call: a slot the
+     * engine reuses (after gs_engine_forget) is not the next one, so the id is learnt here. */
+    if ((ev->kind == GS_EV_SUBMIT || ev->kind == GS_EV_ADOPT) && w->entering != NO_ID &&
+        grow_of_engine(w, ev->pod) == GS_OK)
+        w->of_engine[ev->pod] = w->entering;
     struct kpod *p = of_engine(w, ev->pod);
     if (!p)
         return;
@@ -1112,23 +1121,24 @@ static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj_in, int
     }
     t.ident.filter_class = cls;
     uint32_t id = NO_ID;
+    /* The engine's id is not known before the call, and its events name it: its SUBMIT or
+     * ADOPT event maps it (on_engine_event). Room for a new slot is made first. */
     err = grow_of_engine(w, gs_engine_pod_count(w->e) + 1);
-    /* The engine's id is not known before the call, and its events name it: map the next id
-     * (a new slot: ids only grow here, since kworld never forgets). */
-    uint32_t next = gs_engine_pod_count(w->e);
-    if (!err)
-        w->of_engine[next] = pi;
+    w->entering = pi;
     if (!err && t.node)
         err = gs_engine_adopt(w->e, &t.spec, &t.ident, &t.pl, t.start_ms, &id);
     else if (!err)
         err = gs_engine_submit_pod(w->e, &t.spec, &t.ident, now_ms, &id);
+    w->entering = NO_ID;
+    if (!err && grow_of_engine(w, id) == GS_OK)
+        w->of_engine[id] = pi;
+    else if (err && id != NO_ID && id < w->cap_of_engine)
+        w->of_engine[id] = NO_ID; /* as before: a refused gang's pod is parked, unmapped */
     gs_filter_release(w->c, cls);
     bool adopting = t.node != NULL;
     tr_free(&t);
     json_decref(own); /* t borrowed its strings */
     if (err) {
-        if (next < w->cap_of_engine)
-            w->of_engine[next] = NO_ID;
         if (err == GS_ENOMEM)
             return err;
         char why[200];
@@ -1473,11 +1483,16 @@ int gs_kworld_forget_pod(struct gs_kworld *w, const char *ns, const char *name, 
     struct kpod *p = find_kpod(w, ns, name);
     if (!p)
         return GS_ENOENT;
-    if (!p->ended && p->engine_id != NO_ID) {
+    if (p->engine_id != NO_ID) {
         struct gs_tpod_info info;
-        (void)gs_engine_pod_info(w->e, p->engine_id, &info);
-        if (info.state == GS_TPOD_RUNNING || info.state == GS_TPOD_PENDING)
+        if (gs_engine_pod_info(w->e, p->engine_id, &info) == GS_OK &&
+            (info.state == GS_TPOD_RUNNING || info.state == GS_TPOD_PENDING))
             (void)gs_engine_delete(w->e, p->engine_id, now_ms);
+        /* The engine forgets it too, uid included: the same pod read again (same uid) enters
+         * afresh instead of being refused as a duplicate. */
+        if (gs_engine_forget(w->e, p->engine_id) == GS_OK && p->engine_id < w->cap_of_engine)
+            w->of_engine[p->engine_id] = NO_ID;
+        p->engine_id = NO_ID;
     }
     /* The name forgets its pod: the next ADDED of it starts afresh. */
     p->ended = true;

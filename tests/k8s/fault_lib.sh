@@ -62,6 +62,12 @@ mkpod() {
 JSON
 }
 
+# on_node NODE: the spec-extra JSON of a pod that may run only on NODE (required node affinity
+# on metadata.name, as kube-scheduler and gpusched both read it).
+on_node() {
+    printf ', "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["%s"]}]}]}}}' "$1"
+}
+
 jp() { kubectl -n "$ns" get pod "$1" -o "jsonpath=$2" 2>/dev/null || true; }
 
 wait_node() { # wait_node POD WANT-NODE [TIMEOUT_S]
@@ -158,4 +164,45 @@ setup_ns() {
         sleep 0.2
     done
     kubectl -n "$ns" create serviceaccount default >/dev/null 2>&1 || true
+}
+
+# start_webhook MODE ARGS...: bind_webhook.py on a certificate of a CA made here, registered as a
+# ValidatingWebhookConfiguration for pods/binding in this test's namespace only. Its reviews are
+# logged to $tmp/webhook.log. Sets webhook_pid; the registration is named gs-fault-$run.
+start_webhook() {
+    local d=$tmp/wh
+    mkdir -p "$d"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$d/ca.key" -subj "/CN=gpusched-test-webhook-ca" -days 1 -sha256 \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" \
+        -out "$d/ca.crt" 2>/dev/null
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/tls.key" 2>/dev/null
+    openssl req -new -key "$d/tls.key" -subj "/CN=127.0.0.1" -out "$d/tls.csr" 2>/dev/null
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n' >"$d/ext"
+    openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 1 \
+        -sha256 -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+    : >"$tmp/webhook.log"
+    python3 "$HERE/bind_webhook.py" "$d/tls.crt" "$d/tls.key" "$d/port" "$tmp/webhook.log" "$@" \
+        2>"$tmp/webhook.err" &
+    webhook_pid=$!
+    local i
+    for ((i = 0; i < 50; i++)); do [ -f "$d/port" ] && break; sleep 0.1; done
+    [ -f "$d/port" ] || { cat "$tmp/webhook.err" >&2; fail "the webhook did not start"; }
+    kubectl apply -f - >/dev/null <<JSON
+{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+ "metadata": {"name": "gs-fault-$run"},
+ "webhooks": [{"name": "bind.gpusched.test", "admissionReviewVersions": ["v1"],
+   "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 10,
+   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "$ns"}},
+   "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+              "resources": ["pods/binding"], "scope": "Namespaced"}],
+   "clientConfig": {"url": "https://127.0.0.1:$(cat "$d/port")/validate",
+                    "caBundle": "$(base64 -w0 <"$d/ca.crt")"}}]}
+JSON
+}
+
+stop_webhook() {
+    kubectl delete validatingwebhookconfiguration "gs-fault-$run" >/dev/null 2>&1 || true
+    [ -n "${webhook_pid:-}" ] && kill "$webhook_pid" 2>/dev/null || true
+    webhook_pid=
 }
