@@ -647,12 +647,12 @@ static void set_nominated(struct sched *s, const char *ns, const char *name, con
 
 static void do_pending(struct sched *s, const struct action *a)
 {
-    /* A preemptor that gave a node up for a PodDisruptionBudget says so first. */
+    /* A preemptor that gave a node up for a PodDisruptionBudget says that alone: the engine's
+     * text would only count the node it now avoids as not matching its affinity. */
     char *k = key_of(a->ns, a->name);
     const char *blocked = k ? json_string_value(json_object_get(s->pdb_blocked, k)) : NULL;
     char text[1200];
-    (void)snprintf(text, sizeof(text), "%s%s%s", blocked ? blocked : "", blocked ? "; " : "",
-                   a->text ? a->text : "");
+    (void)snprintf(text, sizeof(text), "%s", blocked ? blocked : a->text ? a->text : "");
     free(k);
     int err = patch_scheduled_false(s, a->ns, a->name, "Unschedulable", text);
     gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);

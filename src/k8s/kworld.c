@@ -1029,7 +1029,7 @@ static void set_park(struct kpod *p, const char *reason, const json_t *obj)
 
 /*
  * The pod object with its avoided nodes (gs_kworld_avoid_node) written into its required node
- * affinity as a `matchFields metadata.name NotIn [...]` ANDed into every term (or one term of its
+ * affinity as `matchFields metadata.name NotIn [node]` entries ANDed into every term (or one term of its
  * own when there are none), so the one translation below sees them. A new reference, or NULL
  * when out of memory.
  */
@@ -1069,8 +1069,11 @@ static json_t *with_avoided(const json_t *obj, const json_t *nodes)
             mf = json_array();
             json_object_set_new(t, "matchFields", mf);
         }
-        json_array_append_new(mf, json_pack("{s:s,s:s,s:O}", "key", "metadata.name", "operator",
-                                            "NotIn", "values", (json_t *)nodes));
+        /* One expression per node: the API allows a single value for a field's NotIn. */
+        for (size_t n = 0; n < json_array_size(nodes); n++)
+            json_array_append_new(mf, json_pack("{s:s,s:s,s:[O]}", "key", "metadata.name",
+                                                "operator", "NotIn", "values",
+                                                json_array_get(nodes, n)));
     }
     if (!aff || !na || !req || !terms) {
         json_decref(o);

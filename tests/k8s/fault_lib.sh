@@ -40,7 +40,7 @@ mknode() {
     local name=$1 gpus=$2
     kubectl apply -f - >/dev/null <<JSON
 {"apiVersion": "v1", "kind": "Node",
- "metadata": {"name": "$name", "labels": {"gpusched.test/run": "$run", "fault": "$run"}},
+ "metadata": {"name": "$name", "labels": {"gpusched.test/run": "$run", "fault": "$run", "gpusched.test/node": "$name"}},
  "spec": {"taints": [{"key": "gpusched.test/fault", "value": "$run", "effect": "NoSchedule"}]}}
 JSON
     local res="{\"cpu\":\"32\",\"memory\":\"256Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"$gpus\"}"
