@@ -46,6 +46,7 @@ static const char *const usage =
     "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
     "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
     "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
+    "       gpusched scheduler --version\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
     "gpusched (whole GPUs and milli fractions, queues, quotas, PriorityClasses, gangs), binds\n"
@@ -57,7 +58,8 @@ static const char *const usage =
     "  --scheduler-name NAME the spec.schedulerName it serves (default: gpusched)\n"
     "  --default-queue NAME  queue of pods without a queue label (default: default)\n"
     "  --policy NAME         placement policy (default fgd)\n"
-    "  --dry-run             decide and log, bind and evict nothing\n"
+    "  --dry-run             decide and log (\"dry-run bind pod=NS/NAME node=N\"), bind,\n"
+    "                        evict and write nothing (no status, Events or Queue status)\n"
     "  --qps N, --burst N    client rate limit (default 50 and 100)\n"
     "  --max-runtime-s N     exit 0 after N seconds (tests)\n"
     "  --leader-elect[=BOOL] elect one leader among replicas on a coordination.k8s.io/v1\n"
@@ -68,9 +70,16 @@ static const char *const usage =
     "  --metrics-addr H:P    serve /healthz, /readyz (200 once caches synced) and /metrics\n"
     "                        (Prometheus text) on H:P, e.g. 127.0.0.1:10259; port 0 picks\n"
     "                        one and logs it (default: not served)\n"
+    "  --version             print the version and exit\n"
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
-    "Preempted; at most one per pod and reason every 10 s.\n"
+    "Preempted; the same reason about a pod within 10 min is one Event whose series.count\n"
+    "grows, written at most every 10 s.\n"
+    "Preemption: the preemptor gets status.nominatedNodeName and binds once its victims are\n"
+    "gone; victims are marked DisruptionTarget, then evicted; a PodDisruptionBudget that\n"
+    "refuses (429) sends the preemptor to the next node, else it waits \"blocked by\n"
+    "PodDisruptionBudget NS/NAME\". A refused Binding backs off 1 s doubling to 10 s.\n"
+    "Queue status (allocated, fairShare, running, pending) is written to each Queue's status.\n"
     "SIGTERM or SIGINT: finish the cycle in progress and its binds, release the Lease, exit 0.\n"
     "Exit: 0 stopped; 1 internal error or the Lease was lost; 2 bad usage or configuration.\n";
 
@@ -128,14 +137,25 @@ struct action {
     json_t *gpus; /* BIND: the assignment's gpus array */
 };
 
-/* Slots of the event rate limiter: a pod's reason hashed to one slot; a collision only means an
- * event sent that could have been skipped, or skipped within 10 s of another pod's. */
+/*
+ * Events are aggregated as client-go's events.k8s.io recorder does it: the same reason about the
+ * same pod within EVENT_SERIES_MS is one Event whose series.count grows, and an Event is written
+ * at most once per EVENT_REPEAT_MS (a count that grew meanwhile is patched in later, by
+ * flush_events). A pod's reason hashes to one slot; a collision only starts a new Event early.
+ */
 #define EVENT_SLOTS 4096
 #define EVENT_REPEAT_MS 10000
+#define EVENT_SERIES_MS (10 * 60 * 1000)
 
 struct event_slot {
-    uint64_t key;    /* hash of ns/name/reason; 0 = empty */
-    int64_t last_ms; /* when it was last sent (monotonic) */
+    uint64_t key;         /* hash of ns/name/reason; 0 = empty */
+    int64_t first_ms;     /* when its Event was created (monotonic) */
+    int64_t written_ms;   /* when its Event was last written */
+    uint32_t count;       /* occurrences in the series */
+    uint32_t written;     /* the count last written */
+    char ns[64];          /* the Event's namespace */
+    char name[256];       /* the Event's name */
+    char observed[80];    /* MicroTime of the last occurrence */
 };
 
 /*
@@ -163,7 +183,7 @@ struct sched {
     bool dry_run;
     bool dirty;
     bool lost; /* the Lease was lost: send nothing more */
-    uint64_t binds, bind_failures, evictions, status_patches, events, events_skipped;
+    uint64_t binds, bind_failures, evictions, status_patches, events, events_skipped, events_patched;
     struct event_slot *event_slots;  /* EVENT_SLOTS entries */
     struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
     /* Pods held out of the world until due: "ns/name" -> {"ns", "name", "due_ms"}. A refused
@@ -174,6 +194,7 @@ struct sched {
     json_t *bind_attempts; /* "ns/name" -> refused binds in a row (for the backoff) */
     json_t *pdb_blocked;   /* "ns/name" -> "blocked by PodDisruptionBudget ..." (its reason) */
     json_t *unblock;       /* "ns/name" -> due_ms: when its avoided nodes are tried again */
+    json_t *queue_status;  /* Queue name -> the status last written */
     struct nomination *noms;
     size_t nnoms, capnoms;
 };
@@ -247,41 +268,80 @@ static uint64_t fnv1a(uint64_t h, const char *s)
     return (h ^ 0xff) * 1099511628211ULL; /* a separator, so "a" "bc" differs from "ab" "c" */
 }
 
-/* True when an event of this reason for this pod may go out now (and records that it does). */
-static bool event_due(struct sched *s, const struct action *a, const char *reason)
+static void micro_time(char *buf, size_t cap, const struct timespec *ts)
 {
-    if (!s->event_slots)
-        return true;
-    uint64_t k = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, a->ns), a->name), reason);
-    if (k == 0)
-        k = 1;
-    struct event_slot *e = &s->event_slots[k % EVENT_SLOTS];
-    int64_t now = mono_ms();
-    if (e->key == k && now - e->last_ms < EVENT_REPEAT_MS) {
-        s->events_skipped++;
-        return false;
+    struct tm tm;
+    (void)gmtime_r(&ts->tv_sec, &tm);
+    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000);
+}
+
+/* Writes a slot's grown count as the Event's series (a merge patch). */
+static void patch_series(struct sched *s, struct event_slot *e)
+{
+    char path[400];
+    (void)snprintf(path, sizeof(path), "/apis/events.k8s.io/v1/namespaces/%s/events/%s", e->ns,
+                   e->name);
+    /* Only the series: the API keeps an Event's note immutable, so it stays the first one's. */
+    json_t *body = json_pack("{s:{s:I,s:s}}", "series", "count", (json_int_t)e->count,
+                             "lastObservedTime", e->observed);
+    struct gs_kube_response r;
+    memset(&r, 0, sizeof(r));
+    int err = body ? gs_kube_request(s->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
+    if (err == GS_OK) {
+        s->events_patched++;
+    } else {
+        logf_("warn", "event %s/%s: series count %u not written: HTTP %ld %s", e->ns, e->name,
+              e->count, r.http_status, r.message[0] ? r.message : gs_strerror(err));
+        if (err == GS_ENOENT)
+            e->key = 0; /* the Event is gone (expired): the next occurrence makes a new one */
     }
-    e->key = k;
-    e->last_ms = now;
-    return true;
+    e->written = e->count;
+    e->written_ms = mono_ms();
+    gs_kube_response_fini(&r);
+    json_decref(body);
+}
+
+/* Patches the counts that grew since their Event was last written, once EVENT_REPEAT_MS passed. */
+static void flush_events(struct sched *s)
+{
+    int64_t now = mono_ms();
+    for (size_t i = 0; s->event_slots && i < EVENT_SLOTS; i++) {
+        struct event_slot *e = &s->event_slots[i];
+        if (e->key && e->count > e->written && now - e->written_ms >= EVENT_REPEAT_MS)
+            patch_series(s, e);
+    }
 }
 
 /*
- * Posts an events.k8s.io/v1 Event about the action's pod. Failures are logged and otherwise
- * ignored: an Event is for people, and the decision it tells has been made.
+ * Posts an events.k8s.io/v1 Event about the action's pod, or counts it into the series of the
+ * same reason's Event. Failures are logged and otherwise ignored: an Event is for people, and
+ * the decision it tells has been made.
  */
 static void post_event(struct sched *s, const struct action *a, const char *type,
                        const char *reason, const char *verb, const char *note)
 {
-    if (!event_due(s, a, reason))
-        return;
-    char now[80], gen[216], path[400], notebuf[1024];
     struct timespec ts;
     (void)clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    (void)gmtime_r(&ts.tv_sec, &tm);
-    (void)snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+    char now[80], gen[216], path[400], notebuf[1024];
+    micro_time(now, sizeof(now), &ts);
+    struct event_slot *e = NULL;
+    uint64_t k = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, a->ns), a->name), reason);
+    if (k == 0)
+        k = 1;
+    int64_t mono = mono_ms();
+    if (s->event_slots) {
+        e = &s->event_slots[k % EVENT_SLOTS];
+        if (e->key == k && mono - e->first_ms < EVENT_SERIES_MS) {
+            e->count++;
+            (void)snprintf(e->observed, sizeof(e->observed), "%s", now);
+            if (mono - e->written_ms >= EVENT_REPEAT_MS)
+                patch_series(s, e);
+            else
+                s->events_skipped++; /* counted; written by flush_events */
+            return;
+        }
+    }
     /* client-go's name: the pod's, a dot, the time in hex ns (generateName may not end in a
      * dot); within a name's 253 characters. */
     (void)snprintf(gen, sizeof(gen), "%.200s.%llx", a->name,
@@ -297,11 +357,19 @@ static void post_event(struct sched *s, const struct action *a, const char *type
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
-    if (err == GS_OK)
+    if (err == GS_OK) {
         s->events++;
-    else
+        if (e) {
+            *e = (struct event_slot){.key = k, .first_ms = mono, .written_ms = mono, .count = 1,
+                                     .written = 1};
+            (void)snprintf(e->ns, sizeof(e->ns), "%s", a->ns);
+            (void)snprintf(e->name, sizeof(e->name), "%s", gen);
+            (void)snprintf(e->observed, sizeof(e->observed), "%s", now);
+        }
+    } else {
         logf_("warn", "event %s for pod=%s/%s not written: HTTP %ld %s: %s", reason, a->ns, a->name,
               r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
+    }
     gs_kube_response_fini(&r);
     json_decref(body);
 }
@@ -1019,6 +1087,55 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
     apply_change(s, ch, obj);
 }
 
+/*
+ * Writes each Queue's status subresource from the engine: allocated (its running pods' requests)
+ * and fairShare (the last cycle's), gpu in GPUs, cpu in cores, memory a quantity as the spec
+ * writes them, and its running and pending pods. Only Queue objects the watch delivered are
+ * written (the default queue made when none exists has no object), and only when changed.
+ */
+static void write_queue_status(struct sched *s, const json_t *queues_known)
+{
+    const struct gs_engine *e = gs_kworld_engine(s->world);
+    if (!e)
+        return;
+    for (uint32_t q = 1; q < gs_engine_queue_count(e); q++) {
+        struct gs_queue_info qi;
+        if (gs_engine_queue_info(e, q, &qi) != GS_OK || !json_object_get(queues_known, qi.name))
+            continue;
+        char amem[32], fmem[32];
+        (void)snprintf(amem, sizeof(amem), "%lldMi", (long long)qi.allocated[GS_RES_MEM]);
+        (void)snprintf(fmem, sizeof(fmem), "%lldMi", (long long)qi.fair[GS_RES_MEM]);
+        json_t *st = json_pack("{s:{s:f,s:f,s:s},s:{s:f,s:f,s:s},s:I,s:I}", "allocated", "gpu",
+                               (double)qi.allocated[GS_RES_GPU] / 1000.0, "cpu",
+                               (double)qi.allocated[GS_RES_CPU] / 1000.0, "memory", amem,
+                               "fairShare", "gpu", (double)qi.fair[GS_RES_GPU] / 1000.0, "cpu",
+                               (double)qi.fair[GS_RES_CPU] / 1000.0, "memory", fmem, "running",
+                               (json_int_t)qi.running, "pending", (json_int_t)qi.pending);
+        if (!st)
+            continue;
+        json_t *last = json_object_get(s->queue_status, qi.name);
+        if (last && json_equal(last, st)) {
+            json_decref(st);
+            continue;
+        }
+        char path[400];
+        (void)snprintf(path, sizeof(path), "/apis/scheduling.gpusched.io/v1alpha1/queues/%s/status",
+                       qi.name);
+        json_t *body = json_pack("{s:O}", "status", st);
+        struct gs_kube_response r;
+        memset(&r, 0, sizeof(r));
+        int err = body ? gs_kube_request(s->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
+        if (err == GS_OK)
+            json_object_set(s->queue_status, qi.name, st);
+        else
+            logf_("warn", "status of Queue %s not written: HTTP %ld %s", qi.name, r.http_status,
+                  r.message[0] ? r.message : gs_strerror(err));
+        gs_kube_response_fini(&r);
+        json_decref(body);
+        json_decref(st);
+    }
+}
+
 static void count_pending(void *ctx, const char *ns, const char *name, const char *reason)
 {
     (void)ns;
@@ -1067,6 +1184,9 @@ int gs_cmd_scheduler(int argc, char **argv)
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             (void)fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            (void)printf("gpusched scheduler %s\n", GS_VERSION);
             return 0;
         } else if (strcmp(a, "--dry-run") == 0) {
             dry = true;
@@ -1205,7 +1325,8 @@ int gs_cmd_scheduler(int argc, char **argv)
     s.bind_attempts = json_object();
     s.pdb_blocked = json_object();
     s.unblock = json_object();
-    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.unblock) {
+    s.queue_status = json_object();
+    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.unblock || !s.queue_status) {
         exit_code = 1;
         goto out;
     }
@@ -1234,7 +1355,11 @@ int gs_cmd_scheduler(int argc, char **argv)
     if (s.leader)
         logf_("info", "leader election on lease %s/%s: standing by until it is ours", lease_ns,
               lease_name);
-    int64_t t0 = mono_ms(), last_cycle = 0;
+    int64_t t0 = mono_ms(), last_cycle = 0, last_flush = 0;
+    const json_t *queues_known = NULL; /* the Queue objects the watch delivered */
+    for (size_t i = 0; i < N_WATCHED; i++)
+        if (strcmp(watched[i].kind, "Queue") == 0)
+            queues_known = feeds[i].known;
     bool started = false, was_leader = false;
     uint64_t cycles = 0;
     while (!stop_flag) {
@@ -1290,6 +1415,12 @@ int gs_cmd_scheduler(int argc, char **argv)
         check_unblock(&s);
         check_nominations(&s);
         int64_t now = mono_ms();
+        if (now - last_flush >= 1000) {
+            flush_events(&s);
+            if (!s.dry_run && cycles > 0)
+                write_queue_status(&s, queues_known);
+            last_flush = now;
+        }
         if (!s.dirty && now - last_cycle < 1000)
             continue;
         s.dirty = false;
@@ -1319,6 +1450,8 @@ int gs_cmd_scheduler(int argc, char **argv)
             s.dirty = true; /* settle: cycle again until nothing changes */
     }
     send_actions(&s); /* drain decisions already made (nothing when the Lease is lost) */
+    if (!s.lost && (!s.leader || leading(&s)))
+        flush_events(&s);
     if (s.leader) {
         struct gs_kube_leader_stats ls;
         gs_kube_leader_get_stats(s.leader, &ls);
@@ -1333,10 +1466,11 @@ int gs_cmd_scheduler(int argc, char **argv)
     }
     logf_("info",
           "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu events=%llu "
-          "events_skipped=%llu",
+          "events_counted=%llu series_patches=%llu",
           (unsigned long long)cycles, (unsigned long long)s.binds,
           (unsigned long long)s.bind_failures, (unsigned long long)s.evictions,
-          (unsigned long long)s.events, (unsigned long long)s.events_skipped);
+          (unsigned long long)s.events, (unsigned long long)s.events_skipped,
+          (unsigned long long)s.events_patched);
 out:
     for (size_t i = 0; i < s.nacts; i++)
         action_fini(&s.acts[i]);
@@ -1352,6 +1486,7 @@ out:
     json_decref(s.bind_attempts);
     json_decref(s.pdb_blocked);
     json_decref(s.unblock);
+    json_decref(s.queue_status);
     gs_kube_client_free(s.client); /* frees the informers */
     gs_kube_leader_free(s.leader);
     gs_kube_client_free(lease_client);
