@@ -63,7 +63,7 @@ for e in json.load(sys.stdin)["items"]:
     sleep 0.2
 done
 msg=$(grep -m1 "rejected by the test webhook" <<<"$notes" || true)
-[[ "$msg" =~ ^binding\ to\ node\ f1-$run\ failed:\ HTTP\ 403\ .*rejected\ by\ the\ test\ webhook.*retrying\ in\ [0-9]+\ ms$ ]] ||
+[[ "$msg" =~ ^binding\ to\ node\ f1-$run\ failed:\ HTTP\ 403.*rejected\ by\ the\ test\ webhook.*retrying\ in\ [0-9]+\ ms$ ]] ||
     fail "no FailedScheduling Event on bad with the webhook's refusal (notes: '$notes')"
 grep -q "status of pod=$ns/bad not written" "$log" && fail "bad's SchedulerError status was not written"
 echo "ok: bad: FailedScheduling: $msg"
