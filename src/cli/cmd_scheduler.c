@@ -7,19 +7,27 @@
  * listed, scheduling cycles run whenever something changed (and at least once a second); the
  * decisions of a cycle are collected and sent after it: a Binding (with the GPU choice as the
  * annotation gpusched.io/assigned-gpus), an Eviction for a victim, and a PodScheduled=False
- * condition with the reason for a pod that waits. A bind the server refuses releases what the
- * pod held at once: the pod is forgotten, read again, and waits for the next cycle.
+ * condition with the reason for a pod that waits. Bindings are sent without waiting
+ * (gs_kube_request_async): the engine has assumed the placement, so no later cycle hands those
+ * GPUs out while the Binding is in flight. A bind the server refuses releases what the pod held
+ * at once (forgotten), and the pod is read again: at once after a 409, after a backoff of 1 s
+ * doubling to 10 s otherwise. A relist after a 410 deletes from the world what it no longer
+ * lists. Preemption goes as kube-scheduler's: the preemptor is nominated
+ * (status.nominatedNodeName) and bound once its victims are gone; victims pass a dry-run
+ * Eviction, are marked DisruptionTarget, then evicted; a PodDisruptionBudget's 429 sends the
+ * preemptor to another node.
  *
  * Replicas elect a leader on a Lease (gs_kube_leader_*, kube.h) with a client of their own,
  * whose short request timeout keeps a hung renewal from outliving the lease. Every replica runs
  * its informers; only the leader runs cycles (a standby's engine would otherwise believe in
  * binds nobody sent) and sends their decisions, each after checking the renew deadline has not
  * passed. A leader that loses the Lease stops at once and exits 1, as kube-scheduler does; on
- * SIGTERM it releases the Lease so a standby takes over at its next attempt. Each decision is
- * also told as an events.k8s.io/v1 Event (Scheduled, FailedScheduling, Preempted), at most one
- * per pod and reason every 10 s. With --metrics-addr, libmicrohttpd's own thread serves
- * /healthz, /readyz and /metrics from counters the loop records under a mutex (schedmetrics.h);
- * it is the only other thread.
+ * SIGTERM it waits for its Bindings in flight and releases the Lease so a standby takes over at
+ * its next attempt. Each decision is also told as an events.k8s.io/v1 Event (Scheduled,
+ * FailedScheduling, Preempted), the same reason about a pod within 10 minutes counted into one
+ * Event's series. The leader writes each Queue's status. With --metrics-addr, libmicrohttpd's
+ * own thread serves /healthz, /readyz and /metrics from counters the loop records under a mutex
+ * (schedmetrics.h); it is the only other thread.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -521,20 +529,19 @@ static void bind_refused(struct sched *s, const struct action *a, int err,
     hold_pod(s, a->ns, a->name, mono_ms() + delay);
 }
 
-static void do_bind(struct sched *s, const struct action *a)
+/* A Binding in flight: the action it sends, owned, until its answer. */
+struct bind_call {
+    struct sched *s;
+    struct action a;
+    char *ann; /* the assignment annotation sent */
+};
+
+/* The answer to a Binding (inside gs_kube_client_step). */
+static void bind_done(void *ud, int err, struct gs_kube_response *r)
 {
-    json_t *assigned = json_pack("{s:O}", "gpus", a->gpus);
-    char *ann = assigned ? json_dumps(assigned, JSON_COMPACT) : NULL;
-    json_decref(assigned);
-    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s}}", "apiVersion", "v1",
-                             "kind", "Binding", "metadata", "name", a->name, "namespace", a->ns,
-                             "annotations", "gpusched.io/assigned-gpus", ann ? ann : "{}", "target",
-                             "apiVersion", "v1", "kind", "Node", "name", a->node);
-    char path[600];
-    pod_path(path, sizeof(path), a->ns, a->name, "binding");
-    struct gs_kube_response r;
-    memset(&r, 0, sizeof(r));
-    int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
+    struct bind_call *bc = ud;
+    struct sched *s = bc->s;
+    const struct action *a = &bc->a;
     if (err == GS_OK) {
         s->binds++;
         char *k = key_of(a->ns, a->name);
@@ -547,7 +554,8 @@ static void do_bind(struct sched *s, const struct action *a)
         free(k);
         gs_schedmetrics_bind(s->metrics, true);
         gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
-        logf_("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node, ann ? ann : "");
+        logf_("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node,
+              bc->ann ? bc->ann : "");
         char gl[GS_NODE_GPUS_MAX * 12 + 16] = "", note[900];
         size_t n = 0;
         for (size_t g = 0; g < json_array_size(a->gpus) && n < sizeof(gl) - 16; g++) {
@@ -570,12 +578,56 @@ static void do_bind(struct sched *s, const struct action *a)
         gs_schedmetrics_bind(s->metrics, false);
         gs_schedmetrics_attempt(s->metrics, GS_SCHED_ERROR);
         logf_("warn", "bind refused pod=%s/%s node=%s: HTTP %ld %s: %s", a->ns, a->name, a->node,
-              r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
-        bind_refused(s, a, err, &r);
+              r->http_status, r->reason, r->message[0] ? r->message : gs_strerror(err));
+        bind_refused(s, a, err, r);
     }
-    gs_kube_response_fini(&r);
+    action_fini(&bc->a);
+    free(bc->ann);
+    free(bc);
+}
+
+/*
+ * Sends a pod's Binding without waiting for it (assume, then confirm or forget): the engine has
+ * the pod running on its GPUs already, so while the Binding is in flight no cycle hands those
+ * GPUs to anyone else, and a refusal (bind_done) forgets the pod, releasing them at once. Takes
+ * the action over (it is left empty).
+ */
+static void do_bind(struct sched *s, struct action *a)
+{
+    struct bind_call *bc = calloc(1, sizeof(*bc));
+    json_t *assigned = json_pack("{s:O}", "gpus", a->gpus);
+    char *ann = assigned ? json_dumps(assigned, JSON_COMPACT) : NULL;
+    json_decref(assigned);
+    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s}}", "apiVersion", "v1",
+                             "kind", "Binding", "metadata", "name", a->name, "namespace", a->ns,
+                             "annotations", "gpusched.io/assigned-gpus", ann ? ann : "{}", "target",
+                             "apiVersion", "v1", "kind", "Node", "name", a->node);
+    char path[600];
+    pod_path(path, sizeof(path), a->ns, a->name, "binding");
+    if (!bc) {
+        /* Nothing sent: the pod gives its GPUs back and is read again in a second. */
+        logf_("error", "out of memory sending the Binding of %s/%s", a->ns, a->name);
+        (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
+        hold_pod(s, a->ns, a->name, mono_ms() + 1000);
+        free(ann);
+        json_decref(body);
+        return;
+    }
+    bc->s = s;
+    bc->a = *a;
+    bc->ann = ann;
+    memset(a, 0, sizeof(*a));
+    int err = body ? gs_kube_request_async(s->client, GS_KUBE_POST, path, body, bind_done, bc)
+                   : GS_ENOMEM;
     json_decref(body);
-    free(ann);
+    if (err != GS_OK) {
+        struct gs_kube_response r;
+        memset(&r, 0, sizeof(r));
+        r.retry_after_s = -1;
+        (void)snprintf(r.message, sizeof(r.message), "cannot send the Binding: %s",
+                       gs_strerror(err));
+        bind_done(bc, err, &r); /* frees bc */
+    }
 }
 
 /* Outcomes of an eviction. */
@@ -1450,6 +1502,14 @@ int gs_cmd_scheduler(int argc, char **argv)
             s.dirty = true; /* settle: cycle again until nothing changes */
     }
     send_actions(&s); /* drain decisions already made (nothing when the Lease is lost) */
+    /* Binds in flight: their answers are awaited (10 s at most), as SIGTERM promises. */
+    for (int64_t until = mono_ms() + 10000;
+         gs_kube_client_in_flight(s.client) > 0 && mono_ms() < until && !s.lost;)
+        if (gs_kube_client_step(s.client, 50) != GS_OK)
+            break;
+    if (gs_kube_client_in_flight(s.client) > 0)
+        logf_("warn", "%zu Binding(s) still in flight at exit; their answers are not read",
+              gs_kube_client_in_flight(s.client));
     if (!s.lost && (!s.leader || leading(&s)))
         flush_events(&s);
     if (s.leader) {

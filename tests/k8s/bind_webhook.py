@@ -7,6 +7,9 @@ API server's AdmissionReview v1 for Bindings, and logs one line per review to LO
 
   reject POD             refuses every Binding of POD (allowed: false, code 403, with a message
                          naming this webhook); allows all others
+  delay SECONDS [POD]    holds every Binding SECONDS before answering (logging "recv NS/POD T" with
+                         the time it arrived, seconds since the epoch), then allows it, or refuses
+                         it when it is POD's
   race POD NODE          the first time gpusched binds POD, binds it itself to NODE first (through
                          the API server, as another scheduler would), then allows gpusched's
                          request, which the API server then answers 409 Conflict; its own Binding
@@ -21,6 +24,7 @@ import os
 import ssl
 import sys
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -63,6 +67,11 @@ class Handler(BaseHTTPRequestHandler):
         own = ((obj.get("metadata") or {}).get("annotations") or {}).get("gpusched.test/bound-by")
         user = (req.get("userInfo") or {}).get("username", "")
         allowed, msg = True, ""
+        if mode == "delay" and not own:
+            log("recv %s/%s %.3f" % (ns, pod, time.time()))
+            time.sleep(float(args[0]))
+            if len(args) > 1 and pod == args[1]:
+                allowed, msg = False, "rejected by the test webhook bind_webhook.py after a delay"
         if mode == "reject" and pod == args[0]:
             allowed, msg = False, "rejected by the test webhook bind_webhook.py"
         elif mode == "race" and pod == args[0] and not own and pod not in raced:
