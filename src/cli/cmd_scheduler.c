@@ -43,6 +43,7 @@
 
 #include "cli/cmd.h"
 #include "gpusched/err.h"
+#include "gpusched/kevents.h"
 #include "gpusched/kube.h"
 #include "gpusched/kworld.h"
 #include "gpusched/sched.h"
@@ -146,27 +147,6 @@ struct action {
 };
 
 /*
- * Events are aggregated as client-go's events.k8s.io recorder does it: the same reason about the
- * same pod within EVENT_SERIES_MS is one Event whose series.count grows, and an Event is written
- * at most once per EVENT_REPEAT_MS (a count that grew meanwhile is patched in later, by
- * flush_events). A pod's reason hashes to one slot; a collision only starts a new Event early.
- */
-#define EVENT_SLOTS 4096
-#define EVENT_REPEAT_MS 10000
-#define EVENT_SERIES_MS (10 * 60 * 1000)
-
-struct event_slot {
-    uint64_t key;         /* hash of ns/name/reason; 0 = empty */
-    int64_t first_ms;     /* when its Event was created (monotonic) */
-    int64_t written_ms;   /* when its Event was last written */
-    uint32_t count;       /* occurrences in the series */
-    uint32_t written;     /* the count last written */
-    char ns[64];          /* the Event's namespace */
-    char name[256];       /* the Event's name */
-    char observed[80];    /* MicroTime of the last occurrence */
-};
-
-/*
  * A preemptor waiting for its victims to leave, as kube-scheduler's nominated pod: the engine
  * holds its GPUs on the node already (so no other pod is given them), status.nominatedNodeName
  * says where it goes, and the Binding is sent once every victim is gone from the API server.
@@ -191,8 +171,8 @@ struct sched {
     bool dry_run;
     bool dirty;
     bool lost; /* the Lease was lost: send nothing more */
-    uint64_t binds, bind_failures, evictions, status_patches, events, events_skipped, events_patched;
-    struct event_slot *event_slots;  /* EVENT_SLOTS entries */
+    uint64_t binds, bind_failures, evictions, status_patches;
+    struct gs_kevents *events;       /* the Event recorder (kevents.h); NULL: none written */
     struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
     /* Pods held out of the world until due: "ns/name" -> {"ns", "name", "due_ms"}. A refused
      * bind's pod waits out its backoff here (holding nothing); a pod whose bind or re-read
@@ -269,117 +249,17 @@ static void action_fini(struct action *a)
     json_decref(a->gpus);
 }
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return (h ^ 0xff) * 1099511628211ULL; /* a separator, so "a" "bc" differs from "ab" "c" */
-}
-
-static void micro_time(char *buf, size_t cap, const struct timespec *ts)
-{
-    struct tm tm;
-    (void)gmtime_r(&ts->tv_sec, &tm);
-    (void)snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000);
-}
-
-/* Writes a slot's grown count as the Event's series (a merge patch). */
-static void patch_series(struct sched *s, struct event_slot *e)
-{
-    char path[400];
-    (void)snprintf(path, sizeof(path), "/apis/events.k8s.io/v1/namespaces/%s/events/%s", e->ns,
-                   e->name);
-    /* Only the series: the API keeps an Event's note immutable, so it stays the first one's. */
-    json_t *body = json_pack("{s:{s:I,s:s}}", "series", "count", (json_int_t)e->count,
-                             "lastObservedTime", e->observed);
-    struct gs_kube_response r;
-    memset(&r, 0, sizeof(r));
-    int err = body ? gs_kube_request(s->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
-    if (err == GS_OK) {
-        s->events_patched++;
-    } else {
-        logf_("warn", "event %s/%s: series count %u not written: HTTP %ld %s", e->ns, e->name,
-              e->count, r.http_status, r.message[0] ? r.message : gs_strerror(err));
-        if (err == GS_ENOENT)
-            e->key = 0; /* the Event is gone (expired): the next occurrence makes a new one */
-    }
-    e->written = e->count;
-    e->written_ms = mono_ms();
-    gs_kube_response_fini(&r);
-    json_decref(body);
-}
-
-/* Patches the counts that grew since their Event was last written, once EVENT_REPEAT_MS passed. */
-static void flush_events(struct sched *s)
-{
-    int64_t now = mono_ms();
-    for (size_t i = 0; s->event_slots && i < EVENT_SLOTS; i++) {
-        struct event_slot *e = &s->event_slots[i];
-        if (e->key && e->count > e->written && now - e->written_ms >= EVENT_REPEAT_MS)
-            patch_series(s, e);
-    }
-}
-
-/*
- * Posts an events.k8s.io/v1 Event about the action's pod, or counts it into the series of the
- * same reason's Event. Failures are logged and otherwise ignored: an Event is for people, and
- * the decision it tells has been made.
- */
+/* Tells of a decision about the action's pod as an Event (aggregated: kevents.h). */
 static void post_event(struct sched *s, const struct action *a, const char *type,
                        const char *reason, const char *verb, const char *note)
 {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_REALTIME, &ts);
-    char now[80], gen[216], path[400], notebuf[1024];
-    micro_time(now, sizeof(now), &ts);
-    struct event_slot *e = NULL;
-    uint64_t k = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, a->ns), a->name), reason);
-    if (k == 0)
-        k = 1;
-    int64_t mono = mono_ms();
-    if (s->event_slots) {
-        e = &s->event_slots[k % EVENT_SLOTS];
-        if (e->key == k && mono - e->first_ms < EVENT_SERIES_MS) {
-            e->count++;
-            (void)snprintf(e->observed, sizeof(e->observed), "%s", now);
-            if (mono - e->written_ms >= EVENT_REPEAT_MS)
-                patch_series(s, e);
-            else
-                s->events_skipped++; /* counted; written by flush_events */
-            return;
-        }
-    }
-    /* client-go's name: the pod's, a dot, the time in hex ns (generateName may not end in a
-     * dot); within a name's 253 characters. */
-    (void)snprintf(gen, sizeof(gen), "%.200s.%llx", a->name,
-                   (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
-    (void)snprintf(notebuf, sizeof(notebuf), "%s", note); /* the API's limit is 1 kB */
-    (void)snprintf(path, sizeof(path), "/apis/events.k8s.io/v1/namespaces/%s/events", a->ns);
-    json_t *body = json_pack(
-        "{s:s,s:s,s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s}}", "apiVersion",
-        "events.k8s.io/v1", "kind", "Event", "metadata", "name", gen, "namespace", a->ns,
-        "eventTime", now, "reportingController", "gpusched", "reportingInstance", s->identity,
-        "action", verb, "reason", reason, "type", type, "note", notebuf, "regarding", "apiVersion",
-        "v1", "kind", "Pod", "namespace", a->ns, "name", a->name, "uid", a->uid ? a->uid : "");
-    struct gs_kube_response r;
-    memset(&r, 0, sizeof(r));
-    int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
-    if (err == GS_OK) {
-        s->events++;
-        if (e) {
-            *e = (struct event_slot){.key = k, .first_ms = mono, .written_ms = mono, .count = 1,
-                                     .written = 1};
-            (void)snprintf(e->ns, sizeof(e->ns), "%s", a->ns);
-            (void)snprintf(e->name, sizeof(e->name), "%s", gen);
-            (void)snprintf(e->observed, sizeof(e->observed), "%s", now);
-        }
-    } else {
-        logf_("warn", "event %s for pod=%s/%s not written: HTTP %ld %s: %s", reason, a->ns, a->name,
-              r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
-    }
-    gs_kube_response_fini(&r);
-    json_decref(body);
+    gs_kevents_post(s->events, a->ns, a->name, a->uid, type, reason, verb, note);
+}
+
+static void log_event_failure(void *ud, const char *msg)
+{
+    (void)ud;
+    logf_("warn", "%s", msg);
 }
 
 /* Escapes nothing: namespaces and names are DNS labels and subdomains. */
@@ -1314,7 +1194,6 @@ int gs_cmd_scheduler(int argc, char **argv)
     s.dry_run = dry;
     s.identity = identity;
     s.sched_name = name ? name : GS_KWORLD_SCHEDULER;
-    s.event_slots = calloc(EVENT_SLOTS, sizeof(*s.event_slots));
     if (metrics_addr) {
         uint16_t port = 0;
         rc = gs_schedmetrics_new(&s.metrics);
@@ -1325,7 +1204,6 @@ int gs_cmd_scheduler(int argc, char **argv)
                           rc == GS_EIO ? "cannot listen there" : gs_strerror(rc));
             gs_schedmetrics_free(s.metrics);
             gs_kube_config_fini(&cfg);
-            free(s.event_slots);
             return 2;
         }
         logf_("info", "serving /healthz /readyz /metrics on %s (port %u)", metrics_addr,
@@ -1346,7 +1224,14 @@ int gs_cmd_scheduler(int argc, char **argv)
                       gs_strerror(rc));
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
-        free(s.event_slots);
+        return 1;
+    }
+    struct gs_kevents_opts eo = {.instance = identity, .log = log_event_failure};
+    if (gs_kevents_new(s.client, &eo, &s.events) != GS_OK) {
+        (void)fprintf(stderr, "gpusched scheduler: out of memory\n");
+        gs_kube_client_free(lease_client);
+        gs_kube_client_free(s.client);
+        gs_schedmetrics_free(s.metrics);
         return 1;
     }
     if (elect) {
@@ -1355,10 +1240,10 @@ int gs_cmd_scheduler(int argc, char **argv)
         rc = gs_kube_leader_new(lease_client, &lopts, &s.leader);
         if (rc) {
             (void)fprintf(stderr, "gpusched scheduler: leader election: %s\n", gs_strerror(rc));
+            gs_kevents_free(s.events);
             gs_kube_client_free(lease_client);
             gs_kube_client_free(s.client);
             gs_schedmetrics_free(s.metrics);
-            free(s.event_slots);
             return 2;
         }
     }
@@ -1468,7 +1353,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         check_nominations(&s);
         int64_t now = mono_ms();
         if (now - last_flush >= 1000) {
-            flush_events(&s);
+            gs_kevents_flush(s.events, false);
             if (!s.dry_run && cycles > 0)
                 write_queue_status(&s, queues_known);
             last_flush = now;
@@ -1511,7 +1396,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         logf_("warn", "%zu Binding(s) still in flight at exit; their answers are not read",
               gs_kube_client_in_flight(s.client));
     if (!s.lost && (!s.leader || leading(&s)))
-        flush_events(&s);
+        gs_kevents_flush(s.events, true); /* the counts not written yet */
     if (s.leader) {
         struct gs_kube_leader_stats ls;
         gs_kube_leader_get_stats(s.leader, &ls);
@@ -1524,13 +1409,15 @@ int gs_cmd_scheduler(int argc, char **argv)
               (unsigned long long)ls.renewals, (unsigned long long)ls.failures,
               (long long)ls.max_renew_gap_ms);
     }
+    struct gs_kevents_stats es = {0};
+    gs_kevents_get_stats(s.events, &es);
     logf_("info",
           "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu events=%llu "
           "events_counted=%llu series_patches=%llu",
           (unsigned long long)cycles, (unsigned long long)s.binds,
           (unsigned long long)s.bind_failures, (unsigned long long)s.evictions,
-          (unsigned long long)s.events, (unsigned long long)s.events_skipped,
-          (unsigned long long)s.events_patched);
+          (unsigned long long)es.created, (unsigned long long)es.counted,
+          (unsigned long long)es.patched);
 out:
     for (size_t i = 0; i < s.nacts; i++)
         action_fini(&s.acts[i]);
@@ -1552,6 +1439,6 @@ out:
     gs_kube_client_free(lease_client);
     gs_kworld_free(s.world);
     gs_schedmetrics_free(s.metrics); /* stops its thread first */
-    free(s.event_slots);
+    gs_kevents_free(s.events);
     return exit_code;
 }
