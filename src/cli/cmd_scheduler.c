@@ -395,7 +395,8 @@ static void bind_refused(struct sched *s, const struct action *a, int err,
     free(k);
     char msg[900];
     if (r->http_status)
-        (void)snprintf(msg, sizeof(msg), "binding to node %s failed: HTTP %ld%s%s: %s; retrying in %lld ms",
+        (void)snprintf(msg, sizeof(msg),
+                       "binding to node %s failed: HTTP %ld%s%s: %s; retrying in %lld ms",
                        a->node ? a->node : "?", r->http_status, r->reason[0] ? " " : "", r->reason,
                        r->message[0] ? r->message : gs_strerror(err), (long long)delay);
     else
@@ -544,8 +545,8 @@ static void pdb_of_refusal(const struct gs_kube_response *r, const char *ns, cha
  * Sends the Eviction of a victim (dry_run: only asks whether it would be allowed, which checks
  * PodDisruptionBudgets and changes nothing). On EVICT_BLOCKED `pdb` receives "ns/name".
  */
-static enum evict_result evict_pod(struct sched *s, const struct action *a, bool dry_run,
-                                   char *pdb, size_t pdb_cap)
+static enum evict_result evict_pod(struct sched *s, const struct action *a, bool dry_run, char *pdb,
+                                   size_t pdb_cap)
 {
     json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "policy/v1", "kind", "Eviction",
                              "metadata", "name", a->name, "namespace", a->ns);
@@ -556,8 +557,8 @@ static enum evict_result evict_pod(struct sched *s, const struct action *a, bool
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
-    enum evict_result res = err == GS_OK         ? EVICT_SENT
-                            : err == GS_ENOENT   ? EVICT_GONE
+    enum evict_result res = err == GS_OK           ? EVICT_SENT
+                            : err == GS_ENOENT     ? EVICT_GONE
                             : r.http_status == 429 ? EVICT_BLOCKED
                                                    : EVICT_FAILED;
     if (res == EVICT_BLOCKED)
@@ -607,7 +608,8 @@ static void mark_disruption_target(struct sched *s, const struct action *a)
     (void)snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
                    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
     if (a->text && strcmp(a->text, "reclaim") == 0)
-        (void)snprintf(msg, sizeof(msg), "%s: reclaiming resources for %s, whose queue is below its fair share",
+        (void)snprintf(msg, sizeof(msg),
+                       "%s: reclaiming resources for %s, whose queue is below its fair share",
                        s->sched_name, a->by ? a->by : "another queue");
     else
         (void)snprintf(msg, sizeof(msg), "%s: preempting to accommodate a higher priority pod%s%s",
@@ -689,7 +691,10 @@ static void nomination_drop(struct sched *s, size_t i)
     free(n->blocked);
     free(n->blocked_by);
     json_decref(n->victims);
-    s->noms[i] = s->noms[--s->nnoms];
+    size_t last = --s->nnoms;
+    if (i != last)
+        s->noms[i] = s->noms[last];
+    memset(&s->noms[last], 0, sizeof(s->noms[last])); /* no freed pointer stays behind */
 }
 
 /* Takes over a preemptor's BIND (the action is left empty) and nominates its node. */
@@ -822,19 +827,19 @@ static void send_actions(struct sched *s)
             char pdb[400] = "";
             if (n && !n->failed && evict_pod(s, a, true, pdb, sizeof(pdb)) == EVICT_BLOCKED) {
                 n->failed = true;
-                n->blocked = malloc(strlen(pdb) + 32);
+                size_t len = strlen(pdb) + 32;
+                n->blocked = malloc(len);
                 if (n->blocked)
-                    (void)sprintf(n->blocked, "PodDisruptionBudget %s", pdb);
+                    (void)snprintf(n->blocked, len, "PodDisruptionBudget %s", pdb);
                 n->blocked_by = key_of(a->ns, a->name);
             }
         }
     }
     for (size_t i = 0; i < s->nacts; i++) {
         struct action *a = &s->acts[i];
-        if (!a->ns) {
-            /* taken over by a nomination */
-        } else if (!live) {
-            /* The renew deadline passed: another replica may lead by now. Send nothing. */
+        if (!a->ns || !live) {
+            /* Taken over by a nomination; or the renew deadline passed: another replica may
+             * lead by now, so nothing is sent. */
         } else if (s->dry_run) {
             logf_("info", "dry-run %s pod=%s/%s node=%s %s",
                   a->kind == GS_KEV_BIND    ? "bind"
@@ -858,10 +863,11 @@ static void send_actions(struct sched *s)
                     json_object_set_new(n->victims, k, json_true());
                 if (n && (r == EVICT_BLOCKED || r == EVICT_FAILED)) {
                     n->failed = true;
-                    n->blocked = malloc(strlen(why) + 32);
+                    size_t len = strlen(why) + 32;
+                    n->blocked = malloc(len);
                     if (n->blocked)
-                        (void)sprintf(n->blocked, "%s%s",
-                                      r == EVICT_BLOCKED ? "PodDisruptionBudget " : "", why);
+                        (void)snprintf(n->blocked, len, "%s%s",
+                                       r == EVICT_BLOCKED ? "PodDisruptionBudget " : "", why);
                     n->blocked_by = key_of(a->ns, a->name);
                 }
                 if (r == EVICT_BLOCKED || r == EVICT_FAILED) {
@@ -893,10 +899,10 @@ static void send_actions(struct sched *s)
 struct feed {
     struct sched *s;
     const char *path;
-    const char *kind;  /* the kind of its objects, for the deletions it makes up */
-    json_t *known;     /* key ("ns/name" or "name") -> true */
-    json_t *seen;      /* during a relist: the keys listed again; NULL otherwise */
-    uint64_t lists;    /* lists delivered */
+    const char *kind; /* the kind of its objects, for the deletions it makes up */
+    json_t *known;    /* key ("ns/name" or "name") -> true */
+    json_t *seen;     /* during a relist: the keys listed again; NULL otherwise */
+    uint64_t lists;   /* lists delivered */
     struct gs_kube_informer *inf;
 };
 
@@ -948,8 +954,8 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
         if (f->lists > 0) {
             struct gs_kube_informer_stats st;
             gs_kube_informer_get_stats(f->inf, &st);
-            logf_("info", "relist of %s (its watch answered 410 Gone %llu time(s) so far)",
-                  f->path, (unsigned long long)st.gone);
+            logf_("info", "relist of %s (its watch answered 410 Gone %llu time(s) so far)", f->path,
+                  (unsigned long long)st.gone);
             gs_schedmetrics_relist(s->metrics);
         }
         json_decref(f->seen);
@@ -966,9 +972,10 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
             if (!f->seen || json_object_get(f->seen, k))
                 continue;
             const char *slash = strchr(k, '/');
-            json_t *stub = slash ? json_pack("{s:s,s:{s:s%,s:s}}", "kind", f->kind, "metadata",
-                                             "namespace", k, (size_t)(slash - k), "name", slash + 1)
-                                 : json_pack("{s:s,s:{s:s}}", "kind", f->kind, "metadata", "name", k);
+            json_t *stub = slash
+                               ? json_pack("{s:s,s:{s:s%,s:s}}", "kind", f->kind, "metadata",
+                                           "namespace", k, (size_t)(slash - k), "name", slash + 1)
+                               : json_pack("{s:s,s:{s:s}}", "kind", f->kind, "metadata", "name", k);
             if (stub) {
                 if (strcmp(f->kind, "Pod") == 0)
                     pod_gone(s, k);
@@ -1056,7 +1063,8 @@ static void write_queue_status(struct sched *s, const json_t *queues_known)
         json_t *body = json_pack("{s:O}", "status", st);
         struct gs_kube_response r;
         memset(&r, 0, sizeof(r));
-        int err = body ? gs_kube_request(s->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
+        int err =
+            body ? gs_kube_request(s->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
         if (err == GS_OK)
             json_object_set(s->queue_status, qi.name, st);
         else

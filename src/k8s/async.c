@@ -15,14 +15,14 @@
 #include <string.h>
 
 struct gs__kube_async {
-    struct gs__kube_async *next;   /* the client's list */
-    CURL *h;                       /* its own easy handle */
-    struct gs__kube_sink sink;     /* what the transfer writes */
-    struct curl_slist *hdrs;       /* its headers */
-    char *url, *body;              /* kept for the transfer's life */
-    char errbuf[CURL_ERROR_SIZE];  /* libcurl's text of a failure */
-    gs_kube_done_fn done;          /* the caller's callback */
-    void *ud;                      /* its argument */
+    struct gs__kube_async *next;  /* the client's list */
+    CURL *h;                      /* its own easy handle */
+    struct gs__kube_sink sink;    /* what the transfer writes */
+    struct curl_slist *hdrs;      /* its headers */
+    char *url, *body;             /* kept for the transfer's life */
+    char errbuf[CURL_ERROR_SIZE]; /* libcurl's text of a failure */
+    gs_kube_done_fn done;         /* the caller's callback */
+    void *ud;                     /* its argument */
 };
 
 static void async_free(struct gs__kube_async *a)
@@ -55,8 +55,8 @@ int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, 
     if ((a->h = curl_easy_init()) == NULL)
         goto fail;
     gs__kube_throttle(c);
-    if ((rc = gs__kube_prepare(c, a->h, method, a->url, a->body, &a->sink, &a->hdrs,
-                               a->errbuf)) != GS_OK)
+    if ((rc = gs__kube_prepare(c, a->h, method, a->url, a->body, &a->sink, &a->hdrs, a->errbuf)) !=
+        GS_OK)
         goto fail;
     (void)curl_easy_setopt(a->h, CURLOPT_PRIVATE, (char *)NULL);
     a->done = done;

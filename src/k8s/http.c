@@ -399,9 +399,9 @@ static const char *content_type_of(enum gs_kube_method m)
     }
 }
 
-int gs__kube_prepare(struct gs_kube_client *c, CURL *h, enum gs_kube_method method,
-                     const char *url, const char *body, struct gs__kube_sink *s,
-                     struct curl_slist **hdrs, char *errbuf)
+int gs__kube_prepare(struct gs_kube_client *c, CURL *h, enum gs_kube_method method, const char *url,
+                     const char *body, struct gs__kube_sink *s, struct curl_slist **hdrs,
+                     char *errbuf)
 {
     CURLcode e = CURLE_OK;
     *s = (struct gs__kube_sink){.body = {.max = c->max_body_bytes}, .retry_after_s = -1};

@@ -188,7 +188,8 @@ void gs_kevents_post(struct gs_kevents *r, const char *ns, const char *pod, cons
     int err = body ? gs_kube_request(r->c, GS_KUBE_POST, path, body, &resp) : GS_ENOMEM;
     if (err == GS_OK) {
         r->st.created++;
-        *e = (struct slot){.key = k, .first_ms = mono, .written_ms = mono, .count = 1, .written = 1};
+        *e =
+            (struct slot){.key = k, .first_ms = mono, .written_ms = mono, .count = 1, .written = 1};
         (void)snprintf(e->ns, sizeof(e->ns), "%s", ns);
         (void)snprintf(e->name, sizeof(e->name), "%s", gen);
         (void)snprintf(e->observed, sizeof(e->observed), "%s", now);

@@ -177,8 +177,8 @@ void gs__kfilter_fini(struct gs__kfilter *t)
 
 /*
  * The pod object with its avoided nodes (gs_kworld_avoid_node) written into its required node
- * affinity as `matchFields metadata.name NotIn [node]` entries ANDed into every term (or one term of its
- * own when there are none), so the one translation below sees them. A new reference, or NULL
+ * affinity as `matchFields metadata.name NotIn [node]` entries ANDed into every term (or one term
+ * of its own when there are none), so the one translation below sees them. A new reference, or NULL
  * when out of memory.
  */
 json_t *gs__kpod_with_avoided(const json_t *obj, const json_t *nodes)
@@ -219,9 +219,9 @@ json_t *gs__kpod_with_avoided(const json_t *obj, const json_t *nodes)
         }
         /* One expression per node: the API allows a single value for a field's NotIn. */
         for (size_t n = 0; n < json_array_size(nodes); n++)
-            json_array_append_new(mf, json_pack("{s:s,s:s,s:[O]}", "key", "metadata.name",
-                                                "operator", "NotIn", "values",
-                                                json_array_get(nodes, n)));
+            json_array_append_new(mf,
+                                  json_pack("{s:s,s:s,s:[O]}", "key", "metadata.name", "operator",
+                                            "NotIn", "values", json_array_get(nodes, n)));
     }
     if (!aff || !na || !req || !terms) {
         json_decref(o);

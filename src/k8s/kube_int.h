@@ -144,9 +144,9 @@ struct gs__kube_sink {
  * body, bounded sinks). The caller keeps url, body, *s, *hdrs and errbuf (CURL_ERROR_SIZE) alive
  * until the transfer ends, then frees *hdrs and s->body. @return GS_OK; GS_ENOMEM; GS_EIO.
  */
-int gs__kube_prepare(struct gs_kube_client *c, CURL *h, enum gs_kube_method method,
-                     const char *url, const char *body, struct gs__kube_sink *s,
-                     struct curl_slist **hdrs, char *errbuf);
+int gs__kube_prepare(struct gs_kube_client *c, CURL *h, enum gs_kube_method method, const char *url,
+                     const char *body, struct gs__kube_sink *s, struct curl_slist **hdrs,
+                     char *errbuf);
 
 /**
  * Fills a response from a finished transfer (status, version, body, Status fields) and maps it

@@ -51,7 +51,7 @@ struct gs_kworld {
     json_t *avoid;     /* "ns/name" -> array of node names its placement must avoid */
     uint32_t changes;
     uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
-    char *err; /* where messages go: the caller's buffer, or scratch */
+    char *err;         /* where messages go: the caller's buffer, or scratch */
     size_t errcap;
     char scratch[256];
 };
@@ -136,8 +136,9 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->podgroups = json_object();
     w->avoid = json_object();
     int err = gs_cluster_new(&w->c);
-    if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
-                 !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups || !w->avoid))
+    if (!err &&
+        (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
+         !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups || !w->avoid))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);

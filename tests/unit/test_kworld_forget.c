@@ -49,8 +49,8 @@ static json_t *pod(const char *name, const char *uid)
     return json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s},s:{s:s,s:[{s:s,s:{s:{s:s}}}]}}", "apiVersion",
                      "v1", "kind", "Pod", "metadata", "name", name, "namespace", "ns", "uid", uid,
                      "creationTimestamp", "2026-01-01T00:00:00Z", "spec", "schedulerName",
-                     "gpusched", "containers", "name", "c", "resources", "limits",
-                     "nvidia.com/gpu", "1");
+                     "gpusched", "containers", "name", "c", "resources", "limits", "nvidia.com/gpu",
+                     "1");
 }
 
 static void apply(struct gs_kworld *w, enum gs_kchange ch, json_t *obj)
@@ -125,7 +125,7 @@ static void test_avoided_node_is_skipped_until_cleared(void **state)
     apply(w, GS_KADDED, pod("p", "uid-p"));
     cycle(w);
     assert_int_equal(s.binds, 3);
-    assert_string_equal(s.node, "a"); /* cleared: best fit again */
+    assert_string_equal(s.node, "a");         /* cleared: best fit again */
     gs_kworld_avoid_clear(w, "ns", "nobody"); /* unknown: a no-op */
     gs_kworld_free(w);
 }
