@@ -5,7 +5,8 @@
  *   - configuration: a kubeconfig file, $KUBECONFIG, or the in-cluster service account;
  *   - a client: one authenticated HTTPS connection pool doing GET/POST/PUT/PATCH/DELETE with
  *     JSON (jansson) bodies, mapping the API's `Status` errors to enum gs_err, behind a
- *     client-side QPS/burst token bucket;
+ *     client-side QPS/burst token bucket; requests block, or (gs_kube_request_async) finish
+ *     inside gs_kube_client_step with a callback;
  *   - paged lists (`limit` + `continue`, restarted on an expired continue token);
  *   - a watch-stream framing parser, free of I/O (unit-tested and fuzzed);
  *   - informers: list-then-watch of one resource path, with relist on 410 Gone and jittered
