@@ -40,12 +40,12 @@ HEADERS = {
     "agent": ["devplugin.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h"],
     "sim": ["qconfig.h", "replay.h", "sim.h", "trace.h"],
     "kworld": ["kquantity.h", "kworld.h"],
-    "k8s": ["kube.h", "schedmetrics.h"],
+    "k8s": ["kevents.h", "kube.h", "schedmetrics.h"],
 }
 
 # src/k8s holds two layers: the translation of Kubernetes objects into the core (gskworld) and
 # the API client below the scheduler command (gpusched_k8s).
-KWORLD_FILES = {"kworld.c", "kquantity.c", "yamljson.c", "yamljson.h"}
+KWORLD_FILES = {"kworld.c", "kquantity.c", "kselect.c", "kselect.h", "yamljson.c", "yamljson.h"}
 
 # CMake library targets by layer; test, fuzz and bench targets are not checked.
 TARGETS = {

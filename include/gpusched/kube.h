@@ -5,7 +5,8 @@
  *   - configuration: a kubeconfig file, $KUBECONFIG, or the in-cluster service account;
  *   - a client: one authenticated HTTPS connection pool doing GET/POST/PUT/PATCH/DELETE with
  *     JSON (jansson) bodies, mapping the API's `Status` errors to enum gs_err, behind a
- *     client-side QPS/burst token bucket;
+ *     client-side QPS/burst token bucket; requests block, or (gs_kube_request_async) finish
+ *     inside gs_kube_client_step with a callback;
  *   - paged lists (`limit` + `continue`, restarted on an expired continue token);
  *   - a watch-stream framing parser, free of I/O (unit-tested and fuzzed);
  *   - informers: list-then-watch of one resource path, with relist on 410 Gone and jittered
@@ -310,6 +311,33 @@ void gs_kube_list_fini(struct gs_kube_list *l);
  */
 int gs_kube_list(struct gs_kube_client *c, const char *path, const char *query, uint32_t limit,
                  struct gs_kube_list *out, struct gs_kube_response *resp);
+
+/**
+ * Receives the end of an async request: its error code (as gs_kube_request returns) and its
+ * response (borrowed: released after the call; incref resp->body to keep it). Runs inside
+ * gs_kube_client_step; it may send requests (blocking or async) on the client, but must not step
+ * or free it.
+ */
+typedef void (*gs_kube_done_fn)(void *ud, int err, struct gs_kube_response *resp);
+
+/**
+ * Starts a request that does not block: a transfer of the client's multi handle beside its
+ * watches (over HTTP/2 the same connection), driven and finished by gs_kube_client_step, which
+ * calls `done` once, with the outcome, in the order transfers finish. A rate-limiter token is
+ * taken first (sleeping as gs_kube_request does). The request's limit is opts.timeout_ms. A
+ * 401 is not retried with a re-read token (the next request reads it). Requests still in flight
+ * when the client is freed are dropped without a call.
+ * @param path  as gs_kube_request; copied.
+ * @param body  JSON, serialised now; may be NULL.
+ * @return GS_OK (done will be called); GS_EINVAL (NULL client, path not starting with '/',
+ *         NULL done); GS_ENOMEM; GS_EIO (libcurl refused the transfer). Nothing is called on
+ *         failure.
+ */
+int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
+                          const json_t *body, gs_kube_done_fn done, void *ud);
+
+/** Async requests started and not finished yet. */
+size_t gs_kube_client_in_flight(const struct gs_kube_client *c);
 
 /* ---- watch events ------------------------------------------------------------------------- */
 

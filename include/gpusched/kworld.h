@@ -147,6 +147,20 @@ int gs_kworld_delete_pod(struct gs_kworld *w, const char *ns, const char *name, 
  */
 int gs_kworld_forget_pod(struct gs_kworld *w, const char *ns, const char *name, int64_t now_ms);
 
+/**
+ * Makes pod ns/name avoid a node from its next entry on (a preemption there was blocked by a
+ * PodDisruptionBudget): its required node affinity gets `metadata.name NotIn [nodes]` ANDed into
+ * every term. Takes effect when the pod next enters the engine (after gs_kworld_forget_pod() and
+ * its object applied again); a running pod is not moved. Kept until gs_kworld_avoid_clear(), also
+ * across forgetting.
+ * @param node  a node name; copied. Adding one already avoided changes nothing.
+ * @return GS_OK; GS_ENOMEM.
+ */
+int gs_kworld_avoid_node(struct gs_kworld *w, const char *ns, const char *name, const char *node);
+
+/** Forgets the nodes pod ns/name avoids (from its next entry on). Unknown pods: a no-op. */
+void gs_kworld_avoid_clear(struct gs_kworld *w, const char *ns, const char *name);
+
 /** Cordons or uncordons a node. @return GS_OK; GS_ENOENT. */
 int gs_kworld_cordon(struct gs_kworld *w, const char *node, bool unschedulable);
 

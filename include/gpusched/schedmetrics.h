@@ -55,6 +55,10 @@ void gs_schedmetrics_eviction(struct gs_schedmetrics *m, const char *reason);
 /** Records one cycle's duration (seconds) and the pods pending after it. */
 void gs_schedmetrics_cycle(struct gs_schedmetrics *m, double seconds, uint32_t pending);
 
+/** Counts one relist of a watched collection after its first list (gpusched_watch_relists_total).
+ */
+void gs_schedmetrics_relist(struct gs_schedmetrics *m);
+
 /** Sets gpusched_leader (1 while this replica leads or no election runs). */
 void gs_schedmetrics_set_leader(struct gs_schedmetrics *m, bool leader);
 

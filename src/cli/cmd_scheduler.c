@@ -7,19 +7,27 @@
  * listed, scheduling cycles run whenever something changed (and at least once a second); the
  * decisions of a cycle are collected and sent after it: a Binding (with the GPU choice as the
  * annotation gpusched.io/assigned-gpus), an Eviction for a victim, and a PodScheduled=False
- * condition with the reason for a pod that waits. A bind the server refuses releases what the
- * pod held at once: the pod is forgotten, read again, and waits for the next cycle.
+ * condition with the reason for a pod that waits. Bindings are sent without waiting
+ * (gs_kube_request_async): the engine has assumed the placement, so no later cycle hands those
+ * GPUs out while the Binding is in flight. A bind the server refuses releases what the pod held
+ * at once (forgotten), and the pod is read again: at once after a 409, after a backoff of 1 s
+ * doubling to 10 s otherwise. A relist after a 410 deletes from the world what it no longer
+ * lists. Preemption goes as kube-scheduler's: the preemptor is nominated
+ * (status.nominatedNodeName) and bound once its victims are gone; victims pass a dry-run
+ * Eviction, are marked DisruptionTarget, then evicted; a PodDisruptionBudget's 429 sends the
+ * preemptor to another node.
  *
  * Replicas elect a leader on a Lease (gs_kube_leader_*, kube.h) with a client of their own,
  * whose short request timeout keeps a hung renewal from outliving the lease. Every replica runs
  * its informers; only the leader runs cycles (a standby's engine would otherwise believe in
  * binds nobody sent) and sends their decisions, each after checking the renew deadline has not
  * passed. A leader that loses the Lease stops at once and exits 1, as kube-scheduler does; on
- * SIGTERM it releases the Lease so a standby takes over at its next attempt. Each decision is
- * also told as an events.k8s.io/v1 Event (Scheduled, FailedScheduling, Preempted), at most one
- * per pod and reason every 10 s. With --metrics-addr, libmicrohttpd's own thread serves
- * /healthz, /readyz and /metrics from counters the loop records under a mutex (schedmetrics.h);
- * it is the only other thread.
+ * SIGTERM it waits for its Bindings in flight and releases the Lease so a standby takes over at
+ * its next attempt. Each decision is also told as an events.k8s.io/v1 Event (Scheduled,
+ * FailedScheduling, Preempted), the same reason about a pod within 10 minutes counted into one
+ * Event's series. The leader writes each Queue's status. With --metrics-addr, libmicrohttpd's
+ * own thread serves /healthz, /readyz and /metrics from counters the loop records under a mutex
+ * (schedmetrics.h); it is the only other thread.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -36,6 +44,7 @@
 #include "cli/cmd.h"
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
+#include "gpusched/kevents.h"
 #include "gpusched/kube.h"
 #include "gpusched/log.h"
 #include "gpusched/kworld.h"
@@ -48,6 +57,7 @@ static const char *const usage =
     "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
     "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
     "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
+    "       gpusched scheduler --version\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
     "gpusched (whole GPUs and milli fractions, queues, quotas, PriorityClasses, gangs), binds\n"
@@ -59,7 +69,8 @@ static const char *const usage =
     "  --scheduler-name NAME the spec.schedulerName it serves (default: gpusched)\n"
     "  --default-queue NAME  queue of pods without a queue label (default: default)\n"
     "  --policy NAME         placement policy (default fgd)\n"
-    "  --dry-run             decide and log, bind and evict nothing\n"
+    "  --dry-run             decide and log (\"dry-run bind pod=NS/NAME node=N\"), bind,\n"
+    "                        evict and write nothing (no status, Events or Queue status)\n"
     "  --qps N, --burst N    client rate limit (default 50 and 100)\n"
     "  --max-runtime-s N     exit 0 after N seconds (tests)\n"
     "  --leader-elect[=BOOL] elect one leader among replicas on a coordination.k8s.io/v1\n"
@@ -70,9 +81,16 @@ static const char *const usage =
     "  --metrics-addr H:P    serve /healthz, /readyz (200 once caches synced) and /metrics\n"
     "                        (Prometheus text) on H:P, e.g. 127.0.0.1:10259; port 0 picks\n"
     "                        one and logs it (default: not served)\n"
+    "  --version             print the version and exit\n"
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
-    "Preempted; at most one per pod and reason every 10 s.\n"
+    "Preempted; the same reason about a pod within 10 min is one Event whose series.count\n"
+    "grows, written at most every 10 s.\n"
+    "Preemption: the preemptor gets status.nominatedNodeName and binds once its victims are\n"
+    "gone; victims are marked DisruptionTarget, then evicted; a PodDisruptionBudget that\n"
+    "refuses (429) sends the preemptor to the next node, else it waits \"blocked by\n"
+    "PodDisruptionBudget NS/NAME\". A refused Binding backs off 1 s doubling to 10 s.\n"
+    "Queue status (allocated, fairShare, running, pending) is written to each Queue's status.\n"
     "SIGTERM or SIGINT: finish the cycle in progress and its binds, release the Lease, exit 0.\n"
     "Exit: 0 stopped; 1 internal error or the Lease was lost; 2 bad usage or configuration.\n";
 
@@ -122,14 +140,18 @@ struct action {
     json_t *gpus; /* BIND: the assignment's gpus array */
 };
 
-/* Slots of the event rate limiter: a pod's reason hashed to one slot; a collision only means an
- * event sent that could have been skipped, or skipped within 10 s of another pod's. */
-#define EVENT_SLOTS 4096
-#define EVENT_REPEAT_MS 10000
-
-struct event_slot {
-    uint64_t key;    /* hash of ns/name/reason; 0 = empty */
-    int64_t last_ms; /* when it was last sent (monotonic) */
+/*
+ * A preemptor waiting for its victims to leave, as kube-scheduler's nominated pod: the engine
+ * holds its GPUs on the node already (so no other pod is given them), status.nominatedNodeName
+ * says where it goes, and the Binding is sent once every victim is gone from the API server.
+ */
+struct nomination {
+    struct action bind; /* the preemptor's BIND */
+    char *key;          /* its "ns/name" */
+    json_t *victims;    /* "ns/name" -> true: evicted, not yet deleted */
+    char *blocked;      /* why the node cannot be freed ("PodDisruptionBudget ns/name"); NULL */
+    char *blocked_by;   /* the victim whose eviction was refused */
+    bool failed;        /* an eviction was refused: give the node up */
 };
 
 struct sched {
@@ -137,15 +159,33 @@ struct sched {
     struct gs_kworld *world;
     struct gs_kube_leader *leader; /* NULL without leader election */
     const char *identity;          /* holderIdentity and reportingInstance */
+    const char *sched_name;        /* the spec.schedulerName served */
     struct action *acts;
     size_t nacts, capacts;
     bool dry_run;
     bool dirty;
     bool lost; /* the Lease was lost: send nothing more */
-    uint64_t binds, bind_failures, evictions, status_patches, events, events_skipped;
-    struct event_slot *event_slots;  /* EVENT_SLOTS entries */
+    uint64_t binds, bind_failures, evictions, status_patches;
+    struct gs_kevents *events;       /* the Event recorder (kevents.h); NULL: none written */
     struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
+    /* Pods held out of the world until due: "ns/name" -> {"ns", "name", "due_ms"}. A refused
+     * bind's pod waits out its backoff here (holding nothing); a pod whose bind or re-read
+     * failed on the way is read again from here. Watch events of held pods are not applied:
+     * the pod is read afresh when due. */
+    json_t *held;
+    json_t *bind_attempts; /* "ns/name" -> refused binds in a row (for the backoff) */
+    json_t *pdb_blocked;   /* "ns/name" -> "blocked by PodDisruptionBudget ..." (its reason) */
+    json_t *unblock;       /* "ns/name" -> due_ms: when its avoided nodes are tried again */
+    json_t *queue_status;  /* Queue name -> the status last written */
+    struct nomination *noms;
+    size_t nnoms, capnoms;
 };
+
+/* kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds. */
+#define BIND_BACKOFF_INITIAL_MS 1000
+#define BIND_BACKOFF_MAX_MS 10000
+/* How long a preemptor avoids a node whose PodDisruptionBudget refused an eviction. */
+#define PDB_RETRY_MS 30000
 
 static void on_world_event(void *ctx, const struct gs_kevent *ev)
 {
@@ -203,70 +243,17 @@ static void action_fini(struct action *a)
     json_decref(a->gpus);
 }
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return (h ^ 0xff) * 1099511628211ULL; /* a separator, so "a" "bc" differs from "ab" "c" */
-}
-
-/* True when an event of this reason for this pod may go out now (and records that it does). */
-static bool event_due(struct sched *s, const struct action *a, const char *reason)
-{
-    if (!s->event_slots)
-        return true;
-    uint64_t k = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, a->ns), a->name), reason);
-    if (k == 0)
-        k = 1;
-    struct event_slot *e = &s->event_slots[k % EVENT_SLOTS];
-    int64_t now = mono_ms();
-    if (e->key == k && now - e->last_ms < EVENT_REPEAT_MS) {
-        s->events_skipped++;
-        return false;
-    }
-    e->key = k;
-    e->last_ms = now;
-    return true;
-}
-
-/*
- * Posts an events.k8s.io/v1 Event about the action's pod. Failures are logged and otherwise
- * ignored: an Event is for people, and the decision it tells has been made.
- */
+/* Tells of a decision about the action's pod as an Event (aggregated: kevents.h). */
 static void post_event(struct sched *s, const struct action *a, const char *type,
                        const char *reason, const char *verb, const char *note)
 {
-    if (!event_due(s, a, reason))
-        return;
-    char now[80], gen[216], path[400], notebuf[1024];
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    (void)gmtime_r(&ts.tv_sec, &tm);
-    (void)snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
-    /* client-go's name: the pod's, a dot, the time in hex ns (generateName may not end in a
-     * dot); within a name's 253 characters. */
-    (void)snprintf(gen, sizeof(gen), "%.200s.%llx", a->name,
-                   (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
-    (void)snprintf(notebuf, sizeof(notebuf), "%s", note); /* the API's limit is 1 kB */
-    (void)snprintf(path, sizeof(path), "/apis/events.k8s.io/v1/namespaces/%s/events", a->ns);
-    json_t *body = json_pack(
-        "{s:s,s:s,s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s}}", "apiVersion",
-        "events.k8s.io/v1", "kind", "Event", "metadata", "name", gen, "namespace", a->ns,
-        "eventTime", now, "reportingController", "gpusched", "reportingInstance", s->identity,
-        "action", verb, "reason", reason, "type", type, "note", notebuf, "regarding", "apiVersion",
-        "v1", "kind", "Pod", "namespace", a->ns, "name", a->name, "uid", a->uid ? a->uid : "");
-    struct gs_kube_response r;
-    memset(&r, 0, sizeof(r));
-    int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
-    if (err == GS_OK)
-        s->events++;
-    else
-        logf_("warn", "event %s for pod=%s/%s not written: HTTP %ld %s: %s", reason, a->ns, a->name,
-              r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
-    gs_kube_response_fini(&r);
-    json_decref(body);
+    gs_kevents_post(s->events, a->ns, a->name, a->uid, type, reason, verb, note);
+}
+
+static void log_event_failure(void *ud, const char *msg)
+{
+    (void)ud;
+    logf_("warn", "%s", msg);
 }
 
 /* Escapes nothing: namespaces and names are DNS labels and subdomains. */
@@ -276,42 +263,174 @@ static void pod_path(char *buf, size_t cap, const char *ns, const char *name, co
                    sub ? sub : "");
 }
 
-/* After a refused bind: forget the pod and read it again, so it waits as it is now. */
-static void rebind_later(struct sched *s, const struct action *a)
+static char *key_of(const char *ns, const char *name)
 {
-    (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
-    char path[600];
-    pod_path(path, sizeof(path), a->ns, a->name, NULL);
-    struct gs_kube_response r;
-    if (gs_kube_request(s->client, GS_KUBE_GET, path, NULL, &r) == GS_OK && r.body) {
-        json_object_set_new(r.body, "kind", json_string("Pod"));
-        char err[256];
-        if (gs_kworld_apply(s->world, GS_KADDED, r.body, wall_ms(), err, sizeof(err)) != GS_OK)
-            logf_("warn", "pod %s/%s: %s", a->ns, a->name, err);
-    }
-    gs_kube_response_fini(&r);
-    s->dirty = true;
+    size_t n = strlen(ns) + strlen(name) + 2;
+    char *k = malloc(n);
+    if (k)
+        (void)snprintf(k, n, "%s/%s", ns, name);
+    return k;
 }
 
-static void do_bind(struct sched *s, const struct action *a)
+/* Holds pod ns/name out of the world until due_ms, then reads it again (process_held). */
+static void hold_pod(struct sched *s, const char *ns, const char *name, int64_t due_ms)
 {
-    json_t *assigned = json_pack("{s:O}", "gpus", a->gpus);
-    char *ann = assigned ? json_dumps(assigned, JSON_COMPACT) : NULL;
-    json_decref(assigned);
-    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s}}", "apiVersion", "v1",
-                             "kind", "Binding", "metadata", "name", a->name, "namespace", a->ns,
-                             "annotations", "gpusched.io/assigned-gpus", ann ? ann : "{}", "target",
-                             "apiVersion", "v1", "kind", "Node", "name", a->node);
+    char *k = key_of(ns, name);
+    json_t *e = json_pack("{s:s,s:s,s:I}", "ns", ns, "name", name, "due_ms", (json_int_t)due_ms);
+    if (!k || !e || json_object_set_new(s->held, k, e))
+        logf_("error", "out of memory holding pod %s/%s", ns, name);
+    free(k);
+}
+
+static bool is_held(struct sched *s, const char *ns, const char *name)
+{
+    char *k = key_of(ns, name);
+    bool held = k && json_object_get(s->held, k) != NULL;
+    free(k);
+    return held;
+}
+
+/*
+ * Reads the held pods that are due: the pod as it is now enters the world (bound elsewhere, it is
+ * adopted there; still pending, it is placed afresh); gone, it is dropped; a failed read is tried
+ * again a second later.
+ */
+static void process_held(struct sched *s)
+{
+    int64_t now = mono_ms();
+    const char *k;
+    json_t *e, *tmp;
+    json_object_foreach_safe(s->held, tmp, k, e)
+    {
+        if (json_integer_value(json_object_get(e, "due_ms")) > now)
+            continue;
+        const char *ns = json_string_value(json_object_get(e, "ns"));
+        const char *name = json_string_value(json_object_get(e, "name"));
+        char path[600];
+        pod_path(path, sizeof(path), ns, name, NULL);
+        struct gs_kube_response r;
+        memset(&r, 0, sizeof(r));
+        int err = gs_kube_request(s->client, GS_KUBE_GET, path, NULL, &r);
+        if (err == GS_OK && r.body) {
+            json_object_set_new(r.body, "kind", json_string("Pod"));
+            (void)gs_kworld_forget_pod(s->world, ns, name, wall_ms()); /* a fresh entry */
+            char msg[256];
+            const char *node =
+                json_string_value(json_object_get(json_object_get(r.body, "spec"), "nodeName"));
+            logf_("info", "pod=%s/%s read again: %s%s", ns, name, node ? "bound to " : "pending",
+                  node ? node : "");
+            if (gs_kworld_apply(s->world, GS_KADDED, r.body, wall_ms(), msg, sizeof(msg)) != GS_OK)
+                logf_("warn", "pod %s/%s: %s", ns, name, msg);
+            json_object_del(s->held, k);
+            s->dirty = true;
+        } else if (err == GS_ENOENT) {
+            json_object_del(s->held, k); /* gone meanwhile */
+        } else {
+            logf_("warn", "cannot read pod %s/%s again: HTTP %ld %s; retrying in 1 s", ns, name,
+                  r.http_status, r.message[0] ? r.message : gs_strerror(err));
+            json_object_set_new(e, "due_ms", json_integer(now + 1000));
+        }
+        gs_kube_response_fini(&r);
+    }
+}
+
+/* Writes PodScheduled=False with a reason and message (Unschedulable, SchedulerError). */
+static int patch_scheduled_false(struct sched *s, const char *ns, const char *name,
+                                 const char *reason, const char *msg)
+{
+    json_t *body = json_pack("{s:{s:[{s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
+                             "PodScheduled", "status", "False", "reason", reason, "message", msg);
     char path[600];
-    pod_path(path, sizeof(path), a->ns, a->name, "binding");
+    pod_path(path, sizeof(path), ns, name, "status");
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
-    int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
+    int err =
+        body ? gs_kube_request(s->client, GS_KUBE_PATCH_STRATEGIC, path, body, &r) : GS_ENOMEM;
+    if (err == GS_OK)
+        s->status_patches++;
+    else if (err != GS_ENOENT)
+        logf_("warn", "status of pod=%s/%s not written: HTTP %ld %s", ns, name, r.http_status,
+              r.message);
+    gs_kube_response_fini(&r);
+    json_decref(body);
+    return err;
+}
+
+/*
+ * After a refused bind the pod gives back at once what the engine held for it (forgotten), and:
+ * 409, someone else bound it (or it is being deleted): it is read again at once and adopted
+ * where it is; 404, it is gone; anything else (an admission webhook's refusal, a transport
+ * failure): it waits out a backoff of 1 s doubling to 10 s per refusal in a row, as
+ * kube-scheduler's, with PodScheduled=False reason SchedulerError saying why, and is read again
+ * then. A pod that keeps failing so never holds GPUs that the pods behind it could use.
+ */
+static void bind_refused(struct sched *s, const struct action *a, int err,
+                         const struct gs_kube_response *r)
+{
+    (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
+    s->dirty = true;
+    if (err == GS_ENOENT)
+        return;
+    if (err == GS_ECONFLICT || err == GS_EEXIST) {
+        logf_("info", "pod=%s/%s: bind conflict (%s); reading it again", a->ns, a->name,
+              r->message[0] ? r->message : gs_strerror(err));
+        hold_pod(s, a->ns, a->name, mono_ms());
+        return;
+    }
+    char *k = key_of(a->ns, a->name);
+    json_int_t n = k ? json_integer_value(json_object_get(s->bind_attempts, k)) : 0;
+    int64_t delay = BIND_BACKOFF_INITIAL_MS;
+    for (json_int_t i = 0; i < n && delay < BIND_BACKOFF_MAX_MS; i++)
+        delay *= 2;
+    if (delay > BIND_BACKOFF_MAX_MS)
+        delay = BIND_BACKOFF_MAX_MS;
+    if (k)
+        json_object_set_new(s->bind_attempts, k, json_integer(n + 1));
+    free(k);
+    char msg[900];
+    if (r->http_status)
+        (void)snprintf(msg, sizeof(msg),
+                       "binding to node %s failed: HTTP %ld%s%s: %s; retrying in %lld ms",
+                       a->node ? a->node : "?", r->http_status, r->reason[0] ? " " : "", r->reason,
+                       r->message[0] ? r->message : gs_strerror(err), (long long)delay);
+    else
+        (void)snprintf(msg, sizeof(msg), "binding to node %s failed: %s; retrying in %lld ms",
+                       a->node ? a->node : "?", r->message[0] ? r->message : gs_strerror(err),
+                       (long long)delay);
+    logf_("info", "pod=%s/%s backs off %lld ms after %lld refused bind(s)", a->ns, a->name,
+          (long long)delay, (long long)(n + 1));
+    (void)patch_scheduled_false(s, a->ns, a->name, "SchedulerError", msg);
+    post_event(s, a, "Warning", "FailedScheduling", "Scheduling", msg);
+    hold_pod(s, a->ns, a->name, mono_ms() + delay);
+}
+
+/* A Binding in flight: the action it sends, owned, until its answer. */
+struct bind_call {
+    struct sched *s;
+    struct action a;
+    char *ann; /* the assignment annotation sent */
+};
+
+/* The answer to a Binding (inside gs_kube_client_step). */
+static void bind_done(void *ud, int err, struct gs_kube_response *r)
+{
+    struct bind_call *bc = ud;
+    struct sched *s = bc->s;
+    const struct action *a = &bc->a;
     if (err == GS_OK) {
         s->binds++;
+        char *k = key_of(a->ns, a->name);
+        if (k) {
+            (void)json_object_del(s->bind_attempts, k);
+            (void)json_object_del(s->pdb_blocked, k);
+            (void)json_object_del(s->unblock, k);
+            gs_kworld_avoid_clear(s->world, a->ns, a->name);
+        }
+        free(k);
         gs_schedmetrics_bind(s->metrics, true);
         gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
-        logf_("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node, ann ? ann : "");
+        logf_("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node,
+              bc->ann ? bc->ann : "");
         char gl[GS_NODE_GPUS_MAX * 12 + 16] = "", note[900];
         size_t n = 0;
         for (size_t g = 0; g < json_array_size(a->gpus) && n < sizeof(gl) - 16; g++) {
@@ -334,64 +453,208 @@ static void do_bind(struct sched *s, const struct action *a)
         gs_schedmetrics_bind(s->metrics, false);
         gs_schedmetrics_attempt(s->metrics, GS_SCHED_ERROR);
         logf_("warn", "bind refused pod=%s/%s node=%s: HTTP %ld %s: %s", a->ns, a->name, a->node,
-              r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
-        rebind_later(s, a);
+              r->http_status, r->reason, r->message[0] ? r->message : gs_strerror(err));
+        bind_refused(s, a, err, r);
     }
-    gs_kube_response_fini(&r);
-    json_decref(body);
-    free(ann);
+    action_fini(&bc->a);
+    free(bc->ann);
+    free(bc);
 }
 
-static void do_evict(struct sched *s, const struct action *a)
+/*
+ * Sends a pod's Binding without waiting for it (assume, then confirm or forget): the engine has
+ * the pod running on its GPUs already, so while the Binding is in flight no cycle hands those
+ * GPUs to anyone else, and a refusal (bind_done) forgets the pod, releasing them at once. Takes
+ * the action over (it is left empty).
+ */
+static void do_bind(struct sched *s, struct action *a)
+{
+    struct bind_call *bc = calloc(1, sizeof(*bc));
+    json_t *assigned = json_pack("{s:O}", "gpus", a->gpus);
+    char *ann = assigned ? json_dumps(assigned, JSON_COMPACT) : NULL;
+    json_decref(assigned);
+    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s}}", "apiVersion", "v1",
+                             "kind", "Binding", "metadata", "name", a->name, "namespace", a->ns,
+                             "annotations", "gpusched.io/assigned-gpus", ann ? ann : "{}", "target",
+                             "apiVersion", "v1", "kind", "Node", "name", a->node);
+    char path[600];
+    pod_path(path, sizeof(path), a->ns, a->name, "binding");
+    if (!bc) {
+        /* Nothing sent: the pod gives its GPUs back and is read again in a second. */
+        logf_("error", "out of memory sending the Binding of %s/%s", a->ns, a->name);
+        (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
+        hold_pod(s, a->ns, a->name, mono_ms() + 1000);
+        free(ann);
+        json_decref(body);
+        return;
+    }
+    bc->s = s;
+    bc->a = *a;
+    bc->ann = ann;
+    memset(a, 0, sizeof(*a));
+    int err = body ? gs_kube_request_async(s->client, GS_KUBE_POST, path, body, bind_done, bc)
+                   : GS_ENOMEM;
+    json_decref(body);
+    if (err != GS_OK) {
+        struct gs_kube_response r;
+        memset(&r, 0, sizeof(r));
+        r.retry_after_s = -1;
+        (void)snprintf(r.message, sizeof(r.message), "cannot send the Binding: %s",
+                       gs_strerror(err));
+        bind_done(bc, err, &r); /* frees bc */
+    }
+}
+
+/* Outcomes of an eviction. */
+enum evict_result {
+    EVICT_SENT,    /* the API server accepted it: the pod is deleted or terminating */
+    EVICT_GONE,    /* it was gone already (404) */
+    EVICT_BLOCKED, /* 429: a PodDisruptionBudget forbids it now */
+    EVICT_FAILED,  /* any other refusal */
+};
+
+/*
+ * The PodDisruptionBudget named by a 429 answer to an Eviction: the API server's cause reads
+ * "The disruption budget NAME needs N healthy pods and has M currently" (or "... does not allow
+ * evicting pods currently", "... is still being processed by the server"); the budget is in the
+ * pod's namespace.
+ */
+static void pdb_of_refusal(const struct gs_kube_response *r, const char *ns, char *out, size_t cap)
+{
+    static const char pre[] = "The disruption budget ";
+    json_t *causes = json_object_get(json_object_get(r->body, "details"), "causes");
+    for (size_t i = 0; i < json_array_size(causes); i++) {
+        const char *m = json_string_value(json_object_get(json_array_get(causes, i), "message"));
+        if (m && strncmp(m, pre, sizeof(pre) - 1) == 0) {
+            m += sizeof(pre) - 1;
+            int n = (int)strcspn(m, " ");
+            (void)snprintf(out, cap, "%s/%.*s", ns, n, m);
+            return;
+        }
+    }
+    (void)snprintf(out, cap, "%s/(unnamed: %.200s)", ns, r->message);
+}
+
+/*
+ * Sends the Eviction of a victim (dry_run: only asks whether it would be allowed, which checks
+ * PodDisruptionBudgets and changes nothing). On EVICT_BLOCKED `pdb` receives "ns/name".
+ */
+static enum evict_result evict_pod(struct sched *s, const struct action *a, bool dry_run, char *pdb,
+                                   size_t pdb_cap)
 {
     json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "policy/v1", "kind", "Eviction",
                              "metadata", "name", a->name, "namespace", a->ns);
+    if (body && dry_run)
+        json_object_set_new(body, "deleteOptions", json_pack("{s:[s]}", "dryRun", "All"));
     char path[600];
     pod_path(path, sizeof(path), a->ns, a->name, "eviction");
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
-    if (err == GS_OK || err == GS_ENOENT) {
+    enum evict_result res = err == GS_OK           ? EVICT_SENT
+                            : err == GS_ENOENT     ? EVICT_GONE
+                            : r.http_status == 429 ? EVICT_BLOCKED
+                                                   : EVICT_FAILED;
+    if (res == EVICT_BLOCKED)
+        pdb_of_refusal(&r, a->ns, pdb, pdb_cap);
+    if (dry_run) {
+        if (res == EVICT_BLOCKED)
+            logf_("info", "eviction of pod=%s/%s would violate PodDisruptionBudget %s", a->ns,
+                  a->name, pdb);
+    } else if (res == EVICT_SENT || res == EVICT_GONE) {
         s->evictions++;
         gs_schedmetrics_eviction(s->metrics, a->text);
-        logf_("info", "evicted pod=%s/%s reason=%s", a->ns, a->name, a->text ? a->text : "");
+        logf_("info", "evicted pod=%s/%s reason=%s%s%s", a->ns, a->name, a->text ? a->text : "",
+              a->by ? " by=" : "", a->by ? a->by : "");
         char note[600];
         if (a->by)
             (void)snprintf(note, sizeof(note), "Preempted by %s", a->by);
         else
             (void)snprintf(note, sizeof(note), "Evicted: %s", a->text ? a->text : "");
-        if (err == GS_OK)
+        if (res == EVICT_SENT)
             post_event(s, a, "Normal", "Preempted", "Preempting", note);
     } else {
-        logf_("warn", "eviction refused pod=%s/%s: HTTP %ld %s: %s", a->ns, a->name, r.http_status,
-              r.reason, r.message[0] ? r.message : gs_strerror(err));
+        logf_("warn", "eviction refused pod=%s/%s: HTTP %ld %s: %s%s%s", a->ns, a->name,
+              r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err),
+              res == EVICT_BLOCKED ? "; PodDisruptionBudget " : "",
+              res == EVICT_BLOCKED ? pdb : "");
     }
+    if (res == EVICT_FAILED && pdb_cap)
+        (void)snprintf(pdb, pdb_cap, "HTTP %ld %.300s", r.http_status,
+                       r.message[0] ? r.message : gs_strerror(err));
     gs_kube_response_fini(&r);
     json_decref(body);
+    return res;
 }
 
-static void do_pending(struct sched *s, const struct action *a)
+/*
+ * Marks a victim with the DisruptionTarget condition before its eviction, as kube-scheduler's
+ * preemption does (reason PreemptionByScheduler), so its controller and its users see why it
+ * goes. A failure is logged: the eviction still tells the pod.
+ */
+static void mark_disruption_target(struct sched *s, const struct action *a)
 {
-    json_t *body =
-        json_pack("{s:{s:[{s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type", "PodScheduled",
-                  "status", "False", "reason", "Unschedulable", "message", a->text ? a->text : "");
+    char now[80], msg[600];
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    (void)gmtime_r(&ts.tv_sec, &tm);
+    (void)snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    if (a->text && strcmp(a->text, "reclaim") == 0)
+        (void)snprintf(msg, sizeof(msg),
+                       "%s: reclaiming resources for %s, whose queue is below its fair share",
+                       s->sched_name, a->by ? a->by : "another queue");
+    else
+        (void)snprintf(msg, sizeof(msg), "%s: preempting to accommodate a higher priority pod%s%s",
+                       s->sched_name, a->by ? " " : "", a->by ? a->by : "");
+    json_t *body = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
+                             "DisruptionTarget", "status", "True", "reason",
+                             "PreemptionByScheduler", "message", msg, "lastTransitionTime", now);
     char path[600];
     pod_path(path, sizeof(path), a->ns, a->name, "status");
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
     int err =
         body ? gs_kube_request(s->client, GS_KUBE_PATCH_STRATEGIC, path, body, &r) : GS_ENOMEM;
-    gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);
-    if (err == GS_OK)
-        s->status_patches++;
-    else if (err != GS_ENOENT)
-        logf_("warn", "status of pod=%s/%s not written: HTTP %ld %s", a->ns, a->name, r.http_status,
-              r.message);
-    logf_("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, a->text ? a->text : "");
-    if (err != GS_ENOENT)
-        post_event(s, a, "Warning", "FailedScheduling", "Scheduling", a->text ? a->text : "");
+    if (err != GS_OK && err != GS_ENOENT)
+        logf_("warn", "DisruptionTarget of pod=%s/%s not written: HTTP %ld %s", a->ns, a->name,
+              r.http_status, r.message[0] ? r.message : gs_strerror(err));
     gs_kube_response_fini(&r);
     json_decref(body);
+}
+
+/* Sets (node) or clears (NULL) a pod's status.nominatedNodeName. */
+static void set_nominated(struct sched *s, const char *ns, const char *name, const char *node)
+{
+    json_t *body = json_pack("{s:{s:o}}", "status", "nominatedNodeName",
+                             node ? json_string(node) : json_null());
+    char path[600];
+    pod_path(path, sizeof(path), ns, name, "status");
+    struct gs_kube_response r;
+    memset(&r, 0, sizeof(r));
+    int err = body ? gs_kube_request(s->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
+    if (err != GS_OK && err != GS_ENOENT)
+        logf_("warn", "nominatedNodeName of pod=%s/%s not written: HTTP %ld %s", ns, name,
+              r.http_status, r.message[0] ? r.message : gs_strerror(err));
+    gs_kube_response_fini(&r);
+    json_decref(body);
+}
+
+static void do_pending(struct sched *s, const struct action *a)
+{
+    /* A preemptor that gave a node up for a PodDisruptionBudget says that alone: the engine's
+     * text would only count the node it now avoids as not matching its affinity. */
+    char *k = key_of(a->ns, a->name);
+    const char *blocked = k ? json_string_value(json_object_get(s->pdb_blocked, k)) : NULL;
+    char text[1200];
+    (void)snprintf(text, sizeof(text), "%s", blocked ? blocked : a->text ? a->text : "");
+    free(k);
+    int err = patch_scheduled_false(s, a->ns, a->name, "Unschedulable", text);
+    gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);
+    logf_("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, text);
+    if (err != GS_ENOENT)
+        post_event(s, a, "Warning", "FailedScheduling", "Scheduling", text);
 }
 
 /* True while this replica may write decisions: no election, or it holds a live Lease. */
@@ -406,12 +669,171 @@ static bool leading(struct sched *s)
     return false;
 }
 
+static struct nomination *find_nomination(struct sched *s, const char *key)
+{
+    for (size_t i = 0; key && i < s->nnoms; i++)
+        if (strcmp(s->noms[i].key, key) == 0)
+            return &s->noms[i];
+    return NULL;
+}
+
+static void nomination_drop(struct sched *s, size_t i)
+{
+    struct nomination *n = &s->noms[i];
+    action_fini(&n->bind);
+    free(n->key);
+    free(n->blocked);
+    free(n->blocked_by);
+    json_decref(n->victims);
+    size_t last = --s->nnoms;
+    if (i != last)
+        s->noms[i] = s->noms[last];
+    memset(&s->noms[last], 0, sizeof(s->noms[last])); /* no freed pointer stays behind */
+}
+
+/* Takes over a preemptor's BIND (the action is left empty) and nominates its node. */
+static void nominate(struct sched *s, struct action *a)
+{
+    if (s->nnoms == s->capnoms) {
+        size_t cap = s->capnoms ? s->capnoms * 2 : 16;
+        struct nomination *nn = realloc(s->noms, cap * sizeof(*nn));
+        if (!nn) {
+            logf_("error", "out of memory nominating pod %s/%s; binding it now", a->ns, a->name);
+            do_bind(s, a);
+            return;
+        }
+        s->noms = nn;
+        s->capnoms = cap;
+    }
+    struct nomination *n = &s->noms[s->nnoms];
+    memset(n, 0, sizeof(*n));
+    n->key = key_of(a->ns, a->name);
+    n->victims = json_object();
+    if (!n->key || !n->victims) {
+        free(n->key);
+        json_decref(n->victims);
+        do_bind(s, a);
+        return;
+    }
+    n->bind = *a;
+    memset(a, 0, sizeof(*a));
+    s->nnoms++;
+    set_nominated(s, n->bind.ns, n->bind.name, n->bind.node);
+    logf_("info", "nominated pod=%s/%s node=%s: waiting for its victims to leave", n->bind.ns,
+          n->bind.name, n->bind.node);
+}
+
+/*
+ * A preemptor whose victims cannot all be evicted gives the node up: the engine forgets it (its
+ * GPUs there are free again at once), victims not evicted are read again (adopted as running),
+ * and it is read again itself, avoiding that node, to try the next one; where no other node
+ * serves, it waits with the budget named in its reason. The node is tried again after
+ * PDB_RETRY_MS.
+ */
+static void nomination_fail(struct sched *s, size_t i)
+{
+    struct nomination *n = &s->noms[i];
+    const struct action *b = &n->bind;
+    logf_("info", "pod=%s/%s gives node %s up: %s (evicting %s)", b->ns, b->name, b->node,
+          n->blocked ? n->blocked : "an eviction failed", n->blocked_by ? n->blocked_by : "?");
+    (void)gs_kworld_forget_pod(s->world, b->ns, b->name, wall_ms());
+    if (gs_kworld_avoid_node(s->world, b->ns, b->name, b->node) != GS_OK)
+        logf_("error", "out of memory: pod %s/%s may try node %s again", b->ns, b->name, b->node);
+    char reason[700];
+    (void)snprintf(reason, sizeof(reason), "blocked by %s (evicting %s from node %s was refused)",
+                   n->blocked ? n->blocked : "an eviction failure",
+                   n->blocked_by ? n->blocked_by : "a victim", b->node);
+    json_object_set_new(s->pdb_blocked, n->key, json_string(reason));
+    json_object_set_new(s->unblock, n->key, json_integer(mono_ms() + PDB_RETRY_MS));
+    set_nominated(s, b->ns, b->name, NULL);
+    hold_pod(s, b->ns, b->name, mono_ms());
+    s->dirty = true;
+    nomination_drop(s, i);
+}
+
+/* Binds the nominated pods whose victims are all gone. */
+static void check_nominations(struct sched *s)
+{
+    for (size_t i = 0; i < s->nnoms;) {
+        struct nomination *n = &s->noms[i];
+        if (json_object_size(n->victims) == 0 && leading(s)) {
+            logf_("info", "pod=%s/%s: its victims are gone; binding", n->bind.ns, n->bind.name);
+            do_bind(s, &n->bind);
+            nomination_drop(s, i);
+            continue;
+        }
+        i++;
+    }
+}
+
+/* The avoided nodes of PDB-blocked pods are tried again once PDB_RETRY_MS has passed. */
+static void check_unblock(struct sched *s)
+{
+    int64_t now = mono_ms();
+    const char *k;
+    json_t *v, *tmp;
+    json_object_foreach_safe(s->unblock, tmp, k, v)
+    {
+        if (json_integer_value(v) > now || find_nomination(s, k))
+            continue;
+        const char *slash = strchr(k, '/');
+        if (!slash)
+            continue;
+        char ns[256];
+        (void)snprintf(ns, sizeof(ns), "%.*s", (int)(slash - k), k);
+        gs_kworld_avoid_clear(s->world, ns, slash + 1);
+        if (!is_held(s, ns, slash + 1)) {
+            (void)gs_kworld_forget_pod(s->world, ns, slash + 1, wall_ms());
+            hold_pod(s, ns, slash + 1, now);
+        }
+        json_object_del(s->unblock, k);
+    }
+}
+
+/*
+ * Sends the decisions of the last cycle. Preemption is done as kube-scheduler does it: a pod
+ * whose placement needs victims is nominated (status.nominatedNodeName) and bound only once
+ * they are gone; its victims are first asked about with a dry-run Eviction (which checks their
+ * PodDisruptionBudgets and changes nothing), then marked DisruptionTarget and evicted. A budget
+ * that refuses (429) makes the preemptor give the node up (nomination_fail).
+ */
 static void send_actions(struct sched *s)
 {
+    bool live = s->dry_run || leading(s);
+    if (live && !s->dry_run) {
+        /* Preemptors: the BIND of a pod named as `by` of an EVICT of this cycle. */
+        json_t *by = json_object();
+        for (size_t i = 0; by && i < s->nacts; i++)
+            if (s->acts[i].kind == GS_KEV_EVICT && s->acts[i].by)
+                json_object_set_new(by, s->acts[i].by, json_true());
+        for (size_t i = 0; by && i < s->nacts; i++) {
+            struct action *a = &s->acts[i];
+            char *k = a->kind == GS_KEV_BIND ? key_of(a->ns, a->name) : NULL;
+            if (k && json_object_get(by, k))
+                nominate(s, a);
+            free(k);
+        }
+        json_decref(by);
+        /* Dry runs first: a node whose victims a budget protects is given up untouched. */
+        for (size_t i = 0; i < s->nacts; i++) {
+            struct action *a = &s->acts[i];
+            struct nomination *n = a->kind == GS_KEV_EVICT ? find_nomination(s, a->by) : NULL;
+            char pdb[400] = "";
+            if (n && !n->failed && evict_pod(s, a, true, pdb, sizeof(pdb)) == EVICT_BLOCKED) {
+                n->failed = true;
+                size_t len = strlen(pdb) + 32;
+                n->blocked = malloc(len);
+                if (n->blocked)
+                    (void)snprintf(n->blocked, len, "PodDisruptionBudget %s", pdb);
+                n->blocked_by = key_of(a->ns, a->name);
+            }
+        }
+    }
     for (size_t i = 0; i < s->nacts; i++) {
         struct action *a = &s->acts[i];
-        if (!s->dry_run && !leading(s)) {
-            /* The renew deadline passed: another replica may lead by now. Send nothing. */
+        if (!a->ns || !live) {
+            /* Taken over by a nomination; or the renew deadline passed: another replica may
+             * lead by now, so nothing is sent. */
         } else if (s->dry_run) {
             logf_("info", "dry-run %s pod=%s/%s node=%s %s",
                   a->kind == GS_KEV_BIND    ? "bind"
@@ -421,18 +843,149 @@ static void send_actions(struct sched *s)
         } else if (a->kind == GS_KEV_BIND) {
             do_bind(s, a);
         } else if (a->kind == GS_KEV_EVICT) {
-            do_evict(s, a);
+            struct nomination *n = find_nomination(s, a->by);
+            if (n && n->failed) {
+                /* Not evicted after all: it runs on, and is read again to be adopted. */
+                (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
+                hold_pod(s, a->ns, a->name, mono_ms());
+            } else {
+                mark_disruption_target(s, a);
+                char why[400] = "";
+                enum evict_result r = evict_pod(s, a, false, why, sizeof(why));
+                char *k = key_of(a->ns, a->name);
+                if (n && r == EVICT_SENT && k)
+                    json_object_set_new(n->victims, k, json_true());
+                if (n && (r == EVICT_BLOCKED || r == EVICT_FAILED)) {
+                    n->failed = true;
+                    size_t len = strlen(why) + 32;
+                    n->blocked = malloc(len);
+                    if (n->blocked)
+                        (void)snprintf(n->blocked, len, "%s%s",
+                                       r == EVICT_BLOCKED ? "PodDisruptionBudget " : "", why);
+                    n->blocked_by = key_of(a->ns, a->name);
+                }
+                if (r == EVICT_BLOCKED || r == EVICT_FAILED) {
+                    (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
+                    hold_pod(s, a->ns, a->name, mono_ms());
+                }
+                free(k);
+            }
         } else if (a->kind == GS_KEV_PENDING) {
             do_pending(s, a);
         }
         action_fini(a);
     }
     s->nacts = 0;
+    for (size_t i = 0; i < s->nnoms;) {
+        if (s->noms[i].failed) {
+            nomination_fail(s, i);
+            continue;
+        }
+        i++;
+    }
+}
+
+/*
+ * One watched collection. `known` mirrors which of its objects the world holds, so that after
+ * a relist (the watch's history was gone: 410) the objects deleted meanwhile, which no watch
+ * event will ever tell, are deleted from the world too (marked at RELIST, swept at SYNCED).
+ */
+struct feed {
+    struct sched *s;
+    const char *path;
+    const char *kind; /* the kind of its objects, for the deletions it makes up */
+    json_t *known;    /* key ("ns/name" or "name") -> true */
+    json_t *seen;     /* during a relist: the keys listed again; NULL otherwise */
+    uint64_t lists;   /* lists delivered */
+    struct gs_kube_informer *inf;
+};
+
+static char *obj_key(const json_t *obj)
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace"));
+    const char *name = json_string_value(json_object_get(md, "name"));
+    if (!name)
+        return NULL;
+    return ns ? key_of(ns, name) : strdup(name);
+}
+
+/* A pod that left the API server: its nomination or its victim entry goes. */
+static void pod_gone(struct sched *s, const char *key)
+{
+    for (size_t i = 0; i < s->nnoms;) {
+        struct nomination *n = &s->noms[i];
+        (void)json_object_del(n->victims, key);
+        if (strcmp(n->key, key) == 0) {
+            logf_("info", "nominated pod=%s deleted; its node is given up", key);
+            nomination_drop(s, i);
+            continue;
+        }
+        i++;
+    }
+    (void)json_object_del(s->held, key);
+    (void)json_object_del(s->bind_attempts, key);
+    (void)json_object_del(s->pdb_blocked, key);
+    (void)json_object_del(s->unblock, key);
+}
+
+static void apply_change(struct sched *s, enum gs_kchange ch, const json_t *obj)
+{
+    char err[512] = "";
+    int rc = gs_kworld_apply(s->world, ch, obj, wall_ms(), err, sizeof(err));
+    if (rc == GS_EINVAL)
+        logf_("warn", "ignored %s: %s", json_string_value(json_object_get(obj, "kind")), err);
+    else if (rc)
+        logf_("error", "cannot apply a change: %s", gs_strerror(rc));
+    s->dirty = true;
 }
 
 static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
 {
-    struct sched *s = ud;
+    struct feed *f = ud;
+    struct sched *s = f->s;
+    if (type == GS_KUBE_EVENT_RELIST) {
+        if (f->lists > 0) {
+            struct gs_kube_informer_stats st;
+            gs_kube_informer_get_stats(f->inf, &st);
+            logf_("info", "relist of %s (its watch answered 410 Gone %llu time(s) so far)", f->path,
+                  (unsigned long long)st.gone);
+            gs_schedmetrics_relist(s->metrics);
+        }
+        json_decref(f->seen);
+        f->seen = json_object();
+        return;
+    }
+    if (type == GS_KUBE_EVENT_SYNCED) {
+        f->lists++;
+        const char *k;
+        json_t *v, *tmp;
+        size_t swept = 0;
+        json_object_foreach_safe(f->known, tmp, k, v)
+        {
+            if (!f->seen || json_object_get(f->seen, k))
+                continue;
+            const char *slash = strchr(k, '/');
+            json_t *stub = slash
+                               ? json_pack("{s:s,s:{s:s%,s:s}}", "kind", f->kind, "metadata",
+                                           "namespace", k, (size_t)(slash - k), "name", slash + 1)
+                               : json_pack("{s:s,s:{s:s}}", "kind", f->kind, "metadata", "name", k);
+            if (stub) {
+                if (strcmp(f->kind, "Pod") == 0)
+                    pod_gone(s, k);
+                apply_change(s, GS_KDELETED, stub);
+                swept++;
+            }
+            json_decref(stub);
+            json_object_del(f->known, k);
+        }
+        if (swept)
+            logf_("info", "relist of %s: %zu object(s) deleted while the watch was down", f->path,
+                  swept);
+        json_decref(f->seen);
+        f->seen = NULL;
+        return;
+    }
     enum gs_kchange ch;
     switch (type) {
     case GS_KUBE_EVENT_ADDED:
@@ -445,15 +998,76 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
         ch = GS_KDELETED;
         break;
     default:
-        return; /* RELIST and SYNCED: the objects follow as ADDED */
+        return;
     }
-    char err[512] = "";
-    int rc = gs_kworld_apply(s->world, ch, obj, wall_ms(), err, sizeof(err));
-    if (rc == GS_EINVAL)
-        logf_("warn", "ignored %s: %s", json_string_value(json_object_get(obj, "kind")), err);
-    else if (rc)
-        logf_("error", "cannot apply a change: %s", gs_strerror(rc));
-    s->dirty = true;
+    char *k = obj_key(obj);
+    if (k) {
+        if (ch == GS_KDELETED)
+            (void)json_object_del(f->known, k);
+        else
+            json_object_set_new(f->known, k, json_true());
+        if (f->seen && ch != GS_KDELETED)
+            json_object_set_new(f->seen, k, json_true());
+    }
+    bool is_pod = strcmp(f->kind, "Pod") == 0;
+    if (is_pod && k && ch == GS_KDELETED)
+        pod_gone(s, k);
+    else if (is_pod && k && json_object_get(s->held, k)) {
+        free(k);
+        return; /* read afresh when its hold is over */
+    }
+    free(k);
+    apply_change(s, ch, obj);
+}
+
+/*
+ * Writes each Queue's status subresource from the engine: allocated (its running pods' requests)
+ * and fairShare (the last cycle's), gpu in GPUs, cpu in cores, memory a quantity as the spec
+ * writes them, and its running and pending pods. Only Queue objects the watch delivered are
+ * written (the default queue made when none exists has no object), and only when changed.
+ */
+static void write_queue_status(struct sched *s, const json_t *queues_known)
+{
+    const struct gs_engine *e = gs_kworld_engine(s->world);
+    if (!e)
+        return;
+    for (uint32_t q = 1; q < gs_engine_queue_count(e); q++) {
+        struct gs_queue_info qi;
+        if (gs_engine_queue_info(e, q, &qi) != GS_OK || !json_object_get(queues_known, qi.name))
+            continue;
+        char amem[32], fmem[32];
+        (void)snprintf(amem, sizeof(amem), "%lldMi", (long long)qi.allocated[GS_RES_MEM]);
+        (void)snprintf(fmem, sizeof(fmem), "%lldMi", (long long)qi.fair[GS_RES_MEM]);
+        json_t *st = json_pack("{s:{s:f,s:f,s:s},s:{s:f,s:f,s:s},s:I,s:I}", "allocated", "gpu",
+                               (double)qi.allocated[GS_RES_GPU] / 1000.0, "cpu",
+                               (double)qi.allocated[GS_RES_CPU] / 1000.0, "memory", amem,
+                               "fairShare", "gpu", (double)qi.fair[GS_RES_GPU] / 1000.0, "cpu",
+                               (double)qi.fair[GS_RES_CPU] / 1000.0, "memory", fmem, "running",
+                               (json_int_t)qi.running, "pending", (json_int_t)qi.pending);
+        if (!st)
+            continue;
+        json_t *last = json_object_get(s->queue_status, qi.name);
+        if (last && json_equal(last, st)) {
+            json_decref(st);
+            continue;
+        }
+        char path[400];
+        (void)snprintf(path, sizeof(path), "/apis/scheduling.gpusched.io/v1alpha1/queues/%s/status",
+                       qi.name);
+        json_t *body = json_pack("{s:O}", "status", st);
+        struct gs_kube_response r;
+        memset(&r, 0, sizeof(r));
+        int err =
+            body ? gs_kube_request(s->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
+        if (err == GS_OK)
+            json_object_set(s->queue_status, qi.name, st);
+        else
+            logf_("warn", "status of Queue %s not written: HTTP %ld %s", qi.name, r.http_status,
+                  r.message[0] ? r.message : gs_strerror(err));
+        gs_kube_response_fini(&r);
+        json_decref(body);
+        json_decref(st);
+    }
 }
 
 static void count_pending(void *ctx, const char *ns, const char *name, const char *reason)
@@ -466,15 +1080,16 @@ static void count_pending(void *ctx, const char *ns, const char *name, const cha
 
 struct watched {
     const char *path;
+    const char *kind;
     bool required; /* scheduling waits for its first list */
 };
 
 static const struct watched watched[] = {
-    {"/api/v1/nodes", true},
-    {"/api/v1/pods", true},
-    {"/apis/scheduling.k8s.io/v1/priorityclasses", true},
-    {"/apis/scheduling.gpusched.io/v1alpha1/queues", false},
-    {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", false},
+    {"/api/v1/nodes", "Node", true},
+    {"/api/v1/pods", "Pod", true},
+    {"/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", true},
+    {"/apis/scheduling.gpusched.io/v1alpha1/queues", "Queue", false},
+    {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", "PodGroup", false},
 };
 #define N_WATCHED (sizeof(watched) / sizeof(watched[0]))
 
@@ -503,6 +1118,9 @@ int gs_cmd_scheduler(int argc, char **argv)
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             (void)fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            (void)printf("gpusched scheduler %s\n", GS_VERSION);
             return 0;
         } else if (strcmp(a, "--dry-run") == 0) {
             dry = true;
@@ -577,7 +1195,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     memset(&s, 0, sizeof(s));
     s.dry_run = dry;
     s.identity = identity;
-    s.event_slots = calloc(EVENT_SLOTS, sizeof(*s.event_slots));
+    s.sched_name = name ? name : GS_KWORLD_SCHEDULER;
     if (metrics_addr) {
         uint16_t port = 0;
         rc = gs_schedmetrics_new(&s.metrics);
@@ -588,7 +1206,6 @@ int gs_cmd_scheduler(int argc, char **argv)
                           rc == GS_EIO ? "cannot listen there" : gs_strerror(rc));
             gs_schedmetrics_free(s.metrics);
             gs_kube_config_fini(&cfg);
-            free(s.event_slots);
             return 2;
         }
         logf_("info", "serving /healthz /readyz /metrics on %s (port %u)", metrics_addr,
@@ -609,7 +1226,14 @@ int gs_cmd_scheduler(int argc, char **argv)
                       gs_strerror(rc));
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
-        free(s.event_slots);
+        return 1;
+    }
+    struct gs_kevents_opts eo = {.instance = identity, .log = log_event_failure};
+    if (gs_kevents_new(s.client, &eo, &s.events) != GS_OK) {
+        (void)fprintf(stderr, "gpusched scheduler: out of memory\n");
+        gs_kube_client_free(lease_client);
+        gs_kube_client_free(s.client);
+        gs_schedmetrics_free(s.metrics);
         return 1;
     }
     if (elect) {
@@ -618,10 +1242,10 @@ int gs_cmd_scheduler(int argc, char **argv)
         rc = gs_kube_leader_new(lease_client, &lopts, &s.leader);
         if (rc) {
             (void)fprintf(stderr, "gpusched scheduler: leader election: %s\n", gs_strerror(rc));
+            gs_kevents_free(s.events);
             gs_kube_client_free(lease_client);
             gs_kube_client_free(s.client);
             gs_schedmetrics_free(s.metrics);
-            free(s.event_slots);
             return 2;
         }
     }
@@ -633,17 +1257,32 @@ int gs_cmd_scheduler(int argc, char **argv)
                                   .on_event = on_world_event,
                                   .ctx = &s};
     struct gs_kube_informer *inf[N_WATCHED] = {0};
+    struct feed feeds[N_WATCHED];
+    memset(feeds, 0, sizeof(feeds));
     int exit_code = 0;
+    s.held = json_object();
+    s.bind_attempts = json_object();
+    s.pdb_blocked = json_object();
+    s.unblock = json_object();
+    s.queue_status = json_object();
+    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.unblock || !s.queue_status) {
+        exit_code = 1;
+        goto out;
+    }
     if (gs_kworld_new(&wc, &s.world) != GS_OK) {
         exit_code = 1;
         goto out;
     }
     for (size_t i = 0; i < N_WATCHED; i++) {
         struct gs_kube_informer_opts io = {.path = watched[i].path};
-        if (gs_kube_informer_new(s.client, &io, on_informer, &s, &inf[i]) != GS_OK) {
+        feeds[i] = (struct feed){
+            .s = &s, .path = watched[i].path, .kind = watched[i].kind, .known = json_object()};
+        if (!feeds[i].known ||
+            gs_kube_informer_new(s.client, &io, on_informer, &feeds[i], &inf[i]) != GS_OK) {
             exit_code = 1;
             goto out;
         }
+        feeds[i].inf = inf[i];
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -655,7 +1294,11 @@ int gs_cmd_scheduler(int argc, char **argv)
     if (s.leader)
         logf_("info", "leader election on lease %s/%s: standing by until it is ours", lease_ns,
               lease_name);
-    int64_t t0 = mono_ms(), last_cycle = 0;
+    int64_t t0 = mono_ms(), last_cycle = 0, last_flush = 0;
+    const json_t *queues_known = NULL; /* the Queue objects the watch delivered */
+    for (size_t i = 0; i < N_WATCHED; i++)
+        if (strcmp(watched[i].kind, "Queue") == 0)
+            queues_known = feeds[i].known;
     bool started = false, was_leader = false;
     uint64_t cycles = 0;
     while (!stop_flag) {
@@ -707,7 +1350,16 @@ int gs_cmd_scheduler(int argc, char **argv)
         gs_schedmetrics_set_leader(s.metrics, !s.leader || was_leader);
         if (s.leader && !was_leader)
             continue; /* standby: caches stay warm, nothing is decided */
+        process_held(&s);
+        check_unblock(&s);
+        check_nominations(&s);
         int64_t now = mono_ms();
+        if (now - last_flush >= 1000) {
+            gs_kevents_flush(s.events, false);
+            if (!s.dry_run && cycles > 0)
+                write_queue_status(&s, queues_known);
+            last_flush = now;
+        }
         if (!s.dirty && now - last_cycle < 1000)
             continue;
         s.dirty = false;
@@ -737,6 +1389,16 @@ int gs_cmd_scheduler(int argc, char **argv)
             s.dirty = true; /* settle: cycle again until nothing changes */
     }
     send_actions(&s); /* drain decisions already made (nothing when the Lease is lost) */
+    /* Binds in flight: their answers are awaited (10 s at most), as SIGTERM promises. */
+    for (int64_t until = mono_ms() + 10000;
+         gs_kube_client_in_flight(s.client) > 0 && mono_ms() < until && !s.lost;)
+        if (gs_kube_client_step(s.client, 50) != GS_OK)
+            break;
+    if (gs_kube_client_in_flight(s.client) > 0)
+        logf_("warn", "%zu Binding(s) still in flight at exit; their answers are not read",
+              gs_kube_client_in_flight(s.client));
+    if (!s.lost && (!s.leader || leading(&s)))
+        gs_kevents_flush(s.events, true); /* the counts not written yet */
     if (s.leader) {
         struct gs_kube_leader_stats ls;
         gs_kube_leader_get_stats(s.leader, &ls);
@@ -749,21 +1411,36 @@ int gs_cmd_scheduler(int argc, char **argv)
               (unsigned long long)ls.renewals, (unsigned long long)ls.failures,
               (long long)ls.max_renew_gap_ms);
     }
+    struct gs_kevents_stats es = {0};
+    gs_kevents_get_stats(s.events, &es);
     logf_("info",
           "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu events=%llu "
-          "events_skipped=%llu",
+          "events_counted=%llu series_patches=%llu",
           (unsigned long long)cycles, (unsigned long long)s.binds,
           (unsigned long long)s.bind_failures, (unsigned long long)s.evictions,
-          (unsigned long long)s.events, (unsigned long long)s.events_skipped);
+          (unsigned long long)es.created, (unsigned long long)es.counted,
+          (unsigned long long)es.patched);
 out:
     for (size_t i = 0; i < s.nacts; i++)
         action_fini(&s.acts[i]);
     free(s.acts);
+    while (s.nnoms)
+        nomination_drop(&s, 0);
+    free(s.noms);
+    for (size_t i = 0; i < N_WATCHED; i++) {
+        json_decref(feeds[i].known);
+        json_decref(feeds[i].seen);
+    }
+    json_decref(s.held);
+    json_decref(s.bind_attempts);
+    json_decref(s.pdb_blocked);
+    json_decref(s.unblock);
+    json_decref(s.queue_status);
     gs_kube_client_free(s.client); /* frees the informers */
     gs_kube_leader_free(s.leader);
     gs_kube_client_free(lease_client);
     gs_kworld_free(s.world);
     gs_schedmetrics_free(s.metrics); /* stops its thread first */
-    free(s.event_slots);
+    gs_kevents_free(s.events);
     return exit_code;
 }

@@ -222,6 +222,7 @@ void gs_kube_client_free(struct gs_kube_client *c)
         return;
     while (c->informers != NULL)
         gs_kube_informer_free(c->informers);
+    gs__kube_async_abort_all(c);
     if (c->multi != NULL)
         (void)curl_multi_cleanup(c->multi);
     if (c->easy != NULL)
@@ -331,17 +332,9 @@ fail:
     return NULL;
 }
 
-/** What the body and header callbacks of one blocking request write to. */
-struct sink {
-    struct gs__kube_buf body; /**< the response body, bounded */
-    bool over;                /**< the body passed its bound */
-    bool oom;                 /**< a body append ran out of memory */
-    int64_t retry_after_s;    /**< Retry-After (delta-seconds form), -1 when absent */
-};
-
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 {
-    struct sink *s = ud;
+    struct gs__kube_sink *s = ud;
     size_t n = size * nmemb;
     int rc = gs__kube_buf_add(&s->body, data, n);
     if (rc == GS_ELIMIT)
@@ -353,7 +346,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 {
-    struct sink *s = ud;
+    struct gs__kube_sink *s = ud;
     size_t n = size * nmemb;
     static const char key[] = "retry-after:";
     /* A new status line (after a 100 Continue or a redirect) starts a new header set. */
@@ -406,38 +399,33 @@ static const char *content_type_of(enum gs_kube_method m)
     }
 }
 
-/* One attempt of a request. */
-static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const char *url,
-                   const char *body, struct gs_kube_response *resp)
+int gs__kube_prepare(struct gs_kube_client *c, CURL *h, enum gs_kube_method method, const char *url,
+                     const char *body, struct gs__kube_sink *s, struct curl_slist **hdrs,
+                     char *errbuf)
 {
-    struct sink s = {.body = {.max = c->max_body_bytes}, .retry_after_s = -1};
-    struct curl_slist *hdrs = NULL;
-    CURL *h = c->easy;
-    int rc = GS_ENOMEM;
     CURLcode e = CURLE_OK;
-
-    gs_kube_response_fini(resp);
-    hdrs = gs__kube_headers(c, body != NULL ? content_type_of(method) : NULL);
-    if (hdrs == NULL)
-        goto out;
+    *s = (struct gs__kube_sink){.body = {.max = c->max_body_bytes}, .retry_after_s = -1};
+    *hdrs = gs__kube_headers(c, body != NULL ? content_type_of(method) : NULL);
+    if (*hdrs == NULL)
+        return GS_ENOMEM;
     curl_easy_reset(h);
-    rc = gs__kube_setup_easy(c, h);
+    int rc = gs__kube_setup_easy(c, h);
     if (rc != GS_OK)
-        goto out;
-    c->curl_err[0] = '\0';
+        return rc;
+    errbuf[0] = '\0';
 #define SET(opt, val)                                                                              \
     do {                                                                                           \
         if (e == CURLE_OK)                                                                         \
             e = curl_easy_setopt(h, opt, val);                                                     \
     } while (0)
     SET(CURLOPT_URL, url);
-    SET(CURLOPT_HTTPHEADER, hdrs);
+    SET(CURLOPT_HTTPHEADER, *hdrs);
     SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
     SET(CURLOPT_WRITEFUNCTION, on_body);
-    SET(CURLOPT_WRITEDATA, &s);
+    SET(CURLOPT_WRITEDATA, s);
     SET(CURLOPT_HEADERFUNCTION, on_header);
-    SET(CURLOPT_HEADERDATA, &s);
-    SET(CURLOPT_ERRORBUFFER, c->curl_err);
+    SET(CURLOPT_HEADERDATA, s);
+    SET(CURLOPT_ERRORBUFFER, errbuf);
     if (body != NULL) {
         SET(CURLOPT_POSTFIELDS, body);
         SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
@@ -449,51 +437,61 @@ static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const c
         SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
     }
 #undef SET
-    if (e != CURLE_OK) {
-        rc = GS_EIO;
-        (void)snprintf(resp->message, sizeof resp->message, "%s", curl_easy_strerror(e));
-        goto out;
-    }
-    e = curl_easy_perform(h);
+    return e == CURLE_OK ? GS_OK : GS_EIO;
+}
+
+int gs__kube_finish(struct gs_kube_client *c, CURL *h, CURLcode e, struct gs__kube_sink *s,
+                    const char *errbuf, struct gs_kube_response *resp)
+{
     (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->http_status);
     long ver = 0;
     (void)curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver);
     resp->http_major = ver == CURL_HTTP_VERSION_2_0 ? 2 : (ver != 0 ? 1 : 0);
     (void)curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &resp->new_connections);
-    resp->retry_after_s = s.retry_after_s;
-    if (s.over) {
-        rc = GS_ELIMIT;
+    resp->retry_after_s = s->retry_after_s;
+    if (s->over) {
         (void)snprintf(resp->message, sizeof resp->message,
                        "response body over the limit of %zu bytes", c->max_body_bytes);
-        goto out;
+        return GS_ELIMIT;
     }
-    if (s.oom) {
-        rc = GS_ENOMEM;
-        goto out;
-    }
+    if (s->oom)
+        return GS_ENOMEM;
     if (e != CURLE_OK) {
-        rc = e == CURLE_OPERATION_TIMEDOUT ? GS_ETIMEDOUT : GS_EIO;
         (void)snprintf(resp->message, sizeof resp->message, "%s",
-                       c->curl_err[0] != '\0' ? c->curl_err : curl_easy_strerror(e));
-        goto out;
+                       errbuf[0] != '\0' ? errbuf : curl_easy_strerror(e));
+        return e == CURLE_OPERATION_TIMEDOUT ? GS_ETIMEDOUT : GS_EIO;
     }
-    if (s.body.len > 0) {
+    if (s->body.len > 0) {
         json_error_t jerr;
-        resp->body = json_loadb(s.body.p, s.body.len, 0, &jerr);
+        resp->body = json_loadb(s->body.p, s->body.len, 0, &jerr);
         if (resp->body == NULL) {
             if (resp->http_status >= 200 && resp->http_status < 300) {
-                rc = GS_EPARSE;
                 (void)snprintf(resp->message, sizeof resp->message, "response is not JSON: %s",
                                jerr.text);
-                goto out;
+                return GS_EPARSE;
             }
             /* A proxy's or a plain-text error: keep its start as the message. */
-            (void)snprintf(resp->message, sizeof resp->message, "%.200s", s.body.p);
+            (void)snprintf(resp->message, sizeof resp->message, "%.200s", s->body.p);
         }
     }
     gs__kube_read_status(resp);
-    rc = gs_kube_status_to_err(resp->http_status, resp->reason);
-out:
+    return gs_kube_status_to_err(resp->http_status, resp->reason);
+}
+
+/* One attempt of a request. */
+static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const char *url,
+                   const char *body, struct gs_kube_response *resp)
+{
+    struct gs__kube_sink s;
+    struct curl_slist *hdrs = NULL;
+    gs_kube_response_fini(resp);
+    int rc = gs__kube_prepare(c, c->easy, method, url, body, &s, &hdrs, c->curl_err);
+    if (rc == GS_EIO)
+        (void)snprintf(resp->message, sizeof resp->message, "cannot set the request up");
+    if (rc == GS_OK) {
+        CURLcode e = curl_easy_perform(c->easy);
+        rc = gs__kube_finish(c, c->easy, e, &s, c->curl_err, resp);
+    }
     curl_slist_free_all(hdrs);
     gs__kube_buf_free(&s.body);
     return rc;

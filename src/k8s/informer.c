@@ -422,6 +422,7 @@ int gs_kube_client_step(struct gs_kube_client *c, int64_t timeout_ms)
             return rc;
     }
     int64_t wait = timeout_ms, now = gs__kube_now_ms(c);
+    watching = c->n_async > 0; /* async requests are transfers of the multi handle too */
     for (struct gs_kube_informer *inf = c->informers; inf != NULL; inf = inf->next) {
         if (inf->state == GS__INF_WATCHING) {
             watching = true;
@@ -448,6 +449,8 @@ int gs_kube_client_step(struct gs_kube_client *c, int64_t timeout_ms)
             continue;
         struct gs_kube_informer *inf = NULL;
         CURLcode res = m->data.result;
+        if (gs__kube_async_done(c, m->easy_handle, res))
+            continue;
         (void)curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&inf);
         if (inf != NULL && inf->watch == m->easy_handle)
             finish_watch(inf, res);

@@ -81,6 +81,8 @@ struct gs_kube_informer {
     char last_error[512];                /**< the last failure's sentence */
 };
 
+struct gs__kube_async;
+
 struct gs_kube_client {
     char *server;                       /**< base URL without a trailing '/' */
     struct gs_kube_config tls;          /**< copies of the TLS material (server unused) */
@@ -98,6 +100,8 @@ struct gs_kube_client {
     CURLSH *share;                      /**< DNS and TLS session cache shared with watches */
     CURLM *multi;                       /**< the watches' transfers */
     struct gs_kube_informer *informers; /**< informers, newest first */
+    struct gs__kube_async *asyncs;      /**< requests in flight (gs_kube_request_async) */
+    size_t n_async;                     /**< how many */
     char curl_err[CURL_ERROR_SIZE];     /**< libcurl's error text of the last blocking request */
 };
 
@@ -124,5 +128,38 @@ void gs__kube_throttle(struct gs_kube_client *c);
  * Leaves fields alone that the body does not give.
  */
 void gs__kube_read_status(struct gs_kube_response *r);
+
+/** What the body and header callbacks of one request write to. */
+struct gs__kube_sink {
+    struct gs__kube_buf body; /**< the response body, bounded */
+    bool over;                /**< the body passed its bound */
+    bool oom;                 /**< a body append ran out of memory */
+    int64_t retry_after_s;    /**< Retry-After (delta-seconds form), -1 when absent */
+};
+
+/**
+ * Sets an easy handle up for one request (the client's common options, URL, method, headers,
+ * body, bounded sinks). The caller keeps url, body, *s, *hdrs and errbuf (CURL_ERROR_SIZE) alive
+ * until the transfer ends, then frees *hdrs and s->body. @return GS_OK; GS_ENOMEM; GS_EIO.
+ */
+int gs__kube_prepare(struct gs_kube_client *c, CURL *h, enum gs_kube_method method, const char *url,
+                     const char *body, struct gs__kube_sink *s, struct curl_slist **hdrs,
+                     char *errbuf);
+
+/**
+ * Fills a response from a finished transfer (status, version, body, Status fields) and maps it
+ * to an error code as gs_kube_request does. @param e  the transfer's result.
+ */
+int gs__kube_finish(struct gs_kube_client *c, CURL *h, CURLcode e, struct gs__kube_sink *s,
+                    const char *errbuf, struct gs_kube_response *resp);
+
+/**
+ * Called by gs_kube_client_step for each finished transfer: when it is an async request's, calls
+ * its callback, frees it and returns true; false for any other handle.
+ */
+bool gs__kube_async_done(struct gs_kube_client *c, CURL *h, CURLcode res);
+
+/** Removes and frees every request in flight without calling back (the client is freed). */
+void gs__kube_async_abort_all(struct gs_kube_client *c);
 
 #endif /* GPUSCHED_K8S_KUBE_INT_H */

@@ -14,6 +14,7 @@
 #include "gpusched/filter.h"
 #include "gpusched/frag.h"
 #include "gpusched/kquantity.h"
+#include "kselect.h"
 
 #define NO_ID UINT32_MAX
 #define WL_SAMPLES 4096u /* GPU pod requests the learned workload is built from */
@@ -56,8 +57,10 @@ struct gs_kworld {
     json_t *pc_ids;    /* engine class name -> id */
     json_t *gangs;     /* "ns/name" -> engine gang id */
     json_t *podgroups; /* "ns/name" -> {"min", "timeout_s"} */
+    json_t *avoid;     /* "ns/name" -> array of node names its placement must avoid */
     uint32_t changes;
-    char *err; /* where messages go: the caller's buffer, or scratch */
+    uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
+    char *err;         /* where messages go: the caller's buffer, or scratch */
     size_t errcap;
     char scratch[256];
 };
@@ -130,6 +133,7 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     if (!w)
         return GS_ENOMEM;
     w->cfg = *cfg;
+    w->entering = NO_ID;
     set_err(w, NULL, 0);
     w->sched_name = strdup(cfg->scheduler_name ? cfg->scheduler_name : GS_KWORLD_SCHEDULER);
     w->default_queue = strdup(cfg->default_queue ? cfg->default_queue : "default");
@@ -141,9 +145,11 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->pc_ids = json_object();
     w->gangs = json_object();
     w->podgroups = json_object();
+    w->avoid = json_object();
     int err = gs_cluster_new(&w->c);
-    if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
-                 !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups))
+    if (!err &&
+        (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
+         !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups || !w->avoid))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -180,6 +186,7 @@ void gs_kworld_free(struct gs_kworld *w)
     json_decref(w->pc_ids);
     json_decref(w->gangs);
     json_decref(w->podgroups);
+    json_decref(w->avoid);
     free(w->sched_name);
     free(w->default_queue);
     free(w->policy);
@@ -219,9 +226,16 @@ static struct kpod *of_engine(struct gs_kworld *w, uint32_t id)
     return id < w->cap_of_engine && w->of_engine[id] != NO_ID ? &w->pods[w->of_engine[id]] : NULL;
 }
 
+static int grow_of_engine(struct gs_kworld *w, uint32_t id);
+
 static void on_engine_event(void *ctx, const struct gs_event *ev)
 {
     struct gs_kworld *w = ctx;
+    /* The engine names a new pod's id in its SUBMIT or ADOPT event, inside the call: a slot the
+     * engine reuses (after gs_engine_forget) is not the next one, so the id is learnt here. */
+    if ((ev->kind == GS_EV_SUBMIT || ev->kind == GS_EV_ADOPT) && w->entering != NO_ID &&
+        grow_of_engine(w, ev->pod) == GS_OK)
+        w->of_engine[ev->pod] = w->entering;
     struct kpod *p = of_engine(w, ev->pod);
     if (!p)
         return;
@@ -607,165 +621,13 @@ struct tr {
     struct gs_placement pl;
     bool foreign;
     int64_t start_ms;
-    /* filter */
-    const char **selector;
-    struct gs_sel_term *req_terms;
-    char *sel_block; /* the nodeSelector entries as "key=value" strings */
-    struct gs_pref_term *pref_terms;
-    struct gs_sel_expr *exprs;
-    const char **values;
-    struct gs_toleration *tols;
-    struct gs_filter_spec f;
+    struct gs__kfilter flt; /* nodeSelector, node affinity, tolerations (kselect.h) */
     char reason[256];
 };
 
 static void tr_free(struct tr *t)
 {
-    free(t->selector);
-    free(t->req_terms);
-    free(t->sel_block);
-    free(t->pref_terms);
-    free(t->exprs);
-    free(t->values);
-    free(t->tols);
-}
-
-static int sel_op(const char *s)
-{
-    static const char *const ops[] = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"};
-    for (int i = 0; s && i < 6; i++)
-        if (strcmp(s, ops[i]) == 0)
-            return i;
-    return -1;
-}
-
-/* Counts the expressions and values of a list of NodeSelectorTerms. */
-static void count_terms(const json_t *terms, bool pref, size_t *n_expr, size_t *n_val)
-{
-    for (size_t i = 0; i < json_array_size(terms); i++) {
-        const json_t *t = json_array_get(terms, i);
-        if (pref)
-            t = json_object_get(t, "preference");
-        const char *lists[2] = {"matchExpressions", "matchFields"};
-        for (int l = 0; l < 2; l++) {
-            const json_t *ex = json_object_get(t, lists[l]);
-            *n_expr += json_array_size(ex);
-            for (size_t k = 0; k < json_array_size(ex); k++)
-                *n_val += json_array_size(json_object_get(json_array_get(ex, k), "values"));
-        }
-    }
-}
-
-static int fill_term(const json_t *t, struct gs_sel_term *out, struct gs_sel_expr *exprs,
-                     size_t *ne, const char **values, size_t *nv)
-{
-    out->exprs = &exprs[*ne];
-    out->n_exprs = 0;
-    const char *lists[2] = {"matchExpressions", "matchFields"};
-    for (int l = 0; l < 2; l++) {
-        const json_t *ex = json_object_get(t, lists[l]);
-        for (size_t k = 0; k < json_array_size(ex); k++) {
-            const json_t *x = json_array_get(ex, k);
-            int op = sel_op(jstr(x, "operator"));
-            if (op < 0 || !jstr(x, "key"))
-                return -1;
-            struct gs_sel_expr *e = &exprs[(*ne)++];
-            e->key = jstr(x, "key");
-            e->op = (uint8_t)op;
-            e->field = l == 1;
-            e->values = &values[*nv];
-            e->n_values = 0;
-            const json_t *vals = json_object_get(x, "values");
-            for (size_t v = 0; v < json_array_size(vals); v++) {
-                const char *s = json_string_value(json_array_get(vals, v));
-                if (!s)
-                    return -1;
-                values[(*nv)++] = s;
-                e->n_values++;
-            }
-            out->n_exprs++;
-        }
-    }
-    return 0;
-}
-
-static int tr_filter(struct tr *t, const json_t *spec)
-{
-    const json_t *ns = json_object_get(spec, "nodeSelector");
-    const json_t *na = jpath(json_object_get(spec, "affinity"), "nodeAffinity", NULL);
-    const json_t *req = jpath(json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution"),
-                              "nodeSelectorTerms", NULL);
-    const json_t *pref = json_object_get(na, "preferredDuringSchedulingIgnoredDuringExecution");
-    const json_t *tol = json_object_get(spec, "tolerations");
-    size_t n_expr = 0, n_val = 0;
-    count_terms(req, false, &n_expr, &n_val);
-    count_terms(pref, true, &n_expr, &n_val);
-    size_t nsel = json_object_size(ns), nreq = json_array_size(req), npref = json_array_size(pref);
-    size_t ntol = json_array_size(tol);
-    t->selector = calloc(nsel + 1, sizeof(*t->selector) * 2);
-    t->req_terms = calloc(nreq + 1, sizeof(*t->req_terms));
-    t->pref_terms = calloc(npref + 1, sizeof(*t->pref_terms));
-    t->exprs = calloc(n_expr + 1, sizeof(*t->exprs));
-    t->values = calloc(n_val + 1, sizeof(*t->values));
-    t->tols = calloc(ntol + 1, sizeof(*t->tols));
-    if (!t->selector || !t->req_terms || !t->pref_terms || !t->exprs || !t->values || !t->tols)
-        return GS_ENOMEM;
-    /* nodeSelector entries as "key=value": built into one block after the pointers. */
-    size_t bytes = 0;
-    const char *key;
-    const json_t *val;
-    json_object_foreach((json_t *)ns, key, val) bytes +=
-        strlen(key) + strlen(json_string_value(val) ? json_string_value(val) : "") + 2;
-    char *blk = bytes ? malloc(bytes) : NULL;
-    if (bytes && !blk)
-        return GS_ENOMEM;
-    t->sel_block = blk;
-    uint32_t k = 0;
-    char *at = blk;
-    json_object_foreach((json_t *)ns, key, val)
-    {
-        const char *v = json_string_value(val) ? json_string_value(val) : "";
-        int n = sprintf(at, "%s=%s", key, v);
-        t->selector[k++] = at;
-        at += n + 1;
-    }
-    t->f.node_selector = t->selector;
-    t->f.n_node_selector = k;
-    size_t ne = 0, nv = 0;
-    for (size_t i = 0; i < nreq; i++)
-        if (fill_term(json_array_get(req, i), &t->req_terms[i], t->exprs, &ne, t->values, &nv))
-            return GS_EINVAL;
-    t->f.required = t->req_terms;
-    t->f.n_required = (uint32_t)nreq;
-    for (size_t i = 0; i < npref; i++) {
-        const json_t *p = json_array_get(pref, i);
-        t->pref_terms[i].weight = (int32_t)json_integer_value(json_object_get(p, "weight"));
-        if (fill_term(json_object_get(p, "preference"), &t->pref_terms[i].term, t->exprs, &ne,
-                      t->values, &nv))
-            return GS_EINVAL;
-    }
-    t->f.preferred = t->pref_terms;
-    t->f.n_preferred = (uint32_t)npref;
-    for (size_t i = 0; i < ntol; i++) {
-        const json_t *x = json_array_get(tol, i);
-        const char *op = jstr(x, "operator"), *eff = jstr(x, "effect");
-        struct gs_toleration *o = &t->tols[i];
-        o->key = jstr(x, "key");
-        o->op = op && strcmp(op, "Exists") == 0 ? GS_TOL_EXISTS : GS_TOL_EQUAL;
-        if (op && strcmp(op, "Exists") != 0 && strcmp(op, "Equal") != 0)
-            return GS_EINVAL;
-        o->value = jstr(x, "value");
-        o->effect = !eff || !*eff                          ? 0
-                    : strcmp(eff, "NoSchedule") == 0       ? GS_TAINT_NO_SCHEDULE
-                    : strcmp(eff, "PreferNoSchedule") == 0 ? GS_TAINT_PREFER_NO_SCHEDULE
-                    : strcmp(eff, "NoExecute") == 0        ? GS_TAINT_NO_EXECUTE
-                                                           : 255;
-        if (o->effect == 255)
-            return GS_EINVAL;
-    }
-    t->f.tolerations = t->tols;
-    t->f.n_tolerations = (uint32_t)ntol;
-    return GS_OK;
+    gs__kfilter_fini(&t->flt);
 }
 
 static bool has_prefix_key(const json_t *map, const char *prefix)
@@ -989,7 +851,7 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         (void)snprintf(t->reason, sizeof(t->reason), "scheduling gates");
         return 1;
     }
-    if ((err = tr_filter(t, spec)) != GS_OK) {
+    if ((err = gs__kfilter_read(&t->flt, spec)) != GS_OK) {
         if (err == GS_ENOMEM)
             return err;
         (void)snprintf(t->reason, sizeof(t->reason), "node affinity or tolerations are malformed");
@@ -1029,58 +891,72 @@ static void set_park(struct kpod *p, const char *reason, const json_t *obj)
 }
 
 /* Puts a pod into the engine, or parks it with a reason. */
-static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj, int64_t now_ms)
+static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj_in, int64_t now_ms)
 {
     struct kpod *p = &w->pods[pi];
+    const json_t *avoid = json_object_get(w->avoid, p->key);
+    json_t *own = NULL;
+    if (avoid && json_array_size(avoid) && !jstr(json_object_get(obj_in, "spec"), "nodeName") &&
+        !(own = gs__kpod_with_avoided(obj_in, avoid)))
+        return GS_ENOMEM;
+    /* The pod's own object stays what is kept (parked), so the avoided nodes can be cleared. */
+    const json_t *obj = own ? own : obj_in;
     struct tr t;
     int rc = translate_pod(w, obj, now_ms, &t);
     if (rc < 0) {
         tr_free(&t);
+        json_decref(own);
         return rc;
     }
     if (rc == 1) {
-        set_park(p, t.reason, obj);
+        set_park(p, t.reason, obj_in);
         tr_free(&t);
+        json_decref(own);
         return GS_OK;
     }
     wl_note(w, &t.spec.req);
     int err = GS_OK;
     uint32_t cls = GS_FILTER_DEFAULT;
     if (!t.node && !t.foreign) {
-        err = gs_filter_intern(w->c, &t.f, &cls);
+        err = gs_filter_intern(w->c, &t.flt.f, &cls);
         if (err == GS_EINVAL) {
-            set_park(p, "node affinity or tolerations are malformed", obj);
+            set_park(p, "node affinity or tolerations are malformed", obj_in);
             tr_free(&t);
+            json_decref(own);
             return GS_OK;
         }
     }
     if (err) {
         tr_free(&t);
+        json_decref(own);
         return err;
     }
     t.ident.filter_class = cls;
     uint32_t id = NO_ID;
+    /* The engine's id is not known before the call, and its events name it: its SUBMIT or
+     * ADOPT event maps it (on_engine_event). Room for a new slot is made first. */
     err = grow_of_engine(w, gs_engine_pod_count(w->e) + 1);
-    /* The engine's id is not known before the call, and its events name it: map the next id
-     * (a new slot: ids only grow here, since kworld never forgets). */
-    uint32_t next = gs_engine_pod_count(w->e);
-    if (!err)
-        w->of_engine[next] = pi;
+    w->entering = pi;
     if (!err && t.node)
         err = gs_engine_adopt(w->e, &t.spec, &t.ident, &t.pl, t.start_ms, &id);
     else if (!err)
         err = gs_engine_submit_pod(w->e, &t.spec, &t.ident, now_ms, &id);
+    w->entering = NO_ID;
+    if (!err && grow_of_engine(w, id) == GS_OK)
+        w->of_engine[id] = pi;
+    else if (err && id != NO_ID && id < w->cap_of_engine)
+        w->of_engine[id] = NO_ID; /* as before: a refused gang's pod is parked, unmapped */
     gs_filter_release(w->c, cls);
+    bool adopting = t.node != NULL;
     tr_free(&t);
+    json_decref(own); /* t borrowed its strings */
     if (err) {
-        if (next < w->cap_of_engine)
-            w->of_engine[next] = NO_ID;
         if (err == GS_ENOMEM)
             return err;
         char why[200];
         (void)snprintf(why, sizeof(why), "refused by the engine: %s%s", gs_strerror(err),
-                       err == GS_EINVAL && t.node ? " (its GPUs are over capacity)" : "");
-        set_park(p, why, obj);
+                       err == GS_EINVAL && adopting ? " (its GPUs are over capacity)" : "");
+        set_park(p, why, obj_in);
         return GS_OK;
     }
     p->engine_id = id;
@@ -1465,11 +1341,16 @@ int gs_kworld_forget_pod(struct gs_kworld *w, const char *ns, const char *name, 
     struct kpod *p = find_kpod(w, ns, name);
     if (!p)
         return GS_ENOENT;
-    if (!p->ended && p->engine_id != NO_ID) {
+    if (p->engine_id != NO_ID) {
         struct gs_tpod_info info;
-        (void)gs_engine_pod_info(w->e, p->engine_id, &info);
-        if (info.state == GS_TPOD_RUNNING || info.state == GS_TPOD_PENDING)
+        if (gs_engine_pod_info(w->e, p->engine_id, &info) == GS_OK &&
+            (info.state == GS_TPOD_RUNNING || info.state == GS_TPOD_PENDING))
             (void)gs_engine_delete(w->e, p->engine_id, now_ms);
+        /* The engine forgets it too, uid included: the same pod read again (same uid) enters
+         * afresh instead of being refused as a duplicate. */
+        if (gs_engine_forget(w->e, p->engine_id) == GS_OK && p->engine_id < w->cap_of_engine)
+            w->of_engine[p->engine_id] = NO_ID;
+        p->engine_id = NO_ID;
     }
     /* The name forgets its pod: the next ADDED of it starts afresh. */
     p->ended = true;
@@ -1480,6 +1361,35 @@ int gs_kworld_forget_pod(struct gs_kworld *w, const char *ns, const char *name, 
     json_decref(p->obj);
     p->obj = NULL;
     return GS_OK;
+}
+
+int gs_kworld_avoid_node(struct gs_kworld *w, const char *ns, const char *name, const char *node)
+{
+    char *key = join_key(ns, name);
+    if (!key)
+        return GS_ENOMEM;
+    json_t *arr = json_object_get(w->avoid, key);
+    int err = GS_OK;
+    if (!arr) {
+        arr = json_array();
+        if (!arr || json_object_set_new(w->avoid, key, arr))
+            err = GS_ENOMEM;
+    }
+    free(key);
+    for (size_t i = 0; !err && i < json_array_size(arr); i++)
+        if (strcmp(json_string_value(json_array_get(arr, i)), node) == 0)
+            return GS_OK;
+    if (!err && json_array_append_new(arr, json_string(node)))
+        err = GS_ENOMEM;
+    return err;
+}
+
+void gs_kworld_avoid_clear(struct gs_kworld *w, const char *ns, const char *name)
+{
+    char *key = join_key(ns, name);
+    if (key)
+        (void)json_object_del(w->avoid, key);
+    free(key);
 }
 
 int gs_kworld_cordon(struct gs_kworld *w, const char *node, bool unschedulable)

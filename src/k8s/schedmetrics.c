@@ -39,6 +39,7 @@ struct gs_schedmetrics {
     uint64_t cycles;                 /**< cycles recorded */
     double cycle_sum_s;              /**< their total duration */
     uint32_t pending;                /**< pods pending after the last cycle */
+    uint64_t relists;                /**< watch relists after the first list (410 Gone...) */
     bool leader;                     /**< gpusched_leader */
     bool ready;                      /**< /readyz answers 200 */
     struct MHD_Daemon *daemon;       /**< NULL when not serving; owner's thread only */
@@ -118,6 +119,15 @@ void gs_schedmetrics_cycle(struct gs_schedmetrics *m, double seconds, uint32_t p
     pthread_mutex_unlock(&m->lock);
 }
 
+void gs_schedmetrics_relist(struct gs_schedmetrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    m->relists++;
+    pthread_mutex_unlock(&m->lock);
+}
+
 void gs_schedmetrics_set_leader(struct gs_schedmetrics *m, bool leader)
 {
     if (!m)
@@ -185,9 +195,14 @@ size_t gs_schedmetrics_render(struct gs_schedmetrics *m, char *buf, size_t cap)
         "# HELP gpusched_bind_failures_total Bindings refused or failed.\n"
         "# TYPE gpusched_bind_failures_total counter\n"
         "gpusched_bind_failures_total %llu\n"
+        "# HELP gpusched_watch_relists_total Lists after the first of a watched collection "
+        "(its watch history was gone: 410).\n"
+        "# TYPE gpusched_watch_relists_total counter\n"
+        "gpusched_watch_relists_total %llu\n"
         "# HELP gpusched_evictions_total Evictions sent, by reason.\n"
         "# TYPE gpusched_evictions_total counter\n",
-        (unsigned long long)m->binds, (unsigned long long)m->bind_failures);
+        (unsigned long long)m->binds, (unsigned long long)m->bind_failures,
+        (unsigned long long)m->relists);
     for (size_t i = 0; i < N_EVICT; i++)
         put(&o, "gpusched_evictions_total{reason=\"%s\"} %llu\n", evict_reasons[i],
             (unsigned long long)m->evictions[i]);

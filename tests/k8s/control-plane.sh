@@ -9,6 +9,8 @@
 #   control-plane.sh env [--state DIR]     print `export VAR=...` lines for a running plane
 #   control-plane.sh status [--state DIR]  show each component and whether it answers
 #   control-plane.sh down [--state DIR]    stop everything started from DIR and remove DIR
+#   control-plane.sh restart NAME [--state DIR]  stop one component (SIGTERM) and start it again
+#                                          with the same command line and ports (fault tests)
 #   control-plane.sh gomod                 regenerate kube/go.mod and etcd/go.mod (+ go.sum)
 #   control-plane.sh bin                   print the cached bin directory (builds if needed)
 # up options: --state DIR, --scheduler=0|1, --controller-manager=0|1 (both default to 1, or
@@ -211,8 +213,21 @@ EOF
 start() {
     local name=$1
     shift
-    setsid "$@" </dev/null >"$STATE/logs/$name.log" 2>&1 &
+    mkdir -p "$STATE/cmd"
+    printf '%q ' "$@" >"$STATE/cmd/$name" # for `restart`
+    setsid "$@" </dev/null >>"$STATE/logs/$name.log" 2>&1 &
     echo $! >"$STATE/pids/$name"
+}
+
+# stop_one NAME: SIGTERM, then SIGKILL after 5 s.
+stop_one() {
+    local name=$1 pid i
+    alive "$name" || return 0
+    pid=$(cat "$STATE/pids/$name")
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 50); do alive "$name" || return 0; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    for i in $(seq 20); do alive "$name" || return 0; sleep 0.1; done
 }
 
 # alive NAME: the process recorded for NAME still runs our binary (guards against PID reuse).
@@ -239,14 +254,8 @@ admin_curl() { curl -sS --max-time 5 --cacert "$STATE/pki/ca.crt" --cert "$STATE
 components() { echo kube-controller-manager kube-scheduler kube-apiserver etcd; }
 
 stop_all() {
-    local name pid i
-    for name in $(components); do
-        alive "$name" || continue
-        pid=$(cat "$STATE/pids/$name")
-        kill -TERM "$pid" 2>/dev/null || true
-        for i in $(seq 50); do alive "$name" || break; sleep 0.1; done
-        alive "$name" && kill -KILL "$pid" 2>/dev/null || true
-    done
+    local name
+    for name in $(components); do stop_one "$name"; done
     return 0
 }
 
@@ -382,6 +391,31 @@ EOF
     log "up in $(secs_since "$t0") s: $SERVER (state $STATE; source <(tests/k8s/control-plane.sh env --state $STATE))"
 }
 
+# restart NAME: the component stopped and started again as `up` started it (same flags, ports
+# and certificates), then waited for: what a fault test needs to restart the API server under a
+# running scheduler. Prints the seconds it was down.
+cmd_restart() {
+    local name=${RESTART_NAME:-} t0
+    [ -n "$name" ] || die "restart needs a component name ($(components))"
+    [ -f "$STATE/cmd/$name" ] || die "$name was not started from $STATE"
+    t0=$(now_ms)
+    stop_one "$name"
+    alive "$name" && die "$name did not stop"
+    log "$name stopped; starting it again"
+    local -a argv
+    eval "argv=($(cat "$STATE/cmd/$name"))"
+    start "$name" "${argv[@]}"
+    # shellcheck disable=SC1091
+    . "$STATE/env"
+    case $name in
+    kube-apiserver) wait_for kube-apiserver "$GPUSCHED_K8S_SERVER/readyz" --cacert "$STATE/pki/ca.crt" \
+        --cert "$STATE/pki/admin.crt" --key "$STATE/pki/admin.key" ;;
+    etcd) until curl -sS --max-time 2 "$GPUSCHED_K8S_ETCD/health" 2>/dev/null | grep -q '"health":"true"'; do sleep 0.2; done ;;
+    *) sleep 1 ;;
+    esac
+    log "$name restarted: down and up again in $(secs_since "$t0") s"
+}
+
 cmd_env() {
     [ -f "$STATE/env" ] || die "not up ($STATE/env missing); run control-plane.sh up"
     cat "$STATE/env"
@@ -417,7 +451,9 @@ main() {
         --state=*) STATE=${1#*=}; shift ;;
         --scheduler=*) WANT_SCHED=${1#*=}; shift ;;
         --controller-manager=*) WANT_KCM=${1#*=}; shift ;;
-        *) die "unknown option $1" ;;
+        -*) die "unknown option $1" ;;
+        *) [ "$cmd" = restart ] && [ -z "${RESTART_NAME:-}" ] || die "unknown argument $1"
+           RESTART_NAME=$1; shift ;;
         esac
     done
     case $STATE in /*) ;; *) STATE=$PWD/$STATE ;; esac
@@ -429,6 +465,7 @@ main() {
     down) cmd_down ;;
     env) cmd_env ;;
     status) cmd_status ;;
+    restart) cmd_restart ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 }

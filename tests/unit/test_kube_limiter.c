@@ -235,6 +235,64 @@ static void requests_are_throttled_on_the_injected_clock(void **state)
     gs_kube_client_free(NULL);
 }
 
+/* What async callbacks saw. */
+struct done_log {
+    int calls;
+    int err[8];
+    long status[8];
+    bool named_host[8];       /* the transport error's text names the server */
+    struct gs_kube_client *c; /* set: the first callback starts one more request */
+};
+
+static void on_done(void *ud, int err, struct gs_kube_response *r)
+{
+    struct done_log *d = ud;
+    if (d->calls < 8) {
+        d->err[d->calls] = err;
+        d->status[d->calls] = r->http_status;
+        d->named_host[d->calls] = strstr(r->message, "127.0.0.1") != NULL;
+    }
+    d->calls++;
+    if (d->c && d->calls == 1)
+        assert_int_equal(gs_kube_request_async(d->c, GS_KUBE_GET, "/again", NULL, on_done, d),
+                         GS_OK);
+}
+
+static void async_requests_call_back_once_each_from_the_step(void **state)
+{
+    (void)state;
+    struct fake_clock fc = {.now_ms = 0};
+    struct gs_kube_client *c = refusing_client(&fc, -1, 0);
+    struct done_log d = {.c = c};
+    json_t *body = json_pack("{s:s}", "kind", "Binding");
+    assert_int_equal(gs_kube_request_async(c, GS_KUBE_POST, "/api/v1/namespaces/d/pods/p/binding",
+                                           body, on_done, &d),
+                     GS_OK);
+    json_decref(body); /* serialised at the call */
+    assert_int_equal(gs_kube_request_async(c, GS_KUBE_GET, "/x", NULL, on_done, &d), GS_OK);
+    assert_int_equal(gs_kube_client_in_flight(c), 2);
+    assert_int_equal(d.calls, 0); /* nothing is called before a step */
+    assert_int_equal(gs_kube_request_async(c, GS_KUBE_GET, "x", NULL, on_done, &d), GS_EINVAL);
+    assert_int_equal(gs_kube_request_async(c, GS_KUBE_GET, "/x", NULL, NULL, &d), GS_EINVAL);
+    assert_int_equal(gs_kube_request_async(NULL, GS_KUBE_GET, "/x", NULL, on_done, &d), GS_EINVAL);
+    assert_int_equal(gs_kube_client_in_flight(c), 2);
+    /* Refused connections end at once; the first callback adds a third request. */
+    for (int i = 0; i < 100 && (gs_kube_client_in_flight(c) > 0 || d.calls < 3); i++)
+        assert_int_equal(gs_kube_client_step(c, 50), GS_OK);
+    assert_int_equal(d.calls, 3);
+    assert_int_equal(gs_kube_client_in_flight(c), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(d.err[i], GS_EIO);
+        assert_int_equal(d.status[i], 0);
+        assert_true(d.named_host[i]);
+    }
+    /* One left in flight when the client goes is dropped without a call (and without a leak). */
+    d.c = NULL;
+    assert_int_equal(gs_kube_request_async(c, GS_KUBE_GET, "/late", NULL, on_done, &d), GS_OK);
+    gs_kube_client_free(c);
+    assert_int_equal(d.calls, 3);
+}
+
 struct calls {
     int relist, synced, other;
 };
@@ -405,6 +463,7 @@ int main(void)
         cmocka_unit_test(backoff_jitter_stays_in_bounds),
         cmocka_unit_test(http_status_maps_to_error_codes),
         cmocka_unit_test(requests_are_throttled_on_the_injected_clock),
+        cmocka_unit_test(async_requests_call_back_once_each_from_the_step),
         cmocka_unit_test(failing_informer_retries_after_its_backoff),
         cmocka_unit_test(watch_failure_keeps_the_rv_and_backs_off),
         cmocka_unit_test(status_bodies_fill_reason_message_and_retry),

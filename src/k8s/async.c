@@ -1,0 +1,112 @@
+/*
+ * Requests that do not block: transfers of the client's multi handle, next to its watches, so
+ * over HTTP/2 they share one connection with them, and finished inside gs_kube_client_step,
+ * which calls each one's callback. The scheduler sends its Bindings this way, so a slow Binding
+ * (an admission webhook, a loaded server) never holds up the next cycle. Contract in kube.h.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "kube_int.h"
+
+#include "gpusched/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gs__kube_async {
+    struct gs__kube_async *next;  /* the client's list */
+    CURL *h;                      /* its own easy handle */
+    struct gs__kube_sink sink;    /* what the transfer writes */
+    struct curl_slist *hdrs;      /* its headers */
+    char *url, *body;             /* kept for the transfer's life */
+    char errbuf[CURL_ERROR_SIZE]; /* libcurl's text of a failure */
+    gs_kube_done_fn done;         /* the caller's callback */
+    void *ud;                     /* its argument */
+};
+
+static void async_free(struct gs__kube_async *a)
+{
+    if (a->h != NULL)
+        curl_easy_cleanup(a->h);
+    curl_slist_free_all(a->hdrs);
+    gs__kube_buf_free(&a->sink.body);
+    free(a->url);
+    free(a->body);
+    free(a);
+}
+
+int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
+                          const json_t *body, gs_kube_done_fn done, void *ud)
+{
+    if (c == NULL || path == NULL || path[0] != '/' || done == NULL)
+        return GS_EINVAL;
+    struct gs__kube_async *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return GS_ENOMEM;
+    int rc = GS_ENOMEM;
+    size_t n = strlen(c->server) + strlen(path) + 1;
+    if ((a->url = malloc(n)) == NULL)
+        goto fail;
+    (void)snprintf(a->url, n, "%s%s", c->server, path);
+    if (body != NULL && (a->body = json_dumps(body, JSON_COMPACT)) == NULL)
+        goto fail;
+    rc = GS_EIO;
+    if ((a->h = curl_easy_init()) == NULL)
+        goto fail;
+    gs__kube_throttle(c);
+    if ((rc = gs__kube_prepare(c, a->h, method, a->url, a->body, &a->sink, &a->hdrs, a->errbuf)) !=
+        GS_OK)
+        goto fail;
+    (void)curl_easy_setopt(a->h, CURLOPT_PRIVATE, (char *)NULL);
+    a->done = done;
+    a->ud = ud;
+    if (curl_multi_add_handle(c->multi, a->h) != CURLM_OK) {
+        rc = GS_EIO;
+        goto fail;
+    }
+    a->next = c->asyncs;
+    c->asyncs = a;
+    c->n_async++;
+    return GS_OK;
+fail:
+    async_free(a);
+    return rc;
+}
+
+size_t gs_kube_client_in_flight(const struct gs_kube_client *c)
+{
+    return c != NULL ? c->n_async : 0;
+}
+
+bool gs__kube_async_done(struct gs_kube_client *c, CURL *h, CURLcode res)
+{
+    struct gs__kube_async **pp = &c->asyncs;
+    while (*pp != NULL && (*pp)->h != h)
+        pp = &(*pp)->next;
+    struct gs__kube_async *a = *pp;
+    if (a == NULL)
+        return false;
+    *pp = a->next;
+    c->n_async--;
+    (void)curl_multi_remove_handle(c->multi, h);
+    struct gs_kube_response r;
+    memset(&r, 0, sizeof(r));
+    r.retry_after_s = -1;
+    int rc = gs__kube_finish(c, h, res, &a->sink, a->errbuf, &r);
+    a->done(a->ud, rc, &r);
+    gs_kube_response_fini(&r);
+    async_free(a);
+    return true;
+}
+
+void gs__kube_async_abort_all(struct gs_kube_client *c)
+{
+    while (c->asyncs != NULL) {
+        struct gs__kube_async *a = c->asyncs;
+        c->asyncs = a->next;
+        (void)curl_multi_remove_handle(c->multi, a->h);
+        async_free(a);
+    }
+    c->n_async = 0;
+}
