@@ -413,6 +413,30 @@ static void render_own(struct writer *w, const struct gs_exporter_snapshot *s)
             put(w, "\n", 1);
         }
     }
+    if (!s->have_assign)
+        return;
+    put_header(w, "gpusched_assignment_allocations_total", "counter",
+               "Allocate calls of pods with a gpusched assignment, by whether kubelet allocated "
+               "the assigned GPUs.");
+    puts_(w, "gpusched_assignment_allocations_total{");
+    put_label(w, "Hostname", s->hostname, true);
+    put_label(w, "outcome", "as_assigned", false);
+    put(w, "} ", 2);
+    put_u64(w, s->assign_as_assigned);
+    put(w, "\n", 1);
+    puts_(w, "gpusched_assignment_allocations_total{");
+    put_label(w, "Hostname", s->hostname, true);
+    put_label(w, "outcome", "mismatch", false);
+    put(w, "} ", 2);
+    put_u64(w, s->assign_mismatch);
+    put(w, "\n", 1);
+    put_header(w, "gpusched_assignment_preferred_fallbacks_total", "counter",
+               "GetPreferredAllocation answers that could not propose the assigned GPUs.");
+    puts_(w, "gpusched_assignment_preferred_fallbacks_total{");
+    put_label(w, "Hostname", s->hostname, true);
+    put(w, "} ", 2);
+    put_u64(w, s->assign_fallbacks);
+    put(w, "\n", 1);
 }
 
 int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *out)
