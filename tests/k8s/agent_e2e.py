@@ -8,7 +8,7 @@ The fake node has 4 GPUs; only 2 and 3 are joined by NVLink, so the agent's own 
 GPUs is GPU-2,GPU-3 while the scheduler (bestfit, which does not look at NVLink) takes the
 first free ones: a test that passes because both happen to agree is impossible here.
 
-  1. The agent annotates its Node (created after the agent started) with gpusched.io/gpus:
+  1. The agent, with deploy/agent-rbac.yaml's service account token, annotates its Node (created after the agent started) with gpusched.io/gpus:
      four GPUs with their UUIDs, Healthy.
   2. Pods a (nvidia.com/gpu: 2) and b (1) exist before the scheduler starts; it binds a to
      GPUs 0,1 and b to GPU 2, with their UUIDs in gpusched.io/assigned-gpus (read from the
@@ -72,6 +72,19 @@ def wait_until(pred, what, timeout_s=WAIT_S):
         time.sleep(0.1)
 
 
+def schema_check(src, name, doc):
+    """Validates doc against docs/schemas/NAME (Debian's python3-jsonschema); says so when the
+    validator is missing rather than passing silently."""
+    try:
+        import jsonschema
+    except ImportError:
+        print("note: no python3-jsonschema: %s not checked against docs/schemas/%s" % (
+            json.dumps(doc)[:40], name))
+        return
+    with open(os.path.join(src, "docs", "schemas", name)) as f:
+        jsonschema.validate(doc, json.load(f))
+
+
 def inventory(node):
     ann = get_json("node", node)["metadata"].get("annotations", {})
     return json.loads(ann["gpusched.io/gpus"]) if "gpusched.io/gpus" in ann else None
@@ -133,10 +146,24 @@ def main():
             dpdir = os.path.join(tmp, "dp")
             os.mkdir(dpdir)
             kubelet = tdp.Kubelet(pb, dpdir)
+            # The agent runs as its DaemonSet would: deploy/agent-rbac.yaml's ServiceAccount,
+            # so a missing permission fails here.
+            kubectl("apply", "-f", os.path.join(args.source_dir, "deploy", "agent-rbac.yaml"))
+            token = kubectl("-n", "gpusched-system", "create", "token", "gpusched-agent",
+                            "--duration=10m").strip()
+            agent_kc = os.path.join(tmp, "agent.kubeconfig")
+            with open(agent_kc, "w") as f:
+                json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "agent",
+                           "clusters": [{"name": "plane", "cluster": {
+                               "server": os.environ["GPUSCHED_K8S_SERVER"],
+                               "certificate-authority": os.environ["GPUSCHED_K8S_CA"]}}],
+                           "users": [{"name": "agent", "user": {"token": token}}],
+                           "contexts": [{"name": "agent", "context": {
+                               "cluster": "plane", "user": "agent"}}]}, f)
             agent = tdp.Agent(args.gpusched, [
                 "--gpu-backend", "fake", "--fake-gpus", fake, "--kubelet-dir", dpdir,
                 "--pod-resources-socket", "", "--metrics-addr", "127.0.0.1:0",
-                "--node-name", node, "--kubeconfig", os.environ["KUBECONFIG"]], "agent")
+                "--node-name", node, "--kubeconfig", agent_kc], "agent")
             kubelet.watch("nvidia.com/gpu")
             plugin = tdp.Plugin(pb, os.path.join(dpdir, "gpusched-nvidia.com-gpu.sock"))
             port = agent.metrics_port()
@@ -154,6 +181,7 @@ def main():
             inv = wait_until(lambda: inventory(node), "the agent's annotation on the Node")
             assert [(g["index"], g["uuid"], g["health"], g["mode"]) for g in inv["gpus"]] == \
                 [(i, u, "Healthy", "whole") for i, u in enumerate(UUIDS)], inv
+            schema_check(args.source_dir, "node-gpus.schema.json", inv)
             print("ok   node annotated: 4 GPUs Healthy, UUIDs %s..%s" % (UUIDS[0], UUIDS[3]))
             # Without a pod to claim it, the agent's own choice is the NVLink pair.
             own = plugin.preferred((UUIDS, [], 2))[0]
@@ -184,6 +212,7 @@ def main():
             assert [(g["index"], g.get("uuid")) for g in got_a] == \
                 [(0, UUIDS[0]), (1, UUIDS[1])], got_a
             assert [(g["index"], g.get("uuid")) for g in got_b] == [(2, UUIDS[2])], got_b
+            schema_check(args.source_dir, "assigned-gpus.schema.json", {"gpus": got_a})
             t_bound = time.monotonic() - agent.t_popen
             assert t_bound * 1000 < XID_AT_MS - 2000, \
                 "binds took until %.1f s of the agent's clock, too close to the XID" % t_bound
@@ -236,6 +265,7 @@ def main():
                        metric(t, "gpusched_assignment_preferred_fallbacks_total{%s}" % host))
                 return got if got == (1, 1, 1) else None
             wait_until(metrics_settled, "/metrics: 1 as assigned, 1 mismatch, 1 fallback")
+            assert "forbidden" not in agent.text().lower(), agent.text()
             patches = len(re.findall(r"annotation gpusched\.io/gpus written", agent.text()))
             assert patches == 2, "%d PATCHes of the Node, want 2 (start, GPU 2)" % patches
             print("ok   metrics: as_assigned 1, mismatch 1, fallbacks 1; Node PATCHed twice")
