@@ -212,7 +212,8 @@ static int report_claim(const struct gs_dp_view *v, const struct gs_dp_claim *cl
     if (text == NULL)
         return GS_ENOMEM;
     for (size_t i = 0; i < n; i++)
-        join(text, ids[i]);
+        if (ids[i] != NULL)
+            join(text, ids[i]);
     struct gs_dp_claim_outcome o = {cl, allocate, honoured, honoured ? "" : why, text};
     v->on_claim(v->claim_ctx, &o);
     free(text);

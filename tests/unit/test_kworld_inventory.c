@@ -98,8 +98,7 @@ static void test_bad_inventories_name_the_node_and_field(void **state)
 {
     (void)state;
     bad(node_with("42"), "not a string");
-    bad(node_text("{\"gpus\":["),
-        "not JSON: *");
+    bad(node_text("{\"gpus\":["), "not JSON: *");
     bad(node_text("[]"), "not a JSON object");
     bad(node_text("{\"version\":2,\"gpus\":[]}"),
         "version: not 1 (this scheduler reads version 1)");
