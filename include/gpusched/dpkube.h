@@ -70,7 +70,8 @@ void gs_dp_assign_clear(struct gs_dp_assign *t);
  * @param pod   a Pod object (borrowed).
  * @param why   receives a sentence when the pod's assignment is unreadable ("" otherwise);
  *              cap bytes; may be NULL.
- * @return GS_OK; GS_EINVAL (not a Pod with metadata.uid, namespace and name); GS_ENOMEM.
+ * @return GS_OK; GS_EINVAL (not a Pod with metadata.uid of at most 63 bytes, namespace and
+ *         name; the table is unchanged); GS_ENOMEM.
  */
 int gs_dp_assign_update(struct gs_dp_assign *t, const json_t *pod, char *why, size_t cap);
 

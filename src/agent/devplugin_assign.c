@@ -155,7 +155,10 @@ int gs_dp_assign_update(struct gs_dp_assign *t, const json_t *pod, char *why, si
     const char *uid = json_string_value(json_object_get(meta, "uid"));
     const char *ns = json_string_value(json_object_get(meta, "namespace"));
     const char *name = json_string_value(json_object_get(meta, "name"));
-    if (uid == NULL || ns == NULL || name == NULL)
+    /* A uid is 36 characters in practice; one that a claim cannot carry whole could never be
+     * consumed (the fuzzer's first finding), so it is refused like a missing one. */
+    if (uid == NULL || ns == NULL || name == NULL ||
+        strlen(uid) >= sizeof(((struct gs_dp_claim *)0)->uid))
         return GS_EINVAL;
     const char *created = json_string_value(json_object_get(meta, "creationTimestamp"));
     const char *ann = jstr2(meta, "annotations", GS_DP_ASSIGNED_ANNOTATION);

@@ -179,6 +179,14 @@ static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void
         "gpus[0].index is not a GPU index 0..63");
     add(t, pod("f", "2026-12-01T08:00:00Z", "Pending", GPU2, "not json"), "is not JSON");
     assert_int_equal(gs_dp_assign_count(t), 3); /* a, b, c */
+    /* A uid a claim cannot carry whole (64 bytes) could never be consumed: refused. */
+    json_t *lu = pod("long", "2026-12-01T08:00:00Z", "Pending", GPU1, "{\"gpus\":[{\"index\":0}]}");
+    json_object_set_new(
+        json_object_get(lu, "metadata"), "uid",
+        json_string("0123456789012345678901234567890123456789012345678901234567890123"));
+    assert_int_equal(gs_dp_assign_update(t, lu, NULL, 0), GS_EINVAL);
+    json_decref(lu);
+    assert_int_equal(gs_dp_assign_count(t), 3);
 
     struct gs_dp_claim cl;
     /* 2 GPUs: only a asks 2 and is pending; the claim keeps the assignment's order 3, 1. */
