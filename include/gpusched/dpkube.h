@@ -28,6 +28,11 @@
 #define GS_DP_INVENTORY_ANNOTATION "gpusched.io/gpus"
 /** The pod annotation holding the scheduler's GPU choice. */
 #define GS_DP_ASSIGNED_ANNOTATION "gpusched.io/assigned-gpus"
+/**
+ * The pod annotation the agent writes after kubelet's Allocate: how many of the pod's assigned
+ * GPUs were handed out ("2"), so an agent that restarts never claims them again.
+ */
+#define GS_DP_ALLOCATED_ANNOTATION "gpusched.io/allocated-gpus"
 /** Version written in the inventory's "version" member. */
 #define GS_DP_INVENTORY_VERSION 1
 
@@ -65,8 +70,10 @@ void gs_dp_assign_clear(struct gs_dp_assign *t);
 /**
  * Adds or replaces a pod from its object (ADDED or MODIFIED of a watch). Only pods that are
  * Pending (status.phase "Pending" or none) and carry an assignment can be claimed; others are
- * kept out of the table. An assignment that is not JSON {"gpus":[{"index":N,...}]} with
- * indices 0..63 is ignored (the pod cannot be claimed) and reported through `why`.
+ * kept out of the table. A gpusched.io/allocated-gpus annotation of N (decimal) counts N of
+ * its GPUs as handed out already (what an earlier run of the agent wrote). An assignment that is
+ * not JSON {"gpus":[{"index":N,...}]} with indices 0..63 is ignored (the pod cannot be claimed) and
+ * reported through `why`.
  * @param pod   a Pod object (borrowed).
  * @param why   receives a sentence when the pod's assignment is unreadable ("" otherwise);
  *              cap bytes; may be NULL.
@@ -92,9 +99,12 @@ int gs_dp_assign_match(const struct gs_dp_assign *t, const char *resource, uint3
 /**
  * Records that kubelet allocated a claim's container: its GPUs are handed out, and the pod is
  * allocated once all its assigned GPUs are (it is then never claimed again, even after a
- * relist). @return GS_OK; GS_ENOENT (unknown uid).
+ * relist).
+ * @param given  receives the pod's GPUs handed out so far (for gpusched.io/allocated-gpus);
+ *               may be NULL.
+ * @return GS_OK; GS_ENOENT (unknown uid); GS_ENOMEM.
  */
-int gs_dp_assign_consume(struct gs_dp_assign *t, const char *uid, uint32_t count);
+int gs_dp_assign_consume(struct gs_dp_assign *t, const char *uid, uint32_t count, uint32_t *given);
 
 /** Pods in the table (claimable or not), for logs and tests. */
 uint32_t gs_dp_assign_count(const struct gs_dp_assign *t);

@@ -220,8 +220,13 @@ static void on_claim(void *ctx, const struct gs_dp_claim_outcome *o)
               o->ids);
     }
     struct gs_dp_assign *t = gs__dp_kube_lock(a->kube);
-    (void)gs_dp_assign_consume(t, c->uid, c->n_gpus);
+    uint32_t given = 0;
+    int rc = gs_dp_assign_consume(t, c->uid, c->n_gpus, &given);
     gs__dp_kube_unlock(a->kube);
+    /* On the pod too, so that a restarted agent does not claim these GPUs again. */
+    if (rc == GS_OK && gs__dp_kube_mark(a->kube, c->pod, given) != GS_OK)
+        logf_(a, "Allocate for pod %s: too many pod annotations waiting; %s not written", c->pod,
+              GS_DP_ALLOCATED_ANNOTATION);
     publish_metrics(a);
 }
 

@@ -106,6 +106,21 @@ static const char *jstr2(const json_t *o, const char *a, const char *b)
     return json_string_value(json_object_get(json_object_get(o, a), b));
 }
 
+static uint32_t given_of(const struct gs_dp_assign *t, const char *uid);
+
+/* gpusched.io/allocated-gpus: "N" with N in 0..GS_DP_ASSIGN_GPUS_MAX; 0 otherwise. */
+static uint32_t allocated_mark(const json_t *meta)
+{
+    const char *s = jstr2(meta, "annotations", GS_DP_ALLOCATED_ANNOTATION);
+    uint32_t n = 0;
+    for (size_t i = 0; s != NULL && s[i] != '\0'; i++) {
+        if (s[i] < '0' || s[i] > '9' || i > 2)
+            return 0;
+        n = 10 * n + (uint32_t)(s[i] - '0');
+    }
+    return n <= GS_DP_ASSIGN_GPUS_MAX ? n : 0;
+}
+
 /* Reads {"gpus":[{"index":N,"uuid":"..."},...]} into the row; false with a reason if not. */
 static bool read_assignment(struct row *r, const char *text, char *why, size_t cap)
 {
@@ -191,6 +206,11 @@ int gs_dp_assign_update(struct gs_dp_assign *t, const json_t *pod, char *why, si
         return GS_ENOMEM;
     }
     (void)snprintf(r.key, ksz, "%s/%s", ns, name);
+    uint32_t mark = allocated_mark(meta);
+    if (mark > given_of(t, uid) && json_object_set_new(t->given, uid, json_integer(mark)) != 0) {
+        row_fini(&r);
+        return GS_ENOMEM;
+    }
     if (at >= 0) {
         r.seq = t->rows[at].seq; /* a MODIFIED keeps its place */
         row_fini(&t->rows[at]);
@@ -271,11 +291,14 @@ int gs_dp_assign_match(const struct gs_dp_assign *t, const char *resource, uint3
     return GS_OK;
 }
 
-int gs_dp_assign_consume(struct gs_dp_assign *t, const char *uid, uint32_t count)
+int gs_dp_assign_consume(struct gs_dp_assign *t, const char *uid, uint32_t count,
+                         uint32_t *given_out)
 {
     int32_t i = find(t, uid);
     if (i < 0)
         return GS_ENOENT;
     uint32_t given = given_of(t, uid) + count;
+    if (given_out != NULL)
+        *given_out = given;
     return json_object_set_new(t->given, uid, json_integer(given)) == 0 ? GS_OK : GS_ENOMEM;
 }

@@ -122,6 +122,13 @@ struct gs_dp_assign *gs__dp_kube_lock(struct gs__dp_kube *k);
 /** Releases the lock taken by gs__dp_kube_lock. */
 void gs__dp_kube_unlock(struct gs__dp_kube *k);
 
+/**
+ * Asks for pod "namespace/name" to be annotated gpusched.io/allocated-gpus = given (PATCHed by
+ * the Kubernetes thread; a later mark of the same pod replaces one not yet written). Thread-safe.
+ * @return GS_OK; GS_ELIMIT (too many marks waiting: the mark is dropped); GS_EINVAL.
+ */
+int gs__dp_kube_mark(struct gs__dp_kube *k, const char *pod, uint32_t given);
+
 /** Times the Node annotation was written (PATCH answered 2xx). Thread-safe. */
 uint64_t gs__dp_kube_patches(struct gs__dp_kube *k);
 

@@ -40,18 +40,32 @@
 
 /** Longest wait of one gs_kube_client_step, ms: the stop latency and the PATCH latency. */
 #define STEP_MS 200
+/** Most pod marks waiting to be written (kubelet admits pods one at a time). */
+#define MARKS_MAX 64
+/** Attempts to write one mark before it is dropped (the local table still has it). */
+#define MARK_TRIES 3
 /** First and longest wait after a failed PATCH, ms. */
 #define PATCH_BACKOFF_MIN_MS 1000
 #define PATCH_BACKOFF_MAX_MS 30000
 
+/** A pod annotation to write: gpusched.io/allocated-gpus of ns/name. */
+struct mark {
+    char ns[64];    /**< namespace (a DNS label) */
+    char name[254]; /**< name (a DNS subdomain) */
+    uint32_t given; /**< GPUs handed out */
+    uint32_t tries; /**< failed attempts so far */
+};
+
 struct gs__dp_kube {
-    pthread_t thread;           /**< runs kube_main */
-    bool started;               /**< thread was created */
-    atomic_int stop;            /**< set by gs__dp_kube_free */
-    pthread_mutex_t mu;         /**< guards want, table */
-    char *want;                 /**< inventory to publish (owned); NULL before the first */
-    struct gs_dp_assign *table; /**< pods bound to the node */
-    atomic_ulong patches;       /**< successful PATCHes */
+    pthread_t thread;             /**< runs kube_main */
+    bool started;                 /**< thread was created */
+    atomic_int stop;              /**< set by gs__dp_kube_free */
+    pthread_mutex_t mu;           /**< guards want, table */
+    char *want;                   /**< inventory to publish (owned); NULL before the first */
+    struct gs_dp_assign *table;   /**< pods bound to the node */
+    atomic_ulong patches;         /**< successful PATCHes */
+    struct mark marks[MARKS_MAX]; /**< pod marks to write (under mu) */
+    uint32_t n_marks;             /**< entries used */
     /* Owned by the thread: */
     struct gs_kube_client *client;
     struct gs_kube_informer *node_inf, *pod_inf;
@@ -191,6 +205,47 @@ static void maybe_patch(struct gs__dp_kube *k, int64_t now)
     free(want);
 }
 
+/* Writes the waiting pod marks; a failed one is retried next round, MARK_TRIES times in all. */
+static void write_marks(struct gs__dp_kube *k)
+{
+    for (;;) {
+        pthread_mutex_lock(&k->mu);
+        if (k->n_marks == 0) {
+            pthread_mutex_unlock(&k->mu);
+            return;
+        }
+        struct mark m = k->marks[0];
+        k->marks[0] = k->marks[--k->n_marks];
+        pthread_mutex_unlock(&k->mu);
+        char path[400], val[16];
+        (void)snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", m.ns, m.name);
+        (void)snprintf(val, sizeof val, "%u", (unsigned)m.given);
+        json_t *body =
+            json_pack("{s:{s:{s:s}}}", "metadata", "annotations", GS_DP_ALLOCATED_ANNOTATION, val);
+        struct gs_kube_response r;
+        memset(&r, 0, sizeof r);
+        int rc = body != NULL ? gs_kube_request(k->client, GS_KUBE_PATCH_MERGE, path, body, &r)
+                              : GS_ENOMEM;
+        json_decref(body);
+        if (rc == GS_OK || rc == GS_ENOENT) { /* written, or the pod is gone */
+            gs_kube_response_fini(&r);
+            continue;
+        }
+        klog(k, "kubernetes: pod %s/%s: annotation %s not written: HTTP %ld %s: %s%s", m.ns, m.name,
+             GS_DP_ALLOCATED_ANNOTATION, r.http_status, r.reason,
+             r.message[0] ? r.message : gs_strerror(rc),
+             m.tries + 1 < MARK_TRIES ? " (retrying)" : " (given up)");
+        gs_kube_response_fini(&r);
+        if (++m.tries < MARK_TRIES) {
+            pthread_mutex_lock(&k->mu);
+            if (k->n_marks < MARKS_MAX)
+                k->marks[k->n_marks++] = m;
+            pthread_mutex_unlock(&k->mu);
+        }
+        return; /* the rest next round, after a step */
+    }
+}
+
 /* Logs an informer's failure once per distinct text (RBAC mistakes are the usual one). */
 static void say_errors(struct gs__dp_kube *k, struct gs_kube_informer *inf, char *said, size_t cap)
 {
@@ -213,6 +268,7 @@ static void *kube_main(void *arg)
         say_errors(k, k->node_inf, k->said_node, sizeof k->said_node);
         say_errors(k, k->pod_inf, k->said_pods, sizeof k->said_pods);
         maybe_patch(k, mono_ms());
+        write_marks(k);
     }
     return NULL;
 }
@@ -271,6 +327,33 @@ int gs__dp_kube_publish(struct gs__dp_kube *k, const char *inventory)
     k->want = copy;
     pthread_mutex_unlock(&k->mu);
     return GS_OK;
+}
+
+int gs__dp_kube_mark(struct gs__dp_kube *k, const char *pod, uint32_t given)
+{
+    const char *slash = strchr(pod, '/');
+    if (slash == NULL || slash == pod || (size_t)(slash - pod) >= sizeof(((struct mark *)0)->ns) ||
+        strlen(slash + 1) == 0 || strlen(slash + 1) >= sizeof(((struct mark *)0)->name))
+        return GS_EINVAL;
+    struct mark m;
+    memset(&m, 0, sizeof m);
+    memcpy(m.ns, pod, (size_t)(slash - pod));
+    (void)snprintf(m.name, sizeof m.name, "%s", slash + 1);
+    m.given = given;
+    int rc = GS_OK;
+    pthread_mutex_lock(&k->mu);
+    uint32_t i = 0;
+    while (i < k->n_marks &&
+           !(strcmp(k->marks[i].ns, m.ns) == 0 && strcmp(k->marks[i].name, m.name) == 0))
+        i++;
+    if (i < k->n_marks)
+        k->marks[i] = m;
+    else if (k->n_marks < MARKS_MAX)
+        k->marks[k->n_marks++] = m;
+    else
+        rc = GS_ELIMIT;
+    pthread_mutex_unlock(&k->mu);
+    return rc;
 }
 
 struct gs_dp_assign *gs__dp_kube_lock(struct gs__dp_kube *k)

@@ -213,7 +213,7 @@ static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void
     assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 2, &cl), GS_OK);
     assert_string_equal(cl.pod, "t/a");
     /* Allocated: a is never claimed again, even after a relist brings it back. */
-    assert_int_equal(gs_dp_assign_consume(t, "u-a", 2), GS_OK);
+    assert_int_equal(gs_dp_assign_consume(t, "u-a", 2, NULL), GS_OK);
     assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 2, &cl), GS_OK);
     assert_string_equal(cl.pod, "t/g");
     gs_dp_assign_clear(t);
@@ -223,7 +223,7 @@ static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void
             "{\"gpus\":[{\"index\":3},{\"index\":1}]}"),
         NULL);
     assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 2, &cl), GS_ENOENT);
-    assert_int_equal(gs_dp_assign_consume(t, "u-nobody", 1), GS_ENOENT);
+    assert_int_equal(gs_dp_assign_consume(t, "u-nobody", 1, NULL), GS_ENOENT);
 
     /* Two containers of 1 GPU each: the first call gets the first assigned GPU, the next the
      * second; then the pod is allocated. */
@@ -235,11 +235,43 @@ static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void
         NULL);
     assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
     assert_int_equal(cl.gpu[0], 5);
-    assert_int_equal(gs_dp_assign_consume(t, "u-h", 1), GS_OK);
+    assert_int_equal(gs_dp_assign_consume(t, "u-h", 1, NULL), GS_OK);
     assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
     assert_int_equal(cl.gpu[0], 6);
-    assert_int_equal(gs_dp_assign_consume(t, "u-h", 1), GS_OK);
+    assert_int_equal(gs_dp_assign_consume(t, "u-h", 1, NULL), GS_OK);
     assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_ENOENT);
+    /* What an earlier run of the agent wrote on the pod counts as handed out: of i's two
+     * 1-GPU containers, the first (GPU 1) was allocated, so the claim is GPU 2; j is done; a
+     * mark that is not a count in 0..16 is ignored (k is claimable from its first GPU). */
+    const char *two1 = "[{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}}},"
+                       "{\"name\":\"y\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}}}]";
+    json_t *pi = pod("i", "2026-12-01T12:00:00Z", "Pending", two1,
+                     "{\"gpus\":[{\"index\":1},{\"index\":2}]}");
+    json_t *pj = pod("j", "2026-12-01T11:30:00Z", "Pending", two1,
+                     "{\"gpus\":[{\"index\":3},{\"index\":4}]}");
+    json_t *pk = pod("k", "2026-12-01T12:30:00Z", "Pending", two1,
+                     "{\"gpus\":[{\"index\":6},{\"index\":7}]}");
+    json_object_set_new(json_object_get(json_object_get(pi, "metadata"), "annotations"),
+                        GS_DP_ALLOCATED_ANNOTATION, json_string("1"));
+    json_object_set_new(json_object_get(json_object_get(pj, "metadata"), "annotations"),
+                        GS_DP_ALLOCATED_ANNOTATION, json_string("2"));
+    json_object_set_new(json_object_get(json_object_get(pk, "metadata"), "annotations"),
+                        GS_DP_ALLOCATED_ANNOTATION, json_string("17"));
+    add(t, pi, NULL);
+    add(t, pj, NULL);
+    add(t, pk, NULL);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/i"); /* j (older) is done */
+    assert_int_equal(cl.gpu[0], 2);
+    uint32_t given = 0;
+    assert_int_equal(gs_dp_assign_consume(t, "u-i", 1, &given), GS_OK);
+    assert_int_equal(given, 2);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/k");
+    assert_int_equal(cl.gpu[0], 6);
+    gs_dp_assign_remove(t, "u-i");
+    gs_dp_assign_remove(t, "u-j");
+    gs_dp_assign_remove(t, "u-k");
     /* Deleted pods go. */
     gs_dp_assign_remove(t, "u-h");
     assert_int_equal(gs_dp_assign_count(t), 1);

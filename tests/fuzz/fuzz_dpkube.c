@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             assert(c.n_gpus == count);
             for (uint32_t k = 0; k < c.n_gpus; k++)
                 assert(c.gpu[k] < 64);
-            assert(gs_dp_assign_consume(t, c.uid, count) == GS_OK);
+            assert(gs_dp_assign_consume(t, c.uid, count, NULL) == GS_OK);
         }
     }
     for (size_t i = 0; i < n; i++) {

@@ -15,7 +15,8 @@ first free ones: a test that passes because both happen to agree is impossible h
      annotation: the Node's status carries no UUIDs).
   3. The stand-in admits a as kubelet does: GetPreferredAllocation over the healthy devices
      not in use, then Allocate of the answer. The container gets exactly GPU-0,GPU-1 (the
-     scheduler's UUIDs, not the agent's NVLink pair).
+     scheduler's UUIDs, not the agent's NVLink pair); the agent marks the pod
+     gpusched.io/allocated-gpus=2 (b gets 1 in step 4).
   4. GPU 2 reports XID 79 at t = XID_AT_MS of the agent's clock: the agent marks it Unhealthy,
      the Node annotation follows (one more PATCH, no others), the stand-in's list shows it.
      Admitting b: kubelet offers only GPU-3, the agent proposes it and logs why (GPU 2
@@ -95,6 +96,12 @@ def assignment(ns, pod):
     if not p["spec"].get("nodeName"):
         return None
     return json.loads(p["metadata"]["annotations"]["gpusched.io/assigned-gpus"])["gpus"]
+
+
+def allocated(ns, pod):
+    """The agent's gpusched.io/allocated-gpus on the pod, or None."""
+    ann = get_json("-n", ns, "pod", pod)["metadata"].get("annotations", {})
+    return ann.get("gpusched.io/allocated-gpus")
 
 
 def admit(kubelet, plugin, pb, in_use, count):
@@ -228,7 +235,9 @@ def main():
                             % ns)
             agent.wait_line(r"Allocate for pod %s/a: %s,%s, the GPUs 0,1 the scheduler "
                             r"assigned" % (ns, UUIDS[0], UUIDS[1]))
-            print("ok   a admitted: NVIDIA_VISIBLE_DEVICES=%s" % envs["NVIDIA_VISIBLE_DEVICES"])
+            wait_until(lambda: allocated(ns, "a") == "2", "gpusched.io/allocated-gpus 2 on a")
+            print("ok   a admitted: NVIDIA_VISIBLE_DEVICES=%s; a marked allocated-gpus=2"
+                  % envs["NVIDIA_VISIBLE_DEVICES"])
 
             # 4. GPU 2 fails before b is admitted.
             agent.wait_line(r"health: GPU 2: XID 79: Healthy -> Unhealthy",
@@ -248,6 +257,7 @@ def main():
                             % (ns, UUIDS[2], UUIDS[3]))
             agent.wait_line(r"Allocate for pod %s/b: mismatch: kubelet allocated GPUs 3, the "
                             r"scheduler assigned 2; following kubelet \(%s\)" % (ns, UUIDS[3]))
+            wait_until(lambda: allocated(ns, "b") == "1", "gpusched.io/allocated-gpus 1 on b")
             print("ok   b admitted on GPU 3 after GPU 2 failed; the agent said why")
 
             def metric(text, name):
