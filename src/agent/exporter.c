@@ -413,6 +413,11 @@ static void render_own(struct writer *w, const struct gs_exporter_snapshot *s)
             put(w, "\n", 1);
         }
     }
+}
+
+/* The agent's counters of following the scheduler's assignments (a Kubernetes side only). */
+static void render_assign(struct writer *w, const struct gs_exporter_snapshot *s)
+{
     if (!s->have_assign)
         return;
     put_header(w, "gpusched_assignment_allocations_total", "counter",
@@ -466,6 +471,7 @@ int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *
     struct writer w = {.out = out, .err = GS_OK};
     render_dcgm(&w, s, rows, rows_of_gpu);
     render_own(&w, s);
+    render_assign(&w, s);
     free(rows);
     return w.err;
 }
