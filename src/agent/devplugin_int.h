@@ -132,7 +132,10 @@ int gs__dp_kube_mark(struct gs__dp_kube *k, const char *pod, uint32_t given);
 /** Times the Node annotation was written (PATCH answered 2xx). Thread-safe. */
 uint64_t gs__dp_kube_patches(struct gs__dp_kube *k);
 
-/** Stops the thread (within about 200 ms) and frees everything. NULL is a no-op. */
+/**
+ * Stops the thread (within about 200 ms; up to 5 s while a request to a hung API server is in
+ * flight) and frees everything. NULL is a no-op.
+ */
 void gs__dp_kube_free(struct gs__dp_kube *k);
 
 #endif /* GPUSCHED_AGENT_DEVPLUGIN_INT_H */

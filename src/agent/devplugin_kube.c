@@ -246,13 +246,30 @@ static void write_marks(struct gs__dp_kube *k)
     }
 }
 
-/* Logs an informer's failure once per distinct text (RBAC mistakes are the usual one). */
+/* Copies s without its digits: "after 7 ms" and "after 0 ms" are the same failure. */
+static void shape_of(const char *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *s != '\0' && n + 1 < cap; s++)
+        if (*s < '0' || *s > '9')
+            out[n++] = *s;
+    out[n] = '\0';
+}
+
+/*
+ * Logs an informer's failure once per kind of text (digits aside: timings and resource
+ * versions change between retries), so an API server that is down for an hour is a few lines.
+ */
 static void say_errors(struct gs__dp_kube *k, struct gs_kube_informer *inf, char *said, size_t cap)
 {
     const char *e = gs_kube_informer_last_error(inf);
-    if (e == NULL || e[0] == '\0' || strncmp(said, e, cap - 1) == 0)
+    if (e == NULL || e[0] == '\0')
         return;
-    (void)snprintf(said, cap, "%s", e);
+    char shape[512];
+    shape_of(e, shape, sizeof shape);
+    if (strncmp(said, shape, cap - 1) == 0)
+        return;
+    (void)snprintf(said, cap, "%s", shape);
     klog(k, "kubernetes: %s", e);
 }
 
@@ -290,8 +307,13 @@ int gs__dp_kube_new(const struct gs_kube_config *cfg, const char *node, gs_dp_lo
     k->backoff_ms = PATCH_BACKOFF_MIN_MS;
     (void)snprintf(k->node, sizeof k->node, "%s", node);
     int rc = gs_dp_assign_new(&k->table);
-    /* A node agent's traffic is small: two watches and a PATCH per health change. */
-    struct gs_kube_client_opts co = {.qps = 5, .burst = 10, .user_agent = "gpusched-agent"};
+    /* A node agent's traffic is small: two watches and a PATCH per health change. Requests
+     * are bounded by 5 s, so that a hung API server delays a SIGTERM by at most that. */
+    struct gs_kube_client_opts co = {.qps = 5,
+                                     .burst = 10,
+                                     .timeout_ms = 5000,
+                                     .connect_timeout_ms = 5000,
+                                     .user_agent = "gpusched-agent"};
     if (rc == GS_OK)
         rc = gs_kube_client_new(cfg, &co, &k->client);
     char q[320];
