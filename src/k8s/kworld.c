@@ -49,8 +49,7 @@ struct gs_kworld {
     json_t *pc_ids;      /* engine class name -> id */
     json_t *gangs;       /* "ns/name" -> engine gang id */
     json_t *podgroups;   /* "ns/name" -> {"min", "timeout_s"} */
-    json_t *node_uuids;  /* node name -> [GPU UUID by index], from the agent's inventory */
-    json_t *node_warned; /* node name -> the last inventory warning given (said once) */
+    struct gs__kinv inv; /* the node agents' inventories: UUIDs, warnings given */
     uint32_t changes;
     char *err; /* where messages go: the caller's buffer, or scratch */
     size_t errcap;
@@ -134,12 +133,10 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->pc_ids = json_object();
     w->gangs = json_object();
     w->podgroups = json_object();
-    w->node_uuids = json_object();
-    w->node_warned = json_object();
     int err = gs_cluster_new(&w->c);
     if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
                  !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups ||
-                 !w->node_uuids || !w->node_warned))
+                 gs__kinv_init(&w->inv) != GS_OK))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -174,8 +171,7 @@ void gs_kworld_free(struct gs_kworld *w)
     json_decref(w->pc_ids);
     json_decref(w->gangs);
     json_decref(w->podgroups);
-    json_decref(w->node_uuids);
-    json_decref(w->node_warned);
+    gs__kinv_fini(&w->inv);
     free(w->sched_name);
     free(w->default_queue);
     free(w->policy);
@@ -255,11 +251,9 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
         const struct gs_node *n = gs_cluster_node(w->c, ev->pl->node);
         k.node = n && n->present ? n->name : NULL;
         k.n_gpus = ev->pl->num_gpu;
-        const json_t *uuids = k.node ? json_object_get(w->node_uuids, k.node) : NULL;
         for (uint32_t g = 0; g < ev->pl->num_gpu; g++)
-            k.gpus[g] =
-                (struct gs_kgpu){ev->pl->gpu_index[g], ev->pl->gpu_milli,
-                                 json_string_value(json_array_get(uuids, ev->pl->gpu_index[g]))};
+            k.gpus[g] = (struct gs_kgpu){ev->pl->gpu_index[g], ev->pl->gpu_milli,
+                                         gs__kinv_uuid(&w->inv, k.node, ev->pl->gpu_index[g])};
     }
     if (w->cfg.on_event)
         w->cfg.on_event(w->cfg.ctx, &k);
@@ -377,47 +371,6 @@ static int node_resources(struct gs_kworld *w, const json_t *obj, const char *na
     return GS_OK;
 }
 
-static void warn_once(struct gs_kworld *w, const char *node, const char *msg)
-{
-    const char *last = json_string_value(json_object_get(w->node_warned, node));
-    if (last && strcmp(last, msg) == 0)
-        return;
-    (void)json_object_set_new(w->node_warned, node, json_string(msg));
-    if (w->cfg.on_warning)
-        w->cfg.on_warning(w->cfg.ctx, msg);
-}
-
-/*
- * Applies what gs__kworld_node_gpus read: GPU count, memory and the UUIDs by index from a good
- * inventory (have 1); a warning, once per text, and capacity for a bad one (-1); nothing new
- * without one (0). The UUID map keeps what the last good read said, or nothing.
- */
-static int node_inventory(struct gs_kworld *w, const char *name, int have,
-                          const struct gs__knode_gpus *inv, const char *warn, struct node_res *r)
-{
-    if (have != 1) {
-        (void)json_object_del(w->node_uuids, name);
-        if (have < 0)
-            warn_once(w, name, warn);
-        else
-            (void)json_object_del(w->node_warned, name);
-        return GS_OK;
-    }
-    (void)json_object_del(w->node_warned, name);
-    json_t *uuids = json_array();
-    for (uint32_t g = 0; uuids && g < inv->n; g++)
-        if (json_array_append_new(uuids, json_string(inv->uuid[g])) != 0) {
-            json_decref(uuids);
-            uuids = NULL;
-        }
-    if (!uuids || json_object_set_new(w->node_uuids, name, uuids) != 0)
-        return GS_ENOMEM;
-    r->gpus = inv->n;
-    r->gpus_alloc = inv->n;
-    r->gpu_mem_mib = inv->mem_mib;
-    return GS_OK;
-}
-
 static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
                       int64_t now_ms)
 {
@@ -426,8 +379,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
         return fail(w, "a Node without metadata.name");
     int idx = gs_cluster_find_node(w->c, name);
     if (change == GS_KDELETED) {
-        (void)json_object_del(w->node_uuids, name);
-        (void)json_object_del(w->node_warned, name);
+        gs__kinv_forget(&w->inv, name);
         return idx < 0 ? GS_OK : gs_engine_remove_node(w->e, (uint32_t)idx, now_ms);
     }
     struct node_res r;
@@ -436,10 +388,13 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
         return err;
     /* The agent's inventory, when there and good, says which GPUs there are (over capacity). */
     struct gs__knode_gpus inv;
-    char warn[400];
-    int have_inv = gs__kworld_node_gpus(obj, name, &inv, warn, sizeof(warn));
-    if ((err = node_inventory(w, name, have_inv, &inv, warn, &r)) != GS_OK)
-        return err;
+    int have_inv = 0;
+    if (gs__kinv_read(&w->inv, obj, name, &inv, &have_inv, w->cfg.on_warning, w->cfg.ctx))
+        return GS_ENOMEM;
+    if (have_inv == 1) {
+        r.gpus = r.gpus_alloc = inv.n;
+        r.gpu_mem_mib = inv.mem_mib;
+    }
     if (idx < 0) {
         const char *model =
             have_inv == 1 ? inv.model : meta_kv(obj, "labels", "nvidia.com/gpu.product");

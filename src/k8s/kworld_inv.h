@@ -41,4 +41,34 @@ struct gs__knode_gpus {
 int gs__kworld_node_gpus(const json_t *node, const char *name, struct gs__knode_gpus *out,
                          char *warn, size_t cap);
 
+/** What the translation keeps of the inventories: UUIDs by node, the warnings given. */
+struct gs__kinv {
+    json_t *uuids;  /**< node name -> [GPU UUID by index] of its last good inventory */
+    json_t *warned; /**< node name -> the last warning given about it (said once) */
+};
+
+/** @return GS_OK; GS_ENOMEM. */
+int gs__kinv_init(struct gs__kinv *k);
+
+/** Releases; a zeroed record is a no-op. */
+void gs__kinv_fini(struct gs__kinv *k);
+
+/**
+ * Reads a Node's inventory (gs__kworld_node_gpus) and keeps its UUIDs: a good one replaces
+ * the node's UUIDs; a bad one forgets them and tells `warn` (once per node and text); none
+ * forgets them.
+ * @param have  receives 1, 0 or -1 as gs__kworld_node_gpus returns them.
+ * @return GS_OK; GS_ENOMEM.
+ */
+int gs__kinv_read(struct gs__kinv *k, const json_t *node, const char *name,
+                  struct gs__knode_gpus *out, int *have, void (*warn)(void *ctx, const char *msg),
+                  void *ctx);
+
+/** Forgets a node (DELETED). */
+void gs__kinv_forget(struct gs__kinv *k, const char *name);
+
+/** The UUID of GPU `index` of a node; NULL when unknown (no inventory). Valid until the next
+ * gs__kinv_read or gs__kinv_forget of that node. */
+const char *gs__kinv_uuid(const struct gs__kinv *k, const char *node, uint32_t index);
+
 #endif /* GPUSCHED_K8S_KWORLD_INV_H */

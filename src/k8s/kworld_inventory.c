@@ -11,6 +11,8 @@
  */
 #include "kworld_inv.h"
 
+#include "gpusched/err.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -115,4 +117,70 @@ out:
         *out = zero;
     }
     return rc;
+}
+
+/* ---- what the translation keeps ---------------------------------------------------------- */
+
+int gs__kinv_init(struct gs__kinv *k)
+{
+    k->uuids = json_object();
+    k->warned = json_object();
+    if (k->uuids == NULL || k->warned == NULL) {
+        gs__kinv_fini(k);
+        return GS_ENOMEM;
+    }
+    return GS_OK;
+}
+
+void gs__kinv_fini(struct gs__kinv *k)
+{
+    json_decref(k->uuids);
+    json_decref(k->warned);
+    k->uuids = k->warned = NULL;
+}
+
+void gs__kinv_forget(struct gs__kinv *k, const char *name)
+{
+    (void)json_object_del(k->uuids, name);
+    (void)json_object_del(k->warned, name);
+}
+
+const char *gs__kinv_uuid(const struct gs__kinv *k, const char *node, uint32_t index)
+{
+    if (node == NULL)
+        return NULL;
+    return json_string_value(json_array_get(json_object_get(k->uuids, node), index));
+}
+
+int gs__kinv_read(struct gs__kinv *k, const json_t *node, const char *name,
+                  struct gs__knode_gpus *out, int *have, void (*warn)(void *ctx, const char *msg),
+                  void *ctx)
+{
+    char text[400];
+    *have = gs__kworld_node_gpus(node, name, out, text, sizeof text);
+    if (*have != 1) {
+        (void)json_object_del(k->uuids, name);
+        if (*have == 0) {
+            (void)json_object_del(k->warned, name);
+            return GS_OK;
+        }
+        const char *last = json_string_value(json_object_get(k->warned, name));
+        if (last == NULL || strcmp(last, text) != 0) {
+            if (json_object_set_new(k->warned, name, json_string(text)) != 0)
+                return GS_ENOMEM;
+            if (warn != NULL)
+                warn(ctx, text);
+        }
+        return GS_OK;
+    }
+    (void)json_object_del(k->warned, name);
+    json_t *uuids = json_array();
+    for (uint32_t g = 0; uuids != NULL && g < out->n; g++)
+        if (json_array_append_new(uuids, json_string(out->uuid[g])) != 0) {
+            json_decref(uuids);
+            uuids = NULL;
+        }
+    if (uuids == NULL || json_object_set_new(k->uuids, name, uuids) != 0)
+        return GS_ENOMEM;
+    return GS_OK;
 }
