@@ -69,7 +69,8 @@ void gs_dp_assign_clear(struct gs_dp_assign *t);
 
 /**
  * Adds or replaces a pod from its object (ADDED or MODIFIED of a watch). Only pods that are
- * Pending (status.phase "Pending" or none) and carry an assignment can be claimed; others are
+ * Pending (status.phase "Pending" or none, no deletionTimestamp) and carry an assignment can
+ * be claimed; others are
  * kept out of the table. A gpusched.io/allocated-gpus annotation of N (decimal) counts N of
  * its GPUs as handed out already (what an earlier run of the agent wrote). An assignment that is
  * not JSON {"gpus":[{"index":N,...}]} with indices 0..63 is ignored (the pod cannot be claimed) and

@@ -181,7 +181,9 @@ int gs_dp_assign_update(struct gs_dp_assign *t, const json_t *pod, char *why, si
 
     struct row r;
     memset(&r, 0, sizeof r);
-    r.pending = phase == NULL || strcmp(phase, "Pending") == 0;
+    /* Kubelet admits neither a pod that runs already nor one being deleted. */
+    r.pending = (phase == NULL || strcmp(phase, "Pending") == 0) &&
+                json_object_get(meta, "deletionTimestamp") == NULL;
     bool readable = ann != NULL && read_assignment(&r, ann, why, cap);
     int32_t at = find(t, uid);
     if (!readable) {

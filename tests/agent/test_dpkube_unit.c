@@ -172,13 +172,19 @@ static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void
         pod("c", "2026-12-01T09:00:00Z", "Running", GPU2,
             "{\"gpus\":[{\"index\":4},{\"index\":5}]}"),
         NULL);
+    /* Older, Pending, but being deleted: kubelet will not admit it. */
+    json_t *del = pod("z", "2026-12-01T09:30:00Z", "Pending", GPU2,
+                      "{\"gpus\":[{\"index\":6},{\"index\":7}]}");
+    json_object_set_new(json_object_get(del, "metadata"), "deletionTimestamp",
+                        json_string("2026-12-01T11:00:00Z"));
+    add(t, del, NULL);
     /* Oldest of all, but no assignment (another scheduler's pod). */
     add(t, pod("d", "2026-12-01T08:00:00Z", "Pending", GPU2, NULL), NULL);
     /* An unreadable assignment is reported and the pod left out. */
     add(t, pod("e", "2026-12-01T08:00:00Z", "Pending", GPU2, "{\"gpus\":[{\"index\":-1}]}"),
         "gpus[0].index is not a GPU index 0..63");
     add(t, pod("f", "2026-12-01T08:00:00Z", "Pending", GPU2, "not json"), "is not JSON");
-    assert_int_equal(gs_dp_assign_count(t), 3); /* a, b, c */
+    assert_int_equal(gs_dp_assign_count(t), 4); /* a, b, c, z */
     /* A uid a claim cannot carry whole (64 bytes) could never be consumed: refused. */
     json_t *lu = pod("long", "2026-12-01T08:00:00Z", "Pending", GPU1, "{\"gpus\":[{\"index\":0}]}");
     json_object_set_new(
@@ -186,7 +192,7 @@ static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void
         json_string("0123456789012345678901234567890123456789012345678901234567890123"));
     assert_int_equal(gs_dp_assign_update(t, lu, NULL, 0), GS_EINVAL);
     json_decref(lu);
-    assert_int_equal(gs_dp_assign_count(t), 3);
+    assert_int_equal(gs_dp_assign_count(t), 4);
 
     struct gs_dp_claim cl;
     /* 2 GPUs: only a asks 2 and is pending; the claim keeps the assignment's order 3, 1. */
