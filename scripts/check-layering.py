@@ -25,7 +25,7 @@ ALLOWED = {
     "util": set(),
     "core": {"util"},
     "rpc": {"util"},
-    "agent": {"util", "rpc"},
+    "agent": {"util", "rpc", "k8s"},
     "sim": {"util", "core"},
     "kworld": {"util", "core"},
     "k8s": {"util", "core"},
@@ -37,7 +37,7 @@ HEADERS = {
     "util": ["compiler.h", "diag.h", "err.h", "log.h", "names.h"],
     "core": ["cluster.h", "explain.h", "filter.h", "frag.h", "rng.h", "sched.h", "tenant.h"],
     "rpc": ["grpc.h"],
-    "agent": ["devplugin.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h"],
+    "agent": ["devplugin.h", "dpkube.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h"],
     "sim": ["qconfig.h", "replay.h", "sim.h", "trace.h"],
     "kworld": ["kquantity.h", "kworld.h"],
     "k8s": ["kevents.h", "kube.h", "schedmetrics.h"],
@@ -45,7 +45,8 @@ HEADERS = {
 
 # src/k8s holds two layers: the translation of Kubernetes objects into the core (gskworld) and
 # the API client below the scheduler command (gpusched_k8s).
-KWORLD_FILES = {"kworld.c", "kquantity.c", "kselect.c", "kselect.h", "yamljson.c", "yamljson.h"}
+KWORLD_FILES = {"kworld.c", "kquantity.c", "kselect.c", "kselect.h", "kworld_inventory.c",
+                "kworld_inv.h", "yamljson.c", "yamljson.h"}
 
 # CMake library targets by layer; test, fuzz and bench targets are not checked.
 TARGETS = {

@@ -21,6 +21,7 @@ packages=(
     libcurl4-openssl-dev # Kubernetes API client (HTTPS, HTTP/2)
     libjansson-dev   # Kubernetes API client (JSON bodies and watch events)
     python3-grpcio python3-protobuf # tests: a real gRPC peer playing kubelet
+    python3-jsonschema # tests/k8s: the agent's annotations against docs/schemas/
     prometheus       # tests: a real Prometheus server scraping the agent
     openssl curl ca-certificates # tests/k8s: certificates, readiness probes, the Go module proxy
     unzip            # tests/k8s: unpacking a Go toolchain from the module proxy (below)

@@ -36,6 +36,7 @@
 #include "gpusched/gpu.h"
 #include "gpusched/health.h"
 #include "gpusched/diag.h" /* struct gs_diag */
+#include "gpusched/kube.h" /* struct gs_kube_config */
 #include "gpusched/log.h"  /* gs_log_fn */
 
 /** Buffer size of an extended resource name ("nvidia.com/mig-1g.18gb.shared"), NUL included. */
@@ -221,12 +222,50 @@ struct gs_dp_answer {
 /** Frees an answer's data and zeroes it. NULL is a no-op. */
 void gs_dp_answer_fini(struct gs_dp_answer *a);
 
+/** Most GPUs of one assignment (the scheduler's per-node limit). */
+#define GS_DP_ASSIGN_GPUS_MAX 16
+
+/**
+ * The scheduler's GPU choice for one container request (pod annotation
+ * gpusched.io/assigned-gpus, matched to the call by gs_dp_assign_match in dpkube.h).
+ */
+struct gs_dp_claim {
+    char pod[320];                       /**< "namespace/name" */
+    char uid[64];                        /**< metadata.uid */
+    uint32_t n_gpus;                     /**< GPUs for this container, = the count asked */
+    uint32_t gpu[GS_DP_ASSIGN_GPUS_MAX]; /**< their indices on the node */
+    char uuid[GS_DP_ASSIGN_GPUS_MAX][GS_GPU_UUID_LEN]; /**< their UUIDs; "" when the
+                                                            assignment named none */
+};
+
+/** What became of a claim in one call (told through gs_dp_view.on_claim). */
+struct gs_dp_claim_outcome {
+    const struct gs_dp_claim *claim; /**< the claim (borrowed for the callback) */
+    bool allocate;                   /**< false: GetPreferredAllocation; true: Allocate */
+    bool honoured;                   /**< the devices are those of the claimed GPUs */
+    const char *why;                 /**< when not honoured: a sentence; "" otherwise */
+    const char *ids;                 /**< the device IDs answered or allocated, comma-joined */
+};
+
+/**
+ * Finds the claim of a container request: count devices of resource. Returns GS_OK with out
+ * filled, GS_ENOENT when no pod's assignment asks for it.
+ */
+typedef int (*gs_dp_claim_fn)(void *ctx, const char *resource, uint32_t count,
+                              struct gs_dp_claim *out);
+
+/** Receives a claim's outcome; for Allocate, the agent marks the claim's GPUs handed out. */
+typedef void (*gs_dp_claim_outcome_fn)(void *ctx, const struct gs_dp_claim_outcome *o);
+
 /** What the handlers look at besides the request. All borrowed for the call. */
 struct gs_dp_view {
     const struct gs_dp_config *cfg;     /**< sharing flags, list and ID strategies */
     const struct gs_dp_model *model;    /**< the node's devices */
     uint32_t resource;                  /**< which resource's socket the call came on */
     const enum gs_health_state *health; /**< per GPU index, model->n_gpus entries */
+    gs_dp_claim_fn claim;               /**< NULL: no assignments to honour */
+    gs_dp_claim_outcome_fn on_claim;    /**< NULL: outcomes are not reported */
+    void *claim_ctx;                    /**< passed to both */
 };
 
 /**
@@ -286,17 +325,23 @@ int gs_dp_handle_prestart(const uint8_t *req, size_t len, struct gs_dp_answer *o
 /* ---- the agent ---------------------------------------------------------------------------- */
 
 /** Receives one log line (no trailing newline): the project's one log sink
- * (include/gpusched/log.h). Called on the agent's loop thread. */
+ * (include/gpusched/log.h). Called on the agent's loop thread, and on its Kubernetes thread
+ * when gs_dp_agent_options.kube is set: it must be thread-safe then. */
 typedef gs_log_fn gs_dp_log_fn;
 
 /** How to start an agent. */
 struct gs_dp_agent_options {
-    const struct gs_dp_config *cfg; /**< copied */
-    struct gs_gpu_backend *backend; /**< borrowed; used only by the agent's loop thread until
-                                         gs_dp_agent_free; the caller closes it after */
-    const char *node_name;          /**< Hostname label of metrics; copied; NULL = "" */
-    gs_dp_log_fn log;               /**< NULL: lines go to stderr */
-    void *log_ctx;                  /**< passed to log */
+    const struct gs_dp_config *cfg;    /**< copied */
+    struct gs_gpu_backend *backend;    /**< borrowed; used only by the agent's loop thread until
+                                            gs_dp_agent_free; the caller closes it after */
+    const char *node_name;             /**< Hostname label of metrics; copied; NULL = "" */
+    const struct gs_kube_config *kube; /**< the API server to publish the inventory on (Node
+                                            annotation gpusched.io/gpus) and to read pod
+                                            assignments from; borrowed for gs_dp_agent_new;
+                                            NULL: no Kubernetes side (node_name then may be "") */
+    gs_dp_log_fn log;                  /**< NULL: lines go to stderr; called on the loop thread,
+                                            and on the Kubernetes thread when kube is set */
+    void *log_ctx;                     /**< passed to log */
 };
 
 struct gs_dp_agent;

@@ -90,6 +90,12 @@ struct gs_exporter_snapshot {
     const struct gs_exporter_gpu *gpus;  /**< by position; may be NULL when n_gpus is 0 */
     uint32_t n_attr;                     /**< entries in attr, <= GS_EXPORTER_ATTR_MAX */
     const struct gs_exporter_attr *attr; /**< may be NULL when n_attr is 0 */
+    bool have_assign;            /**< render the assignment counters below (the agent follows
+                                      the scheduler's GPU choice: it has a Kubernetes config) */
+    uint64_t assign_as_assigned; /**< Allocates of the GPUs the scheduler assigned */
+    uint64_t assign_mismatch;    /**< Allocates of other GPUs than assigned (kubelet decided) */
+    uint64_t assign_fallbacks;   /**< GetPreferredAllocation answers that could not follow the
+                                      assignment (a GPU Unhealthy, not offered, not here) */
 };
 
 /**

@@ -52,6 +52,9 @@ struct gs_gpu_mig {
     char profile[GS_GPU_PROFILE_LEN]; /**< "1g.18gb", "3g.71gb"; "" when unknown */
     char uuid[GS_GPU_UUID_LEN];       /**< "MIG-…" */
     uint64_t mem_mib;                 /**< memory of the MIG device, MiB */
+    bool has_start;                   /**< start_slot is known */
+    uint32_t start_slot;              /**< first memory/compute slice of the GPU instance
+                                           (NVML's placement.start); valid when has_start */
 };
 
 /** Static facts about one GPU. Plain value record. */

@@ -9,7 +9,11 @@
  *  - Node: status.allocatable cpu, memory, pods; `nvidia.com/gpu` capacity N is N whole GPUs of
  *    the model in label `nvidia.com/gpu.product` with memory `nvidia.com/gpu.memory` (MiB);
  *    allocatable below capacity marks the highest GPU indices unhealthy; labels, spec.taints,
- *    spec.unschedulable.
+ *    spec.unschedulable. When the node agent's inventory (annotation `gpusched.io/gpus`,
+ *    docs/schemas/node-gpus.schema.json) is there it is preferred: its GPUs by index, the
+ *    model of GPU 0, the smallest memory, UUIDs (BIND events carry them), and a GPU is usable
+ *    only when Healthy in mode whole or replicas; a bad one is a warning naming the node and
+ *    field (on_warning), and the node is read from capacity.
  *  - Pod: requests (max of the containers' sum and the largest init container, plus overhead;
  *    a limit stands in for a missing request, as the API defaults it); `nvidia.com/gpu: N`
  *    whole GPUs; a fraction as KAI writes it (annotation `gpu-fraction: "0.5"`) or as HAMi does
@@ -61,8 +65,9 @@ enum gs_kevent_kind {
 
 /** One GPU of a decision. */
 struct gs_kgpu {
-    uint32_t index; /**< device index on the node, 0-based */
-    int32_t milli;  /**< milli-GPU taken on it */
+    uint32_t index;   /**< device index on the node, 0-based */
+    int32_t milli;    /**< milli-GPU taken on it */
+    const char *uuid; /**< its UUID from the node agent's inventory; NULL when unknown */
 };
 
 /** One decision, valid during the callback. Strings borrowed. */
@@ -86,7 +91,11 @@ struct gs_kworld_config {
     const char *policy;         /**< placement policy; NULL: "fgd" */
     bool preemption, reclaim, backfill;
     void (*on_event)(void *ctx, const struct gs_kevent *ev); /**< may be NULL */
-    void *ctx;
+    void (*on_warning)(void *ctx, const char *msg);          /**< a problem that costs nothing but
+                                                                  detail (a bad node inventory, read as
+                                                                  capacity instead), said once per
+                                                                  node and text; may be NULL */
+    void *ctx; /**< passed to on_event and on_warning */
 };
 
 struct gs_kworld;

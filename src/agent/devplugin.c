@@ -26,6 +26,7 @@
 #include "gpusched/devplugin.h"
 
 #include "gpusched/compiler.h"
+#include "gpusched/dpkube.h"
 #include "gpusched/err.h"
 #include "gpusched/exporter.h"
 #include "gpusched/grpc.h"
@@ -114,6 +115,11 @@ struct gs_dp_agent {
     int64_t next_refresh_ms;                /**< next metrics refresh */
     int64_t next_recover_ms;                /**< next re-watch / socket retry; INT64_MAX none */
     bool ran;                               /**< gs_dp_agent_run was entered */
+    struct gs__dp_kube *kube;               /**< the Kubernetes side; NULL without a config */
+    char *inventory;                        /**< the inventory last handed to kube (owned) */
+    uint64_t assign_as_assigned;            /**< Allocates on the assigned GPUs */
+    uint64_t assign_mismatch;               /**< Allocates of other GPUs */
+    uint64_t assign_fallbacks;              /**< preferred answers off the assignment */
 };
 
 GS_PRINTF(2, 3)
@@ -158,9 +164,70 @@ static int64_t now_ms(struct gs_dp_agent *a)
 
 /* ---- ListAndWatch streams ------------------------------------------------------------------ */
 
+/* The view's claim callback: the assignment table, under the Kubernetes side's lock. */
+static int claim_of(void *ctx, const char *resource, uint32_t count, struct gs_dp_claim *out)
+{
+    struct gs_dp_agent *a = ctx;
+    struct gs_dp_assign *t = gs__dp_kube_lock(a->kube);
+    int rc = gs_dp_assign_match(t, resource, count, out);
+    gs__dp_kube_unlock(a->kube);
+    return rc;
+}
+
+static void publish_metrics(struct gs_dp_agent *a);
+
+/* What became of a claim: logged, counted, and for Allocate its GPUs handed out. */
+static void on_claim(void *ctx, const struct gs_dp_claim_outcome *o)
+{
+    struct gs_dp_agent *a = ctx;
+    const struct gs_dp_claim *c = o->claim;
+    char gpus[GS_DP_ASSIGN_GPUS_MAX * 4 + 1] = "";
+    for (uint32_t i = 0; i < c->n_gpus; i++) {
+        size_t n = strlen(gpus);
+        (void)snprintf(gpus + n, sizeof gpus - n, "%s%u", i ? "," : "", (unsigned)c->gpu[i]);
+    }
+    if (!o->allocate) {
+        if (o->honoured) {
+            logf_(a, "GetPreferredAllocation for pod %s: the scheduler's GPUs %s (%s)", c->pod,
+                  gpus, o->ids);
+        } else {
+            a->assign_fallbacks++;
+            logf_(a,
+                  "GetPreferredAllocation for pod %s: not the scheduler's GPUs %s: %s; "
+                  "proposing %s",
+                  c->pod, gpus, o->why, o->ids);
+        }
+        publish_metrics(a);
+        return;
+    }
+    if (o->honoured) {
+        a->assign_as_assigned++;
+        logf_(a, "Allocate for pod %s: %s, the GPUs %s the scheduler assigned", c->pod, o->ids,
+              gpus);
+    } else {
+        a->assign_mismatch++;
+        logf_(a, "Allocate for pod %s: mismatch: %s; following kubelet (%s)", c->pod, o->why,
+              o->ids);
+    }
+    struct gs_dp_assign *t = gs__dp_kube_lock(a->kube);
+    uint32_t given = 0;
+    int rc = gs_dp_assign_consume(t, c->uid, c->n_gpus, &given);
+    gs__dp_kube_unlock(a->kube);
+    /* On the pod too, so that a restarted agent does not claim these GPUs again. */
+    if (rc == GS_OK && gs__dp_kube_mark(a->kube, c->pod, given) != GS_OK)
+        logf_(a, "Allocate for pod %s: too many pod annotations waiting; %s not written", c->pod,
+              GS_DP_ALLOCATED_ANNOTATION);
+    publish_metrics(a);
+}
+
 static struct gs_dp_view view_of(struct res_rt *r)
 {
-    struct gs_dp_view v = {&r->a->cfg, &r->a->model, r->index, r->a->state};
+    struct gs_dp_view v = {&r->a->cfg, &r->a->model, r->index, r->a->state, NULL, NULL, NULL};
+    if (r->a->kube != NULL) {
+        v.claim = claim_of;
+        v.on_claim = on_claim;
+        v.claim_ctx = r->a;
+    }
     return v;
 }
 
@@ -576,6 +643,30 @@ static void poll_events(struct gs_dp_agent *a)
     }
 }
 
+/* Hands the inventory to the Kubernetes side when it differs from the last one. */
+static void publish_inventory(struct gs_dp_agent *a)
+{
+    if (a->kube == NULL)
+        return;
+    char *text = NULL;
+    int rc = gs_dp_inventory_json(&a->model, a->state, &text);
+    if (rc != GS_OK) {
+        logf_(a, "inventory: cannot build it: %s", gs_strerror(rc));
+        return;
+    }
+    if (a->inventory != NULL && strcmp(a->inventory, text) == 0) {
+        free(text);
+        return;
+    }
+    if (gs__dp_kube_publish(a->kube, text) != GS_OK) {
+        logf_(a, "inventory: out of memory");
+        free(text);
+        return;
+    }
+    free(a->inventory);
+    a->inventory = text;
+}
+
 /* Sends the full list to every stream of every resource touched by a health change. */
 static void publish_health(struct gs_dp_agent *a)
 {
@@ -603,6 +694,7 @@ static void publish_health(struct gs_dp_agent *a)
               mr->name, (unsigned)bad, (unsigned)mr->n_devices, r->n_streams);
         broadcast(r);
     }
+    publish_inventory(a);
 }
 
 /* ---- metrics ------------------------------------------------------------------------------ */
@@ -618,6 +710,10 @@ static void publish_metrics(struct gs_dp_agent *a)
     s.gpus = a->xgpus;
     s.n_attr = a->n_attr;
     s.attr = a->attr;
+    s.have_assign = a->kube != NULL;
+    s.assign_as_assigned = a->assign_as_assigned;
+    s.assign_mismatch = a->assign_mismatch;
+    s.assign_fallbacks = a->assign_fallbacks;
     int rc = gs_exporter_update(a->exporter, &s);
     if (rc != GS_OK)
         logf_(a, "metrics: cannot update: %s", gs_strerror(rc));
@@ -867,6 +963,18 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
             goto out;
         }
     }
+    if (opt->kube != NULL) {
+        if (a->node_name[0] == '\0') {
+            rc = fail_new(err, cap, GS_EINVAL,
+                          "a Kubernetes configuration needs the node's name (--node-name)");
+            goto out;
+        }
+        rc = gs__dp_kube_new(opt->kube, a->node_name, a->log, a->log_ctx, &a->kube);
+        if (rc != GS_OK) {
+            rc = fail_new(err, cap, rc, "cannot start the Kubernetes side: %s", gs_strerror(rc));
+            goto out;
+        }
+    }
     *out = a;
     a = NULL;
 out:
@@ -922,6 +1030,7 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
               (unsigned)a->model.n_unmatched, a->model.unmatched);
     int64_t now = now_ms(a);
     kubelet_appeared(a);
+    publish_inventory(a);
     a->next_event_ms = now;
     a->next_refresh_ms = now;
 
@@ -1027,6 +1136,8 @@ void gs_dp_agent_free(struct gs_dp_agent *a)
         res_stop(&a->res[i]);
         free(a->res[i].streams);
     }
+    gs__dp_kube_free(a->kube); /* first: its log lines may go to the caller's sink */
+    free(a->inventory);
     gs__dp_worker_free(a->reg_worker);
     gs__dp_worker_free(a->pr_worker);
     gs_exporter_free(a->exporter);

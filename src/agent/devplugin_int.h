@@ -90,4 +90,52 @@ void gs__dp_register_job(void *job);
 /** Job function of the attribution worker: runs a gs__dp_podres_job. */
 void gs__dp_podres_job(void *job);
 
+/* ---- the Kubernetes side (devplugin_kube.c) ------------------------------------------------ */
+
+struct gs_kube_config;
+struct gs_dp_assign;
+
+/**
+ * A thread with its own API client that keeps the Node annotation gpusched.io/gpus equal to
+ * the last inventory handed to gs__dp_kube_publish (PATCHing only when the Node, as its watch
+ * shows it, differs), and keeps the assignment table current from a watch of the pods bound
+ * to the node (fieldSelector spec.nodeName).
+ */
+struct gs__dp_kube;
+
+/**
+ * Makes the client and starts the thread.
+ * @param cfg   borrowed for the call (the client copies what it needs).
+ * @param node  the Node's name; copied.
+ * @param log   receives log lines, from the Kubernetes thread; ctx is passed to it.
+ * @return GS_OK; GS_EINVAL; GS_EIO (libcurl or the thread could not start); GS_ENOMEM.
+ */
+int gs__dp_kube_new(const struct gs_kube_config *cfg, const char *node, gs_dp_log_fn log,
+                    void *log_ctx, struct gs__dp_kube **out);
+
+/** Hands over the inventory text to publish (copied). Thread-safe. @return GS_OK; GS_ENOMEM. */
+int gs__dp_kube_publish(struct gs__dp_kube *k, const char *inventory);
+
+/** The assignment table, locked: call gs__dp_kube_unlock when done. */
+struct gs_dp_assign *gs__dp_kube_lock(struct gs__dp_kube *k);
+
+/** Releases the lock taken by gs__dp_kube_lock. */
+void gs__dp_kube_unlock(struct gs__dp_kube *k);
+
+/**
+ * Asks for pod "namespace/name" to be annotated gpusched.io/allocated-gpus = given (PATCHed by
+ * the Kubernetes thread; a later mark of the same pod replaces one not yet written). Thread-safe.
+ * @return GS_OK; GS_ELIMIT (too many marks waiting: the mark is dropped); GS_EINVAL.
+ */
+int gs__dp_kube_mark(struct gs__dp_kube *k, const char *pod, uint32_t given);
+
+/** Times the Node annotation was written (PATCH answered 2xx). Thread-safe. */
+uint64_t gs__dp_kube_patches(struct gs__dp_kube *k);
+
+/**
+ * Stops the thread (within about 200 ms; up to 5 s while a request to a hung API server is in
+ * flight) and frees everything. NULL is a no-op.
+ */
+void gs__dp_kube_free(struct gs__dp_kube *k);
+
 #endif /* GPUSCHED_AGENT_DEVPLUGIN_INT_H */

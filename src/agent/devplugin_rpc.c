@@ -129,6 +129,92 @@ out:
 
 /* ---- GetPreferredAllocation ------------------------------------------------------------- */
 
+static void join(char *dst, const char *s);
+
+/*
+ * The claimed GPUs' devices among those kubelet offers: for each claimed GPU (its UUID, when
+ * the assignment names one, must be the node's GPU at that index; it must be Healthy) the
+ * first offered device of it that is not a MIG device and not taken yet, must_include first.
+ * False, with the reason in why, when one is missing; true with the positions (after the
+ * must ones) in out.
+ */
+static bool honour_claim(const struct gs_dp_view *v, const struct gs_dp_resource *r,
+                         const struct gs_dp_claim *cl, const uint32_t *avail, uint32_t n_avail,
+                         const uint32_t *must, uint32_t n_must, uint32_t *out, uint32_t *n_out,
+                         char *why, size_t cap)
+{
+    bool used_must[GS_DP_ASSIGN_GPUS_MAX] = {false};
+    *n_out = 0;
+    if (n_must > cl->n_gpus) {
+        (void)snprintf(why, cap, "kubelet insists on %u devices, more than the %u assigned GPUs",
+                       (unsigned)n_must, (unsigned)cl->n_gpus);
+        return false;
+    }
+    for (uint32_t k = 0; k < cl->n_gpus; k++) {
+        uint32_t g = cl->gpu[k];
+        if (g >= v->model->n_gpus) {
+            (void)snprintf(why, cap, "assigned GPU %u is not on this node (%u GPUs)", (unsigned)g,
+                           (unsigned)v->model->n_gpus);
+            return false;
+        }
+        const char *uuid = v->model->gpus[g].uuid;
+        if (cl->uuid[k][0] != '\0' && strcmp(cl->uuid[k], uuid) != 0) {
+            (void)snprintf(why, cap,
+                           "assigned GPU %u is %.96s on the scheduler's side but %.96s here",
+                           (unsigned)g, cl->uuid[k], uuid);
+            return false;
+        }
+        if (v->health[g] != GS_HEALTH_HEALTHY) {
+            (void)snprintf(why, cap, "assigned GPU %u (%.96s) is Unhealthy", (unsigned)g, uuid);
+            return false;
+        }
+        bool found = false;
+        for (uint32_t i = 0; i < n_must && !found; i++) {
+            const struct gs_dp_device *d = &r->devices[must[i]];
+            if (!used_must[i] && d->gpu == g && d->mig < 0)
+                found = used_must[i] = true;
+        }
+        for (uint32_t i = 0; i < n_avail && !found; i++) {
+            const struct gs_dp_device *d = &r->devices[avail[i]];
+            bool taken = false;
+            for (uint32_t j = 0; j < *n_out && !taken; j++)
+                taken = out[j] == avail[i];
+            if (!taken && d->gpu == g && d->mig < 0) {
+                out[(*n_out)++] = avail[i];
+                found = true;
+            }
+        }
+        if (!found) {
+            (void)snprintf(why, cap, "no device of assigned GPU %u (%.96s) is offered", (unsigned)g,
+                           uuid);
+            return false;
+        }
+    }
+    for (uint32_t i = 0; i < n_must; i++)
+        if (!used_must[i]) {
+            (void)snprintf(why, cap, "kubelet insists on %.63s, not of the assigned GPUs",
+                           r->devices[must[i]].id);
+            return false;
+        }
+    return true;
+}
+
+/* Tells the view's on_claim what became of a claim; ids joined with commas. */
+static int report_claim(const struct gs_dp_view *v, const struct gs_dp_claim *cl, bool allocate,
+                        bool honoured, const char *why, const char *const *ids, size_t n)
+{
+    char *text = calloc(n + 1, GS_DP_DEVICE_ID_LEN + 1);
+    if (text == NULL)
+        return GS_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] != NULL)
+            join(text, ids[i]);
+    struct gs_dp_claim_outcome o = {cl, allocate, honoured, honoured ? "" : why, text};
+    v->on_claim(v->claim_ctx, &o);
+    free(text);
+    return GS_OK;
+}
+
 int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_t len,
                            struct gs_dp_answer *out)
 {
@@ -201,12 +287,30 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
             }
         }
         uint32_t n_chosen = 0;
-        rc = gs__dp_prefer(v->model, r, avail, n_avail, must, n_must,
-                           (uint32_t)(size - cr[c].n_deviceids), chosen, &n_chosen);
-        if (rc != GS_OK)
-            goto out;
+        struct gs_dp_claim claim;
+        char why[256] = "";
+        bool claimed = v->claim != NULL && size > 0 &&
+                       v->claim(v->claim_ctx, r->name, (uint32_t)size, &claim) == GS_OK;
+        bool honoured = claimed && n_must == cr[c].n_deviceids &&
+                        honour_claim(v, r, &claim, avail, n_avail, must, n_must, chosen, &n_chosen,
+                                     why, sizeof why);
+        if (!honoured) {
+            n_chosen = 0;
+            rc = gs__dp_prefer(v->model, r, avail, n_avail, must, n_must,
+                               (uint32_t)(size - cr[c].n_deviceids), chosen, &n_chosen);
+            if (rc != GS_OK)
+                goto out;
+            if (claimed && why[0] == '\0')
+                (void)snprintf(why, sizeof why, "kubelet insists on a device not on them");
+        }
         for (uint32_t i = 0; i < n_chosen; i++)
             cr[c].deviceids[cr[c].n_deviceids++] = (char *)r->devices[chosen[i]].id;
+        if (claimed && v->on_claim != NULL) {
+            rc = report_claim(v, &claim, false, honoured, why, (const char *const *)cr[c].deviceids,
+                              cr[c].n_deviceids);
+            if (rc != GS_OK)
+                goto out;
+        }
         for (uint32_t i = 0; i < n_must; i++)
             mark[must[i]] = 0;
         for (uint32_t i = 0; i < n_avail; i++)
@@ -462,6 +566,61 @@ out:
     return rc;
 }
 
+/*
+ * After a container's Allocate is built: the claim of a pod that asks for this many devices of
+ * the resource, compared with the GPUs behind the IDs kubelet chose (as multisets: order does
+ * not matter). Kubelet decides; the outcome only reports (and marks the claim handed out).
+ */
+static int check_allocation(const struct gs_dp_view *v, const V1beta1__ContainerAllocateRequest *q)
+{
+    const struct gs_dp_resource *r = &v->model->resources[v->resource];
+    struct gs_dp_claim claim;
+    size_t n = q->n_devices_ids;
+    if (n == 0 || n > GS_DP_ASSIGN_GPUS_MAX ||
+        v->claim(v->claim_ctx, r->name, (uint32_t)n, &claim) != GS_OK)
+        return GS_OK;
+    uint32_t got[GS_DP_ASSIGN_GPUS_MAX], want[GS_DP_ASSIGN_GPUS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_dp_device *d = &r->devices[gs_dp_model_find(r, q->devices_ids[i])];
+        got[i] = d->gpu;
+        want[i] = claim.gpu[i];
+    }
+    /* Sort both (n <= 16) and compare. */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && got[j - 1] > got[j]; j--) {
+            uint32_t t = got[j];
+            got[j] = got[j - 1];
+            got[j - 1] = t;
+        }
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && want[j - 1] > want[j]; j--) {
+            uint32_t t = want[j];
+            want[j] = want[j - 1];
+            want[j - 1] = t;
+        }
+    bool same = true;
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_dp_device *d = &r->devices[gs_dp_model_find(r, q->devices_ids[i])];
+        same = same && got[i] == want[i] && d->mig < 0;
+    }
+    char why[256] = "", gl[GS_DP_ASSIGN_GPUS_MAX * 4 + 1] = "",
+         wl[GS_DP_ASSIGN_GPUS_MAX * 4 + 1] = "";
+    if (!same) {
+        for (size_t i = 0; i < n; i++) {
+            char one[8];
+            (void)snprintf(one, sizeof one, "%u", (unsigned)got[i]);
+            join(gl, one);
+            (void)snprintf(one, sizeof one, "%u", (unsigned)want[i]);
+            join(wl, one);
+        }
+        (void)snprintf(why, sizeof why, "kubelet allocated GPUs %s, the scheduler assigned %s", gl,
+                       wl);
+    }
+    if (v->on_claim == NULL)
+        return GS_OK;
+    return report_claim(v, &claim, true, same, why, (const char *const *)q->devices_ids, n);
+}
+
 int gs_dp_handle_allocate(const struct gs_dp_view *v, const uint8_t *req, size_t len,
                           struct gs_dp_answer *out)
 {
@@ -488,6 +647,11 @@ int gs_dp_handle_allocate(const struct gs_dp_view *v, const uint8_t *req, size_t
         if (rc != GS_OK || out->status != GS_GRPC_OK)
             goto out;
         cp[c] = &cs[c].resp;
+    }
+    for (size_t c = 0; c < nc && v->claim != NULL; c++) {
+        rc = check_allocation(v, ar->container_requests[c]);
+        if (rc != GS_OK)
+            goto out;
     }
     V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
     resp.n_container_responses = nc;

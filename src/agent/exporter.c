@@ -415,6 +415,35 @@ static void render_own(struct writer *w, const struct gs_exporter_snapshot *s)
     }
 }
 
+/* The agent's counters of following the scheduler's assignments (a Kubernetes side only). */
+static void render_assign(struct writer *w, const struct gs_exporter_snapshot *s)
+{
+    if (!s->have_assign)
+        return;
+    put_header(w, "gpusched_assignment_allocations_total", "counter",
+               "Allocate calls of pods with a gpusched assignment, by whether kubelet allocated "
+               "the assigned GPUs.");
+    puts_(w, "gpusched_assignment_allocations_total{");
+    put_label(w, "Hostname", s->hostname, true);
+    put_label(w, "outcome", "as_assigned", false);
+    put(w, "} ", 2);
+    put_u64(w, s->assign_as_assigned);
+    put(w, "\n", 1);
+    puts_(w, "gpusched_assignment_allocations_total{");
+    put_label(w, "Hostname", s->hostname, true);
+    put_label(w, "outcome", "mismatch", false);
+    put(w, "} ", 2);
+    put_u64(w, s->assign_mismatch);
+    put(w, "\n", 1);
+    put_header(w, "gpusched_assignment_preferred_fallbacks_total", "counter",
+               "GetPreferredAllocation answers that could not propose the assigned GPUs.");
+    puts_(w, "gpusched_assignment_preferred_fallbacks_total{");
+    put_label(w, "Hostname", s->hostname, true);
+    put(w, "} ", 2);
+    put_u64(w, s->assign_fallbacks);
+    put(w, "\n", 1);
+}
+
 int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *out)
 {
     if (s == NULL || out == NULL || s->n_gpus > GS_GPU_MAX || s->n_attr > GS_EXPORTER_ATTR_MAX ||
@@ -442,6 +471,7 @@ int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *
     struct writer w = {.out = out, .err = GS_OK};
     render_dcgm(&w, s, rows, rows_of_gpu);
     render_own(&w, s);
+    render_assign(&w, s);
     free(rows);
     return w.err;
 }

@@ -82,6 +82,10 @@ int gs_exporter_update(struct gs_exporter *e, const struct gs_exporter_snapshot 
     }
     e->snap.n_gpus = s->n_gpus;
     e->snap.n_attr = s->n_attr;
+    e->snap.have_assign = s->have_assign;
+    e->snap.assign_as_assigned = s->assign_as_assigned;
+    e->snap.assign_mismatch = s->assign_mismatch;
+    e->snap.assign_fallbacks = s->assign_fallbacks;
     e->snap.attr = e->attr;
 out:
     pthread_mutex_unlock(&e->lock);

@@ -484,7 +484,7 @@ static int read_unsupported(struct rd *r, const yaml_node_t *seq, uint32_t *vali
     return GS_OK;
 }
 
-static const char *const mig_inst_keys[] = {"profile", "uuid", "memory_mib", NULL};
+static const char *const mig_inst_keys[] = {"profile", "uuid", "memory_mib", "start", NULL};
 
 static int read_mig(struct rd *r, const yaml_node_t *map, struct gs_gpu_info *g)
 {
@@ -542,10 +542,14 @@ static int read_mig(struct rd *r, const yaml_node_t *map, struct gs_gpu_info *g)
                             "'%s' is not a MIG profile like 1g.18gb or 3g.71gb", mig->profile);
             } else if (slot == 1) {
                 get_uuid(r, v, "uuid", "MIG-", mig->uuid, sizeof mig->uuid);
-            } else {
+            } else if (slot == 2) {
                 if (get_u64(r, v, "memory_mib", INT64_C(1) << 30, &mig->mem_mib) == GS_OK &&
                     mig->mem_mib == 0)
                     fail_at(r, GS_EPARSE, v, "memory_mib", "memory_mib must be positive");
+            } else {
+                /* Slices of a GPU: 8 on A100/H100/H200 (7 compute), so 0..7. */
+                if (get_u32(r, v, "start", 7, &mig->start_slot) == GS_OK)
+                    mig->has_start = true;
             }
         }
         if (r->err == GS_OK)

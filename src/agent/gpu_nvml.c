@@ -95,6 +95,21 @@ struct nvml_event_data {
     unsigned int compute_instance_id;
 };
 
+/* nvmlGpuInstance_t: an opaque handle. */
+typedef struct nvml_gpu_instance_st *nvml_gpu_instance;
+
+/* nvmlGpuInstancePlacement_t and nvmlGpuInstanceInfo_t (NVML 11.0 and later). */
+struct nvml_gpu_instance_placement {
+    unsigned int start;
+    unsigned int size;
+};
+struct nvml_gpu_instance_info {
+    nvml_device device;
+    unsigned int id;
+    unsigned int profile_id;
+    struct nvml_gpu_instance_placement placement;
+};
+
 /** The entry points used, filled by dlsym(). */
 struct nvml_api {
     nvml_ret (*init_v2)(void);
@@ -125,6 +140,9 @@ struct nvml_api {
     nvml_ret (*device_get_mig_device_handle_by_index)(nvml_device, unsigned int, nvml_device *);
     nvml_ret (*device_get_cuda_compute_capability)(nvml_device, int *, int *);
     nvml_ret (*device_get_p2p_status)(nvml_device, nvml_device, int, int *);
+    nvml_ret (*device_get_gpu_instance_id)(nvml_device, unsigned int *);
+    nvml_ret (*device_get_gpu_instance_by_id)(nvml_device, unsigned int, nvml_gpu_instance *);
+    nvml_ret (*gpu_instance_get_info)(nvml_gpu_instance, struct nvml_gpu_instance_info *);
 };
 
 /** Where each entry point goes, and whether the backend can work without it. */
@@ -168,6 +186,9 @@ static const struct {
     OPT(device_get_mig_device_handle_by_index, "nvmlDeviceGetMigDeviceHandleByIndex"),
     OPT(device_get_cuda_compute_capability, "nvmlDeviceGetCudaComputeCapability"),
     OPT(device_get_p2p_status, "nvmlDeviceGetP2PStatus"),
+    OPT(device_get_gpu_instance_id, "nvmlDeviceGetGpuInstanceId"),
+    OPT(device_get_gpu_instance_by_id, "nvmlDeviceGetGpuInstanceById"),
+    OPT(gpu_instance_get_info, "nvmlGpuInstanceGetInfo"),
 #undef REQ
 #undef OPT
 };
@@ -268,6 +289,27 @@ static void mig_profile_from_name(const char *name, char *out, size_t cap)
     gs__strlcpy(out, last != NULL ? last + 4 : "", cap);
 }
 
+/*
+ * The first slice of a MIG device's GPU instance: its GPU instance id, that instance, and its
+ * placement (nvmlGpuInstanceGetInfo). Drivers may refuse the instance to an unprivileged
+ * caller (NO_PERMISSION); the start is then unknown, as with drivers before NVML 11.
+ */
+static void read_mig_start(struct nvml *m, nvml_device gpu, nvml_device mig, struct gs_gpu_mig *out)
+{
+    unsigned gi_id = 0;
+    nvml_gpu_instance gi = NULL;
+    struct nvml_gpu_instance_info info;
+    memset(&info, 0, sizeof info);
+    if (m->api.device_get_gpu_instance_id == NULL || m->api.device_get_gpu_instance_by_id == NULL ||
+        m->api.gpu_instance_get_info == NULL ||
+        m->api.device_get_gpu_instance_id(mig, &gi_id) != NVML_OK ||
+        m->api.device_get_gpu_instance_by_id(gpu, gi_id, &gi) != NVML_OK ||
+        m->api.gpu_instance_get_info(gi, &info) != NVML_OK || info.placement.start > 7)
+        return;
+    out->has_start = true;
+    out->start_slot = info.placement.start;
+}
+
 static void read_mig(struct nvml *m, nvml_device dev, struct gs_gpu_info *g)
 {
     unsigned cur = 0, pending = 0;
@@ -298,6 +340,7 @@ static void read_mig(struct nvml *m, nvml_device dev, struct gs_gpu_info *g)
         struct nvml_memory mem;
         if (m->api.device_get_memory_info(mig, &mem) == NVML_OK)
             out->mem_mib = mem.total >> 20;
+        read_mig_start(m, dev, mig, out);
         g->mig_count++;
     }
 }

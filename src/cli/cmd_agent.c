@@ -19,6 +19,7 @@
 #include "gpusched/err.h"
 #include "gpusched/gfd_labels.h"
 #include "gpusched/gpu.h"
+#include "gpusched/kube.h"
 
 static const char *const usage_agent =
     "usage: gpusched agent [options]\n"
@@ -41,8 +42,13 @@ static const char *const usage_agent =
     "                              (default " GS_DP_DEFAULT_POD_RESOURCES_SOCKET ")\n"
     "  --metrics-addr HOST:PORT    /metrics and /healthz address, \"\" for none\n"
     "                              (default " GS_DP_DEFAULT_METRICS_ADDR "; port 0 picks one)\n"
-    "  --node-name NAME            Hostname label of metrics (default $NODE_NAME, else the\n"
-    "                              host name)\n"
+    "  --node-name NAME            the Node's name: Hostname label of metrics and the Node the\n"
+    "                              inventory goes on (default $NODE_NAME, else the host name)\n"
+    "  --kubeconfig FILE           API server to publish the GPU inventory on (Node annotation\n"
+    "                              gpusched.io/gpus) and to read pod assignments from\n"
+    "                              (gpusched.io/assigned-gpus); default: the in-cluster service\n"
+    "                              account when KUBERNETES_SERVICE_HOST is set, else none (the\n"
+    "                              agent then serves kubelet alone and publishes nothing)\n"
     "  --timestamp                 labels: add nvidia.com/gfd.timestamp\n"
     "  -h, --help                  this text\n"
     "\n"
@@ -72,6 +78,7 @@ struct args {
     const char *pod_resources; /**< --pod-resources-socket */
     const char *metrics_addr;  /**< --metrics-addr */
     const char *node_name;     /**< --node-name */
+    const char *kubeconfig;    /**< --kubeconfig */
     bool labels;               /**< the labels subcommand */
     bool timestamp;            /**< --timestamp */
 };
@@ -109,6 +116,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             slot = &a->metrics_addr;
         else if (strcmp(o, "--node-name") == 0)
             slot = &a->node_name;
+        else if (strcmp(o, "--kubeconfig") == 0 && !a->labels)
+            slot = &a->kubeconfig;
         if (slot == NULL) {
             (void)fprintf(stderr, "gpusched agent: unknown option '%s'\n%s", o, usage_agent);
             return 2;
@@ -238,11 +247,41 @@ static int run_agent(const struct args *a, const struct gs_dp_config *cfg, struc
         node[0] = '\0';
     node[sizeof node - 1] = '\0';
 
-    struct gs_dp_agent_options opt = {
-        .cfg = cfg, .backend = b, .node_name = node, .log = log_line, .log_ctx = NULL};
+    /* The Kubernetes side: --kubeconfig, else in-cluster, else none. */
+    struct gs_kube_config kcfg;
+    memset(&kcfg, 0, sizeof kcfg);
+    bool have_kube = false;
+    struct gs_kube_diag kd;
+    int krc = GS_ENOENT;
+    if (a->kubeconfig != NULL)
+        krc = gs_kube_config_load_file(a->kubeconfig, &kcfg, &kd);
+    else if (getenv("KUBERNETES_SERVICE_HOST") != NULL)
+        krc = gs_kube_config_load_in_cluster(NULL, &kcfg, &kd);
+    if (krc == GS_OK) {
+        have_kube = true;
+        char line[600];
+        (void)snprintf(line, sizeof line, "kubernetes: API server %s, node %s", kcfg.server, node);
+        log_line(NULL, line);
+    } else if (a->kubeconfig != NULL || getenv("KUBERNETES_SERVICE_HOST") != NULL) {
+        char text[700];
+        gs_kube_diag_format(&kd, text, sizeof text);
+        (void)fprintf(stderr, "gpusched agent: %s\n", text);
+        return krc == GS_ENOMEM ? 1 : 2;
+    } else {
+        log_line(NULL, "kubernetes: no configuration (--kubeconfig, in-cluster): the GPU "
+                       "inventory is not published and pod assignments are not read");
+    }
+
+    struct gs_dp_agent_options opt = {.cfg = cfg,
+                                      .backend = b,
+                                      .node_name = node,
+                                      .kube = have_kube ? &kcfg : NULL,
+                                      .log = log_line,
+                                      .log_ctx = NULL};
     struct gs_dp_agent *agent = NULL;
     char err[600];
     int rc = gs_dp_agent_new(&opt, &agent, err, sizeof err);
+    gs_kube_config_fini(&kcfg);
     if (rc != GS_OK) {
         (void)fprintf(stderr, "gpusched agent: %s\n", err);
         return rc == GS_EINVAL ? 2 : 1;

@@ -187,6 +187,13 @@ struct sched {
 /* How long a preemptor avoids a node whose PodDisruptionBudget refused an eviction. */
 #define PDB_RETRY_MS 30000
 
+/* A bad node inventory and the like: the world read it another way. */
+static void on_world_warning(void *ctx, const char *msg)
+{
+    (void)ctx;
+    logf_("warn", "%s", msg);
+}
+
 static void on_world_event(void *ctx, const struct gs_kevent *ev)
 {
     struct sched *s = ctx;
@@ -214,10 +221,15 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->by = ev->by ? strdup(ev->by) : NULL;
     if (ev->kind == GS_KEV_BIND) {
         a->gpus = json_array();
+        /* The UUID when the node's agent published its inventory, for the agent to check. */
         for (uint32_t g = 0; g < ev->n_gpus && a->gpus; g++)
-            json_array_append_new(a->gpus,
-                                  json_pack("{s:I,s:I}", "index", (json_int_t)ev->gpus[g].index,
-                                            "milli", (json_int_t)ev->gpus[g].milli));
+            json_array_append_new(
+                a->gpus,
+                ev->gpus[g].uuid
+                    ? json_pack("{s:I,s:I,s:s}", "index", (json_int_t)ev->gpus[g].index, "milli",
+                                (json_int_t)ev->gpus[g].milli, "uuid", ev->gpus[g].uuid)
+                    : json_pack("{s:I,s:I}", "index", (json_int_t)ev->gpus[g].index, "milli",
+                                (json_int_t)ev->gpus[g].milli));
     }
     if (!a->ns || !a->name) {
         free(a->ns);
@@ -1255,6 +1267,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                                   .preemption = true,
                                   .reclaim = true,
                                   .on_event = on_world_event,
+                                  .on_warning = on_world_warning,
                                   .ctx = &s};
     struct gs_kube_informer *inf[N_WATCHED] = {0};
     struct feed feeds[N_WATCHED];

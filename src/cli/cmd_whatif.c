@@ -122,9 +122,11 @@ static void on_event(void *ctx, const struct gs_kevent *ev)
     if (ev->kind == GS_KEV_BIND) {
         json_t *gpus = json_array();
         for (uint32_t g = 0; g < ev->n_gpus; g++)
-            json_array_append_new(gpus, json_pack("{s:I,s:n,s:I,s:n,s:n}", "index",
-                                                  (json_int_t)ev->gpus[g].index, "uuid", "milli",
-                                                  (json_int_t)ev->gpus[g].milli, "mem_mib", "mig"));
+            json_array_append_new(
+                gpus,
+                json_pack("{s:I,s:o,s:I,s:n,s:n}", "index", (json_int_t)ev->gpus[g].index, "uuid",
+                          ev->gpus[g].uuid ? json_string(ev->gpus[g].uuid) : json_null(), "milli",
+                          (json_int_t)ev->gpus[g].milli, "mem_mib", "mig"));
         json_object_set_new(o, "gpus", gpus);
         if (adopted)
             json_object_set_new(o, "adopted", json_true());
@@ -134,6 +136,13 @@ static void on_event(void *ctx, const struct gs_kevent *ev)
         json_object_set_new(o, "by", ev->by ? json_string(ev->by) : json_null());
     }
     print_line(r, o);
+}
+
+/* A bad node inventory and the like: said, and the run goes on (read from capacity). */
+static void on_warning(void *ctx, const char *msg)
+{
+    (void)ctx;
+    (void)fprintf(stderr, "gpusched whatif: warning: %s\n", msg);
 }
 
 static void on_pending(void *ctx, const char *ns, const char *name, const char *reason)
@@ -528,6 +537,7 @@ int gs_cmd_whatif(int argc, char **argv)
                                    .preemption = true,
                                    .reclaim = true,
                                    .on_event = on_event,
+                                   .on_warning = on_warning,
                                    .ctx = &r};
     struct gs_kworld *w = NULL;
     if (gs_kworld_new(&cfg, &w) != GS_OK) {

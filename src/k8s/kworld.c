@@ -16,6 +16,8 @@
 #include "gpusched/kquantity.h"
 #include "kselect.h"
 
+#include "kworld_inv.h"
+
 #define NO_ID UINT32_MAX
 #define WL_SAMPLES 4096u /* GPU pod requests the learned workload is built from */
 #define GPU_RES "nvidia.com/gpu"
@@ -52,12 +54,13 @@ struct gs_kworld {
     uint32_t npods, cappods;
     uint32_t *of_engine; /* engine pod id -> index in pods */
     uint32_t cap_of_engine;
-    json_t *queues;    /* name -> engine queue id */
-    json_t *pclasses;  /* PriorityClass name -> {"value", "preemptible", "default"} */
-    json_t *pc_ids;    /* engine class name -> id */
-    json_t *gangs;     /* "ns/name" -> engine gang id */
-    json_t *podgroups; /* "ns/name" -> {"min", "timeout_s"} */
-    json_t *avoid;     /* "ns/name" -> array of node names its placement must avoid */
+    json_t *queues;      /* name -> engine queue id */
+    json_t *pclasses;    /* PriorityClass name -> {"value", "preemptible", "default"} */
+    json_t *pc_ids;      /* engine class name -> id */
+    json_t *gangs;       /* "ns/name" -> engine gang id */
+    json_t *podgroups;   /* "ns/name" -> {"min", "timeout_s"} */
+    json_t *avoid;       /* "ns/name" -> array of node names its placement must avoid */
+    struct gs__kinv inv; /* the node agents' inventories: UUIDs, warnings given */
     uint32_t changes;
     uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
     char *err;         /* where messages go: the caller's buffer, or scratch */
@@ -149,7 +152,8 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     int err = gs_cluster_new(&w->c);
     if (!err &&
         (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
-         !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups || !w->avoid))
+         !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups || !w->avoid ||
+         gs__kinv_init(&w->inv) != GS_OK))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -187,6 +191,7 @@ void gs_kworld_free(struct gs_kworld *w)
     json_decref(w->gangs);
     json_decref(w->podgroups);
     json_decref(w->avoid);
+    gs__kinv_fini(&w->inv);
     free(w->sched_name);
     free(w->default_queue);
     free(w->policy);
@@ -274,7 +279,8 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
         k.node = n && n->present ? n->name : NULL;
         k.n_gpus = ev->pl->num_gpu;
         for (uint32_t g = 0; g < ev->pl->num_gpu; g++)
-            k.gpus[g] = (struct gs_kgpu){ev->pl->gpu_index[g], ev->pl->gpu_milli};
+            k.gpus[g] = (struct gs_kgpu){ev->pl->gpu_index[g], ev->pl->gpu_milli,
+                                         gs__kinv_uuid(&w->inv, k.node, ev->pl->gpu_index[g])};
     }
     if (w->cfg.on_event)
         w->cfg.on_event(w->cfg.ctx, &k);
@@ -399,14 +405,26 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
     if (!name || !*name)
         return fail(w, "a Node without metadata.name");
     int idx = gs_cluster_find_node(w->c, name);
-    if (change == GS_KDELETED)
+    if (change == GS_KDELETED) {
+        gs__kinv_forget(&w->inv, name);
         return idx < 0 ? GS_OK : gs_engine_remove_node(w->e, (uint32_t)idx, now_ms);
+    }
     struct node_res r;
     int err = node_resources(w, obj, name, &r);
     if (err)
         return err;
+    /* The agent's inventory, when there and good, says which GPUs there are (over capacity). */
+    struct gs__knode_gpus inv;
+    int have_inv = 0;
+    if (gs__kinv_read(&w->inv, obj, name, &inv, &have_inv, w->cfg.on_warning, w->cfg.ctx))
+        return GS_ENOMEM;
+    if (have_inv == 1) {
+        r.gpus = r.gpus_alloc = inv.n;
+        r.gpu_mem_mib = inv.mem_mib;
+    }
     if (idx < 0) {
-        const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
+        const char *model =
+            have_inv == 1 ? inv.model : meta_kv(obj, "labels", "nvidia.com/gpu.product");
         struct gs_node_spec s = {name,
                                  r.cpu_milli,
                                  r.mem_mib,
@@ -419,7 +437,8 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added", name);
         idx = (int)id;
     } else {
-        const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
+        const char *model =
+            have_inv == 1 ? inv.model : meta_kv(obj, "labels", "nvidia.com/gpu.product");
         struct gs_node_update u = {r.cpu_milli,
                                    r.mem_mib,
                                    (int32_t)r.pods,
@@ -441,9 +460,11 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be updated", name);
     }
     uint32_t i = (uint32_t)idx;
-    /* Allocatable below capacity: the highest indices are the unhealthy GPUs. */
+    /* Allocatable below capacity: the highest indices are the unhealthy GPUs, unless the
+     * inventory says which. */
     for (int64_t g = 0; g < r.gpus; g++)
-        (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g, g < r.gpus_alloc);
+        (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g,
+                                        have_inv == 1 ? inv.usable[g] : g < r.gpus_alloc);
     bool unsched = json_is_true(jpath(json_object_get(obj, "spec"), "unschedulable", NULL));
     (void)gs_cluster_set_unschedulable(w->c, i, unsched);
     if ((err = node_labels(w, i, obj)) != GS_OK || (err = node_taints(w, i, obj, name)) != GS_OK)

@@ -8,11 +8,11 @@
  *
  * The node: two "NVIDIA H200" GPUs joined by NVLink. GPU 0 is MIG-capable with MIG off and
  * answers every query. GPU 1 runs MIG with two devices (1g.18gb at index 0, 3g.71gb at
- * index 3) and reports no utilisation (as NVML does under MIG). Their PCI bus ids are in
- * domains no real machine uses, so sysfs has no NUMA node for them (-1). The event set
- * delivers XID 79 on GPU 1, then a double-bit ECC error on GPU 0, then times out. With
- * STUB_NVML_LOST=1 in the environment GPU 1's utilisation, temperature, power, clock and ECC
- * queries return "GPU is lost" (its identity and memory still answer); with
+ * index 3; their GPU instances 9 and 2 start at slices 0 and 4) and reports no utilisation (as NVML
+ * does under MIG). Their PCI bus ids are in domains no real machine uses, so sysfs has no NUMA node
+ * for them (-1). The event set delivers XID 79 on GPU 1, then a double-bit ECC error on GPU 0, then
+ * times out. With STUB_NVML_LOST=1 in the environment GPU 1's utilisation, temperature, power,
+ * clock and ECC queries return "GPU is lost" (its identity and memory still answer); with
  * STUB_NVML_INIT_FAIL=1 nvmlInit_v2 fails with "driver not loaded".
  */
 #include <stdlib.h>
@@ -45,6 +45,15 @@ struct nvml_event_data {
 struct stub_set {
     int delivered;
 };
+struct stub_gi {
+    unsigned int id, start, size;
+};
+typedef struct stub_gi *nvml_gpu_instance;
+struct nvml_gpu_instance_info {
+    nvml_device device;
+    unsigned int id, profile_id;
+    unsigned int start, size; /* placement */
+};
 
 enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, TIMEOUT = 10, DRIVER_NOT_LOADED = 9, LOST = 15 };
 #define MIB (1024ULL * 1024ULL)
@@ -52,6 +61,7 @@ enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, TIMEOUT = 10, DRIVER_NOT_LOADED
 static struct stub_dev devs[2] = {{0, -1}, {1, -1}};
 static struct stub_dev migs[2] = {{1, 0}, {1, 1}};
 static struct stub_set the_set;
+static struct stub_gi gis[2] = {{9, 0, 1}, {2, 4, 4}};
 
 /* The declarations the compiler wants for exported functions (-Wmissing-prototypes). */
 nvml_ret nvmlInit_v2(void);
@@ -76,6 +86,37 @@ nvml_ret nvmlDeviceGetSupportedEventTypes(nvml_device d, unsigned long long *typ
 nvml_ret nvmlEventSetWait_v2(nvml_event_set s, struct nvml_event_data *e, unsigned int ms);
 nvml_ret nvmlEventSetFree(nvml_event_set s);
 nvml_ret nvmlDeviceGetMigMode(nvml_device d, unsigned int *cur, unsigned int *pending);
+nvml_ret nvmlDeviceGetGpuInstanceId(nvml_device d, unsigned int *id);
+nvml_ret nvmlDeviceGetGpuInstanceById(nvml_device d, unsigned int id, nvml_gpu_instance *gi);
+nvml_ret nvmlGpuInstanceGetInfo(nvml_gpu_instance gi, struct nvml_gpu_instance_info *info);
+nvml_ret nvmlDeviceGetGpuInstanceId(nvml_device d, unsigned int *id)
+{
+    if (d->mig < 0)
+        return 2; /* INVALID_ARGUMENT: not a MIG device */
+    *id = gis[d->mig].id;
+    return OK;
+}
+
+nvml_ret nvmlDeviceGetGpuInstanceById(nvml_device d, unsigned int id, nvml_gpu_instance *gi)
+{
+    for (int k = 0; k < 2 && d->gpu == 1 && d->mig < 0; k++)
+        if (gis[k].id == id) {
+            *gi = &gis[k];
+            return OK;
+        }
+    return NOT_FOUND;
+}
+
+nvml_ret nvmlGpuInstanceGetInfo(nvml_gpu_instance gi, struct nvml_gpu_instance_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->device = &devs[1];
+    info->id = gi->id;
+    info->start = gi->start;
+    info->size = gi->size;
+    return OK;
+}
+
 nvml_ret nvmlDeviceGetMaxMigDeviceCount(nvml_device d, unsigned int *n);
 nvml_ret nvmlDeviceGetMigDeviceHandleByIndex(nvml_device d, unsigned int i, nvml_device *m);
 nvml_ret nvmlDeviceGetCudaComputeCapability(nvml_device d, int *major, int *minor);

@@ -20,7 +20,9 @@ opens ListAndWatch, recording every list it receives with its arrival time.
      2's replicas turn Unhealthy, within 1 s, on the shared resource's stream; Healthy again
      after the quiet period (not before, and within 1 s after it); CDI names, index naming
      and failRequestsGreaterThanOne.
-Plus command-line checks: a bad configuration names file:line:column and key, `agent labels`.
+Plus command-line checks: a bad configuration names file:line:column and key, `agent labels`,
+and the Kubernetes side: none without a configuration, a bad --kubeconfig named, an API server
+that refuses connections logged while the device plugin serves.
 
 Every agent must exit 0 on SIGTERM (under ASan: no leak, no error). The 1 s bounds are asserted
 as such; every other wait is generous, for a loaded 2-core machine.
@@ -934,6 +936,45 @@ def cli_checks(env):
                           "--kubelet-dir", os.path.join(tmp, "absent"), "--metrics-addr", ""],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1 and "absent" in out.stderr, out
+    kube_checks(tmp, binary, fake)
+
+
+def kube_checks(tmp, binary, fake):
+    """The Kubernetes side's command line: none without a configuration, a bad --kubeconfig
+    stops the agent with the file named, and an API server that does not answer costs nothing
+    but log lines (the device plugin serves; SIGTERM still ends it within seconds)."""
+    missing = os.path.join(tmp, "missing.kubeconfig")
+    out = subprocess.run([binary, "agent", "--gpu-backend", "fake:" + fake, "--metrics-addr", "",
+                          "--kubelet-dir", tmp, "--kubeconfig", missing],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "gpusched agent: %s: cannot open" % missing in out.stderr, out
+    dpdir = os.path.join(tmp, "kube-dp")
+    os.mkdir(dpdir)
+    kc = os.path.join(tmp, "dead.kubeconfig")
+    with open(kc, "w") as f:  # port 1 on loopback: connection refused at once
+        f.write("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n"
+                "  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\n"
+                "users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: c\n"
+                "  context: {cluster: k, user: u}\n")
+    for args, want in (([], r"kubernetes: no configuration \(--kubeconfig, in-cluster\): the "
+                            r"GPU inventory is not published"),
+                       (["--kubeconfig", kc, "--node-name", "n1"],
+                        r"kubernetes: list /api/v1/nodes.*(refused|connect)")):
+        old_env = os.environ.pop("KUBERNETES_SERVICE_HOST", None)
+        try:
+            a = Agent(binary, ["--gpu-backend", "fake:" + fake, "--metrics-addr", "",
+                               "--pod-resources-socket", "", "--kubelet-dir", dpdir] + args,
+                      "kube")
+        finally:
+            if old_env is not None:
+                os.environ["KUBERNETES_SERVICE_HOST"] = old_env
+        try:
+            a.wait_line(want)
+            a.wait_line(r"nvidia.com/gpu: serving 8 devices")
+        finally:
+            t0 = time.monotonic()
+            a.stop()
+            assert time.monotonic() - t0 < 8, "SIGTERM took %.1f s" % (time.monotonic() - t0)
 
 
 # ---- driver -------------------------------------------------------------------------------------

@@ -425,7 +425,8 @@ static const char *prefer(const struct gs_dp_config *c, const struct gs_dp_model
     req.container_requests = &qp;
     uint8_t buf[8192];
     size_t len = v1beta1__preferred_allocation_request__pack(&req, buf);
-    struct gs_dp_view v = {c, m, (uint32_t)gs_dp_model_resource(m, resource), all_healthy};
+    struct gs_dp_view v = {
+        c, m, (uint32_t)gs_dp_model_resource(m, resource), all_healthy, NULL, NULL, NULL};
     struct gs_dp_answer a;
     assert_int_equal(gs_dp_handle_preferred(&v, buf, len, &a), GS_OK);
     assert_int_equal(a.status, 0);
@@ -504,7 +505,8 @@ static V1beta1__AllocateResponse *allocate(const struct gs_dp_config *c,
     req.container_requests = &qp;
     uint8_t buf[4096];
     size_t len = v1beta1__allocate_request__pack(&req, buf);
-    struct gs_dp_view v = {c, m, (uint32_t)gs_dp_model_resource(m, resource), health};
+    struct gs_dp_view v = {c,    m,   (uint32_t)gs_dp_model_resource(m, resource), health, NULL,
+                           NULL, NULL};
     struct gs_dp_answer a;
     assert_int_equal(gs_dp_handle_allocate(&v, buf, len, &a), GS_OK);
     *status = a.status;
@@ -576,7 +578,7 @@ static void test_list_marks_only_the_unhealthy_gpu_devices(void **state)
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     enum gs_health_state h[2] = {GS_HEALTH_UNHEALTHY, GS_HEALTH_HEALTHY};
-    struct gs_dp_view v = {&c, &m, 0, h};
+    struct gs_dp_view v = {&c, &m, 0, h, NULL, NULL, NULL};
     struct gs_dp_answer a;
     assert_int_equal(gs_dp_handle_list(&v, &a), GS_OK);
     V1beta1__ListAndWatchResponse *r =

@@ -62,10 +62,14 @@ static void print_info(const struct gs_gpu_info *g)
     printf("%s\n", g->nvlink_peer_count == 0 ? "(none)" : "");
     printf("  mig              %s, %s, %u device(s)\n", g->mig_capable ? "capable" : "not capable",
            g->mig_enabled ? "enabled" : "disabled", (unsigned)g->mig_count);
-    for (uint32_t k = 0; k < g->mig_count; k++)
-        printf("    %-12s %s %" PRIu64 " MiB\n",
+    for (uint32_t k = 0; k < g->mig_count; k++) {
+        char start[16] = "unknown";
+        if (g->mig[k].has_start)
+            (void)snprintf(start, sizeof start, "%u", (unsigned)g->mig[k].start_slot);
+        printf("    %-12s %s %" PRIu64 " MiB, start %s\n",
                g->mig[k].profile[0] != '\0' ? g->mig[k].profile : "(no profile)", g->mig[k].uuid,
-               g->mig[k].mem_mib);
+               g->mig[k].mem_mib, start);
+    }
 }
 
 static void print_sample(const struct gs_gpu_sample *s)

@@ -68,7 +68,7 @@ static void drive(const struct gs_dp_config *cfg, const struct gs_dp_model *m,
             check(gs_dp_model_find(res, res->devices[d].id) == (int32_t)d);
             check(res->devices[d].gpu < m->n_gpus);
         }
-        struct gs_dp_view v = {cfg, m, r, health};
+        struct gs_dp_view v = {cfg, m, r, health, NULL, NULL, NULL};
         struct gs_dp_answer a;
         check(gs_dp_handle_list(&v, &a) == GS_OK && a.status == 0);
         gs_dp_answer_fini(&a);

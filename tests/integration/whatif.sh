@@ -28,6 +28,16 @@ case_ foreign
 case_ reclaim
 case_ gang --timeline "$d/gang.timeline.yaml" --policy bestfit
 case_ lifecycle --timeline "$d/lifecycle.timeline.yaml" --policy bestfit
+case_ inventory
+# The broken inventory of inventory.yaml's n2 is one warning naming the node and the field.
+want="gpusched whatif: warning: node n2: annotation gpusched.io/gpus: gpus[1].uuid: not a non-empty string of at most 95 bytes; GPUs read from status.capacity"
+if [ "$(cat "$tmp/inventory.err")" != "$want" ]; then
+    echo "FAIL: inventory: stderr is not the one warning"
+    cat "$tmp/inventory.err"
+    fail=1
+else
+    echo "ok: inventory warning: $want"
+fi
 
 # The table form says the same as the JSON form.
 "$bin" whatif --cluster "$d/preempt.yaml" >"$tmp/table" 2>&1

@@ -287,6 +287,31 @@ static void test_unread_fields_and_silent_gpus_are_left_out(void **state)
     gs_textbuf_fini(&b);
 }
 
+static void test_assignment_counters_only_with_a_kubernetes_side(void **state)
+{
+    (void)state;
+    struct gs_exporter_snapshot s = {
+        .hostname = "n1", .assign_as_assigned = 3, .assign_mismatch = 1, .assign_fallbacks = 2};
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_int_equal(b.len, 0); /* no Kubernetes configuration: not rendered */
+    s.have_assign = true;
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_string_equal(
+        b.data,
+        "# HELP gpusched_assignment_allocations_total Allocate calls of pods with a gpusched "
+        "assignment, by whether kubelet allocated the assigned GPUs.\n"
+        "# TYPE gpusched_assignment_allocations_total counter\n"
+        "gpusched_assignment_allocations_total{Hostname=\"n1\",outcome=\"as_assigned\"} 3\n"
+        "gpusched_assignment_allocations_total{Hostname=\"n1\",outcome=\"mismatch\"} 1\n"
+        "# HELP gpusched_assignment_preferred_fallbacks_total GetPreferredAllocation answers that "
+        "could not propose the assigned GPUs.\n"
+        "# TYPE gpusched_assignment_preferred_fallbacks_total counter\n"
+        "gpusched_assignment_preferred_fallbacks_total{Hostname=\"n1\"} 2\n");
+    gs_textbuf_fini(&b);
+}
+
 static void test_render_stops_at_the_size_limit(void **state)
 {
     (void)state;
@@ -469,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_scrape_of_8_gpus_with_32_pods_renders_every_series),
         cmocka_unit_test(test_http_server_serves_metrics_and_healthz),
         cmocka_unit_test(test_scrape_over_the_limit_is_answered_500),
+        cmocka_unit_test(test_assignment_counters_only_with_a_kubernetes_side),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

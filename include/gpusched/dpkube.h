@@ -1,0 +1,113 @@
+/*
+ * The node agent's Kubernetes side: what it publishes on its Node and how it learns which GPUs
+ * the scheduler chose for the pod kubelet is admitting.
+ *
+ * - gs_dp_inventory_json: the node's GPUs as the Node annotation `gpusched.io/gpus` (schema:
+ *   docs/schemas/node-gpus.schema.json; the scheduler reads it in src/k8s/kworld_inventory.c).
+ *   Pure.
+ * - gs_dp_assign_*: a table of the pods bound to this node with their assignment (pod
+ *   annotation `gpusched.io/assigned-gpus`, written by `gpusched scheduler` in the Binding).
+ *   Kubelet's device-plugin calls carry no pod name, so the agent does what HAMi's device
+ *   plugin does (pkg/device-plugin/nvidiadevice: GetPendingPod): the call is for the oldest
+ *   bound pod not yet allocated whose assignment asks for that resource and count. Pure; the
+ *   agent (devplugin_kube.c) fills it from a watch and locks it.
+ *
+ * The agent uses the Kubernetes API client (gpusched_k8s); the client never uses the agent.
+ */
+#ifndef GPUSCHED_DPKUBE_H
+#define GPUSCHED_DPKUBE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpusched/devplugin.h"
+#include "gpusched/health.h"
+
+/** The Node annotation holding the agent's inventory. */
+#define GS_DP_INVENTORY_ANNOTATION "gpusched.io/gpus"
+/** The pod annotation holding the scheduler's GPU choice. */
+#define GS_DP_ASSIGNED_ANNOTATION "gpusched.io/assigned-gpus"
+/**
+ * The pod annotation the agent writes after kubelet's Allocate: how many of the pod's assigned
+ * GPUs were handed out ("2"), so an agent that restarts never claims them again.
+ */
+#define GS_DP_ALLOCATED_ANNOTATION "gpusched.io/allocated-gpus"
+/** Version written in the inventory's "version" member. */
+#define GS_DP_INVENTORY_VERSION 1
+
+/**
+ * Builds the inventory document: {"version":1,"gpus":[{"index","uuid","model","mem_mib",
+ * "mode","health","numa_node","nvlink_peers","replicas","resources","mig"}...]}, one entry per
+ * GPU in index order. mode is "mig" when the model advertises MIG devices of the GPU, else
+ * "replicas" when it advertises time-sliced replicas of it, else "whole" ("fractions" is in
+ * the schema for milli slices, which the agent does not advertise yet); replicas is the
+ * replica count of a time-sliced GPU (1 otherwise); resources the advertised resources with a
+ * device on the GPU; mig every MIG device of the GPU with profile, start (null unknown), uuid,
+ * mem_mib and replicas; health "Healthy" or "Unhealthy" from the health array.
+ * @param m       the model (borrowed).
+ * @param health  per GPU index, m->n_gpus entries.
+ * @param out     receives compact JSON text, malloc'd, NUL-terminated; the caller frees it.
+ * @return GS_OK; GS_EINVAL (NULL arguments); GS_ENOMEM.
+ */
+int gs_dp_inventory_json(const struct gs_dp_model *m, const enum gs_health_state *health,
+                         char **out);
+
+/* ---- the assignment table -------------------------------------------------------------- */
+
+/** The pods bound to one node. Opaque; not thread-safe (the agent locks it). */
+struct gs_dp_assign;
+
+/** @return GS_OK; GS_ENOMEM. */
+int gs_dp_assign_new(struct gs_dp_assign **out);
+
+/** NULL is a no-op. */
+void gs_dp_assign_free(struct gs_dp_assign *t);
+
+/** Forgets every pod (before a relist delivers them again); allocation marks survive by uid. */
+void gs_dp_assign_clear(struct gs_dp_assign *t);
+
+/**
+ * Adds or replaces a pod from its object (ADDED or MODIFIED of a watch). Only pods that are
+ * Pending (status.phase "Pending" or none, no deletionTimestamp) and carry an assignment can
+ * be claimed; others are
+ * kept out of the table. A gpusched.io/allocated-gpus annotation of N (decimal) counts N of
+ * its GPUs as handed out already (what an earlier run of the agent wrote). An assignment that is
+ * not JSON {"gpus":[{"index":N,...}]} with indices 0..63 is ignored (the pod cannot be claimed) and
+ * reported through `why`.
+ * @param pod   a Pod object (borrowed).
+ * @param why   receives a sentence when the pod's assignment is unreadable ("" otherwise);
+ *              cap bytes; may be NULL.
+ * @return GS_OK; GS_EINVAL (not a Pod with metadata.uid of at most 63 bytes, namespace and
+ *         name; the table is unchanged); GS_ENOMEM.
+ */
+int gs_dp_assign_update(struct gs_dp_assign *t, const json_t *pod, char *why, size_t cap);
+
+/** Removes a pod by uid (DELETED). Unknown uids are ignored. */
+void gs_dp_assign_remove(struct gs_dp_assign *t, const char *uid);
+
+/**
+ * Finds the pod a container request of `count` devices of `resource` is for: among pods not
+ * yet allocated, the oldest (metadata.creationTimestamp, then order of arrival in the table)
+ * that has a container or init container whose limit (else request) of `resource` is `count`
+ * and at least `count` assigned GPUs not yet handed out; the claim is the next `count` of
+ * them in the assignment's order.
+ * @return GS_OK (out filled); GS_ENOENT (no such pod); GS_EINVAL (NULL arguments, count 0).
+ */
+int gs_dp_assign_match(const struct gs_dp_assign *t, const char *resource, uint32_t count,
+                       struct gs_dp_claim *out);
+
+/**
+ * Records that kubelet allocated a claim's container: its GPUs are handed out, and the pod is
+ * allocated once all its assigned GPUs are (it is then never claimed again, even after a
+ * relist).
+ * @param given  receives the pod's GPUs handed out so far (for gpusched.io/allocated-gpus);
+ *               may be NULL.
+ * @return GS_OK; GS_ENOENT (unknown uid); GS_ENOMEM.
+ */
+int gs_dp_assign_consume(struct gs_dp_assign *t, const char *uid, uint32_t count, uint32_t *given);
+
+/** Pods in the table (claimable or not), for logs and tests. */
+uint32_t gs_dp_assign_count(const struct gs_dp_assign *t);
+
+#endif /* GPUSCHED_DPKUBE_H */

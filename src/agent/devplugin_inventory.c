@@ -1,0 +1,132 @@
+/*
+ * The node's GPU inventory as the Node annotation gpusched.io/gpus (contract in
+ * include/gpusched/dpkube.h, schema in docs/schemas/node-gpus.schema.json). Pure: the model
+ * and the health array in, JSON text out. Built with jansson and dumped with sorted keys, so
+ * the same node and health give the same bytes, and the agent can tell from a string compare
+ * whether the Node needs a PATCH.
+ */
+#include "gpusched/dpkube.h"
+
+#include "gpusched/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Appends a value to an array, returning false when out of memory (jansson steals v). */
+static bool push(json_t *arr, json_t *v)
+{
+    return v != NULL && json_array_append_new(arr, v) == 0;
+}
+
+static bool set(json_t *obj, const char *key, json_t *v)
+{
+    return v != NULL && json_object_set_new(obj, key, v) == 0;
+}
+
+/* Replicas of the unit (GPU mig=-1, or MIG device mig) and the resources holding its devices. */
+static void unit_facts(const struct gs_dp_model *m, uint32_t gpu, int32_t mig, uint32_t *replicas,
+                       bool *has_mig_devices, uint32_t *res_mask)
+{
+    *replicas = 1;
+    for (uint32_t r = 0; r < m->n_resources; r++) {
+        const struct gs_dp_resource *res = &m->resources[r];
+        for (uint32_t d = 0; d < res->n_devices; d++) {
+            const struct gs_dp_device *dev = &res->devices[d];
+            if (dev->gpu != gpu)
+                continue;
+            if (dev->mig >= 0 && has_mig_devices != NULL)
+                *has_mig_devices = true;
+            if (dev->mig != mig && mig != INT32_MIN)
+                continue;
+            *res_mask |= 1u << r;
+            if (dev->mig == mig && dev->replicas > 0)
+                *replicas = dev->replicas;
+        }
+    }
+}
+
+static json_t *mig_entry(const struct gs_dp_model *m, uint32_t g, uint32_t k)
+{
+    const struct gs_gpu_mig *mig = &m->gpus[g].mig[k];
+    uint32_t replicas = 1, mask = 0;
+    unit_facts(m, g, (int32_t)k, &replicas, NULL, &mask);
+    json_t *o = json_object();
+    if (o == NULL)
+        return NULL;
+    bool ok =
+        set(o, "profile", json_string(mig->profile)) && set(o, "uuid", json_string(mig->uuid)) &&
+        set(o, "mem_mib", json_integer((json_int_t)mig->mem_mib)) &&
+        set(o, "start", mig->has_start ? json_integer(mig->start_slot) : json_null()) &&
+        set(o, "replicas", json_integer(replicas)) && set(o, "advertised", json_boolean(mask != 0));
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *gpu_entry(const struct gs_dp_model *m, const enum gs_health_state *health,
+                         uint32_t g)
+{
+    const struct gs_gpu_info *info = &m->gpus[g];
+    uint32_t replicas = 1, mask = 0;
+    bool has_mig = false;
+    unit_facts(m, g, -1, &replicas, &has_mig, &mask);
+    uint32_t all_mask = 0, unused = 1;
+    unit_facts(m, g, INT32_MIN, &unused, NULL, &all_mask); /* every resource with a device here */
+    const char *mode = has_mig ? "mig" : replicas > 1 ? "replicas" : "whole";
+    json_t *o = json_object();
+    json_t *peers = json_array();
+    json_t *res = json_array();
+    json_t *migs = json_array();
+    bool ok = o != NULL && peers != NULL && res != NULL && migs != NULL;
+    for (uint32_t i = 0; ok && i < info->nvlink_peer_count; i++)
+        ok = push(peers, json_integer(info->nvlink_peers[i]));
+    for (uint32_t r = 0; ok && r < m->n_resources; r++)
+        if (all_mask & (1u << r))
+            ok = push(res, json_string(m->resources[r].name));
+    for (uint32_t k = 0; ok && has_mig && k < info->mig_count; k++)
+        ok = push(migs, mig_entry(m, g, k));
+    ok = ok && set(o, "index", json_integer(g)) && set(o, "uuid", json_string(info->uuid)) &&
+         set(o, "model", json_string(info->model)) &&
+         set(o, "mem_mib", json_integer((json_int_t)info->mem_total_mib)) &&
+         set(o, "mode", json_string(mode)) &&
+         set(o, "health", json_string(gs_health_state_name(health[g]))) &&
+         set(o, "numa_node", info->numa_node >= 0 ? json_integer(info->numa_node) : json_null()) &&
+         set(o, "replicas", json_integer(replicas));
+    if (ok) {
+        ok = json_object_set(o, "nvlink_peers", peers) == 0 &&
+             json_object_set(o, "resources", res) == 0 && json_object_set(o, "mig", migs) == 0;
+    }
+    json_decref(peers);
+    json_decref(res);
+    json_decref(migs);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int gs_dp_inventory_json(const struct gs_dp_model *m, const enum gs_health_state *health,
+                         char **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (m == NULL || out == NULL || (health == NULL && m->n_gpus > 0))
+        return GS_EINVAL;
+    json_t *doc = json_object();
+    json_t *gpus = json_array();
+    bool ok = doc != NULL && gpus != NULL;
+    for (uint32_t g = 0; ok && g < m->n_gpus; g++)
+        ok = push(gpus, gpu_entry(m, health, g));
+    ok = ok && set(doc, "version", json_integer(GS_DP_INVENTORY_VERSION)) &&
+         json_object_set(doc, "gpus", gpus) == 0;
+    json_decref(gpus);
+    char *text = ok ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(doc);
+    if (text == NULL)
+        return GS_ENOMEM;
+    *out = text;
+    return GS_OK;
+}

@@ -1,0 +1,456 @@
+/*
+ * Unit tests of the agent's Kubernetes side, its pure parts (include/gpusched/dpkube.h and the
+ * claim hooks of the handlers in devplugin.h): the inventory text of a node with whole,
+ * time-sliced and MIG GPUs; the assignment table choosing the oldest pending pod of a resource
+ * and count; GetPreferredAllocation following a claim only when its GPUs are offered, healthy
+ * and the same GPUs; Allocate reporting a mismatch. Expected values are worked out by hand
+ * beside each assertion. The daemon's side against a real API server is tests/k8s/agent_e2e.sh.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "deviceplugin/v1beta1/api.pb-c.h"
+#include "gpusched/devplugin.h"
+#include "gpusched/dpkube.h"
+#include "gpusched/err.h"
+
+/* n GPUs "GPU-<i>", NUMA node i / per_numa, NVLink inside groups of nvl GPUs (0: none). */
+static void make_node(struct gs_gpu_info *g, uint32_t n, uint32_t per_numa, uint32_t nvl)
+{
+    memset(g, 0, n * sizeof *g);
+    for (uint32_t i = 0; i < n; i++) {
+        g[i].index = i;
+        (void)snprintf(g[i].uuid, sizeof g[i].uuid, "GPU-%u", (unsigned)i);
+        (void)snprintf(g[i].model, sizeof g[i].model, "NVIDIA H200");
+        g[i].mem_total_mib = 143771;
+        g[i].numa_node = (int32_t)(i / per_numa);
+        if (nvl > 0)
+            for (uint32_t j = (i / nvl) * nvl; j < (i / nvl + 1) * nvl && j < n; j++)
+                if (j != i)
+                    g[i].nvlink_peers[g[i].nvlink_peer_count++] = j;
+    }
+}
+
+static void parse_ok(const char *text, struct gs_dp_config *cfg)
+{
+    struct gs_diag d;
+    int rc = gs_dp_config_parse(text, strlen(text), "t.yaml", cfg, &d);
+    if (rc != GS_OK) {
+        char buf[700];
+        gs_diag_format(&d, buf, sizeof buf);
+        fail_msg("unexpected parse error: %s", buf);
+    }
+}
+
+/* ---- inventory ---------------------------------------------------------------------------- */
+
+static void test_inventory_names_modes_mig_instances_and_health(void **state)
+{
+    (void)state;
+    /* GPU 0 whole, NVLink to 1; GPU 1 time-sliced 4 ways; GPU 2 MIG (mixed): 1g.18gb at
+     * slot 0 and 3g.71gb with no known start. NUMA: 0, 0, 1 (two GPUs per node). */
+    struct gs_gpu_info g[3];
+    make_node(g, 3, 2, 2);
+    g[2].mig_capable = g[2].mig_enabled = true;
+    g[2].mig_count = 2;
+    (void)snprintf(g[2].mig[0].profile, sizeof g[2].mig[0].profile, "1g.18gb");
+    (void)snprintf(g[2].mig[0].uuid, sizeof g[2].mig[0].uuid, "MIG-2-0");
+    g[2].mig[0].mem_mib = 16384;
+    g[2].mig[0].has_start = true;
+    g[2].mig[0].start_slot = 0;
+    (void)snprintf(g[2].mig[1].profile, sizeof g[2].mig[1].profile, "3g.71gb");
+    (void)snprintf(g[2].mig[1].uuid, sizeof g[2].mig[1].uuid, "MIG-2-1");
+    g[2].mig[1].mem_mib = 65536;
+    struct gs_dp_config c;
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {timeSlicing: {resources: "
+             "[{name: nvidia.com/gpu, replicas: 4, devices: [1]}]}}\n",
+             &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 3, &m, NULL, 0), GS_OK);
+    enum gs_health_state h[3] = {GS_HEALTH_UNHEALTHY, GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    char *text = NULL;
+    assert_int_equal(gs_dp_inventory_json(&m, h, &text), GS_OK);
+    /* Keys sorted, compact. GPU 1's replicas share nvidia.com/gpu (no rename); GPU 2 is not
+     * advertised whole under mixed, only its MIG devices, each under its profile's resource. */
+    assert_string_equal(
+        text,
+        "{\"gpus\":["
+        "{\"health\":\"Unhealthy\",\"index\":0,\"mem_mib\":143771,\"mig\":[],\"mode\":\"whole\","
+        "\"model\":\"NVIDIA H200\",\"numa_node\":0,\"nvlink_peers\":[1],\"replicas\":1,"
+        "\"resources\":[\"nvidia.com/gpu\"],\"uuid\":\"GPU-0\"},"
+        "{\"health\":\"Healthy\",\"index\":1,\"mem_mib\":143771,\"mig\":[],\"mode\":\"replicas\","
+        "\"model\":\"NVIDIA H200\",\"numa_node\":0,\"nvlink_peers\":[0],\"replicas\":4,"
+        "\"resources\":[\"nvidia.com/gpu\"],\"uuid\":\"GPU-1\"},"
+        "{\"health\":\"Healthy\",\"index\":2,\"mem_mib\":143771,\"mig\":["
+        "{\"advertised\":true,\"mem_mib\":16384,\"profile\":\"1g.18gb\",\"replicas\":1,"
+        "\"start\":0,\"uuid\":\"MIG-2-0\"},"
+        "{\"advertised\":true,\"mem_mib\":65536,\"profile\":\"3g.71gb\",\"replicas\":1,"
+        "\"start\":null,\"uuid\":\"MIG-2-1\"}],\"mode\":\"mig\",\"model\":\"NVIDIA H200\","
+        "\"numa_node\":1,\"nvlink_peers\":[],\"replicas\":1,"
+        "\"resources\":[\"nvidia.com/mig-1g.18gb\",\"nvidia.com/mig-3g.71gb\"],"
+        "\"uuid\":\"GPU-2\"}],\"version\":1}");
+    free(text);
+    /* The same node and health give the same bytes (the agent compares them to skip PATCHes). */
+    char *again = NULL;
+    assert_int_equal(gs_dp_inventory_json(&m, h, &again), GS_OK);
+    h[0] = GS_HEALTH_HEALTHY;
+    char *healed = NULL;
+    assert_int_equal(gs_dp_inventory_json(&m, h, &healed), GS_OK);
+    assert_non_null(strstr(again, "{\"health\":\"Unhealthy\",\"index\":0,"));
+    assert_null(strstr(healed, "Unhealthy"));
+    free(again);
+    free(healed);
+    assert_int_equal(gs_dp_inventory_json(&m, NULL, &text), GS_EINVAL);
+    gs_dp_model_fini(&m);
+}
+
+/* ---- the assignment table -------------------------------------------------------------- */
+
+/* A Pod object; containers is the JSON of spec.containers, ann the assignment or NULL. */
+static json_t *pod(const char *name, const char *created, const char *phase, const char *containers,
+                   const char *ann)
+{
+    char text[2048];
+    char annj[700] = "";
+    if (ann != NULL) {
+        json_t *s = json_string(ann);
+        char *d = json_dumps(s, JSON_ENCODE_ANY);
+        (void)snprintf(annj, sizeof annj, ",\"annotations\":{\"gpusched.io/assigned-gpus\":%s}", d);
+        free(d);
+        json_decref(s);
+    }
+    (void)snprintf(text, sizeof text,
+                   "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\",\"namespace\":\"t\","
+                   "\"uid\":\"u-%s\",\"creationTimestamp\":\"%s\"%s},"
+                   "\"spec\":{\"nodeName\":\"n1\",\"containers\":%s},"
+                   "\"status\":{\"phase\":\"%s\"}}",
+                   name, name, created, annj, containers, phase);
+    json_error_t e;
+    json_t *o = json_loads(text, 0, &e);
+    if (o == NULL)
+        fail_msg("bad test pod %s: %s", name, e.text);
+    return o;
+}
+
+static void add(struct gs_dp_assign *t, json_t *p, const char *want_why)
+{
+    char why[300];
+    assert_int_equal(gs_dp_assign_update(t, p, why, sizeof why), GS_OK);
+    if (want_why == NULL)
+        assert_string_equal(why, "");
+    else
+        assert_non_null(strstr(why, want_why));
+    json_decref(p);
+}
+
+#define GPU2 "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]"
+#define GPU1 "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}}}]"
+
+static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void **state)
+{
+    (void)state;
+    struct gs_dp_assign *t = NULL;
+    assert_int_equal(gs_dp_assign_new(&t), GS_OK);
+    add(t,
+        pod("a", "2026-12-01T10:00:02Z", "Pending", GPU2,
+            "{\"gpus\":[{\"index\":3,\"milli\":1000},{\"index\":1,\"milli\":1000}]}"),
+        NULL);
+    add(t,
+        pod("b", "2026-12-01T10:00:01Z", "Pending", GPU1,
+            "{\"gpus\":[{\"index\":0,\"milli\":1000,\"uuid\":\"GPU-0\"}]}"),
+        NULL);
+    /* Older, but Running: kubelet admitted it long ago. */
+    add(t,
+        pod("c", "2026-12-01T09:00:00Z", "Running", GPU2,
+            "{\"gpus\":[{\"index\":4},{\"index\":5}]}"),
+        NULL);
+    /* Older, Pending, but being deleted: kubelet will not admit it. */
+    json_t *del = pod("z", "2026-12-01T09:30:00Z", "Pending", GPU2,
+                      "{\"gpus\":[{\"index\":6},{\"index\":7}]}");
+    json_object_set_new(json_object_get(del, "metadata"), "deletionTimestamp",
+                        json_string("2026-12-01T11:00:00Z"));
+    add(t, del, NULL);
+    /* Oldest of all, but no assignment (another scheduler's pod). */
+    add(t, pod("d", "2026-12-01T08:00:00Z", "Pending", GPU2, NULL), NULL);
+    /* An unreadable assignment is reported and the pod left out. */
+    add(t, pod("e", "2026-12-01T08:00:00Z", "Pending", GPU2, "{\"gpus\":[{\"index\":-1}]}"),
+        "gpus[0].index is not a GPU index 0..63");
+    add(t, pod("f", "2026-12-01T08:00:00Z", "Pending", GPU2, "not json"), "is not JSON");
+    assert_int_equal(gs_dp_assign_count(t), 4); /* a, b, c, z */
+    /* A uid a claim cannot carry whole (64 bytes) could never be consumed: refused. */
+    json_t *lu = pod("long", "2026-12-01T08:00:00Z", "Pending", GPU1, "{\"gpus\":[{\"index\":0}]}");
+    json_object_set_new(
+        json_object_get(lu, "metadata"), "uid",
+        json_string("0123456789012345678901234567890123456789012345678901234567890123"));
+    assert_int_equal(gs_dp_assign_update(t, lu, NULL, 0), GS_EINVAL);
+    json_decref(lu);
+    assert_int_equal(gs_dp_assign_count(t), 4);
+
+    struct gs_dp_claim cl;
+    /* 2 GPUs: only a asks 2 and is pending; the claim keeps the assignment's order 3, 1. */
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 2, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/a");
+    assert_string_equal(cl.uid, "u-a");
+    assert_int_equal(cl.n_gpus, 2);
+    assert_int_equal(cl.gpu[0], 3);
+    assert_int_equal(cl.gpu[1], 1);
+    assert_string_equal(cl.uuid[0], "");
+    /* 1 GPU: b (a asks 2 in its one container). */
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/b");
+    assert_string_equal(cl.uuid[0], "GPU-0");
+    /* Nobody asks 3, nor another resource. */
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 3, &cl), GS_ENOENT);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/mig-1g.18gb", 2, &cl), GS_ENOENT);
+
+    /* A newer pod asking 2 with the same timestamp as a comes after it (arrival order). */
+    add(t,
+        pod("g", "2026-12-01T10:00:02Z", "Pending", GPU2,
+            "{\"gpus\":[{\"index\":6},{\"index\":7}]}"),
+        NULL);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 2, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/a");
+    /* Allocated: a is never claimed again, even after a relist brings it back. */
+    assert_int_equal(gs_dp_assign_consume(t, "u-a", 2, NULL), GS_OK);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 2, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/g");
+    gs_dp_assign_clear(t);
+    assert_int_equal(gs_dp_assign_count(t), 0);
+    add(t,
+        pod("a", "2026-12-01T10:00:02Z", "Pending", GPU2,
+            "{\"gpus\":[{\"index\":3},{\"index\":1}]}"),
+        NULL);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 2, &cl), GS_ENOENT);
+    assert_int_equal(gs_dp_assign_consume(t, "u-nobody", 1, NULL), GS_ENOENT);
+
+    /* Two containers of 1 GPU each: the first call gets the first assigned GPU, the next the
+     * second; then the pod is allocated. */
+    add(t,
+        pod("h", "2026-12-01T11:00:00Z", "Pending",
+            "[{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}}},"
+            "{\"name\":\"y\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"1\"}}}]",
+            "{\"gpus\":[{\"index\":5},{\"index\":6}]}"),
+        NULL);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
+    assert_int_equal(cl.gpu[0], 5);
+    assert_int_equal(gs_dp_assign_consume(t, "u-h", 1, NULL), GS_OK);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
+    assert_int_equal(cl.gpu[0], 6);
+    assert_int_equal(gs_dp_assign_consume(t, "u-h", 1, NULL), GS_OK);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_ENOENT);
+    /* What an earlier run of the agent wrote on the pod counts as handed out: of i's two
+     * 1-GPU containers, the first (GPU 1) was allocated, so the claim is GPU 2; j is done; a
+     * mark that is not a count in 0..16 is ignored (k is claimable from its first GPU). */
+    const char *two1 = "[{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}}},"
+                       "{\"name\":\"y\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}}}]";
+    json_t *pi = pod("i", "2026-12-01T12:00:00Z", "Pending", two1,
+                     "{\"gpus\":[{\"index\":1},{\"index\":2}]}");
+    json_t *pj = pod("j", "2026-12-01T11:30:00Z", "Pending", two1,
+                     "{\"gpus\":[{\"index\":3},{\"index\":4}]}");
+    json_t *pk = pod("k", "2026-12-01T12:30:00Z", "Pending", two1,
+                     "{\"gpus\":[{\"index\":6},{\"index\":7}]}");
+    json_object_set_new(json_object_get(json_object_get(pi, "metadata"), "annotations"),
+                        GS_DP_ALLOCATED_ANNOTATION, json_string("1"));
+    json_object_set_new(json_object_get(json_object_get(pj, "metadata"), "annotations"),
+                        GS_DP_ALLOCATED_ANNOTATION, json_string("2"));
+    json_object_set_new(json_object_get(json_object_get(pk, "metadata"), "annotations"),
+                        GS_DP_ALLOCATED_ANNOTATION, json_string("17"));
+    add(t, pi, NULL);
+    add(t, pj, NULL);
+    add(t, pk, NULL);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/i"); /* j (older) is done */
+    assert_int_equal(cl.gpu[0], 2);
+    uint32_t given = 0;
+    assert_int_equal(gs_dp_assign_consume(t, "u-i", 1, &given), GS_OK);
+    assert_int_equal(given, 2);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/k");
+    assert_int_equal(cl.gpu[0], 6);
+    gs_dp_assign_remove(t, "u-i");
+    gs_dp_assign_remove(t, "u-j");
+    gs_dp_assign_remove(t, "u-k");
+    /* Deleted pods go. */
+    gs_dp_assign_remove(t, "u-h");
+    assert_int_equal(gs_dp_assign_count(t), 1);
+    gs_dp_assign_free(t);
+}
+
+/* ---- handlers following a claim ----------------------------------------------------------- */
+
+struct hook {
+    struct gs_dp_claim claim; /* what claim() answers */
+    bool have;                /* false: claim() says GS_ENOENT */
+    int calls;                /* outcomes told */
+    bool honoured, allocate;  /* the last outcome */
+    char why[256], ids[512];
+};
+
+static int hook_claim(void *ctx, const char *resource, uint32_t count, struct gs_dp_claim *out)
+{
+    struct hook *h = ctx;
+    if (!h->have || strcmp(resource, "nvidia.com/gpu") != 0 || count != h->claim.n_gpus)
+        return GS_ENOENT;
+    *out = h->claim;
+    return GS_OK;
+}
+
+static void hook_outcome(void *ctx, const struct gs_dp_claim_outcome *o)
+{
+    struct hook *h = ctx;
+    h->calls++;
+    h->honoured = o->honoured;
+    h->allocate = o->allocate;
+    (void)snprintf(h->why, sizeof h->why, "%s", o->why);
+    (void)snprintf(h->ids, sizeof h->ids, "%s", o->ids);
+}
+
+static const char *prefer(const struct gs_dp_view *v, const char *const *avail, size_t n_avail,
+                          const char *const *must, size_t n_must, int size)
+{
+    static char out[1024];
+    V1beta1__ContainerPreferredAllocationRequest q =
+        V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+    q.n_available_deviceids = n_avail;
+    q.available_deviceids = (char **)avail;
+    q.n_must_include_deviceids = n_must;
+    q.must_include_deviceids = (char **)must;
+    q.allocation_size = size;
+    V1beta1__ContainerPreferredAllocationRequest *qp = &q;
+    V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+    req.n_container_requests = 1;
+    req.container_requests = &qp;
+    uint8_t buf[4096];
+    size_t len = v1beta1__preferred_allocation_request__pack(&req, buf);
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_preferred(v, buf, len, &a), GS_OK);
+    assert_int_equal(a.status, 0);
+    V1beta1__PreferredAllocationResponse *r =
+        v1beta1__preferred_allocation_response__unpack(NULL, a.len, a.data);
+    assert_non_null(r);
+    out[0] = '\0';
+    for (size_t i = 0; i < r->container_responses[0]->n_deviceids; i++) {
+        if (i > 0)
+            strcat(out, ",");
+        strcat(out, r->container_responses[0]->deviceids[i]);
+    }
+    v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
+    gs_dp_answer_fini(&a);
+    return out;
+}
+
+static int allocate(const struct gs_dp_view *v, const char *const *ids, size_t n)
+{
+    V1beta1__ContainerAllocateRequest q = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+    q.n_devices_ids = n;
+    q.devices_ids = (char **)ids;
+    V1beta1__ContainerAllocateRequest *qp = &q;
+    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+    req.n_container_requests = 1;
+    req.container_requests = &qp;
+    uint8_t buf[4096];
+    size_t len = v1beta1__allocate_request__pack(&req, buf);
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_allocate(v, buf, len, &a), GS_OK);
+    int status = a.status;
+    gs_dp_answer_fini(&a);
+    return status;
+}
+
+static void test_preferred_follows_the_claim_only_when_offered_healthy_and_same(void **state)
+{
+    (void)state;
+    /* 8 GPUs, NVLink quads {0-3} {4-7}, NUMA pairs: the topology choice for 2 is GPU-0,GPU-1
+     * (test_devplugin_unit.c). The scheduler assigned GPUs 5 and 2, in that order. */
+    struct gs_gpu_info g[8];
+    make_node(g, 8, 2, 4);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    enum gs_health_state h[8] = {GS_HEALTH_HEALTHY};
+    struct hook k;
+    memset(&k, 0, sizeof k);
+    k.have = true;
+    (void)snprintf(k.claim.pod, sizeof k.claim.pod, "t/p");
+    (void)snprintf(k.claim.uid, sizeof k.claim.uid, "u-p");
+    k.claim.n_gpus = 2;
+    k.claim.gpu[0] = 5;
+    k.claim.gpu[1] = 2;
+    (void)snprintf(k.claim.uuid[0], sizeof k.claim.uuid[0], "GPU-5");
+    struct gs_dp_view v = {&c, &m, 0, h, hook_claim, hook_outcome, &k};
+    const char *all[] = {"GPU-7", "GPU-6", "GPU-5", "GPU-4", "GPU-3", "GPU-2", "GPU-1", "GPU-0"};
+
+    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-5,GPU-2");
+    assert_int_equal(k.calls, 1);
+    assert_true(k.honoured);
+    assert_false(k.allocate);
+    assert_string_equal(k.ids, "GPU-5,GPU-2");
+    /* must_include among the claimed GPUs comes first, the rest follows. */
+    const char *must2[] = {"GPU-2"};
+    assert_string_equal(prefer(&v, all, 8, must2, 1, 2), "GPU-2,GPU-5");
+    assert_true(k.honoured);
+    /* must_include outside them: kubelet insists, so the topology choice with it. */
+    const char *must7[] = {"GPU-7"};
+    assert_string_equal(prefer(&v, all, 8, must7, 1, 2), "GPU-7,GPU-6");
+    assert_false(k.honoured);
+    assert_string_equal(k.why, "kubelet insists on GPU-7, not of the assigned GPUs");
+    /* GPU 5 not offered (kubelet leaves out what it gave others or holds Unhealthy): the
+     * topology choice, a pair of the broken quad {4,6,7} on one NUMA node, so {0-3} stays
+     * whole. */
+    const char *no5[] = {"GPU-7", "GPU-6", "GPU-4", "GPU-3", "GPU-2", "GPU-1", "GPU-0"};
+    assert_string_equal(prefer(&v, no5, 7, NULL, 0, 2), "GPU-6,GPU-7");
+    assert_string_equal(k.why, "no device of assigned GPU 5 (GPU-5) is offered");
+    /* GPU 5 Unhealthy on our side although offered. */
+    h[5] = GS_HEALTH_UNHEALTHY;
+    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-0,GPU-1");
+    assert_string_equal(k.why, "assigned GPU 5 (GPU-5) is Unhealthy");
+    h[5] = GS_HEALTH_HEALTHY;
+    /* The scheduler's UUID is another GPU's: never follow an index alone then. */
+    (void)snprintf(k.claim.uuid[0], sizeof k.claim.uuid[0], "GPU-other");
+    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-0,GPU-1");
+    assert_string_equal(k.why,
+                        "assigned GPU 5 is GPU-other on the scheduler's side but GPU-5 here");
+    (void)snprintf(k.claim.uuid[0], sizeof k.claim.uuid[0], "GPU-5");
+    /* No claim for 3 GPUs: today's choice, nothing told. */
+    int calls = k.calls;
+    assert_string_equal(prefer(&v, all, 8, NULL, 0, 3), "GPU-0,GPU-1,GPU-2");
+    assert_int_equal(k.calls, calls);
+
+    /* Allocate of the assigned GPUs, in any order: as assigned. */
+    const char *same[] = {"GPU-2", "GPU-5"};
+    assert_int_equal(allocate(&v, same, 2), 0);
+    assert_true(k.allocate);
+    assert_true(k.honoured);
+    assert_string_equal(k.ids, "GPU-2,GPU-5");
+    /* Of others: kubelet decides (status OK), the mismatch is told. */
+    const char *other[] = {"GPU-1", "GPU-0"};
+    assert_int_equal(allocate(&v, other, 2), 0);
+    assert_false(k.honoured);
+    assert_string_equal(k.why, "kubelet allocated GPUs 0,1, the scheduler assigned 2,5");
+    assert_string_equal(k.ids, "GPU-1,GPU-0");
+    /* A refused Allocate (Unhealthy) tells nothing: nothing was allocated. */
+    calls = k.calls;
+    h[2] = GS_HEALTH_UNHEALTHY;
+    assert_int_equal(allocate(&v, same, 2), 9); /* FAILED_PRECONDITION */
+    assert_int_equal(k.calls, calls);
+    gs_dp_model_fini(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inventory_names_modes_mig_instances_and_health),
+        cmocka_unit_test(test_assign_takes_oldest_pending_pod_of_that_resource_and_count),
+        cmocka_unit_test(test_preferred_follows_the_claim_only_when_offered_healthy_and_same),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
