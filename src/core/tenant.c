@@ -98,6 +98,7 @@ void gs_engine_free(struct gs_engine *e)
     for (uint32_t i = 0; i < e->ng; i++) {
         free(e->g[i].name);
         free(e->g[i].members);
+        free(e->g[i].holds);
     }
     for (uint32_t i = 0; i < e->np; i++) {
         free(e->p[i].name);
@@ -396,6 +397,11 @@ int gs_engine_gang_info(const struct gs_engine *e, uint32_t id, struct gs_gang_i
     out->started = g->started;
     out->refused = g->refused;
     out->reason = g->reason;
+    out->grace_ms = g->grace_ms;
+    out->grace_until_ms = g->degraded_ms >= 0 ? g->degraded_ms + g->grace_ms : -1;
+    out->holds = 0;
+    for (uint32_t i = 0; i < g->n_holds; i++)
+        out->holds += g->holds[i].state == HOLD_HELD;
     return GS_OK;
 }
 
@@ -473,6 +479,21 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
         for (uint32_t g = 0; g < p->pl.num_gpu; g++)
             used[p->pl.node * GS_NODE_GPUS_MAX + p->pl.gpu_index[g]] += p->pl.gpu_milli;
     }
+    for (uint32_t gi = 0; gi < e->ng; gi++) { /* held capacity is bound in the cluster too */
+        const struct gang *g = &e->g[gi];
+        for (uint32_t i = 0; i < g->n_holds; i++) {
+            const struct gang_hold *h = &g->holds[i];
+            if (h->state != HOLD_HELD)
+                continue;
+            if (h->pl.node >= nn || !gs_cluster_node(e->c, h->pl.node)->present) {
+                (void)snprintf(msg, cap, "gang %s holds capacity on node slot %u, which is free",
+                               g->name, h->pl.node);
+                goto out;
+            }
+            for (uint32_t k = 0; k < h->pl.num_gpu; k++)
+                used[h->pl.node * GS_NODE_GPUS_MAX + h->pl.gpu_index[k]] += h->pl.gpu_milli;
+        }
+    }
     if (evictions + e->evictions_reused != e->evictions_total) {
         (void)snprintf(msg, cap, "%llu evictions recorded on pods, %llu made",
                        (unsigned long long)evictions, (unsigned long long)e->evictions_total);
@@ -546,8 +567,22 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
             goto out;
         }
         /* Members that were already running when handed over (adopt) are what the cluster
-         * has, not a placement of ours: a gang may run below its minimum only through them. */
-        if (run > adopted && run + done < g->min_member) {
+         * has, not a placement of ours: a gang may run below its minimum only through them, or
+         * in its grace period after losing members. */
+        bool degraded = g->degraded_ms >= 0;
+        uint32_t held = 0;
+        for (uint32_t i = 0; i < g->n_holds; i++)
+            held += g->holds[i].state == HOLD_HELD;
+        if (held > 0 && !degraded) {
+            (void)snprintf(msg, cap, "gang %s holds capacity outside a grace period", g->name);
+            goto out;
+        }
+        if (degraded && (run == 0 || run + done >= g->min_member)) {
+            (void)snprintf(msg, cap, "gang %s is in a grace period it cannot be in (%u running)",
+                           g->name, run);
+            goto out;
+        }
+        if (run > adopted && run + done < g->min_member && !degraded) {
             (void)snprintf(msg, cap, "gang %s runs %u of min_member %u", g->name, run,
                            g->min_member);
             goto out;

@@ -280,17 +280,22 @@ int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
         return GS_EINVAL;
     struct tpod *p = &e->p[pod];
     bool was_running = p->state == GS_TPOD_RUNNING;
+    struct gang *g = p->gang != GS_NO_GANG ? &e->g[p->gang] : NULL;
+    int err = GS_OK;
+    /* Room for the hold first (gangs with a grace period), so that nothing fails after the
+     * pod has gone. */
+    if (was_running && g && g->grace_ms > 0 && (err = gs__gang_hold_reserve(e, p->gang)) != GS_OK)
+        return err;
     if (was_running) {
-        int err = finish_quiet(e, pod, now_ms);
-        if (err)
+        if ((err = finish_quiet(e, pod, now_ms)) != GS_OK)
             return err;
-        if (p->gang != GS_NO_GANG)
-            e->g[p->gang].succeeded--;
+        if (g)
+            g->succeeded--;
     } else if (p->state == GS_TPOD_PENDING) {
         e->q[p->queue].pending--;
         gs__account(e, p->queue, 1, p->r, -1);
-        if (p->gang != GS_NO_GANG)
-            e->g[p->gang].pending--;
+        if (g)
+            g->pending--;
     } else {
         return GS_EINVAL;
     }
@@ -298,26 +303,31 @@ int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     p->end_ms = now_ms;
     e->now_ms = now_ms;
     gs__emit(e, GS_EV_DELETE, pod, NO_ID, GS_EVICT_NONE, was_running ? &p->pl : NULL);
-    /* A gang that lost a running member below min_member cannot go on: its other running
-     * members go back to pending, whole. */
-    if (p->gang != GS_NO_GANG) {
-        struct gang *g = &e->g[p->gang];
-        gs__gang_judge(e, p->gang); /* one member fewer can only make it fit */
-        if (g->running > 0 && g->running + g->succeeded < g->min_member) {
-            e->now_ms = now_ms;
-            uint32_t mark = e->nlog;
-            int err = GS_OK;
-            for (uint32_t m = 0; m < g->n_members && !err; m++)
-                if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
-                    err = gs__do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
-            if (err) {
-                gs__rollback(e, mark);
-                return err;
-            }
-            g->started = false;
-            return gs__commit(e, mark, false);
+    if (!g)
+        return GS_OK;
+    gs__gang_judge(e, p->gang); /* one member fewer can only make it fit */
+    if (g->running > 0 && g->running + g->succeeded < g->min_member) {
+        if (g->grace_ms > 0) {
+            /* A gang with a grace period keeps running below min_member while replacements
+             * come; what the lost member held stays held for them (its node exists). */
+            if (was_running)
+                gs__gang_hold_add(e, p->gang, &p->req, &p->pl);
+            gs__gang_degrade(e, p->gang, now_ms);
+            return GS_OK;
         }
+        /* Without one it cannot go on: its other running members go back to pending, whole. */
+        uint32_t mark = e->nlog;
+        for (uint32_t m = 0; m < g->n_members && !err; m++)
+            if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
+                err = gs__do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
+        if (err) {
+            gs__rollback(e, mark);
+            return err;
+        }
+        g->started = false;
+        return gs__commit(e, mark, false);
     }
+    gs__gang_settle(e, p->gang); /* nothing of it left running: nothing to hold for */
     return GS_OK;
 }
 
@@ -480,7 +490,8 @@ int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms)
         return err;
     e->now_ms = now_ms;
     uint32_t mark = e->nlog;
-    /* Victims first, then the gangs they leave below their minimum. */
+    /* Victims first, then the gangs they leave below their minimum: released whole, or, with a
+     * grace period, left running while replacements come (the node is gone: nothing is held). */
     while (!err && e->node_npods[node] > 0)
         err =
             gs__do_evict(e, e->node_pods[node][e->node_npods[node] - 1], GS_EVICT_NODE_LOST, NO_ID);
@@ -491,6 +502,8 @@ int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms)
         struct gang *g = &e->g[p->gang];
         if (g->running == 0 || g->running + g->succeeded >= g->min_member)
             continue;
+        if (g->grace_ms > 0)
+            continue; /* its grace period starts below, once nothing can fail */
         for (uint32_t m = 0; m < g->n_members && !err; m++)
             if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
                 err = gs__do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
@@ -499,6 +512,15 @@ int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms)
     if (err) {
         gs__rollback(e, mark);
         return err;
+    }
+    gs__gang_drop_node_holds(e, node);
+    for (uint32_t i = mark; i < e->nlog; i++) {
+        const struct tpod *p = &e->p[e->log[i].pod];
+        if (p->gang == GS_NO_GANG)
+            continue;
+        const struct gang *g = &e->g[p->gang];
+        if (g->running > 0 && g->running + g->succeeded < g->min_member)
+            gs__gang_degrade(e, p->gang, now_ms);
     }
     /* Foreign pods on the node leave the root's books as they go. */
     for (uint32_t i = mark; i < e->nlog; i++) {

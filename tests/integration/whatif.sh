@@ -28,6 +28,7 @@ case_ foreign
 case_ reclaim
 case_ gang --timeline "$d/gang.timeline.yaml" --policy bestfit
 case_ lifecycle --timeline "$d/lifecycle.timeline.yaml" --policy bestfit
+case_ gang_loss --timeline "$d/gang_loss.timeline.yaml" --policy bestfit
 
 # The table form says the same as the JSON form.
 "$bin" whatif --cluster "$d/preempt.yaml" >"$tmp/table" 2>&1
@@ -58,6 +59,10 @@ printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n}, status: {allocat
     bad bad_quantity "bad_quantity\.yaml: node n: status\.allocatable\.cpu is not a quantity"
 printf 'kind: List\nitems:\n- {kind: Queue, apiVersion: scheduling.gpusched.io/v1alpha1, metadata: {name: q}, spec: {parentQueue: nope}}\n' |
     bad missing_parent "missing_parent\.yaml: Queue q: spec\.parentQueue nope does not exist"
+printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v1alpha1, metadata: {name: g, annotations: {gpusched.io/gang-grace-seconds: soon}}, spec: {minMember: 2}}\n' |
+    bad bad_grace "bad_grace\.yaml: PodGroup g: metadata\.annotations gpusched\.io/gang-grace-seconds must be a whole number of seconds \(0 to 1000000000\), not \"soon\""
+printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v1alpha1, metadata: {name: g}, spec: {minMember: 2, scheduleTimeoutSeconds: -5}}\n' |
+    bad bad_timeout "bad_timeout\.yaml: PodGroup g: spec\.scheduleTimeoutSeconds must be a whole number >= 0"
 printf -- '- {at: 10s, explode: [x]}\n' >"$tmp/tl.yaml"
 printf 'kind: List\nitems: []\n' | bad bad_step "timeline step 1: unknown action explode" --timeline "$tmp/tl.yaml"
 printf -- '- {at: 10s, finish: [nobody]}\n' >"$tmp/tl2.yaml"
