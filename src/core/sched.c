@@ -726,6 +726,28 @@ static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
     return GS_OK;
 }
 
+/*
+ * A pod that asks for no GPU goes to a node without GPUs when one of the feasible nodes has
+ * none (kubernetes/kubernetes#129229: CPU pods spread over GPU nodes by the default scores use
+ * up the CPU and memory that GPU pods then lack there). The rule ranks above every score, so
+ * it is applied as a cut of the feasible list before the policy scores what is left: among
+ * GPU-less nodes the policy, the filter scores and the tie-break choose as before. When no
+ * feasible node is GPU-less (or all are), nothing changes. With a bounded scan (nodes_to_find)
+ * it looks at the nodes the scan found. O(feasible) for CPU-only pods, nothing for GPU pods.
+ * Returns the new length of feasible[].
+ */
+static uint32_t keep_gpu_free_nodes(const struct gs_pod_req *req, const struct gs_node_fit *fit,
+                                    uint32_t *feasible, uint32_t nf)
+{
+    if (req->num_gpu != 0 || nf < 2)
+        return nf;
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < nf; k++)
+        if (fit[feasible[k]].gpu_count == 0)
+            feasible[kept++] = feasible[k];
+    return kept > 0 ? kept : nf; /* none without GPUs: the list is untouched (nothing moved) */
+}
+
 static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
                             struct gs_rng *rng, uint32_t *nf_out)
 {
@@ -775,6 +797,7 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
          * began (as the plain scan, which stops there too). */
         s->next_start = done ? (i + 1 == n ? 0 : i + 1) : start;
     }
+    nf = keep_gpu_free_nodes(req, fit, s->feasible, nf);
     *nf_out = nf;
     if (nf == 1) {
         /* kube-scheduler skips scoring when one node is feasible; no random draw either. */
