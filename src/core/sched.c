@@ -757,12 +757,17 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
     if (err)
         return err;
     const uint64_t *set = gs_filter_nodes(s->c, cls);
-    if (!set)
+    uint32_t pin = UINT32_MAX;
+    if (!set && !gs_filter_pinned(s->c, cls, &pin))
         return GS_EINVAL;
     uint32_t n = gs_cluster_node_count(s->c);
     uint32_t nf = 0;
     const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
-    if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
+    if (!set) {
+        /* A pod pinned to one node (filter.h): that node is judged alone, with no scan. */
+        if (gs_filter_pass(s->c, cls, pin) && gs_fit_ok(&fit[pin], req))
+            s->feasible[nf++] = pin;
+    } else if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t w = 0; w < (n + 63) / 64; w++)
             for (uint64_t bits = set[w]; bits; bits &= bits - 1) {
                 uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);

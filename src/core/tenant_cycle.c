@@ -105,7 +105,8 @@ int gs__enqueue(struct gs_engine *e, uint32_t pod)
     struct queue *q = &e->q[p->queue];
     uint64_t mask = p->req.num_gpu ? p->req.gpu_model_mask : 0;
     uint32_t f = 0;
-    while (f < q->n_flavors && (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass))
+    uint32_t fc = gs_filter_base(e->c, p->fclass);
+    while (f < q->n_flavors && (q->flavors[f].mask != mask || q->flavors[f].fclass != fc))
         f++;
     if (f == q->n_flavors) {
         struct flavor_queue *nf = realloc(q->flavors, (q->n_flavors + 1) * sizeof(*nf));
@@ -114,7 +115,7 @@ int gs__enqueue(struct gs_engine *e, uint32_t pod)
         q->flavors = nf;
         memset(&nf[f], 0, sizeof(nf[f]));
         nf[f].mask = mask;
-        nf[f].fclass = p->fclass;
+        nf[f].fclass = fc;
         nf[f].blocked_cycle = UINT32_MAX;
         nf[f].bf_cycle = UINT32_MAX;
         q->n_flavors++;
@@ -401,6 +402,11 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         deferred[ndef++] = head;
         if ((err = gs__note_unschedulable(e, head)) != GS_OK)
             break;
+        /* A plain pod pinned to one node can take no other node, so what it waits for is that
+         * node alone: it holds up nothing behind it (pinned pods share their flavor, so one
+         * pinned to a full node would otherwise stop those pinned elsewhere). */
+        if (hp->gang == GS_NO_GANG && gs_filter_pinned(e->c, hp->fclass, NULL))
+            continue;
         if (e->cfg.backfill && fq->bf_cycle != e->cycle) {
             /* The first job of this flavor that cannot start gets the reservation. */
             fq->bf_cycle = e->cycle;
@@ -420,7 +426,8 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         struct queue *q = &e->q[p->queue];
         uint64_t mask = p->req.num_gpu ? p->req.gpu_model_mask : 0;
         for (uint32_t f = 0; f < q->n_flavors; f++) {
-            if (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass)
+            if (q->flavors[f].mask != mask ||
+                q->flavors[f].fclass != gs_filter_base(e->c, p->fclass))
                 continue;
             q->ver++;
             int perr = heap_push(&q->flavors[f], heap_entry(e, deferred[i]));

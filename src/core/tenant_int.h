@@ -48,7 +48,8 @@ struct heap_ent {
 
 struct flavor_queue {
     uint64_t mask;         /* GPU model mask of the pods in it (CPU-only pods: 0) */
-    uint32_t fclass;       /* node filter class of the pods in it */
+    uint32_t fclass;       /* node filter class of the pods in it (for pods pinned to one node,
+                              the class of the rest of their filter: gs_filter_base()) */
     struct heap_ent *heap; /* binary heap, best first */
     uint32_t len, cap;
     uint32_t blocked_cycle; /* cycle in which its head could not be placed */

@@ -103,7 +103,7 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
                    const struct gs_pod_ident *ident, int64_t now_ms, uint32_t *out)
 {
     const char *uid = ident && ident->uid && *ident->uid ? ident->uid : NULL;
-    if (ident && !gs_filter_nodes(e->c, ident->filter_class))
+    if (ident && !gs_filter_valid(e->c, ident->filter_class))
         return GS_EINVAL;
     if (uid && gs_engine_find_pod(e, uid) >= 0)
         return GS_EEXIST;
