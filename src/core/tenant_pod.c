@@ -270,6 +270,10 @@ int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     if (err)
         return err;
     e->now_ms = now_ms;
+    /* A finished member counts toward min_member, so it never ends a gang's run; but a gang in
+     * its grace period whose last running member finishes has nothing left to hold for. */
+    if (e->p[pod].gang != GS_NO_GANG)
+        gs__gang_settle(e, e->p[pod].gang);
     gs__emit(e, GS_EV_FINISH, pod, NO_ID, GS_EVICT_NONE, &e->p[pod].pl);
     return GS_OK;
 }
