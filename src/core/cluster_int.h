@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "alloc_int.h"
 #include "gpusched/cluster.h"
 #include "gpusched/filter.h"
 

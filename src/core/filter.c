@@ -42,7 +42,7 @@ static void kb_put(struct keybuf *b, const void *data, size_t n)
         size_t cap = b->cap ? b->cap : 128;
         while (cap < b->len + n)
             cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
+        uint8_t *p = gs__realloc(b->p, cap);
         if (!p) {
             b->oom = true;
             return;
@@ -394,15 +394,15 @@ static void class_fill(struct gs_cluster *c, struct filter_class *fc)
 
 static void class_clear(struct filter_class *fc)
 {
-    free(fc->blob);
-    free(fc->key);
-    free(fc->nodes);
+    gs__free(fc->blob);
+    gs__free(fc->key);
+    gs__free(fc->nodes);
     memset(fc, 0, sizeof(*fc));
 }
 
 static int slots_rebuild(struct filter_table *ft, uint32_t cap)
 {
-    uint32_t *slots = calloc(cap, sizeof(*slots));
+    uint32_t *slots = gs__calloc(cap, sizeof(*slots));
     if (!slots)
         return GS_ENOMEM;
     for (uint32_t id = 1; id < ft->len; id++) {
@@ -413,7 +413,7 @@ static int slots_rebuild(struct filter_table *ft, uint32_t cap)
             j = (j + 1) & (cap - 1);
         slots[j] = id + 1;
     }
-    free(ft->slots);
+    gs__free(ft->slots);
     ft->slots = slots;
     ft->slots_cap = cap;
     return GS_OK;
@@ -423,7 +423,7 @@ int gs__filter_init(struct gs_cluster *c)
 {
     struct filter_table *ft = &c->ft;
     memset(ft, 0, sizeof(*ft));
-    ft->cls = calloc(16, sizeof(*ft->cls));
+    ft->cls = gs__calloc(16, sizeof(*ft->cls));
     if (!ft->cls)
         return GS_ENOMEM;
     ft->cap = 16;
@@ -433,7 +433,7 @@ int gs__filter_init(struct gs_cluster *c)
     ft->cls[0].hash = 1; /* the default class: empty spec, never in the hash table */
     ft->cls[0].refs = 1;
     if (slots_rebuild(ft, 64) != GS_OK) {
-        free(ft->cls);
+        gs__free(ft->cls);
         return GS_ENOMEM;
     }
     return GS_OK;
@@ -444,10 +444,10 @@ void gs__filter_fini(struct gs_cluster *c)
     struct filter_table *ft = &c->ft;
     for (uint32_t id = 0; id < ft->len; id++)
         class_clear(&ft->cls[id]);
-    free(ft->cls);
-    free(ft->slots);
-    free(ft->pins);
-    free(ft->node_pins);
+    gs__free(ft->cls);
+    gs__free(ft->slots);
+    gs__free(ft->pins);
+    gs__free(ft->node_pins);
     memset(ft, 0, sizeof(*ft));
 }
 
@@ -455,7 +455,7 @@ int gs__filter_reserve(struct gs_cluster *c, uint32_t nodes_cap)
 {
     struct filter_table *ft = &c->ft;
     if (nodes_cap > ft->node_pins_cap) {
-        uint32_t *np = realloc(ft->node_pins, (size_t)nodes_cap * sizeof(*np));
+        uint32_t *np = gs__realloc(ft->node_pins, (size_t)nodes_cap * sizeof(*np));
         if (!np)
             return GS_ENOMEM;
         for (uint32_t i = ft->node_pins_cap; i < nodes_cap; i++)
@@ -470,7 +470,7 @@ int gs__filter_reserve(struct gs_cluster *c, uint32_t nodes_cap)
         struct filter_class *fc = &ft->cls[id];
         if (!fc->hash)
             continue;
-        uint64_t *set = realloc(fc->nodes, (size_t)words * sizeof(*set));
+        uint64_t *set = gs__realloc(fc->nodes, (size_t)words * sizeof(*set));
         if (!set)
             return GS_ENOMEM; /* the classes already grown keep their larger sets */
         memset(set + ft->words_cap, 0, (size_t)(words - ft->words_cap) * sizeof(*set));
@@ -518,7 +518,7 @@ static int take_entry(struct gs_cluster *c, uint32_t *id, bool *recycled)
     }
     if (ft->len < GS_FILTER_CLASSES_MAX) {
         if (ft->len == ft->cap) {
-            struct filter_class *cls = realloc(ft->cls, (size_t)ft->cap * 2 * sizeof(*cls));
+            struct filter_class *cls = gs__realloc(ft->cls, (size_t)ft->cap * 2 * sizeof(*cls));
             if (!cls)
                 return GS_ENOMEM;
             memset(cls + ft->cap, 0, (size_t)ft->cap * sizeof(*cls));
@@ -591,7 +591,7 @@ static int intern_pin(struct gs_cluster *c, const struct gs_filter_spec *spec, u
         }
         if (ft->pins_len == ft->pins_cap) {
             uint32_t cap = ft->pins_cap ? ft->pins_cap * 2 : 64;
-            struct filter_pin *np = realloc(ft->pins, (size_t)cap * sizeof(*np));
+            struct filter_pin *np = gs__realloc(ft->pins, (size_t)cap * sizeof(*np));
             if (!np) {
                 gs_filter_release(c, base);
                 return GS_ENOMEM;
@@ -688,13 +688,13 @@ int gs_filter_intern(struct gs_cluster *c, const struct gs_filter_spec *spec, ui
     struct keybuf kb = {0};
     kb_spec(&kb, spec);
     if (kb.oom) {
-        free(kb.p);
+        gs__free(kb.p);
         return GS_ENOMEM;
     }
     uint64_t h = hash_bytes(kb.p, kb.len);
     int32_t found = find_class(ft, kb.p, kb.len, h);
     if (found >= 0) {
-        free(kb.p);
+        gs__free(kb.p);
         struct filter_class *fc = &ft->cls[found];
         if (fc->refs++ == 0)
             ft->live++;
@@ -706,16 +706,16 @@ int gs_filter_intern(struct gs_cluster *c, const struct gs_filter_spec *spec, ui
     int err = take_entry(c, &id, &recycled);
     struct bump sz = {0};
     copy_spec(&sz, spec, NULL);
-    char *blob = err ? NULL : malloc(sz.used ? sz.used : 1);
-    uint64_t *nodes = err ? NULL : calloc(ft->words_cap ? ft->words_cap : 1, sizeof(uint64_t));
+    char *blob = err ? NULL : gs__malloc(sz.used ? sz.used : 1);
+    uint64_t *nodes = err ? NULL : gs__calloc(ft->words_cap ? ft->words_cap : 1, sizeof(uint64_t));
     if (!err && (!blob || !nodes))
         err = GS_ENOMEM;
     if (!err && (ft->len + 1) * 2 > ft->slots_cap)
         err = slots_rebuild(ft, ft->slots_cap * 2);
     if (err) {
-        free(blob);
-        free(nodes);
-        free(kb.p);
+        gs__free(blob);
+        gs__free(nodes);
+        gs__free(kb.p);
         return err;
     }
     if (recycled)

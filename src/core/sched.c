@@ -21,6 +21,7 @@
 
 #include "gpusched/err.h"
 #include "gpusched/filter.h"
+#include "alloc_int.h"
 
 /* Fixed maximums the reference uses to scale CPU and GPU (MaxSpecCpu, MaxSpecGpu). */
 #define MAX_SPEC_CPU_MILLI 128000.0
@@ -116,24 +117,24 @@ static int ensure_nodes(struct gs_sched *s)
     uint32_t cap = s->nodes_cap ? s->nodes_cap : 64;
     while (cap < n)
         cap *= 2;
-    uint32_t *feasible = realloc(s->feasible, cap * sizeof(*feasible));
+    uint32_t *feasible = gs__realloc(s->feasible, cap * sizeof(*feasible));
     if (feasible)
         s->feasible = feasible;
-    int32_t *scores = realloc(s->scores, cap * sizeof(*scores));
+    int32_t *scores = gs__realloc(s->scores, cap * sizeof(*scores));
     if (scores)
         s->scores = scores;
-    uint32_t *rank = realloc(s->rank, cap * sizeof(*rank));
+    uint32_t *rank = gs__realloc(s->rank, cap * sizeof(*rank));
     if (rank)
         s->rank = rank;
-    struct gs_frag *nfrag = realloc(s->nfrag, cap * sizeof(*nfrag));
+    struct gs_frag *nfrag = gs__realloc(s->nfrag, cap * sizeof(*nfrag));
     if (nfrag)
         s->nfrag = nfrag;
-    uint64_t *nfrag_gen = realloc(s->nfrag_gen, cap * sizeof(*nfrag_gen));
+    uint64_t *nfrag_gen = gs__realloc(s->nfrag_gen, cap * sizeof(*nfrag_gen));
     if (nfrag_gen)
         s->nfrag_gen = nfrag_gen;
     struct score_entry *cache = NULL;
     if (s->cache_classes) {
-        cache = realloc(s->cache, (size_t)cap * s->cache_classes * sizeof(*cache));
+        cache = gs__realloc(s->cache, (size_t)cap * s->cache_classes * sizeof(*cache));
         if (cache)
             s->cache = cache;
     }
@@ -391,15 +392,15 @@ static int class_of(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *
                             req->gpu_model_mask};
     if ((s->n_classes + 1) * 2 > s->class_slots_cap) {
         uint32_t cap = s->class_slots_cap ? s->class_slots_cap * 2 : 256;
-        uint32_t *slots = calloc(cap, sizeof(*slots));
-        struct req_class *classes = realloc(s->classes, (cap / 2) * sizeof(*classes));
+        uint32_t *slots = gs__calloc(cap, sizeof(*slots));
+        struct req_class *classes = gs__realloc(s->classes, (cap / 2) * sizeof(*classes));
         if (classes)
             s->classes = classes;
         if (!slots || !classes) {
-            free(slots);
+            gs__free(slots);
             return GS_ENOMEM;
         }
-        free(s->class_slots);
+        gs__free(s->class_slots);
         s->class_slots = slots;
         s->class_slots_cap = cap;
         s->classes_cap = cap / 2;
@@ -441,13 +442,13 @@ static int ensure_cache(struct gs_sched *s, uint32_t cls)
     uint32_t width = s->cache_classes ? s->cache_classes : 16;
     while (width <= cls)
         width *= 2;
-    struct score_entry *cache = calloc((size_t)s->nodes_cap * width, sizeof(*cache));
+    struct score_entry *cache = gs__calloc((size_t)s->nodes_cap * width, sizeof(*cache));
     if (!cache)
         return GS_ENOMEM;
     for (uint32_t n = 0; n < s->nodes_cap && s->cache_classes; n++)
         memcpy(cache + (size_t)n * width, s->cache + (size_t)n * s->cache_classes,
                s->cache_classes * sizeof(*cache));
-    free(s->cache);
+    gs__free(s->cache);
     s->cache = cache;
     s->cache_classes = width;
     return GS_OK;
@@ -483,7 +484,7 @@ static int32_t fgd_node(struct gs_sched *s, uint32_t node, uint32_t cls,
     if (ce->gen == n->gen)
         return ce->score;
     if (!s->memo) {
-        s->memo = calloc(1024, sizeof(*s->memo));
+        s->memo = gs__calloc(1024, sizeof(*s->memo));
         if (!s->memo)
             return GS_ENOMEM;
         s->memo_cap = 1024;
@@ -505,7 +506,7 @@ static int32_t fgd_node(struct gs_sched *s, uint32_t node, uint32_t cls,
     if ((s->memo_len + 1) * 2 > s->memo_cap) {
         /* Grow up to a bound, then start afresh: the memo only saves work. */
         uint32_t cap = s->memo_cap < MEMO_CAP_MAX ? s->memo_cap * 2 : s->memo_cap;
-        struct memo_entry *memo = calloc(cap, sizeof(*memo));
+        struct memo_entry *memo = gs__calloc(cap, sizeof(*memo));
         if (!memo)
             return score; /* keep working without memoising this one */
         if (cap > s->memo_cap) {
@@ -520,7 +521,7 @@ static int32_t fgd_node(struct gs_sched *s, uint32_t node, uint32_t cls,
         } else {
             s->memo_len = 0;
         }
-        free(s->memo);
+        gs__free(s->memo);
         s->memo = memo;
         s->memo_cap = cap;
         mask = cap - 1;
@@ -634,7 +635,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
         return GS_ENOENT;
     if (strcmp(policies[p].name, "fgd") == 0 && (!cfg->workload || cfg->workload->n_types == 0))
         return GS_EINVAL;
-    struct gs_sched *s = calloc(1, sizeof(*s));
+    struct gs_sched *s = gs__calloc(1, sizeof(*s));
     if (!s)
         return GS_ENOMEM;
     s->c = c;
@@ -648,7 +649,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
     }
     if (cfg->node_rank) {
         uint32_t n = gs_cluster_node_count(c);
-        uint8_t *seen = calloc(n ? n : 1, 1);
+        uint8_t *seen = gs__calloc(n ? n : 1, 1);
         if (!seen) {
             gs_sched_free(s);
             return GS_ENOMEM;
@@ -656,14 +657,14 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
         for (uint32_t i = 0; i < n; i++) {
             uint32_t r = cfg->node_rank[i];
             if (r >= n || seen[r]) {
-                free(seen);
+                gs__free(seen);
                 gs_sched_free(s);
                 return GS_EINVAL;
             }
             seen[r] = 1;
             s->rank[i] = r;
         }
-        free(seen);
+        gs__free(seen);
     }
     *out = s;
     return GS_OK;
@@ -673,16 +674,16 @@ void gs_sched_free(struct gs_sched *s)
 {
     if (!s)
         return;
-    free(s->rank);
-    free(s->feasible);
-    free(s->scores);
-    free(s->nfrag);
-    free(s->nfrag_gen);
-    free(s->classes);
-    free(s->class_slots);
-    free(s->cache);
-    free(s->memo);
-    free(s);
+    gs__free(s->rank);
+    gs__free(s->feasible);
+    gs__free(s->scores);
+    gs__free(s->nfrag);
+    gs__free(s->nfrag_gen);
+    gs__free(s->classes);
+    gs__free(s->class_slots);
+    gs__free(s->cache);
+    gs__free(s->memo);
+    gs__free(s);
 }
 
 static bool req_valid(const struct gs_pod_req *req)
@@ -708,7 +709,7 @@ static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
     if (!aff && !taint)
         return GS_OK;
     int64_t max_aff = 0, max_taint = 0;
-    int64_t *raw = malloc((size_t)nf * 2 * sizeof(*raw));
+    int64_t *raw = gs__malloc((size_t)nf * 2 * sizeof(*raw));
     if (!raw)
         return GS_ENOMEM;
     for (uint32_t k = 0; k < nf; k++) {
@@ -722,7 +723,7 @@ static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
         int64_t t = max_taint ? 100 - raw[(size_t)2 * k + 1] * 100 / max_taint : 100;
         s->scores[k] += (int32_t)(2 * a + 3 * t);
     }
-    free(raw);
+    gs__free(raw);
     return GS_OK;
 }
 

@@ -23,7 +23,7 @@
 char *gs__dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = gs__malloc(n);
     if (d)
         memcpy(d, s, n);
     return d;
@@ -36,7 +36,7 @@ int gs__grow(void **ptr, uint32_t *cap, uint32_t need, size_t elem)
     uint32_t nc = *cap ? *cap : 8;
     while (nc < need)
         nc *= 2;
-    void *np = realloc(*ptr, (size_t)nc * elem);
+    void *np = gs__realloc(*ptr, (size_t)nc * elem);
     if (!np)
         return GS_ENOMEM;
     *ptr = np;
@@ -49,7 +49,7 @@ int gs__grow(void **ptr, uint32_t *cap, uint32_t need, size_t elem)
 int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, struct gs_engine **out)
 {
     *out = NULL;
-    struct gs_engine *e = calloc(1, sizeof(*e));
+    struct gs_engine *e = gs__calloc(1, sizeof(*e));
     if (!e)
         return GS_ENOMEM;
     e->c = c;
@@ -58,11 +58,11 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
                                  cfg->workload, cfg->nodes_to_find};
     int err = gs_sched_new(c, &sc, &e->sched);
     if (err) {
-        free(e);
+        gs__free(e);
         return err;
     }
     /* The root queue: everything, unlimited. */
-    e->q = calloc(8, sizeof(*e->q));
+    e->q = gs__calloc(8, sizeof(*e->q));
     e->capq = 8;
     if (!e->q || !(e->q[0].name = gs__dup_str("root"))) {
         gs_engine_free(e);
@@ -88,48 +88,48 @@ void gs_engine_free(struct gs_engine *e)
     for (uint32_t i = 0; i < e->nq; i++) {
         /* nq is 0 while q is NULL (calloc); the analyzer forgets that once &e->sched escapes. */
         /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-        free(e->q[i].name);
+        gs__free(e->q[i].name);
         for (uint32_t f = 0; f < e->q[i].n_flavors; f++)
-            free(e->q[i].flavors[f].heap);
-        free(e->q[i].flavors);
+            gs__free(e->q[i].flavors[f].heap);
+        gs__free(e->q[i].flavors);
     }
     for (uint32_t i = 0; i < e->npc; i++)
-        free(e->pc[i].name);
+        gs__free(e->pc[i].name);
     for (uint32_t i = 0; i < e->ng; i++) {
-        free(e->g[i].name);
-        free(e->g[i].members);
-        free(e->g[i].holds);
+        gs__free(e->g[i].name);
+        gs__free(e->g[i].members);
+        gs__free(e->g[i].holds);
     }
     for (uint32_t i = 0; i < e->np; i++) {
-        free(e->p[i].name);
-        free(e->p[i].uid);
-        free(e->p[i].ns);
-        free(e->p[i].reason_text);
+        gs__free(e->p[i].name);
+        gs__free(e->p[i].uid);
+        gs__free(e->p[i].ns);
+        gs__free(e->p[i].reason_text);
     }
-    free(e->uid_slots);
-    free(e->free_pods);
+    gs__free(e->uid_slots);
+    gs__free(e->free_pods);
     for (uint32_t i = 0; i < e->nodes_cap; i++)
-        free(e->node_pods[i]);
+        gs__free(e->node_pods[i]);
     for (uint32_t i = 0; i < e->nresv; i++)
-        free(e->resv[i].nodes);
-    free(e->node_pods);
-    free(e->node_npods);
-    free(e->node_cappods);
-    free(e->q);
-    free(e->pc);
-    free(e->g);
-    free(e->p);
-    free(e->log);
-    free(e->resv);
-    free(e->cand);
-    free(e->qdelta);
-    free(e->vloss);
-    free(e->unb);
-    free(e->vals);
-    free(e->end_order);
-    free(e->keys);
+        gs__free(e->resv[i].nodes);
+    gs__free(e->node_pods);
+    gs__free(e->node_npods);
+    gs__free(e->node_cappods);
+    gs__free(e->q);
+    gs__free(e->pc);
+    gs__free(e->g);
+    gs__free(e->p);
+    gs__free(e->log);
+    gs__free(e->resv);
+    gs__free(e->cand);
+    gs__free(e->qdelta);
+    gs__free(e->vloss);
+    gs__free(e->unb);
+    gs__free(e->vals);
+    gs__free(e->end_order);
+    gs__free(e->keys);
     gs_sched_free(e->sched);
-    free(e);
+    gs__free(e);
 }
 
 /* Queue and PriorityClass names: 1 to 63 of [A-Za-z0-9._-], like Kubernetes object names. They
@@ -332,13 +332,13 @@ int gs__ensure_nodes(struct gs_engine *e)
     uint32_t cap = e->nodes_cap ? e->nodes_cap : 64;
     while (cap < n)
         cap *= 2;
-    uint32_t **np = realloc(e->node_pods, cap * sizeof(*np));
+    uint32_t **np = gs__realloc(e->node_pods, cap * sizeof(*np));
     if (np)
         e->node_pods = np;
-    uint32_t *nn = realloc(e->node_npods, cap * sizeof(*nn));
+    uint32_t *nn = gs__realloc(e->node_npods, cap * sizeof(*nn));
     if (nn)
         e->node_npods = nn;
-    uint32_t *nc = realloc(e->node_cappods, cap * sizeof(*nc));
+    uint32_t *nc = gs__realloc(e->node_cappods, cap * sizeof(*nc));
     if (nc)
         e->node_cappods = nc;
     if (!np || !nn || !nc)
@@ -439,11 +439,11 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
 {
     int err = GS_EINVAL;
     uint32_t nn = gs_cluster_node_count(e->c);
-    int32_t *used = calloc((size_t)(nn ? nn : 1) * GS_NODE_GPUS_MAX, sizeof(*used));
-    int64_t *qalloc = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qalloc));
-    int64_t *qdem = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qdem));
-    int64_t *qadopt = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qadopt));
-    uint32_t *qpend = calloc(e->nq, sizeof(*qpend)), *qrun = calloc(e->nq, sizeof(*qrun));
+    int32_t *used = gs__calloc((size_t)(nn ? nn : 1) * GS_NODE_GPUS_MAX, sizeof(*used));
+    int64_t *qalloc = gs__calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qalloc));
+    int64_t *qdem = gs__calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qdem));
+    int64_t *qadopt = gs__calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qadopt));
+    uint32_t *qpend = gs__calloc(e->nq, sizeof(*qpend)), *qrun = gs__calloc(e->nq, sizeof(*qrun));
     uint64_t evictions = 0;
     if (!used || !qalloc || !qdem || !qadopt || !qpend || !qrun) {
         (void)snprintf(msg, cap, "out of memory");
@@ -594,11 +594,11 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
     }
     err = GS_OK;
 out:
-    free(used);
-    free(qalloc);
-    free(qdem);
-    free(qadopt);
-    free(qpend);
-    free(qrun);
+    gs__free(used);
+    gs__free(qalloc);
+    gs__free(qdem);
+    gs__free(qadopt);
+    gs__free(qpend);
+    gs__free(qrun);
     return err;
 }

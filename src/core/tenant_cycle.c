@@ -109,7 +109,7 @@ int gs__enqueue(struct gs_engine *e, uint32_t pod)
     while (f < q->n_flavors && (q->flavors[f].mask != mask || q->flavors[f].fclass != fc))
         f++;
     if (f == q->n_flavors) {
-        struct flavor_queue *nf = realloc(q->flavors, (q->n_flavors + 1) * sizeof(*nf));
+        struct flavor_queue *nf = gs__realloc(q->flavors, (q->n_flavors + 1) * sizeof(*nf));
         if (!nf)
             return GS_ENOMEM;
         q->flavors = nf;
@@ -312,7 +312,7 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
     }
     gs_engine_compute_fair(e, e->capacity);
     for (uint32_t i = 0; i < e->nresv; i++)
-        free(e->resv[i].nodes);
+        gs__free(e->resv[i].nodes);
     e->nresv = 0;
 
     /* Pods popped and not placed this cycle go back at the end. */
@@ -436,7 +436,7 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
             break;
         }
     }
-    free(deferred);
+    gs__free(deferred);
     e->rng = NULL;
     e->st = NULL;
     return err;

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc_int.h"
 #include "gpusched/cluster.h"
 #include "gpusched/sched.h"
 #include "gpusched/tenant.h"

@@ -95,7 +95,7 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
     char *copy = gs__dup_str(buf);
     if (!copy)
         return GS_ENOMEM;
-    free(p->reason_text);
+    gs__free(p->reason_text);
     p->reason_text = copy;
     gs__emit_text(e, GS_EV_UNSCHEDULABLE, pod, NO_ID, GS_EVICT_NONE, NULL, copy);
     return GS_OK;
@@ -461,7 +461,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
         else
             memcpy(e->cand, bestv, best->n * sizeof(uint32_t));
     }
-    free(bestv);
+    gs__free(bestv);
     return found;
 }
 
@@ -637,7 +637,7 @@ int gs__reserve(struct gs_engine *e, uint32_t head)
     uint32_t n_run = e->end_order_n;
     if (n_run == 0)
         return GS_OK;
-    uint32_t *order = malloc(n_run * sizeof(*order));
+    uint32_t *order = gs__malloc(n_run * sizeof(*order));
     if (!order)
         return GS_ENOMEM;
     memcpy(order, e->end_order, n_run * sizeof(*order));
@@ -676,7 +676,7 @@ int gs__reserve(struct gs_engine *e, uint32_t head)
             break;
         if (err == GS_OK) {
             at = r->start_ms + r->est_ms;
-            nodes = calloc(nn ? nn : 1, 1);
+            nodes = gs__calloc(nn ? nn : 1, 1);
             if (!nodes) {
                 err = GS_ENOMEM;
                 break;
@@ -689,17 +689,17 @@ int gs__reserve(struct gs_engine *e, uint32_t head)
         err = GS_OK;
     }
     gs__rollback(e, mark);
-    free(order);
+    gs__free(order);
     if (err == GS_ENOMEM) {
-        free(nodes);
+        gs__free(nodes);
         return err;
     }
     if (at < 0) {
-        free(nodes);
+        gs__free(nodes);
         return GS_OK;
     }
     if (gs__grow((void **)&e->resv, &e->capresv, e->nresv + 1, sizeof(*e->resv)) != GS_OK) {
-        free(nodes);
+        gs__free(nodes);
         return GS_ENOMEM;
     }
     e->resv[e->nresv++] = (struct reservation){at, nodes};

@@ -52,7 +52,7 @@ static int uid_reserve(struct gs_engine *e)
         return GS_OK;
     uint32_t cap = e->uid_cap ? e->uid_cap * 2 : 64;
     uint32_t *old = e->uid_slots, old_cap = e->uid_cap;
-    uint32_t *slots = calloc(cap, sizeof(*slots));
+    uint32_t *slots = gs__calloc(cap, sizeof(*slots));
     if (!slots)
         return GS_ENOMEM;
     e->uid_slots = slots;
@@ -64,7 +64,7 @@ static int uid_reserve(struct gs_engine *e)
         *uid_slot(e, e->p[old[i] - 1].uid, true) = old[i];
         e->uid_len++;
     }
-    free(old);
+    gs__free(old);
     return GS_OK;
 }
 
@@ -125,9 +125,9 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     char *uidc = uid ? gs__dup_str(uid) : NULL;
     char *ns = ident && ident->ns ? gs__dup_str(ident->ns) : NULL;
     if (!name || (uid && !uidc) || (ident && ident->ns && !ns)) {
-        free(name);
-        free(uidc);
-        free(ns);
+        gs__free(name);
+        gs__free(uidc);
+        gs__free(ns);
         return GS_ENOMEM;
     }
     bool reused = e->nfree > 0;
@@ -186,9 +186,9 @@ static void drop_new_pod(struct gs_engine *e, uint32_t pi)
             g->first_submit_ms = -1;
     }
     gs_filter_release(e->c, p->fclass);
-    free(p->name);
-    free(p->uid);
-    free(p->ns);
+    gs__free(p->name);
+    gs__free(p->uid);
+    gs__free(p->ns);
     p->name = p->uid = p->ns = NULL;
     p->forgotten = true;
     p->state = GS_TPOD_FAILED; /* a free slot is in no queue's books */
@@ -450,14 +450,14 @@ int gs_engine_forget(struct gs_engine *e, uint32_t pod)
         *uid_slot(e, p->uid, false) = UID_TOMB;
     gs_filter_release(e->c, p->fclass);
     p->fclass = GS_FILTER_DEFAULT;
-    free(p->uid);
-    free(p->ns);
-    free(p->reason_text);
+    gs__free(p->uid);
+    gs__free(p->ns);
+    gs__free(p->reason_text);
     p->uid = p->ns = p->reason_text = NULL;
     p->forgotten = true;
     if (reuse) {
         /* The slot is free; the name goes too, so pod_info reports GS_ENOENT. */
-        free(p->name);
+        gs__free(p->name);
         p->name = NULL;
         e->free_pods[e->nfree++] = pod;
     }
