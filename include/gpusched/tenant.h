@@ -343,7 +343,8 @@ int gs_engine_submit_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
  * @param start_ms  when it started (its start time for min_runtime and victim order).
  * @return GS_OK; GS_EINVAL (bad queue, class, gang or request, a free node slot, GPUs over their
  *         capacity: the engine never over-commits a GPU); GS_EEXIST duplicate uid; GS_ENOMEM.
- *         Nothing changes on failure.
+ *         Nothing changes on failure, except that capacity held for gangs on the node may have
+ *         been given up: a running pod takes precedence over a hold (gs_engine_delete()).
  */
 int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
                     const struct gs_pod_ident *ident, const struct gs_placement *pl,

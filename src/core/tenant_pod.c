@@ -376,11 +376,17 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
     if (!n || !n->present)
         return GS_EINVAL;
     struct gs_placement where = *pl;
+    /* Capacity held for a gang (gs_engine_delete()) is the engine's alone: a pod that really
+     * runs there takes precedence, and the node's holds are given up when they stand in its
+     * way. */
+    bool unknown = sp.req.num_gpu > 0 && where.num_gpu == 0;
     if (sp.req.num_gpu == 0) {
         where.num_gpu = 0;
         where.gpu_milli = 0;
-    } else if (where.num_gpu == 0 && !pick_unknown_gpus(n, &sp.req, &where)) {
-        return GS_EINVAL; /* no GPUs left to charge it to: an over-commit */
+    } else if (unknown && !pick_unknown_gpus(n, &sp.req, &where)) {
+        gs__gang_drop_node_holds(e, pl->node);
+        if (!pick_unknown_gpus(n, &sp.req, &where))
+            return GS_EINVAL; /* no GPUs left to charge it to: an over-commit */
     }
     int err = gs__ensure_nodes(e);
     if (err)
@@ -404,8 +410,11 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
         return err;
     struct tpod *p = &e->p[pi];
     if (gs_cluster_adopt(e->c, &p->req, &where) != GS_OK) {
-        drop_new_pod(e, pi);
-        return GS_EINVAL;
+        gs__gang_drop_node_holds(e, where.node);
+        if (gs_cluster_adopt(e->c, &p->req, &where) != GS_OK) {
+            drop_new_pod(e, pi);
+            return GS_EINVAL;
+        }
     }
     p->pl = where;
     p->state = GS_TPOD_RUNNING;
@@ -428,6 +437,7 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
         g->running++;
         if (g->running + g->succeeded >= g->min_member)
             g->started = true;
+        gs__gang_settle(e, p->gang); /* back at its minimum: its grace period ends */
     }
     e->mutations++;
     if (id)

@@ -376,6 +376,33 @@ static void test_gang_with_nothing_left_running_gives_up_its_holds(void **state_
     world_fini(&w);
 }
 
+static void test_a_pod_that_really_runs_there_takes_precedence_over_a_hold(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, 60000, false);
+    assert_int_equal(gs_engine_delete(w.e, w.g[1], 10000), GS_OK);
+    w.seen = w.nev;
+    /* Another scheduler's pod is found running on a's GPU 2, which the gang holds: the hold is
+     * the engine's alone, so it is given up and the pod adopted. The gang keeps its grace
+     * period, and x can take nothing (a's GPU 3 alone is free, x asks 2). */
+    struct gs_tpod_spec s = {"f", w.q, w.pc, GS_NO_GANG, {1000, 1024, 1, 1000, GS_MODEL_ANY}, -1};
+    struct gs_pod_ident id = {"foreign", "ns", "foreign", 0, 0, true};
+    struct gs_placement on_a2 = {0, 1, {2}, 1000};
+    uint32_t f;
+    assert_int_equal(gs_engine_adopt(w.e, &s, &id, &on_a2, 11000, &f), GS_OK);
+    const struct want ad[] = {{GS_EV_ADOPT, f, 0, 0}};
+    expect(&w, ad, 1);
+    struct gs_gang_info gi = gang_info(&w);
+    assert_int_equal(gi.holds, 0);
+    assert_int_equal(gi.grace_until_ms, 70000);
+    assert_int_equal(gs_cluster_node(w.c, 0)->gpus[3].gpu_milli_used, 0);
+    check(&w);
+    cycle(&w, 12000);
+    assert_int_equal(state(&w, w.x), GS_TPOD_PENDING);
+    world_fini(&w);
+}
+
 static void test_set_gang_grace_validates(void **state_)
 {
     (void)state_;
@@ -397,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_gang_without_grace_is_released_at_once),
         cmocka_unit_test(test_gang_that_loses_its_node_keeps_running_and_recovers_elsewhere),
         cmocka_unit_test(test_gang_with_nothing_left_running_gives_up_its_holds),
+        cmocka_unit_test(test_a_pod_that_really_runs_there_takes_precedence_over_a_hold),
         cmocka_unit_test(test_set_gang_grace_validates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
