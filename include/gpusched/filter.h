@@ -50,6 +50,9 @@
 /** The taint key of a cordoned node, as Kubernetes names it. */
 #define GS_TAINT_UNSCHEDULABLE "node.kubernetes.io/unschedulable"
 
+/** Set in the id of a pinned filter (gs_filter_intern()); the rest of the id is its index. */
+#define GS_FILTER_PINNED 0x80000000u
+
 /** Operators of a node selector requirement (core/v1 NodeSelectorOperator). */
 enum gs_sel_op {
     GS_SEL_IN = 0,
@@ -119,6 +122,18 @@ enum gs_filter_verdict {
 /**
  * Interns a filter: returns the class of an equal filter (same content, order included) or
  * creates one and computes its node set (O(nodes)). Takes one reference.
+ *
+ * A filter whose required node affinity is one term of one expression naming one node,
+ * `matchFields metadata.name In [x]` (what a DaemonSet writes) or `kubernetes.io/hostname In
+ * [x]`, is *pinned* when node x exists (and, for the label, carries kubernetes.io/hostname=x):
+ * the id returned has GS_FILTER_PINNED set and names node x plus the class of the rest of the
+ * filter (nodeSelector, preferred terms, tolerations; GS_FILTER_DEFAULT when there is none). It
+ * makes no class of its own (gs_filter_class_count() does not see it; gs_filter_pin_count()
+ * does), costs nothing on node changes, and is judged against its node directly: it passes that
+ * node only (the same node: not a later one in its slot) when the rest of the filter passes it.
+ * Equal filters on the same node share one pin. Every function below accepts pinned ids, except
+ * gs_filter_nodes(). A filter naming a node that does not exist yet is an ordinary class.
+ *
  * @param spec   borrowed; NULL or an empty spec gives GS_FILTER_DEFAULT.
  * @param out    receives the class id.
  * @return GS_OK; GS_EINVAL for a malformed spec (empty key, bad operator, In/NotIn without
@@ -140,9 +155,25 @@ uint32_t gs_filter_class_count(const struct gs_cluster *c);
 
 /**
  * Returns the node set of a class: bit i of word i/64 is set when node i passes it. Valid until
- * the next change of the cluster's nodes or classes. NULL for an unknown class.
+ * the next change of the cluster's nodes or classes. NULL for an unknown class and for a pinned
+ * filter (see gs_filter_pinned()).
  */
 const uint64_t *gs_filter_nodes(const struct gs_cluster *c, uint32_t cls);
+
+/** Whether cls is a live class or pinned filter. */
+bool gs_filter_valid(const struct gs_cluster *c, uint32_t cls);
+
+/**
+ * Whether cls is a pinned filter; then *node (may be NULL) receives the node slot it names (which
+ * gs_filter_pass() still checks: the node may have gone).
+ */
+bool gs_filter_pinned(const struct gs_cluster *c, uint32_t cls, uint32_t *node);
+
+/** The class of the rest of a pinned filter; cls itself for a class. */
+uint32_t gs_filter_base(const struct gs_cluster *c, uint32_t cls);
+
+/** Returns the number of pinned filters referenced now. */
+uint32_t gs_filter_pin_count(const struct gs_cluster *c);
 
 /** Whether node i passes class cls (one bit test). False for unknown ids. */
 bool gs_filter_pass(const struct gs_cluster *c, uint32_t cls, uint32_t i);

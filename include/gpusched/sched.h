@@ -90,6 +90,13 @@ int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w);
 
 /**
  * Chooses a node and GPUs for one pod, without binding it.
+ *
+ * A pod that asks for no GPU (num_gpu == 0) goes to a node without GPUs when one of the feasible
+ * nodes has none (kubernetes/kubernetes#129229): that rule ranks above every score, so the GPU
+ * nodes are dropped from the candidates before the policy scores the rest (and
+ * gs_sched_score_nodes() reports them -1). Only when no feasible node is GPU-less does such a pod
+ * go to a GPU node, chosen by the policy as for any pod. With a bounded scan (nodes_to_find) the
+ * rule applies to the nodes the scan found.
  * @param req  the request; borrowed. gpu_milli must be 1..1000 when num_gpu > 0, and under 1000
  *             only with num_gpu == 1.
  * @param rng  random source for the policies that draw (random); others do not touch it.
@@ -114,9 +121,10 @@ int gs_sched_place_class(struct gs_sched *s, const struct gs_pod_req *req, uint3
 /**
  * Scores every node for one pod, as gs_sched_place() would before selecting.
  * @param scores  array of gs_cluster_node_count() entries; receives each feasible node's score
- *                (0..100 after normalisation) and -1 for an infeasible node. When exactly one
- *                node is feasible, it gets 100 and no policy code runs (the kube-scheduler
- *                shortcut the reference keeps).
+ *                (0..100 after normalisation) and -1 for an infeasible node (for a pod without
+ *                GPUs, also for GPU nodes when a GPU-less node fits: see gs_sched_place()). When
+ * exactly one node is feasible, it gets 100 and no policy code runs (the kube-scheduler shortcut
+ * the reference keeps).
  * @param rng     as for gs_sched_place().
  * @return the number of feasible nodes (>= 0), or GS_EINVAL / GS_ENOMEM.
  */

@@ -61,6 +61,11 @@ struct gs_priority_class_spec {
     int preemptible;  /**< 1 yes, 0 no, -1 default (preemptible iff value < 100) */
 };
 
+/** The grace period of a PodGroup that names none (gpusched.io/gang-grace-seconds) and has no
+ *  scheduleTimeoutSeconds: 300 s. The engine applies what gs_engine_set_gang_grace() says;
+ *  callers that read PodGroups (kworld.h) use this default. */
+#define GS_GANG_GRACE_DEFAULT_MS 300000
+
 /** A PodGroup (gang). */
 struct gs_gang_spec {
     const char *name;    /**< unique, non-empty */
@@ -102,7 +107,11 @@ enum gs_event_kind {
     GS_EV_EVICT = 1,         /**< pod evicted (reason, by = the pod that caused it); only ever of a
                                   pod reported bound before (a bind undone inside one trial
                                   reports neither) */
-    GS_EV_GANG_TIMEOUT = 2,  /**< pod failed because its gang timed out */
+    GS_EV_GANG_TIMEOUT = 2,  /**< pod's gang timed out: a pending member of a gang that did not
+                                  start within timeout_ms (the pod FAILED), or a running member
+                                  of a gang released at the end of its grace period (after its
+                                  EVICT, reason GANG; `text` says "gang G did not get back to
+                                  min_member M within its grace period of S s") */
     GS_EV_BACKFILL = 3,      /**< pod started ahead of a reservation without delaying it */
     GS_EV_SUBMIT = 4,        /**< pod entered its queue (gs_engine_submit_pod()) */
     GS_EV_FINISH = 5,        /**< running pod finished (gs_engine_finish()) */
@@ -182,6 +191,11 @@ struct gs_gang_info {
     const char *reason; /**< why it is refused ("" when not), e.g. "gang g needs 2 GPUs at minimum
                              but queue q is limited to 1 GPU"; borrowed, valid until the next call
                              that changes the engine; at most 319 bytes (a long gang name is cut) */
+    int64_t grace_ms;   /**< gs_engine_set_gang_grace(); 0 none */
+    int64_t grace_until_ms; /**< in its grace period (running below min_member after losing
+                                 members): when it ends, ms; -1 otherwise */
+    uint32_t holds;         /**< placements it holds for its replacements (lost members'
+                                 capacity, bound in the cluster, usable by its own pods only) */
 };
 
 /** A pod's state, as read by reports and tests. */
@@ -277,8 +291,21 @@ int gs_engine_add_priority_class(struct gs_engine *e, const struct gs_priority_c
 /** Finds a PriorityClass by name; returns its id or -1. */
 int gs_engine_find_priority_class(const struct gs_engine *e, const char *name);
 
-/** Adds a PodGroup. @return GS_OK; GS_EEXIST; GS_EINVAL (min_member 0); GS_ENOMEM. */
+/** Adds a PodGroup, with no grace period. @return GS_OK; GS_EEXIST; GS_EINVAL (min_member 0);
+ *  GS_ENOMEM. */
 int gs_engine_add_gang(struct gs_engine *e, const struct gs_gang_spec *spec, uint32_t *id);
+
+/**
+ * Sets a gang's grace period: how long a running gang that lost members (deleted, or their node
+ * removed) below min_member keeps running while replacements come, the capacity the lost
+ * members freed on nodes that remain being held for them (gs_engine_delete() has the rules).
+ * 0, the default, means none: such a gang is released whole at once. A change applies to a
+ * grace period in progress (it ends at its start + the new value).
+ * @param gang      a gang id.
+ * @param grace_ms  >= 0.
+ * @return GS_OK; GS_EINVAL for an unknown gang or a negative grace.
+ */
+int gs_engine_set_gang_grace(struct gs_engine *e, uint32_t gang, int64_t grace_ms);
 
 /**
  * Submits a pod; it waits in its queue until a cycle places it.
@@ -325,7 +352,8 @@ int gs_engine_submit_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
  * @param start_ms  when it started (its start time for min_runtime and victim order).
  * @return GS_OK; GS_EINVAL (bad queue, class, gang or request, a free node slot, GPUs over their
  *         capacity: the engine never over-commits a GPU); GS_EEXIST duplicate uid; GS_ENOMEM.
- *         Nothing changes on failure.
+ *         Nothing changes on failure, except that capacity held for gangs on the node may have
+ *         been given up: a running pod takes precedence over a hold (gs_engine_delete()).
  */
 int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
                     const struct gs_pod_ident *ident, const struct gs_placement *pl,
@@ -351,8 +379,10 @@ int gs_engine_pod_resolve(const struct gs_engine *e, uint64_t handle, uint32_t *
 
 /**
  * Removes a node from the engine's cluster: every pod on it is evicted with reason
- * GS_EVICT_NODE_LOST (and gangs that drop below min_member lose their other running members with
- * GS_EVICT_GANG), then the node is removed (gs_cluster_remove_node()).
+ * GS_EVICT_NODE_LOST; a gang that drops below min_member with members still running enters its
+ * grace period (see gs_engine_delete(); nothing is held, the node is gone), or, without one,
+ * loses its other running members with GS_EVICT_GANG. Capacity held for gangs on the node is
+ * given up. Then the node is removed (gs_cluster_remove_node()).
  * @return GS_OK; GS_EINVAL for a bad node; GS_ENOMEM (nothing changed).
  */
 int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms);
@@ -364,9 +394,27 @@ int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms);
 int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms);
 
 /**
- * Deletes a pod that has not finished (a user deleted it, or its controller gave up): a pending
- * pod leaves its queue, a running one releases what it held; either ends FAILED.
- * @return GS_OK; GS_EINVAL if the pod is unknown or already SUCCEEDED/FAILED.
+ * Deletes a pod that has not finished (a user deleted it, its controller gave up, the kubelet
+ * evicted it, a drain): a pending pod leaves its queue, a running one releases what it held;
+ * either ends FAILED. Emits DELETE.
+ *
+ * Gangs that lose members: when a running member goes and its gang is left with members running
+ * but fewer than min_member (finished ones count), the gang's grace period decides
+ * (gs_engine_set_gang_grace()). With none, its other running members are evicted at once
+ * (reason GANG). Otherwise they keep running for the grace period from the first such loss (its
+ * grace period, gs_gang_info.grace_until_ms) while replacements (new members,
+ * gs_engine_submit_pod()) come; what the lost member held is *held* for them: it stays bound in the
+ * cluster, so no other pod can take it, until the gang's next trial gives it back to the gang's own
+ * members. The gang's pending members are ordered, among pods of equal priority in its queue, by
+ * the gang's first submission, so they come before newer pods. The grace period ends when the gang
+ * is back at min_member, or when nothing of it runs; a cycle at or after its end
+ * (gs_engine_cycle()) releases the gang whole: its running members are evicted with reason GANG,
+ * its holds go back to the cluster, each released member gets a GANG_TIMEOUT event, and the gang
+ * starts over (its schedule timeout counted from then).
+ *
+ * @param now_ms  when it was deleted; starts a grace period.
+ * @return GS_OK; GS_EINVAL if the pod is unknown or already SUCCEEDED/FAILED; GS_ENOMEM
+ *         (nothing changed).
  */
 int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms);
 
@@ -378,12 +426,14 @@ const char *gs_engine_pod_reason(const struct gs_engine *e, uint32_t pod);
 
 /**
  * Runs one scheduling cycle at time now_ms: computes fair shares, serves queues in order of how
- * far below their share they are, places jobs (gangs all-or-nothing; refused gangs are not
- * tried), preempts, reclaims and backfills as configured, and fails gangs past their timeout.
- * Victims: a gang member is evicted alone while its gang keeps min_member (running or finished)
- * without it, newest first, else with its whole gang; a job never evicts a member of its own
- * gang or a pod it bound in the same trial; reclaim is judged on what moves on both sides (the
- * victim or its whole gang; the preemptor and the gang members that start with it).
+ * far below their share they are, places jobs (gangs all-or-nothing; refused gangs, and gangs
+ * with fewer members than min_member, are not tried and block nothing behind them), preempts,
+ * reclaims and backfills as configured, and fails gangs past their timeout. First it releases every
+ * gang whose grace period ended at or before now_ms (see gs_engine_delete()). Victims: a gang
+ * member is evicted alone while its gang keeps min_member (running or finished) without it, newest
+ * first, else with its whole gang; a job never evicts a member of its own gang or a pod it bound in
+ * the same trial; reclaim is judged on what moves on both sides (the victim or its whole gang; the
+ * preemptor and the gang members that start with it).
  * @param rng  for policies that draw; may be NULL for those that do not.
  * @param st   receives the cycle's counters; may be NULL.
  * @return GS_OK or GS_ENOMEM (then the cycle stopped part way; state is consistent).
@@ -393,7 +443,8 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
 
 /**
  * Checks every invariant: no GPU above capacity and the cluster's use equal to the sum of the
- * running pods; no queue above its limit; no running gang below min_member; no refused gang
+ * running pods and the gangs' holds; no queue above its limit; no running gang below min_member
+ * outside its grace period (or adopted so), holds only in a grace period; no refused gang
  * running; every pod in exactly one state and counted once; every eviction with a reason.
  * @param msg  receives the first violation (cap bytes).
  * @return GS_OK, or GS_EINVAL with a message.

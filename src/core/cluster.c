@@ -31,7 +31,7 @@ static uint64_t hash_str(const char *s)
 static char *dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = gs__malloc(n);
     if (d)
         memcpy(d, s, n);
     return d;
@@ -39,13 +39,13 @@ static char *dup_str(const char *s)
 
 int gs_cluster_new(struct gs_cluster **out)
 {
-    *out = calloc(1, sizeof(**out));
+    *out = gs__calloc(1, sizeof(**out));
     if (!*out)
         return GS_ENOMEM;
     (*out)->next_gen = 1;
     int err = gs__filter_init(*out);
     if (err) {
-        free(*out);
+        gs__free(*out);
         *out = NULL;
     }
     return err;
@@ -53,18 +53,18 @@ int gs_cluster_new(struct gs_cluster **out)
 
 static void node_release_strings(struct gs_node *n)
 {
-    free(n->name);
+    gs__free(n->name);
     n->name = NULL;
     for (uint32_t l = 0; l < n->label_count; l++)
-        free(n->labels[l]);
-    free(n->labels);
+        gs__free(n->labels[l]);
+    gs__free(n->labels);
     n->labels = NULL;
     n->label_count = 0;
     for (uint32_t t = 0; t < n->taint_count; t++) {
-        free(n->taints[t].key);
-        free(n->taints[t].value);
+        gs__free(n->taints[t].key);
+        gs__free(n->taints[t].value);
     }
-    free(n->taints);
+    gs__free(n->taints);
     n->taints = NULL;
     n->taint_count = 0;
 }
@@ -76,13 +76,13 @@ void gs_cluster_free(struct gs_cluster *c)
     for (uint32_t i = 0; i < c->nodes_len; i++)
         node_release_strings(&c->nodes[i]);
     gs__filter_fini(c);
-    free(c->free_slots);
+    gs__free(c->free_slots);
     for (uint32_t m = 0; m < c->models_len; m++)
-        free(c->models[m]);
-    free(c->nodes);
-    free(c->fit);
-    free(c->name_index);
-    free(c);
+        gs__free(c->models[m]);
+    gs__free(c->nodes);
+    gs__free(c->fit);
+    gs__free(c->name_index);
+    gs__free(c);
 }
 
 int gs_cluster_model_find(const struct gs_cluster *c, const char *name)
@@ -154,10 +154,10 @@ static uint32_t *index_slot(const struct gs_cluster *c, const char *name)
 static int index_grow(struct gs_cluster *c)
 {
     uint32_t cap = c->name_index_cap ? c->name_index_cap * 2 : 64;
-    uint32_t *idx = calloc(cap, sizeof(*idx));
+    uint32_t *idx = gs__calloc(cap, sizeof(*idx));
     if (!idx)
         return GS_ENOMEM;
-    free(c->name_index);
+    gs__free(c->name_index);
     c->name_index = idx;
     c->name_index_cap = cap;
     for (uint32_t n = 0; n < c->nodes_len; n++)
@@ -243,15 +243,15 @@ const struct gs_node_fit *gs_cluster_fit_array(const struct gs_cluster *c)
 static int grow_slots(struct gs_cluster *c)
 {
     uint32_t cap = c->nodes_cap ? c->nodes_cap * 2 : 64;
-    struct gs_node *nodes = realloc(c->nodes, (size_t)cap * sizeof(*nodes));
+    struct gs_node *nodes = gs__realloc(c->nodes, (size_t)cap * sizeof(*nodes));
     if (!nodes)
         return GS_ENOMEM;
     c->nodes = nodes;
-    struct gs_node_fit *fit = realloc(c->fit, (size_t)cap * sizeof(*fit));
+    struct gs_node_fit *fit = gs__realloc(c->fit, (size_t)cap * sizeof(*fit));
     if (!fit)
         return GS_ENOMEM;
     c->fit = fit;
-    uint32_t *fs = realloc(c->free_slots, (size_t)cap * sizeof(*fs));
+    uint32_t *fs = gs__realloc(c->free_slots, (size_t)cap * sizeof(*fs));
     if (!fs)
         return GS_ENOMEM;
     c->free_slots = fs;
@@ -291,7 +291,7 @@ int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, u
     char *name = dup_str(spec->name);
     if (!name) {
         if (c->models_len > models_before)
-            free(c->models[--c->models_len]);
+            gs__free(c->models[--c->models_len]);
         return GS_ENOMEM;
     }
     bool reused = c->free_len > 0;
@@ -431,7 +431,7 @@ int gs_cluster_set_taints(struct gs_cluster *c, uint32_t i, const struct gs_tain
         if (!taints[t].key || !*taints[t].key || taints[t].effect < GS_TAINT_NO_SCHEDULE ||
             taints[t].effect > GS_TAINT_NO_EXECUTE)
             return GS_EINVAL;
-    struct gs_taint *copy = count ? calloc(count, sizeof(*copy)) : NULL;
+    struct gs_taint *copy = count ? gs__calloc(count, sizeof(*copy)) : NULL;
     if (count && !copy)
         return GS_ENOMEM;
     for (uint32_t t = 0; t < count; t++) {
@@ -440,19 +440,19 @@ int gs_cluster_set_taints(struct gs_cluster *c, uint32_t i, const struct gs_tain
         copy[t].effect = taints[t].effect;
         if (!copy[t].key || !copy[t].value) {
             for (uint32_t k = 0; k <= t; k++) {
-                free(copy[k].key);
-                free(copy[k].value);
+                gs__free(copy[k].key);
+                gs__free(copy[k].value);
             }
-            free(copy);
+            gs__free(copy);
             return GS_ENOMEM;
         }
     }
     bool had_prefer = gs__node_has_prefer_taint(n);
     for (uint32_t t = 0; t < n->taint_count; t++) {
-        free(n->taints[t].key);
-        free(n->taints[t].value);
+        gs__free(n->taints[t].key);
+        gs__free(n->taints[t].value);
     }
-    free(n->taints);
+    gs__free(n->taints);
     n->taints = copy;
     n->taint_count = count;
     n->gen = c->next_gen++;
@@ -463,7 +463,7 @@ int gs_cluster_set_taints(struct gs_cluster *c, uint32_t i, const struct gs_tain
 static char *kv_make(const char *key, const char *value)
 {
     size_t klen = strlen(key), vlen = strlen(value);
-    char *kv = malloc(klen + vlen + 2);
+    char *kv = gs__malloc(klen + vlen + 2);
     if (!kv)
         return NULL;
     /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): the value's copy brings the NUL */
@@ -485,15 +485,15 @@ int gs_cluster_set_label(struct gs_cluster *c, uint32_t node, const char *key, c
     bool replaced = false;
     for (uint32_t l = 0; l < n->label_count && !replaced; l++) {
         if (strncmp(n->labels[l], key, klen) == 0 && n->labels[l][klen] == '=') {
-            free(n->labels[l]);
+            gs__free(n->labels[l]);
             n->labels[l] = kv;
             replaced = true;
         }
     }
     if (!replaced) {
-        char **labels = realloc(n->labels, (n->label_count + 1) * sizeof(*labels));
+        char **labels = gs__realloc(n->labels, (n->label_count + 1) * sizeof(*labels));
         if (!labels) {
-            free(kv);
+            gs__free(kv);
             return GS_ENOMEM;
         }
         n->labels = labels;
@@ -512,20 +512,20 @@ int gs_cluster_set_labels(struct gs_cluster *c, uint32_t i, const char *const *k
     for (uint32_t l = 0; l < count; l++)
         if (!kv[l] || kv[l][0] == '=' || !strchr(kv[l], '='))
             return GS_EINVAL;
-    char **labels = count ? calloc(count, sizeof(*labels)) : NULL;
+    char **labels = count ? gs__calloc(count, sizeof(*labels)) : NULL;
     if (count && !labels)
         return GS_ENOMEM;
     for (uint32_t l = 0; l < count; l++) {
         if (!(labels[l] = dup_str(kv[l]))) {
             for (uint32_t k = 0; k < l; k++)
-                free(labels[k]);
-            free(labels);
+                gs__free(labels[k]);
+            gs__free(labels);
             return GS_ENOMEM;
         }
     }
     for (uint32_t l = 0; l < n->label_count; l++)
-        free(n->labels[l]);
-    free(n->labels);
+        gs__free(n->labels[l]);
+    gs__free(n->labels);
     n->labels = labels;
     n->label_count = count;
     n->gen = c->next_gen++;

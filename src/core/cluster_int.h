@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "alloc_int.h"
 #include "gpusched/cluster.h"
 #include "gpusched/filter.h"
 
@@ -23,6 +24,18 @@ struct filter_class {
     bool tolerates_cordon; /* tolerates node.kubernetes.io/unschedulable:NoSchedule */
 };
 
+/* A pinned filter: a pod's filter whose required affinity names exactly one node, kept as that
+ * node and the class of the rest of the filter instead of a class with a node set of its own
+ * (filter.h, gs_filter_intern()). */
+struct filter_pin {
+    uint32_t node;        /* node slot */
+    uint32_t incarnation; /* the slot's incarnation then: a later node in the slot is not it */
+    uint32_t base;        /* class of the rest of the filter; the pin holds one reference */
+    uint32_t refs;        /* pods holding it; 0 = free entry */
+    uint32_t next;        /* next pin of the same slot, or of the free list; UINT32_MAX ends */
+    bool by_label;        /* named by kubernetes.io/hostname (checked again on each use) */
+};
+
 struct filter_table {
     struct filter_class *cls; /* classes by id, len entries (id 0 = default) */
     uint32_t len, cap;
@@ -32,6 +45,12 @@ struct filter_table {
     uint32_t slots_cap;
     uint64_t release_seq;
     uint32_t prefer_tainted; /* present nodes with a PreferNoSchedule taint */
+    struct filter_pin *pins; /* pinned filters by index (id & ~GS_FILTER_PINNED) */
+    uint32_t pins_len, pins_cap;
+    uint32_t pins_live;  /* entries with refs > 0 */
+    uint32_t pin_free;   /* first free entry below pins_len, UINT32_MAX none */
+    uint32_t *node_pins; /* per node slot: first pin naming it, UINT32_MAX none; node_pins_cap */
+    uint32_t node_pins_cap;
 };
 
 struct gs_cluster {

@@ -34,7 +34,7 @@ int gs_explain(const struct gs_cluster *c, const struct gs_pod_req *req, uint32_
                struct gs_unsched *out)
 {
     memset(out, 0, sizeof(*out));
-    if (!gs_filter_nodes(c, cls))
+    if (!gs_filter_valid(c, cls))
         return GS_EINVAL;
     bool share = req->num_gpu == 1 && req->gpu_milli < GS_GPU_MILLI;
     uint32_t n_slots = gs_cluster_node_count(c);

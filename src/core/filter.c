@@ -7,6 +7,11 @@
  * keeps a deep copy of the spec in one owned block for matching. Node sets are bitmaps over node
  * slots, kept exact by gs__filter_node_changed(), which cluster.c calls on every change of a
  * node's labels, taints, cordon or presence: a change costs one match per class for that node.
+ *
+ * A filter whose required affinity names exactly one node (a DaemonSet's matchFields
+ * metadata.name, or kubernetes.io/hostname In [x]) is *pinned* instead: it is that node plus the
+ * class of the rest of the filter, so 10,000 such pods for 10,000 nodes make no class (no node
+ * set of 10,000 bits each, no work per node change) and are judged against their node directly.
  */
 #include "gpusched/filter.h"
 
@@ -18,6 +23,8 @@
 #include "gpusched/err.h"
 
 #define FIELD_NAME "metadata.name"
+#define HOSTNAME_LABEL "kubernetes.io/hostname"
+#define NO_PIN UINT32_MAX
 
 /* ---- canonical key ------------------------------------------------------------------------ */
 
@@ -35,7 +42,7 @@ static void kb_put(struct keybuf *b, const void *data, size_t n)
         size_t cap = b->cap ? b->cap : 128;
         while (cap < b->len + n)
             cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
+        uint8_t *p = gs__realloc(b->p, cap);
         if (!p) {
             b->oom = true;
             return;
@@ -387,15 +394,15 @@ static void class_fill(struct gs_cluster *c, struct filter_class *fc)
 
 static void class_clear(struct filter_class *fc)
 {
-    free(fc->blob);
-    free(fc->key);
-    free(fc->nodes);
+    gs__free(fc->blob);
+    gs__free(fc->key);
+    gs__free(fc->nodes);
     memset(fc, 0, sizeof(*fc));
 }
 
 static int slots_rebuild(struct filter_table *ft, uint32_t cap)
 {
-    uint32_t *slots = calloc(cap, sizeof(*slots));
+    uint32_t *slots = gs__calloc(cap, sizeof(*slots));
     if (!slots)
         return GS_ENOMEM;
     for (uint32_t id = 1; id < ft->len; id++) {
@@ -406,7 +413,7 @@ static int slots_rebuild(struct filter_table *ft, uint32_t cap)
             j = (j + 1) & (cap - 1);
         slots[j] = id + 1;
     }
-    free(ft->slots);
+    gs__free(ft->slots);
     ft->slots = slots;
     ft->slots_cap = cap;
     return GS_OK;
@@ -416,16 +423,17 @@ int gs__filter_init(struct gs_cluster *c)
 {
     struct filter_table *ft = &c->ft;
     memset(ft, 0, sizeof(*ft));
-    ft->cls = calloc(16, sizeof(*ft->cls));
+    ft->cls = gs__calloc(16, sizeof(*ft->cls));
     if (!ft->cls)
         return GS_ENOMEM;
     ft->cap = 16;
     ft->len = 1;
     ft->live = 1;
+    ft->pin_free = NO_PIN;
     ft->cls[0].hash = 1; /* the default class: empty spec, never in the hash table */
     ft->cls[0].refs = 1;
     if (slots_rebuild(ft, 64) != GS_OK) {
-        free(ft->cls);
+        gs__free(ft->cls);
         return GS_ENOMEM;
     }
     return GS_OK;
@@ -436,14 +444,25 @@ void gs__filter_fini(struct gs_cluster *c)
     struct filter_table *ft = &c->ft;
     for (uint32_t id = 0; id < ft->len; id++)
         class_clear(&ft->cls[id]);
-    free(ft->cls);
-    free(ft->slots);
+    gs__free(ft->cls);
+    gs__free(ft->slots);
+    gs__free(ft->pins);
+    gs__free(ft->node_pins);
     memset(ft, 0, sizeof(*ft));
 }
 
 int gs__filter_reserve(struct gs_cluster *c, uint32_t nodes_cap)
 {
     struct filter_table *ft = &c->ft;
+    if (nodes_cap > ft->node_pins_cap) {
+        uint32_t *np = gs__realloc(ft->node_pins, (size_t)nodes_cap * sizeof(*np));
+        if (!np)
+            return GS_ENOMEM;
+        for (uint32_t i = ft->node_pins_cap; i < nodes_cap; i++)
+            np[i] = NO_PIN;
+        ft->node_pins = np;
+        ft->node_pins_cap = nodes_cap;
+    }
     uint32_t words = (nodes_cap + 63) / 64;
     if (words <= ft->words_cap)
         return GS_OK;
@@ -451,7 +470,7 @@ int gs__filter_reserve(struct gs_cluster *c, uint32_t nodes_cap)
         struct filter_class *fc = &ft->cls[id];
         if (!fc->hash)
             continue;
-        uint64_t *set = realloc(fc->nodes, (size_t)words * sizeof(*set));
+        uint64_t *set = gs__realloc(fc->nodes, (size_t)words * sizeof(*set));
         if (!set)
             return GS_ENOMEM; /* the classes already grown keep their larger sets */
         memset(set + ft->words_cap, 0, (size_t)(words - ft->words_cap) * sizeof(*set));
@@ -499,7 +518,7 @@ static int take_entry(struct gs_cluster *c, uint32_t *id, bool *recycled)
     }
     if (ft->len < GS_FILTER_CLASSES_MAX) {
         if (ft->len == ft->cap) {
-            struct filter_class *cls = realloc(ft->cls, (size_t)ft->cap * 2 * sizeof(*cls));
+            struct filter_class *cls = gs__realloc(ft->cls, (size_t)ft->cap * 2 * sizeof(*cls));
             if (!cls)
                 return GS_ENOMEM;
             memset(cls + ft->cap, 0, (size_t)ft->cap * sizeof(*cls));
@@ -521,6 +540,131 @@ static int take_entry(struct gs_cluster *c, uint32_t *id, bool *recycled)
     return GS_OK;
 }
 
+/* ---- pinned filters ----------------------------------------------------------------------- */
+
+/* The node a spec pins, or NULL: required affinity of exactly one term holding exactly one
+ * expression, matchFields metadata.name In [x] or kubernetes.io/hostname In [x]. */
+static const char *pin_target(const struct gs_filter_spec *s, bool *by_label)
+{
+    if (s->n_required != 1 || s->required[0].n_exprs != 1)
+        return NULL;
+    const struct gs_sel_expr *x = &s->required[0].exprs[0];
+    if (x->op != GS_SEL_IN || x->n_values != 1 || !x->values[0] || !*x->values[0])
+        return NULL;
+    *by_label = !x->field;
+    return strcmp(x->key, x->field ? FIELD_NAME : HOSTNAME_LABEL) == 0 ? x->values[0] : NULL;
+}
+
+static bool label_is(const struct gs_node *n, const char *key, const char *value)
+{
+    const char *v = gs_node_label(n, key);
+    return v && strcmp(v, value) == 0;
+}
+
+/* Interns spec as a pin of `node`: the pin of an equal base on the same node is shared. */
+static int intern_pin(struct gs_cluster *c, const struct gs_filter_spec *spec, uint32_t node,
+                      bool by_label, uint32_t *out)
+{
+    struct filter_table *ft = &c->ft;
+    struct gs_filter_spec rest = *spec;
+    rest.required = NULL;
+    rest.n_required = 0;
+    uint32_t base;
+    int err = gs_filter_intern(c, &rest, &base); /* no pin in it; one reference, kept by a pin */
+    if (err)
+        return err;
+    uint32_t inc = c->nodes[node].incarnation;
+    for (uint32_t k = ft->node_pins[node]; k != NO_PIN; k = ft->pins[k].next) {
+        struct filter_pin *p = &ft->pins[k];
+        if (p->base == base && p->incarnation == inc && p->by_label == by_label) {
+            p->refs++;
+            gs_filter_release(c, base); /* the pin holds its own */
+            *out = GS_FILTER_PINNED | k;
+            return GS_OK;
+        }
+    }
+    uint32_t k = ft->pin_free;
+    if (k == NO_PIN) {
+        if (ft->pins_len == ~GS_FILTER_PINNED) {
+            gs_filter_release(c, base);
+            return GS_ELIMIT;
+        }
+        if (ft->pins_len == ft->pins_cap) {
+            uint32_t cap = ft->pins_cap ? ft->pins_cap * 2 : 64;
+            struct filter_pin *np = gs__realloc(ft->pins, (size_t)cap * sizeof(*np));
+            if (!np) {
+                gs_filter_release(c, base);
+                return GS_ENOMEM;
+            }
+            ft->pins = np;
+            ft->pins_cap = cap;
+        }
+        k = ft->pins_len++;
+    } else {
+        ft->pin_free = ft->pins[k].next;
+    }
+    ft->pins[k] = (struct filter_pin){node, inc, base, 1, ft->node_pins[node], by_label};
+    ft->node_pins[node] = k;
+    ft->pins_live++;
+    *out = GS_FILTER_PINNED | k;
+    return GS_OK;
+}
+
+static const struct filter_pin *pin_at(const struct gs_cluster *c, uint32_t cls)
+{
+    uint32_t k = cls & ~GS_FILTER_PINNED;
+    return (cls & GS_FILTER_PINNED) && k < c->ft.pins_len && c->ft.pins[k].refs ? &c->ft.pins[k]
+                                                                                : NULL;
+}
+
+/* Whether node slot i is the node pin p names (the same node, still carrying the label). */
+static bool pin_is(const struct gs_cluster *c, const struct filter_pin *p, uint32_t i)
+{
+    if (i != p->node || i >= c->nodes_len)
+        return false;
+    const struct gs_node *n = &c->nodes[i];
+    return n->present && n->incarnation == p->incarnation &&
+           (!p->by_label || label_is(n, HOSTNAME_LABEL, n->name));
+}
+
+static void pin_release(struct gs_cluster *c, uint32_t k)
+{
+    struct filter_table *ft = &c->ft;
+    struct filter_pin *p = &ft->pins[k];
+    if (--p->refs > 0)
+        return;
+    for (uint32_t *link = &ft->node_pins[p->node]; *link != NO_PIN; link = &ft->pins[*link].next) {
+        if (*link == k) {
+            *link = p->next;
+            break;
+        }
+    }
+    uint32_t base = p->base;
+    p->next = ft->pin_free;
+    ft->pin_free = k;
+    ft->pins_live--;
+    gs_filter_release(c, base);
+}
+
+bool gs_filter_pinned(const struct gs_cluster *c, uint32_t cls, uint32_t *node)
+{
+    const struct filter_pin *p = pin_at(c, cls);
+    if (p && node)
+        *node = p->node;
+    return p != NULL;
+}
+
+uint32_t gs_filter_base(const struct gs_cluster *c, uint32_t cls)
+{
+    const struct filter_pin *p = pin_at(c, cls);
+    return p ? p->base : cls;
+}
+
+uint32_t gs_filter_pin_count(const struct gs_cluster *c)
+{
+    return c->ft.pins_live;
+}
+
 int gs_filter_intern(struct gs_cluster *c, const struct gs_filter_spec *spec, uint32_t *out)
 {
     struct filter_table *ft = &c->ft;
@@ -530,16 +674,27 @@ int gs_filter_intern(struct gs_cluster *c, const struct gs_filter_spec *spec, ui
     }
     if (!spec_valid(spec))
         return GS_EINVAL;
+    bool by_label = false;
+    const char *target = pin_target(spec, &by_label);
+    if (target) {
+        int node = gs_cluster_find_node(c, target);
+        /* The named node must exist now and, for the label, carry it; otherwise (a node still
+         * to come, a hostname label that is not the node's name) an ordinary class keeps the
+         * set exact as nodes change. */
+        if (node >= 0 && (uint32_t)node < ft->node_pins_cap &&
+            (!by_label || label_is(&c->nodes[node], HOSTNAME_LABEL, target)))
+            return intern_pin(c, spec, (uint32_t)node, by_label, out);
+    }
     struct keybuf kb = {0};
     kb_spec(&kb, spec);
     if (kb.oom) {
-        free(kb.p);
+        gs__free(kb.p);
         return GS_ENOMEM;
     }
     uint64_t h = hash_bytes(kb.p, kb.len);
     int32_t found = find_class(ft, kb.p, kb.len, h);
     if (found >= 0) {
-        free(kb.p);
+        gs__free(kb.p);
         struct filter_class *fc = &ft->cls[found];
         if (fc->refs++ == 0)
             ft->live++;
@@ -551,16 +706,16 @@ int gs_filter_intern(struct gs_cluster *c, const struct gs_filter_spec *spec, ui
     int err = take_entry(c, &id, &recycled);
     struct bump sz = {0};
     copy_spec(&sz, spec, NULL);
-    char *blob = err ? NULL : malloc(sz.used ? sz.used : 1);
-    uint64_t *nodes = err ? NULL : calloc(ft->words_cap ? ft->words_cap : 1, sizeof(uint64_t));
+    char *blob = err ? NULL : gs__malloc(sz.used ? sz.used : 1);
+    uint64_t *nodes = err ? NULL : gs__calloc(ft->words_cap ? ft->words_cap : 1, sizeof(uint64_t));
     if (!err && (!blob || !nodes))
         err = GS_ENOMEM;
     if (!err && (ft->len + 1) * 2 > ft->slots_cap)
         err = slots_rebuild(ft, ft->slots_cap * 2);
     if (err) {
-        free(blob);
-        free(nodes);
-        free(kb.p);
+        gs__free(blob);
+        gs__free(nodes);
+        gs__free(kb.p);
         return err;
     }
     if (recycled)
@@ -599,6 +754,10 @@ int gs_filter_intern(struct gs_cluster *c, const struct gs_filter_spec *spec, ui
 void gs_filter_ref(struct gs_cluster *c, uint32_t cls)
 {
     struct filter_table *ft = &c->ft;
+    if (pin_at(c, cls)) {
+        ft->pins[cls & ~GS_FILTER_PINNED].refs++;
+        return;
+    }
     if (cls == GS_FILTER_DEFAULT || cls >= ft->len || !ft->cls[cls].hash)
         return;
     if (ft->cls[cls].refs++ == 0)
@@ -608,6 +767,10 @@ void gs_filter_ref(struct gs_cluster *c, uint32_t cls)
 void gs_filter_release(struct gs_cluster *c, uint32_t cls)
 {
     struct filter_table *ft = &c->ft;
+    if (pin_at(c, cls)) {
+        pin_release(c, cls & ~GS_FILTER_PINNED);
+        return;
+    }
     if (cls == GS_FILTER_DEFAULT || cls >= ft->len || !ft->cls[cls].hash || !ft->cls[cls].refs)
         return;
     if (--ft->cls[cls].refs == 0) {
@@ -632,8 +795,16 @@ const uint64_t *gs_filter_nodes(const struct gs_cluster *c, uint32_t cls)
     return fc ? fc->nodes : NULL;
 }
 
+bool gs_filter_valid(const struct gs_cluster *c, uint32_t cls)
+{
+    return class_at(c, cls) || pin_at(c, cls);
+}
+
 bool gs_filter_pass(const struct gs_cluster *c, uint32_t cls, uint32_t i)
 {
+    const struct filter_pin *p = pin_at(c, cls);
+    if (p)
+        return pin_is(c, p, i) && gs_filter_pass(c, p->base, i);
     const struct filter_class *fc = class_at(c, cls);
     return fc && i < c->nodes_len && (fc->nodes[i / 64] >> (i % 64) & 1);
 }
@@ -641,6 +812,13 @@ bool gs_filter_pass(const struct gs_cluster *c, uint32_t cls, uint32_t i)
 enum gs_filter_verdict gs_filter_check(const struct gs_cluster *c, uint32_t cls, uint32_t i,
                                        const struct gs_taint **taint)
 {
+    const struct filter_pin *p = pin_at(c, cls);
+    if (p) {
+        /* As the whole filter would: cordon and taints first (the rest of the filter), then
+         * the affinity that names one node. */
+        enum gs_filter_verdict v = gs_filter_check(c, p->base, i, taint);
+        return v != GS_FILTER_PASS || pin_is(c, p, i) ? v : GS_FILTER_AFFINITY;
+    }
     const struct filter_class *fc = class_at(c, cls);
     if (!fc || i >= c->nodes_len)
         return GS_FILTER_ABSENT;
@@ -649,7 +827,7 @@ enum gs_filter_verdict gs_filter_check(const struct gs_cluster *c, uint32_t cls,
 
 bool gs_filter_has_preferences(const struct gs_cluster *c, uint32_t cls)
 {
-    const struct filter_class *fc = class_at(c, cls);
+    const struct filter_class *fc = class_at(c, gs_filter_base(c, cls));
     return fc && fc->spec.n_preferred > 0;
 }
 
@@ -661,7 +839,7 @@ uint32_t gs_filter_prefer_tainted_nodes(const struct gs_cluster *c)
 void gs_filter_raw_scores(const struct gs_cluster *c, uint32_t cls, uint32_t i, int64_t *affinity,
                           int64_t *taints)
 {
-    const struct filter_class *fc = class_at(c, cls);
+    const struct filter_class *fc = class_at(c, gs_filter_base(c, cls));
     *affinity = *taints = 0;
     if (!fc || i >= c->nodes_len || !c->nodes[i].present)
         return;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gpusched/err.h"
+#include "alloc_int.h"
 
 int64_t gs_cpu_nonzero(int64_t cpu_milli)
 {
@@ -58,7 +59,7 @@ int gs_workload_build(const struct gs_pod_req *reqs, const char *const *specs, u
     if (n == 0 || threshold_pct < 1 || threshold_pct > 100)
         return GS_EINVAL;
     int err = GS_ENOMEM;
-    struct keyed *k = malloc((size_t)n * sizeof(*k));
+    struct keyed *k = gs__malloc((size_t)n * sizeof(*k));
     if (!k)
         goto out;
     for (uint32_t i = 0; i < n; i++) {
@@ -83,13 +84,13 @@ int gs_workload_build(const struct gs_pod_req *reqs, const char *const *specs, u
     uint32_t kept = 0, covered = 0;
     while (kept < groups && (double)covered < target)
         covered += k[kept++].count;
-    w->types = calloc(kept ? kept : 1, sizeof(*w->types)); /* calloc(0) may return NULL */
+    w->types = gs__calloc(kept ? kept : 1, sizeof(*w->types)); /* gs__calloc(0) may return NULL */
     if (!w->types)
         goto out;
     for (uint32_t t = 0; t < kept; t++) {
         struct gs_task_type *tt = &w->types[t];
         size_t len = strlen(k[t].spec) + 1;
-        tt->gpu_spec = malloc(len);
+        tt->gpu_spec = gs__malloc(len);
         if (!tt->gpu_spec) {
             w->n_types = t;
             gs_workload_fini(w);
@@ -109,7 +110,7 @@ int gs_workload_build(const struct gs_pod_req *reqs, const char *const *specs, u
     w->n_pods_covered = covered;
     err = GS_OK;
 out:
-    free(k);
+    gs__free(k);
     return err;
 }
 
@@ -118,8 +119,8 @@ void gs_workload_fini(struct gs_workload *w)
     if (!w)
         return;
     for (uint32_t t = 0; t < w->n_types; t++)
-        free(w->types[t].gpu_spec);
-    free(w->types);
+        gs__free(w->types[t].gpu_spec);
+    gs__free(w->types);
     memset(w, 0, sizeof(*w));
 }
 

@@ -21,6 +21,7 @@
 
 #include "gpusched/err.h"
 #include "gpusched/filter.h"
+#include "alloc_int.h"
 
 /* Fixed maximums the reference uses to scale CPU and GPU (MaxSpecCpu, MaxSpecGpu). */
 #define MAX_SPEC_CPU_MILLI 128000.0
@@ -116,24 +117,24 @@ static int ensure_nodes(struct gs_sched *s)
     uint32_t cap = s->nodes_cap ? s->nodes_cap : 64;
     while (cap < n)
         cap *= 2;
-    uint32_t *feasible = realloc(s->feasible, cap * sizeof(*feasible));
+    uint32_t *feasible = gs__realloc(s->feasible, cap * sizeof(*feasible));
     if (feasible)
         s->feasible = feasible;
-    int32_t *scores = realloc(s->scores, cap * sizeof(*scores));
+    int32_t *scores = gs__realloc(s->scores, cap * sizeof(*scores));
     if (scores)
         s->scores = scores;
-    uint32_t *rank = realloc(s->rank, cap * sizeof(*rank));
+    uint32_t *rank = gs__realloc(s->rank, cap * sizeof(*rank));
     if (rank)
         s->rank = rank;
-    struct gs_frag *nfrag = realloc(s->nfrag, cap * sizeof(*nfrag));
+    struct gs_frag *nfrag = gs__realloc(s->nfrag, cap * sizeof(*nfrag));
     if (nfrag)
         s->nfrag = nfrag;
-    uint64_t *nfrag_gen = realloc(s->nfrag_gen, cap * sizeof(*nfrag_gen));
+    uint64_t *nfrag_gen = gs__realloc(s->nfrag_gen, cap * sizeof(*nfrag_gen));
     if (nfrag_gen)
         s->nfrag_gen = nfrag_gen;
     struct score_entry *cache = NULL;
     if (s->cache_classes) {
-        cache = realloc(s->cache, (size_t)cap * s->cache_classes * sizeof(*cache));
+        cache = gs__realloc(s->cache, (size_t)cap * s->cache_classes * sizeof(*cache));
         if (cache)
             s->cache = cache;
     }
@@ -391,15 +392,15 @@ static int class_of(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *
                             req->gpu_model_mask};
     if ((s->n_classes + 1) * 2 > s->class_slots_cap) {
         uint32_t cap = s->class_slots_cap ? s->class_slots_cap * 2 : 256;
-        uint32_t *slots = calloc(cap, sizeof(*slots));
-        struct req_class *classes = realloc(s->classes, (cap / 2) * sizeof(*classes));
+        uint32_t *slots = gs__calloc(cap, sizeof(*slots));
+        struct req_class *classes = gs__realloc(s->classes, (cap / 2) * sizeof(*classes));
         if (classes)
             s->classes = classes;
         if (!slots || !classes) {
-            free(slots);
+            gs__free(slots);
             return GS_ENOMEM;
         }
-        free(s->class_slots);
+        gs__free(s->class_slots);
         s->class_slots = slots;
         s->class_slots_cap = cap;
         s->classes_cap = cap / 2;
@@ -441,13 +442,13 @@ static int ensure_cache(struct gs_sched *s, uint32_t cls)
     uint32_t width = s->cache_classes ? s->cache_classes : 16;
     while (width <= cls)
         width *= 2;
-    struct score_entry *cache = calloc((size_t)s->nodes_cap * width, sizeof(*cache));
+    struct score_entry *cache = gs__calloc((size_t)s->nodes_cap * width, sizeof(*cache));
     if (!cache)
         return GS_ENOMEM;
     for (uint32_t n = 0; n < s->nodes_cap && s->cache_classes; n++)
         memcpy(cache + (size_t)n * width, s->cache + (size_t)n * s->cache_classes,
                s->cache_classes * sizeof(*cache));
-    free(s->cache);
+    gs__free(s->cache);
     s->cache = cache;
     s->cache_classes = width;
     return GS_OK;
@@ -483,7 +484,7 @@ static int32_t fgd_node(struct gs_sched *s, uint32_t node, uint32_t cls,
     if (ce->gen == n->gen)
         return ce->score;
     if (!s->memo) {
-        s->memo = calloc(1024, sizeof(*s->memo));
+        s->memo = gs__calloc(1024, sizeof(*s->memo));
         if (!s->memo)
             return GS_ENOMEM;
         s->memo_cap = 1024;
@@ -505,7 +506,7 @@ static int32_t fgd_node(struct gs_sched *s, uint32_t node, uint32_t cls,
     if ((s->memo_len + 1) * 2 > s->memo_cap) {
         /* Grow up to a bound, then start afresh: the memo only saves work. */
         uint32_t cap = s->memo_cap < MEMO_CAP_MAX ? s->memo_cap * 2 : s->memo_cap;
-        struct memo_entry *memo = calloc(cap, sizeof(*memo));
+        struct memo_entry *memo = gs__calloc(cap, sizeof(*memo));
         if (!memo)
             return score; /* keep working without memoising this one */
         if (cap > s->memo_cap) {
@@ -520,7 +521,7 @@ static int32_t fgd_node(struct gs_sched *s, uint32_t node, uint32_t cls,
         } else {
             s->memo_len = 0;
         }
-        free(s->memo);
+        gs__free(s->memo);
         s->memo = memo;
         s->memo_cap = cap;
         mask = cap - 1;
@@ -634,7 +635,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
         return GS_ENOENT;
     if (strcmp(policies[p].name, "fgd") == 0 && (!cfg->workload || cfg->workload->n_types == 0))
         return GS_EINVAL;
-    struct gs_sched *s = calloc(1, sizeof(*s));
+    struct gs_sched *s = gs__calloc(1, sizeof(*s));
     if (!s)
         return GS_ENOMEM;
     s->c = c;
@@ -648,7 +649,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
     }
     if (cfg->node_rank) {
         uint32_t n = gs_cluster_node_count(c);
-        uint8_t *seen = calloc(n ? n : 1, 1);
+        uint8_t *seen = gs__calloc(n ? n : 1, 1);
         if (!seen) {
             gs_sched_free(s);
             return GS_ENOMEM;
@@ -656,14 +657,14 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
         for (uint32_t i = 0; i < n; i++) {
             uint32_t r = cfg->node_rank[i];
             if (r >= n || seen[r]) {
-                free(seen);
+                gs__free(seen);
                 gs_sched_free(s);
                 return GS_EINVAL;
             }
             seen[r] = 1;
             s->rank[i] = r;
         }
-        free(seen);
+        gs__free(seen);
     }
     *out = s;
     return GS_OK;
@@ -689,16 +690,16 @@ void gs_sched_free(struct gs_sched *s)
 {
     if (!s)
         return;
-    free(s->rank);
-    free(s->feasible);
-    free(s->scores);
-    free(s->nfrag);
-    free(s->nfrag_gen);
-    free(s->classes);
-    free(s->class_slots);
-    free(s->cache);
-    free(s->memo);
-    free(s);
+    gs__free(s->rank);
+    gs__free(s->feasible);
+    gs__free(s->scores);
+    gs__free(s->nfrag);
+    gs__free(s->nfrag_gen);
+    gs__free(s->classes);
+    gs__free(s->class_slots);
+    gs__free(s->cache);
+    gs__free(s->memo);
+    gs__free(s);
 }
 
 static bool req_valid(const struct gs_pod_req *req)
@@ -724,7 +725,7 @@ static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
     if (!aff && !taint)
         return GS_OK;
     int64_t max_aff = 0, max_taint = 0;
-    int64_t *raw = malloc((size_t)nf * 2 * sizeof(*raw));
+    int64_t *raw = gs__malloc((size_t)nf * 2 * sizeof(*raw));
     if (!raw)
         return GS_ENOMEM;
     for (uint32_t k = 0; k < nf; k++) {
@@ -738,8 +739,30 @@ static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
         int64_t t = max_taint ? 100 - raw[(size_t)2 * k + 1] * 100 / max_taint : 100;
         s->scores[k] += (int32_t)(2 * a + 3 * t);
     }
-    free(raw);
+    gs__free(raw);
     return GS_OK;
+}
+
+/*
+ * A pod that asks for no GPU goes to a node without GPUs when one of the feasible nodes has
+ * none (kubernetes/kubernetes#129229: CPU pods spread over GPU nodes by the default scores use
+ * up the CPU and memory that GPU pods then lack there). The rule ranks above every score, so
+ * it is applied as a cut of the feasible list before the policy scores what is left: among
+ * GPU-less nodes the policy, the filter scores and the tie-break choose as before. When no
+ * feasible node is GPU-less (or all are), nothing changes. With a bounded scan (nodes_to_find)
+ * it looks at the nodes the scan found. O(feasible) for CPU-only pods, nothing for GPU pods.
+ * Returns the new length of feasible[].
+ */
+static uint32_t keep_gpu_free_nodes(const struct gs_pod_req *req, const struct gs_node_fit *fit,
+                                    uint32_t *feasible, uint32_t nf)
+{
+    if (req->num_gpu != 0 || nf < 2)
+        return nf;
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < nf; k++)
+        if (fit[feasible[k]].gpu_count == 0)
+            feasible[kept++] = feasible[k];
+    return kept > 0 ? kept : nf; /* none without GPUs: the list is untouched (nothing moved) */
 }
 
 static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
@@ -751,12 +774,17 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
     if (err)
         return err;
     const uint64_t *set = gs_filter_nodes(s->c, cls);
-    if (!set)
+    uint32_t pin = UINT32_MAX;
+    if (!set && !gs_filter_pinned(s->c, cls, &pin))
         return GS_EINVAL;
     uint32_t n = gs_cluster_node_count(s->c);
     uint32_t nf = 0;
     const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
-    if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
+    if (!set) {
+        /* A pod pinned to one node (filter.h): that node is judged alone, with no scan. */
+        if (gs_filter_pass(s->c, cls, pin) && gs_fit_ok(&fit[pin], req))
+            s->feasible[nf++] = pin;
+    } else if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t w = 0; w < (n + 63) / 64; w++)
             for (uint64_t bits = set[w]; bits; bits &= bits - 1) {
                 uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
@@ -791,6 +819,7 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
          * began (as the plain scan, which stops there too). */
         s->next_start = done ? (i + 1 == n ? 0 : i + 1) : start;
     }
+    nf = keep_gpu_free_nodes(req, fit, s->feasible, nf);
     *nf_out = nf;
     if (nf == 1) {
         /* kube-scheduler skips scoring when one node is feasible; no random draw either. */

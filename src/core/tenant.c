@@ -23,7 +23,7 @@
 char *gs__dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = gs__malloc(n);
     if (d)
         memcpy(d, s, n);
     return d;
@@ -36,7 +36,7 @@ int gs__grow(void **ptr, uint32_t *cap, uint32_t need, size_t elem)
     uint32_t nc = *cap ? *cap : 8;
     while (nc < need)
         nc *= 2;
-    void *np = realloc(*ptr, (size_t)nc * elem);
+    void *np = gs__realloc(*ptr, (size_t)nc * elem);
     if (!np)
         return GS_ENOMEM;
     *ptr = np;
@@ -49,7 +49,7 @@ int gs__grow(void **ptr, uint32_t *cap, uint32_t need, size_t elem)
 int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, struct gs_engine **out)
 {
     *out = NULL;
-    struct gs_engine *e = calloc(1, sizeof(*e));
+    struct gs_engine *e = gs__calloc(1, sizeof(*e));
     if (!e)
         return GS_ENOMEM;
     e->c = c;
@@ -58,11 +58,11 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
                                  cfg->workload, cfg->nodes_to_find};
     int err = gs_sched_new(c, &sc, &e->sched);
     if (err) {
-        free(e);
+        gs__free(e);
         return err;
     }
     /* The root queue: everything, unlimited. */
-    e->q = calloc(8, sizeof(*e->q));
+    e->q = gs__calloc(8, sizeof(*e->q));
     e->capq = 8;
     if (!e->q || !(e->q[0].name = gs__dup_str("root"))) {
         gs_engine_free(e);
@@ -88,47 +88,48 @@ void gs_engine_free(struct gs_engine *e)
     for (uint32_t i = 0; i < e->nq; i++) {
         /* nq is 0 while q is NULL (calloc); the analyzer forgets that once &e->sched escapes. */
         /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-        free(e->q[i].name);
+        gs__free(e->q[i].name);
         for (uint32_t f = 0; f < e->q[i].n_flavors; f++)
-            free(e->q[i].flavors[f].heap);
-        free(e->q[i].flavors);
+            gs__free(e->q[i].flavors[f].heap);
+        gs__free(e->q[i].flavors);
     }
     for (uint32_t i = 0; i < e->npc; i++)
-        free(e->pc[i].name);
+        gs__free(e->pc[i].name);
     for (uint32_t i = 0; i < e->ng; i++) {
-        free(e->g[i].name);
-        free(e->g[i].members);
+        gs__free(e->g[i].name);
+        gs__free(e->g[i].members);
+        gs__free(e->g[i].holds);
     }
     for (uint32_t i = 0; i < e->np; i++) {
-        free(e->p[i].name);
-        free(e->p[i].uid);
-        free(e->p[i].ns);
-        free(e->p[i].reason_text);
+        gs__free(e->p[i].name);
+        gs__free(e->p[i].uid);
+        gs__free(e->p[i].ns);
+        gs__free(e->p[i].reason_text);
     }
-    free(e->uid_slots);
-    free(e->free_pods);
+    gs__free(e->uid_slots);
+    gs__free(e->free_pods);
     for (uint32_t i = 0; i < e->nodes_cap; i++)
-        free(e->node_pods[i]);
+        gs__free(e->node_pods[i]);
     for (uint32_t i = 0; i < e->nresv; i++)
-        free(e->resv[i].nodes);
-    free(e->node_pods);
-    free(e->node_npods);
-    free(e->node_cappods);
-    free(e->q);
-    free(e->pc);
-    free(e->g);
-    free(e->p);
-    free(e->log);
-    free(e->resv);
-    free(e->cand);
-    free(e->qdelta);
-    free(e->vloss);
-    free(e->unb);
-    free(e->vals);
-    free(e->end_order);
-    free(e->keys);
+        gs__free(e->resv[i].nodes);
+    gs__free(e->node_pods);
+    gs__free(e->node_npods);
+    gs__free(e->node_cappods);
+    gs__free(e->q);
+    gs__free(e->pc);
+    gs__free(e->g);
+    gs__free(e->p);
+    gs__free(e->log);
+    gs__free(e->resv);
+    gs__free(e->cand);
+    gs__free(e->qdelta);
+    gs__free(e->vloss);
+    gs__free(e->unb);
+    gs__free(e->vals);
+    gs__free(e->end_order);
+    gs__free(e->keys);
     gs_sched_free(e->sched);
-    free(e);
+    gs__free(e);
 }
 
 /* Queue and PriorityClass names: 1 to 63 of [A-Za-z0-9._-], like Kubernetes object names. They
@@ -339,13 +340,13 @@ int gs__ensure_nodes(struct gs_engine *e)
     uint32_t cap = e->nodes_cap ? e->nodes_cap : 64;
     while (cap < n)
         cap *= 2;
-    uint32_t **np = realloc(e->node_pods, cap * sizeof(*np));
+    uint32_t **np = gs__realloc(e->node_pods, cap * sizeof(*np));
     if (np)
         e->node_pods = np;
-    uint32_t *nn = realloc(e->node_npods, cap * sizeof(*nn));
+    uint32_t *nn = gs__realloc(e->node_npods, cap * sizeof(*nn));
     if (nn)
         e->node_npods = nn;
-    uint32_t *nc = realloc(e->node_cappods, cap * sizeof(*nc));
+    uint32_t *nc = gs__realloc(e->node_cappods, cap * sizeof(*nc));
     if (nc)
         e->node_cappods = nc;
     if (!np || !nn || !nc)
@@ -404,6 +405,11 @@ int gs_engine_gang_info(const struct gs_engine *e, uint32_t id, struct gs_gang_i
     out->started = g->started;
     out->refused = g->refused;
     out->reason = g->reason;
+    out->grace_ms = g->grace_ms;
+    out->grace_until_ms = g->degraded_ms >= 0 ? g->degraded_ms + g->grace_ms : -1;
+    out->holds = 0;
+    for (uint32_t i = 0; i < g->n_holds; i++)
+        out->holds += g->holds[i].state == HOLD_HELD;
     return GS_OK;
 }
 
@@ -441,11 +447,11 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
 {
     int err = GS_EINVAL;
     uint32_t nn = gs_cluster_node_count(e->c);
-    int32_t *used = calloc((size_t)(nn ? nn : 1) * GS_NODE_GPUS_MAX, sizeof(*used));
-    int64_t *qalloc = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qalloc));
-    int64_t *qdem = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qdem));
-    int64_t *qadopt = calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qadopt));
-    uint32_t *qpend = calloc(e->nq, sizeof(*qpend)), *qrun = calloc(e->nq, sizeof(*qrun));
+    int32_t *used = gs__calloc((size_t)(nn ? nn : 1) * GS_NODE_GPUS_MAX, sizeof(*used));
+    int64_t *qalloc = gs__calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qalloc));
+    int64_t *qdem = gs__calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qdem));
+    int64_t *qadopt = gs__calloc((size_t)e->nq * GS_RES_COUNT, sizeof(*qadopt));
+    uint32_t *qpend = gs__calloc(e->nq, sizeof(*qpend)), *qrun = gs__calloc(e->nq, sizeof(*qrun));
     uint64_t evictions = 0;
     if (!used || !qalloc || !qdem || !qadopt || !qpend || !qrun) {
         (void)snprintf(msg, cap, "out of memory");
@@ -480,6 +486,21 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
             }
         for (uint32_t g = 0; g < p->pl.num_gpu; g++)
             used[p->pl.node * GS_NODE_GPUS_MAX + p->pl.gpu_index[g]] += p->pl.gpu_milli;
+    }
+    for (uint32_t gi = 0; gi < e->ng; gi++) { /* held capacity is bound in the cluster too */
+        const struct gang *g = &e->g[gi];
+        for (uint32_t i = 0; i < g->n_holds; i++) {
+            const struct gang_hold *h = &g->holds[i];
+            if (h->state != HOLD_HELD)
+                continue;
+            if (h->pl.node >= nn || !gs_cluster_node(e->c, h->pl.node)->present) {
+                (void)snprintf(msg, cap, "gang %s holds capacity on node slot %u, which is free",
+                               g->name, h->pl.node);
+                goto out;
+            }
+            for (uint32_t k = 0; k < h->pl.num_gpu; k++)
+                used[h->pl.node * GS_NODE_GPUS_MAX + h->pl.gpu_index[k]] += h->pl.gpu_milli;
+        }
     }
     if (evictions + e->evictions_reused != e->evictions_total) {
         (void)snprintf(msg, cap, "%llu evictions recorded on pods, %llu made",
@@ -554,8 +575,22 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
             goto out;
         }
         /* Members that were already running when handed over (adopt) are what the cluster
-         * has, not a placement of ours: a gang may run below its minimum only through them. */
-        if (run > adopted && run + done < g->min_member) {
+         * has, not a placement of ours: a gang may run below its minimum only through them, or
+         * in its grace period after losing members. */
+        bool degraded = g->degraded_ms >= 0;
+        uint32_t held = 0;
+        for (uint32_t i = 0; i < g->n_holds; i++)
+            held += g->holds[i].state == HOLD_HELD;
+        if (held > 0 && !degraded) {
+            (void)snprintf(msg, cap, "gang %s holds capacity outside a grace period", g->name);
+            goto out;
+        }
+        if (degraded && (run == 0 || run + done >= g->min_member)) {
+            (void)snprintf(msg, cap, "gang %s is in a grace period it cannot be in (%u running)",
+                           g->name, run);
+            goto out;
+        }
+        if (run > adopted && run + done < g->min_member && !degraded) {
             (void)snprintf(msg, cap, "gang %s runs %u of min_member %u", g->name, run,
                            g->min_member);
             goto out;
@@ -567,11 +602,11 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
     }
     err = GS_OK;
 out:
-    free(used);
-    free(qalloc);
-    free(qdem);
-    free(qadopt);
-    free(qpend);
-    free(qrun);
+    gs__free(used);
+    gs__free(qalloc);
+    gs__free(qdem);
+    gs__free(qadopt);
+    gs__free(qpend);
+    gs__free(qrun);
     return err;
 }

@@ -16,11 +16,14 @@
 
 /* ---- queue heaps ----------------------------------------------------------------------------- */
 
-/* Heap order: higher priority first, then earlier submission, then lower pod id. */
+/* Heap order: higher priority first, then members of gangs in their grace period, then earlier
+ * submission, then lower pod id. */
 static bool heap_before(const struct heap_ent *a, const struct heap_ent *b)
 {
     if (a->prio != b->prio)
         return a->prio > b->prio;
+    if (a->restore != b->restore)
+        return a->restore;
     if (a->submit_ms != b->submit_ms)
         return a->submit_ms < b->submit_ms;
     return a->pod < b->pod;
@@ -65,6 +68,24 @@ static void heap_pop(struct flavor_queue *f)
         f->heap[i] = last;
 }
 
+/*
+ * A pod's heap entry. A member of a gang in its grace period (a replacement, or a member evicted
+ * with its node) comes before every other pod of its priority in its queue, ordered by the
+ * gang's first submission: the gang gets back the capacity it holds before newer pods, and an
+ * older pod that cannot use the held capacity does not keep the gang's replacements waiting
+ * behind it until the grace period runs out (the job they restore was admitted already).
+ */
+static struct heap_ent heap_entry(const struct gs_engine *e, uint32_t pod)
+{
+    const struct tpod *p = &e->p[pod];
+    struct heap_ent h = {pod, p->seq, prio_of(e, p), false, p->submit_ms};
+    if (p->gang != GS_NO_GANG && e->g[p->gang].degraded_ms >= 0) {
+        h.restore = true;
+        h.submit_ms = e->g[p->gang].first_submit_ms;
+    }
+    return h;
+}
+
 /* Drops stale entries from the top of a flavor heap; returns the head pod or NO_ID. */
 static uint32_t flavor_head(const struct gs_engine *e, struct flavor_queue *f)
 {
@@ -84,23 +105,24 @@ int gs__enqueue(struct gs_engine *e, uint32_t pod)
     struct queue *q = &e->q[p->queue];
     uint64_t mask = p->req.num_gpu ? p->req.gpu_model_mask : 0;
     uint32_t f = 0;
-    while (f < q->n_flavors && (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass))
+    uint32_t fc = gs_filter_base(e->c, p->fclass);
+    while (f < q->n_flavors && (q->flavors[f].mask != mask || q->flavors[f].fclass != fc))
         f++;
     if (f == q->n_flavors) {
-        struct flavor_queue *nf = realloc(q->flavors, (q->n_flavors + 1) * sizeof(*nf));
+        struct flavor_queue *nf = gs__realloc(q->flavors, (q->n_flavors + 1) * sizeof(*nf));
         if (!nf)
             return GS_ENOMEM;
         q->flavors = nf;
         memset(&nf[f], 0, sizeof(nf[f]));
         nf[f].mask = mask;
-        nf[f].fclass = p->fclass;
+        nf[f].fclass = fc;
         nf[f].blocked_cycle = UINT32_MAX;
         nf[f].bf_cycle = UINT32_MAX;
         q->n_flavors++;
     }
     p->seq++;
     q->ver++;
-    return heap_push(&q->flavors[f], (struct heap_ent){pod, p->seq, prio_of(e, p), p->submit_ms});
+    return heap_push(&q->flavors[f], heap_entry(e, pod));
 }
 
 /* ---- fair share ------------------------------------------------------------------------------ */
@@ -281,6 +303,8 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
     int err = gs__ensure_nodes(e);
     if (err)
         return err;
+    if ((err = gs__gang_expire_grace(e)) != GS_OK)
+        return err;
     gs__fail_timed_out_gangs(e);
     if (e->capacity_gen != gs_cluster_capacity_gen(e->c)) {
         cluster_capacity(e, e->capacity); /* O(nodes), only when capacity may have changed */
@@ -288,7 +312,7 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
     }
     gs_engine_compute_fair(e, e->capacity);
     for (uint32_t i = 0; i < e->nresv; i++)
-        free(e->resv[i].nodes);
+        gs__free(e->resv[i].nodes);
     e->nresv = 0;
 
     /* Pods popped and not placed this cycle go back at the end. */
@@ -329,7 +353,19 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
                 deferred[ndef++] = head;
                 continue;
             }
-            e->g[hp->gang].tried_cycle = e->cycle;
+            struct gang *hg = &e->g[hp->gang];
+            hg->tried_cycle = e->cycle;
+            /* Nor a gang with fewer members than its minimum (they arrive one by one, or a
+             * released gang waits for replacements): it cannot start, so it holds up nothing
+             * behind it, and says so. */
+            if (hg->pending + hg->running + hg->succeeded < hg->min_member) {
+                if ((err = gs__grow((void **)&deferred, &capdef, ndef + 1, sizeof(*deferred))))
+                    break;
+                deferred[ndef++] = head;
+                if ((err = gs__note_unschedulable(e, head)) != GS_OK)
+                    break;
+                continue;
+            }
         }
         e->st->attempts++;
         uint32_t mark = e->nlog;
@@ -366,6 +402,11 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         deferred[ndef++] = head;
         if ((err = gs__note_unschedulable(e, head)) != GS_OK)
             break;
+        /* A plain pod pinned to one node can take no other node, so what it waits for is that
+         * node alone: it holds up nothing behind it (pinned pods share their flavor, so one
+         * pinned to a full node would otherwise stop those pinned elsewhere). */
+        if (hp->gang == GS_NO_GANG && gs_filter_pinned(e->c, hp->fclass, NULL))
+            continue;
         if (e->cfg.backfill && fq->bf_cycle != e->cycle) {
             /* The first job of this flavor that cannot start gets the reservation. */
             fq->bf_cycle = e->cycle;
@@ -385,17 +426,17 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
         struct queue *q = &e->q[p->queue];
         uint64_t mask = p->req.num_gpu ? p->req.gpu_model_mask : 0;
         for (uint32_t f = 0; f < q->n_flavors; f++) {
-            if (q->flavors[f].mask != mask || q->flavors[f].fclass != p->fclass)
+            if (q->flavors[f].mask != mask ||
+                q->flavors[f].fclass != gs_filter_base(e->c, p->fclass))
                 continue;
             q->ver++;
-            int perr = heap_push(&q->flavors[f], (struct heap_ent){deferred[i], p->seq,
-                                                                   prio_of(e, p), p->submit_ms});
+            int perr = heap_push(&q->flavors[f], heap_entry(e, deferred[i]));
             if (perr && !err)
                 err = perr;
             break;
         }
     }
-    free(deferred);
+    gs__free(deferred);
     e->rng = NULL;
     e->st = NULL;
     return err;

@@ -1,7 +1,9 @@
 /*
  * Gangs (PodGroups): their records, the judgement that refuses a gang whose minimum can never
  * fit under its queue's caps, the members of a gang trial, the quick bound that proves a gang
- * cannot fit right now, and the gang timeout. Part of the tenant engine (tenant_int.h).
+ * cannot fit right now, the gang timeout, and the grace period of a gang that lost members
+ * (docs/internals/tenancy.md, "Gangs that lose members"). Part of the tenant engine
+ * (tenant_int.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,9 +37,18 @@ int gs_engine_add_gang(struct gs_engine *e, const struct gs_gang_spec *spec, uin
     g->first_submit_ms = -1;
     g->tried_cycle = UINT32_MAX;
     g->last_fit = UINT32_MAX;
+    g->degraded_ms = -1;
     if (id)
         *id = e->ng;
     e->ng++;
+    return GS_OK;
+}
+
+int gs_engine_set_gang_grace(struct gs_engine *e, uint32_t gang, int64_t grace_ms)
+{
+    if (gang >= e->ng || grace_ms < 0)
+        return GS_EINVAL;
+    e->g[gang].grace_ms = grace_ms;
     return GS_OK;
 }
 
@@ -182,4 +193,129 @@ void gs__fail_timed_out_gangs(struct gs_engine *e)
         }
         gs__gang_judge(e, gi);
     }
+}
+
+/* ---- gangs that lose members ----------------------------------------------------------------- */
+
+/* Makes room for one more hold of gang gi, so that gs__gang_hold_add() cannot fail. */
+int gs__gang_hold_reserve(struct gs_engine *e, uint32_t gi)
+{
+    struct gang *g = &e->g[gi];
+    return gs__grow((void **)&g->holds, &g->cap_holds, g->n_holds + 1, sizeof(*g->holds));
+}
+
+/*
+ * Holds what a lost member of gang gi freed (req on pl, released from the cluster just before)
+ * for the gang's replacements: binds it again in the cluster, where no other pod can take it,
+ * until the gang's next trial gives it back (gs__release_holds()) or the grace period ends. Needs
+ * gs__gang_hold_reserve() first; cannot fail (what was just released fits again).
+ */
+void gs__gang_hold_add(struct gs_engine *e, uint32_t gi, const struct gs_pod_req *req,
+                       const struct gs_placement *pl)
+{
+    struct gang *g = &e->g[gi];
+    (void)gs_cluster_adopt(e->c, req, pl);
+    g->holds[g->n_holds++] = (struct gang_hold){*req, *pl, HOLD_HELD};
+}
+
+/* Gives back to the cluster every hold of gang gi still held; forgets the list when no hold
+ * is left in a trial in progress. */
+static void drop_holds(struct gs_engine *e, uint32_t gi)
+{
+    struct gang *g = &e->g[gi];
+    bool in_trial = false;
+    for (uint32_t i = 0; i < g->n_holds; i++) {
+        struct gang_hold *h = &g->holds[i];
+        if (h->state == HOLD_HELD) {
+            (void)gs_cluster_unbind(e->c, &h->req, &h->pl);
+            h->state = HOLD_DEAD;
+        }
+        in_trial = in_trial || h->state == HOLD_RELEASED;
+    }
+    if (!in_trial)
+        g->n_holds = 0;
+}
+
+/*
+ * Ends gang gi's grace period when it is in one and no longer needs it: it is back at
+ * min_member (running or finished), or nothing of it runs any more. Its holds go back to the
+ * cluster. Cannot fail.
+ */
+void gs__gang_settle(struct gs_engine *e, uint32_t gi)
+{
+    struct gang *g = &e->g[gi];
+    if (g->degraded_ms < 0 && g->n_holds == 0)
+        return;
+    if (g->running > 0 && g->running + g->succeeded < g->min_member)
+        return;
+    drop_holds(e, gi);
+    g->degraded_ms = -1;
+}
+
+/* Called after gang gi lost running members at now_ms (deleted, or their node removed) and
+ * still runs some below min_member: its grace period starts unless it is in one already. */
+void gs__gang_degrade(struct gs_engine *e, uint32_t gi, int64_t now_ms)
+{
+    struct gang *g = &e->g[gi];
+    if (g->degraded_ms < 0)
+        g->degraded_ms = now_ms;
+}
+
+/* Gives back the holds of every gang on node `node` (the node is going away). */
+void gs__gang_drop_node_holds(struct gs_engine *e, uint32_t node)
+{
+    for (uint32_t gi = 0; gi < e->ng; gi++) {
+        struct gang *g = &e->g[gi];
+        for (uint32_t i = 0; i < g->n_holds; i++) {
+            struct gang_hold *h = &g->holds[i];
+            if (h->state == HOLD_HELD && h->pl.node == node) {
+                (void)gs_cluster_unbind(e->c, &h->req, &h->pl);
+                h->state = HOLD_DEAD;
+            }
+        }
+    }
+}
+
+/*
+ * Releases every gang whose grace period has ended at e->now_ms without getting back to
+ * min_member: its running members are evicted with reason GANG (EVICT events), its holds go
+ * back to the cluster, and each released member gets a GANG_TIMEOUT event after the EVICTs,
+ * with the reason as text. The gang starts over: not started, its schedule timeout counted from
+ * now. Returns GS_OK or GS_ENOMEM (that gang is then left as it was).
+ */
+int gs__gang_expire_grace(struct gs_engine *e)
+{
+    for (uint32_t gi = 0; gi < e->ng; gi++) {
+        struct gang *g = &e->g[gi];
+        if (g->degraded_ms < 0 || e->now_ms - g->degraded_ms < g->grace_ms)
+            continue;
+        uint32_t mark = e->nlog;
+        int err = GS_OK;
+        for (uint32_t m = 0; m < g->n_members && !err; m++)
+            if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
+                err = gs__do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
+        if (err) {
+            gs__rollback(e, mark);
+            return err;
+        }
+        uint32_t end = e->nlog;
+        g->started = false;
+        g->first_submit_ms = e->now_ms;
+        drop_holds(e, gi);
+        g->degraded_ms = -1;
+        err = gs__commit(e, mark, false);
+        /* The log's records stay readable after the commit (it only rewinds nlog) until the
+         * next change is logged; the callbacks may not change the engine. */
+        char text[GANG_REASON_MAX];
+        (void)snprintf(text, sizeof(text),
+                       "gang %.100s did not get back to min_member %u within its grace period "
+                       "of %lld s",
+                       g->name, g->min_member, (long long)(g->grace_ms / 1000));
+        for (uint32_t i = mark; i < end; i++)
+            gs__emit_text(e, GS_EV_GANG_TIMEOUT, e->log[i].pod, NO_ID, GS_EVICT_NONE, NULL, text);
+        gs__gang_judge(e, gi);
+        if (err)
+            return err;
+    }
+    return GS_OK;
 }

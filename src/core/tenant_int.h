@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc_int.h"
 #include "gpusched/cluster.h"
 #include "gpusched/sched.h"
 #include "gpusched/tenant.h"
@@ -42,12 +43,14 @@ struct heap_ent {
     uint32_t pod;
     uint32_t seq; /* the pod's enqueue token; stale when it differs */
     int32_t prio;
-    int64_t submit_ms;
+    bool restore;      /* a member of a gang in its grace period: first among its priority */
+    int64_t submit_ms; /* order among equals: submission (a restoring gang's first one) */
 };
 
 struct flavor_queue {
     uint64_t mask;         /* GPU model mask of the pods in it (CPU-only pods: 0) */
-    uint32_t fclass;       /* node filter class of the pods in it */
+    uint32_t fclass;       /* node filter class of the pods in it (for pods pinned to one node,
+                              the class of the rest of their filter: gs_filter_base()) */
     struct heap_ent *heap; /* binary heap, best first */
     uint32_t len, cap;
     uint32_t blocked_cycle; /* cycle in which its head could not be placed */
@@ -83,6 +86,20 @@ struct pclass {
     bool preemptible;
 };
 
+/* Capacity a lost gang member freed, bound in the cluster for the gang's replacements (no pod
+ * holds it; gs_engine_check() counts it). */
+enum hold_state {
+    HOLD_DEAD = 0,     /* given back: released in a committed trial, or the grace ended */
+    HOLD_HELD = 1,     /* bound in the cluster */
+    HOLD_RELEASED = 2, /* unbound by the gang's trial in progress (the undo log has it) */
+};
+
+struct gang_hold {
+    struct gs_pod_req req;  /* the lost member's request */
+    struct gs_placement pl; /* where it ran; its node still exists */
+    uint8_t state;          /* enum hold_state */
+};
+
 struct gang {
     char *name;
     uint32_t min_member;
@@ -99,6 +116,11 @@ struct gang {
     uint32_t vic_taken;           /* running members taken as victims in that search */
     uint32_t last_fit;            /* members running or placed when its last plain trial
                                      failed, for the reason; UINT32_MAX when not known */
+    int64_t grace_ms;    /* how long it may run below min_member after losing members; 0: none */
+    int64_t degraded_ms; /* when it last fell below min_member while running (lost members),
+                            -1 while it is not in its grace period */
+    struct gang_hold *holds; /* capacity its lost members freed, held for their replacements */
+    uint32_t n_holds, cap_holds;
 };
 
 struct tpod {
@@ -118,20 +140,27 @@ struct tpod {
     uint32_t vic_stamp;  /* victim search (e->vic_stamp) that took it */
     /* Live-cluster identity (NULL / 0 in the simulator). */
     char *uid, *ns;
-    uint32_t fclass;       /* node filter class; the pod holds one reference until forgotten */
-    int64_t created_ms;    /* creation time, for "newest first" */
-    bool adopted;          /* came in running */
-    bool foreign;          /* another scheduler's: capacity only, in the root's books */
-    bool forgotten;        /* slot no longer a pod (free, or a gang member's tombstone) */
-    uint32_t gen;          /* slot generation, for handles */
-    char *reason_text;     /* last UNSCHEDULABLE text, owned */
-    uint64_t explained_at; /* gs_cluster_changes() when last explained */
+    uint32_t fclass;        /* node filter class; the pod holds one reference until forgotten */
+    int64_t created_ms;     /* creation time, for "newest first" */
+    bool adopted;           /* came in running */
+    bool foreign;           /* another scheduler's: capacity only, in the root's books */
+    bool forgotten;         /* slot no longer a pod (free, or a gang member's tombstone) */
+    uint32_t gen;           /* slot generation, for handles */
+    char *reason_text;      /* last UNSCHEDULABLE text, owned */
+    uint64_t explained_at;  /* gs_cluster_changes() when last explained */
+    uint64_t explained_aux; /* its gang's members and last_fit then (0 without a gang) */
 };
 
 /* One change in the undo log. */
+enum undo_kind {
+    UNDO_EVICT = 0,
+    UNDO_BIND = 1,
+    UNDO_HOLD = 2, /* a gang's hold released for its trial: pod = gang id, by = hold index */
+};
+
 struct undo {
     uint32_t pod;
-    uint8_t bind;   /* 1 bind, 0 evict */
+    uint8_t kind;   /* enum undo_kind */
     uint8_t reason; /* evict reason */
     uint32_t by;    /* preemptor */
     struct gs_placement pl;
@@ -241,6 +270,13 @@ int gs__grow(void **ptr, uint32_t *cap, uint32_t need, size_t elem);
 /* ---- tenant_gang.c --------------------------------------------------------------------------- */
 
 void gs__fail_timed_out_gangs(struct gs_engine *e);
+int gs__gang_hold_reserve(struct gs_engine *e, uint32_t gi);
+void gs__gang_hold_add(struct gs_engine *e, uint32_t gi, const struct gs_pod_req *req,
+                       const struct gs_placement *pl);
+void gs__gang_settle(struct gs_engine *e, uint32_t gi);
+void gs__gang_degrade(struct gs_engine *e, uint32_t gi, int64_t now_ms);
+void gs__gang_drop_node_holds(struct gs_engine *e, uint32_t node);
+int gs__gang_expire_grace(struct gs_engine *e);
 void gs__gang_judge(struct gs_engine *e, uint32_t gi);
 uint32_t gs__gang_slots(const struct gs_engine *e, const uint32_t *members, uint32_t nm);
 uint32_t gs__job_members(struct gs_engine *e, uint32_t head, uint32_t **out, uint32_t *need);
@@ -257,6 +293,7 @@ void gs__emit_text(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, u
 int gs__node_list_add(struct gs_engine *e, uint32_t pod);
 void gs__node_list_remove(struct gs_engine *e, uint32_t pod);
 void gs__rollback(struct gs_engine *e, uint32_t mark);
+int gs__release_holds(struct gs_engine *e, uint32_t gi);
 
 /* ---- tenant_place.c -------------------------------------------------------------------------- */
 

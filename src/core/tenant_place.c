@@ -52,21 +52,30 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
 {
     struct tpod *p = &e->p[pod];
     /* No node changed (no bind, release, label, taint, cordon, health or capacity change) since
-     * this pod was last judged: the reason is the same, and judging every node again (O(nodes))
-     * would be wasted. Queue books change only with binds and releases, which change nodes. */
+     * this pod was last judged, nor its gang (members, what fit in its last trial): the reason
+     * is the same, and judging every node again (O(nodes)) would be wasted. Queue books change
+     * only with binds and releases, which change nodes. */
     uint64_t stamp = gs_cluster_changes(e->c);
-    if (p->reason_text && p->explained_at == stamp)
+    const struct gang *pg = p->gang != GS_NO_GANG ? &e->g[p->gang] : NULL;
+    uint64_t aux =
+        pg ? (uint64_t)(pg->pending + pg->running + pg->succeeded) | (uint64_t)pg->last_fit << 32
+           : 0;
+    if (p->reason_text && p->explained_at == stamp && p->explained_aux == aux)
         return GS_OK;
     p->explained_at = stamp;
+    p->explained_aux = aux;
     char buf[1024];
     size_t len = 0;
-    if (p->gang != GS_NO_GANG) {
-        const struct gang *g = &e->g[p->gang];
-        int w = snprintf(buf, sizeof(buf), "gang %s (min_member %u, %u running): ", g->name,
-                         g->min_member, g->running);
+    if (pg) {
+        int w = snprintf(buf, sizeof(buf), "gang %s (min_member %u, %u running): ", pg->name,
+                         pg->min_member, pg->running);
         len = w > 0 && (size_t)w < sizeof(buf) ? (size_t)w : 0;
     }
-    if (!quota_reason(e, p, buf + len, sizeof(buf) - len)) {
+    uint32_t members = pg ? pg->pending + pg->running + pg->succeeded : 0;
+    if (pg && members < pg->min_member) {
+        (void)snprintf(buf + len, sizeof(buf) - len, "%u of %u members exist", members,
+                       pg->min_member);
+    } else if (!quota_reason(e, p, buf + len, sizeof(buf) - len)) {
         struct gs_unsched u;
         int err = gs_explain(e->c, &p->req, p->fclass, &u);
         if (err)
@@ -86,7 +95,7 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
     char *copy = gs__dup_str(buf);
     if (!copy)
         return GS_ENOMEM;
-    free(p->reason_text);
+    gs__free(p->reason_text);
     p->reason_text = copy;
     gs__emit_text(e, GS_EV_UNSCHEDULABLE, pod, NO_ID, GS_EVICT_NONE, NULL, copy);
     return GS_OK;
@@ -452,7 +461,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
         else
             memcpy(e->cand, bestv, best->n * sizeof(uint32_t));
     }
-    free(bestv);
+    gs__free(bestv);
     return found;
 }
 
@@ -517,7 +526,12 @@ int gs__try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t mark
     }
     /* A gang: place pending members until min_member run, all or nothing; extra members that
      * fit join too. Without evictions, a gang whose needed members ask for more GPU than the
-     * cluster has free is refused before any trial placement. */
+     * cluster has free is refused before any trial placement. A gang in its grace period
+     * first gets back what it holds for its replacements (undone with the trial if it fails). */
+    if (e->g[e->p[head].gang].n_holds > 0 && (err = gs__release_holds(e, e->p[head].gang))) {
+        gs__rollback(e, mark);
+        return err;
+    }
     if (mode == 0 && need > 0) {
         int64_t gpu_need = 0;
         uint32_t counted = 0;
@@ -533,6 +547,7 @@ int gs__try_job_mode(struct gs_engine *e, uint32_t head, int mode, uint32_t mark
         if (short_gpu || slots < need) {
             struct gang *sg = &e->g[e->p[head].gang];
             sg->last_fit = sg->running + sg->succeeded + (slots < need ? slots : need - 1);
+            gs__rollback(e, mark);
             return GS_EUNSCHEDULABLE;
         }
     }
@@ -570,7 +585,9 @@ bool gs__respects_reservations(const struct gs_engine *e, uint32_t mark)
 {
     for (uint32_t i = mark; i < e->nlog; i++) {
         const struct undo *u = &e->log[i];
-        if (!u->bind)
+        if (u->kind == UNDO_HOLD)
+            continue; /* a gang's own held capacity given back to it */
+        if (u->kind != UNDO_BIND)
             return false; /* backfill never evicts */
         const struct tpod *p = &e->p[u->pod];
         for (uint32_t k = 0; k < e->nresv; k++) {
@@ -620,7 +637,7 @@ int gs__reserve(struct gs_engine *e, uint32_t head)
     uint32_t n_run = e->end_order_n;
     if (n_run == 0)
         return GS_OK;
-    uint32_t *order = malloc(n_run * sizeof(*order));
+    uint32_t *order = gs__malloc(n_run * sizeof(*order));
     if (!order)
         return GS_ENOMEM;
     memcpy(order, e->end_order, n_run * sizeof(*order));
@@ -659,30 +676,30 @@ int gs__reserve(struct gs_engine *e, uint32_t head)
             break;
         if (err == GS_OK) {
             at = r->start_ms + r->est_ms;
-            nodes = calloc(nn ? nn : 1, 1);
+            nodes = gs__calloc(nn ? nn : 1, 1);
             if (!nodes) {
                 err = GS_ENOMEM;
                 break;
             }
             for (uint32_t j = inner; j < e->nlog; j++)
-                if (e->log[j].bind)
+                if (e->log[j].kind == UNDO_BIND)
                     nodes[e->log[j].pl.node] = 1;
             break;
         }
         err = GS_OK;
     }
     gs__rollback(e, mark);
-    free(order);
+    gs__free(order);
     if (err == GS_ENOMEM) {
-        free(nodes);
+        gs__free(nodes);
         return err;
     }
     if (at < 0) {
-        free(nodes);
+        gs__free(nodes);
         return GS_OK;
     }
     if (gs__grow((void **)&e->resv, &e->capresv, e->nresv + 1, sizeof(*e->resv)) != GS_OK) {
-        free(nodes);
+        gs__free(nodes);
         return GS_ENOMEM;
     }
     e->resv[e->nresv++] = (struct reservation){at, nodes};

@@ -52,7 +52,7 @@ static int uid_reserve(struct gs_engine *e)
         return GS_OK;
     uint32_t cap = e->uid_cap ? e->uid_cap * 2 : 64;
     uint32_t *old = e->uid_slots, old_cap = e->uid_cap;
-    uint32_t *slots = calloc(cap, sizeof(*slots));
+    uint32_t *slots = gs__calloc(cap, sizeof(*slots));
     if (!slots)
         return GS_ENOMEM;
     e->uid_slots = slots;
@@ -64,7 +64,7 @@ static int uid_reserve(struct gs_engine *e)
         *uid_slot(e, e->p[old[i] - 1].uid, true) = old[i];
         e->uid_len++;
     }
-    free(old);
+    gs__free(old);
     return GS_OK;
 }
 
@@ -103,7 +103,7 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
                    const struct gs_pod_ident *ident, int64_t now_ms, uint32_t *out)
 {
     const char *uid = ident && ident->uid && *ident->uid ? ident->uid : NULL;
-    if (ident && !gs_filter_nodes(e->c, ident->filter_class))
+    if (ident && !gs_filter_valid(e->c, ident->filter_class))
         return GS_EINVAL;
     if (uid && gs_engine_find_pod(e, uid) >= 0)
         return GS_EEXIST;
@@ -125,9 +125,9 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     char *uidc = uid ? gs__dup_str(uid) : NULL;
     char *ns = ident && ident->ns ? gs__dup_str(ident->ns) : NULL;
     if (!name || (uid && !uidc) || (ident && ident->ns && !ns)) {
-        free(name);
-        free(uidc);
-        free(ns);
+        gs__free(name);
+        gs__free(uidc);
+        gs__free(ns);
         return GS_ENOMEM;
     }
     bool reused = e->nfree > 0;
@@ -186,9 +186,9 @@ static void drop_new_pod(struct gs_engine *e, uint32_t pi)
             g->first_submit_ms = -1;
     }
     gs_filter_release(e->c, p->fclass);
-    free(p->name);
-    free(p->uid);
-    free(p->ns);
+    gs__free(p->name);
+    gs__free(p->uid);
+    gs__free(p->ns);
     p->name = p->uid = p->ns = NULL;
     p->forgotten = true;
     p->state = GS_TPOD_FAILED; /* a free slot is in no queue's books */
@@ -270,6 +270,10 @@ int gs_engine_finish(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     if (err)
         return err;
     e->now_ms = now_ms;
+    /* A finished member counts toward min_member, so it never ends a gang's run; but a gang in
+     * its grace period whose last running member finishes has nothing left to hold for. */
+    if (e->p[pod].gang != GS_NO_GANG)
+        gs__gang_settle(e, e->p[pod].gang);
     gs__emit(e, GS_EV_FINISH, pod, NO_ID, GS_EVICT_NONE, &e->p[pod].pl);
     return GS_OK;
 }
@@ -280,17 +284,22 @@ int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
         return GS_EINVAL;
     struct tpod *p = &e->p[pod];
     bool was_running = p->state == GS_TPOD_RUNNING;
+    struct gang *g = p->gang != GS_NO_GANG ? &e->g[p->gang] : NULL;
+    int err = GS_OK;
+    /* Room for the hold first (gangs with a grace period), so that nothing fails after the
+     * pod has gone. */
+    if (was_running && g && g->grace_ms > 0 && (err = gs__gang_hold_reserve(e, p->gang)) != GS_OK)
+        return err;
     if (was_running) {
-        int err = finish_quiet(e, pod, now_ms);
-        if (err)
+        if ((err = finish_quiet(e, pod, now_ms)) != GS_OK)
             return err;
-        if (p->gang != GS_NO_GANG)
-            e->g[p->gang].succeeded--;
+        if (g)
+            g->succeeded--;
     } else if (p->state == GS_TPOD_PENDING) {
         e->q[p->queue].pending--;
         gs__account(e, p->queue, 1, p->r, -1);
-        if (p->gang != GS_NO_GANG)
-            e->g[p->gang].pending--;
+        if (g)
+            g->pending--;
     } else {
         return GS_EINVAL;
     }
@@ -298,26 +307,31 @@ int gs_engine_delete(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     p->end_ms = now_ms;
     e->now_ms = now_ms;
     gs__emit(e, GS_EV_DELETE, pod, NO_ID, GS_EVICT_NONE, was_running ? &p->pl : NULL);
-    /* A gang that lost a running member below min_member cannot go on: its other running
-     * members go back to pending, whole. */
-    if (p->gang != GS_NO_GANG) {
-        struct gang *g = &e->g[p->gang];
-        gs__gang_judge(e, p->gang); /* one member fewer can only make it fit */
-        if (g->running > 0 && g->running + g->succeeded < g->min_member) {
-            e->now_ms = now_ms;
-            uint32_t mark = e->nlog;
-            int err = GS_OK;
-            for (uint32_t m = 0; m < g->n_members && !err; m++)
-                if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
-                    err = gs__do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
-            if (err) {
-                gs__rollback(e, mark);
-                return err;
-            }
-            g->started = false;
-            return gs__commit(e, mark, false);
+    if (!g)
+        return GS_OK;
+    gs__gang_judge(e, p->gang); /* one member fewer can only make it fit */
+    if (g->running > 0 && g->running + g->succeeded < g->min_member) {
+        if (g->grace_ms > 0) {
+            /* A gang with a grace period keeps running below min_member while replacements
+             * come; what the lost member held stays held for them (its node exists). */
+            if (was_running)
+                gs__gang_hold_add(e, p->gang, &p->req, &p->pl);
+            gs__gang_degrade(e, p->gang, now_ms);
+            return GS_OK;
         }
+        /* Without one it cannot go on: its other running members go back to pending, whole. */
+        uint32_t mark = e->nlog;
+        for (uint32_t m = 0; m < g->n_members && !err; m++)
+            if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
+                err = gs__do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
+        if (err) {
+            gs__rollback(e, mark);
+            return err;
+        }
+        g->started = false;
+        return gs__commit(e, mark, false);
     }
+    gs__gang_settle(e, p->gang); /* nothing of it left running: nothing to hold for */
     return GS_OK;
 }
 
@@ -362,11 +376,17 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
     if (!n || !n->present)
         return GS_EINVAL;
     struct gs_placement where = *pl;
+    /* Capacity held for a gang (gs_engine_delete()) is the engine's alone: a pod that really
+     * runs there takes precedence, and the node's holds are given up when they stand in its
+     * way. */
+    bool unknown = sp.req.num_gpu > 0 && where.num_gpu == 0;
     if (sp.req.num_gpu == 0) {
         where.num_gpu = 0;
         where.gpu_milli = 0;
-    } else if (where.num_gpu == 0 && !pick_unknown_gpus(n, &sp.req, &where)) {
-        return GS_EINVAL; /* no GPUs left to charge it to: an over-commit */
+    } else if (unknown && !pick_unknown_gpus(n, &sp.req, &where)) {
+        gs__gang_drop_node_holds(e, pl->node);
+        if (!pick_unknown_gpus(n, &sp.req, &where))
+            return GS_EINVAL; /* no GPUs left to charge it to: an over-commit */
     }
     int err = gs__ensure_nodes(e);
     if (err)
@@ -390,8 +410,11 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
         return err;
     struct tpod *p = &e->p[pi];
     if (gs_cluster_adopt(e->c, &p->req, &where) != GS_OK) {
-        drop_new_pod(e, pi);
-        return GS_EINVAL;
+        gs__gang_drop_node_holds(e, where.node);
+        if (gs_cluster_adopt(e->c, &p->req, &where) != GS_OK) {
+            drop_new_pod(e, pi);
+            return GS_EINVAL;
+        }
     }
     p->pl = where;
     p->state = GS_TPOD_RUNNING;
@@ -414,6 +437,7 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
         g->running++;
         if (g->running + g->succeeded >= g->min_member)
             g->started = true;
+        gs__gang_settle(e, p->gang); /* back at its minimum: its grace period ends */
     }
     e->mutations++;
     if (id)
@@ -436,14 +460,14 @@ int gs_engine_forget(struct gs_engine *e, uint32_t pod)
         *uid_slot(e, p->uid, false) = UID_TOMB;
     gs_filter_release(e->c, p->fclass);
     p->fclass = GS_FILTER_DEFAULT;
-    free(p->uid);
-    free(p->ns);
-    free(p->reason_text);
+    gs__free(p->uid);
+    gs__free(p->ns);
+    gs__free(p->reason_text);
     p->uid = p->ns = p->reason_text = NULL;
     p->forgotten = true;
     if (reuse) {
         /* The slot is free; the name goes too, so pod_info reports GS_ENOENT. */
-        free(p->name);
+        gs__free(p->name);
         p->name = NULL;
         e->free_pods[e->nfree++] = pod;
     }
@@ -480,7 +504,8 @@ int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms)
         return err;
     e->now_ms = now_ms;
     uint32_t mark = e->nlog;
-    /* Victims first, then the gangs they leave below their minimum. */
+    /* Victims first, then the gangs they leave below their minimum: released whole, or, with a
+     * grace period, left running while replacements come (the node is gone: nothing is held). */
     while (!err && e->node_npods[node] > 0)
         err =
             gs__do_evict(e, e->node_pods[node][e->node_npods[node] - 1], GS_EVICT_NODE_LOST, NO_ID);
@@ -491,6 +516,8 @@ int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms)
         struct gang *g = &e->g[p->gang];
         if (g->running == 0 || g->running + g->succeeded >= g->min_member)
             continue;
+        if (g->grace_ms > 0)
+            continue; /* its grace period starts below, once nothing can fail */
         for (uint32_t m = 0; m < g->n_members && !err; m++)
             if (e->p[g->members[m]].state == GS_TPOD_RUNNING)
                 err = gs__do_evict(e, g->members[m], GS_EVICT_GANG, NO_ID);
@@ -499,6 +526,15 @@ int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms)
     if (err) {
         gs__rollback(e, mark);
         return err;
+    }
+    gs__gang_drop_node_holds(e, node);
+    for (uint32_t i = mark; i < e->nlog; i++) {
+        const struct tpod *p = &e->p[e->log[i].pod];
+        if (p->gang == GS_NO_GANG)
+            continue;
+        const struct gang *g = &e->g[p->gang];
+        if (g->running > 0 && g->running + g->succeeded < g->min_member)
+            gs__gang_degrade(e, p->gang, now_ms);
     }
     /* Foreign pods on the node leave the root's books as they go. */
     for (uint32_t i = mark; i < e->nlog; i++) {

@@ -71,7 +71,7 @@ int gs__do_bind(struct gs_engine *e, uint32_t pod, const struct gs_placement *pl
         e->g[p->gang].pending--;
         e->g[p->gang].running++;
     }
-    (void)log_push(e, (struct undo){pod, 1, 0, NO_ID, *pl});
+    (void)log_push(e, (struct undo){pod, UNDO_BIND, 0, NO_ID, *pl});
     return GS_OK;
 }
 
@@ -93,7 +93,7 @@ int gs__do_evict(struct gs_engine *e, uint32_t pod, enum gs_evict_reason reason,
         e->g[p->gang].pending++;
         e->g[p->gang].running--;
     }
-    (void)log_push(e, (struct undo){pod, 0, (uint8_t)reason, by, p->pl});
+    (void)log_push(e, (struct undo){pod, UNDO_EVICT, (uint8_t)reason, by, p->pl});
     return GS_OK;
 }
 
@@ -102,8 +102,14 @@ void gs__rollback(struct gs_engine *e, uint32_t mark)
 {
     while (e->nlog > mark) {
         struct undo *u = &e->log[--e->nlog];
+        if (u->kind == UNDO_HOLD) {
+            struct gang_hold *h = &e->g[u->pod].holds[u->by];
+            (void)gs_cluster_adopt(e->c, &h->req, &h->pl); /* exact restore */
+            h->state = HOLD_HELD;
+            continue;
+        }
         struct tpod *p = &e->p[u->pod];
-        if (u->bind) {
+        if (u->kind == UNDO_BIND) {
             (void)gs_cluster_unbind(e->c, &p->req, &u->pl);
             gs__node_list_remove(e, u->pod);
             p->state = GS_TPOD_PENDING;
@@ -128,6 +134,28 @@ void gs__rollback(struct gs_engine *e, uint32_t mark)
             }
         }
     }
+}
+
+/*
+ * Gives gang gi's held capacity back to the cluster for the trial in progress (its
+ * replacements may use it), recording each release so that gs__rollback() holds it again and
+ * gs__commit() lets it go for good. Returns GS_OK or GS_ENOMEM (the releases made stay in the
+ * log: roll back to the trial's mark).
+ */
+int gs__release_holds(struct gs_engine *e, uint32_t gi)
+{
+    struct gang *g = &e->g[gi];
+    for (uint32_t i = 0; i < g->n_holds; i++) {
+        struct gang_hold *h = &g->holds[i];
+        if (h->state != HOLD_HELD)
+            continue;
+        int err = log_push(e, (struct undo){gi, UNDO_HOLD, 0, i, h->pl});
+        if (err)
+            return err;
+        (void)gs_cluster_unbind(e->c, &h->req, &h->pl); /* bound by the hold: cannot fail */
+        h->state = HOLD_RELEASED;
+    }
+    return GS_OK;
 }
 
 /* ---- events ---------------------------------------------------------------------------------- */
@@ -160,12 +188,12 @@ static void end_evicted(struct gs_engine *e, uint32_t pod)
     p->end_ms = e->now_ms;
 }
 
-/* Whether the log between `from` and `to` holds a change of `pod` of kind `bind`. */
+/* Whether the log between `from` and `to` holds a change of `pod` of kind `kind`. */
 static bool log_has(const struct gs_engine *e, uint32_t from, uint32_t to, uint32_t pod,
-                    uint8_t bind)
+                    uint8_t kind)
 {
     for (uint32_t i = from; i < to; i++)
-        if (e->log[i].pod == pod && e->log[i].bind == bind)
+        if (e->log[i].pod == pod && e->log[i].kind == kind)
             return true;
     return false;
 }
@@ -181,16 +209,22 @@ int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
     int err = GS_OK;
     for (uint32_t i = mark; i < e->nlog; i++) {
         struct undo *u = &e->log[i];
+        if (u->kind == UNDO_HOLD) {
+            e->g[u->pod].holds[u->by].state = HOLD_DEAD; /* released for good */
+            continue;
+        }
         struct tpod *p = &e->p[u->pod];
-        if (!u->bind && log_has(e, mark, i, u->pod, 1))
+        if (u->kind == UNDO_EVICT && log_has(e, mark, i, u->pod, UNDO_BIND))
             continue; /* the eviction of a bind made in this same log */
-        if (u->bind) {
-            if (log_has(e, i + 1, e->nlog, u->pod, 0))
+        if (u->kind == UNDO_BIND) {
+            if (log_has(e, i + 1, e->nlog, u->pod, UNDO_EVICT))
                 continue; /* bound then evicted again inside the same trial */
             p->start_ms = e->now_ms;
             if (p->gang != GS_NO_GANG &&
-                e->g[p->gang].running + e->g[p->gang].succeeded >= e->g[p->gang].min_member)
+                e->g[p->gang].running + e->g[p->gang].succeeded >= e->g[p->gang].min_member) {
                 e->g[p->gang].started = true;
+                gs__gang_settle(e, p->gang); /* back at its minimum: its grace period ends */
+            }
             if (e->st) {
                 e->st->bound++;
                 e->st->backfilled += backfill;
@@ -207,6 +241,8 @@ int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
             if (e->st)
                 e->st->evicted++;
             gs__emit(e, GS_EV_EVICT, u->pod, u->by, p->reason, &u->pl);
+            if (p->gang != GS_NO_GANG && e->g[p->gang].running == 0)
+                gs__gang_settle(e, p->gang); /* nothing left running to keep a grace for */
             if (p->state == GS_TPOD_PENDING && (e->cfg.evict_ends_pod || p->foreign)) {
                 end_evicted(e, u->pod);
             } else if (p->state == GS_TPOD_PENDING) {

@@ -58,7 +58,7 @@ struct gs_kworld {
     json_t *pclasses;    /* PriorityClass name -> {"value", "preemptible", "default"} */
     json_t *pc_ids;      /* engine class name -> id */
     json_t *gangs;       /* "ns/name" -> engine gang id */
-    json_t *podgroups;   /* "ns/name" -> {"min", "timeout_s"} */
+    json_t *podgroups;   /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
     json_t *avoid;       /* "ns/name" -> array of node names its placement must avoid */
     struct gs__kinv inv; /* the node agents' inventories: UUIDs, warnings given */
     uint32_t changes;
@@ -566,19 +566,44 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
     return json_object_set_new(w->queues, name, json_integer(id)) ? GS_ENOMEM : GS_OK;
 }
 
+/* The annotation on a PodGroup that sets its gang's grace period, in whole seconds. */
+#define GANG_GRACE_ANNOTATION "gpusched.io/gang-grace-seconds"
+
+/*
+ * A PodGroup: its minimum, schedule timeout and grace period, kept until its first member
+ * arrives (gang_id()). The grace period (tenant.h, gs_engine_set_gang_grace()) is the
+ * gpusched.io/gang-grace-seconds annotation, else spec.scheduleTimeoutSeconds, else 300 s.
+ */
 static int apply_podgroup(struct gs_kworld *w, const json_t *obj)
 {
     const json_t *md = json_object_get(obj, "metadata");
     const char *ns = jstr(md, "namespace"), *name = jstr(md, "name");
     const json_t *spec = json_object_get(obj, "spec");
     json_int_t min = json_integer_value(json_object_get(spec, "minMember"));
-    json_int_t timeout = json_integer_value(json_object_get(spec, "scheduleTimeoutSeconds"));
+    const json_t *tv = json_object_get(spec, "scheduleTimeoutSeconds");
+    json_int_t timeout = json_integer_value(tv);
     if (!name || min < 1)
         return fail(w, "PodGroup %s: spec.minMember must be at least 1", name ? name : "?");
+    if ((tv && !json_is_integer(tv)) || timeout < 0)
+        return fail(w, "PodGroup %s: spec.scheduleTimeoutSeconds must be a whole number >= 0",
+                    name);
+    json_int_t grace = timeout > 0 ? timeout : GS_GANG_GRACE_DEFAULT_MS / 1000;
+    const char *ga = meta_kv(obj, "annotations", GANG_GRACE_ANNOTATION);
+    if (ga) {
+        char *end = NULL;
+        long long v = *ga >= '0' && *ga <= '9' ? strtoll(ga, &end, 10) : -1;
+        /* At most ~31 years, so that the milliseconds cannot overflow. */
+        if (v < 0 || *end != '\0' || v > 1000000000LL)
+            return fail(w,
+                        "PodGroup %s: metadata.annotations " GANG_GRACE_ANNOTATION
+                        " must be a whole number of seconds (0 to 1000000000), not \"%s\"",
+                        name, ga);
+        grace = (json_int_t)v;
+    }
     char *key = join_key(ns ? ns : "default", name);
     if (!key)
         return GS_ENOMEM;
-    json_t *rec = json_pack("{s:I,s:I}", "min", min, "timeout_s", timeout);
+    json_t *rec = json_pack("{s:I,s:I,s:I}", "min", min, "timeout_s", timeout, "grace_s", grace);
     int err = rec && !json_object_set_new(w->podgroups, key, rec) ? GS_OK : GS_ENOMEM;
     free(key);
     return err;
@@ -597,6 +622,9 @@ static int gang_id(struct gs_kworld *w, const char *key, uint32_t *id)
     struct gs_gang_spec g = {key, (uint32_t)json_integer_value(json_object_get(pg, "min")),
                              json_integer_value(json_object_get(pg, "timeout_s")) * 1000};
     int err = gs_engine_add_gang(w->e, &g, id);
+    if (!err)
+        err = gs_engine_set_gang_grace(w->e, *id,
+                                       json_integer_value(json_object_get(pg, "grace_s")) * 1000);
     if (err)
         return err;
     return json_object_set_new(w->gangs, key, json_integer(*id)) ? GS_ENOMEM : GS_OK;

@@ -28,6 +28,7 @@ case_ foreign
 case_ reclaim
 case_ gang --timeline "$d/gang.timeline.yaml" --policy bestfit
 case_ lifecycle --timeline "$d/lifecycle.timeline.yaml" --policy bestfit
+case_ gang_loss --timeline "$d/gang_loss.timeline.yaml" --policy bestfit
 case_ inventory
 # The broken inventory of inventory.yaml's n2 is one warning naming the node and the field.
 want="gpusched whatif: warning: node n2: annotation gpusched.io/gpus: gpus[1].uuid: not a non-empty string of at most 95 bytes; GPUs read from status.capacity"
@@ -68,6 +69,10 @@ printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n}, status: {allocat
     bad bad_quantity "bad_quantity\.yaml: node n: status\.allocatable\.cpu is not a quantity"
 printf 'kind: List\nitems:\n- {kind: Queue, apiVersion: scheduling.gpusched.io/v1alpha1, metadata: {name: q}, spec: {parentQueue: nope}}\n' |
     bad missing_parent "missing_parent\.yaml: Queue q: spec\.parentQueue nope does not exist"
+printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v1alpha1, metadata: {name: g, annotations: {gpusched.io/gang-grace-seconds: soon}}, spec: {minMember: 2}}\n' |
+    bad bad_grace "bad_grace\.yaml: PodGroup g: metadata\.annotations gpusched\.io/gang-grace-seconds must be a whole number of seconds \(0 to 1000000000\), not \"soon\""
+printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v1alpha1, metadata: {name: g}, spec: {minMember: 2, scheduleTimeoutSeconds: -5}}\n' |
+    bad bad_timeout "bad_timeout\.yaml: PodGroup g: spec\.scheduleTimeoutSeconds must be a whole number >= 0"
 printf -- '- {at: 10s, explode: [x]}\n' >"$tmp/tl.yaml"
 printf 'kind: List\nitems: []\n' | bad bad_step "timeline step 1: unknown action explode" --timeline "$tmp/tl.yaml"
 printf -- '- {at: 10s, finish: [nobody]}\n' >"$tmp/tl2.yaml"

@@ -6,6 +6,13 @@
  * queue books, states), every filter class's node set equals a judgement from scratch, and the
  * event stream is consistent: an EVICT or FINISH only of a pod reported bound (BIND, BACKFILL
  * or ADOPT) and not ended since, never two binds of one pod without an end between.
+ *
+ * Gangs with members of mixed PriorityClasses and a random grace period (0 or 5-20 s) come and
+ * lose members to deletes and node removals; replacements arrive for gangs in their grace period.
+ * Pods pinned to one node come too. Nothing of a trial that was rolled back may be reported: a
+ * BIND is only of a pod that runs when the event comes, and of a gang member only while its gang
+ * has min_member running or finished; an EVICT only of a pod that no longer runs; a
+ * GANG_TIMEOUT only of a pod not bound.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +39,8 @@ struct world {
     bool bound[PODS_MAX];
     uint32_t queues[3], pcs[3], cls[4];
     uint64_t binds, evicts, adopts, removed_nodes;
+    uint32_t gangs[256], gang_queue[256], ngangs;
+    uint64_t gang_binds, grace_releases, replacements, pinned;
     char names[64][16];
     uint32_t next_node;
 };
@@ -45,9 +54,21 @@ static void on_event(void *ctx, const struct gs_event *ev)
     if (ev->kind == GS_EV_BIND || ev->kind == GS_EV_EVICT)
         step_changes++;
     assert_true(ev->pod < PODS_MAX);
+    struct gs_tpod_info info;
+    assert_int_equal(gs_engine_pod_info(w->e, ev->pod, &info), GS_OK);
     switch (ev->kind) {
     case GS_EV_BIND:
     case GS_EV_BACKFILL:
+        /* Reported only once final: the pod runs, and a gang member's gang is at its minimum
+         * (a rolled-back trial leaves it below). */
+        assert_int_equal(info.state, GS_TPOD_RUNNING);
+        if (info.gang != GS_NO_GANG) {
+            struct gs_gang_info gi;
+            assert_int_equal(gs_engine_gang_info(w->e, info.gang, &gi), GS_OK);
+            assert_true(gi.running + gi.succeeded >= gi.min_member);
+            w->gang_binds++;
+        }
+        /* fall through */
     case GS_EV_ADOPT:
         assert_false(w->bound[ev->pod]);
         w->bound[ev->pod] = true;
@@ -57,6 +78,7 @@ static void on_event(void *ctx, const struct gs_event *ev)
     case GS_EV_EVICT:
         assert_true(w->bound[ev->pod]);
         assert_non_null(ev->pl);
+        assert_int_not_equal(info.state, GS_TPOD_RUNNING); /* not an eviction rolled back */
         w->bound[ev->pod] = false;
         w->evicts++;
         break;
@@ -67,6 +89,11 @@ static void on_event(void *ctx, const struct gs_event *ev)
     case GS_EV_DELETE:
         assert_true(ev->pl == NULL || w->bound[ev->pod]);
         w->bound[ev->pod] = false;
+        break;
+    case GS_EV_GANG_TIMEOUT:
+        assert_false(w->bound[ev->pod]);
+        assert_int_not_equal(info.state, GS_TPOD_RUNNING);
+        w->grace_releases += ev->text != NULL; /* released at the end of a grace period */
         break;
     default:
         break;
@@ -145,11 +172,87 @@ static void check_all(struct world *w)
                              gs_filter_check(w->c, w->cls[k], i, NULL) == GS_FILTER_PASS);
 }
 
+/* A new gang of min_member 2-4 with 0-1 extra members, in one queue, each member of a random
+ * PriorityClass and filter class; grace period 0 (a third of them) or 5-20 s. */
+static void submit_gang(struct world *w, int64_t now)
+{
+    if (w->ngangs == sizeof(w->gangs) / sizeof(w->gangs[0]) ||
+        gs_engine_pod_count(w->e) + 8 >= PODS_MAX)
+        return;
+    char name[16];
+    (void)snprintf(name, sizeof(name), "g%u", w->ngangs);
+    struct gs_gang_spec gs = {name, 2 + draw(w, 3), draw(w, 4) == 0 ? 30000 : 0};
+    uint32_t g;
+    assert_int_equal(gs_engine_add_gang(w->e, &gs, &g), GS_OK);
+    int64_t grace = draw(w, 3) == 0 ? 0 : 5000 + 1000 * (int64_t)draw(w, 16);
+    assert_int_equal(gs_engine_set_gang_grace(w->e, g, grace), GS_OK);
+    struct gs_tpod_spec s = pod_spec(w);
+    s.gang = g;
+    w->gangs[w->ngangs] = g;
+    w->gang_queue[w->ngangs++] = s.queue;
+    uint32_t n = gs.min_member + draw(w, 2);
+    for (uint32_t m = 0; m < n; m++) {
+        s.priority_class = w->pcs[draw(w, 3)];
+        struct gs_pod_ident id = {NULL, "ns", NULL, w->cls[draw(w, 4)], now, false};
+        int rc = gs_engine_submit_pod(w->e, &s, &id, now, NULL);
+        assert_true(rc == GS_OK || rc == GS_ELIMIT); /* a gang over q2's limit is refused */
+    }
+}
+
+/* A replacement for a gang in its grace period (the first from a random start), if any. */
+static void submit_replacement(struct world *w, int64_t now)
+{
+    if (w->ngangs == 0 || gs_engine_pod_count(w->e) + 1 >= PODS_MAX)
+        return;
+    uint32_t start = draw(w, w->ngangs);
+    for (uint32_t k = 0; k < w->ngangs; k++) {
+        uint32_t i = (start + k) % w->ngangs;
+        struct gs_gang_info gi;
+        assert_int_equal(gs_engine_gang_info(w->e, w->gangs[i], &gi), GS_OK);
+        if (gi.grace_until_ms < 0)
+            continue;
+        struct gs_tpod_spec s = pod_spec(w);
+        s.gang = w->gangs[i];
+        s.queue = w->gang_queue[i];
+        struct gs_pod_ident id = {NULL, "ns", NULL, GS_FILTER_DEFAULT, now, false};
+        int rc = gs_engine_submit_pod(w->e, &s, &id, now, NULL);
+        assert_true(rc == GS_OK || rc == GS_ELIMIT);
+        w->replacements++;
+        return;
+    }
+}
+
+/* A plain pod pinned to a random present node (filter.h). */
+static void submit_pinned(struct world *w, int64_t now)
+{
+    int node = some_node(w);
+    if (node < 0 || gs_engine_pod_count(w->e) + 1 >= PODS_MAX)
+        return;
+    const char *name[] = {gs_cluster_node(w->c, (uint32_t)node)->name};
+    struct gs_sel_expr x = {"metadata.name", GS_SEL_IN, true, name, 1};
+    struct gs_sel_term t = {&x, 1};
+    struct gs_filter_spec f = {.required = &t, .n_required = 1};
+    uint32_t cls;
+    assert_int_equal(gs_filter_intern(w->c, &f, &cls), GS_OK);
+    assert_true(gs_filter_pinned(w->c, cls, NULL));
+    struct gs_tpod_spec s = pod_spec(w);
+    struct gs_pod_ident id = {NULL, "ns", NULL, cls, now, false};
+    assert_int_equal(gs_engine_submit_pod(w->e, &s, &id, now, NULL), GS_OK);
+    gs_filter_release(w->c, cls);
+    w->pinned++;
+}
+
 static void step(struct world *w, int64_t now)
 {
     uint32_t np = gs_engine_pod_count(w->e);
     uint32_t op = draw(w, 100);
-    if (op < 30) {
+    if (op < 4) {
+        submit_gang(w, now);
+    } else if (op < 7) {
+        submit_replacement(w, now);
+    } else if (op < 9) {
+        submit_pinned(w, now);
+    } else if (op < 30) {
         struct gs_tpod_spec s = pod_spec(w);
         struct gs_pod_ident id = {NULL, "ns", NULL, w->cls[draw(w, 4)], now, false};
         uint32_t pod;
@@ -191,7 +294,10 @@ static void step(struct world *w, int64_t now)
         else if (what == 1 && (info.state == GS_TPOD_RUNNING || info.state == GS_TPOD_PENDING))
             assert_int_equal(gs_engine_delete(w->e, pod, now), GS_OK);
         else if (what == 2 && (info.state == GS_TPOD_SUCCEEDED || info.state == GS_TPOD_FAILED)) {
-            assert_int_equal(gs_engine_forget(w->e, pod), GS_OK);
+            /* A gang member's record stays with its gang when forgotten: a second forget of
+             * it is refused. */
+            int rc = gs_engine_forget(w->e, pod);
+            assert_true(rc == GS_OK || (rc == GS_EINVAL && info.gang != GS_NO_GANG));
             w->bound[pod] = false;
         }
     } else if (op < 53) {
@@ -228,6 +334,7 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
 {
     (void)state;
     uint64_t binds = 0, evicts = 0, adopts = 0, removed = 0;
+    uint64_t gang_binds = 0, releases = 0, replacements = 0, pinned = 0;
     static struct world w;
     for (uint32_t seed = 1; seed <= WORLDS; seed++) {
         memset(&w, 0, sizeof(w));
@@ -281,6 +388,10 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
         evicts += w.evicts;
         adopts += w.adopts;
         removed += w.removed_nodes;
+        gang_binds += w.gang_binds;
+        releases += w.grace_releases;
+        replacements += w.replacements;
+        pinned += w.pinned;
         gs_engine_free(w.e);
         gs_cluster_free(w.c);
     }
@@ -293,6 +404,14 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
     assert_true(adopts > 100);
     assert_true(evicts > 50);
     assert_true(removed > 50);
+    print_message("gangs: %llu member binds, %llu released after a grace period, %llu "
+                  "replacements; %llu pinned pods\n",
+                  (unsigned long long)gang_binds, (unsigned long long)releases,
+                  (unsigned long long)replacements, (unsigned long long)pinned);
+    assert_true(gang_binds > 200);
+    assert_true(releases > 10);
+    assert_true(replacements > 20);
+    assert_true(pinned > 200);
 }
 
 int main(void)

@@ -937,9 +937,80 @@ static void test_cpu_only_pod_ignores_model_constraint(void **state)
     struct gs_sched *s = new_sched(c, "packing", NULL, NULL);
     struct gs_pod_req r = cpu_req(1000);
     r.gpu_model_mask = 0; /* §2.1: a CPU-only pod always passes Open-Gpu-Share */
-    const int32_t all[] = {0, 0, 0, 0};
+    /* The node without GPUs fits, so it is the only candidate (kubernetes#129229; the one
+     * feasible node scores 100 without policy code). */
+    const int32_t gpu_free_first[] = {-1, -1, -1, 100};
+    expect_scores(s, "packing", &r, gpu_free_first, 4);
+    expect_place(s, &r, 3, NULL, 0);
+    /* With node "cpu" full (64000 of 64000 milli-CPU), every GPU node passes in spite of the
+     * empty model mask: all score 0 under packing, the tie goes to node 0. */
+    bind_cpu(c, 3, 64000);
+    const int32_t all[] = {0, 0, 0, -1};
     expect_scores(s, "packing", &r, all, 4);
     expect_place(s, &r, 0, NULL, 0);
+    gs_sched_free(s);
+    gs_cluster_free(c);
+}
+
+/*
+ * A pod that asks for no GPU goes to a node without GPUs when one fits (kubernetes#129229),
+ * under every policy; among such nodes the policy chooses; GPU pods are untouched; a CPU pod
+ * that fits no GPU-less node goes to a GPU node as before.
+ * Nodes: g0 (32000m, 4 GPUs), c1 (16000m, no GPU), g2 (64000m, 8 GPUs), c3 (32000m, no GPU).
+ */
+static void test_cpu_only_pod_goes_to_a_node_without_gpus_when_one_fits(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"random", "dotprod", "clustering", "packing", "bestfit"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct gs_cluster *c = new_cluster();
+        add_node(c, "g0", 32000, 4, "V100M32");
+        add_node(c, "c1", 16000, 0, NULL);
+        add_node(c, "g2", 64000, 8, "V100M32");
+        add_node(c, "c3", 32000, 0, NULL);
+        struct gs_sched *s = new_sched(c, names[i], NULL, NULL);
+        struct gs_rng rng;
+        gs_rng_seed(&rng, 7);
+        struct gs_pod_req cpu = cpu_req(8000);
+        struct gs_placement pl;
+        assert_int_equal(gs_sched_place(s, &cpu, &rng, &pl), GS_OK);
+        assert_true(pl.node == 1 || pl.node == 3); /* c1 or c3, whatever the policy */
+        assert_int_equal(pl.num_gpu, 0);
+        /* A GPU pod still goes to a GPU node (c1 and c3 have none to give). */
+        struct gs_pod_req gpu = whole_req(1000, 1);
+        assert_int_equal(gs_sched_place(s, &gpu, &rng, &pl), GS_OK);
+        assert_true(pl.node == 0 || pl.node == 2);
+        /* 24000m fits c3 (32000m) but not c1 (16000m): c3, the one GPU-less node that fits. */
+        struct gs_pod_req big = cpu_req(24000);
+        assert_int_equal(gs_sched_place(s, &big, &rng, &pl), GS_OK);
+        assert_int_equal(pl.node, 3);
+        /* 40000m fits neither c1 nor c3: the GPU node g2 (64000m) is the only one. */
+        struct gs_pod_req huge = cpu_req(40000);
+        assert_int_equal(gs_sched_place(s, &huge, &rng, &pl), GS_OK);
+        assert_int_equal(pl.node, 2);
+        gs_sched_free(s);
+        gs_cluster_free(c);
+    }
+}
+
+/* Among GPU-less nodes the policy's scores decide: bestfit rescales the raw scores of c1 and
+ * c3 alone (the GPU nodes are not candidates: -1). r = 0.5 (cpuLeft - 8000) / 128000 + 0.5 x
+ * gpuLeft / 8000, raw = trunc(100 (1 - r)), gpuLeft 0 on both:
+ *   c1: 0.5 x 8000/128000 = 0.03125 -> 96.875 -> 96;  c3: 0.5 x 24000/128000 = 0.09375 -> 90
+ * min 90, max 96: c1 (96 - 90) x 100 / 6 = 100; c3 0. */
+static void test_bestfit_among_gpu_free_nodes_only(void **state)
+{
+    (void)state;
+    struct gs_cluster *c = new_cluster();
+    add_node(c, "g0", 32000, 4, "V100M32");
+    add_node(c, "c1", 16000, 0, NULL);
+    add_node(c, "g2", 64000, 8, "V100M32");
+    add_node(c, "c3", 32000, 0, NULL);
+    struct gs_sched *s = new_sched(c, "bestfit", NULL, NULL);
+    struct gs_pod_req r = cpu_req(8000);
+    const int32_t want[] = {-1, 100, -1, 0};
+    expect_scores(s, "bestfit", &r, want, 4);
+    expect_place(s, &r, 1, NULL, 0);
     gs_sched_free(s);
     gs_cluster_free(c);
 }
@@ -1263,6 +1334,8 @@ int main(void)
         cmocka_unit_test(test_pod_allowed_one_model_only_goes_to_that_model),
         cmocka_unit_test(test_spec_naming_missing_model_is_unschedulable),
         cmocka_unit_test(test_cpu_only_pod_ignores_model_constraint),
+        cmocka_unit_test(test_cpu_only_pod_goes_to_a_node_without_gpus_when_one_fits),
+        cmocka_unit_test(test_bestfit_among_gpu_free_nodes_only),
         cmocka_unit_test(test_fgd_prefers_node_that_keeps_whole_gpus_free),
         cmocka_unit_test(test_fgd_shared_pod_picks_first_gpu_reaching_max_truncated_score),
         cmocka_unit_test(test_fgd_shared_pod_avoids_gpu_that_best_fit_would_take),
