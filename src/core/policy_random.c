@@ -1,0 +1,38 @@
+/*
+ * The random policy: one feasible node drawn uniformly; a shared pod on a random fitting GPU
+ * (FGD paper, USENIX ATC '23, baseline "Random").
+ */
+#include "sched_int.h"
+
+#include "gpusched/err.h"
+
+/* Shared pod, random: reservoir sampling over fitting GPUs in index order, one draw each. */
+static uint32_t pick_share_random(struct gs_sched *s, const struct gs_node *n,
+                                  const struct gs_pod_req *req, struct gs_rng *rng)
+{
+    (void)s;
+    uint32_t pick = 0, seen = 0;
+    for (uint32_t g = 0; g < n->gpu_count; g++) {
+        if (n->gpus[g].gpu_milli_free < req->gpu_milli)
+            continue;
+        seen++;
+        if (gs_rng_below(rng, seen) == 0)
+            pick = g;
+    }
+    return pick;
+}
+
+/* ---- random ------------------------------------------------------------------------------- */
+
+static int score_random(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf,
+                        struct gs_rng *rng)
+{
+    (void)req;
+    uint32_t chosen = gs_rng_below(rng, nf);
+    for (uint32_t k = 0; k < nf; k++)
+        s->scores[k] = k == chosen ? 100 : 0;
+    return GS_OK;
+}
+
+const struct policy_ops gs__policy_random = {"random", "01-Random", score_random, pick_share_random,
+                                             gs__pick_whole_lowest};

@@ -1,0 +1,111 @@
+/*
+ * Internals of the placement engine (src/core/sched.c), shared with the policies: one file
+ * each (policy_*.c), each an ops table the registry in sched.c lists. Not installed.
+ */
+#ifndef GPUSCHED_CORE_SCHED_INT_H
+#define GPUSCHED_CORE_SCHED_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpusched/cluster.h"
+#include "gpusched/frag.h"
+#include "gpusched/rng.h"
+#include "gpusched/sched.h"
+
+/* Fixed maximums the reference uses to scale CPU and GPU (MaxSpecCpu, MaxSpecGpu). */
+#define MAX_SPEC_CPU_MILLI 128000.0
+#define MAX_SPEC_GPU_MILLI 8000
+#define MEMO_CAP_MAX (1u << 18)
+
+struct policy_ops {
+    const char *name;
+    const char *label;
+    /* Scores s->feasible[0..nf) into s->scores[0..nf). */
+    int (*score)(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf, struct gs_rng *rng);
+    /* Picks the GPU of a shared (num_gpu == 1, gpu_milli < 1000) pod on node n. */
+    uint32_t (*pick_share)(struct gs_sched *s, const struct gs_node *n,
+                           const struct gs_pod_req *req, struct gs_rng *rng);
+    /* Picks the req->num_gpu fully free GPUs of a whole-GPU pod on node n (the node is known to
+     * have that many) into gpu_index[0..num_gpu), so a topology-aware policy can choose its
+     * GPUs; every policy today takes gs__pick_whole_lowest. */
+    void (*pick_whole)(struct gs_sched *s, const struct gs_node *n, const struct gs_pod_req *req,
+                       uint8_t *gpu_index);
+};
+
+/* A request class: what the FGD score of a pod depends on. */
+struct req_class {
+    int64_t cpu_milli;
+    int32_t gpu_milli;
+    uint32_t num_gpu;
+    uint64_t mask;
+};
+
+struct score_entry {
+    uint64_t gen; /* node generation the score is valid for; 0 = empty */
+    int32_t score;
+};
+
+struct memo_entry {
+    uint64_t hash; /* 0 = empty slot */
+    int64_t cpu_milli_free;
+    uint32_t cls;
+    uint32_t model_id;
+    uint32_t n_gpu;
+    int32_t score;
+    int16_t free_desc[GS_NODE_GPUS_MAX];
+};
+
+struct gs_sched {
+    struct gs_cluster *c;
+    const struct policy_ops *ops;
+    const struct gs_workload *w;
+    uint32_t *rank; /* tie-break rank by node index; rank_len entries */
+    uint32_t rank_len;
+    uint32_t *feasible;    /* scratch: feasible node indices of this decision */
+    int32_t *scores;       /* scratch: their scores */
+    uint32_t nodes_cap;    /* capacity of every per-node array */
+    struct gs_frag *nfrag; /* F(node) cache */
+    uint64_t *nfrag_gen;   /* generation each nfrag entry is valid for (0 = none) */
+    struct req_class *classes;
+    uint32_t n_classes, classes_cap;
+    uint32_t *class_slots; /* open addressing, class index + 1; class_slots_cap slots */
+    uint32_t class_slots_cap;
+    struct score_entry *cache; /* [node * cache_classes + class] */
+    uint32_t cache_classes;
+    struct memo_entry *memo;
+    uint32_t memo_cap, memo_len;
+    uint32_t nodes_to_find; /* 0 = all */
+    uint32_t next_start;    /* where the next bounded scan starts */
+};
+
+/* ---- shared helpers ---------------------------------------------------------------------- */
+
+static inline bool is_share(const struct gs_pod_req *req)
+{
+    return req->num_gpu == 1 && req->gpu_milli < GS_GPU_MILLI;
+}
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+/* Shared pod, best fit: the GPU with the least free milli that still fits (sched.c). */
+uint32_t gs__pick_share_best(struct gs_sched *s, const struct gs_node *n,
+                             const struct gs_pod_req *req, struct gs_rng *rng);
+
+/* Whole GPUs: the first num_gpu fully free GPUs by index (sched.c). */
+void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
+                           const struct gs_pod_req *req, uint8_t *gpu_index);
+
+/* The policies, in registry order (policy_*.c). */
+extern const struct policy_ops gs__policy_random, gs__policy_dotprod, gs__policy_clustering,
+    gs__policy_packing, gs__policy_bestfit, gs__policy_fgd;
+
+#endif
