@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the simulator benchmarks on the bundled trace and prints the figures the README quotes:
 #   1. one run of each policy on the default trace (seed 42, tune 1.3): median of 5, pods/s;
-#   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores.
+#   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores;
+#   3. usage accounting: intervals/s written, MiB per million intervals, a year's report.
 #   usage: bench/run.sh [BUILD_DIR]   (a Release build: make bench)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,5 +24,15 @@ end=$(date +%s.%N)
 total_pods=$(awk -F, 'NR>1 {s += $5} END {print s}' "$out/runs.csv")
 awk -v s="$start" -v e="$end" -v p="$total_pods" \
     'BEGIN {printf "sweep: %.1f s wall, %d pod decisions, %.0f pods/s\n", e - s, p, p / (e - s)}'
+echo "== usage accounting: intervals written per second, database size, a year's report"
+acct=$(mktemp -d)
+"$build/bench/bench_usage" write 1000000 "$acct"
+# The README's replay (a tenth of the cluster, arrivals 1,000 times faster), recorded.
+"$build/gpusched" replay --nodes "$trace/openb_node_list_gpu_node.csv" \
+    --pods "$trace/openb_pod_list_default.csv" --queues "$root/data/alibaba-gpu-v2023/queues.yaml" \
+    --cluster-scale 0.1 --speedup 1000 --no-plot --out "$acct/replay" \
+    --accounting "$acct/replay.db" --start-time 2026-12-01 | grep -E '^(replayed|accounting)'
+"$build/bench/bench_usage" year "$acct/replay.db" "$acct"
+rm -rf "$acct"
 echo "== node agent (bench/agent.sh)"
 bash "$root/bench/agent.sh" "$build"

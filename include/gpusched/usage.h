@@ -105,6 +105,9 @@ struct gs_usage_options {
     int64_t batch_ms;      /**< commit when an event is this much later than the last commit
                                 (event time, ms; 0: 1000) */
     bool read_only;        /**< open for reports only: no migration, no writes */
+    bool relaxed_sync;     /**< synchronous=NORMAL instead of FULL: a commit survives a crash
+                                of the process but not a power cut (WAL synced at checkpoints
+                                only); for stores that can be rebuilt, e.g. a replay's */
 };
 
 struct gs_usage_store;

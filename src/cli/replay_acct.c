@@ -48,8 +48,10 @@ int gs__replay_acct_open(const char *path, int64_t start_ms, const struct gs_qco
     if (!a)
         return GS_ENOMEM;
     a->qc = qc;
-    /* A replay is rerun rather than recovered: batches by count only, not by (virtual) time. */
-    struct gs_usage_options opt = {.batch_events = 10000, .batch_ms = INT64_MAX / 4};
+    /* A replay is rerun rather than recovered: batches by count only, not by (virtual) time,
+     * and commits that survive a crash of the process but need not survive a power cut. */
+    struct gs_usage_options opt = {
+        .batch_events = 10000, .batch_ms = INT64_MAX / 4, .relaxed_sync = true};
     int err = gs_usage_open(path, &opt, &a->store, msg, cap);
     if (err) {
         free(a);

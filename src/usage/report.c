@@ -886,7 +886,7 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
                             r->util_samples ? json_null() : json_string(no_util_note)) ||
         json_object_set(root, "groups", rows) || json_object_set(root, "idle_allocations", idle))
         goto out;
-    err = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) ? GS_EIO : GS_OK;
+    err = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15)) ? GS_EIO : GS_OK;
     fputc('\n', f);
 out:
     json_decref(rows);

@@ -281,7 +281,8 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt,
         goto out;
     if (!opt->read_only) {
         /* WAL: readers (reports) never block the writer; synchronous FULL: a commit that
-         * returned survives a power cut, not only a crash of the process. */
+         * returned survives a power cut, not only a crash of the process (NORMAL, on request,
+         * only the crash). */
         sqlite3_stmt *st = NULL;
         const char *mode = NULL;
         if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) == SQLITE_OK &&
@@ -293,7 +294,9 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt,
             goto out;
         }
         sqlite3_finalize(st);
-        if ((err = exec(s, "PRAGMA synchronous = FULL", "setting durability")) != GS_OK)
+        if ((err = exec(s, opt->relaxed_sync ? "PRAGMA synchronous = NORMAL"
+                                             : "PRAGMA synchronous = FULL",
+                        "setting durability")) != GS_OK)
             goto out;
         for (int i = 0; i < ST_COUNT; i++) {
             if (sqlite3_prepare_v2(s->db, stmt_sql[i], -1, &s->st[i], NULL) != SQLITE_OK) {
