@@ -12,6 +12,7 @@
 #ifndef GPUSCHED_USAGE_REPORT_H
 #define GPUSCHED_USAGE_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -127,6 +128,36 @@ int gs_usage_report_write(const struct gs_usage_report *r, enum gs_usage_format 
 
 /** Frees a report. NULL is a no-op. */
 void gs_usage_report_free(struct gs_usage_report *r);
+
+/**
+ * Writes the chargeback export: CSV with one row per pod per UTC day it held GPUs in [from, to)
+ * (columns day, pod_uid, namespace, name, team, queue, priority_class, node, model,
+ * held_hours, charged_gpu_hours; a pod on two nodes in one day has a row per node). Open
+ * intervals run to the last committed heartbeat.
+ * @param rows  receives the number of rows written; may be NULL.
+ * @return GS_OK; GS_EINVAL (from >= to); GS_EIO (a query or a write failed; msg says which).
+ */
+int gs_usage_export_daily(struct gs_usage_store *s, int64_t from_ms, int64_t to_ms, FILE *f,
+                          uint64_t *rows, char *msg, size_t cap);
+
+/** What gs_usage_compact() did. */
+struct gs_usage_compact_stats {
+    uint64_t samples_in;      /**< raw utilisation samples older than the cutoff, replaced */
+    uint64_t samples_out;     /**< hourly means written for them */
+    uint64_t intervals_deleted; /**< allocation intervals deleted (with delete_intervals) */
+    uint64_t capacity_deleted;  /**< capacity intervals deleted (with delete_intervals) */
+};
+
+/**
+ * Retention: replaces the utilisation samples before cutoff_ms by hourly means per pod and GPU
+ * (t_ms = the hour's start), and, only with delete_intervals, deletes the allocation intervals
+ * (and their GPUs) and capacity intervals that ended before cutoff_ms. Quota snapshots are kept.
+ * One transaction: on failure nothing changes. Needs a store opened for writing, with no batch
+ * open (gs_usage_commit() first).
+ * @return GS_OK; GS_EINVAL (read-only store, a batch open); GS_EIO.
+ */
+int gs_usage_compact(struct gs_usage_store *s, int64_t cutoff_ms, bool delete_intervals,
+                     struct gs_usage_compact_stats *st, char *msg, size_t cap);
 
 /** Writes the HTML page (report_html.c). @return GS_OK or GS_EIO. */
 int gs__usage_report_html(const struct gs_usage_report *r, FILE *f);

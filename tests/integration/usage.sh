@@ -7,6 +7,7 @@
 #  - charged rows + idle = capacity to 1e-6, and capacity = GPUs x period from the raw tables;
 #  - over a sub-period, every team's charge recomputed in Python from the raw allocation rows
 #    (clipped to the period by hand) matches the report to 1e-6;
+#  - the daily export sums to the report's charge; compact deletes intervals only with --delete;
 #  - bad databases and options exit 2 with a message naming the file or option;
 #  - the HTML page in headless Chromium: its text against the JSON, and pixel probes of the
 #    bars (usage_png.py). Skipped with a message only when chromium is not installed.
@@ -98,6 +99,39 @@ if abs(sum(got.values()) + rep["idle_gpu_hours"] - rep["capacity_gpu_hours"]) > 
     bad.append("total")
 sys.exit(1 if bad else 0)
 PY
+
+# The chargeback export: a row per pod per day; its GPU-hours add up to the report's.
+"$bin" report export --db "$db" --out "$tmp/export.csv" || { echo "FAIL: report export"; fail=1; }
+python3 - "$tmp/export.csv" "$tmp/team.json" <<'PY' || fail=1
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+rep = json.load(open(sys.argv[2]))
+total = sum(float(r["charged_gpu_hours"]) for r in rows)
+keys = {(r["day"], r["pod_uid"], r["node"]) for r in rows}
+bad = 0
+if abs(total - rep["charged_gpu_hours"]) > 1e-3:
+    print(f"FAIL: export sums to {total}, the report charges {rep['charged_gpu_hours']}"); bad = 1
+if len(keys) != len(rows):
+    print("FAIL: the export repeats a pod and day"); bad = 1
+if any(not 0 < float(r["held_hours"]) <= 24 + 1e-9 for r in rows):
+    print("FAIL: a day row holds more than 24 hours"); bad = 1
+sys.exit(bad)
+PY
+# Retention: without --delete nothing is deleted; with it the intervals ended before the
+# cutoff go and the report over what is left still adds up.
+cp "$db" "$tmp/compact.db"
+"$bin" report compact --db "$tmp/compact.db" --older-than 30d >"$tmp/out" ||
+    { echo "FAIL: compact"; fail=1; }
+grep -q '0 allocation and 0 capacity intervals deleted (intervals are kept without --delete)' "$tmp/out" ||
+    { echo "FAIL: compact without --delete"; cat "$tmp/out"; fail=1; }
+"$bin" report compact --db "$tmp/compact.db" --older-than 30d --delete >"$tmp/out" ||
+    { echo "FAIL: compact --delete"; fail=1; }
+left=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM allocation').fetchone()[0])" "$tmp/compact.db")
+deleted=$(sed -n 's/.*; \([0-9]*\) allocation and.*/\1/p' "$tmp/out")
+[ "$((left + deleted))" = 364 ] && [ "$deleted" -gt 0 ] ||
+    { echo "FAIL: compact --delete: $deleted deleted, $left left of 364"; cat "$tmp/out"; fail=1; }
+"$bin" report compact --db "$tmp/compact.db" --older-than soon >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q -- '--older-than' "$tmp/err" || { echo "FAIL: compact --older-than soon"; fail=1; }
 
 # Bad databases and options: exit 2, the message names the file or option, no crash.
 head -c 10000 /dev/urandom >"$tmp/garbage.db"

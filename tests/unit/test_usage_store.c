@@ -417,6 +417,81 @@ static void test_recover_closes_open_intervals_at_the_last_heartbeat(void **stat
     assert_int_equal(gs_usage_close(s2), GS_OK);
 }
 
+static void test_compact_keeps_hourly_means_and_deletes_only_when_asked(void **state)
+{
+    (void)state;
+    struct gs_usage_store *s = open_new("compact.db");
+    int64_t t0 = EPOCH_MS;
+    int64_t a = begin(s, "old", "t", t0, milli_gpu(0, 1000));
+    int64_t b = begin(s, "new", "t", t0 + 2 * H_MS, milli_gpu(1, 500));
+    /* Hour 0: 10, 20, 30, 40 % (mean 25); hour 1: 60, 80 (mean 70); hour 2 stays raw. */
+    const double u0[] = {10, 20, 30, 40}, u1[] = {60, 80};
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(gs_usage_add_util(s, t0 + k * 15 * MIN_MS, "old", "n1", 0, u0[k]), GS_OK);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(gs_usage_add_util(s, t0 + H_MS + k * 30 * MIN_MS, "old", "n1", 0, u1[k]),
+                         GS_OK);
+    assert_int_equal(gs_usage_add_util(s, t0 + 2 * H_MS + 5 * MIN_MS, "new", "n1", 1, 50), GS_OK);
+    assert_int_equal(gs_usage_end_interval(s, a, t0 + 2 * H_MS, GS_USAGE_END_FINISHED, NULL),
+                     GS_OK);
+    assert_int_equal(gs_usage_end_interval(s, b, t0 + 3 * H_MS, GS_USAGE_END_FINISHED, NULL),
+                     GS_OK);
+    char msg[512];
+    struct gs_usage_compact_stats cs;
+    /* A batch is open: refused, nothing changes. */
+    assert_int_equal(gs_usage_compact(s, t0 + 2 * H_MS, false, &cs, msg, sizeof(msg)),
+                     GS_EINVAL);
+    assert_int_equal(gs_usage_commit(s, t0 + 3 * H_MS), GS_OK);
+    /* The export before compaction: "old" 2 h x 1 GPU, "new" 1 h x 0.5, one day each. */
+    char path[128];
+    db_path(path, sizeof(path), "export.csv");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    uint64_t rows;
+    assert_int_equal(gs_usage_export_daily(s, INT64_MIN, INT64_MAX, f, &rows, msg, sizeof(msg)),
+                     GS_OK);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rows, 2);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    char line[512];
+    assert_non_null(fgets(line, sizeof(line), f)); /* header */
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_string_equal(line, "2026-12-01,new,,new,t,t,,n1,A100,1.000000,0.500000\n");
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_string_equal(line, "2026-12-01,old,,old,t,t,,n1,A100,2.000000,2.000000\n");
+    assert_int_equal(fclose(f), 0);
+
+    /* Compact before 2:00 without --delete: 6 raw samples become 2 hourly means. */
+    assert_int_equal(gs_usage_compact(s, t0 + 2 * H_MS, false, &cs, msg, sizeof(msg)), GS_OK);
+    assert_int_equal(cs.samples_in, 6);
+    assert_int_equal(cs.samples_out, 2);
+    assert_int_equal(cs.intervals_deleted, 0);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(gs_usage_db(s),
+                                        "SELECT t_ms, util_pct FROM util_sample ORDER BY t_ms", -1,
+                                        &st, NULL),
+                     SQLITE_OK);
+    const int64_t want_t[] = {t0, t0 + H_MS, t0 + 2 * H_MS + 5 * MIN_MS};
+    const double want_u[] = {25.0, 70.0, 50.0}; /* (10+20+30+40)/4, (60+80)/2, raw */
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int64(st, 0), want_t[k]);
+        assert_near(sqlite3_column_double(st, 1), want_u[k], 1e-9);
+    }
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    /* With delete, cutoff 2:30: "old" ended at 2:00 goes, "new" (ends 3:00) stays. */
+    assert_int_equal(gs_usage_compact(s, t0 + 150 * MIN_MS, true, &cs, msg, sizeof(msg)), GS_OK);
+    assert_int_equal(cs.intervals_deleted, 1);
+    assert_int_equal(cs.samples_in, 3); /* the two means and the 2:05 sample, kept as means */
+    assert_int_equal(cs.samples_out, 3);
+    struct gs_usage_report *r = report(s, INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM);
+    assert_near(row_of(r, "t")->charged_gpu_h, 0.5, 1e-9);
+    gs_usage_report_free(r);
+    assert_int_equal(gs_usage_close(s), GS_OK);
+}
+
 /* ---- bad files ---------------------------------------------------------------------------- */
 
 static void test_foreign_corrupt_and_newer_files_get_a_clear_error(void **state)
@@ -524,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_three_quarter_pods_leave_a_quarter_idle_and_shares_by_mode),
         cmocka_unit_test(test_utilisation_names_idle_allocations),
         cmocka_unit_test(test_recover_closes_open_intervals_at_the_last_heartbeat),
+        cmocka_unit_test(test_compact_keeps_hourly_means_and_deletes_only_when_asked),
         cmocka_unit_test(test_foreign_corrupt_and_newer_files_get_a_clear_error),
         cmocka_unit_test(test_time_round_trips),
     };
