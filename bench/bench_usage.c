@@ -58,11 +58,13 @@ static int bench_write(long n, const char *dir, bool relaxed)
         (void)snprintf(name, sizeof(name), "job-%ld", i);
         (void)snprintf(node, sizeof(node), "node-%04ld", i % 1213);
         int64_t start = (int64_t)i * 1000;
-        struct gs_usage_interval iv = {uid,   "default", name, teams[i % 4], teams[i % 4],
-                                       teams[i % 4], "best-effort", node, "A100", start,
-                                       start};
-        struct gs_usage_gpu g = {.gpu_index = (uint32_t)(i % 8), .sharing = GS_GPU_SHARE_MILLI,
-                                 .gpu_milli = i % 3 ? 1000 : 250, .mig_instance = -1,
+        struct gs_usage_interval iv = {uid,          "default",    name,          teams[i % 4],
+                                       teams[i % 4], teams[i % 4], "best-effort", node,
+                                       "A100",       start,        start};
+        struct gs_usage_gpu g = {.gpu_index = (uint32_t)(i % 8),
+                                 .sharing = GS_GPU_SHARE_MILLI,
+                                 .gpu_milli = i % 3 ? 1000 : 250,
+                                 .mig_instance = -1,
                                  .replica_slot = -1};
         int64_t id;
         if (gs_usage_begin_interval(s, &iv, &g, 1, &id) != GS_OK ||

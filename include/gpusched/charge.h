@@ -25,13 +25,13 @@
 
 /** What a pod was granted on one GPU. Plain value record. */
 struct gs_charge_grant {
-    uint8_t sharing;         /**< enum gs_gpu_sharing of the GPU */
-    int32_t gpu_milli;       /**< MILLI: milli-GPU granted, 1..GS_GPU_MILLI */
-    int64_t mem_mib;         /**< MILLI: device memory granted, MiB; 0 when not known */
-    int64_t gpu_mem_mib;     /**< MILLI: the GPU's device memory, MiB; 0 when not known */
-    uint8_t mig_slices;      /**< MIG: compute slices of the instance (1 for 1g), >= 1 */
-    uint8_t gpu_mig_slices;  /**< MIG: compute slices of the GPU (7 on A100/H100), >= mig_slices */
-    uint8_t replicas;        /**< TIMESLICE: replicas the GPU offers (N), >= 1 */
+    uint8_t sharing;        /**< enum gs_gpu_sharing of the GPU */
+    int32_t gpu_milli;      /**< MILLI: milli-GPU granted, 1..GS_GPU_MILLI */
+    int64_t mem_mib;        /**< MILLI: device memory granted, MiB; 0 when not known */
+    int64_t gpu_mem_mib;    /**< MILLI: the GPU's device memory, MiB; 0 when not known */
+    uint8_t mig_slices;     /**< MIG: compute slices of the instance (1 for 1g), >= 1 */
+    uint8_t gpu_mig_slices; /**< MIG: compute slices of the GPU (7 on A100/H100), >= mig_slices */
+    uint8_t replicas;       /**< TIMESLICE: replicas the GPU offers (N), >= 1 */
 };
 
 /**

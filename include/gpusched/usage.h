@@ -48,17 +48,17 @@ const char *gs_usage_end_name(enum gs_usage_end r);
 
 /** What a pod holds on one of its GPUs. Plain value record; strings borrowed. */
 struct gs_usage_gpu {
-    uint32_t gpu_index;      /**< device index on the node */
     const char *gpu_uuid;    /**< GPU UUID, or NULL when not known (replay) */
-    uint8_t sharing;         /**< enum gs_gpu_sharing */
-    int32_t gpu_milli;       /**< milli-GPU granted (whole GPU: 1000) */
+    const char *mig_profile; /**< MIG profile ("1g.10gb"), or NULL */
     int64_t mem_mib;         /**< device memory granted, MiB; 0 unknown */
     int64_t gpu_mem_mib;     /**< the GPU's device memory, MiB; 0 unknown */
-    const char *mig_profile; /**< MIG profile ("1g.10gb"), or NULL */
+    uint32_t gpu_index;      /**< device index on the node */
+    int32_t gpu_milli;       /**< milli-GPU granted (whole GPU: 1000) */
     int32_t mig_instance;    /**< MIG instance id, -1 when none */
+    int32_t replica_slot;    /**< time-slicing replica slot, -1 when none */
+    uint8_t sharing;         /**< enum gs_gpu_sharing */
     uint8_t mig_slices;      /**< MIG: slices of the instance */
     uint8_t gpu_mig_slices;  /**< MIG: slices of the GPU */
-    int32_t replica_slot;    /**< time-slicing replica slot, -1 when none */
     uint8_t replicas;        /**< time-slicing: replicas the GPU offers */
 };
 
@@ -124,8 +124,8 @@ struct gs_usage_store;
  *         GS_EPARSE (a SQLite file of another application, or a newer schema than this build
  *         knows); GS_ENOENT (read_only and no such file); GS_ENOMEM. *out is NULL on failure.
  */
-int gs_usage_open(const char *path, const struct gs_usage_options *opt,
-                  struct gs_usage_store **out, char *msg, size_t cap);
+int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct gs_usage_store **out,
+                  char *msg, size_t cap);
 
 /**
  * Commits the open batch (heartbeat at the last event time seen) and closes the store.
@@ -175,8 +175,8 @@ int gs_usage_add_quota(struct gs_usage_store *s, const struct gs_usage_quota *q)
  * @param util_pct  0..100, % of the whole GPU.
  * @return GS_OK; GS_EINVAL (empty uid, util outside 0..100); GS_EIO.
  */
-int gs_usage_add_util(struct gs_usage_store *s, int64_t t_ms, const char *pod_uid,
-                      const char *node, uint32_t gpu_index, double util_pct);
+int gs_usage_add_util(struct gs_usage_store *s, int64_t t_ms, const char *pod_uid, const char *node,
+                      uint32_t gpu_index, double util_pct);
 
 /**
  * Counts one event at event time now_ms and commits the batch when it holds batch_events
@@ -214,7 +214,7 @@ void *gs_usage_db(struct gs_usage_store *s);
 /** How a recorder names what it records. Borrowed by gs_usage_recorder_new(). */
 struct gs_usage_recorder_config {
     struct gs_usage_store *store; /**< borrowed; outlives the recorder */
-    int64_t epoch_ms;   /**< Unix ms added to the engine's now_ms (replay: --start-time) */
+    int64_t epoch_ms;       /**< Unix ms added to the engine's now_ms (replay: --start-time) */
     const char *uid_prefix; /**< for pods without a uid: uid = prefix + pod handle (copied;
                                  NULL = "pod-") */
 };

@@ -38,25 +38,25 @@ enum gs_usage_format {
 
 /** What to report. */
 struct gs_usage_report_options {
-    int64_t from_ms;           /**< period start, Unix ms; INT64_MIN: the first record */
-    int64_t to_ms;             /**< period end (exclusive), Unix ms; INT64_MAX: the last heartbeat */
-    enum gs_usage_by by;       /**< grouping */
-    int64_t idle_min_ms;       /**< idle allocation: held at least this long in the period
-                                    (0: 1 h) */
-    double idle_util_pct;      /**< ... and used under this % of what it was charged (0: 5) */
+    int64_t from_ms;      /**< period start, Unix ms; INT64_MIN: the first record */
+    int64_t to_ms;        /**< period end (exclusive), Unix ms; INT64_MAX: the last heartbeat */
+    enum gs_usage_by by;  /**< grouping */
+    int64_t idle_min_ms;  /**< idle allocation: held at least this long in the period
+                               (0: 1 h) */
+    double idle_util_pct; /**< ... and used under this % of what it was charged (0: 5) */
 };
 
 /** One group's figures. */
 struct gs_usage_row {
-    char *key;                     /**< group value ("-" when not recorded), owned */
-    double charged_gpu_h;          /**< GPU-hours charged */
-    double used_gpu_h;             /**< GPU-hours used, from samples; NAN without samples */
-    double quota_gpu_h;            /**< quota GPU-hours over the period; NAN when the group is
-                                        not a queue (team: its top-level queue) */
-    uint64_t preemptions_suffered; /**< its intervals ended by eviction in the period */
-    uint64_t preemptions_caused;   /**< evictions in the period its pods caused */
-    uint32_t intervals;            /**< intervals overlapping the period */
-    uint32_t starts;               /**< intervals starting in the period (wait is over these) */
+    char *key;                      /**< group value ("-" when not recorded), owned */
+    double charged_gpu_h;           /**< GPU-hours charged */
+    double used_gpu_h;              /**< GPU-hours used, from samples; NAN without samples */
+    double quota_gpu_h;             /**< quota GPU-hours over the period; NAN when the group is
+                                         not a queue (team: its top-level queue) */
+    uint64_t preemptions_suffered;  /**< its intervals ended by eviction in the period */
+    uint64_t preemptions_caused;    /**< evictions in the period its pods caused */
+    uint32_t intervals;             /**< intervals overlapping the period */
+    uint32_t starts;                /**< intervals starting in the period (wait is over these) */
     double wait_mean_s, wait_p95_s; /**< queued to start, NAN without starts */
 };
 
@@ -84,7 +84,7 @@ struct gs_usage_report {
      * charged GPU-hours per bucket and row (row-major by bucket), and capacity per bucket. */
     uint32_t nbuckets;
     int64_t bucket_ms;
-    double *bucket_charged; /**< nbuckets x nrows */
+    double *bucket_charged;  /**< nbuckets x nrows */
     double *bucket_capacity; /**< nbuckets */
     /* Per queue over the period: mean allocated and fair share, % of capacity (snapshots). */
     uint32_t nqueues;
@@ -142,8 +142,8 @@ int gs_usage_export_daily(struct gs_usage_store *s, int64_t from_ms, int64_t to_
 
 /** What gs_usage_compact() did. */
 struct gs_usage_compact_stats {
-    uint64_t samples_in;      /**< raw utilisation samples older than the cutoff, replaced */
-    uint64_t samples_out;     /**< hourly means written for them */
+    uint64_t samples_in;        /**< raw utilisation samples older than the cutoff, replaced */
+    uint64_t samples_out;       /**< hourly means written for them */
     uint64_t intervals_deleted; /**< allocation intervals deleted (with delete_intervals) */
     uint64_t capacity_deleted;  /**< capacity intervals deleted (with delete_intervals) */
 };

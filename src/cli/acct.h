@@ -28,7 +28,7 @@ int gs__replay_acct_open(const char *path, int64_t start_ms, const struct gs_qco
  * @param intervals  receives the number of allocation intervals in the file; may be NULL.
  * @return GS_OK, or the first error of the recording (msg says it).
  */
-int gs__replay_acct_close(struct gs__replay_acct *a, int64_t end_ms, uint64_t *intervals,
-                          char *msg, size_t cap);
+int gs__replay_acct_close(struct gs__replay_acct *a, int64_t end_ms, uint64_t *intervals, char *msg,
+                          size_t cap);
 
 #endif /* GPUSCHED_CLI_ACCT_H */

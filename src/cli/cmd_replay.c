@@ -94,8 +94,8 @@ int gs_cmd_replay(int argc, char **argv)
     const char *nodes_path = NULL, *pods_path = NULL, *queues_path = NULL;
     const char *out_dir = "out/replay";
     struct gs_replay_config cfg = {
-        "fgd", true, true, true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42, 1.0, NULL, NULL,
-        NULL};
+        "fgd", true, true, true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42,
+        1.0,   NULL, NULL, NULL};
     int plot = 1;
     double scale = 1.0;
     const char *acct_path = NULL;
@@ -137,9 +137,9 @@ int gs_cmd_replay(int argc, char **argv)
             plot = 0;
             continue;
         }
-        const char *valued[] = {"--nodes",    "--pods", "--queues",  "--policy",       "--seed",
-                                "--sample-s", "--out",  "--speedup", "--cluster-scale",
-                                "--accounting", "--start-time"};
+        const char *valued[] = {"--nodes",         "--pods",       "--queues",    "--policy",
+                                "--seed",          "--sample-s",   "--out",       "--speedup",
+                                "--cluster-scale", "--accounting", "--start-time"};
         int known = 0;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;

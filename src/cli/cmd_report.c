@@ -112,8 +112,8 @@ static int cmd_report_usage(int argc, char **argv)
             (void)fputs(usage_report, stdout);
             return 0;
         }
-        const char *valued[] = {"--db",  "--from", "--to",         "--by",
-                                "--format", "--out", "--idle-min-h", "--idle-util-pct"};
+        const char *valued[] = {"--db",     "--from", "--to",         "--by",
+                                "--format", "--out",  "--idle-min-h", "--idle-util-pct"};
         int known = 0;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
@@ -132,8 +132,7 @@ static int cmd_report_usage(int argc, char **argv)
         } else if (strcmp(a, "--out") == 0) {
             out_path = v;
         } else if (strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0) {
-            if (gs_usage_parse_time(v, strcmp(a, "--from") == 0 ? &o.from_ms : &o.to_ms) !=
-                GS_OK) {
+            if (gs_usage_parse_time(v, strcmp(a, "--from") == 0 ? &o.from_ms : &o.to_ms) != GS_OK) {
                 (void)fprintf(stderr,
                               "gpusched report usage: %s: expected RFC 3339 "
                               "(2026-12-01T00:00:00Z) or a date (2026-12-01), got '%s'\n",
@@ -231,8 +230,7 @@ struct maint_args {
     bool del;
 };
 
-static int parse_maint(const char *cmd, int argc, char **argv, bool compact,
-                       struct maint_args *m)
+static int parse_maint(const char *cmd, int argc, char **argv, bool compact, struct maint_args *m)
 {
     *m = (struct maint_args){NULL, NULL, INT64_MIN, INT64_MAX, -1, false};
     for (int i = 0; i < argc; i++) {
@@ -255,8 +253,7 @@ static int parse_maint(const char *cmd, int argc, char **argv, bool compact,
                               : strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0 ||
                                     strcmp(a, "--out") == 0);
         if (!known) {
-            (void)fprintf(stderr, "gpusched report %s: unknown option '%s' (see --help)\n", cmd,
-                          a);
+            (void)fprintf(stderr, "gpusched report %s: unknown option '%s' (see --help)\n", cmd, a);
             return 2;
         }
         if (!v) {

@@ -73,8 +73,8 @@ int gs__replay_acct_open(const char *path, int64_t start_ms, const struct gs_qco
     return GS_OK;
 }
 
-int gs__replay_acct_close(struct gs__replay_acct *a, int64_t end_ms, uint64_t *intervals,
-                          char *msg, size_t cap)
+int gs__replay_acct_close(struct gs__replay_acct *a, int64_t end_ms, uint64_t *intervals, char *msg,
+                          size_t cap)
 {
     if (intervals)
         *intervals = 0;
@@ -84,8 +84,8 @@ int gs__replay_acct_close(struct gs__replay_acct *a, int64_t end_ms, uint64_t *i
     if (!err)
         err = gs_usage_recorder_finish(a->rec, end_ms);
     if (err)
-        (void)snprintf(msg, cap, "%s", gs_usage_errmsg(a->store)[0] ? gs_usage_errmsg(a->store)
-                                                                     : gs_strerror(err));
+        (void)snprintf(msg, cap, "%s",
+                       gs_usage_errmsg(a->store)[0] ? gs_usage_errmsg(a->store) : gs_strerror(err));
     if (!err && intervals) {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(gs_usage_db(a->store), "SELECT count(*) FROM allocation", -1, &st,

@@ -19,27 +19,26 @@
 static int fail(sqlite3 *db, const char *what, char *msg, size_t cap)
 {
     const char *path = sqlite3_db_filename(db, "main");
-    (void)snprintf(msg, cap, "%s: %s: %s", path ? path : "the database", what,
-                   sqlite3_errmsg(db));
+    (void)snprintf(msg, cap, "%s: %s: %s", path ? path : "the database", what, sqlite3_errmsg(db));
     return sqlite3_errcode(db) == SQLITE_NOMEM ? GS_ENOMEM : GS_EIO;
 }
 
 static void csv_field(FILE *f, const unsigned char *s)
 {
-    fputc(',', f);
+    (void)fputc(',', f);
     if (!s)
         return;
     if (!strpbrk((const char *)s, ",\"\r\n")) {
-        fputs((const char *)s, f);
+        (void)fputs((const char *)s, f);
         return;
     }
-    fputc('"', f);
+    (void)fputc('"', f);
     for (; *s; s++) {
         if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
+            (void)fputc('"', f);
+        (void)fputc(*s, f);
     }
-    fputc('"', f);
+    (void)fputc('"', f);
 }
 
 /* The pending row: one pod, one day, one node. */
@@ -58,7 +57,7 @@ static void flush(FILE *f, struct day_row *r, uint64_t *rows)
     char day[40];
     gs_usage_format_time(r->day, day, sizeof(day));
     day[10] = '\0';
-    fprintf(f, "%s%s,%.6f,%.6f\n", day, r->line, r->held_h, r->gpu_h);
+    (void)fprintf(f, "%s%s,%.6f,%.6f\n", day, r->line, r->held_h, r->gpu_h);
     r->used = false;
     (*rows)++;
 }
@@ -84,9 +83,9 @@ int gs_usage_export_daily(struct gs_usage_store *s, int64_t from_ms, int64_t to_
         return fail(db, "reading allocations", msg, cap);
     (void)sqlite3_bind_int64(st, 1, from_ms);
     (void)sqlite3_bind_int64(st, 2, to_ms);
-    fputs("day,pod_uid,namespace,name,team,queue,priority_class,node,model,held_hours,"
-          "charged_gpu_hours\n",
-          f);
+    (void)fputs("day,pod_uid,namespace,name,team,queue,priority_class,node,model,held_hours,"
+                "charged_gpu_hours\n",
+                f);
     static struct day_row cur; /* large; not re-entrant, like the CLI that calls it */
     memset(&cur, 0, sizeof(cur));
     int rc;

@@ -287,13 +287,12 @@ int gs_usage_recorder_sync(struct gs_usage_recorder *r, const struct gs_cluster 
             bool healthy = here && n->gpus[g].healthy;
             if (cs->row && (!here || cs->handle != h || cs->healthy != healthy)) {
                 err = gs_usage_end_capacity(r->store, cs->row, now,
-                                            here && cs->handle == h ? "health-changed"
-                                                                    : "removed");
+                                            here && cs->handle == h ? "health-changed" : "removed");
                 cs->row = 0;
             }
             if (!err && here && !cs->row) {
-                struct gs_usage_capacity cap = {n->name, gs_cluster_model_name(c, n->model_id), g,
-                                                NULL,    healthy, now};
+                struct gs_usage_capacity cap = {
+                    n->name, gs_cluster_model_name(c, n->model_id), g, NULL, healthy, now};
                 err = gs_usage_begin_capacity(r->store, &cap, &cs->row);
                 cs->handle = h;
                 cs->healthy = healthy;

@@ -22,11 +22,11 @@
 
 #define H_MS 3600000.0
 
-static const char *const by_names[] = {"team", "queue", "namespace", "model", "node",
-                                       "priorityclass"};
+static const char *const by_names[] = {"team",  "queue", "namespace",
+                                       "model", "node",  "priorityclass"};
 /* The allocation column of each grouping: a fixed list, so it may be put into SQL text. */
-static const char *const by_columns[] = {"team", "queue", "namespace", "model", "node",
-                                         "priority_class"};
+static const char *const by_columns[] = {"team",  "queue", "namespace",
+                                         "model", "node",  "priority_class"};
 
 const char *gs_usage_by_name(enum gs_usage_by by)
 {
@@ -124,7 +124,7 @@ int gs_usage_parse_time(const char *s, int64_t *ms)
     civil_from_days(days, &yy, &mm, &dd);
     if (mm != mo || dd != d) /* 2026-02-30 */
         return GS_EPARSE;
-    *ms = ((days * 86400 + h * 3600 + mi * 60 + sec) - off_s) * 1000 + frac_ms;
+    *ms = ((days * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec) - off_s) * 1000 + frac_ms;
     return GS_OK;
 }
 
@@ -165,8 +165,9 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-/* The row of `key`, added when new. @return its index, or UINT32_MAX when out of memory. */
-static uint32_t group(struct build *b, const char *key)
+/* The row of `key`, added when new; *index receives its index. @return the row, or NULL when
+ * out of memory. */
+static struct gs_usage_row *group(struct build *b, const char *key, uint32_t *index)
 {
     struct gs_usage_report *r = b->r;
     if (!key)
@@ -175,7 +176,7 @@ static uint32_t group(struct build *b, const char *key)
         uint32_t cap = b->map.cap ? b->map.cap * 2 : 64;
         uint32_t *slot = calloc(cap, sizeof(*slot));
         if (!slot)
-            return UINT32_MAX;
+            return NULL;
         for (uint32_t i = 0; i < b->map.cap; i++) {
             if (!b->map.slot[i])
                 continue;
@@ -190,26 +191,29 @@ static uint32_t group(struct build *b, const char *key)
     }
     uint32_t j = (uint32_t)fnv1a(key) & (b->map.cap - 1);
     while (b->map.slot[j]) {
-        if (strcmp(r->rows[b->map.slot[j] - 1].key, key) == 0)
-            return b->map.slot[j] - 1;
+        if (strcmp(r->rows[b->map.slot[j] - 1].key, key) == 0) {
+            *index = b->map.slot[j] - 1;
+            return &r->rows[*index];
+        }
         j = (j + 1) & (b->map.cap - 1);
     }
     if (r->nrows == b->rows_cap) {
         uint32_t cap = b->rows_cap ? b->rows_cap * 2 : 16;
         struct gs_usage_row *v = realloc(r->rows, cap * sizeof(*v));
         if (!v)
-            return UINT32_MAX;
+            return NULL;
         r->rows = v;
         b->rows_cap = cap;
     }
     char *k = malloc(strlen(key) + 1);
     if (!k)
-        return UINT32_MAX;
+        return NULL;
     memcpy(k, key, strlen(key) + 1);
     r->rows[r->nrows] = (struct gs_usage_row){
         .key = k, .used_gpu_h = NAN, .quota_gpu_h = NAN, .wait_mean_s = NAN, .wait_p95_s = NAN};
     b->map.slot[j] = ++r->nrows;
-    return r->nrows - 1;
+    *index = r->nrows - 1;
+    return &r->rows[*index];
 }
 
 static int fail(struct build *b, const char *what)
@@ -303,8 +307,8 @@ static int quota_hours(struct build *b, const char *queue, double *out)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t t = sqlite3_column_int64(st, 0), q = sqlite3_column_int64(st, 1);
         if (have)
-            milli_ms += (double)prev_q * (double)gs_charge_overlap_ms(prev_t, t, r->from_ms,
-                                                                      r->to_ms);
+            milli_ms +=
+                (double)prev_q * (double)gs_charge_overlap_ms(prev_t, t, r->from_ms, r->to_ms);
         prev_t = t;
         prev_q = q;
         unlimited |= q < 0;
@@ -314,8 +318,8 @@ static int quota_hours(struct build *b, const char *queue, double *out)
     if (rc != SQLITE_DONE)
         return fail(b, "reading quota snapshots");
     if (have && !unlimited) {
-        milli_ms += (double)prev_q * (double)gs_charge_overlap_ms(prev_t, r->to_ms, r->from_ms,
-                                                                  r->to_ms);
+        milli_ms +=
+            (double)prev_q * (double)gs_charge_overlap_ms(prev_t, r->to_ms, r->from_ms, r->to_ms);
         *out = milli_ms / 1000.0 / H_MS;
     }
     return GS_OK;
@@ -327,7 +331,7 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     *out = NULL;
     if (msg && cap)
         msg[0] = '\0';
-    char local_msg[8];
+    char local_msg[8] = "";
     if (!msg || !cap) {
         msg = local_msg;
         cap = sizeof(local_msg);
@@ -374,9 +378,9 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
         goto out;
     }
     /* Buckets for the charts: the shortest of these that gives at most 60. */
-    static const int64_t bucket_choices[] = {
-        INT64_C(3600000),  INT64_C(6) * 3600000, INT64_C(86400000), INT64_C(7) * 86400000,
-        INT64_C(30) * 86400000, INT64_C(365) * 86400000};
+    static const int64_t bucket_choices[] = {INT64_C(3600000),       INT64_C(6) * 3600000,
+                                             INT64_C(86400000),      INT64_C(7) * 86400000,
+                                             INT64_C(30) * 86400000, INT64_C(365) * 86400000};
     int64_t span_ms = r->to_ms - r->from_ms;
     r->bucket_ms = bucket_choices[5];
     for (unsigned i = 0; i < 6; i++) {
@@ -457,11 +461,11 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     uint32_t cidle = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(st, 2);
-        uint32_t gi = group(&b, key);
+        uint32_t gi;
+        struct gs_usage_row *row = group(&b, key, &gi);
         err = GS_ENOMEM;
-        if (gi == UINT32_MAX)
+        if (!row)
             goto out;
-        struct gs_usage_row *row = &r->rows[gi];
         double gpus = sqlite3_column_double(st, 3);
         int64_t queued = sqlite3_column_int64(st, 4), a = sqlite3_column_int64(st, 5),
                 e = sqlite3_column_int64(st, 6);
@@ -559,11 +563,12 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     (void)sqlite3_bind_int64(st, 1, r->from_ms);
     (void)sqlite3_bind_int64(st, 2, r->to_ms);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint32_t gi = group(&b, (const char *)sqlite3_column_text(st, 0));
+        uint32_t gi;
+        struct gs_usage_row *row = group(&b, (const char *)sqlite3_column_text(st, 0), &gi);
         err = GS_ENOMEM;
-        if (gi == UINT32_MAX)
+        if (!row)
             goto out;
-        r->rows[gi].preemptions_caused += (uint64_t)sqlite3_column_int64(st, 1);
+        row->preemptions_caused += (uint64_t)sqlite3_column_int64(st, 1);
     }
     if (rc != SQLITE_DONE) {
         err = fail(&b, "reading evictions");
@@ -582,6 +587,8 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
             sum += waits[j++].wait_s;
         uint32_t n = j - i, k = (uint32_t)ceil(0.95 * n);
         r->rows[waits[i].row].wait_mean_s = sum / n;
+        /* waits[0, nwaits) is written above; the analyzer loses track of nwaits. */
+        /* NOLINTNEXTLINE(clang-analyzer-core.uninitialized.Assign) */
         r->rows[waits[i].row].wait_p95_s = waits[i + (k ? k - 1 : 0)].wait_s;
         i = j;
     }
@@ -624,9 +631,10 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
             int64_t bs = r->from_ms + (int64_t)k * r->bucket_ms;
             if (bs >= sp->e)
                 break;
+            /* rank[] holds every row index (< nrows), and sp->row is one. */
+            /* NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
             r->bucket_charged[(size_t)k * r->nrows + rank[sp->row]] +=
-                sp->gpus * (double)gs_charge_overlap_ms(sp->s, sp->e, bs, bs + r->bucket_ms) /
-                H_MS;
+                sp->gpus * (double)gs_charge_overlap_ms(sp->s, sp->e, bs, bs + r->bucket_ms) / H_MS;
         }
     }
     for (uint32_t i = 0; i < r->nrows; i++)
@@ -745,7 +753,7 @@ static void fmt_dur(double s, char *buf, size_t cap)
 static double attainment(const struct gs_usage_row *w)
 {
     return isnan(w->quota_gpu_h) || w->quota_gpu_h <= 0 ? NAN
-                                                         : 100.0 * w->charged_gpu_h / w->quota_gpu_h;
+                                                        : 100.0 * w->charged_gpu_h / w->quota_gpu_h;
 }
 
 static const char *const no_util_note =
@@ -757,13 +765,14 @@ static void write_table(const struct gs_usage_report *r, FILE *f)
     gs_usage_format_time(r->from_ms, from, sizeof(from));
     gs_usage_format_time(r->to_ms, to, sizeof(to));
     double period_h = (double)(r->to_ms - r->from_ms) / H_MS;
-    fprintf(f, "usage %s to %s (%.1f h) by %s\n", from, to, period_h, gs_usage_by_name(r->by));
-    fprintf(f, "capacity %.2f GPU-hours (mean %.1f GPUs; %.2f on unhealthy GPUs)\n",
-            r->capacity_gpu_h, period_h > 0 ? r->capacity_gpu_h / period_h : 0,
-            r->unhealthy_gpu_h);
-    fprintf(f, "%-20s %12s %7s %11s %11s %8s %9s %7s %9s %9s %6s\n", gs_usage_by_name(r->by),
-            "charged GPUh", "share%", "used GPUh", "quota GPUh", "attain%", "preempted", "caused",
-            "wait mean", "wait p95", "starts");
+    (void)fprintf(f, "usage %s to %s (%.1f h) by %s\n", from, to, period_h,
+                  gs_usage_by_name(r->by));
+    (void)fprintf(f, "capacity %.2f GPU-hours (mean %.1f GPUs; %.2f on unhealthy GPUs)\n",
+                  r->capacity_gpu_h, period_h > 0 ? r->capacity_gpu_h / period_h : 0,
+                  r->unhealthy_gpu_h);
+    (void)fprintf(f, "%-20s %12s %7s %11s %11s %8s %9s %7s %9s %9s %6s\n", gs_usage_by_name(r->by),
+                  "charged GPUh", "share%", "used GPUh", "quota GPUh", "attain%", "preempted",
+                  "caused", "wait mean", "wait p95", "starts");
     for (uint32_t i = 0; i < r->nrows; i++) {
         const struct gs_usage_row *w = &r->rows[i];
         char used[24], quota[24], att[24], wm[16], wp[16];
@@ -772,24 +781,25 @@ static void write_table(const struct gs_usage_report *r, FILE *f)
         fmt_num(attainment(w), 1, att, sizeof(att));
         fmt_dur(w->wait_mean_s, wm, sizeof(wm));
         fmt_dur(w->wait_p95_s, wp, sizeof(wp));
-        fprintf(f, "%-20.20s %12.2f %7.1f %11s %11s %8s %9llu %7llu %9s %9s %6u\n", w->key,
-                w->charged_gpu_h,
-                r->capacity_gpu_h > 0 ? 100.0 * w->charged_gpu_h / r->capacity_gpu_h : 0.0, used,
-                quota, att, (unsigned long long)w->preemptions_suffered,
-                (unsigned long long)w->preemptions_caused, wm, wp, w->starts);
+        (void)fprintf(f, "%-20.20s %12.2f %7.1f %11s %11s %8s %9llu %7llu %9s %9s %6u\n", w->key,
+                      w->charged_gpu_h,
+                      r->capacity_gpu_h > 0 ? 100.0 * w->charged_gpu_h / r->capacity_gpu_h : 0.0,
+                      used, quota, att, (unsigned long long)w->preemptions_suffered,
+                      (unsigned long long)w->preemptions_caused, wm, wp, w->starts);
     }
-    fprintf(f, "%-20s %12.2f %7.1f\n", "(idle)", r->idle_gpu_h,
-            r->capacity_gpu_h > 0 ? 100.0 * r->idle_gpu_h / r->capacity_gpu_h : 0.0);
-    fprintf(f, "%-20s %12.2f %7.1f\n", "(capacity)", r->capacity_gpu_h,
-            r->capacity_gpu_h > 0 ? 100.0 : 0.0);
+    (void)fprintf(f, "%-20s %12.2f %7.1f\n", "(idle)", r->idle_gpu_h,
+                  r->capacity_gpu_h > 0 ? 100.0 * r->idle_gpu_h / r->capacity_gpu_h : 0.0);
+    (void)fprintf(f, "%-20s %12.2f %7.1f\n", "(capacity)", r->capacity_gpu_h,
+                  r->capacity_gpu_h > 0 ? 100.0 : 0.0);
     if (r->util_samples == 0) {
-        fprintf(f, "note: %s\n", no_util_note);
+        (void)fprintf(f, "note: %s\n", no_util_note);
     } else {
-        fprintf(f, "idle allocations (held over the threshold, used under it): %u\n", r->nidle);
+        (void)fprintf(f, "idle allocations (held over the threshold, used under it): %u\n",
+                      r->nidle);
         for (uint32_t i = 0; i < r->nidle; i++)
-            fprintf(f, "  %s %s (%s): %.1f h held, %.2f GPU-hours charged, %.2f used\n",
-                    r->idle[i].pod_uid, r->idle[i].name, r->idle[i].key, r->idle[i].held_h,
-                    r->idle[i].charged_gpu_h, r->idle[i].used_gpu_h);
+            (void)fprintf(f, "  %s %s (%s): %.1f h held, %.2f GPU-hours charged, %.2f used\n",
+                          r->idle[i].pod_uid, r->idle[i].name, r->idle[i].key, r->idle[i].held_h,
+                          r->idle[i].charged_gpu_h, r->idle[i].used_gpu_h);
     }
 }
 
@@ -797,30 +807,32 @@ static void write_table(const struct gs_usage_report *r, FILE *f)
 static void csv_field(FILE *f, const char *s)
 {
     if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
+        (void)fputs(s, f);
         return;
     }
-    fputc('"', f);
+    (void)fputc('"', f);
     for (; *s; s++) {
         if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
+            (void)fputc('"', f);
+        (void)fputc(*s, f);
     }
-    fputc('"', f);
+    (void)fputc('"', f);
 }
 
 static void csv_num(FILE *f, double v, int decimals)
 {
-    fputc(',', f);
+    (void)fputc(',', f);
     if (!isnan(v))
-        fprintf(f, "%.*f", decimals, v);
+        (void)fprintf(f, "%.*f", decimals, v);
 }
 
 static void write_csv(const struct gs_usage_report *r, FILE *f)
 {
-    fprintf(f, "%s,charged_gpu_hours,used_gpu_hours,quota_gpu_hours,attainment_pct,"
-               "preemptions_suffered,preemptions_caused,wait_mean_s,wait_p95_s,starts,intervals\n",
-            gs_usage_by_name(r->by));
+    (void)fprintf(
+        f,
+        "%s,charged_gpu_hours,used_gpu_hours,quota_gpu_hours,attainment_pct,"
+        "preemptions_suffered,preemptions_caused,wait_mean_s,wait_p95_s,starts,intervals\n",
+        gs_usage_by_name(r->by));
     for (uint32_t i = 0; i < r->nrows; i++) {
         const struct gs_usage_row *w = &r->rows[i];
         csv_field(f, w->key);
@@ -828,14 +840,14 @@ static void write_csv(const struct gs_usage_report *r, FILE *f)
         csv_num(f, w->used_gpu_h, 6);
         csv_num(f, w->quota_gpu_h, 6);
         csv_num(f, attainment(w), 3);
-        fprintf(f, ",%llu,%llu", (unsigned long long)w->preemptions_suffered,
-                (unsigned long long)w->preemptions_caused);
+        (void)fprintf(f, ",%llu,%llu", (unsigned long long)w->preemptions_suffered,
+                      (unsigned long long)w->preemptions_caused);
         csv_num(f, w->wait_mean_s, 3);
         csv_num(f, w->wait_p95_s, 3);
-        fprintf(f, ",%u,%u\n", w->starts, w->intervals);
+        (void)fprintf(f, ",%u,%u\n", w->starts, w->intervals);
     }
-    fprintf(f, "(idle),%.6f,,,,,,,,,\n", r->idle_gpu_h);
-    fprintf(f, "(capacity),%.6f,,,,,,,,,\n", r->capacity_gpu_h);
+    (void)fprintf(f, "(idle),%.6f,,,,,,,,,\n", r->idle_gpu_h);
+    (void)fprintf(f, "(capacity),%.6f,,,,,,,,,\n", r->capacity_gpu_h);
 }
 
 static json_t *jnum(double v)
@@ -855,14 +867,13 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
     for (uint32_t i = 0; i < r->nrows; i++) {
         const struct gs_usage_row *w = &r->rows[i];
         json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:I, s:I}", "key",
-                              w->key, "charged_gpu_hours", jnum(w->charged_gpu_h),
-                              "used_gpu_hours", jnum(w->used_gpu_h), "quota_gpu_hours",
-                              jnum(w->quota_gpu_h), "attainment_pct", jnum(attainment(w)),
-                              "preemptions_suffered", (json_int_t)w->preemptions_suffered,
-                              "preemptions_caused", (json_int_t)w->preemptions_caused,
-                              "wait_mean_s", jnum(w->wait_mean_s), "wait_p95_s",
-                              jnum(w->wait_p95_s), "starts", (json_int_t)w->starts, "intervals",
-                              (json_int_t)w->intervals);
+                              w->key, "charged_gpu_hours", jnum(w->charged_gpu_h), "used_gpu_hours",
+                              jnum(w->used_gpu_h), "quota_gpu_hours", jnum(w->quota_gpu_h),
+                              "attainment_pct", jnum(attainment(w)), "preemptions_suffered",
+                              (json_int_t)w->preemptions_suffered, "preemptions_caused",
+                              (json_int_t)w->preemptions_caused, "wait_mean_s",
+                              jnum(w->wait_mean_s), "wait_p95_s", jnum(w->wait_p95_s), "starts",
+                              (json_int_t)w->starts, "intervals", (json_int_t)w->intervals);
         if (!o || json_array_append_new(rows, o))
             goto out;
     }
@@ -881,13 +892,14 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
         json_object_set_new(root, "unhealthy_gpu_hours", json_real(r->unhealthy_gpu_h)) ||
         json_object_set_new(root, "charged_gpu_hours", json_real(r->charged_gpu_h)) ||
         json_object_set_new(root, "idle_gpu_hours", json_real(r->idle_gpu_h)) ||
-        json_object_set_new(root, "utilisation_samples", json_integer((json_int_t)r->util_samples)) ||
+        json_object_set_new(root, "utilisation_samples",
+                            json_integer((json_int_t)r->util_samples)) ||
         json_object_set_new(root, "note",
                             r->util_samples ? json_null() : json_string(no_util_note)) ||
         json_object_set(root, "groups", rows) || json_object_set(root, "idle_allocations", idle))
         goto out;
     err = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15)) ? GS_EIO : GS_OK;
-    fputc('\n', f);
+    (void)fputc('\n', f);
 out:
     json_decref(rows);
     json_decref(idle);

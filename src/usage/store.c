@@ -91,15 +91,15 @@ static const char *const stmt_sql[ST_COUNT] = {
 
 struct gs_usage_store {
     sqlite3 *db;
-    char *path;                  /* for messages */
-    sqlite3_stmt *st[ST_COUNT];  /* prepared once (writers only) */
-    bool in_batch;               /* a transaction is open */
-    uint32_t batch_events;       /* events in the open batch */
-    uint32_t batch_events_max;   /* commit at this many */
-    int64_t batch_ms;            /* or this much event time after the last commit */
-    int64_t last_commit_ms;      /* event time of the last commit; INT64_MIN before any */
-    int64_t last_event_ms;       /* latest event time seen (heartbeat of the next commit) */
-    char msg[512];               /* last error */
+    char *path;                 /* for messages */
+    sqlite3_stmt *st[ST_COUNT]; /* prepared once (writers only) */
+    bool in_batch;              /* a transaction is open */
+    uint32_t batch_events;      /* events in the open batch */
+    uint32_t batch_events_max;  /* commit at this many */
+    int64_t batch_ms;           /* or this much event time after the last commit */
+    int64_t last_commit_ms;     /* event time of the last commit; INT64_MIN before any */
+    int64_t last_event_ms;      /* latest event time seen (heartbeat of the next commit) */
+    char msg[512];              /* last error */
 };
 
 static const char *const end_names[] = {
@@ -125,7 +125,8 @@ static const char *const sharing_names[] = {"milli", "timeslice", "mig"};
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void set_msg(struct gs_usage_store *s, const char *fmt, ...)
+static void
+set_msg(struct gs_usage_store *s, const char *fmt, ...)
 {
     char tail[400];
     va_list ap;
@@ -185,8 +186,9 @@ static int migrate(struct gs_usage_store *s, bool read_only)
     if (err)
         return err;
     if (version == 0 && tables > 0) {
-        set_msg(s, "not a gpusched accounting database (it has %lld tables of another "
-                   "application and no schema version)",
+        set_msg(s,
+                "not a gpusched accounting database (it has %lld tables of another "
+                "application and no schema version)",
                 (long long)tables);
         return GS_EPARSE;
     }
@@ -203,14 +205,16 @@ static int migrate(struct gs_usage_store *s, bool read_only)
         if (err)
             return err;
         if (!ours || !found) {
-            set_msg(s, "not a gpusched accounting database (schema version %lld of another "
-                       "application)",
+            set_msg(s,
+                    "not a gpusched accounting database (schema version %lld of another "
+                    "application)",
                     (long long)version);
             return GS_EPARSE;
         }
         if (version > GS_USAGE_SCHEMA_VERSION) {
-            set_msg(s, "schema version %lld is newer than this gpusched knows (%d): use a newer "
-                       "gpusched",
+            set_msg(s,
+                    "schema version %lld is newer than this gpusched knows (%d): use a newer "
+                    "gpusched",
                     (long long)version, GS_USAGE_SCHEMA_VERSION);
             return GS_EPARSE;
         }
@@ -221,8 +225,9 @@ static int migrate(struct gs_usage_store *s, bool read_only)
             return GS_EPARSE;
         }
         if (version < GS_USAGE_SCHEMA_VERSION) {
-            set_msg(s, "schema version %lld is older than this gpusched's (%d): open it once "
-                       "for writing to migrate",
+            set_msg(s,
+                    "schema version %lld is older than this gpusched's (%d): open it once "
+                    "for writing to migrate",
                     (long long)version, GS_USAGE_SCHEMA_VERSION);
             return GS_EPARSE;
         }
@@ -230,7 +235,7 @@ static int migrate(struct gs_usage_store *s, bool read_only)
     }
     for (int64_t v = version; v < GS_USAGE_SCHEMA_VERSION; v++) {
         char bump[64];
-        (void)snprintf(bump, sizeof(bump), "PRAGMA user_version = %lld", (long long)(v + 1));
+        (void)snprintf(bump, sizeof(bump), "PRAGMA user_version = %lld", (long long)v + 1);
         if ((err = exec(s, "BEGIN IMMEDIATE", "migrating the schema")) != GS_OK)
             return err;
         if ((err = exec(s, migrations[v], "migrating the schema")) != GS_OK ||
@@ -243,8 +248,8 @@ static int migrate(struct gs_usage_store *s, bool read_only)
     return GS_OK;
 }
 
-int gs_usage_open(const char *path, const struct gs_usage_options *opt,
-                  struct gs_usage_store **out, char *msg, size_t cap)
+int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct gs_usage_store **out,
+                  char *msg, size_t cap)
 {
     struct gs_usage_options def = {0};
     if (!opt)
@@ -294,9 +299,9 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt,
             goto out;
         }
         sqlite3_finalize(st);
-        if ((err = exec(s, opt->relaxed_sync ? "PRAGMA synchronous = NORMAL"
-                                             : "PRAGMA synchronous = FULL",
-                        "setting durability")) != GS_OK)
+        if ((err = exec(
+                 s, opt->relaxed_sync ? "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = FULL",
+                 "setting durability")) != GS_OK)
             goto out;
         for (int i = 0; i < ST_COUNT; i++) {
             if (sqlite3_prepare_v2(s->db, stmt_sql[i], -1, &s->st[i], NULL) != SQLITE_OK) {
@@ -385,9 +390,8 @@ int gs_usage_begin_interval(struct gs_usage_store *s, const struct gs_usage_inte
     double share[GS_NODE_GPUS_MAX], total = 0;
     for (uint32_t k = 0; k < n; k++) {
         const struct gs_usage_gpu *g = &gpus[k];
-        struct gs_charge_grant cg = {g->sharing,    g->gpu_milli,  g->mem_mib,
-                                     g->gpu_mem_mib, g->mig_slices, g->gpu_mig_slices,
-                                     g->replicas};
+        struct gs_charge_grant cg = {g->sharing,    g->gpu_milli,      g->mem_mib, g->gpu_mem_mib,
+                                     g->mig_slices, g->gpu_mig_slices, g->replicas};
         if (gs_charge_share(&cg, &share[k]) != GS_OK || g->sharing > GS_GPU_SHARE_MIG) {
             set_msg(s, "interval of pod %s: GPU %u: a grant that cannot be charged", iv->pod_uid,
                     g->gpu_index);
@@ -460,8 +464,9 @@ int gs_usage_end_interval(struct gs_usage_store *s, int64_t id, int64_t end_ms,
         int64_t start;
         bool found;
         char sql[96];
-        (void)snprintf(sql, sizeof(sql), "SELECT start_ms FROM allocation WHERE id = %lld AND "
-                                         "end_ms IS NULL",
+        (void)snprintf(sql, sizeof(sql),
+                       "SELECT start_ms FROM allocation WHERE id = %lld AND "
+                       "end_ms IS NULL",
                        (long long)id);
         if ((err = query_int(s, sql, &start, &found)) != GS_OK)
             return err;
@@ -537,12 +542,12 @@ int gs_usage_add_quota(struct gs_usage_store *s, const struct gs_usage_quota *q)
     return step_done(s, st, "recording a quota snapshot");
 }
 
-int gs_usage_add_util(struct gs_usage_store *s, int64_t t_ms, const char *pod_uid,
-                      const char *node, uint32_t gpu_index, double util_pct)
+int gs_usage_add_util(struct gs_usage_store *s, int64_t t_ms, const char *pod_uid, const char *node,
+                      uint32_t gpu_index, double util_pct)
 {
     if (!pod_uid || !pod_uid[0] || !(util_pct >= 0 && util_pct <= 100)) {
-        set_msg(s, "utilisation sample: %s", !pod_uid || !pod_uid[0] ? "empty pod uid"
-                                                                     : "utilisation outside 0..100");
+        set_msg(s, "utilisation sample: %s",
+                !pod_uid || !pod_uid[0] ? "empty pod uid" : "utilisation outside 0..100");
         return GS_EINVAL;
     }
     int err = batch_begin(s);

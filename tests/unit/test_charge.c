@@ -59,8 +59,8 @@ static void test_memory_share_wins_when_larger(void **state)
     (void)state;
     double s;
     /* 100 milli (0.1) but 40,960 of 81,920 MiB (0.5): charged 0.5. */
-    struct gs_charge_grant g = {.sharing = GS_GPU_SHARE_MILLI, .gpu_milli = 100,
-                                .mem_mib = 40960, .gpu_mem_mib = 81920};
+    struct gs_charge_grant g = {
+        .sharing = GS_GPU_SHARE_MILLI, .gpu_milli = 100, .mem_mib = 40960, .gpu_mem_mib = 81920};
     assert_int_equal(gs_charge_share(&g, &s), GS_OK);
     assert_near(s, 0.5, 1e-12);
     /* 600 milli and 8,192 of 81,920 MiB (0.1): compute wins, 0.6. */
@@ -116,13 +116,12 @@ static void test_only_the_inside_of_a_period_counts(void **state)
 {
     (void)state;
     /* A pod from 10:30 to 12:30 and a period 11:00-12:00: one hour inside. */
-    assert_int_equal(gs_charge_overlap_ms(10 * H_MS + H_MS / 2, 12 * H_MS + H_MS / 2, 11 * H_MS,
-                                          12 * H_MS),
-                     H_MS);
+    assert_int_equal(
+        gs_charge_overlap_ms(10 * H_MS + H_MS / 2, 12 * H_MS + H_MS / 2, 11 * H_MS, 12 * H_MS),
+        H_MS);
     /* Starting at 11:45, ending at 13:00: 15 minutes inside. */
-    assert_int_equal(gs_charge_overlap_ms(11 * H_MS + 3 * H_MS / 4, 13 * H_MS, 11 * H_MS,
-                                          12 * H_MS),
-                     H_MS / 4);
+    assert_int_equal(
+        gs_charge_overlap_ms(11 * H_MS + 3 * H_MS / 4, 13 * H_MS, 11 * H_MS, 12 * H_MS), H_MS / 4);
     /* Entirely before, touching at the boundary, inside, empty. */
     assert_int_equal(gs_charge_overlap_ms(0, 11 * H_MS, 11 * H_MS, 12 * H_MS), 0);
     assert_int_equal(gs_charge_overlap_ms(11 * H_MS + 1, 11 * H_MS + 2, 11 * H_MS, 12 * H_MS), 1);
@@ -138,8 +137,8 @@ static void test_bad_grants_are_refused_with_zero(void **state)
     assert_true(s == 0);
     g = milli(1001);
     assert_int_equal(gs_charge_share(&g, &s), GS_EINVAL);
-    g = (struct gs_charge_grant){.sharing = GS_GPU_SHARE_MILLI, .gpu_milli = 500, .mem_mib = 9,
-                                 .gpu_mem_mib = 8};
+    g = (struct gs_charge_grant){
+        .sharing = GS_GPU_SHARE_MILLI, .gpu_milli = 500, .mem_mib = 9, .gpu_mem_mib = 8};
     assert_int_equal(gs_charge_share(&g, &s), GS_EINVAL);
     g = (struct gs_charge_grant){.sharing = GS_GPU_SHARE_MIG, .mig_slices = 8, .gpu_mig_slices = 7};
     assert_int_equal(gs_charge_share(&g, &s), GS_EINVAL);

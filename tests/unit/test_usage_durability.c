@@ -83,8 +83,11 @@ static void writer(int fd)
         if (i < INTERVALS) {
             char uid[32];
             (void)snprintf(uid, sizeof(uid), "iv-%05lld", (long long)i);
-            struct gs_usage_interval iv = {.pod_uid = uid, .team = "t", .node = "n1",
-                                           .queued_ms = i * 1000, .start_ms = i * 1000};
+            struct gs_usage_interval iv = {.pod_uid = uid,
+                                           .team = "t",
+                                           .node = "n1",
+                                           .queued_ms = i * 1000,
+                                           .start_ms = i * 1000};
             struct gs_usage_gpu g = {.gpu_index = (uint32_t)(i % 8),
                                      .sharing = GS_GPU_SHARE_MILLI,
                                      .gpu_milli = 500,
@@ -154,8 +157,9 @@ static int64_t check_store(int64_t committed_max)
     assert_int_equal(finished, must_finish_count);
     assert_true(committed_max < n);
     /* The ids are exactly 0..n-1: resumed writers never skip or repeat one. */
-    assert_int_equal(one(db, "SELECT coalesce(max(CAST(substr(pod_uid, 4) AS INTEGER)), -1) FROM allocation"),
-                     n - 1);
+    assert_int_equal(
+        one(db, "SELECT coalesce(max(CAST(substr(pod_uid, 4) AS INTEGER)), -1) FROM allocation"),
+        n - 1);
     /* Closed by recovery: at the last heartbeat, not before the start. */
     assert_int_equal(one(db, "SELECT count(*) FROM allocation WHERE end_reason = 'recovered' AND "
                              "(end_ms < start_ms OR end_ms > (SELECT t_ms FROM heartbeat))"),

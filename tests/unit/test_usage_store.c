@@ -253,9 +253,14 @@ static void test_recorded_engine_gives_hand_worked_gpu_hours(void **state)
 static int64_t begin(struct gs_usage_store *s, const char *uid, const char *team, int64_t start,
                      struct gs_usage_gpu g)
 {
-    struct gs_usage_interval iv = {.pod_uid = uid,   .name = uid,       .queue = team,
-                                   .team = team,     .node = "n1",      .model = "A100",
-                                   .queued_ms = start, .start_ms = start};
+    struct gs_usage_interval iv = {.pod_uid = uid,
+                                   .name = uid,
+                                   .queue = team,
+                                   .team = team,
+                                   .node = "n1",
+                                   .model = "A100",
+                                   .queued_ms = start,
+                                   .start_ms = start};
     int64_t id;
     assert_int_equal(gs_usage_begin_interval(s, &iv, &g, 1, &id), GS_OK);
     return id;
@@ -297,7 +302,7 @@ static void test_three_quarter_pods_leave_a_quarter_idle_and_shares_by_mode(void
     assert_int_equal(gs_usage_commit(s, t0 + H_MS), GS_OK);
     struct gs_usage_report *r = report(s, t0, t0 + H_MS, GS_USAGE_BY_TEAM);
     assert_near(row_of(r, "t")->charged_gpu_h, 0.75, 1e-9); /* 3 x 0.25 */
-    assert_near(r->idle_gpu_h, 0.25, 1e-9);                /* 1 - 0.75 */
+    assert_near(r->idle_gpu_h, 0.25, 1e-9);                 /* 1 - 0.75 */
     gs_usage_report_free(r);
 
     /* A MIG 1g instance of 7 held for 7 h is 1 GPU-hour; a replica of 4 for 4 h is 1. */
@@ -439,8 +444,7 @@ static void test_compact_keeps_hourly_means_and_deletes_only_when_asked(void **s
     char msg[512];
     struct gs_usage_compact_stats cs;
     /* A batch is open: refused, nothing changes. */
-    assert_int_equal(gs_usage_compact(s, t0 + 2 * H_MS, false, &cs, msg, sizeof(msg)),
-                     GS_EINVAL);
+    assert_int_equal(gs_usage_compact(s, t0 + 2 * H_MS, false, &cs, msg, sizeof(msg)), GS_EINVAL);
     assert_int_equal(gs_usage_commit(s, t0 + 3 * H_MS), GS_OK);
     /* The export before compaction: "old" 2 h x 1 GPU, "new" 1 h x 0.5, one day each. */
     char path[128];
