@@ -184,7 +184,7 @@ static int bench_year(const char *replay_db, const char *dir)
                 (void)fprintf(stderr, "bench_usage: %s\n", msg);
                 return 1;
             }
-            struct gs_usage_report_options o = {lo, lo + year, bys[b], 0, 0};
+            struct gs_usage_report_options o = {lo, lo + year, bys[b], 0, 0, 0};
             struct gs_usage_report *r;
             if (gs_usage_report_build(s, &o, &r, msg, sizeof(msg)) != GS_OK) {
                 (void)fprintf(stderr, "bench_usage: %s\n", msg);

@@ -38,12 +38,13 @@ enum gs_usage_format {
 
 /** What to report. */
 struct gs_usage_report_options {
-    int64_t from_ms;      /**< period start, Unix ms; INT64_MIN: the first record */
-    int64_t to_ms;        /**< period end (exclusive), Unix ms; INT64_MAX: the last heartbeat */
-    enum gs_usage_by by;  /**< grouping */
-    int64_t idle_min_ms;  /**< idle allocation: held at least this long in the period
-                               (0: 1 h) */
-    double idle_util_pct; /**< ... and used under this % of what it was charged (0: 5) */
+    int64_t from_ms;       /**< period start, Unix ms; INT64_MIN: the first record */
+    int64_t to_ms;         /**< period end (exclusive), Unix ms; INT64_MAX: the last heartbeat */
+    enum gs_usage_by by;   /**< grouping */
+    int64_t idle_min_ms;   /**< idle allocation: held at least this long in the period
+                                (0: 1 h) */
+    double idle_util_pct;  /**< ... and used under this % of what it was charged (0: 5) */
+    int32_t tz_offset_min; /**< times are printed at this offset from UTC, minutes (--tz) */
 };
 
 /** One group's figures. */
@@ -71,6 +72,7 @@ struct gs_usage_idle {
 struct gs_usage_report {
     enum gs_usage_by by;
     int64_t from_ms, to_ms;    /**< the period actually reported */
+    int32_t tz_offset_min;     /**< from the options: offset of printed times, minutes */
     double capacity_gpu_h;     /**< GPU-hours of the GPUs present (healthy or not) */
     double unhealthy_gpu_h;    /**< the part of capacity_gpu_h on unhealthy GPUs */
     double charged_gpu_h;      /**< sum over rows */
@@ -109,6 +111,19 @@ int gs_usage_parse_time(const char *s, int64_t *ms);
 
 /** Formats Unix ms as RFC 3339 UTC ("2026-12-01T10:00:00Z") into buf (at least 32 bytes). */
 void gs_usage_format_time(int64_t ms, char *buf, size_t cap);
+
+/**
+ * Formats Unix ms as RFC 3339 at a fixed offset from UTC: "2026-12-01T11:00:00+01:00" for
+ * tz_offset_min 60, "...Z" for 0. buf: at least 32 bytes.
+ */
+void gs_usage_format_time_tz(int64_t ms, int32_t tz_offset_min, char *buf, size_t cap);
+
+/**
+ * Parses a --tz value: "UTC", "Z" or an offset "+HH:MM" / "-HH:MM" (up to 23:59).
+ * @param tz_offset_min  receives minutes east of UTC.
+ * @return GS_OK or GS_EPARSE.
+ */
+int gs_usage_parse_tz(const char *s, int32_t *tz_offset_min);
 
 /**
  * Builds a report from a store (read-only queries).

@@ -65,6 +65,7 @@ static const char *const usage_report =
     "                    (default: the first record)\n"
     "  --to T            period end, exclusive (default: the last committed heartbeat)\n"
     "  --by G            team (default), queue, namespace, model, node or priorityclass\n"
+    "  --tz Z            print times at offset Z from UTC: +01:00, -05:00 or UTC (default)\n"
     "  --format F        table (default), csv, json or html (one self-contained page)\n"
     "  --out FILE        write there instead of standard output\n"
     "  --idle-min-h H    idle allocation: held at least H hours in the period (default 1)\n"
@@ -95,7 +96,7 @@ static int parse_double(const char *v, double lo, double hi, double *out)
 static int cmd_report_usage(int argc, char **argv)
 {
     const char *db = NULL, *out_path = NULL;
-    struct gs_usage_report_options o = {INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM, 0, 0};
+    struct gs_usage_report_options o = {INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM, 0, 0, 0};
     enum gs_usage_format fmt = GS_USAGE_TABLE;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -112,8 +113,9 @@ static int cmd_report_usage(int argc, char **argv)
             (void)fputs(usage_report, stdout);
             return 0;
         }
-        const char *valued[] = {"--db",     "--from", "--to",         "--by",
-                                "--format", "--out",  "--idle-min-h", "--idle-util-pct"};
+        const char *valued[] = {"--db",         "--from",          "--to",
+                                "--by",         "--format",        "--out",
+                                "--idle-min-h", "--idle-util-pct", "--tz"};
         int known = 0;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
@@ -137,6 +139,14 @@ static int cmd_report_usage(int argc, char **argv)
                               "gpusched report usage: %s: expected RFC 3339 "
                               "(2026-12-01T00:00:00Z) or a date (2026-12-01), got '%s'\n",
                               a, v);
+                return 2;
+            }
+        } else if (strcmp(a, "--tz") == 0) {
+            if (gs_usage_parse_tz(v, &o.tz_offset_min) != GS_OK) {
+                (void)fprintf(stderr,
+                              "gpusched report usage: --tz: expected UTC or an offset such as "
+                              "+01:00 or -05:00, got '%s'\n",
+                              v);
                 return 2;
             }
         } else if (strcmp(a, "--by") == 0) {

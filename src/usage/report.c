@@ -140,6 +140,37 @@ void gs_usage_format_time(int64_t ms, char *buf, size_t cap)
                    (unsigned)(rem / 3600), (unsigned)(rem / 60 % 60), (unsigned)(rem % 60));
 }
 
+void gs_usage_format_time_tz(int64_t ms, int32_t tz_offset_min, char *buf, size_t cap)
+{
+    if (tz_offset_min == 0) {
+        gs_usage_format_time(ms, buf, cap);
+        return;
+    }
+    char local[40];
+    gs_usage_format_time(ms + (int64_t)tz_offset_min * 60000, local, sizeof(local));
+    size_t n = strlen(local);
+    if (n > 0 && local[n - 1] == 'Z')
+        local[n - 1] = '\0';
+    int32_t a = tz_offset_min < 0 ? -tz_offset_min : tz_offset_min;
+    (void)snprintf(buf, cap, "%s%c%02d:%02d", local, tz_offset_min < 0 ? '-' : '+', (int)(a / 60),
+                   (int)(a % 60));
+}
+
+int gs_usage_parse_tz(const char *s, int32_t *tz_offset_min)
+{
+    if (strcmp(s, "UTC") == 0 || strcmp(s, "utc") == 0 || strcmp(s, "Z") == 0) {
+        *tz_offset_min = 0;
+        return GS_OK;
+    }
+    const char *p = s + 1;
+    unsigned h, m;
+    if ((s[0] != '+' && s[0] != '-') || !digits(&p, 2, &h) || *p++ != ':' || !digits(&p, 2, &m) ||
+        *p || h > 23 || m > 59)
+        return GS_EPARSE;
+    *tz_offset_min = (int32_t)(h * 60 + m) * (s[0] == '-' ? -1 : 1);
+    return GS_OK;
+}
+
 /* ---- building ----------------------------------------------------------------------------- */
 
 struct group_map {
@@ -354,6 +385,7 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     uint32_t *order = NULL, *rank = NULL;
     int err;
     r->by = opt->by;
+    r->tz_offset_min = opt->tz_offset_min;
     int64_t hb, first;
     bool have_hb, have_first;
     if ((err = one_int(&b, "SELECT t_ms FROM heartbeat WHERE id = 1", &hb, &have_hb)) != GS_OK ||
@@ -371,8 +403,8 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     r->to_ms = opt->to_ms == INT64_MAX ? hb : opt->to_ms;
     if (r->from_ms >= r->to_ms) {
         char f[40], t[40];
-        gs_usage_format_time(r->from_ms, f, sizeof(f));
-        gs_usage_format_time(r->to_ms, t, sizeof(t));
+        gs_usage_format_time_tz(r->from_ms, r->tz_offset_min, f, sizeof(f));
+        gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, t, sizeof(t));
         (void)snprintf(msg, cap, "empty period: from %s is not before to %s", f, t);
         err = GS_EINVAL;
         goto out;
@@ -762,8 +794,8 @@ static const char *const no_util_note =
 static void write_table(const struct gs_usage_report *r, FILE *f)
 {
     char from[40], to[40];
-    gs_usage_format_time(r->from_ms, from, sizeof(from));
-    gs_usage_format_time(r->to_ms, to, sizeof(to));
+    gs_usage_format_time_tz(r->from_ms, r->tz_offset_min, from, sizeof(from));
+    gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, to, sizeof(to));
     double period_h = (double)(r->to_ms - r->from_ms) / H_MS;
     (void)fprintf(f, "usage %s to %s (%.1f h) by %s\n", from, to, period_h,
                   gs_usage_by_name(r->by));
@@ -858,8 +890,8 @@ static json_t *jnum(double v)
 static int write_json(const struct gs_usage_report *r, FILE *f)
 {
     char from[40], to[40];
-    gs_usage_format_time(r->from_ms, from, sizeof(from));
-    gs_usage_format_time(r->to_ms, to, sizeof(to));
+    gs_usage_format_time_tz(r->from_ms, r->tz_offset_min, from, sizeof(from));
+    gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, to, sizeof(to));
     json_t *root = json_object(), *rows = json_array(), *idle = json_array();
     int err = GS_ENOMEM;
     if (!root || !rows || !idle)

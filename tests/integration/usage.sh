@@ -149,7 +149,7 @@ done
 rc=$?
 [ $rc = 2 ] && grep -q 'foreign.db: not a gpusched accounting database' "$tmp/err" ||
     { echo "FAIL: replay into a foreign database: rc $rc"; cat "$tmp/err"; fail=1; }
-for args in "--by colour" "--format pdf" "--from yesterday" "--idle-util-pct 0" "--bogus"; do
+for args in "--by colour" "--format pdf" "--from yesterday" "--idle-util-pct 0" "--tz Mars" "--bogus"; do
     # shellcheck disable=SC2086
     "$bin" report usage --db "$db" $args >/dev/null 2>"$tmp/err"
     rc=$?

@@ -557,7 +557,7 @@ static void test_foreign_corrupt_and_newer_files_get_a_clear_error(void **state)
     int err = gs_usage_open(path, NULL, &s, msg, sizeof(msg));
     if (err == GS_OK) {
         /* The header survived: the damage shows when the pages are read. */
-        struct gs_usage_report_options o = {INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM, 0, 0};
+        struct gs_usage_report_options o = {INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM, 0, 0, 0};
         struct gs_usage_report *r = NULL;
         err = gs_usage_report_build(s, &o, &r, msg, sizeof(msg));
         gs_usage_report_free(r);
@@ -594,6 +594,23 @@ static void test_time_round_trips(void **state)
     assert_int_equal(gs_usage_parse_time("2026-12-01T25:00:00Z", &ms), GS_EPARSE);
     assert_int_equal(gs_usage_parse_time("2026-12-01T01:00:00", &ms), GS_EPARSE); /* no zone */
     assert_int_equal(gs_usage_parse_time("yesterday", &ms), GS_EPARSE);
+    /* --tz: 01:30 UTC is 02:30 at +01:00 and 20:00 the day before at -05:30. */
+    int32_t tz;
+    assert_int_equal(gs_usage_parse_tz("+01:00", &tz), GS_OK);
+    assert_int_equal(tz, 60);
+    gs_usage_format_time_tz(EPOCH_MS + 90 * MIN_MS, tz, buf, sizeof(buf));
+    assert_string_equal(buf, "2026-12-01T02:30:00+01:00");
+    assert_int_equal(gs_usage_parse_tz("-05:30", &tz), GS_OK);
+    assert_int_equal(tz, -330);
+    gs_usage_format_time_tz(EPOCH_MS + 90 * MIN_MS, tz, buf, sizeof(buf));
+    assert_string_equal(buf, "2026-11-30T20:00:00-05:30");
+    /* What it prints parses back to the same instant. */
+    assert_int_equal(gs_usage_parse_time(buf, &ms), GS_OK);
+    assert_int_equal(ms, EPOCH_MS + 90 * MIN_MS);
+    assert_int_equal(gs_usage_parse_tz("UTC", &tz), GS_OK);
+    assert_int_equal(tz, 0);
+    assert_int_equal(gs_usage_parse_tz("+24:00", &tz), GS_EPARSE);
+    assert_int_equal(gs_usage_parse_tz("Europe/Paris", &tz), GS_EPARSE);
 }
 
 int main(void)
