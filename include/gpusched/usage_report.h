@@ -34,6 +34,9 @@ enum gs_usage_format {
     GS_USAGE_CSV = 1,
     GS_USAGE_JSON = 2,
     GS_USAGE_HTML = 3,
+    GS_USAGE_PROMETHEUS = 4, /**< text exposition format: gauges per group in GPU-seconds
+                                  (Prometheus base units), for node_exporter's textfile
+                                  collector or a scrape target's body */
 };
 
 /** What to report. */

@@ -66,7 +66,8 @@ static const char *const usage_report =
     "  --to T            period end, exclusive (default: the last committed heartbeat)\n"
     "  --by G            team (default), queue, namespace, model, node or priorityclass\n"
     "  --tz Z            print times at offset Z from UTC: +01:00, -05:00 or UTC (default)\n"
-    "  --format F        table (default), csv, json or html (one self-contained page)\n"
+    "  --format F        table (default), csv, json, html (one self-contained page) or\n"
+    "                    prometheus (gauges per group in the text exposition format)\n"
     "  --out FILE        write there instead of standard output\n"
     "  --idle-min-h H    idle allocation: held at least H hours in the period (default 1)\n"
     "  --idle-util-pct X ... and used under X% of what it was charged (default 5)\n"
@@ -158,15 +159,15 @@ static int cmd_report_usage(int argc, char **argv)
                 return 2;
             }
         } else if (strcmp(a, "--format") == 0) {
-            static const char *const names[] = {"table", "csv", "json", "html"};
+            static const char *const names[] = {"table", "csv", "json", "html", "prometheus"};
             int found = -1;
-            for (int k = 0; k < 4; k++)
+            for (int k = 0; k < 5; k++)
                 if (strcmp(v, names[k]) == 0)
                     found = k;
             if (found < 0) {
                 (void)fprintf(stderr,
-                              "gpusched report usage: --format: expected table, csv, json or "
-                              "html, got '%s'\n",
+                              "gpusched report usage: --format: expected table, csv, json, "
+                              "html or prometheus, got '%s'\n",
                               v);
                 return 2;
             }

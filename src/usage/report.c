@@ -939,6 +939,63 @@ out:
     return err;
 }
 
+/* A Prometheus label value: backslash, double quote and line feed escaped. */
+static void prom_label(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            (void)fputc('\\', f);
+        if (*s == '\n') {
+            (void)fputs("\\n", f);
+            continue;
+        }
+        (void)fputc(*s, f);
+    }
+}
+
+static void write_prometheus(const struct gs_usage_report *r, FILE *f)
+{
+    const char *by = gs_usage_by_name(r->by);
+    static const struct {
+        const char *name, *help;
+    } m[] = {
+        {"gpusched_usage_charged_gpu_seconds",
+         "GPU-seconds charged by capacity (share of each GPU held x time) over the report "
+         "period."},
+        {"gpusched_usage_preemptions_suffered", "Intervals ended by eviction in the period."},
+        {"gpusched_usage_quota_gpu_seconds",
+         "Quota GPU-seconds over the period (queues and teams)."},
+    };
+    for (unsigned k = 0; k < 3; k++) {
+        (void)fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", m[k].name, m[k].help, m[k].name);
+        for (uint32_t i = 0; i < r->nrows; i++) {
+            const struct gs_usage_row *w = &r->rows[i];
+            double v = k == 0   ? w->charged_gpu_h * 3600.0
+                       : k == 1 ? (double)w->preemptions_suffered
+                                : w->quota_gpu_h * 3600.0;
+            if (isnan(v))
+                continue;
+            (void)fprintf(f, "%s{%s=\"", m[k].name, by);
+            prom_label(f, w->key);
+            (void)fprintf(f, "\"} %.3f\n", v);
+        }
+    }
+    (void)fprintf(f,
+                  "# HELP gpusched_usage_idle_gpu_seconds Capacity minus charged over the "
+                  "period.\n"
+                  "# TYPE gpusched_usage_idle_gpu_seconds gauge\n"
+                  "gpusched_usage_idle_gpu_seconds %.3f\n"
+                  "# HELP gpusched_usage_capacity_gpu_seconds GPU-seconds of the GPUs present "
+                  "over the period.\n"
+                  "# TYPE gpusched_usage_capacity_gpu_seconds gauge\n"
+                  "gpusched_usage_capacity_gpu_seconds %.3f\n"
+                  "# HELP gpusched_usage_period_seconds Length of the report period.\n"
+                  "# TYPE gpusched_usage_period_seconds gauge\n"
+                  "gpusched_usage_period_seconds %.3f\n",
+                  r->idle_gpu_h * 3600.0, r->capacity_gpu_h * 3600.0,
+                  (double)(r->to_ms - r->from_ms) / 1000.0);
+}
+
 int gs_usage_report_write(const struct gs_usage_report *r, enum gs_usage_format fmt, FILE *f)
 {
     int err = GS_OK;
@@ -954,6 +1011,9 @@ int gs_usage_report_write(const struct gs_usage_report *r, enum gs_usage_format 
         break;
     case GS_USAGE_HTML:
         err = gs__usage_report_html(r, f);
+        break;
+    case GS_USAGE_PROMETHEUS:
+        write_prometheus(r, f);
         break;
     default:
         return GS_EINVAL;

@@ -100,6 +100,24 @@ if abs(sum(got.values()) + rep["idle_gpu_hours"] - rep["capacity_gpu_hours"]) > 
 sys.exit(1 if bad else 0)
 PY
 
+# The Prometheus gauges: promtool accepts them, and they are the JSON's figures in seconds.
+"$bin" report usage --db "$db" --by queue --format prometheus >"$tmp/queue.prom" ||
+    { echo "FAIL: --format prometheus"; fail=1; }
+if command -v promtool >/dev/null; then
+    promtool check metrics <"$tmp/queue.prom" || { echo "FAIL: promtool check metrics"; fail=1; }
+else
+    echo "note: promtool not installed; the exposition format is checked by the parse below only"
+fi
+python3 - "$tmp/queue.prom" "$tmp/queue.json" <<'PY' || fail=1
+import json, re, sys
+rep = json.load(open(sys.argv[2]))
+got = {m.group(1): float(m.group(2)) for m in re.finditer(
+    r'^gpusched_usage_charged_gpu_seconds\{queue="([^"]*)"\} (\S+)$', open(sys.argv[1]).read(), re.M)}
+bad = [g["key"] for g in rep["groups"] if abs(got.get(g["key"], -1) - g["charged_gpu_hours"] * 3600) > 1e-2]
+if bad or len(got) != len(rep["groups"]):
+    print(f"FAIL: Prometheus gauges {got} against the JSON report: {bad}")
+sys.exit(1 if bad or len(got) != len(rep["groups"]) else 0)
+PY
 # The chargeback export: a row per pod per day; its GPU-hours add up to the report's.
 "$bin" report export --db "$db" --out "$tmp/export.csv" || { echo "FAIL: report export"; fail=1; }
 python3 - "$tmp/export.csv" "$tmp/team.json" <<'PY' || fail=1
