@@ -269,7 +269,9 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
     s->batch_ms = opt->batch_ms > 0 ? opt->batch_ms : 1000;
     s->last_commit_ms = INT64_MIN;
     s->last_event_ms = INT64_MIN;
-    int flags = opt->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    /* NOMUTEX: a store is used from one thread (usage.h), so SQLite's own locks are waste. */
+    int flags = SQLITE_OPEN_NOMUTEX | (opt->read_only ? SQLITE_OPEN_READONLY
+                                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
     if (rc != SQLITE_OK) {
         if (!s->db) {
