@@ -2,7 +2,7 @@
  * The HTML usage report: one self-contained page (inline CSS and SVG, no script, no fonts or
  * images from elsewhere) with GPU-hours per group over time as stacked bars over the idle
  * capacity, each queue's mean share against its fair share, the summary table and the idle
- * allocations.
+ * allocations; with utilisation samples, GPU-hours charged against used per group.
  *
  * Geometry is fixed so that a test can probe pixels: the body has no margin and the charts are
  * one SVG at the page's top left, drawn at 1 CSS pixel per unit. Every bar carries data-key,
@@ -31,6 +31,7 @@ static const char *const palette[TOP_GROUPS] = {"#4e79a7", "#f28e2b", "#e15759",
 #define IDLE_COLOUR "#d9d9d9"
 #define ALLOC_COLOUR "#4e79a7"
 #define FAIR_COLOUR "#f28e2b"
+#define USED_COLOUR "#59a14f"
 
 static void esc(FILE *f, const char *s)
 {
@@ -79,7 +80,11 @@ int gs__usage_report_html(const struct gs_usage_report *r, FILE *f)
     if (r->nrows == TOP_GROUPS + 1)
         ngroups = r->nrows; /* one more group is drawn as itself, not as "other" */
     uint32_t shown = ngroups > TOP_GROUPS && r->nrows > TOP_GROUPS + 1 ? TOP_GROUPS : ngroups;
-    uint32_t height = SHARE_Y + 40 + (r->nqueues ? r->nqueues : 1) * SHARE_ROW + 20;
+    uint32_t used_y = SHARE_Y + 40 + (r->nqueues ? r->nqueues : 1) * SHARE_ROW + 20;
+    uint32_t nused = 0; /* groups with utilisation samples: the allocated-versus-used chart */
+    for (uint32_t i = 0; i < r->nrows; i++)
+        nused += !isnan(r->rows[i].used_gpu_h);
+    uint32_t height = nused ? used_y + 30 + nused * SHARE_ROW + 10 : used_y;
 
     (void)fprintf(f,
                   "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -216,6 +221,42 @@ int gs__usage_report_html(const struct gs_usage_report *r, FILE *f)
         (void)fprintf(f, "<text x=\"%.0f\" y=\"%d\" font-size=\"11\">%.1f / %.1f</text>\n",
                       PLOT_X + label_w + (aw > fw ? aw : fw) + 6, y + 14, r->queue_alloc_pct[q],
                       r->queue_fair_pct[q]);
+    }
+    /* Allocated (charged) versus used, for the groups with utilisation samples. */
+    if (nused) {
+        (void)fprintf(f,
+                      "<text x=\"%d\" y=\"%u\" font-size=\"16\">GPU-hours charged (blue) "
+                      "and used (green) per %s</text>\n",
+                      PLOT_X, used_y, by);
+        double umax = 0;
+        for (uint32_t i = 0; i < r->nrows; i++)
+            if (!isnan(r->rows[i].used_gpu_h) && r->rows[i].charged_gpu_h > umax)
+                umax = r->rows[i].charged_gpu_h;
+        if (umax <= 0)
+            umax = 1;
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < r->nrows; i++) {
+            const struct gs_usage_row *w = &r->rows[i];
+            if (isnan(w->used_gpu_h))
+                continue;
+            int y = (int)used_y + 20 + (int)k++ * SHARE_ROW;
+            double cw = w->charged_gpu_h / umax * bar_w, uw = w->used_gpu_h / umax * bar_w;
+            (void)fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\">", PLOT_X, y + 14);
+            esc(f, w->key);
+            (void)fputs("</text>", f);
+            (void)fprintf(f,
+                          "<rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"12\" fill=\"%s\" "
+                          "data-key=\"",
+                          PLOT_X + label_w, y, cw, ALLOC_COLOUR);
+            esc(f, w->key);
+            (void)fprintf(f, "\" data-charged-gpu-hours=\"%.6f\"/>", w->charged_gpu_h);
+            (void)fprintf(f,
+                          "<rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"8\" fill=\"%s\" "
+                          "data-key=\"",
+                          PLOT_X + label_w, y + 14, uw, USED_COLOUR);
+            esc(f, w->key);
+            (void)fprintf(f, "\" data-used-gpu-hours=\"%.6f\"/>\n", w->used_gpu_h);
+        }
     }
     (void)fputs("</svg>\n", f);
 

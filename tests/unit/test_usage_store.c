@@ -372,6 +372,18 @@ static void test_utilisation_names_idle_allocations(void **state)
     assert_int_equal(r->nidle, 1);
     assert_string_equal(r->idle[0].pod_uid, "lazy");
     assert_near(r->idle[0].held_h, 2.0, 1e-9);
+    /* The HTML page draws charged against used and lists the idle allocation. */
+    char *page = NULL;
+    size_t page_len = 0;
+    FILE *mf = open_memstream(&page, &page_len);
+    assert_non_null(mf);
+    assert_int_equal(gs_usage_report_write(r, GS_USAGE_HTML, mf), GS_OK);
+    assert_int_equal(fclose(mf), 0);
+    assert_non_null(strstr(page, "data-charged-gpu-hours=\"4.000000\""));
+    assert_non_null(strstr(page, "data-used-gpu-hours=\"1.040000\""));
+    assert_non_null(strstr(page, "<tr><td>lazy</td><td>lazy</td><td>t</td><td>2.0</td>"));
+    assert_null(strstr(page, "no utilisation samples"));
+    free(page);
     gs_usage_report_free(r);
     assert_int_equal(gs_usage_close(s), GS_OK);
 }
