@@ -90,7 +90,21 @@ def rows(text):
     out.append(("a 512-pod gang placed / refused / refused after 300 trial placements",
                 m and f"{m.group(1)} ms / {m.group(2)} ms / {m.group(3)} ms", "20 ms or less"))
 
-    # 10-12. the node agent (bench/agent.sh).
+    # the usage store (bench_usage).
+    m = find(r"^write \(synchronous=FULL, batches of (\d+) events\): (\d+) intervals in [\d.]+ s = "
+             r"(\d+) intervals/s wall, (\d+) per CPU-second; database [\d.]+ MiB = ([\d.]+) MiB")
+    out.append(("usage store: 1,000,000 intervals written (WAL, synchronous FULL, batched)",
+                m and f"{fmt_int(num(m.group(3)))}/s ({fmt_int(num(m.group(4)))} per CPU-second, "
+                      f"batches of {fmt_int(num(m.group(1)))} events)",
+                "50,000/s or more"))
+    out.append(("usage store size", m and f"{num(m.group(5)):.0f} MiB per million intervals", ""))
+    m = find(r"^report usage --by team over the year: ([\d.]+) s")
+    y = find(r"^year: .* = ([\d.]+) days, (\d+) intervals")
+    out.append(("`report usage` over one year of the README's replay (median of 5)",
+                m and f"{m.group(1)} s" + (f" ({fmt_int(num(y.group(2)))} intervals)" if y else ""),
+                "under 1 s"))
+
+    # the node agent (bench/agent.sh).
     m = find(r"^allocate: (\d+) calls, 1 GPU each: p50 (\d+) us, p99 (\d+) us")
     f = find(r"^allocate: client\+transport floor .*: p50 (\d+) us, p99 (\d+) us")
     out.append(("node agent: Allocate through a grpcio client",

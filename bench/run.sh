@@ -3,6 +3,7 @@
 #   1. one run of each policy on the default trace (seed 42, tune 1.3): median of 5, pods/s;
 #   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores;
 #   3. one run on a 1.4M-pod list that tuning must shrink (the Fenwick-tree removal).
+#   4. usage accounting: intervals/s written, MiB per million intervals, a year's report.
 #   usage: bench/run.sh [BUILD_DIR]   (a Release build: make bench)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,5 +38,15 @@ start=$(date +%s.%N)
 end=$(date +%s.%N)
 awk -v s="$start" -v e="$end" -v n="$(($(wc -l <"$big") - 1))" -v sz="$(stat -c %s "$big")" \
     'BEGIN {printf "big list: %d pods (%.0f MB), %.2f s wall\n", n, sz / 1e6, e - s}'
+echo "== usage accounting: intervals written per second, database size, a year's report"
+acct=$(mktemp -d)
+"$build/bench/bench_usage" write 1000000 "$acct"
+# The README's replay (a tenth of the cluster, arrivals 1,000 times faster), recorded.
+"$build/gpusched" replay --nodes "$trace/openb_node_list_gpu_node.csv" \
+    --pods "$trace/openb_pod_list_default.csv" --queues "$root/data/alibaba-gpu-v2023/queues.yaml" \
+    --cluster-scale 0.1 --speedup 1000 --no-plot --out "$acct/replay" \
+    --accounting "$acct/replay.db" --start-time 2026-12-01 | grep -E '^(replayed|accounting)'
+"$build/bench/bench_usage" year "$acct/replay.db" "$acct"
+rm -rf "$acct"
 echo "== node agent (bench/agent.sh)"
 bash "$root/bench/agent.sh" "$build"

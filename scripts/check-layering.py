@@ -29,18 +29,21 @@ ALLOWED = {
     "sim": {"util", "core"},
     "kworld": {"util", "core"},
     "k8s": {"util", "core"},
-    "cli": {"util", "core", "rpc", "agent", "sim", "kworld", "k8s"},
+    "usage": {"util", "core"},
+    "cli": {"util", "core", "rpc", "agent", "sim", "kworld", "k8s", "usage"},
 }
 
 # Public headers (include/gpusched/NAME) by layer.
 HEADERS = {
     "util": ["compiler.h", "diag.h", "err.h", "log.h", "names.h"],
-    "core": ["cluster.h", "explain.h", "filter.h", "frag.h", "rng.h", "sched.h", "tenant.h"],
+    "core": ["charge.h", "cluster.h", "explain.h", "filter.h", "frag.h", "rng.h", "sched.h",
+             "tenant.h"],
     "rpc": ["grpc.h"],
     "agent": ["devplugin.h", "dpkube.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h"],
     "sim": ["qconfig.h", "replay.h", "sim.h", "trace.h"],
     "kworld": ["kquantity.h", "kworld.h"],
     "k8s": ["kevents.h", "kube.h", "schedmetrics.h"],
+    "usage": ["usage.h", "usage_report.h"],
 }
 
 # src/k8s holds two layers: the translation of Kubernetes objects into the core (gskworld) and
@@ -59,6 +62,7 @@ TARGETS = {
     "gsagent": "agent",
     "gssim": "sim",
     "gskworld": "kworld",
+    "gsusage": "usage",
     "gpusched_k8s": "k8s",
     "gpusched_schedmetrics": "k8s",
     "gpusched": "cli",

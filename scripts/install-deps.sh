@@ -19,7 +19,9 @@ packages=(
     libprotobuf-c-dev protobuf-c-compiler protobuf-compiler # protobuf messages
     libmicrohttpd-dev # /metrics and /healthz of the node agent
     libcurl4-openssl-dev # Kubernetes API client (HTTPS, HTTP/2)
-    libjansson-dev   # Kubernetes API client (JSON bodies and watch events)
+    libjansson-dev   # Kubernetes API client (JSON bodies and watch events); JSON reports
+    libsqlite3-dev   # usage accounting store (src/usage)
+    chromium         # tests: the HTML usage report rendered headless
     python3-grpcio python3-protobuf # tests: a real gRPC peer playing kubelet
     python3-jsonschema # tests/k8s: the agent's annotations against docs/schemas/
     prometheus       # tests: a real Prometheus server scraping the agent

@@ -38,6 +38,15 @@ struct gs_replay_config {
     uint64_t seed;          /**< random source (node tie-break rank) */
     double arrival_speedup; /**< arrivals at creation_time / speed-up, run times unchanged:
                                  offered load x speed-up (1 = as recorded) */
+    /** Sees every engine event (e.g. the usage recorder); may be NULL. `pod` is the trace pod,
+     *  NULL for SUBMIT (the engine reports it before the replay knows the pod's id). Must not
+     *  change the engine or cluster. */
+    void (*tap_event)(void *ctx, const struct gs_cluster *c, const struct gs_engine *e,
+                      const struct gs_event *ev, const struct gs_trace_pod *pod);
+    /** Called at every sample time (the first at the first event); may be NULL. */
+    void (*tap_sample)(void *ctx, const struct gs_cluster *c, const struct gs_engine *e,
+                       int64_t t_ms);
+    void *tap_ctx; /**< passed to the taps */
 };
 
 /** Per-queue results. */

@@ -33,6 +33,9 @@ int gs_cmd_agent(int argc, char **argv);
 /** `gpusched scheduler`: the core as a second Kubernetes scheduler against an API server. */
 int gs_cmd_scheduler(int argc, char **argv);
 
+/** `gpusched report usage`: GPU-hours and more from a usage accounting database. */
+int gs_cmd_report(int argc, char **argv);
+
 /** `gpusched whatif`: a cluster dump through the scheduler's translation and core, offline. */
 int gs_cmd_whatif(int argc, char **argv);
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli/acct.h"
 #include "cli/cmd.h"
 #include "util/file.h"
 #include "gpusched/err.h"
@@ -18,6 +19,7 @@
 #include "gpusched/replay.h"
 #include "gpusched/sched.h"
 #include "gpusched/trace.h"
+#include "gpusched/usage_report.h"
 #include "sim/report.h"
 
 static const char *const usage_replay =
@@ -49,6 +51,10 @@ static const char *const usage_replay =
     "  --sample-s N        period of the share and utilisation samples, seconds (default 3600;\n"
     "                      at most 200,000 samples are kept)\n"
     "  --out DIR           output directory, created if needed (default out/replay)\n"
+    "  --accounting FILE   also record every allocation into the usage database FILE\n"
+    "                      (SQLite, created if needed; read it with 'gpusched report usage')\n"
+    "  --start-time T      place replay time 0 at T (RFC 3339 or YYYY-MM-DD, UTC) in the\n"
+    "                      database (default 1970-01-01T00:00:00Z: the trace's own seconds)\n"
     "  --no-plot           do not draw share.png and wait.png (without gnuplot on PATH the\n"
     "                      CSV files are written and a warning says the plots are missing)\n"
     "  -h, --help          this text\n"
@@ -91,9 +97,13 @@ int gs_cmd_replay(int argc, char **argv)
     const char *nodes_path = NULL, *pods_path = NULL, *queues_path = NULL;
     const char *out_dir = "out/replay";
     struct gs_replay_config cfg = {
-        "fgd", true, true, true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42, 1.0};
+        "fgd", true, true, true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42,
+        1.0,   NULL, NULL, NULL};
     int plot = 1;
     double scale = 1.0;
+    const char *acct_path = NULL;
+    int64_t start_ms = 0;
+    struct gs__replay_acct *acct = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -130,8 +140,9 @@ int gs_cmd_replay(int argc, char **argv)
             plot = 0;
             continue;
         }
-        const char *valued[] = {"--nodes",    "--pods", "--queues",  "--policy",       "--seed",
-                                "--sample-s", "--out",  "--speedup", "--cluster-scale"};
+        const char *valued[] = {"--nodes",         "--pods",       "--queues",    "--policy",
+                                "--seed",          "--sample-s",   "--out",       "--speedup",
+                                "--cluster-scale", "--accounting", "--start-time"};
         int known = 0;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
@@ -154,6 +165,16 @@ int gs_cmd_replay(int argc, char **argv)
             queues_path = v;
         } else if (strcmp(a, "--out") == 0) {
             out_dir = v;
+        } else if (strcmp(a, "--accounting") == 0) {
+            acct_path = v;
+        } else if (strcmp(a, "--start-time") == 0) {
+            if (gs_usage_parse_time(v, &start_ms) != GS_OK) {
+                (void)fprintf(stderr,
+                              "gpusched replay: --start-time: expected RFC 3339 "
+                              "(2026-12-01T00:00:00Z) or a date (2026-12-01), got '%s'\n",
+                              v);
+                return 2;
+            }
         } else if (strcmp(a, "--policy") == 0) {
             int p = gs__cli_policy_find(v);
             if (p < 0) {
@@ -294,6 +315,16 @@ int gs_cmd_replay(int argc, char **argv)
         goto out;
     }
     gs__cli_warn_unfit("replay", pods_path, &unfit);
+    if (acct_path) {
+        char amsg[600];
+        err = gs__replay_acct_open(acct_path, start_ms, qc, &cfg, &acct, amsg, sizeof(amsg));
+        if (err) {
+            (void)fprintf(stderr, "gpusched replay: --accounting: %s\n", amsg);
+            free(kept);
+            rc = err == GS_ENOMEM || err == GS_EIO ? 1 : 2;
+            goto out;
+        }
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&d, 0, sizeof(d));
@@ -345,6 +376,18 @@ int gs_cmd_replay(int argc, char **argv)
     uint64_t binds, evictions, cycles;
     int64_t end_ms;
     gs_replay_totals(r, &npods, &binds, &evictions, &cycles, &end_ms);
+    if (acct) {
+        char amsg[600];
+        uint64_t nint;
+        err = gs__replay_acct_close(acct, end_ms, &nint, amsg, sizeof(amsg));
+        acct = NULL;
+        if (err) {
+            (void)fprintf(stderr, "gpusched replay: --accounting: %s\n", amsg);
+            goto out;
+        }
+        printf("accounting: %llu allocation intervals in %s\n", (unsigned long long)nint,
+               acct_path);
+    }
     printf("replayed %u pod%s over %.1f days of replay time with %s%s%s%s: %llu starts, %llu "
            "evictions, %llu cycles, %.2f s\n",
            npods, npods == 1 ? "" : "s", (double)end_ms / 86400000.0, cfg.policy,
@@ -393,6 +436,10 @@ int gs_cmd_replay(int argc, char **argv)
         out_dir);
     rc = 0;
 out:
+    if (acct) {
+        char amsg[600];
+        (void)gs__replay_acct_close(acct, 0, NULL, amsg, sizeof(amsg));
+    }
     gs_replay_free(r);
     gs_qconfig_free(qc);
     gs_trace_nodes_fini(&nodes);

@@ -6,6 +6,7 @@
  *   gpusched agent ...      the node agent: GPU device plugin, health and metrics
  *   gpusched scheduler ...  a second Kubernetes scheduler against a real API server
  *   gpusched whatif ...     a Kubernetes cluster dump through the scheduler, offline
+ *   gpusched report ...     usage reports from an accounting database
  *   gpusched version
  *
  * Exit codes of every subcommand: 0 success; 1 internal failure (out of memory, cannot write
@@ -25,6 +26,7 @@ static const char *const usage_main =
     "  agent      run the node agent: GPU device plugin, health and metrics\n"
     "  scheduler  schedule pods (schedulerName: gpusched) on a Kubernetes API server\n"
     "  whatif     run a Kubernetes cluster dump through the scheduler offline\n"
+    "  report     usage reports (GPU-hours per team, queue, ...) from an accounting database\n"
     "  version    print the version\n"
     "\n"
     "Run 'gpusched <command> --help' for a command's options.\n";
@@ -36,7 +38,7 @@ struct command {
 
 static const struct command commands[] = {
     {"simulate", gs_cmd_simulate}, {"agent", gs_cmd_agent},         {"replay", gs_cmd_replay},
-    {"whatif", gs_cmd_whatif},     {"scheduler", gs_cmd_scheduler},
+    {"whatif", gs_cmd_whatif},     {"scheduler", gs_cmd_scheduler}, {"report", gs_cmd_report},
 };
 
 int main(int argc, char **argv)

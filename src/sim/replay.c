@@ -69,6 +69,8 @@ struct run_state {
     const uint32_t *gang_of; /* per trace pod: its formed gang or GS_QCONFIG_NO_GANG */
     bool *gang_timed_out;    /* per formed gang: a GANG_TIMEOUT event was seen */
     int err;
+    const struct gs_replay_config *cfg; /* for its taps */
+    struct gs_cluster *c;
 };
 
 /* Arrival of a pod in replay time: its creation time, divided by the arrival speed-up. */
@@ -122,6 +124,9 @@ static void on_event(void *ctx, const struct gs_event *ev)
         if (s->gang_of[tp] != GS_QCONFIG_NO_GANG)
             s->gang_timed_out[s->gang_of[tp]] = true;
     }
+    if (s->cfg->tap_event)
+        s->cfg->tap_event(s->cfg->tap_ctx, s->c, s->e, ev,
+                          ev->kind == GS_EV_SUBMIT ? NULL : &s->pods->v[tp]);
 }
 
 static double percentile(double *v, uint32_t n, double q)
@@ -216,8 +221,10 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         return GS_ENOMEM;
     s.r = r;
     s.pods = pods;
+    s.cfg = cfg;
     if ((err = gs_cluster_new(&c)) != GS_OK)
         goto out;
+    s.c = c;
     /* Nodes in name order, as the simulator adds them. */
     uint32_t *order = malloc((nodes->n + 1) * sizeof(*order));
     if (!order) {
@@ -412,6 +419,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         while (next_sample <= t && !err) {
             if (r->nsamples < GS_REPLAY_SAMPLES_MAX)
                 err = take_sample(&s, next_sample, cap_gpu);
+            if (cfg->tap_sample)
+                cfg->tap_sample(cfg->tap_ctx, c, s.e, next_sample);
             next_sample += sample_ms;
             if (next_sample <= t && t - next_sample > sample_ms * (int64_t)GS_REPLAY_SAMPLES_MAX)
                 next_sample = t; /* a long idle gap: one sample at its end is enough */

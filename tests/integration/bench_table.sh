@@ -27,10 +27,14 @@ grep -qF '| 69 ms | 1 s or less |' "$r" || say "adopt row"
 grep -qF '| 1,791 B per node, 433 B per pending pod |' "$r" || say "memory row"
 grep -qF '| 1.10 ms with 20,000 running pods |' "$r" || say "preemption row"
 grep -qF '| 3.10 ms / 0.040 ms / 8.40 ms |' "$r" || say "gang row"
+# bench_usage: 80,972 intervals/s, 106,383 per CPU-second, 254 MiB, a year's report 0.110 s.
+grep -qF '| 80,972/s (106,383 per CPU-second, batches of 1,000 events) | 50,000/s or more |' "$r" || say "usage write row"
+grep -qF '| 254 MiB per million intervals |' "$r" || say "usage size row"
+grep -qF '| 0.110 s (22,335 intervals) | under 1 s |' "$r" || say "usage report row"
 # The agent was skipped and the big list not run: three agent rows and one list row.
 [ "$(grep -c 'not measured in this run' "$r")" = 4 ] || say "not-measured rows: $(grep -c 'not measured' "$r")"
 grep -q 'Measured by `make bench` on [0-9-]* (2 cores, Test CPU @ 2.0GHz)' "$r" || say "machine line"
-grep -q '^readme_table: 9 of 13 figures written' "$tmp/out" || say "summary: $(cat "$tmp/out")"
+grep -q '^readme_table: 12 of 16 figures written' "$tmp/out" || say "summary: $(cat "$tmp/out")"
 # Refusals leave the file alone.
 cp "$r" "$tmp/keep"
 echo "nothing here" >"$tmp/empty.txt"

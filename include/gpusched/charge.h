@@ -1,0 +1,65 @@
+/*
+ * Charging by capacity: how much of a GPU a pod's grant is, the one place that says it.
+ *
+ * Chargeback tools that charge a pod holding a quarter of a GPU as a whole GPU (HAMi #3073,
+ * OpenCost #3828) make per-team totals that add up to more than the cluster. Here a grant is
+ * charged by the share of the GPU's capacity it takes, so the charges of the pods on one GPU
+ * never sum above 1 and idle capacity (capacity minus charged) is never negative. The rules are
+ * those of issue 8, "Quota charged by what is used":
+ *  - a compute fraction (milli-GPU): gpu_milli / 1000;
+ *  - when the GPU's memory and the grant's memory are both known: the larger of the compute
+ *    share and the memory share (mem_mib / GPU mem_mib), because a pod holding 80 % of a GPU's
+ *    memory keeps others off it whatever compute it asks for;
+ *  - a MIG instance: its compute slices over the GPU's (a 1g instance of 7 slices is 1/7);
+ *  - a time-sliced replica of a GPU offering N replicas: 1/N;
+ *  - N GPUs each with the same grant: N x that share (gs_charge_gpu_hours()).
+ *
+ * Pure arithmetic: no state, no I/O, thread-safe.
+ */
+#ifndef GPUSCHED_CHARGE_H
+#define GPUSCHED_CHARGE_H
+
+#include <stdint.h>
+
+#include "gpusched/cluster.h"
+
+/** What a pod was granted on one GPU. Plain value record. */
+struct gs_charge_grant {
+    uint8_t sharing;        /**< enum gs_gpu_sharing of the GPU */
+    int32_t gpu_milli;      /**< MILLI: milli-GPU granted, 1..GS_GPU_MILLI */
+    int64_t mem_mib;        /**< MILLI: device memory granted, MiB; 0 when not known */
+    int64_t gpu_mem_mib;    /**< MILLI: the GPU's device memory, MiB; 0 when not known */
+    uint8_t mig_slices;     /**< MIG: compute slices of the instance (1 for 1g), >= 1 */
+    uint8_t gpu_mig_slices; /**< MIG: compute slices of the GPU (7 on A100/H100), >= mig_slices */
+    uint8_t replicas;       /**< TIMESLICE: replicas the GPU offers (N), >= 1 */
+};
+
+/**
+ * The share of one GPU's capacity a grant takes.
+ * @param g      borrowed.
+ * @param share  receives the share in GPUs, in (0, 1].
+ * @return GS_OK; GS_EINVAL for an unknown sharing mode or a value outside the ranges above
+ *         (gpu_milli outside 1..1000, negative memory, memory granted above the GPU's, no
+ *         slices, slices above the GPU's, no replicas); *share is then 0.
+ */
+int gs_charge_share(const struct gs_charge_grant *g, double *share);
+
+/**
+ * The time a half-open interval [start_ms, end_ms) spends inside [from_ms, to_ms), in ms:
+ * a pod spanning a report's period boundary counts only its inside part.
+ * @return the overlap, >= 0 (0 when they do not meet or an interval is empty).
+ */
+int64_t gs_charge_overlap_ms(int64_t start_ms, int64_t end_ms, int64_t from_ms, int64_t to_ms);
+
+/**
+ * GPU-hours charged for holding `num_gpu` GPUs with the same grant on each for `held_ms`:
+ * num_gpu x gs_charge_share() x held_ms / 3,600,000.
+ * @param held_ms    time held, ms, >= 0 (see gs_charge_overlap_ms()).
+ * @param gpu_hours  receives the charge, GPU-hours.
+ * @return GS_OK; GS_EINVAL for a bad grant (as gs_charge_share()), num_gpu above
+ *         GS_NODE_GPUS_MAX or a negative time; *gpu_hours is then 0.
+ */
+int gs_charge_gpu_hours(const struct gs_charge_grant *g, uint32_t num_gpu, int64_t held_ms,
+                        double *gpu_hours);
+
+#endif /* GPUSCHED_CHARGE_H */

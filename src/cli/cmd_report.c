@@ -1,0 +1,410 @@
+/*
+ * `gpusched report`: over a usage accounting database (usage_report.h). `usage`: GPU-hours
+ * charged by capacity per team, queue, namespace, GPU model, node or PriorityClass, idle
+ * capacity, preemptions, waits and quota attainment, as a table, CSV, JSON or one
+ * self-contained HTML page; `export`: the chargeback CSV, a row per pod per day; `compact`:
+ * retention.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "cli/cmd.h"
+#include "gpusched/err.h"
+#include "gpusched/usage.h"
+#include "gpusched/usage_report.h"
+
+static const char *const usage_top =
+    "usage: gpusched report usage --db FILE [options]      GPU-hours by team, queue, ...\n"
+    "       gpusched report export --db FILE [--from T] [--to T] [--out FILE]\n"
+    "                                                      chargeback CSV, a row per pod per day\n"
+    "       gpusched report compact --db FILE --older-than D [--delete]\n"
+    "                                                      retention\n"
+    "\n"
+    "Run 'gpusched report <usage|export|compact> --help' for each one's options.\n";
+
+static const char *const usage_export =
+    "usage: gpusched report export --db FILE [--from T] [--to T] [--out FILE]\n"
+    "\n"
+    "Writes the chargeback export: CSV with one row per pod per UTC day (and node) it held GPUs\n"
+    "in the period, columns day, pod_uid, namespace, name, team, queue, priority_class, node,\n"
+    "model, held_hours, charged_gpu_hours (charged by capacity as 'report usage' does).\n"
+    "  --from T, --to T  as for 'report usage' (default: the whole database)\n"
+    "  --out FILE        write there instead of standard output\n"
+    "exit status: 0 done; 1 cannot write; 2 bad usage or a bad database\n";
+
+static const char *const usage_compact =
+    "usage: gpusched report compact --db FILE --older-than D [--delete]\n"
+    "\n"
+    "Retention. Replaces the utilisation samples older than D by hourly means per pod and GPU;\n"
+    "with --delete also deletes the allocation and capacity intervals that ended before then.\n"
+    "Intervals are never deleted without --delete. D counts back from the database's last\n"
+    "committed heartbeat (its own clock): 90d, 36h, 30m or 45s. Run it while no writer has\n"
+    "the file open (SQLite has one writer; a live writer makes it wait, then fail).\n"
+    "exit status: 0 done; 1 internal error; 2 bad usage or a bad database\n";
+
+static const char *const usage_report =
+    "usage: gpusched report usage --db FILE [options]\n"
+    "\n"
+    "Reports GPU-hours from a usage accounting database (written by 'gpusched replay\n"
+    "--accounting FILE'). A pod is charged by the share of each GPU it holds (a 25% fraction\n"
+    "is 0.25 GPU, a MIG 1g instance of 7 is 1/7, a time-sliced replica of N is 1/N) for the\n"
+    "part of its run inside the period; idle is capacity minus charged, so the rows and the\n"
+    "idle row add up to the cluster's capacity-hours. A pod still running counts until the\n"
+    "writer's last committed heartbeat.\n"
+    "\n"
+    "options:\n"
+    "  --db FILE         the accounting database (opened read-only)\n"
+    "  --from T          period start, RFC 3339 (2026-12-01T00:00:00Z) or a date, UTC\n"
+    "                    (default: the first record)\n"
+    "  --to T            period end, exclusive (default: the last committed heartbeat)\n"
+    "  --by G            team (default), queue, namespace, model, node or priorityclass\n"
+    "  --tz Z            print times at offset Z from UTC: +01:00, -05:00 or UTC (default)\n"
+    "  --format F        table (default), csv, json, html (one self-contained page) or\n"
+    "                    prometheus (gauges per group in the text exposition format)\n"
+    "  --out FILE        write there instead of standard output\n"
+    "  --idle-min-h H    idle allocation: held at least H hours in the period (default 1)\n"
+    "  --idle-util-pct X ... and used under X% of what it was charged (default 5)\n"
+    "  -h, --help        this text\n"
+    "\n"
+    "Columns: charged GPU-hours; used GPU-hours from utilisation samples ('-' and a note when\n"
+    "the database has none in the period); quota GPU-hours and attainment (charged / quota)\n"
+    "for queues and teams; preemptions suffered (its intervals ended by eviction) and caused;\n"
+    "wait from queueing to start of the intervals starting in the period.\n"
+    "\n"
+    "exit status:\n"
+    "  0  done\n"
+    "  1  internal error, or the report cannot be written\n"
+    "  2  bad usage, or a database that is missing, foreign, newer, corrupt or empty\n";
+
+static int parse_double(const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v || !(x >= lo && x <= hi))
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int cmd_report_usage(int argc, char **argv)
+{
+    const char *db = NULL, *out_path = NULL;
+    struct gs_usage_report_options o = {INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM, 0, 0, 0};
+    enum gs_usage_format fmt = GS_USAGE_TABLE;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char name[32];
+        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
+        if (inline_v)
+            a = name;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            if (inline_v) {
+                (void)fprintf(stderr, "gpusched report usage: %s takes no value\n", a);
+                return 2;
+            }
+            (void)fputs(usage_report, stdout);
+            return 0;
+        }
+        const char *valued[] = {"--db",         "--from",          "--to",
+                                "--by",         "--format",        "--out",
+                                "--idle-min-h", "--idle-util-pct", "--tz"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
+            known |= strcmp(a, valued[k]) == 0;
+        if (!known) {
+            (void)fprintf(stderr, "gpusched report usage: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (!v) {
+            (void)fprintf(stderr, "gpusched report usage: %s needs a value\n", a);
+            return 2;
+        }
+        if (!inline_v)
+            i++;
+        if (strcmp(a, "--db") == 0) {
+            db = v;
+        } else if (strcmp(a, "--out") == 0) {
+            out_path = v;
+        } else if (strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0) {
+            if (gs_usage_parse_time(v, strcmp(a, "--from") == 0 ? &o.from_ms : &o.to_ms) != GS_OK) {
+                (void)fprintf(stderr,
+                              "gpusched report usage: %s: expected RFC 3339 "
+                              "(2026-12-01T00:00:00Z) or a date (2026-12-01), got '%s'\n",
+                              a, v);
+                return 2;
+            }
+        } else if (strcmp(a, "--tz") == 0) {
+            if (gs_usage_parse_tz(v, &o.tz_offset_min) != GS_OK) {
+                (void)fprintf(stderr,
+                              "gpusched report usage: --tz: expected UTC or an offset such as "
+                              "+01:00 or -05:00, got '%s'\n",
+                              v);
+                return 2;
+            }
+        } else if (strcmp(a, "--by") == 0) {
+            if (gs_usage_by_find(v, &o.by) != GS_OK) {
+                (void)fprintf(stderr,
+                              "gpusched report usage: --by: expected team, queue, namespace, "
+                              "model, node or priorityclass, got '%s'\n",
+                              v);
+                return 2;
+            }
+        } else if (strcmp(a, "--format") == 0) {
+            static const char *const names[] = {"table", "csv", "json", "html", "prometheus"};
+            int found = -1;
+            for (int k = 0; k < 5; k++)
+                if (strcmp(v, names[k]) == 0)
+                    found = k;
+            if (found < 0) {
+                (void)fprintf(stderr,
+                              "gpusched report usage: --format: expected table, csv, json, "
+                              "html or prometheus, got '%s'\n",
+                              v);
+                return 2;
+            }
+            fmt = (enum gs_usage_format)found;
+        } else if (strcmp(a, "--idle-min-h") == 0) {
+            double h;
+            if (parse_double(v, 1e-3, 1e6, &h) != 0) {
+                (void)fprintf(stderr,
+                              "gpusched report usage: --idle-min-h: expected hours in "
+                              "[0.001, 1e6], got '%s'\n",
+                              v);
+                return 2;
+            }
+            o.idle_min_ms = (int64_t)(h * 3600000.0);
+        } else {
+            if (parse_double(v, 1e-6, 100, &o.idle_util_pct) != 0) {
+                (void)fprintf(stderr,
+                              "gpusched report usage: --idle-util-pct: expected a percentage "
+                              "in (0, 100], got '%s'\n",
+                              v);
+                return 2;
+            }
+        }
+    }
+    if (!db) {
+        (void)fprintf(stderr, "gpusched report usage: --db is required (see --help)\n");
+        return 2;
+    }
+    char msg[600];
+    struct gs_usage_store *s = NULL;
+    struct gs_usage_options so = {.read_only = true};
+    int err = gs_usage_open(db, &so, &s, msg, sizeof(msg));
+    if (err) {
+        (void)fprintf(stderr, "gpusched report usage: %s\n", msg);
+        return err == GS_ENOMEM ? 1 : 2;
+    }
+    struct gs_usage_report *r = NULL;
+    err = gs_usage_report_build(s, &o, &r, msg, sizeof(msg));
+    if (err) {
+        (void)fprintf(stderr, "gpusched report usage: %s\n", msg);
+        (void)gs_usage_close(s);
+        return err == GS_ENOMEM ? 1 : 2;
+    }
+    int rc = 0;
+    FILE *f = stdout;
+    if (out_path && !(f = fopen(out_path, "w"))) {
+        (void)fprintf(stderr, "gpusched report usage: cannot write %s: %s\n", out_path,
+                      strerror(errno));
+        rc = 1;
+    }
+    if (!rc && gs_usage_report_write(r, fmt, f) != GS_OK) {
+        (void)fprintf(stderr, "gpusched report usage: cannot write %s\n",
+                      out_path ? out_path : "standard output");
+        rc = 1;
+    }
+    if (f && f != stdout && fclose(f) != 0 && !rc) {
+        (void)fprintf(stderr, "gpusched report usage: cannot write %s: %s\n", out_path,
+                      strerror(errno));
+        rc = 1;
+    }
+    gs_usage_report_free(r);
+    (void)gs_usage_close(s);
+    return rc;
+}
+
+/* Options of export and compact: --db, --from, --to, --out, --older-than, --delete. */
+struct maint_args {
+    const char *db, *out;
+    int64_t from_ms, to_ms;
+    int64_t older_ms; /* -1 when not given */
+    bool del;
+};
+
+static int parse_maint(const char *cmd, int argc, char **argv, bool compact, struct maint_args *m)
+{
+    *m = (struct maint_args){NULL, NULL, INT64_MIN, INT64_MAX, -1, false};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char name[32];
+        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
+        if (inline_v)
+            a = name;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            (void)fputs(compact ? usage_compact : usage_export, stdout);
+            return 0;
+        }
+        if (compact && strcmp(a, "--delete") == 0 && !inline_v) {
+            m->del = true;
+            continue;
+        }
+        bool known = strcmp(a, "--db") == 0 ||
+                     (compact ? strcmp(a, "--older-than") == 0
+                              : strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0 ||
+                                    strcmp(a, "--out") == 0);
+        if (!known) {
+            (void)fprintf(stderr, "gpusched report %s: unknown option '%s' (see --help)\n", cmd, a);
+            return 2;
+        }
+        if (!v) {
+            (void)fprintf(stderr, "gpusched report %s: %s needs a value\n", cmd, a);
+            return 2;
+        }
+        if (!inline_v)
+            i++;
+        if (strcmp(a, "--db") == 0) {
+            m->db = v;
+        } else if (strcmp(a, "--out") == 0) {
+            m->out = v;
+        } else if (strcmp(a, "--older-than") == 0) {
+            char *end;
+            errno = 0;
+            long long n = strtoll(v, &end, 10);
+            int64_t unit = strcmp(end, "d") == 0   ? INT64_C(86400000)
+                           : strcmp(end, "h") == 0 ? INT64_C(3600000)
+                           : strcmp(end, "m") == 0 ? INT64_C(60000)
+                           : strcmp(end, "s") == 0 ? INT64_C(1000)
+                                                   : 0;
+            if (errno || end == v || n < 0 || !unit || n > INT64_C(100000) * 86400) {
+                (void)fprintf(stderr,
+                              "gpusched report compact: --older-than: expected a duration such "
+                              "as 90d, 36h, 30m or 45s, got '%s'\n",
+                              v);
+                return 2;
+            }
+            m->older_ms = (int64_t)n * unit;
+        } else if (gs_usage_parse_time(v, strcmp(a, "--from") == 0 ? &m->from_ms : &m->to_ms) !=
+                   GS_OK) {
+            (void)fprintf(stderr,
+                          "gpusched report %s: %s: expected RFC 3339 (2026-12-01T00:00:00Z) or a "
+                          "date (2026-12-01), got '%s'\n",
+                          cmd, a, v);
+            return 2;
+        }
+    }
+    if (!m->db || (compact && m->older_ms < 0)) {
+        (void)fprintf(stderr, "gpusched report %s: %s required (see --help)\n", cmd,
+                      compact ? "--db and --older-than are" : "--db is");
+        return 2;
+    }
+    return -1; /* go on */
+}
+
+static int cmd_report_export(int argc, char **argv)
+{
+    struct maint_args m;
+    int rc = parse_maint("export", argc, argv, false, &m);
+    if (rc >= 0)
+        return rc;
+    char msg[600];
+    struct gs_usage_store *s;
+    struct gs_usage_options so = {.read_only = true};
+    int err = gs_usage_open(m.db, &so, &s, msg, sizeof(msg));
+    if (err) {
+        (void)fprintf(stderr, "gpusched report export: %s\n", msg);
+        return err == GS_ENOMEM ? 1 : 2;
+    }
+    FILE *f = m.out ? fopen(m.out, "w") : stdout;
+    if (!f) {
+        (void)fprintf(stderr, "gpusched report export: cannot write %s: %s\n", m.out,
+                      strerror(errno));
+        (void)gs_usage_close(s);
+        return 1;
+    }
+    uint64_t rows;
+    err = gs_usage_export_daily(s, m.from_ms, m.to_ms, f, &rows, msg, sizeof(msg));
+    rc = 0;
+    if (err) {
+        (void)fprintf(stderr, "gpusched report export: %s\n", msg);
+        rc = err == GS_EINVAL ? 2 : 1;
+    }
+    if (f != stdout && fclose(f) != 0 && !rc) {
+        (void)fprintf(stderr, "gpusched report export: cannot write %s: %s\n", m.out,
+                      strerror(errno));
+        rc = 1;
+    }
+    (void)gs_usage_close(s);
+    return rc;
+}
+
+static int cmd_report_compact(int argc, char **argv)
+{
+    struct maint_args m;
+    int rc = parse_maint("compact", argc, argv, true, &m);
+    if (rc >= 0)
+        return rc;
+    char msg[600];
+    struct gs_usage_store *s;
+    /* Refuse what is not already ours: compact never creates a database. */
+    struct gs_usage_options ro = {.read_only = true};
+    int err = gs_usage_open(m.db, &ro, &s, msg, sizeof(msg));
+    if (!err) {
+        (void)gs_usage_close(s);
+        err = gs_usage_open(m.db, NULL, &s, msg, sizeof(msg));
+    }
+    if (err) {
+        (void)fprintf(stderr, "gpusched report compact: %s\n", msg);
+        return err == GS_ENOMEM ? 1 : 2;
+    }
+    sqlite3_stmt *st = NULL;
+    int64_t hb = 0;
+    if (sqlite3_prepare_v2(gs_usage_db(s), "SELECT t_ms FROM heartbeat", -1, &st, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        hb = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    struct gs_usage_compact_stats cs;
+    int64_t cutoff = hb - m.older_ms;
+    err = gs_usage_compact(s, cutoff, m.del, &cs, msg, sizeof(msg));
+    (void)gs_usage_close(s);
+    if (err) {
+        (void)fprintf(stderr, "gpusched report compact: %s\n", msg);
+        return 1;
+    }
+    char when[40];
+    gs_usage_format_time(cutoff, when, sizeof(when));
+    printf("before %s: %llu utilisation samples became %llu hourly means; %llu allocation and "
+           "%llu capacity intervals deleted%s\n",
+           when, (unsigned long long)cs.samples_in, (unsigned long long)cs.samples_out,
+           (unsigned long long)cs.intervals_deleted, (unsigned long long)cs.capacity_deleted,
+           m.del ? "" : " (intervals are kept without --delete)");
+    return 0;
+}
+
+int gs_cmd_report(int argc, char **argv)
+{
+    if (argc < 1 || strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) {
+        (void)fputs(usage_top, argc < 1 ? stderr : stdout);
+        return argc < 1 ? 2 : 0;
+    }
+    if (strcmp(argv[0], "usage") == 0)
+        return cmd_report_usage(argc - 1, argv + 1);
+    if (strcmp(argv[0], "export") == 0)
+        return cmd_report_export(argc - 1, argv + 1);
+    if (strcmp(argv[0], "compact") == 0)
+        return cmd_report_compact(argc - 1, argv + 1);
+    (void)fprintf(stderr, "gpusched report: unknown report '%s' (usage, export, compact)\n",
+                  argv[0]);
+    return 2;
+}

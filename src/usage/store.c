@@ -1,0 +1,673 @@
+/*
+ * The accounting store (include/gpusched/usage.h): one SQLite file in WAL mode, a schema brought
+ * up by numbered migrations (PRAGMA user_version), writes batched in transactions with a
+ * heartbeat per commit, and the recovery of intervals a crashed writer left open.
+ *
+ * Every SQLite error becomes a message that names the file; nothing here aborts on outside
+ * input (a foreign, newer or corrupt file is refused with a sentence).
+ */
+#include "gpusched/usage.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "gpusched/charge.h"
+#include "gpusched/err.h"
+
+/* The application id we put in gs_meta; a database without it is not ours. */
+#define USAGE_APP "gpusched-usage"
+
+/*
+ * Migrations, in order: migration k brings user_version from k-1 to k. Never edit one that has
+ * shipped; add the next. Each runs in one transaction with its user_version bump.
+ */
+static const char *const migrations[] = {
+    /* 1: the first schema. */
+    "CREATE TABLE gs_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "INSERT INTO gs_meta VALUES('application', '" USAGE_APP "');"
+    "CREATE TABLE allocation("
+    "  id INTEGER PRIMARY KEY,"
+    "  pod_uid TEXT NOT NULL, namespace TEXT, name TEXT, queue TEXT, queue_path TEXT,"
+    "  team TEXT, priority_class TEXT, node TEXT, model TEXT,"
+    "  num_gpu INTEGER NOT NULL, gpus_charged REAL NOT NULL,"
+    "  queued_ms INTEGER, start_ms INTEGER NOT NULL, end_ms INTEGER, end_reason TEXT,"
+    "  evicted_by TEXT, UNIQUE(pod_uid, start_ms));"
+    "CREATE INDEX allocation_start ON allocation(start_ms);"
+    "CREATE TABLE allocation_gpu("
+    "  allocation_id INTEGER NOT NULL, gpu_index INTEGER NOT NULL, gpu_uuid TEXT,"
+    "  sharing TEXT NOT NULL, gpu_milli INTEGER NOT NULL, mem_mib INTEGER NOT NULL,"
+    "  mig_profile TEXT, mig_instance INTEGER, replica_slot INTEGER, charged REAL NOT NULL,"
+    "  PRIMARY KEY(allocation_id, gpu_index)) WITHOUT ROWID;"
+    "CREATE TABLE capacity("
+    "  id INTEGER PRIMARY KEY, node TEXT NOT NULL, model TEXT, gpu_index INTEGER NOT NULL,"
+    "  gpu_uuid TEXT, healthy INTEGER NOT NULL, start_ms INTEGER NOT NULL, end_ms INTEGER,"
+    "  end_reason TEXT);"
+    "CREATE TABLE quota_snapshot("
+    "  t_ms INTEGER NOT NULL, queue TEXT NOT NULL, queue_path TEXT, gpu_quota_milli INTEGER,"
+    "  gpu_limit_milli INTEGER, gpu_fair_milli INTEGER, gpu_allocated_milli INTEGER);"
+    "CREATE INDEX quota_snapshot_t ON quota_snapshot(t_ms);"
+    "CREATE TABLE util_sample("
+    "  t_ms INTEGER NOT NULL, pod_uid TEXT NOT NULL, node TEXT, gpu_index INTEGER,"
+    "  util_pct REAL NOT NULL);"
+    "CREATE INDEX util_sample_pod ON util_sample(pod_uid, t_ms);"
+    "CREATE TABLE heartbeat(id INTEGER PRIMARY KEY CHECK (id = 1), t_ms INTEGER NOT NULL,"
+    "  batches INTEGER NOT NULL);",
+};
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == GS_USAGE_SCHEMA_VERSION,
+               "one migration per schema version");
+
+enum stmt_id {
+    ST_BEGIN_IV,
+    ST_BEGIN_GPU,
+    ST_END_IV,
+    ST_BEGIN_CAP,
+    ST_END_CAP,
+    ST_QUOTA,
+    ST_UTIL,
+    ST_HEARTBEAT,
+    ST_COUNT
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_BEGIN_IV] = "INSERT INTO allocation(pod_uid, namespace, name, queue, queue_path, team,"
+                    " priority_class, node, model, num_gpu, gpus_charged, queued_ms, start_ms)"
+                    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    [ST_BEGIN_GPU] = "INSERT INTO allocation_gpu VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    [ST_END_IV] = "UPDATE allocation SET end_ms = ?2, end_reason = ?3, evicted_by = ?4"
+                  " WHERE id = ?1 AND end_ms IS NULL AND start_ms <= ?2",
+    [ST_BEGIN_CAP] = "INSERT INTO capacity(node, model, gpu_index, gpu_uuid, healthy, start_ms)"
+                     " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_END_CAP] = "UPDATE capacity SET end_ms = MAX(start_ms, ?2), end_reason = ?3"
+                   " WHERE id = ?1 AND end_ms IS NULL",
+    [ST_QUOTA] = "INSERT INTO quota_snapshot VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_UTIL] = "INSERT INTO util_sample VALUES(?1, ?2, ?3, ?4, ?5)",
+    [ST_HEARTBEAT] = "INSERT INTO heartbeat VALUES(1, ?1, 1) ON CONFLICT(id) DO UPDATE SET"
+                     " t_ms = MAX(t_ms, ?1), batches = batches + 1",
+};
+
+struct gs_usage_store {
+    sqlite3 *db;
+    char *path;                 /* for messages */
+    sqlite3_stmt *st[ST_COUNT]; /* prepared once (writers only) */
+    bool in_batch;              /* a transaction is open */
+    uint32_t batch_events;      /* events in the open batch */
+    uint32_t batch_events_max;  /* commit at this many */
+    int64_t batch_ms;           /* or this much event time after the last commit */
+    int64_t last_commit_ms;     /* event time of the last commit; INT64_MIN before any */
+    int64_t last_event_ms;      /* latest event time seen (heartbeat of the next commit) */
+    char msg[512];              /* last error */
+};
+
+static const char *const end_names[] = {
+    [GS_USAGE_END_OPEN] = "open",
+    [GS_USAGE_END_FINISHED] = "finished",
+    [GS_USAGE_END_PREEMPTED] = "evicted-preemption",
+    [GS_USAGE_END_RECLAIMED] = "evicted-reclaim",
+    [GS_USAGE_END_GANG] = "evicted-gang",
+    [GS_USAGE_END_DELETED] = "deleted",
+    [GS_USAGE_END_NODE_LOST] = "node-lost",
+    [GS_USAGE_END_RECOVERED] = "recovered",
+};
+
+const char *gs_usage_end_name(enum gs_usage_end r)
+{
+    if ((unsigned)r >= sizeof(end_names) / sizeof(end_names[0]))
+        return "?";
+    return end_names[r];
+}
+
+static const char *const sharing_names[] = {"milli", "timeslice", "mig"};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+set_msg(struct gs_usage_store *s, const char *fmt, ...)
+{
+    char tail[400];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(tail, sizeof(tail), fmt, ap);
+    va_end(ap);
+    (void)snprintf(s->msg, sizeof(s->msg), "%s: %s", s->path, tail);
+}
+
+/* A SQLite failure: the message names the file and what SQLite said. */
+static int db_fail(struct gs_usage_store *s, const char *what)
+{
+    int rc = sqlite3_errcode(s->db);
+    if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+        set_msg(s, "%s: the file is not a SQLite database or is corrupt (%s)", what,
+                sqlite3_errmsg(s->db));
+    else
+        set_msg(s, "%s: %s", what, sqlite3_errmsg(s->db));
+    return rc == SQLITE_NOMEM ? GS_ENOMEM : GS_EIO;
+}
+
+static int exec(struct gs_usage_store *s, const char *sql, const char *what)
+{
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(s, what);
+    return GS_OK;
+}
+
+/* Reads one integer from a query with no parameters. */
+static int query_int(struct gs_usage_store *s, const char *sql, int64_t *v, bool *found)
+{
+    sqlite3_stmt *st = NULL;
+    *v = 0;
+    if (found)
+        *found = false;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, "reading the schema");
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *v = sqlite3_column_int64(st, 0);
+        if (found)
+            *found = true;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return db_fail(s, "reading the schema");
+    return GS_OK;
+}
+
+static int migrate(struct gs_usage_store *s, bool read_only)
+{
+    int64_t version, tables, ours;
+    bool found;
+    int err = query_int(s, "PRAGMA user_version", &version, NULL);
+    if (!err)
+        err = query_int(s, "SELECT count(*) FROM sqlite_schema", &tables, NULL);
+    if (err)
+        return err;
+    if (version == 0 && tables > 0) {
+        set_msg(s,
+                "not a gpusched accounting database (it has %lld tables of another "
+                "application and no schema version)",
+                (long long)tables);
+        return GS_EPARSE;
+    }
+    if (version > 0) {
+        err = query_int(s,
+                        "SELECT count(*) FROM sqlite_schema WHERE name = 'gs_meta' AND "
+                        "type = 'table'",
+                        &ours, NULL);
+        if (!err && ours)
+            err = query_int(s,
+                            "SELECT 1 FROM gs_meta WHERE key = 'application' AND "
+                            "value = '" USAGE_APP "'",
+                            &ours, &found);
+        if (err)
+            return err;
+        if (!ours || !found) {
+            set_msg(s,
+                    "not a gpusched accounting database (schema version %lld of another "
+                    "application)",
+                    (long long)version);
+            return GS_EPARSE;
+        }
+        if (version > GS_USAGE_SCHEMA_VERSION) {
+            set_msg(s,
+                    "schema version %lld is newer than this gpusched knows (%d): use a newer "
+                    "gpusched",
+                    (long long)version, GS_USAGE_SCHEMA_VERSION);
+            return GS_EPARSE;
+        }
+    }
+    if (read_only) {
+        if (version == 0) {
+            set_msg(s, "not a gpusched accounting database (empty)");
+            return GS_EPARSE;
+        }
+        if (version < GS_USAGE_SCHEMA_VERSION) {
+            set_msg(s,
+                    "schema version %lld is older than this gpusched's (%d): open it once "
+                    "for writing to migrate",
+                    (long long)version, GS_USAGE_SCHEMA_VERSION);
+            return GS_EPARSE;
+        }
+        return GS_OK;
+    }
+    for (int64_t v = version; v < GS_USAGE_SCHEMA_VERSION; v++) {
+        char bump[64];
+        (void)snprintf(bump, sizeof(bump), "PRAGMA user_version = %lld", (long long)v + 1);
+        if ((err = exec(s, "BEGIN IMMEDIATE", "migrating the schema")) != GS_OK)
+            return err;
+        if ((err = exec(s, migrations[v], "migrating the schema")) != GS_OK ||
+            (err = exec(s, bump, "migrating the schema")) != GS_OK ||
+            (err = exec(s, "COMMIT", "migrating the schema")) != GS_OK) {
+            (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            return err;
+        }
+    }
+    return GS_OK;
+}
+
+int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct gs_usage_store **out,
+                  char *msg, size_t cap)
+{
+    struct gs_usage_options def = {0};
+    if (!opt)
+        opt = &def;
+    *out = NULL;
+    if (msg && cap)
+        msg[0] = '\0';
+    struct gs_usage_store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return GS_ENOMEM;
+    int err = GS_ENOMEM;
+    s->path = malloc(strlen(path) + 1);
+    if (!s->path)
+        goto out;
+    memcpy(s->path, path, strlen(path) + 1);
+    s->batch_events_max = opt->batch_events ? opt->batch_events : 1000;
+    s->batch_ms = opt->batch_ms > 0 ? opt->batch_ms : 1000;
+    s->last_commit_ms = INT64_MIN;
+    s->last_event_ms = INT64_MIN;
+    /* NOMUTEX: a store is used from one thread (usage.h), so SQLite's own locks are waste. */
+    int flags = SQLITE_OPEN_NOMUTEX | (opt->read_only ? SQLITE_OPEN_READONLY
+                                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        if (!s->db) {
+            err = GS_ENOMEM;
+            goto out;
+        }
+        set_msg(s, "cannot open: %s", sqlite3_errmsg(s->db));
+        err = opt->read_only && rc == SQLITE_CANTOPEN ? GS_ENOENT : GS_EIO;
+        goto out;
+    }
+    (void)sqlite3_extended_result_codes(s->db, 0);
+    (void)sqlite3_busy_timeout(s->db, 5000);
+    if ((err = migrate(s, opt->read_only)) != GS_OK)
+        goto out;
+    if (!opt->read_only) {
+        /* WAL: readers (reports) never block the writer; synchronous FULL: a commit that
+         * returned survives a power cut, not only a crash of the process (NORMAL, on request,
+         * only the crash). */
+        sqlite3_stmt *st = NULL;
+        const char *mode = NULL;
+        if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            mode = (const char *)sqlite3_column_text(st, 0);
+        if (!mode || strcmp(mode, "wal") != 0) {
+            err = db_fail(s, "switching to WAL mode");
+            sqlite3_finalize(st);
+            goto out;
+        }
+        sqlite3_finalize(st);
+        if ((err = exec(
+                 s, opt->relaxed_sync ? "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = FULL",
+                 "setting durability")) != GS_OK)
+            goto out;
+        for (int i = 0; i < ST_COUNT; i++) {
+            if (sqlite3_prepare_v2(s->db, stmt_sql[i], -1, &s->st[i], NULL) != SQLITE_OK) {
+                err = db_fail(s, "preparing statements");
+                goto out;
+            }
+        }
+        int64_t hb;
+        bool found;
+        if ((err = query_int(s, "SELECT t_ms FROM heartbeat WHERE id = 1", &hb, &found)) != GS_OK)
+            goto out;
+        if (found)
+            s->last_commit_ms = s->last_event_ms = hb;
+    }
+    *out = s;
+    return GS_OK;
+out:
+    if (msg && cap)
+        (void)snprintf(msg, cap, "%s", s->msg[0] ? s->msg : gs_strerror(err));
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    sqlite3_close(s->db);
+    free(s->path);
+    free(s);
+    return err;
+}
+
+const char *gs_usage_errmsg(const struct gs_usage_store *s)
+{
+    return s->msg;
+}
+
+void *gs_usage_db(struct gs_usage_store *s)
+{
+    return s->db;
+}
+
+/* Opens the batch's transaction before the first write of a batch. */
+static int batch_begin(struct gs_usage_store *s)
+{
+    if (s->in_batch)
+        return GS_OK;
+    if (!s->st[0]) {
+        set_msg(s, "opened read-only");
+        return GS_EINVAL;
+    }
+    int err = exec(s, "BEGIN IMMEDIATE", "starting a batch");
+    if (!err)
+        s->in_batch = true;
+    return err;
+}
+
+/* Runs a prepared write statement once and resets it. */
+static int step_done(struct gs_usage_store *s, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    int err = GS_OK;
+    if (rc != SQLITE_DONE) {
+        if (sqlite3_errcode(s->db) == SQLITE_CONSTRAINT) {
+            set_msg(s, "%s: %s", what, sqlite3_errmsg(s->db));
+            err = GS_EEXIST;
+        } else {
+            err = db_fail(s, what);
+        }
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return err;
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        (void)sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    else
+        (void)sqlite3_bind_null(st, i);
+}
+
+int gs_usage_begin_interval(struct gs_usage_store *s, const struct gs_usage_interval *iv,
+                            const struct gs_usage_gpu *gpus, uint32_t n, int64_t *id)
+{
+    if (!iv->pod_uid || !iv->pod_uid[0] || n > GS_NODE_GPUS_MAX) {
+        set_msg(s, "interval: %s", n > GS_NODE_GPUS_MAX ? "too many GPUs" : "empty pod uid");
+        return GS_EINVAL;
+    }
+    double share[GS_NODE_GPUS_MAX], total = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const struct gs_usage_gpu *g = &gpus[k];
+        struct gs_charge_grant cg = {g->sharing,    g->gpu_milli,      g->mem_mib, g->gpu_mem_mib,
+                                     g->mig_slices, g->gpu_mig_slices, g->replicas};
+        if (gs_charge_share(&cg, &share[k]) != GS_OK || g->sharing > GS_GPU_SHARE_MIG) {
+            set_msg(s, "interval of pod %s: GPU %u: a grant that cannot be charged", iv->pod_uid,
+                    g->gpu_index);
+            return GS_EINVAL;
+        }
+        total += share[k];
+    }
+    int err = batch_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *st = s->st[ST_BEGIN_IV];
+    bind_text(st, 1, iv->pod_uid);
+    bind_text(st, 2, iv->ns);
+    bind_text(st, 3, iv->name);
+    bind_text(st, 4, iv->queue);
+    bind_text(st, 5, iv->queue_path);
+    bind_text(st, 6, iv->team);
+    bind_text(st, 7, iv->priority_class);
+    bind_text(st, 8, iv->node);
+    bind_text(st, 9, iv->model);
+    (void)sqlite3_bind_int64(st, 10, n);
+    (void)sqlite3_bind_double(st, 11, total);
+    (void)sqlite3_bind_int64(st, 12, iv->queued_ms);
+    (void)sqlite3_bind_int64(st, 13, iv->start_ms);
+    if ((err = step_done(s, st, "recording an interval")) != GS_OK)
+        return err;
+    int64_t row = sqlite3_last_insert_rowid(s->db);
+    st = s->st[ST_BEGIN_GPU];
+    for (uint32_t k = 0; k < n; k++) {
+        const struct gs_usage_gpu *g = &gpus[k];
+        (void)sqlite3_bind_int64(st, 1, row);
+        (void)sqlite3_bind_int64(st, 2, g->gpu_index);
+        bind_text(st, 3, g->gpu_uuid);
+        bind_text(st, 4, sharing_names[g->sharing]);
+        (void)sqlite3_bind_int64(st, 5, g->gpu_milli);
+        (void)sqlite3_bind_int64(st, 6, g->mem_mib);
+        bind_text(st, 7, g->mig_profile);
+        if (g->mig_instance >= 0)
+            (void)sqlite3_bind_int64(st, 8, g->mig_instance);
+        if (g->replica_slot >= 0)
+            (void)sqlite3_bind_int64(st, 9, g->replica_slot);
+        (void)sqlite3_bind_double(st, 10, share[k]);
+        if ((err = step_done(s, st, "recording an interval's GPUs")) != GS_OK)
+            return err;
+    }
+    if (iv->start_ms > s->last_event_ms)
+        s->last_event_ms = iv->start_ms;
+    *id = row;
+    return GS_OK;
+}
+
+int gs_usage_end_interval(struct gs_usage_store *s, int64_t id, int64_t end_ms,
+                          enum gs_usage_end reason, const char *by_uid)
+{
+    if (reason == GS_USAGE_END_OPEN || (unsigned)reason > GS_USAGE_END_RECOVERED) {
+        set_msg(s, "interval %lld: not an end reason", (long long)id);
+        return GS_EINVAL;
+    }
+    int err = batch_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *st = s->st[ST_END_IV];
+    (void)sqlite3_bind_int64(st, 1, id);
+    (void)sqlite3_bind_int64(st, 2, end_ms);
+    bind_text(st, 3, gs_usage_end_name(reason));
+    bind_text(st, 4, by_uid);
+    if ((err = step_done(s, st, "ending an interval")) != GS_OK)
+        return err;
+    if (sqlite3_changes(s->db) == 0) {
+        int64_t start;
+        bool found;
+        char sql[96];
+        (void)snprintf(sql, sizeof(sql),
+                       "SELECT start_ms FROM allocation WHERE id = %lld AND "
+                       "end_ms IS NULL",
+                       (long long)id);
+        if ((err = query_int(s, sql, &start, &found)) != GS_OK)
+            return err;
+        set_msg(s, "interval %lld: %s", (long long)id,
+                found ? "ends before it starts" : "no such open interval");
+        return found ? GS_EINVAL : GS_ENOENT;
+    }
+    if (end_ms > s->last_event_ms)
+        s->last_event_ms = end_ms;
+    return GS_OK;
+}
+
+int gs_usage_begin_capacity(struct gs_usage_store *s, const struct gs_usage_capacity *c,
+                            int64_t *id)
+{
+    if (!c->node || !c->node[0]) {
+        set_msg(s, "capacity: empty node name");
+        return GS_EINVAL;
+    }
+    int err = batch_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *st = s->st[ST_BEGIN_CAP];
+    bind_text(st, 1, c->node);
+    bind_text(st, 2, c->model);
+    (void)sqlite3_bind_int64(st, 3, c->gpu_index);
+    bind_text(st, 4, c->gpu_uuid);
+    (void)sqlite3_bind_int64(st, 5, c->healthy);
+    (void)sqlite3_bind_int64(st, 6, c->start_ms);
+    if ((err = step_done(s, st, "recording capacity")) != GS_OK)
+        return err;
+    *id = sqlite3_last_insert_rowid(s->db);
+    if (c->start_ms > s->last_event_ms)
+        s->last_event_ms = c->start_ms;
+    return GS_OK;
+}
+
+int gs_usage_end_capacity(struct gs_usage_store *s, int64_t id, int64_t end_ms, const char *reason)
+{
+    int err = batch_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *st = s->st[ST_END_CAP];
+    (void)sqlite3_bind_int64(st, 1, id);
+    (void)sqlite3_bind_int64(st, 2, end_ms);
+    bind_text(st, 3, reason);
+    if ((err = step_done(s, st, "ending capacity")) != GS_OK)
+        return err;
+    if (sqlite3_changes(s->db) == 0) {
+        set_msg(s, "capacity interval %lld: no such open interval", (long long)id);
+        return GS_ENOENT;
+    }
+    return GS_OK;
+}
+
+int gs_usage_add_quota(struct gs_usage_store *s, const struct gs_usage_quota *q)
+{
+    if (!q->queue || !q->queue[0]) {
+        set_msg(s, "quota snapshot: empty queue name");
+        return GS_EINVAL;
+    }
+    int err = batch_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *st = s->st[ST_QUOTA];
+    (void)sqlite3_bind_int64(st, 1, q->t_ms);
+    bind_text(st, 2, q->queue);
+    bind_text(st, 3, q->queue_path);
+    (void)sqlite3_bind_int64(st, 4, q->gpu_quota_milli == GS_UNLIMITED ? -1 : q->gpu_quota_milli);
+    (void)sqlite3_bind_int64(st, 5, q->gpu_limit_milli == GS_UNLIMITED ? -1 : q->gpu_limit_milli);
+    (void)sqlite3_bind_int64(st, 6, q->gpu_fair_milli);
+    (void)sqlite3_bind_int64(st, 7, q->gpu_allocated_milli);
+    return step_done(s, st, "recording a quota snapshot");
+}
+
+int gs_usage_add_util(struct gs_usage_store *s, int64_t t_ms, const char *pod_uid, const char *node,
+                      uint32_t gpu_index, double util_pct)
+{
+    if (!pod_uid || !pod_uid[0] || !(util_pct >= 0 && util_pct <= 100)) {
+        set_msg(s, "utilisation sample: %s",
+                !pod_uid || !pod_uid[0] ? "empty pod uid" : "utilisation outside 0..100");
+        return GS_EINVAL;
+    }
+    int err = batch_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *st = s->st[ST_UTIL];
+    (void)sqlite3_bind_int64(st, 1, t_ms);
+    bind_text(st, 2, pod_uid);
+    bind_text(st, 3, node);
+    (void)sqlite3_bind_int64(st, 4, gpu_index);
+    (void)sqlite3_bind_double(st, 5, util_pct);
+    return step_done(s, st, "recording a utilisation sample");
+}
+
+int gs_usage_commit(struct gs_usage_store *s, int64_t now_ms)
+{
+    if (now_ms > s->last_event_ms)
+        s->last_event_ms = now_ms;
+    int err = batch_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *st = s->st[ST_HEARTBEAT];
+    (void)sqlite3_bind_int64(st, 1, s->last_event_ms);
+    err = step_done(s, st, "writing the heartbeat");
+    if (!err)
+        err = exec(s, "COMMIT", "committing a batch");
+    if (err)
+        (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_batch = false;
+    s->batch_events = 0;
+    s->last_commit_ms = s->last_event_ms;
+    return err;
+}
+
+int gs_usage_tick(struct gs_usage_store *s, int64_t now_ms, bool *committed)
+{
+    if (committed)
+        *committed = false;
+    if (now_ms > s->last_event_ms)
+        s->last_event_ms = now_ms;
+    s->batch_events++;
+    if (s->batch_events < s->batch_events_max && s->last_commit_ms != INT64_MIN &&
+        now_ms - s->last_commit_ms < s->batch_ms)
+        return GS_OK;
+    int err = gs_usage_commit(s, now_ms);
+    if (!err && committed)
+        *committed = true;
+    return err;
+}
+
+int gs_usage_recover(struct gs_usage_store *s, const char *const *running, uint32_t n,
+                     uint32_t *closed)
+{
+    if (closed)
+        *closed = 0;
+    int64_t hb;
+    bool found;
+    int err = query_int(s, "SELECT t_ms FROM heartbeat WHERE id = 1", &hb, &found);
+    if (err)
+        return err;
+    if (!found)
+        return GS_OK; /* nothing was ever committed, so nothing is open */
+    if (s->in_batch && (err = gs_usage_commit(s, s->last_event_ms)) != GS_OK)
+        return err;
+    if ((err = exec(s,
+                    "BEGIN IMMEDIATE; CREATE TEMP TABLE IF NOT EXISTS running(uid TEXT PRIMARY "
+                    "KEY); DELETE FROM running;",
+                    "recovering open intervals")) != GS_OK)
+        return err;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO running VALUES(?1)", -1, &st, NULL) !=
+        SQLITE_OK) {
+        err = db_fail(s, "recovering open intervals");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        bind_text(st, 1, running[i]);
+        if ((err = step_done(s, st, "recovering open intervals")) != GS_OK) {
+            sqlite3_finalize(st);
+            goto fail;
+        }
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    char sql[320];
+    (void)snprintf(sql, sizeof(sql),
+                   "UPDATE allocation SET end_ms = MAX(start_ms, %lld), end_reason = 'recovered'"
+                   " WHERE end_ms IS NULL AND pod_uid NOT IN (SELECT uid FROM running)",
+                   (long long)hb);
+    if ((err = exec(s, sql, "recovering open intervals")) != GS_OK)
+        goto fail;
+    if (closed)
+        *closed = (uint32_t)sqlite3_changes(s->db);
+    /* Capacity is re-opened by the new writer's first sync: close what the old one held. */
+    (void)snprintf(sql, sizeof(sql),
+                   "UPDATE capacity SET end_ms = MAX(start_ms, %lld), end_reason = 'recovered'"
+                   " WHERE end_ms IS NULL",
+                   (long long)hb);
+    if ((err = exec(s, sql, "recovering open capacity")) != GS_OK ||
+        (err = exec(s, "COMMIT", "recovering open intervals")) != GS_OK)
+        goto fail;
+    return GS_OK;
+fail:
+    (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return err;
+}
+
+int gs_usage_close(struct gs_usage_store *s)
+{
+    if (!s)
+        return GS_OK;
+    int err = GS_OK;
+    if (s->in_batch)
+        err = gs_usage_commit(s, s->last_event_ms);
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    sqlite3_close(s->db);
+    free(s->path);
+    free(s);
+    return err;
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Usage accounting end to end: gpusched replay --accounting on a slice of the real trace, then
+# gpusched report usage as table, CSV, JSON and HTML. Checks, each against a value computed
+# independently of the report's code:
+#  - per queue, the report's charged GPU-hours equal the replay's own GPU-hours (queues.csv,
+#    integrated by the replay from the engine's queue books);
+#  - charged rows + idle = capacity to 1e-6, and capacity = GPUs x period from the raw tables;
+#  - over a sub-period, every team's charge recomputed in Python from the raw allocation rows
+#    (clipped to the period by hand) matches the report to 1e-6;
+#  - the daily export sums to the report's charge; compact deletes intervals only with --delete;
+#  - bad databases and options exit 2 with a message naming the file or option;
+#  - the HTML page in headless Chromium: its text against the JSON, and pixel probes of the
+#    bars (usage_png.py). Skipped with a message only when chromium is not installed.
+set -uo pipefail
+bin=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+db=$tmp/usage.db
+"$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$src/tests/data/slice_pods.csv" \
+    --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --cluster-scale 0.25 --speedup 2000 \
+    --sample-s 3600 --no-plot --out "$tmp/r" --accounting "$db" --start-time 2026-12-01 \
+    >"$tmp/replay.txt" 2>&1 || { echo "FAIL: replay exited $?"; cat "$tmp/replay.txt"; exit 1; }
+grep -q '^accounting: 364 allocation intervals in' "$tmp/replay.txt" ||
+    { echo "FAIL: accounting line"; cat "$tmp/replay.txt"; fail=1; }
+for f in table csv json html; do
+    "$bin" report usage --db "$db" --format $f --out "$tmp/team.$f" 2>"$tmp/err" ||
+        { echo "FAIL: report --format $f"; cat "$tmp/err"; fail=1; }
+done
+"$bin" report usage --db "$db" --by queue --format json >"$tmp/queue.json" ||
+    { echo "FAIL: report --by queue"; fail=1; }
+grep -q 'note: no utilisation samples' "$tmp/team.table" || { echo "FAIL: no-samples note"; fail=1; }
+grep -q '^usage 2026-12-01T00:00:00Z to ' "$tmp/team.table" || { echo "FAIL: table header"; cat "$tmp/team.table"; fail=1; }
+for by in namespace model node priorityclass; do
+    "$bin" report usage --db "$db" --by $by --format csv >"$tmp/$by.csv" ||
+        { echo "FAIL: --by $by"; fail=1; }
+done
+# Every interval names its PriorityClass (from the queues file's rules): no "-" row.
+classes=$(tail -n +2 "$tmp/priorityclass.csv" | cut -d, -f1 | grep -v '^(' | sort | tr '\n' ' ')
+[ "$classes" = "best-effort burstable latency-sensitive " ] ||
+    { echo "FAIL: PriorityClass rows: '$classes'"; fail=1; }
+
+python3 - "$db" "$tmp/r/queues.csv" "$tmp/queue.json" "$tmp/team.json" "$tmp/team.csv" <<'PY' || fail=1
+import csv, json, sqlite3, sys
+db, queues_csv, queue_json, team_json, team_csv = sys.argv[1:6]
+fails = 0
+# 1. Per queue: the report against the replay's own integration of the queue books.
+rep = json.load(open(queue_json))
+got = {g["key"]: g["charged_gpu_hours"] for g in rep["groups"]}
+for row in csv.DictReader(open(queues_csv)):
+    want = float(row["gpu_hours"])  # printed to 3 decimals
+    if abs(got.get(row["queue"], 0.0) - want) > 6e-4:
+        print(f"FAIL: queue {row['queue']}: report {got.get(row['queue'])} vs replay {want}")
+        fails += 1
+# 2. Totals: rows + idle = capacity, capacity = GPUs x period from the raw capacity table.
+t = json.load(open(team_json))
+rows = sum(g["charged_gpu_hours"] for g in t["groups"])
+if abs(rows + t["idle_gpu_hours"] - t["capacity_gpu_hours"]) > 1e-6:
+    print(f"FAIL: {rows} + {t['idle_gpu_hours']} != {t['capacity_gpu_hours']}")
+    fails += 1
+con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+gpus, lo, hi = con.execute("SELECT count(*), min(start_ms), max(end_ms) FROM capacity").fetchone()
+hb = con.execute("SELECT t_ms FROM heartbeat").fetchone()[0]
+if abs(gpus * (hi - lo) / 3.6e6 - t["capacity_gpu_hours"]) > 1e-6:
+    print(f"FAIL: capacity {t['capacity_gpu_hours']} vs {gpus} GPUs x {(hi - lo) / 3.6e6} h")
+    fails += 1
+# 3. The CSV says the same as the JSON.
+for r in csv.DictReader(open(team_csv)):
+    if r["team"].startswith("("):
+        continue
+    j = [g for g in t["groups"] if g["key"] == r["team"]][0]
+    if abs(float(r["charged_gpu_hours"]) - j["charged_gpu_hours"]) > 1e-6:
+        print(f"FAIL: CSV and JSON differ for {r['team']}")
+        fails += 1
+# 4. A sub-period, recomputed from the raw rows: the inside part of every interval.
+frm, to = lo + 10 * 86400000 + 1234567, lo + 40 * 86400000
+want = {}
+for team, g, s, e in con.execute("SELECT team, gpus_charged, start_ms, coalesce(end_ms, ?) "
+                                 "FROM allocation", (hb,)):
+    inside = max(0, min(e, to) - max(s, frm))
+    want[team] = want.get(team, 0.0) + g * inside / 3.6e6
+open(db + ".period", "w").write(f"{frm} {to}\n" + json.dumps(want))
+sys.exit(1 if fails else 0)
+PY
+read -r frm to < <(head -1 "$db.period")
+iso() { python3 -c "import datetime,sys; print(datetime.datetime.fromtimestamp(int(sys.argv[1])/1000, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%f')[:-3]+'Z')" "$1"; }
+"$bin" report usage --db "$db" --from "$(iso "$frm")" --to "$(iso "$to")" --format json >"$tmp/period.json" ||
+    { echo "FAIL: report over a sub-period"; fail=1; }
+python3 - "$tmp/period.json" "$db.period" <<'PY' || fail=1
+import json, sys
+rep = json.load(open(sys.argv[1]))
+want = json.loads(open(sys.argv[2]).read().split("\n", 1)[1])
+got = {g["key"]: g["charged_gpu_hours"] for g in rep["groups"]}
+bad = [k for k in set(want) | set(got) if abs(want.get(k, 0) - got.get(k, 0)) > 1e-6]
+for k in bad:
+    print(f"FAIL: period charge of {k}: report {got.get(k)} vs recomputed {want.get(k)}")
+if abs(sum(got.values()) + rep["idle_gpu_hours"] - rep["capacity_gpu_hours"]) > 1e-6:
+    print("FAIL: period totals do not add up to capacity")
+    bad.append("total")
+sys.exit(1 if bad else 0)
+PY
+
+# The Prometheus gauges: promtool accepts them, and they are the JSON's figures in seconds.
+"$bin" report usage --db "$db" --by queue --format prometheus >"$tmp/queue.prom" ||
+    { echo "FAIL: --format prometheus"; fail=1; }
+if command -v promtool >/dev/null; then
+    promtool check metrics <"$tmp/queue.prom" || { echo "FAIL: promtool check metrics"; fail=1; }
+else
+    echo "note: promtool not installed; the exposition format is checked by the parse below only"
+fi
+python3 - "$tmp/queue.prom" "$tmp/queue.json" <<'PY' || fail=1
+import json, re, sys
+rep = json.load(open(sys.argv[2]))
+got = {m.group(1): float(m.group(2)) for m in re.finditer(
+    r'^gpusched_usage_charged_gpu_seconds\{queue="([^"]*)"\} (\S+)$', open(sys.argv[1]).read(), re.M)}
+bad = [g["key"] for g in rep["groups"] if abs(got.get(g["key"], -1) - g["charged_gpu_hours"] * 3600) > 1e-2]
+if bad or len(got) != len(rep["groups"]):
+    print(f"FAIL: Prometheus gauges {got} against the JSON report: {bad}")
+sys.exit(1 if bad or len(got) != len(rep["groups"]) else 0)
+PY
+# The chargeback export: a row per pod per day; its GPU-hours add up to the report's.
+"$bin" report export --db "$db" --out "$tmp/export.csv" || { echo "FAIL: report export"; fail=1; }
+python3 - "$tmp/export.csv" "$tmp/team.json" <<'PY' || fail=1
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+rep = json.load(open(sys.argv[2]))
+total = sum(float(r["charged_gpu_hours"]) for r in rows)
+keys = {(r["day"], r["pod_uid"], r["node"]) for r in rows}
+bad = 0
+if abs(total - rep["charged_gpu_hours"]) > 1e-3:
+    print(f"FAIL: export sums to {total}, the report charges {rep['charged_gpu_hours']}"); bad = 1
+if len(keys) != len(rows):
+    print("FAIL: the export repeats a pod and day"); bad = 1
+if any(not 0 < float(r["held_hours"]) <= 24 + 1e-9 for r in rows):
+    print("FAIL: a day row holds more than 24 hours"); bad = 1
+sys.exit(bad)
+PY
+# Retention: without --delete nothing is deleted; with it the intervals ended before the
+# cutoff go and the report over what is left still adds up.
+cp "$db" "$tmp/compact.db"
+"$bin" report compact --db "$tmp/compact.db" --older-than 30d >"$tmp/out" ||
+    { echo "FAIL: compact"; fail=1; }
+grep -q '0 allocation and 0 capacity intervals deleted (intervals are kept without --delete)' "$tmp/out" ||
+    { echo "FAIL: compact without --delete"; cat "$tmp/out"; fail=1; }
+"$bin" report compact --db "$tmp/compact.db" --older-than 30d --delete >"$tmp/out" ||
+    { echo "FAIL: compact --delete"; fail=1; }
+left=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM allocation').fetchone()[0])" "$tmp/compact.db")
+deleted=$(sed -n 's/.*; \([0-9]*\) allocation and.*/\1/p' "$tmp/out")
+[ "$((left + deleted))" = 364 ] && [ "$deleted" -gt 0 ] ||
+    { echo "FAIL: compact --delete: $deleted deleted, $left left of 364"; cat "$tmp/out"; fail=1; }
+"$bin" report compact --db "$tmp/compact.db" --older-than soon >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q -- '--older-than' "$tmp/err" || { echo "FAIL: compact --older-than soon"; fail=1; }
+
+# Bad databases and options: exit 2, the message names the file or option, no crash.
+head -c 10000 /dev/urandom >"$tmp/garbage.db"
+python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE songs(t)'); c.commit()" "$tmp/foreign.db"
+for f in garbage foreign missing; do
+    "$bin" report usage --db "$tmp/$f.db" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc != 2 ] || ! grep -q "$tmp/$f.db" "$tmp/err"; then
+        echo "FAIL: $f database: rc $rc"; cat "$tmp/err"; fail=1
+    fi
+done
+"$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$src/tests/data/slice_pods.csv" \
+    --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --no-plot --out "$tmp/r2" \
+    --accounting "$tmp/foreign.db" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc = 2 ] && grep -q 'foreign.db: not a gpusched accounting database' "$tmp/err" ||
+    { echo "FAIL: replay into a foreign database: rc $rc"; cat "$tmp/err"; fail=1; }
+for args in "--by colour" "--format pdf" "--from yesterday" "--idle-util-pct 0" "--tz Mars" "--bogus"; do
+    # shellcheck disable=SC2086
+    "$bin" report usage --db "$db" $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    opt=${args%% *}
+    [ $rc = 2 ] && grep -q -- "$opt" "$tmp/err" || { echo "FAIL: '$args': rc $rc"; cat "$tmp/err"; fail=1; }
+done
+"$bin" report usage --db "$db" --from 2027-01-01 --to 2026-12-01 >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q 'empty period' "$tmp/err" || { echo "FAIL: reversed period"; cat "$tmp/err"; fail=1; }
+
+# The HTML page in headless Chromium.
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$chrome" ]; then
+    echo "SKIP: the HTML check: chromium is not installed (scripts/install-deps.sh installs it)"
+else
+    grep -q -i -E '<script|https?://[^"]*\.(js|css|png|woff)' "$tmp/team.html" &&
+        { echo "FAIL: the page is not self-contained"; fail=1; }
+    flags=(--headless --no-sandbox --disable-gpu --disable-background-networking
+           --disable-component-update --no-first-run --force-device-scale-factor=1
+           --hide-scrollbars --window-size=960,900 --user-data-dir="$tmp/chrome")
+    timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$tmp/team.html" >"$tmp/dom.html" 2>"$tmp/chrome.err" ||
+        { echo "FAIL: chromium --dump-dom"; tail -5 "$tmp/chrome.err"; fail=1; }
+    timeout 120 "$chrome" "${flags[@]}" --screenshot="$tmp/shot.png" "file://$tmp/team.html" >/dev/null 2>>"$tmp/chrome.err" ||
+        { echo "FAIL: chromium --screenshot"; tail -5 "$tmp/chrome.err"; fail=1; }
+    # The page's text against the JSON: every team with its charged GPU-hours, and the totals.
+    python3 - "$tmp/dom.html" "$tmp/team.json" <<'PY' || fail=1
+import json, re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+rep = json.load(open(sys.argv[2]))
+fails = 0
+for g in rep["groups"]:
+    cell = f"<tr><td>{g['key']}</td><td>{g['charged_gpu_hours']:.2f}</td>"
+    if cell not in dom:
+        print(f"FAIL: the page has no row {cell}")
+        fails += 1
+for label, key in (("(idle)", "idle_gpu_hours"), ("(capacity)", "capacity_gpu_hours")):
+    if f"<tr><td>{label}</td><td>{rep[key]:.2f}</td></tr>" not in dom:
+        print(f"FAIL: the page has no {label} row of {rep[key]:.2f}")
+        fails += 1
+if "no utilisation samples" not in dom:
+    print("FAIL: the page does not say there are no utilisation samples")
+    fails += 1
+sys.exit(1 if fails else 0)
+PY
+    python3 "$src/tests/integration/usage_png.py" "$tmp/shot.png" "$tmp/dom.html" "$tmp/team.json" || fail=1
+fi
+[ $fail = 0 ] && echo "usage accounting: all checks passed"
+exit $fail
