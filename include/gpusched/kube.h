@@ -323,8 +323,10 @@ typedef void (*gs_kube_done_fn)(void *ud, int err, struct gs_kube_response *resp
 /**
  * Starts a request that does not block: a transfer of the client's multi handle beside its
  * watches (over HTTP/2 the same connection), driven and finished by gs_kube_client_step, which
- * calls `done` once, with the outcome, in the order transfers finish. A rate-limiter token is
- * taken first (sleeping as gs_kube_request does). The request's limit is opts.timeout_ms. A
+ * calls `done` once, with the outcome, in the order transfers finish. At most 64 run at once,
+ * so that they share one HTTP/2 connection rather than open a TLS connection each; later calls
+ * wait in call order and start as earlier ones end. A rate-limiter token is taken when a
+ * request starts (sleeping as gs_kube_request does). The request's limit is opts.timeout_ms. A
  * 401 is not retried with a re-read token (the next request reads it). Requests still in flight
  * when the client is freed are dropped without a call.
  * @param path  as gs_kube_request; copied.
@@ -336,7 +338,7 @@ typedef void (*gs_kube_done_fn)(void *ud, int err, struct gs_kube_response *resp
 int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
                           const json_t *body, gs_kube_done_fn done, void *ud);
 
-/** Async requests started and not finished yet. */
+/** Async requests not finished yet: running, and waiting for one of the 64 slots. */
 size_t gs_kube_client_in_flight(const struct gs_kube_client *c);
 
 /* ---- watch events ------------------------------------------------------------------------- */

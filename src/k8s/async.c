@@ -21,9 +21,15 @@ struct gs__kube_async {
     struct curl_slist *hdrs;      /* its headers */
     char *url, *body;             /* kept for the transfer's life */
     char errbuf[CURL_ERROR_SIZE]; /* libcurl's text of a failure */
+    enum gs_kube_method method;   /* what to send */
     gs_kube_done_fn done;         /* the caller's callback */
     void *ud;                     /* its argument */
 };
+
+/* Async transfers at once: enough to hide the server's latency, few enough that they share
+ * one HTTP/2 connection (the API server allows 100-1000 streams on one) instead of opening a
+ * TLS connection each: 10,000 Bindings added at once timed out in their TLS handshakes. */
+#define ASYNC_IN_FLIGHT 64
 
 static void async_free(struct gs__kube_async *a)
 {
@@ -34,6 +40,22 @@ static void async_free(struct gs__kube_async *a)
     free(a->url);
     free(a->body);
     free(a);
+}
+
+/* Takes a rate-limiter token, sets the transfer up and adds it to the multi handle. */
+static int async_start(struct gs_kube_client *c, struct gs__kube_async *a)
+{
+    gs__kube_throttle(c);
+    int rc = gs__kube_prepare(c, a->h, a->method, a->url, a->body, &a->sink, &a->hdrs, a->errbuf);
+    if (rc != GS_OK)
+        return rc;
+    (void)curl_easy_setopt(a->h, CURLOPT_PRIVATE, (char *)NULL);
+    if (curl_multi_add_handle(c->multi, a->h) != CURLM_OK)
+        return GS_EIO;
+    a->next = c->asyncs;
+    c->asyncs = a;
+    c->n_active++;
+    return GS_OK;
 }
 
 int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
@@ -54,24 +76,48 @@ int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, 
     rc = GS_EIO;
     if ((a->h = curl_easy_init()) == NULL)
         goto fail;
-    gs__kube_throttle(c);
-    if ((rc = gs__kube_prepare(c, a->h, method, a->url, a->body, &a->sink, &a->hdrs, a->errbuf)) !=
-        GS_OK)
-        goto fail;
-    (void)curl_easy_setopt(a->h, CURLOPT_PRIVATE, (char *)NULL);
+    a->method = method;
     a->done = done;
     a->ud = ud;
-    if (curl_multi_add_handle(c->multi, a->h) != CURLM_OK) {
-        rc = GS_EIO;
-        goto fail;
+    if (c->n_active < ASYNC_IN_FLIGHT) {
+        if ((rc = async_start(c, a)) != GS_OK)
+            goto fail;
+    } else {
+        /* Started by gs__kube_async_done when a transfer ends, in the order of the calls. */
+        a->next = NULL;
+        if (c->queue_tail)
+            c->queue_tail->next = a;
+        else
+            c->queue_head = a;
+        c->queue_tail = a;
     }
-    a->next = c->asyncs;
-    c->asyncs = a;
     c->n_async++;
     return GS_OK;
 fail:
     async_free(a);
     return rc;
+}
+
+/* Starts queued requests while there is room; one that cannot start is finished at once with
+ * its error, as a transfer that failed would be. */
+static void async_start_queued(struct gs_kube_client *c)
+{
+    while (c->queue_head != NULL && c->n_active < ASYNC_IN_FLIGHT) {
+        struct gs__kube_async *a = c->queue_head;
+        c->queue_head = a->next;
+        if (c->queue_head == NULL)
+            c->queue_tail = NULL;
+        int rc = async_start(c, a);
+        if (rc != GS_OK) {
+            c->n_async--;
+            struct gs_kube_response r;
+            memset(&r, 0, sizeof(r));
+            r.retry_after_s = -1;
+            (void)snprintf(r.message, sizeof(r.message), "%s", "the request could not start");
+            a->done(a->ud, rc, &r);
+            async_free(a);
+        }
+    }
 }
 
 size_t gs_kube_client_in_flight(const struct gs_kube_client *c)
@@ -89,6 +135,7 @@ bool gs__kube_async_done(struct gs_kube_client *c, CURL *h, CURLcode res)
         return false;
     *pp = a->next;
     c->n_async--;
+    c->n_active--;
     (void)curl_multi_remove_handle(c->multi, h);
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
@@ -97,6 +144,7 @@ bool gs__kube_async_done(struct gs_kube_client *c, CURL *h, CURLcode res)
     a->done(a->ud, rc, &r);
     gs_kube_response_fini(&r);
     async_free(a);
+    async_start_queued(c);
     return true;
 }
 
@@ -108,5 +156,12 @@ void gs__kube_async_abort_all(struct gs_kube_client *c)
         (void)curl_multi_remove_handle(c->multi, a->h);
         async_free(a);
     }
+    while (c->queue_head != NULL) {
+        struct gs__kube_async *a = c->queue_head;
+        c->queue_head = a->next;
+        async_free(a);
+    }
+    c->queue_tail = NULL;
     c->n_async = 0;
+    c->n_active = 0;
 }

@@ -48,7 +48,8 @@ struct gs_kworld {
     uint64_t wl_next;           /* wl_n at which the workload is rebuilt next */
     uint32_t wl_builds;         /* rebuilds after the first */
     bool started;
-    json_t *staged;   /* objects applied before the first cycle, in order */
+    json_t *staged;   /* objects applied before the first cycle, in order (null: deleted) */
+    json_t *staged_at; /* "kind\x1fns\x1fname" -> index in staged: O(1) per applied object */
     json_t *pod_keys; /* "ns/name" -> index in pods */
     struct kpod *pods;
     uint32_t npods, cappods;
@@ -142,6 +143,7 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->default_queue = strdup(cfg->default_queue ? cfg->default_queue : "default");
     w->policy = strdup(cfg->policy ? cfg->policy : "fgd");
     w->staged = json_array();
+    w->staged_at = json_object();
     w->pod_keys = json_object();
     w->queues = json_object();
     w->pclasses = json_object();
@@ -151,7 +153,8 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->avoid = json_object();
     int err = gs_cluster_new(&w->c);
     if (!err &&
-        (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->pod_keys ||
+        (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->staged_at ||
+         !w->pod_keys ||
          !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups || !w->avoid ||
          gs__kinv_init(&w->inv) != GS_OK))
         err = GS_ENOMEM;
@@ -184,6 +187,7 @@ void gs_kworld_free(struct gs_kworld *w)
     free(w->wl_seen);
     gs_cluster_free(w->c);
     json_decref(w->staged);
+    json_decref(w->staged_at);
     json_decref(w->pod_keys);
     json_decref(w->queues);
     json_decref(w->pclasses);
@@ -1286,6 +1290,7 @@ static int start(struct gs_kworld *w, int64_t now_ms)
                 err = apply_pod(w, GS_KADDED, o, now_ms);
         }
     json_array_clear(w->staged);
+    json_object_clear(w->staged_at);
     return err;
 }
 
@@ -1300,20 +1305,35 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
         /* Held for the first cycle: a later change of the same object replaces it. */
         const json_t *md = json_object_get(obj, "metadata");
         const char *ns = jstr(md, "namespace"), *name = jstr(md, "name");
-        for (size_t i = 0; i < json_array_size(w->staged); i++) {
-            const json_t *o = json_array_get(w->staged, i);
-            const json_t *om = json_object_get(o, "metadata");
-            const char *ons = jstr(om, "namespace"), *oname = jstr(om, "name");
-            if (strcmp(kind_of(o), kind) != 0 || !name || !oname || strcmp(name, oname) != 0 ||
-                (ns ? !ons || strcmp(ns, ons) != 0 : ons != NULL))
-                continue;
-            if (change == GS_KDELETED)
-                return json_array_remove(w->staged, i) ? GS_ENOMEM : GS_OK;
-            return json_array_set(w->staged, i, (json_t *)obj) ? GS_ENOMEM : GS_OK;
+        if (!name) /* nameless: kept in order, never replaced (the first cycle reports it) */
+            return change == GS_KDELETED || json_array_append(w->staged, (json_t *)obj) == 0
+                       ? GS_OK
+                       : GS_ENOMEM;
+        /* The unit separator cannot occur in a kind, namespace or name. */
+        size_t klen = strlen(kind) + (ns ? strlen(ns) : 0) + strlen(name) + 4;
+        char *key = malloc(klen);
+        if (!key)
+            return GS_ENOMEM;
+        (void)snprintf(key, klen, "%s\x1f%s%s\x1f%s", kind, ns ? "+" : "-", ns ? ns : "", name);
+        json_t *at = json_object_get(w->staged_at, key);
+        int rc = GS_OK;
+        if (at) {
+            size_t i = (size_t)json_integer_value(at);
+            if (change == GS_KDELETED) {
+                /* A hole, not a removal: the indexes of later objects stay right. */
+                if (json_array_set_new(w->staged, i, json_null()) || json_object_del(w->staged_at, key))
+                    rc = GS_ENOMEM;
+            } else if (json_array_set(w->staged, i, (json_t *)obj)) {
+                rc = GS_ENOMEM;
+            }
+        } else if (change != GS_KDELETED) {
+            if (json_object_set_new(w->staged_at, key,
+                                    json_integer((json_int_t)json_array_size(w->staged))) ||
+                json_array_append(w->staged, (json_t *)obj))
+                rc = GS_ENOMEM;
         }
-        if (change == GS_KDELETED)
-            return GS_OK;
-        return json_array_append(w->staged, (json_t *)obj) ? GS_ENOMEM : GS_OK;
+        free(key);
+        return rc;
     }
     if (strcmp(kind, "Node") == 0)
         return apply_node(w, change, obj, now_ms);

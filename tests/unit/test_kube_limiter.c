@@ -293,6 +293,30 @@ static void async_requests_call_back_once_each_from_the_step(void **state)
     assert_int_equal(d.calls, 3);
 }
 
+/* 200 async requests, more than the 64 that run at once: the rest wait and start as others
+ * end; every one is called back exactly once, and queued ones left at free are dropped. */
+static void async_requests_beyond_the_slots_wait_their_turn(void **state)
+{
+    (void)state;
+    struct fake_clock fc = {.now_ms = 0};
+    struct gs_kube_client *c = refusing_client(&fc, -1, 0);
+    struct done_log d = {0};
+    for (int i = 0; i < 200; i++)
+        assert_int_equal(gs_kube_request_async(c, GS_KUBE_GET, "/x", NULL, on_done, &d), GS_OK);
+    assert_int_equal(gs_kube_client_in_flight(c), 200);
+    for (int i = 0; i < 1000 && gs_kube_client_in_flight(c) > 0; i++)
+        assert_int_equal(gs_kube_client_step(c, 50), GS_OK);
+    assert_int_equal(d.calls, 200);
+    assert_int_equal(gs_kube_client_in_flight(c), 0);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(d.err[i], GS_EIO);
+    /* Queued when the client goes: dropped without a call and without a leak. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(gs_kube_request_async(c, GS_KUBE_GET, "/late", NULL, on_done, &d), GS_OK);
+    gs_kube_client_free(c);
+    assert_int_equal(d.calls, 200);
+}
+
 struct calls {
     int relist, synced, other;
 };
@@ -464,6 +488,7 @@ int main(void)
         cmocka_unit_test(http_status_maps_to_error_codes),
         cmocka_unit_test(requests_are_throttled_on_the_injected_clock),
         cmocka_unit_test(async_requests_call_back_once_each_from_the_step),
+        cmocka_unit_test(async_requests_beyond_the_slots_wait_their_turn),
         cmocka_unit_test(failing_informer_retries_after_its_backoff),
         cmocka_unit_test(watch_failure_keeps_the_rv_and_backs_off),
         cmocka_unit_test(status_bodies_fill_reason_message_and_retry),
