@@ -2,7 +2,7 @@
 #   make run    install what is missing, build, replay the bundled trace with all six policies
 #   make test   install what is missing, build twice (plain and ASan+UBSan), build the
 #               Kubernetes control plane for tests/k8s (cached outside the tree), run every test
-# Other targets: build, k8s, bench, check-published, lint, fuzz, tsan, clean.
+# Other targets: build, k8s, bench, bench-k8s, check-published, lint, fuzz, tsan, clean.
 
 BUILD      ?= build
 BUILD_SAN  ?= build-asan
@@ -13,7 +13,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TRACE      := data/alibaba-gpu-v2023/csv
 OUT        ?= out/default
 
-.PHONY: all deps hooks build build-asan k8s run test bench check-published lint fuzz tsan clean
+.PHONY: all deps hooks build build-asan k8s run test bench bench-k8s check-published lint fuzz tsan clean
 
 all: build
 
@@ -57,6 +57,11 @@ test: build build-asan k8s
 
 bench: build
 	bash bench/run.sh $(BUILD)
+
+# gpusched scheduler vs kube-scheduler and a no-op binder on one real control plane (5,000
+# nodes x 8 GPUs, 10,000 one-GPU pods; BENCH_K8S_ARGS="--nodes 500 --pods 1000" for a quick one).
+bench-k8s: build k8s
+	bash bench/k8s.sh $(BUILD) $(BENCH_K8S_ARGS)
 
 check-published: build
 	bash tools/check-published.sh $(BUILD)/gpusched

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the simulator benchmarks on the bundled trace and prints the figures the README quotes:
 #   1. one run of each policy on the default trace (seed 42, tune 1.3): median of 5, pods/s;
-#   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores.
+#   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores;
+#   3. one run on a 1.4M-pod list that tuning must shrink (the Fenwick-tree removal).
 #   usage: bench/run.sh [BUILD_DIR]   (a Release build: make bench)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,5 +24,18 @@ end=$(date +%s.%N)
 total_pods=$(awk -F, 'NR>1 {s += $5} END {print s}' "$out/runs.csv")
 awk -v s="$start" -v e="$end" -v p="$total_pods" \
     'BEGIN {printf "sweep: %.1f s wall, %d pod decisions, %.0f pods/s\n", e - s, p, p / (e - s)}'
+echo "== simulate on a 1.4M-pod list tuned down to 1.0x the cluster (one run, random policy)"
+# 172 copies of the default list with renamed pods; tuning down removes ~1.39M pods one at a time.
+big=$out/big_pods.csv
+awk -F, -v OFS=, 'NR == 1 {print; next} {line[++n] = $0}
+    END {for (c = 0; c < 172; c++) for (i = 1; i <= n; i++) {split(line[i], f, ",");
+        f[1] = f[1] "-c" c; s = f[1]; for (j = 2; j <= 11; j++) s = s "," f[j]; print s}}' \
+    "$trace/openb_pod_list_default.csv" >"$big"
+start=$(date +%s.%N)
+"$build/gpusched" simulate --nodes "$trace/openb_node_list_gpu_node.csv" --pods "$big" \
+    --policy random --seeds 42 --tune 1.0 --jobs 1 --no-plot --out "$out/big" >/dev/null
+end=$(date +%s.%N)
+awk -v s="$start" -v e="$end" -v n="$(($(wc -l <"$big") - 1))" -v sz="$(stat -c %s "$big")" \
+    'BEGIN {printf "big list: %d pods (%.0f MB), %.2f s wall\n", n, sz / 1e6, e - s}'
 echo "== node agent (bench/agent.sh)"
 bash "$root/bench/agent.sh" "$build"

@@ -283,6 +283,33 @@ int gs_kube_status_to_err(long http_status, const char *reason);
 int gs_kube_request(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
                     const json_t *body, struct gs_kube_response *resp);
 
+/** One request of a batch (gs_kube_request_many): what to send, and what came back. */
+struct gs_kube_call {
+    enum gs_kube_method method; /**< in */
+    const char *path;           /**< in, borrowed: as gs_kube_request's */
+    const json_t *body;         /**< in, borrowed, or NULL */
+    struct gs_kube_response resp; /**< out: as gs_kube_request's; release with
+                                       gs_kube_response_fini */
+    int rc;                     /**< out: gs_kube_request's return code for this call */
+};
+
+/**
+ * Sends several independent requests concurrently and waits for all of them: at most
+ * `max_in_flight` at once (multiplexed on one HTTP/2 connection where the server offers it,
+ * else over parallel HTTP/1.1 connections), each after its own rate-limiter token, each bounded
+ * by opts.timeout_ms. Results land in calls[i].resp and calls[i].rc exactly as
+ * gs_kube_request() would set them; calls refused with 401 after a token rotation are retried
+ * once, one by one. Order of completion is not order of calls: use only for requests that do
+ * not depend on each other (binds of different pods, their Events). Informers do not move
+ * meanwhile (call gs_kube_client_step after). Not thread-safe with other calls on `c`.
+ * @param calls          n entries; method, path and body are read, resp and rc written.
+ * @param max_in_flight  concurrency bound (0 is taken as 1).
+ * @return GS_OK when every call ran (each has its own rc); GS_EINVAL (NULL arguments);
+ *         GS_ENOMEM; GS_EIO (libcurl's multi interface failed: calls not finished get GS_EIO).
+ */
+int gs_kube_request_many(struct gs_kube_client *c, struct gs_kube_call *calls, size_t n,
+                         uint32_t max_in_flight);
+
 /** A whole list. Caller storage; release with gs_kube_list_fini. */
 struct gs_kube_list {
     json_t *items;          /**< JSON array of the objects (owned), in server order */

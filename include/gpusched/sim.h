@@ -60,6 +60,10 @@ const struct gs_workload *gs_sim_input_workload(const struct gs_sim_input *in);
 /** Returns the number of pods in the trace (before tuning). */
 uint32_t gs_sim_input_pod_count(const struct gs_sim_input *in);
 
+/** Returns the pod list's ignored column names, comma-separated, "" when none (borrowed; see
+ *  gs_trace_pods.ignored_columns). */
+const char *gs_sim_input_ignored_columns(const struct gs_sim_input *in);
+
 /**
  * gs_trace_unfit() on the input's node and pod lists: the pods that can never run there (they
  * count as failed pods). Examples are borrowed, valid while `in` lives.

@@ -10,8 +10,11 @@
  * field, and nothing is returned. Lines are limited to GS_TRACE_LINE_MAX bytes.
  *
  * The rules, beyond the column lists below:
- * - Header names match exactly (case and spaces count). An unknown or repeated name is an
- *   error at its column; a missing required one is an error on the header line, column 0.
+ * - Header names match exactly (case and spaces count). A repeated known name is an error at
+ *   its column; a missing required one is an error on the header line, column 0. An unknown
+ *   name is an error in a node list; in a pod list it is a user's own column, ignored and
+ *   named in gs_trace_pods.ignored_columns (its fields still count for the row's width). A file
+ *   has at most 64 columns ("too many columns: at most 64").
  * - Numbers are plain decimal: one or more ASCII digits, nothing else ("+1", " 1", "1.0",
  *   "1e3" and "" are errors; leading zeros are fine), at most INT64_MAX. "-N" is reported as a
  *   negative value. Only the three time columns may be empty (read as -1).
@@ -89,11 +92,17 @@ struct gs_trace_pod {
 };
 
 /** A pod list. Caller storage: zero it or let a reader fill it; release with _fini. */
+/** Room for the names of a pod list's ignored columns, truncated with "..." beyond it. */
+#define GS_TRACE_IGNORED_MAX 256
+
 struct gs_trace_pods {
     struct gs_trace_pod *v; /**< n entries, file order */
     uint32_t n;
     int has_times; /**< 1 when the file has all three time columns (any one present is
                         still read into its member) */
+    /** Header names that are not pod-list columns, comma-separated ("" when none): a user's own
+     *  columns are ignored, and the caller names them in one note. */
+    char ignored_columns[GS_TRACE_IGNORED_MAX];
 };
 
 /**

@@ -57,6 +57,7 @@ static const char *const usage_replay =
     "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
     "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
+    "\n" GS_CLI_TRACE_FORMAT_HELP
     "\n"
     "exit status:\n"
     "  0  done (also when only the plots are missing)\n"
@@ -235,6 +236,11 @@ int gs_cmd_replay(int argc, char **argv)
                       out_dir);
         goto out;
     }
+    if (pods.ignored_columns[0])
+        (void)fprintf(stderr,
+                      "gpusched replay: note: %s: ignoring columns that are not in the pod list "
+                      "format: %s\n",
+                      pods_path, pods.ignored_columns);
     if (!pods.has_times) {
         (void)fprintf(stderr,
                       "gpusched replay: %s: the pod list has no creation_time, deletion_time and "

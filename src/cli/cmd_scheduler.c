@@ -120,6 +120,7 @@ struct action {
     enum gs_kevent_kind kind;
     char *ns, *name, *uid, *node, *text, *by;
     json_t *gpus; /* BIND: the assignment's gpus array */
+    bool sent;    /* BIND: sent with the cycle's batch (send_binds) */
 };
 
 /* Slots of the event rate limiter: a pod's reason hashed to one slot; a collision only means an
@@ -131,6 +132,17 @@ struct event_slot {
     uint64_t key;    /* hash of ns/name/reason; 0 = empty */
     int64_t last_ms; /* when it was last sent (monotonic) */
 };
+
+/* Requests collected to go out concurrently (gs_kube_request_many): their paths and bodies. */
+struct outbox {
+    struct gs_kube_call *calls;
+    char **paths;
+    size_t n, cap;
+};
+
+/* Binds and Events in flight at once: enough to hide the API server's latency, well under its
+ * default --max-requests-inflight of 400. */
+#define BATCH_IN_FLIGHT 64
 
 struct sched {
     struct gs_kube_client *client;
@@ -144,6 +156,7 @@ struct sched {
     bool lost; /* the Lease was lost: send nothing more */
     uint64_t binds, bind_failures, evictions, status_patches, events, events_skipped;
     struct event_slot *event_slots;  /* EVENT_SLOTS entries */
+    struct outbox *outbox;           /* non-NULL while Events are collected for one batch */
     struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
 };
 
@@ -233,6 +246,61 @@ static bool event_due(struct sched *s, const struct action *a, const char *reaso
  * Posts an events.k8s.io/v1 Event about the action's pod. Failures are logged and otherwise
  * ignored: an Event is for people, and the decision it tells has been made.
  */
+/* Adds a request to the outbox; takes `body` on success. @return GS_OK or GS_ENOMEM. */
+static int outbox_add(struct outbox *o, enum gs_kube_method method, const char *path,
+                      json_t *body)
+{
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 64;
+        struct gs_kube_call *c = realloc(o->calls, cap * sizeof(*c));
+        if (!c)
+            return GS_ENOMEM;
+        o->calls = c;
+        char **p = realloc(o->paths, cap * sizeof(*p));
+        if (!p)
+            return GS_ENOMEM;
+        o->paths = p;
+        o->cap = cap;
+    }
+    char *pc = strdup(path);
+    if (!pc)
+        return GS_ENOMEM;
+    memset(&o->calls[o->n], 0, sizeof(o->calls[o->n]));
+    o->paths[o->n] = pc;
+    o->calls[o->n].method = method;
+    o->calls[o->n].path = pc;
+    o->calls[o->n].body = body;
+    o->n++;
+    return GS_OK;
+}
+
+/* Releases every call of the outbox (bodies, paths, responses) and empties it. */
+static void outbox_clear(struct outbox *o)
+{
+    for (size_t i = 0; i < o->n; i++) {
+        json_decref((json_t *)o->calls[i].body);
+        free(o->paths[i]);
+        gs_kube_response_fini(&o->calls[i].resp);
+    }
+    o->n = 0;
+}
+
+/* Sends the outbox's Events concurrently, counts and logs them, and empties it. */
+static void outbox_send_events(struct sched *s, struct outbox *o)
+{
+    if (o->n && gs_kube_request_many(s->client, o->calls, o->n, BATCH_IN_FLIGHT) != GS_OK)
+        logf_("warn", "%zu events: the batch did not finish", o->n);
+    for (size_t i = 0; i < o->n; i++) {
+        const struct gs_kube_call *c = &o->calls[i];
+        if (c->rc == GS_OK)
+            s->events++;
+        else
+            logf_("warn", "event %s not written: HTTP %ld %s: %s", c->path, c->resp.http_status,
+                  c->resp.reason, c->resp.message[0] ? c->resp.message : gs_strerror(c->rc));
+    }
+    outbox_clear(o);
+}
+
 static void post_event(struct sched *s, const struct action *a, const char *type,
                        const char *reason, const char *verb, const char *note)
 {
@@ -257,6 +325,8 @@ static void post_event(struct sched *s, const struct action *a, const char *type
         "eventTime", now, "reportingController", "gpusched", "reportingInstance", s->identity,
         "action", verb, "reason", reason, "type", type, "note", notebuf, "regarding", "apiVersion",
         "v1", "kind", "Pod", "namespace", a->ns, "name", a->name, "uid", a->uid ? a->uid : "");
+    if (body && s->outbox && outbox_add(s->outbox, GS_KUBE_POST, path, body) == GS_OK)
+        return; /* sent with the batch; outbox_send() counts it */
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
@@ -293,20 +363,25 @@ static void rebind_later(struct sched *s, const struct action *a)
     s->dirty = true;
 }
 
-static void do_bind(struct sched *s, const struct action *a)
+/* The Binding of a BIND action, with the GPU choice as annotation gpusched.io/assigned-gpus
+ * (its text in *ann, owned by the caller). NULL when out of memory. */
+static json_t *bind_body(const struct action *a, char **ann)
 {
     json_t *assigned = json_pack("{s:O}", "gpus", a->gpus);
-    char *ann = assigned ? json_dumps(assigned, JSON_COMPACT) : NULL;
+    *ann = assigned ? json_dumps(assigned, JSON_COMPACT) : NULL;
     json_decref(assigned);
-    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s}}", "apiVersion", "v1",
-                             "kind", "Binding", "metadata", "name", a->name, "namespace", a->ns,
-                             "annotations", "gpusched.io/assigned-gpus", ann ? ann : "{}", "target",
-                             "apiVersion", "v1", "kind", "Node", "name", a->node);
-    char path[600];
-    pod_path(path, sizeof(path), a->ns, a->name, "binding");
-    struct gs_kube_response r;
-    memset(&r, 0, sizeof(r));
-    int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
+    return json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind",
+                     "Binding", "metadata", "name", a->name, "namespace", a->ns, "annotations",
+                     "gpusched.io/assigned-gpus", *ann ? *ann : "{}", "target", "apiVersion", "v1",
+                     "kind", "Node", "name", a->node);
+}
+
+/* What follows a bind's answer: counters, the log line and the Scheduled Event, or, when
+ * refused, releasing the pod's GPUs at once (rebind_later). */
+static void bind_done(struct sched *s, const struct action *a, int err,
+                      const struct gs_kube_response *rp, const char *ann)
+{
+    const struct gs_kube_response r = *rp;
     if (err == GS_OK) {
         s->binds++;
         gs_schedmetrics_bind(s->metrics, true);
@@ -337,6 +412,69 @@ static void do_bind(struct sched *s, const struct action *a)
               r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err));
         rebind_later(s, a);
     }
+}
+
+/*
+ * Sends the cycle's binds concurrently (at most BATCH_IN_FLIGHT at once), then their Events
+ * the same way. The core has already charged every pod's GPUs, so no GPU is handed out twice
+ * while binds are in flight; a refused bind releases its pod's GPUs before the next cycle.
+ */
+static void send_binds(struct sched *s)
+{
+    struct outbox binds = {0}, events = {0};
+    char **anns = calloc(s->nacts ? s->nacts : 1, sizeof(*anns));
+    size_t *of = calloc(s->nacts ? s->nacts : 1, sizeof(*of)); /* call -> action */
+    if (!anns || !of) {
+        free(anns);
+        free(of);
+        return; /* send_actions sends them one by one */
+    }
+    for (size_t i = 0; i < s->nacts; i++) {
+        struct action *a = &s->acts[i];
+        if (a->kind != GS_KEV_BIND)
+            continue;
+        char path[600];
+        pod_path(path, sizeof(path), a->ns, a->name, "binding");
+        char *ann = NULL;
+        json_t *body = bind_body(a, &ann);
+        if (!body || outbox_add(&binds, GS_KUBE_POST, path, body) != GS_OK) {
+            json_decref(body);
+            free(ann);
+            continue; /* left for send_actions, one by one */
+        }
+        anns[binds.n - 1] = ann;
+        of[binds.n - 1] = i;
+    }
+    if (binds.n && gs_kube_request_many(s->client, binds.calls, binds.n, BATCH_IN_FLIGHT) != GS_OK)
+        logf_("warn", "%zu binds: the batch did not finish", binds.n);
+    s->outbox = &events;
+    for (size_t k = 0; k < binds.n; k++) {
+        struct action *a = &s->acts[of[k]];
+        bind_done(s, a, binds.calls[k].rc, &binds.calls[k].resp, anns[k]);
+        a->sent = true; /* done: send_actions skips it */
+        free(anns[k]);
+    }
+    s->outbox = NULL;
+    outbox_send_events(s, &events);
+    outbox_clear(&binds);
+    free(binds.calls);
+    free(binds.paths);
+    free(events.calls);
+    free(events.paths);
+    free(anns);
+    free(of);
+}
+
+static void do_bind(struct sched *s, const struct action *a)
+{
+    char *ann = NULL;
+    json_t *body = bind_body(a, &ann);
+    char path[600];
+    pod_path(path, sizeof(path), a->ns, a->name, "binding");
+    struct gs_kube_response r;
+    memset(&r, 0, sizeof(r));
+    int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
+    bind_done(s, a, err, &r, ann);
     gs_kube_response_fini(&r);
     json_decref(body);
     free(ann);
@@ -408,9 +546,13 @@ static bool leading(struct sched *s)
 
 static void send_actions(struct sched *s)
 {
+    if (!s->dry_run && leading(s))
+        send_binds(s);
     for (size_t i = 0; i < s->nacts; i++) {
         struct action *a = &s->acts[i];
-        if (!s->dry_run && !leading(s)) {
+        if (a->sent) {
+            /* a bind the batch sent */
+        } else if (!s->dry_run && !leading(s)) {
             /* The renew deadline passed: another replica may lead by now. Send nothing. */
         } else if (s->dry_run) {
             logf_("info", "dry-run %s pod=%s/%s node=%s %s",

@@ -42,16 +42,18 @@ static const char *const usage_simulate =
     "  --tune X            GPU request as a multiple of cluster GPU capacity (default 1.3)\n"
     "  --out DIR           output directory, created if needed (default out)\n"
     "  --jobs N            runs in parallel threads (default 1)\n"
-    "  --no-plot           do not draw allocation.png (without gnuplot on PATH the CSV files\n"
-    "                      are written and a warning says the plot is missing)\n"
+    "  --no-plot           do not draw allocation.png and fragmentation.png (without gnuplot\n"
+    "                      on PATH the CSV files are written and a warning says so)\n"
     "  -h, --help          this text\n"
     "\n"
     "writes DIR/allocation.csv, DIR/fragmentation.csv, DIR/frag_ratio.csv (the columns of the\n"
     "published analysis_*_discrete.csv files), DIR/runs.csv, DIR/summary.csv and\n"
-    "DIR/allocation.png (DIR/allocation-<workload>.png for each of several pod lists), and\n"
+    "DIR/allocation.png and DIR/fragmentation.png (DIR/allocation-<workload>.png and\n"
+    "DIR/fragmentation-<workload>.png for each of several pod lists), and\n"
     "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
     "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
+    "\n" GS_CLI_TRACE_FORMAT_HELP
     "\n"
     "exit status:\n"
     "  0  done (also when only the plot is missing)\n"
@@ -359,6 +361,12 @@ int gs_cmd_simulate(int argc, char **argv)
         }
     }
 
+    for (int w = 0; w < n_pods; w++)
+        if (gs_sim_input_ignored_columns(inputs[w])[0])
+            (void)fprintf(stderr,
+                          "gpusched simulate: note: %s: ignoring columns that are not in the pod "
+                          "list format: %s\n",
+                          pods[w], gs_sim_input_ignored_columns(inputs[w]));
     /* Pods no node can ever run are counted as failures; say so before running them. */
     for (int w = 0; w < n_pods; w++) {
         struct gs_trace_unfit u;
@@ -480,20 +488,27 @@ int gs_cmd_simulate(int argc, char **argv)
     (void)snprintf(path, plen, "%s/summary.csv", stage);
     if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK)
         goto write_failed;
-    for (int w = 0; plot && w < n_pods; w++) {
+    static const struct {
+        const char *stem;
+        enum gs_report_metric metric;
+    } plots[] = {{"allocation", GS_REPORT_ALLOC}, {"fragmentation", GS_REPORT_FRAG}};
+    bool plot_ok = plot;
+    for (int w = 0; plot_ok && w < n_pods; w++) {
         const char *name = gs_sim_input_name(inputs[w]);
-        if (n_pods == 1)
-            (void)snprintf(path, plen, "%s/allocation.png", stage);
-        else
-            (void)snprintf(path, plen, "%s/allocation-%s.png", stage, name);
-        if (gs_report_plot_allocation(path, name, runs, n_tasks, "gnuplot", err, sizeof(err)) !=
-            GS_OK) {
-            /* The CSV files are the results; the plot only draws them. */
-            (void)fprintf(stderr,
-                          "gpusched simulate: warning: %s; the CSV files are written, the plot "
-                          "is missing (--no-plot skips it)\n",
-                          err);
-            break;
+        for (size_t k = 0; plot_ok && k < sizeof(plots) / sizeof(plots[0]); k++) {
+            if (n_pods == 1)
+                (void)snprintf(path, plen, "%s/%s.png", stage, plots[k].stem);
+            else
+                (void)snprintf(path, plen, "%s/%s-%s.png", stage, plots[k].stem, name);
+            if (gs_report_plot_metric(path, name, runs, n_tasks, plots[k].metric, "gnuplot", err,
+                                      sizeof(err)) != GS_OK) {
+                /* The CSV files are the results; the plots only draw them. */
+                (void)fprintf(stderr,
+                              "gpusched simulate: warning: %s; the CSV files are written, the "
+                              "plots are missing (--no-plot skips them)\n",
+                              err);
+                plot_ok = false;
+            }
         }
     }
     char note[512];

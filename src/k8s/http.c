@@ -224,6 +224,8 @@ void gs_kube_client_free(struct gs_kube_client *c)
         gs_kube_informer_free(c->informers);
     if (c->multi != NULL)
         (void)curl_multi_cleanup(c->multi);
+    if (c->batch != NULL)
+        (void)curl_multi_cleanup(c->batch);
     if (c->easy != NULL)
         curl_easy_cleanup(c->easy);
     if (c->share != NULL)
@@ -406,38 +408,50 @@ static const char *content_type_of(enum gs_kube_method m)
     }
 }
 
-/* One attempt of a request. */
-static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const char *url,
-                   const char *body, struct gs_kube_response *resp)
-{
-    struct sink s = {.body = {.max = c->max_body_bytes}, .retry_after_s = -1};
-    struct curl_slist *hdrs = NULL;
-    CURL *h = c->easy;
-    int rc = GS_ENOMEM;
-    CURLcode e = CURLE_OK;
+/* One transfer being set up, run and read: the blocking request's or one call of a batch. */
+struct xfer {
+    CURL *h;                     /**< the easy handle (the client's, or the batch's own) */
+    struct sink s;               /**< body and headers as they arrive */
+    struct curl_slist *hdrs;     /**< request headers (owned) */
+    const char *url;             /**< full URL */
+    const char *text;            /**< serialised body, or NULL */
+    char err[CURL_ERROR_SIZE];   /**< libcurl's error text */
+};
 
+/* Sets up `x->h` for one request; `x->url` and `x->text` are set. @return GS_OK, or an error
+ * with its text in resp->message. */
+static int prepare(struct gs_kube_client *c, struct xfer *x, enum gs_kube_method method,
+                   struct gs_kube_response *resp)
+{
+    CURL *h = x->h;
+    const char *url = x->url, *body = x->text;
+    CURLcode e = CURLE_OK;
+    int rc;
+
+    x->s = (struct sink){.body = {.max = c->max_body_bytes}, .retry_after_s = -1};
+    x->err[0] = '\0';
     gs_kube_response_fini(resp);
-    hdrs = gs__kube_headers(c, body != NULL ? content_type_of(method) : NULL);
-    if (hdrs == NULL)
-        goto out;
+    curl_slist_free_all(x->hdrs);
+    x->hdrs = gs__kube_headers(c, body != NULL ? content_type_of(method) : NULL);
+    if (x->hdrs == NULL)
+        return GS_ENOMEM;
     curl_easy_reset(h);
     rc = gs__kube_setup_easy(c, h);
     if (rc != GS_OK)
-        goto out;
-    c->curl_err[0] = '\0';
+        return rc;
 #define SET(opt, val)                                                                              \
     do {                                                                                           \
         if (e == CURLE_OK)                                                                         \
             e = curl_easy_setopt(h, opt, val);                                                     \
     } while (0)
     SET(CURLOPT_URL, url);
-    SET(CURLOPT_HTTPHEADER, hdrs);
+    SET(CURLOPT_HTTPHEADER, x->hdrs);
     SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
     SET(CURLOPT_WRITEFUNCTION, on_body);
-    SET(CURLOPT_WRITEDATA, &s);
+    SET(CURLOPT_WRITEDATA, &x->s);
     SET(CURLOPT_HEADERFUNCTION, on_header);
-    SET(CURLOPT_HEADERDATA, &s);
-    SET(CURLOPT_ERRORBUFFER, c->curl_err);
+    SET(CURLOPT_HEADERDATA, &x->s);
+    SET(CURLOPT_ERRORBUFFER, x->err);
     if (body != NULL) {
         SET(CURLOPT_POSTFIELDS, body);
         SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
@@ -450,11 +464,19 @@ static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const c
     }
 #undef SET
     if (e != CURLE_OK) {
-        rc = GS_EIO;
         (void)snprintf(resp->message, sizeof resp->message, "%s", curl_easy_strerror(e));
-        goto out;
+        return GS_EIO;
     }
-    e = curl_easy_perform(h);
+    return GS_OK;
+}
+
+/* Reads the outcome `e` of a transfer that prepare() set up into resp. @return its code. */
+static int finish(struct xfer *x, CURLcode e, size_t max_body_bytes,
+                  struct gs_kube_response *resp)
+{
+    CURL *h = x->h;
+    struct sink s = x->s;
+    int rc;
     (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->http_status);
     long ver = 0;
     (void)curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver);
@@ -464,7 +486,7 @@ static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const c
     if (s.over) {
         rc = GS_ELIMIT;
         (void)snprintf(resp->message, sizeof resp->message,
-                       "response body over the limit of %zu bytes", c->max_body_bytes);
+                       "response body over the limit of %zu bytes", max_body_bytes);
         goto out;
     }
     if (s.oom) {
@@ -474,7 +496,7 @@ static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const c
     if (e != CURLE_OK) {
         rc = e == CURLE_OPERATION_TIMEDOUT ? GS_ETIMEDOUT : GS_EIO;
         (void)snprintf(resp->message, sizeof resp->message, "%s",
-                       c->curl_err[0] != '\0' ? c->curl_err : curl_easy_strerror(e));
+                       x->err[0] != '\0' ? x->err : curl_easy_strerror(e));
         goto out;
     }
     if (s.body.len > 0) {
@@ -494,8 +516,22 @@ static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const c
     gs__kube_read_status(resp);
     rc = gs_kube_status_to_err(resp->http_status, resp->reason);
 out:
-    curl_slist_free_all(hdrs);
-    gs__kube_buf_free(&s.body);
+    gs__kube_buf_free(&x->s.body);
+    return rc;
+}
+
+/* One attempt of a blocking request on the client's own handle. */
+static int attempt(struct gs_kube_client *c, enum gs_kube_method method, const char *url,
+                   const char *body, struct gs_kube_response *resp)
+{
+    struct xfer x = {.h = c->easy, .url = url, .text = body};
+    int rc = prepare(c, &x, method, resp);
+    if (rc == GS_OK)
+        rc = finish(&x, curl_easy_perform(c->easy), c->max_body_bytes, resp);
+    else
+        gs__kube_buf_free(&x.s.body);
+    (void)snprintf(c->curl_err, sizeof c->curl_err, "%s", x.err);
+    curl_slist_free_all(x.hdrs);
     return rc;
 }
 
@@ -527,5 +563,129 @@ int gs_kube_request(struct gs_kube_client *c, enum gs_kube_method method, const 
 out:
     free(text);
     free(url);
+    return rc;
+}
+
+/* One call of a batch: its transfer and the strings it owns. */
+struct batch_slot {
+    struct xfer x;
+    char *url, *text;
+    bool added; /**< in the multi handle */
+};
+
+int gs_kube_request_many(struct gs_kube_client *c, struct gs_kube_call *calls, size_t n,
+                         uint32_t max_in_flight)
+{
+    if (n == 0)
+        return GS_OK;
+    if (c == NULL || calls == NULL)
+        return GS_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        memset(&calls[i].resp, 0, sizeof calls[i].resp);
+        calls[i].resp.retry_after_s = -1;
+        calls[i].rc = GS_EINVAL;
+    }
+    if (max_in_flight == 0)
+        max_in_flight = 1;
+    if (c->batch == NULL) {
+        if ((c->batch = curl_multi_init()) == NULL)
+            return GS_EIO;
+        /* Concurrent calls share one HTTP/2 connection where the server offers it. */
+        (void)curl_multi_setopt(c->batch, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    }
+    struct batch_slot *sl = calloc(n, sizeof *sl);
+    if (sl == NULL)
+        return GS_ENOMEM;
+    int rc = GS_OK;
+    size_t next = 0, done = 0, running = 0;
+    while (done < n) {
+        /* Start calls up to the bound, each after its rate-limiter token. */
+        while (next < n && running < max_in_flight) {
+            struct gs_kube_call *k = &calls[next];
+            struct batch_slot *b = &sl[next];
+            int err = GS_EINVAL;
+            if (k->path != NULL && k->path[0] == '/' && method_name(k->method) != NULL) {
+                size_t len = strlen(c->server) + strlen(k->path) + 1;
+                err = GS_ENOMEM;
+                if ((b->url = malloc(len)) != NULL &&
+                    (k->body == NULL || (b->text = json_dumps(k->body, JSON_COMPACT)) != NULL) &&
+                    (b->x.h = curl_easy_init()) != NULL) {
+                    (void)snprintf(b->url, len, "%s%s", c->server, k->path);
+                    b->x.url = b->url;
+                    b->x.text = b->text;
+                    err = prepare(c, &b->x, k->method, &k->resp);
+                    /* Wait for a multiplexed connection rather than open one per call. */
+                    if (err == GS_OK) {
+                        (void)curl_easy_setopt(b->x.h, CURLOPT_PIPEWAIT, 1L);
+                        (void)curl_easy_setopt(b->x.h, CURLOPT_PRIVATE, (void *)b);
+                    }
+                    if (err == GS_OK && curl_multi_add_handle(c->batch, b->x.h) != CURLM_OK)
+                        err = GS_EIO;
+                }
+            }
+            if (err == GS_OK) {
+                gs__kube_throttle(c);
+                b->added = true;
+                running++;
+            } else {
+                k->rc = err;
+                done++;
+            }
+            next++;
+        }
+        int still = 0;
+        if (curl_multi_perform(c->batch, &still) != CURLM_OK) {
+            rc = GS_EIO;
+            break;
+        }
+        CURLMsg *m;
+        int left = 0;
+        while ((m = curl_multi_info_read(c->batch, &left)) != NULL) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            CURL *h = m->easy_handle;
+            CURLcode e = m->data.result;
+            void *priv = NULL;
+            (void)curl_easy_getinfo(h, CURLINFO_PRIVATE, &priv);
+            struct batch_slot *b = priv;
+            if (b == NULL || b < sl || b >= sl + next || !b->added)
+                continue;
+            size_t i = (size_t)(b - sl);
+            (void)curl_multi_remove_handle(c->batch, h);
+            sl[i].added = false;
+            calls[i].rc = finish(&sl[i].x, e, c->max_body_bytes, &calls[i].resp);
+            running--;
+            done++;
+        }
+        if (done < n && running > 0 &&
+            curl_multi_poll(c->batch, NULL, 0, 100, NULL) != CURLM_OK) {
+            rc = GS_EIO;
+            break;
+        }
+    }
+    for (size_t i = next; i < n; i++)
+        calls[i].rc = GS_EIO; /* never started: the multi interface failed */
+    for (size_t i = 0; i < n; i++) {
+        if (sl[i].added) {
+            (void)curl_multi_remove_handle(c->batch, sl[i].x.h);
+            calls[i].rc = GS_EIO;
+            gs__kube_buf_free(&sl[i].x.s.body);
+        }
+        if (sl[i].x.h != NULL)
+            curl_easy_cleanup(sl[i].x.h);
+        curl_slist_free_all(sl[i].x.hdrs);
+        free(sl[i].url);
+        free(sl[i].text);
+    }
+    free(sl);
+    /* A rotated token: the calls refused with 401 go once more, one by one, as
+     * gs_kube_request does. */
+    for (size_t i = 0; rc == GS_OK && i < n; i++) {
+        if (calls[i].rc == GS_EAUTH && calls[i].resp.http_status == 401) {
+            gs_kube_response_fini(&calls[i].resp);
+            calls[i].rc = gs_kube_request(c, calls[i].method, calls[i].path, calls[i].body,
+                                          &calls[i].resp);
+        }
+    }
     return rc;
 }

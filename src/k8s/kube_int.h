@@ -97,6 +97,7 @@ struct gs_kube_client {
     CURL *easy;                         /**< the handle of blocking requests (keeps connections) */
     CURLSH *share;                      /**< DNS and TLS session cache shared with watches */
     CURLM *multi;                       /**< the watches' transfers */
+    CURLM *batch;                       /**< gs_kube_request_many's transfers (made on first use) */
     struct gs_kube_informer *informers; /**< informers, newest first */
     char curl_err[CURL_ERROR_SIZE];     /**< libcurl's error text of the last blocking request */
 };

@@ -326,8 +326,17 @@ static int plot_wait(const struct gs_replay *r, const char *dir, char *err, size
             goto out;
     }
     double wmax = 10;
-    for (uint32_t j = 0; j < n; j++)
+    uint32_t waited = 0; /* pods that waited 1 s or more */
+    for (uint32_t j = 0; j < n; j++) {
         wmax = ws[j] * 1.2 > wmax ? ws[j] * 1.2 : wmax;
+        waited += ws[j] >= 1.0;
+    }
+    /* Nothing to draw: say so in the frame rather than leave it empty. */
+    if (waited == 0 &&
+        text_add(&script, "set label 1 '%s' at graph 0.5, graph 0.5 center font 'sans,14'\n",
+                 n ? "no pod waited 1 s or more: every pod started within a second of creation"
+                   : "no pod started in this replay"))
+        goto out;
     if (text_add(&script, "set xrange [1:%.1f]\n", wmax))
         goto out;
     if (text_add(&script, "set title 'Wait time from creation to start (CDF per queue)'\n"

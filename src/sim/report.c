@@ -253,11 +253,25 @@ int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, s
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
-int gs_report_plot_allocation(const char *png_path, const char *workload,
-                              const struct gs_report_run *runs, size_t n, const char *gnuplot,
-                              char *err, size_t cap)
+/* The value of one run's metric at arrived-workload column k. */
+static double metric_at(const struct gs_sim_result *r, enum gs_report_metric metric, int k)
 {
-    /* Mean allocation per (policy, column) over this workload's seeds. */
+    switch (metric) {
+    case GS_REPORT_FRAG:
+        return r->frag_pct[k];
+    case GS_REPORT_FRAG_RATIO:
+        return r->frag_ratio_pct[k];
+    case GS_REPORT_ALLOC:
+    default:
+        return r->alloc_pct[k];
+    }
+}
+
+int gs_report_plot_metric(const char *png_path, const char *workload,
+                          const struct gs_report_run *runs, size_t n,
+                          enum gs_report_metric metric, const char *gnuplot, char *err, size_t cap)
+{
+    /* Mean of the metric per (policy, column) over this workload's seeds. */
     double sum[GS_POLICY_COUNT][GS_SIM_COLUMNS] = {{0}};
     unsigned cnt[GS_POLICY_COUNT][GS_SIM_COLUMNS] = {{0}};
     bool present[GS_POLICY_COUNT] = {false};
@@ -267,11 +281,28 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
         const struct gs_sim_result *r = runs[i].res;
         present[r->policy] = true;
         for (int k = 0; k < GS_SIM_COLUMNS; k++) {
-            if (isnan(r->alloc_pct[k]))
+            double v = metric_at(r, metric, k);
+            if (isnan(v))
                 continue;
-            sum[r->policy][k] += r->alloc_pct[k];
+            sum[r->policy][k] += v;
             cnt[r->policy][k]++;
         }
+    }
+    /* The zoomed panel of the allocation plot: columns 80..130, where the policies part, with
+     * the y range of what is drawn there (all lines lie within a few points of each other). */
+    double zlo = 100, zhi = 0;
+    for (uint32_t p = 0; p < GS_POLICY_COUNT; p++)
+        for (int k = 80; k < GS_SIM_COLUMNS; k++)
+            if (present[p] && cnt[p][k]) {
+                double v = sum[p][k] / cnt[p][k];
+                zlo = v < zlo ? v : zlo;
+                zhi = v > zhi ? v : zhi;
+            }
+    bool zoom = metric == GS_REPORT_ALLOC && zhi >= zlo;
+    if (zoom) {
+        double pad = (zhi - zlo) * 0.08 + 0.2;
+        zlo = floor(zlo - pad);
+        zhi = ceil(zhi + pad) > 100 ? 100 : ceil(zhi + pad);
     }
     char *data_tmp = NULL, *script_tmp = NULL, *png_tmp = NULL;
     char *q_png = NULL, *q_work = NULL, *q_data = NULL;
@@ -329,27 +360,58 @@ int gs_report_plot_allocation(const char *png_path, const char *workload,
         (void)fclose(s);
         goto out;
     }
+    static const char *const titles[] = {
+        [GS_REPORT_ALLOC] = "GPU allocation rate",
+        [GS_REPORT_FRAG] = "Fragmented GPU",
+        [GS_REPORT_FRAG_RATIO] = "Fragmented share of idle GPU"};
+    static const char *const ylabels[] = {
+        [GS_REPORT_ALLOC] = "allocated GPU, %% of capacity",
+        [GS_REPORT_FRAG] = "fragmented GPU, %% of capacity",
+        [GS_REPORT_FRAG_RATIO] = "fragmented / idle GPU, %%"};
+    int mi = metric >= GS_REPORT_ALLOC && metric <= GS_REPORT_FRAG_RATIO ? (int)metric : 0;
     (void)fprintf(s,
-                  "set terminal pngcairo size 1000,640 font 'sans,11' noenhanced\n"
+                  "set terminal pngcairo size %d,640 font 'sans,11' noenhanced\n"
                   "set output '%s'\n"
-                  "set title 'GPU allocation rate vs arrived workload (%s, mean over seeds)'\n"
-                  "set xlabel 'arrived GPU request, %% of cluster GPU capacity'\n"
-                  "set ylabel 'allocated GPU, %% of capacity'\n"
-                  "set key left top\nset grid\nset xrange [0:130]\nset yrange [0:100]\n"
-                  "set datafile missing 'NaN'\nplot ",
-                  q_png, q_work);
-    int col = 2;
-    bool first = true;
-    for (uint32_t p = 0; p < GS_POLICY_COUNT; p++) {
-        if (!present[p])
-            continue;
-        /* Distinct dash types too: clustering and packing often lie within 0.1 point. */
-        (void)fprintf(s, "%s'%s' using 1:%d with lines lw 2 dt %d title '%s'", first ? "" : ", ",
-                      q_data, col, col - 1, gs_policy_name(p));
-        col++;
-        first = false;
+                  "set datafile missing 'NaN'\nset grid\n",
+                  zoom ? 1400 : 1000, q_png);
+    if (zoom)
+        (void)fputs("set multiplot layout 1,2\n", s);
+    /* Panels: the whole range, then (allocation only) the top band of columns 80..130. Lines
+     * differ by dash type and point shape too, so they stay apart in grey and where clustering
+     * and packing lie within 0.1 point of each other. */
+    for (int panel = 0; panel < (zoom ? 2 : 1); panel++) {
+        if (panel == 0)
+            (void)fprintf(s,
+                          "set title '%s vs arrived workload (%s, mean over seeds)'\n"
+                          "set key %s opaque\nset xrange [0:130]\n",
+                          titles[mi], q_work, metric == GS_REPORT_ALLOC ? "left top" : "left bottom");
+        else
+            (void)fprintf(s,
+                          "set title 'zoom: arrived 80-130%%'\nset key right bottom opaque\n"
+                          "set xrange [80:130]\nset yrange [%.0f:%.0f]\n",
+                          zlo, zhi);
+        (void)fputs("set xlabel 'arrived GPU request, % of cluster GPU capacity'\n", s);
+        (void)fprintf(s, "set ylabel '%s'\n", ylabels[mi]);
+        if (panel == 0)
+            (void)fputs(metric == GS_REPORT_ALLOC ? "set yrange [0:100]\n" : "set yrange [0:*]\n",
+                        s);
+        (void)fputs("plot ", s);
+        int col = 2;
+        bool first = true;
+        for (uint32_t p = 0; p < GS_POLICY_COUNT; p++) {
+            if (!present[p])
+                continue;
+            (void)fprintf(s,
+                          "%s'%s' using 1:%d with linespoints lw 2 dt %d pt %d pointinterval 10 "
+                          "title '%s'",
+                          first ? "" : ", ", q_data, col, col - 1, col - 1, gs_policy_name(p));
+            col++;
+            first = false;
+        }
+        (void)fputc('\n', s);
     }
-    (void)fputc('\n', s);
+    if (zoom)
+        (void)fputs("unset multiplot\n", s);
     int serr = ferror(s);
     if (fclose(s) != 0 || serr) {
         (void)snprintf(err, cap, "%s: write failed", script_tmp);

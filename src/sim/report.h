@@ -64,14 +64,18 @@ int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, s
                             size_t cap);
 
 /**
- * Plots the allocation rate (mean over seeds) against arrived workload for one workload, one
- * line per policy, to a PNG with gnuplot.
+ * Plots one metric (mean over seeds) against arrived workload for one workload, one line per
+ * policy (distinct colour, dash type and point shape), to a PNG with gnuplot. The allocation
+ * plot (the FGD paper's Fig. 9 form) has a second panel zooming into arrived 80-130 %, where the
+ * policies part; the fragmentation plot is the paper's Fig. 7 form (fragmented GPU % of capacity).
+ * @param runs     all runs; only those of `workload` are drawn.
+ * @param metric   GS_REPORT_ALLOC, GS_REPORT_FRAG or GS_REPORT_FRAG_RATIO.
  * @param gnuplot  the program to run ("gnuplot").
  * @return GS_OK; GS_EIO when gnuplot is missing or fails (message in err).
  */
-int gs_report_plot_allocation(const char *png_path, const char *workload,
-                              const struct gs_report_run *runs, size_t n, const char *gnuplot,
-                              char *err, size_t cap);
+int gs_report_plot_metric(const char *png_path, const char *workload,
+                          const struct gs_report_run *runs, size_t n,
+                          enum gs_report_metric metric, const char *gnuplot, char *err, size_t cap);
 
 /**
  * Opens a temporary file beside `path` for an atomic write.

@@ -187,6 +187,11 @@ uint32_t gs_sim_input_pod_count(const struct gs_sim_input *in)
     return in->pods.n;
 }
 
+const char *gs_sim_input_ignored_columns(const struct gs_sim_input *in)
+{
+    return in->pods.ignored_columns;
+}
+
 int gs_sim_input_unfit(const struct gs_sim_input *in, struct gs_trace_unfit *out)
 {
     return gs_trace_unfit(&in->nodes, &in->pods, out);
@@ -207,11 +212,63 @@ static int64_t gpu_request(const struct gs_pod_req *r)
 }
 
 /*
+ * Tuning down: remove the k-th remaining pod, k uniform in [0, remaining), until the total is at
+ * most `target`, keeping the order of the rest. The k-th remaining position is found in
+ * O(log n) with a Fenwick tree of "still present" flags (the descent finds the smallest prefix
+ * holding k + 1 present pods), so the random stream and the result are those of removing one
+ * element at a time from an array, without its O(n) shifts per removal. On return `list` holds
+ * the remaining pods in order and `*len` their count.
+ */
+static int shrink_pod_list(const struct gs_sim_input *in, double target, int64_t total,
+                           struct gs_rng *rng, uint32_t *list, uint32_t *len)
+{
+    uint32_t n = *len;
+    uint32_t *tree = malloc(((size_t)n + 1) * sizeof(*tree)); /* 1-based */
+    uint8_t *gone = calloc(n ? n : 1, 1);
+    if (!tree || !gone) {
+        free(tree);
+        free(gone);
+        return GS_ENOMEM;
+    }
+    /* All present: node i covers (i - lowbit(i), i], so it holds lowbit(i). */
+    for (uint32_t i = 1; i <= n; i++)
+        tree[i] = i & (0u - i);
+    uint32_t top = 1;
+    while (top <= n / 2)
+        top <<= 1;
+    uint32_t remaining = n;
+    while ((double)total > target && remaining > 0) {
+        uint32_t k = gs_rng_below(rng, remaining); /* 0-based rank among the present */
+        uint32_t pos = 0;                          /* largest prefix with at most k present */
+        for (uint32_t step = top; step; step >>= 1) {
+            if (pos + step <= n && tree[pos + step] <= k) {
+                pos += step;
+                k -= tree[pos];
+            }
+        }
+        /* Position pos (0-based) is the k-th present pod. */
+        gone[pos] = 1;
+        total -= gpu_request(&in->reqs[list[pos]]);
+        for (uint32_t i = pos + 1; i <= n; i += i & (0u - i))
+            tree[i]--;
+        remaining--;
+    }
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!gone[i])
+            list[w++] = list[i];
+    *len = w;
+    free(tree);
+    free(gone);
+    return GS_OK;
+}
+
+/*
  * Steps 2-3 of the method: shuffle the name-sorted pods, then tune the list to `tune` x the
  * cluster's GPU capacity. Tuning up draws pods of the name-sorted original list with
  * replacement and appends them; like the reference, its stop test compares the running total
  * plus the clone's per-GPU milli (not its total) with the target, and drops the clone that
- * stops it. Tuning down removes random pods, keeping the order of the rest.
+ * stops it. Tuning down removes random pods, keeping the order of the rest (shrink_pod_list).
  */
 static int make_pod_list(const struct gs_sim_input *in, double tune, struct gs_rng *rng,
                          uint32_t **list_out, uint32_t *len_out)
@@ -252,12 +309,11 @@ static int make_pod_list(const struct gs_sim_input *in, double tune, struct gs_r
             }
             list[len++] = pick;
         }
-    } else {
-        while ((double)total > target && len > 0) {
-            uint32_t idx = gs_rng_below(rng, len);
-            total -= gpu_request(&in->reqs[list[idx]]);
-            memmove(&list[idx], &list[idx + 1], (len - idx - 1) * sizeof(*list));
-            len--;
+    } else if ((double)total > target) {
+        int err = shrink_pod_list(in, target, total, rng, list, &len);
+        if (err != GS_OK) {
+            free(list);
+            return err;
         }
     }
     *list_out = list;

@@ -33,8 +33,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-/** Most columns of either layout; a header with more has an unknown or repeated name. */
-#define MAX_COLS 11
+/** Most columns a file may have: the layouts' (11 at most) and a pod list's own columns. */
+#define MAX_COLS 64
 /** Most GPUs on one node or in one request. */
 #define MAX_GPUS 16
 /** GS_TRACE_FILE_MAX, widened once for comparisons with sizes. */
@@ -108,7 +108,9 @@ struct reader {
     /* Header. */
     int nhdr;              /**< columns the header names */
     int col_of[MAX_COLS];  /**< layout column -> 0-based file column, -1 when absent */
-    int role_of[MAX_COLS]; /**< file column -> layout column */
+    int role_of[MAX_COLS]; /**< file column -> layout column, -1 for an ignored column */
+    bool ignore_unknown;   /**< unknown header names are ignored (pod lists), not errors */
+    char ignored[GS_TRACE_IGNORED_MAX]; /**< their names, comma-separated, maybe truncated */
 
     /* Position in the input. */
     uint64_t total;      /**< bytes seen so far */
@@ -437,19 +439,43 @@ static int pod_row(struct reader *r)
 
 /* ---- records ---------------------------------------------------------------------------- */
 
+/* The layout name of file column `col` (< nhdr), or "" for an ignored column. */
+static const char *col_name(const struct reader *r, uint32_t col)
+{
+    int role = r->role_of[col];
+    return role >= 0 ? r->cols[role].name : "";
+}
+
 /*
  * Checks one header name as it arrives; `col` is its 0-based file column and `s` is
- * NUL-terminated. Every name must be known and none may repeat, so on success col < ncols.
+ * NUL-terminated. A known name may not repeat; an unknown one is an error, or, in a pod list,
+ * ignored and remembered for the caller's note.
  */
 static void header_field(struct reader *r, uint32_t col, const char *s, size_t len)
 {
     int role = -1;
+
+    if (col >= MAX_COLS) {
+        fail(r, GS_EPARSE, r->rec_line, col + 1, s, "too many columns: at most %d", MAX_COLS);
+        return;
+    }
 
     for (int i = 0; i < r->ncols; i++) {
         if (strlen(r->cols[i].name) == len && memcmp(r->cols[i].name, s, len) == 0) {
             role = i;
             break;
         }
+    }
+    if (role < 0 && r->ignore_unknown) {
+        /* A user's own column: kept out of the pod, named once in a note. */
+        size_t used = strlen(r->ignored), room = sizeof(r->ignored) - used;
+        int n = snprintf(r->ignored + used, room, "%s%.*s", used ? ", " : "",
+                         (int)(len > 64 ? 64 : len), s);
+        if (n < 0 || (size_t)n >= room)
+            (void)snprintf(r->ignored + sizeof(r->ignored) - 5, 5, "...");
+        r->role_of[col] = -1;
+        r->nhdr = (int)col + 1;
+        return;
     }
     if (role < 0) {
         fail(r, GS_EPARSE, r->rec_line, col + 1, s, "unknown column '%.64s'", s);
@@ -477,7 +503,7 @@ static void on_field(void *data, size_t len, void *arg)
     if (r->rec_has_nul && len > 0 && memchr(s, '\0', len) != NULL) {
         const char *name = "";
         if (r->have_header && col < (uint32_t)r->nhdr)
-            name = r->cols[r->role_of[col]].name;
+            name = col_name(r, col);
         fail(r, GS_EPARSE, r->rec_line, col + 1, name, "NUL byte in the field");
         return;
     }
@@ -526,7 +552,7 @@ static void on_record(int term, void *arg)
         return;
     }
     if (nfields < (uint32_t)r->nhdr) {
-        fail(r, GS_EPARSE, r->rec_line, nfields + 1, r->cols[r->role_of[nfields]].name,
+        fail(r, GS_EPARSE, r->rec_line, nfields + 1, col_name(r, nfields),
              "missing column: the row has %" PRIu32 " fields, the header %d", nfields, r->nhdr);
         return;
     }
@@ -552,7 +578,7 @@ static void csv_feed(struct reader *r, const char *p, size_t n)
     }
     const char *name = "";
     if (r->have_header && r->nfields < (uint32_t)r->nhdr)
-        name = r->cols[r->role_of[r->nfields]].name;
+        name = col_name(r, r->nfields);
     fail(r, GS_EPARSE, r->line, r->nfields + 1, name,
          "bad quoting: a '\"' inside an unquoted field or text after a closing quote");
 }
@@ -643,7 +669,7 @@ static void finish(struct reader *r)
         }
         const char *name = "";
         if (r->have_header && r->nfields < (uint32_t)r->nhdr)
-            name = r->cols[r->role_of[r->nfields]].name;
+            name = col_name(r, r->nfields);
         fail(r, GS_EPARSE, r->rec_line, r->nfields + 1, name,
              "quoted field not closed at the end of the file");
         return;
@@ -871,12 +897,14 @@ static int read_pods(const char *path, const char *buf, size_t len, const char *
     if (rc != GS_OK)
         return rc;
     r.pods = out;
+    r.ignore_unknown = true;
     rc = run_reader(&r, path, buf, len);
     if (rc != GS_OK) {
         gs_trace_pods_fini(out);
         return rc;
     }
     out->has_times = r.col_of[PC_CTIME] >= 0 && r.col_of[PC_DTIME] >= 0 && r.col_of[PC_STIME] >= 0;
+    (void)snprintf(out->ignored_columns, sizeof(out->ignored_columns), "%s", r.ignored);
     if (out->n < r.pod_cap && out->n > 0) {
         struct gs_trace_pod *v = realloc(out->v, (size_t)out->n * sizeof *v);
         if (v != NULL)

@@ -34,12 +34,14 @@ expect 2 "no-such.csv" -- simulate --nodes "$nodes" --pods "$tmp/no-such.csv"
 # A successful run: the summary table, every result file, a real PNG, nothing temporary left.
 expect 0 'fgd .*±' -- simulate --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 7-8 \
     --out "$tmp/out"
-for f in allocation.csv fragmentation.csv frag_ratio.csv runs.csv summary.csv allocation.png; do
+for f in allocation.csv fragmentation.csv frag_ratio.csv runs.csv summary.csv allocation.png fragmentation.png; do
     [ -s "$tmp/out/$f" ] || { echo "FAIL: $f missing"; fail=1; }
 done
-if [ "$(head -c 8 "$tmp/out/allocation.png" | od -An -tx1 | tr -d ' \n')" != 89504e470d0a1a0a ]; then
-    echo "FAIL: allocation.png is not a PNG"; fail=1
-fi
+for f in allocation.png fragmentation.png; do
+    if [ "$(head -c 8 "$tmp/out/$f" | od -An -tx1 | tr -d ' \n')" != 89504e470d0a1a0a ]; then
+        echo "FAIL: $f is not a PNG"; fail=1
+    fi
+done
 leftover=$(find "$tmp/out" -name '*.tmp*' -o -name '*.gp' -o -name '*.dat')
 [ -z "$leftover" ] || { echo "FAIL: temporary files left: $leftover"; fail=1; }
 # Four data rows (bestfit, fgd; two seeds) plus the header in each column file.
@@ -68,6 +70,19 @@ expect 0 '^one_pod: 1 pod; ' -- simulate --nodes "$nodes" --pods "$tmp/one_pod.c
     --seeds 7 --no-plot --out "$tmp/one"
 expect 0 '^replayed 1 pod over' -- replay --nodes "$nodes" --pods "$tmp/one_pod.csv" \
     --queues "$queues" --no-plot --out "$tmp/one-r"
+# A pod list with columns of the user's own: ignored, named in one note, same results as without.
+awk -F, -v OFS=, '{print (NR == 1 ? "team" : "t" NR), $0, (NR == 1 ? "job" : NR)}' "$pods" >"$tmp/own.csv"
+expect 0 "note: .*own.csv: ignoring columns that are not in the pod list format: team, job" -- \
+    simulate --nodes "$nodes" --pods "$tmp/own.csv" --policy fgd --seeds 7 --no-plot --out "$tmp/own"
+"$bin" simulate --nodes "$nodes" --pods "$pods" --policy fgd --seeds 7 --no-plot --out "$tmp/plain" \
+    >/dev/null 2>&1
+sed 's/^own,/slice_pods,/' "$tmp/own/runs.csv" | cmp -s - "$tmp/plain/runs.csv" ||
+    { echo "FAIL: own columns changed the results"; diff "$tmp/own/runs.csv" "$tmp/plain/runs.csv"; fail=1; }
+expect 0 "note: .*own.csv: ignoring columns .*: team, job" -- replay --nodes "$nodes" \
+    --pods "$tmp/own.csv" --queues "$queues" --cluster-scale 0.25 --speedup 2000 --no-plot \
+    --out "$tmp/own-r"
+expect 0 'gpu_spec \(GPU models the pod accepts' -- simulate --help
+expect 0 'Other columns are ignored' -- replay --help
 # A read-only --out (root reads and writes everything: run as nobody there).
 mkdir -p "$tmp/ro" && chmod 755 "$tmp" && chmod 555 "$tmp/ro"
 as_user=()

@@ -107,6 +107,26 @@ expect "409 -> GS_ECONFLICT Conflict (stale resourceVersion)" '^status=409 err=G
 probe request POST /api/v1/namespaces/"$NS"/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bad"},"spec":{"containers":[]}}' >"$WORK/e422" 2>&1
 expect "422 -> GS_EREJECTED Invalid" '^status=422 err=GS_EREJECTED reason=Invalid' "$WORK/e422"
 
+# ---- many: 41 concurrent POSTs, 16 in flight; one name twice --------------------------------
+probe many 40 "$NS" 16 >"$WORK/many" 2>&1
+expect "many: the batch ran" '^batch=GS_OK' "$WORK/many"
+# Each call has its own answer: ConfigMap many-i for call i; the repeated name (calls 3 and 40)
+# is created once and refused once, whichever came second.
+bad=$(awk '/^call=/ {split($1, c, "="); i = c[2] + 0; n++
+        if (i != 3 && i != 40 && !($2 == "status=201" && $3 == "err=GS_OK" && $6 == "name=many-" i)) print}
+     END {if (n != 41) print "calls: " n}' "$WORK/many")
+[ -z "$bad" ] && pass "many: 39 distinct names created, each answer at its call" || fail "many: $bad"
+dup=$(grep -E '^call=(3|40) ' "$WORK/many" | awk '{print $2, $3, $4}' | sort | tr '\n' ';')
+[ "$dup" = "status=201 err=GS_OK reason=-;status=409 err=GS_EEXIST reason=AlreadyExists;" ] &&
+    pass "many: the repeated name created once, refused once" || fail "many: repeated name: $dup"
+# HTTP/2 multiplexes them: at most one new connection per 16 in flight.
+conn=$(sed -n 's/^connects=//p' "$WORK/many")
+if grep -q 'http=2' "$WORK/many"; then
+    [ "${conn:-99}" -le 3 ] && pass "many: $conn new connection(s) over HTTP/2" || fail "many: $conn connections"
+else
+    pass "many: HTTP/1.1 ($conn connections; libcurl without HTTP/2)"
+fi
+
 # ---- watch a pod: ADDED, MODIFIED, DELETED; resume; too old -> 410 -> relist ------------------
 PODS=/api/v1/namespaces/$NS/pods
 probe list "$PODS" >"$WORK/plist" 2>&1

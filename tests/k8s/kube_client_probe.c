@@ -43,7 +43,8 @@
 static int usage(void)
 {
     (void)fprintf(stderr, "usage: kube_client_probe request METHOD PATH [JSON] | list PATH "
-                          "[--limit N] [--query Q] | watch PATH [options] | config\n");
+                          "[--limit N] [--query Q] | watch PATH [options] | many N NAMESPACE "
+                          "IN-FLIGHT | config\n");
     return 2;
 }
 
@@ -112,6 +113,58 @@ static int cmd_request(struct gs_kube_client *c, int argc, char **argv)
     gs_kube_response_fini(&r);
     json_decref(body);
     return rc == GS_OK ? 0 : 1;
+}
+
+/* many N PATH-PREFIX IN-FLIGHT: N concurrent POSTs of ConfigMaps PATH-PREFIX-i (one of them,
+ * i = 3, twice: the second is refused AlreadyExists) through gs_kube_request_many; prints one
+ * line per call in call order. */
+static int cmd_many(struct gs_kube_client *c, int argc, char **argv)
+{
+    if (argc < 3)
+        return usage();
+    size_t n = (size_t)strtoul(argv[0], NULL, 10);
+    const char *ns = argv[1];
+    uint32_t in_flight = (uint32_t)strtoul(argv[2], NULL, 10);
+    if (n < 4 || n > 10000)
+        return usage();
+    struct gs_kube_call *calls = calloc(n + 1, sizeof(*calls));
+    json_t **bodies = calloc(n + 1, sizeof(*bodies));
+    char path[256];
+    (void)snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps", ns);
+    int rc = 1;
+    if (calls == NULL || bodies == NULL)
+        goto out;
+    for (size_t i = 0; i <= n; i++) {
+        char name[64];
+        (void)snprintf(name, sizeof name, "many-%zu", i == n ? (size_t)3 : i);
+        char idx[32];
+        (void)snprintf(idx, sizeof idx, "%zu", i);
+        bodies[i] = json_pack("{s:s,s:s,s:{s:s},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                              "metadata", "name", name, "data", "i", idx);
+        calls[i].method = GS_KUBE_POST;
+        calls[i].path = path;
+        calls[i].body = bodies[i];
+    }
+    int brc = gs_kube_request_many(c, calls, n + 1, in_flight);
+    printf("batch=%s\n", brc == GS_OK ? "GS_OK" : gs_errname(brc));
+    long connects = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const struct gs_kube_response *r = &calls[i].resp;
+        connects += r->new_connections;
+        printf("call=%zu status=%ld err=%s reason=%s http=%d name=%s\n", i, r->http_status,
+               calls[i].rc == GS_OK ? "GS_OK" : gs_errname(calls[i].rc),
+               r->reason[0] ? r->reason : "-", r->http_major, r->body ? name_of(r->body) : "-");
+    }
+    printf("connects=%ld\n", connects);
+    rc = brc == GS_OK ? 0 : 1;
+out:
+    for (size_t i = 0; calls && bodies && i <= n; i++) {
+        gs_kube_response_fini(&calls[i].resp);
+        json_decref(bodies[i]);
+    }
+    free(calls);
+    free(bodies);
+    return rc;
 }
 
 static int cmd_list(struct gs_kube_client *c, int argc, char **argv)
@@ -323,6 +376,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "request") == 0)
         status = cmd_request(c, argc - 2, argv + 2);
+    else if (strcmp(argv[1], "many") == 0)
+        status = cmd_many(c, argc - 2, argv + 2);
     else if (strcmp(argv[1], "list") == 0)
         status = cmd_list(c, argc - 2, argv + 2);
     else if (strcmp(argv[1], "watch") == 0)
