@@ -762,7 +762,7 @@ int gs_dp_config_parse(const char *buf, size_t len, const char *name, struct gs_
         goto out;
     }
     static const struct gs_yaml_limits limits = {
-        .bytes_max = GS_DP_CONFIG_FILE_MAX,
+        .bytes_max = (size_t)GS_DP_CONFIG_FILE_MAX,
         .depth_max = 16,
         .nodes_max = 100000,
         .aliases = true,

@@ -316,6 +316,10 @@ static int load_event(void *ctx, const struct gs_yaml_event *ev, struct gs_diag 
         return GS_OK;
     }
     case GS_YAML_EV_END: {
+        /* libyaml pairs every end with a start; a walker that did not would be caught here. */
+        if (l->depth == 0 || l->open[l->depth - 1].node == NULL)
+            return gs__yaml_fail(d, GS_EPARSE, &ev->at, "",
+                                 "malformed YAML: an end without a start");
         struct open *o = &l->open[l->depth - 1];
         n = o->node;
         size_t k = l->npend - o->base;
