@@ -11,14 +11,14 @@
 #define GS_VERSION "0.1.0"
 
 /** The trace file formats, for the --help of simulate and replay (docs/trace-format.md). */
-#define GS_CLI_TRACE_FORMAT_HELP                                                                 \
-    "input files: CSV with a header line naming the columns, in any order (RFC 4180 quoting).\n" \
-    "  node list: sn (node name), cpu_milli (milli-cores), memory_mib (MiB), gpu (GPU count),\n"  \
-    "    model (GPU model, e.g. V100M16; empty without GPUs); no other columns.\n"               \
-    "  pod list:  name, cpu_milli, memory_mib, num_gpu (GPUs), gpu_milli (per GPU: 1000 for\n"    \
-    "    whole GPUs, 1-999 a share of one GPU with num_gpu 1, 0 with num_gpu 0); optional\n"      \
-    "    gpu_spec (GPU models the pod accepts, joined by '|'; empty: any), qos, pod_phase,\n"    \
-    "    creation_time, deletion_time, scheduled_time (seconds; replay needs all three).\n"      \
+#define GS_CLI_TRACE_FORMAT_HELP                                                                   \
+    "input files: CSV with a header line naming the columns, in any order (RFC 4180 quoting).\n"   \
+    "  node list: sn (node name), cpu_milli (milli-cores), memory_mib (MiB), gpu (GPU count),\n"   \
+    "    model (GPU model, e.g. V100M16; empty without GPUs); no other columns.\n"                 \
+    "  pod list:  name, cpu_milli, memory_mib, num_gpu (GPUs), gpu_milli (per GPU: 1000 for\n"     \
+    "    whole GPUs, 1-999 a share of one GPU with num_gpu 1, 0 with num_gpu 0); optional\n"       \
+    "    gpu_spec (GPU models the pod accepts, joined by '|'; empty: any), qos, pod_phase,\n"      \
+    "    creation_time, deletion_time, scheduled_time (seconds; replay needs all three).\n"        \
     "    Other columns are ignored, with a note naming them.\n"
 
 /** `gpusched simulate`: replay trace pod lists through the placement policies. */

@@ -53,8 +53,7 @@ static const char *const usage_simulate =
     "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
     "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
-    "\n" GS_CLI_TRACE_FORMAT_HELP
-    "\n"
+    "\n" GS_CLI_TRACE_FORMAT_HELP "\n"
     "exit status:\n"
     "  0  done (also when only the plot is missing)\n"
     "  1  internal error, or the results cannot be written (e.g. cannot write DIR)\n"

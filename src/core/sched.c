@@ -109,7 +109,6 @@ uint32_t gs__pick_share_best(struct gs_sched *s, const struct gs_node *n,
     return best;
 }
 
-
 /* Whole GPUs under every policy today: the first num_gpu fully free GPUs by index. */
 void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
                            const struct gs_pod_req *req, uint8_t *gpu_index)
@@ -124,7 +123,7 @@ void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
 /* ---- registry ----------------------------------------------------------------------------- */
 
 static const struct policy_ops *const policies[GS_POLICY_COUNT] = {
-    &gs__policy_random, &gs__policy_dotprod, &gs__policy_clustering,
+    &gs__policy_random,  &gs__policy_dotprod, &gs__policy_clustering,
     &gs__policy_packing, &gs__policy_bestfit, &gs__policy_fgd,
 };
 

@@ -41,16 +41,16 @@ struct gs_kworld {
     /* FGD's target workload, learned from the GPU pods seen (Weng et al., ATC '23, take it from
      * the trace; a live cluster only knows its arrivals): the last WL_SAMPLES requests, and the
      * workload rebuilt from them each time their count doubles (then every WL_SAMPLES). */
-    struct gs_workload wls[2];  /* the engine's is wls[wl_cur] */
+    struct gs_workload wls[2]; /* the engine's is wls[wl_cur] */
     int wl_cur;
     struct gs_pod_req *wl_seen; /* WL_SAMPLES entries, a ring */
     uint64_t wl_n;              /* GPU pods seen so far */
     uint64_t wl_next;           /* wl_n at which the workload is rebuilt next */
     uint32_t wl_builds;         /* rebuilds after the first */
     bool started;
-    json_t *staged;   /* objects applied before the first cycle, in order (null: deleted) */
+    json_t *staged;    /* objects applied before the first cycle, in order (null: deleted) */
     json_t *staged_at; /* "kind\x1fns\x1fname" -> index in staged: O(1) per applied object */
-    json_t *pod_keys; /* "ns/name" -> index in pods */
+    json_t *pod_keys;  /* "ns/name" -> index in pods */
     struct kpod *pods;
     uint32_t npods, cappods;
     uint32_t *of_engine; /* engine pod id -> index in pods */
@@ -152,11 +152,9 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->podgroups = json_object();
     w->avoid = json_object();
     int err = gs_cluster_new(&w->c);
-    if (!err &&
-        (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->staged_at ||
-         !w->pod_keys ||
-         !w->queues || !w->pclasses || !w->pc_ids || !w->gangs || !w->podgroups || !w->avoid ||
-         gs__kinv_init(&w->inv) != GS_OK))
+    if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->staged_at ||
+                 !w->pod_keys || !w->queues || !w->pclasses || !w->pc_ids || !w->gangs ||
+                 !w->podgroups || !w->avoid || gs__kinv_init(&w->inv) != GS_OK))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -1321,7 +1319,8 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
             size_t i = (size_t)json_integer_value(at);
             if (change == GS_KDELETED) {
                 /* A hole, not a removal: the indexes of later objects stay right. */
-                if (json_array_set_new(w->staged, i, json_null()) || json_object_del(w->staged_at, key))
+                if (json_array_set_new(w->staged, i, json_null()) ||
+                    json_object_del(w->staged_at, key))
                     rc = GS_ENOMEM;
             } else if (json_array_set(w->staged, i, (json_t *)obj)) {
                 rc = GS_ENOMEM;

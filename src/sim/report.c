@@ -268,8 +268,8 @@ static double metric_at(const struct gs_sim_result *r, enum gs_report_metric met
 }
 
 int gs_report_plot_metric(const char *png_path, const char *workload,
-                          const struct gs_report_run *runs, size_t n,
-                          enum gs_report_metric metric, const char *gnuplot, char *err, size_t cap)
+                          const struct gs_report_run *runs, size_t n, enum gs_report_metric metric,
+                          const char *gnuplot, char *err, size_t cap)
 {
     /* Mean of the metric per (policy, column) over this workload's seeds. */
     double sum[GS_POLICY_COUNT][GS_SIM_COLUMNS] = {{0}};
@@ -360,14 +360,12 @@ int gs_report_plot_metric(const char *png_path, const char *workload,
         (void)fclose(s);
         goto out;
     }
-    static const char *const titles[] = {
-        [GS_REPORT_ALLOC] = "GPU allocation rate",
-        [GS_REPORT_FRAG] = "Fragmented GPU",
-        [GS_REPORT_FRAG_RATIO] = "Fragmented share of idle GPU"};
-    static const char *const ylabels[] = {
-        [GS_REPORT_ALLOC] = "allocated GPU, %% of capacity",
-        [GS_REPORT_FRAG] = "fragmented GPU, %% of capacity",
-        [GS_REPORT_FRAG_RATIO] = "fragmented / idle GPU, %%"};
+    static const char *const titles[] = {[GS_REPORT_ALLOC] = "GPU allocation rate",
+                                         [GS_REPORT_FRAG] = "Fragmented GPU",
+                                         [GS_REPORT_FRAG_RATIO] = "Fragmented share of idle GPU"};
+    static const char *const ylabels[] = {[GS_REPORT_ALLOC] = "allocated GPU, %% of capacity",
+                                          [GS_REPORT_FRAG] = "fragmented GPU, %% of capacity",
+                                          [GS_REPORT_FRAG_RATIO] = "fragmented / idle GPU, %%"};
     int mi = metric >= GS_REPORT_ALLOC && metric <= GS_REPORT_FRAG_RATIO ? (int)metric : 0;
     (void)fprintf(s,
                   "set terminal pngcairo size %d,640 font 'sans,11' noenhanced\n"
@@ -384,7 +382,8 @@ int gs_report_plot_metric(const char *png_path, const char *workload,
             (void)fprintf(s,
                           "set title '%s vs arrived workload (%s, mean over seeds)'\n"
                           "set key %s opaque\nset xrange [0:130]\n",
-                          titles[mi], q_work, metric == GS_REPORT_ALLOC ? "left top" : "left bottom");
+                          titles[mi], q_work,
+                          metric == GS_REPORT_ALLOC ? "left top" : "left bottom");
         else
             (void)fprintf(s,
                           "set title 'zoom: arrived 80-130%%'\nset key right bottom opaque\n"

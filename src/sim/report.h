@@ -74,8 +74,8 @@ int gs_report_write_summary(const char *path, const struct gs_report_agg *agg, s
  * @return GS_OK; GS_EIO when gnuplot is missing or fails (message in err).
  */
 int gs_report_plot_metric(const char *png_path, const char *workload,
-                          const struct gs_report_run *runs, size_t n,
-                          enum gs_report_metric metric, const char *gnuplot, char *err, size_t cap);
+                          const struct gs_report_run *runs, size_t n, enum gs_report_metric metric,
+                          const char *gnuplot, char *err, size_t cap);
 
 /**
  * Opens a temporary file beside `path` for an atomic write.
