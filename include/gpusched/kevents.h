@@ -43,20 +43,26 @@ struct gs_kevents_stats {
 struct gs_kevents;
 
 /**
- * Makes a recorder writing through client c (borrowed; outlives the recorder). Nothing is sent.
+ * Makes a recorder writing through client c (borrowed). Nothing is sent. New Events are created
+ * with async requests of c, answered inside gs_kube_client_step: free c (which drops requests
+ * still in flight without answering them), or step it until gs_kube_client_in_flight() is 0,
+ * before freeing the recorder.
  * @return GS_OK; GS_EINVAL (NULL c, out or instance); GS_ENOMEM.
  */
 int gs_kevents_new(struct gs_kube_client *c, const struct gs_kevents_opts *opts,
                    struct gs_kevents **out);
 
-/** Frees a recorder (counts not yet written are lost: flush first). NULL is a no-op. */
+/** Frees a recorder (counts not yet written are lost: flush first) and what it keeps for creates
+ *  the client never answered; the client must be gone or idle (see gs_kevents_new). NULL is a
+ *  no-op. */
 void gs_kevents_free(struct gs_kevents *r);
 
 /**
  * Records one occurrence of an Event about a pod: a new Event (POST, name "POD.<hex ns>" as
  * client-go makes it) when none of this reason about this pod is in its series window, else
  * one more in its series, patched at once when the repeat period since the last write is over.
- * Blocks for at most one request.
+ * A new Event is sent without waiting (its answer comes in gs_kube_client_step; a refused one
+ * is logged and its slot freed); a series patch blocks for one request.
  * @param ns, pod, uid  the pod (uid may be NULL or "");
  * @param type          "Normal" or "Warning";
  * @param reason        e.g. "FailedScheduling"; @param action  e.g. "Scheduling";

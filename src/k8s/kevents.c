@@ -27,8 +27,18 @@ struct slot {
     char observed[80];  /* MicroTime of the last occurrence */
 };
 
+/* An Event create in flight (gs_kube_request_async): what its answer updates. */
+struct pending {
+    struct pending *prev, *next; /* the recorder's list, freed with it if never answered */
+    struct gs_kevents *r;
+    uint64_t key;   /* the slot's key when it was sent */
+    size_t slot;    /* the slot */
+    char what[400]; /* "reason for pod=ns/name", for the log */
+};
+
 struct gs_kevents {
     struct gs_kube_client *c;
+    struct pending *pending; /* creates in flight */
     char *controller, *instance;
     int64_t repeat_ms, series_ms;
     void (*log)(void *ud, const char *msg);
@@ -105,6 +115,12 @@ void gs_kevents_free(struct gs_kevents *r)
 {
     if (!r)
         return;
+    /* Creates the client dropped unanswered (it was freed first, as kevents.h asks). */
+    while (r->pending) {
+        struct pending *p = r->pending;
+        r->pending = p->next;
+        free(p);
+    }
     free(r->controller);
     free(r->instance);
     free(r->slots);
@@ -149,6 +165,29 @@ void gs_kevents_flush(struct gs_kevents *r, bool force)
     }
 }
 
+/* The answer to an Event create: counted, or logged and its slot emptied so that the next
+ * occurrence makes a new Event. */
+static void created(void *ud, int err, struct gs_kube_response *resp)
+{
+    struct pending *p = ud;
+    struct gs_kevents *r = p->r;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        r->pending = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    if (err == GS_OK) {
+        r->st.created++;
+    } else {
+        say(r, "event %s not written: HTTP %ld %s: %s", p->what, resp->http_status, resp->reason,
+            resp->message[0] ? resp->message : gs_strerror(err));
+        if (r->slots[p->slot].key == p->key)
+            r->slots[p->slot].key = 0;
+    }
+    free(p);
+}
+
 void gs_kevents_post(struct gs_kevents *r, const char *ns, const char *pod, const char *uid,
                      const char *type, const char *reason, const char *action, const char *note)
 {
@@ -183,21 +222,31 @@ void gs_kevents_post(struct gs_kevents *r, const char *ns, const char *pod, cons
         now, "reportingController", r->controller, "reportingInstance", r->instance, "action",
         action, "reason", reason, "type", type, "note", notebuf, "regarding", "apiVersion", "v1",
         "kind", "Pod", "namespace", ns, "name", pod, "uid", uid ? uid : "");
-    struct gs_kube_response resp;
-    memset(&resp, 0, sizeof(resp));
-    int err = body ? gs_kube_request(r->c, GS_KUBE_POST, path, body, &resp) : GS_ENOMEM;
+    /* Sent without waiting (a scheduler posts one per bind): the slot is taken now, so repeats
+     * count into it while the create is in flight; a refused create empties it again. */
+    struct pending *p = body ? calloc(1, sizeof(*p)) : NULL;
+    int err = p ? GS_OK : GS_ENOMEM;
+    if (p) {
+        p->r = r;
+        p->key = k;
+        p->slot = (size_t)(e - r->slots);
+        (void)snprintf(p->what, sizeof(p->what), "%s for pod=%s/%s", reason, ns, pod);
+        err = gs_kube_request_async(r->c, GS_KUBE_POST, path, body, created, p);
+    }
     if (err == GS_OK) {
-        r->st.created++;
+        p->next = r->pending;
+        if (r->pending)
+            r->pending->prev = p;
+        r->pending = p;
         *e =
             (struct slot){.key = k, .first_ms = mono, .written_ms = mono, .count = 1, .written = 1};
         (void)snprintf(e->ns, sizeof(e->ns), "%s", ns);
         (void)snprintf(e->name, sizeof(e->name), "%s", gen);
         (void)snprintf(e->observed, sizeof(e->observed), "%s", now);
     } else {
-        say(r, "event %s for pod=%s/%s not written: HTTP %ld %s: %s", reason, ns, pod,
-            resp.http_status, resp.reason, resp.message[0] ? resp.message : gs_strerror(err));
+        free(p);
+        say(r, "event %s for pod=%s/%s not sent: %s", reason, ns, pod, gs_strerror(err));
     }
-    gs_kube_response_fini(&resp);
     json_decref(body);
 }
 
