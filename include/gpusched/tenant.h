@@ -258,7 +258,8 @@ int gs_engine_set_workload(struct gs_engine *e, const struct gs_workload *w);
  * Adds a queue under an existing parent. A parent that has pods cannot get children.
  * @param id  receives the queue id (1, 2, ... in order of adding); may be NULL.
  * @return GS_OK; GS_EEXIST duplicate name; GS_ENOENT unknown parent; GS_EINVAL a name that is
- *         empty, longer than 63 or not [A-Za-z0-9._-], negative values, limit below quota, or
+ *         not a DNS-1123 subdomain of at most 253 characters (gpusched/names.h), negative values,
+ *         limit below quota, or
  * children's quotas summing above the parent's quota for a resource where the parent has a finite
  * quota; GS_ENOMEM. Unchanged on failure.
  */

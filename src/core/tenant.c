@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gpusched/err.h"
+#include "gpusched/names.h"
 #include "gpusched/explain.h"
 #include "gpusched/filter.h"
 #include "gpusched/sched.h"
@@ -132,18 +133,11 @@ void gs_engine_free(struct gs_engine *e)
     gs__free(e);
 }
 
-/* Queue and PriorityClass names: 1 to 63 of [A-Za-z0-9._-], like Kubernetes object names. They
- * end up in CSV cells and plot titles, so nothing else is let in. */
+/* Queue and PriorityClass names: DNS-1123 subdomains of at most 253 characters, as Kubernetes
+ * names them (the one rule, gs_name_is_dns1123_subdomain, that the queue config checks too). */
 static bool valid_name(const char *name)
 {
-    size_t n = 0;
-    for (const char *c = name; *c; c++, n++) {
-        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                  (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-';
-        if (!ok || n >= 63)
-            return false;
-    }
-    return n > 0;
+    return gs_name_is_dns1123_subdomain(name, strlen(name), NULL, 0);
 }
 
 int gs_engine_find_queue(const struct gs_engine *e, const char *name)
