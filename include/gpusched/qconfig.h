@@ -76,6 +76,24 @@ void gs_qconfig_free(struct gs_qconfig *qc);
  */
 int gs_qconfig_apply(const struct gs_qconfig *qc, struct gs_engine *e, struct gs_diag *diag);
 
+/**
+ * Scales every queue's quotas and finite limits by `factor` (0 < factor < 1; other values change
+ * nothing), rounding down, for a replay on a fraction of the cluster (--cluster-scale): a limit
+ * of 800 GPUs means nothing on a 621-GPU cluster. Rounding down keeps children's quotas within
+ * their parent's and every limit at or above its quota. Call before gs_qconfig_apply().
+ */
+void gs_qconfig_scale(struct gs_qconfig *qc, double factor);
+
+/** Number of configured queues (0 for NULL). */
+uint32_t gs_qconfig_queue_count(const struct gs_qconfig *qc);
+
+/**
+ * Queue i's name (borrowed; NULL when i is out of range) and its GPU quota and limit in
+ * milli-GPU (the limit GS_UNLIMITED when unlimited), as gs_qconfig_apply() would set them.
+ */
+const char *gs_qconfig_queue_gpu(const struct gs_qconfig *qc, uint32_t i, int64_t *quota_milli,
+                                 int64_t *limit_milli);
+
 /** What the mapping rules decided for one pod. */
 struct gs_qconfig_assignment {
     const char *queue;          /**< leaf queue name (borrowed from the configuration) */

@@ -112,6 +112,17 @@ void gs_replay_shares(const struct gs_replay *r, const double **alloc_pct, const
  */
 uint32_t gs_replay_waits(const struct gs_replay *r, const uint32_t **queue, const double **wait_s);
 
+/** The names of the pods of gs_replay_waits(), in the same order (borrowed from the replay). */
+const char *const *gs_replay_wait_pods(const struct gs_replay *r);
+
+/** Entries of gs_replay_evictions_by_reason(): one per enum gs_evict_reason value. */
+#define GS_REPLAY_EVICT_REASONS 5
+
+/** Evictions counted by reason, indexed by enum gs_evict_reason (preemption, reclaim, gang,
+ *  node lost; index 0 stays 0); they add up to gs_replay_totals()' evictions. */
+void gs_replay_evictions_by_reason(const struct gs_replay *r,
+                                   uint64_t out[GS_REPLAY_EVICT_REASONS]);
+
 /**
  * Gangs formed by the queues file's podGroups rules (gs_qconfig_form_gangs()): how many,
  * how many reached their minMember running at once, and how many failed at their timeout

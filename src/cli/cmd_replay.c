@@ -46,7 +46,8 @@ static const char *const usage_replay =
     "                      offered load (default 1; the openb trace keeps under 1% of its\n"
     "                      cluster busy as recorded)\n"
     "  --cluster-scale F   keep a fraction F of the nodes (every 1/F-th in name order, so the\n"
-    "                      model mix stays) to replay on a smaller cluster (default 1)\n"
+    "                      model mix stays) to replay on a smaller cluster (default 1);\n"
+    "                      queue quotas and limits are scaled by the share of GPUs kept\n"
     "  --seed N            seed of the node tie-break order (default 42)\n"
     "  --sample-s N        period of the share and utilisation samples, seconds (default 3600;\n"
     "                      at most 200,000 samples are kept)\n"
@@ -305,6 +306,40 @@ int gs_cmd_replay(int argc, char **argv)
         }
         view.v = kept;
         view.n = n;
+        /* Quotas and limits were written for the whole cluster: scale them by the GPUs kept. */
+        uint64_t gpus_all = 0, gpus_kept = 0;
+        for (uint32_t i = 0; i < nodes.n; i++)
+            gpus_all += nodes.v[i].gpu_count;
+        for (uint32_t i = 0; i < n; i++)
+            gpus_kept += kept[i].gpu_count;
+        double f = gpus_all ? (double)gpus_kept / (double)gpus_all : scale;
+        uint32_t nq = gs_qconfig_queue_count(qc);
+        int64_t *before = calloc(2 * (size_t)nq + 1, sizeof(*before));
+        for (uint32_t i = 0; before && i < nq; i++)
+            (void)gs_qconfig_queue_gpu(qc, i, &before[2 * i], &before[2 * i + 1]);
+        gs_qconfig_scale(qc, f);
+        (void)fprintf(
+            stderr,
+            "gpusched replay: note: --cluster-scale %g keeps %u of %u nodes, %llu of %llu "
+            "GPUs; queue quotas and limits scaled by %.4f (GPUs, quota/limit):",
+            scale, n, nodes.n, (unsigned long long)gpus_kept, (unsigned long long)gpus_all, f);
+        for (uint32_t i = 0; before && i < nq; i++) {
+            int64_t qm, lm;
+            const char *qn = gs_qconfig_queue_gpu(qc, i, &qm, &lm);
+            char lb[32], la[32];
+            if (before[2 * i + 1] == GS_UNLIMITED)
+                (void)snprintf(lb, sizeof(lb), "unlimited");
+            else
+                (void)snprintf(lb, sizeof(lb), "%g", (double)before[2 * i + 1] / 1000);
+            if (lm == GS_UNLIMITED)
+                (void)snprintf(la, sizeof(la), "unlimited");
+            else
+                (void)snprintf(la, sizeof(la), "%g", (double)lm / 1000);
+            (void)fprintf(stderr, "%s %s %g/%s -> %g/%s", i ? ";" : "", qn,
+                          (double)before[2 * i] / 1000, lb, (double)qm / 1000, la);
+        }
+        (void)fputc('\n', stderr);
+        free(before);
     }
     /* Pods no node of the (scaled) cluster can ever run wait until the trace deletes them. */
     struct gs_trace_unfit unfit;
@@ -387,12 +422,16 @@ int gs_cmd_replay(int argc, char **argv)
         printf("accounting: %llu allocation intervals in %s\n", (unsigned long long)nint,
                acct_path);
     }
+    uint64_t by[GS_REPLAY_EVICT_REASONS];
+    gs_replay_evictions_by_reason(r, by);
     printf("replayed %u pod%s over %.1f days of replay time with %s%s%s%s: %llu starts, %llu "
-           "evictions, %llu cycles, %.2f s\n",
+           "evictions (preemption %llu, reclaim %llu, gang %llu), %llu cycles, %.2f s\n",
            npods, npods == 1 ? "" : "s", (double)end_ms / 86400000.0, cfg.policy,
            cfg.preemption ? ", preemption" : "", cfg.reclaim ? ", reclaim" : "",
            cfg.backfill ? ", backfill" : "", (unsigned long long)binds,
-           (unsigned long long)evictions, (unsigned long long)cycles, wall);
+           (unsigned long long)evictions, (unsigned long long)by[GS_EVICT_PREEMPT],
+           (unsigned long long)by[GS_EVICT_RECLAIM], (unsigned long long)by[GS_EVICT_GANG],
+           (unsigned long long)cycles, wall);
     uint32_t ngangs, gangs_started, gangs_timed_out;
     gs_replay_gangs(r, &ngangs, &gangs_started, &gangs_timed_out);
     if (ngangs > 0)
@@ -429,9 +468,11 @@ int gs_cmd_replay(int argc, char **argv)
                ns, (double)smp[ns - 1].t_ms / 3600000.0);
     printf(
         "started: pods that ran at least once; done: ran to their end; the rest never ran in the "
-        "trace and were\ndeleted after waiting as long as they did there. share%% and fair%%: "
-        "mean GPU share and fair share,\n%% of the cluster, while the queue had pods waiting "
-        "('-': it never waited).\nresults in %s/\n",
+        "trace and were\ndeleted after waiting as long as they did there. wait: creation to first "
+        "start. JCT (job completion\ntime): creation to the end of the pods that ran to their "
+        "end, waits and runs lost to evictions\nincluded. evicted: evictions the queue's pods "
+        "suffered. share%% and fair%%: mean GPU share and fair\nshare, %% of the cluster, while "
+        "the queue had pods waiting ('-': it never waited).\nresults in %s/\n",
         out_dir);
     rc = 0;
 out:

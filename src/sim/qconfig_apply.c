@@ -7,6 +7,7 @@
 #include "gpusched/err.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,4 +309,33 @@ uint32_t gs_qconfig_pod_group_rules(const struct gs_qconfig *qc)
 int64_t gs_qconfig_min_runtime_ms(const struct gs_qconfig *qc)
 {
     return qc ? qc->min_runtime_ms : 0;
+}
+
+void gs_qconfig_scale(struct gs_qconfig *qc, double factor)
+{
+    if (!qc || !(factor > 0) || factor >= 1)
+        return;
+    /* Floors: floor(a f) + floor(b f) <= floor((a + b) f), so children's quotas stay within
+     * their parent's, and limits stay at or above quotas. */
+    for (uint32_t i = 0; i < qc->nq; i++)
+        for (int r = 0; r < GS_RES_COUNT; r++) {
+            qc->q[i].quota[r] = (int64_t)floor((double)qc->q[i].quota[r] * factor);
+            if (qc->q[i].limit[r] != GS_UNLIMITED)
+                qc->q[i].limit[r] = (int64_t)floor((double)qc->q[i].limit[r] * factor);
+        }
+}
+
+uint32_t gs_qconfig_queue_count(const struct gs_qconfig *qc)
+{
+    return qc ? qc->nq : 0;
+}
+
+const char *gs_qconfig_queue_gpu(const struct gs_qconfig *qc, uint32_t i, int64_t *quota_milli,
+                                 int64_t *limit_milli)
+{
+    if (!qc || i >= qc->nq)
+        return NULL;
+    *quota_milli = qc->q[i].quota[GS_RES_GPU];
+    *limit_milli = qc->q[i].limit[GS_RES_GPU];
+    return qc->q[i].name;
 }

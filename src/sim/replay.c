@@ -6,6 +6,7 @@
  * at one instant are applied, then one scheduling cycle runs at that instant. Per-queue GPU use
  * is integrated between instants, and the share of each queue is sampled on a fixed period.
  */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include "gpusched/replay.h"
 
 #include <math.h>
@@ -45,7 +46,9 @@ struct gs_replay {
     double *share_alloc, *share_fair; /* nsamples x nqueues */
     uint32_t *wait_queue;
     double *wait_s;
+    char **wait_pod; /* the trace pod's name (owned) */
     uint32_t nwaits;
+    uint64_t evict_by[GS_REPLAY_EVICT_REASONS]; /* by enum gs_evict_reason */
     uint32_t pods;
     uint64_t binds, evictions, cycles;
     int64_t end_ms;
@@ -118,6 +121,8 @@ static void on_event(void *ctx, const struct gs_event *ev)
                 s, (struct event){ev->now_ms + s->runtime_ms[tp], 0, EV_END, tp, s->token[tp]});
     } else if (ev->kind == GS_EV_EVICT) {
         s->r->evictions++;
+        if ((unsigned)ev->reason < GS_REPLAY_EVICT_REASONS)
+            s->r->evict_by[ev->reason]++;
         s->token[tp]++; /* its pending end no longer counts */
     } else if (ev->kind == GS_EV_GANG_TIMEOUT) {
         s->token[tp]++; /* failed: it will not run */
@@ -507,14 +512,19 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     err = GS_ENOMEM;
     r->wait_queue = malloc((n + 1) * sizeof(*r->wait_queue));
     r->wait_s = malloc((n + 1) * sizeof(*r->wait_s));
+    r->wait_pod = calloc(n + 1, sizeof(*r->wait_pod));
     double *tmp = malloc((n + 1) * sizeof(*tmp));
-    if (!r->wait_queue || !r->wait_s || !tmp) {
+    if (!r->wait_queue || !r->wait_s || !r->wait_pod || !tmp) {
         free(tmp);
         goto out;
     }
     for (uint32_t i = 0; i < n; i++) {
         if (s.first_start[i] < 0)
             continue;
+        if (!(r->wait_pod[r->nwaits] = strdup(pods->v[i].name ? pods->v[i].name : ""))) {
+            free(tmp);
+            goto out;
+        }
         r->wait_queue[r->nwaits] = r->leaf_of[qid[i]];
         r->wait_s[r->nwaits++] = (double)(s.first_start[i] - arrival_ms(&pods->v[i], cfg)) / 1000.0;
     }
@@ -617,6 +627,9 @@ void gs_replay_free(struct gs_replay *r)
     free(r->share_fair);
     free(r->wait_queue);
     free(r->wait_s);
+    for (uint32_t i = 0; r->wait_pod && i < r->nwaits; i++)
+        free(r->wait_pod[i]);
+    free(r->wait_pod);
     free(r);
 }
 
@@ -661,4 +674,14 @@ void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds
     *evictions = r->evictions;
     *cycles = r->cycles;
     *end_ms = r->end_ms;
+}
+
+const char *const *gs_replay_wait_pods(const struct gs_replay *r)
+{
+    return (const char *const *)r->wait_pod;
+}
+
+void gs_replay_evictions_by_reason(const struct gs_replay *r, uint64_t out[GS_REPLAY_EVICT_REASONS])
+{
+    memcpy(out, r->evict_by, sizeof(r->evict_by));
 }

@@ -106,9 +106,10 @@ static int write_waits(const struct gs_replay *r, const char *path, char *err, s
     const uint32_t *wq;
     const double *ws;
     uint32_t n = gs_replay_waits(r, &wq, &ws);
-    (void)fputs("queue,wait_s\n", f);
+    const char *const *pod = gs_replay_wait_pods(r);
+    (void)fputs("queue,pod,wait_s\n", f);
     for (uint32_t i = 0; i < n; i++)
-        (void)fprintf(f, "%s,%.3f\n", q[wq[i]].name, ws[i]);
+        (void)fprintf(f, "%s,%s,%.3f\n", q[wq[i]].name, pod[i], ws[i]);
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 

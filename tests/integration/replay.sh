@@ -28,6 +28,21 @@ for f in share.png wait.png; do
     [ "$(head -c 4 "$tmp/a/$f" | od -An -tx1 | tr -d ' \n')" = 89504e47 ] || { echo "FAIL: $f is not a PNG"; fail=1; }
 done
 grep -q 'replayed 408 pods' "$tmp/a.txt" || { echo "FAIL: summary line"; cat "$tmp/a.txt"; fail=1; }
+# Evictions are split by reason, and the parts add up to the total.
+line=$(grep '^replayed' "$tmp/a.txt")
+if [[ $line =~ ([0-9]+)\ evictions\ \(preemption\ ([0-9]+),\ reclaim\ ([0-9]+),\ gang\ ([0-9]+)\) ]]; then
+    [ $((BASH_REMATCH[2] + BASH_REMATCH[3] + BASH_REMATCH[4])) = "${BASH_REMATCH[1]}" ] ||
+        { echo "FAIL: evictions by reason do not add up: $line"; fail=1; }
+else
+    echo "FAIL: no evictions by reason in: $line"; fail=1
+fi
+grep -q 'JCT (job completion' "$tmp/a.txt" || { echo "FAIL: the footer does not define JCT"; fail=1; }
+# --cluster-scale 0.25 keeps 12 of the 49 nodes, 53 of 233 GPUs: quotas and limits scale by
+# 53/233, rounded down to a milli-GPU: research 500 -> 113.733 (113,733.9 milli), 800 -> 181.974.
+"$bin" "${args[@]}" --no-plot --out "$tmp/s" >/dev/null 2>"$tmp/s.err"
+grep -q 'keeps 12 of 49 nodes, 53 of 233 GPUs; queue quotas and limits scaled by 0.2275' "$tmp/s.err" &&
+    grep -q 'research 500/800 -> 113.733/181.974' "$tmp/s.err" ||
+    { echo "FAIL: scaled quotas not as worked out:"; cat "$tmp/s.err"; fail=1; }
 # The queues file is checked: a broken one names its line.
 printf 'apiVersion: gpusched.io/v1\nkind: QueueConfig\nqueues:\n  - name: a\n    parentQueue: nowhere\n' >"$tmp/bad.yaml"
 "$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$src/tests/data/slice_pods.csv" \

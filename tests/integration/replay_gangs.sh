@@ -14,14 +14,14 @@ fail=0
     --out "$tmp/g" >"$tmp/g.txt" || { echo "FAIL: replay exited $?"; cat "$tmp/g.txt"; exit 1; }
 grep -qx 'gangs: 1 formed by the podGroups rules, 1 started whole, 0 timed out' "$tmp/g.txt" ||
     { echo "FAIL: gang summary line"; cat "$tmp/g.txt"; fail=1; }
-printf 'queue,wait_s\nteam,0.000\nteam,990.000\nteam,980.000\nteam,0.000\n' >"$tmp/want"
+printf 'queue,pod,wait_s\nteam,p0,0.000\nteam,a1,990.000\nteam,a2,980.000\nteam,a3,0.000\n' >"$tmp/want"
 cmp "$tmp/want" "$tmp/g/waits.csv" || { echo "FAIL: waits with the gang"; cat "$tmp/g/waits.csv"; fail=1; }
 # The same trace without the rule: no gang line, members start alone.
 sed '/^podGroups:/,$d' "$d/queues.yaml" >"$tmp/plain.yaml"
 "$bin" replay --nodes "$d/nodes.csv" --pods "$d/pods.csv" --queues "$tmp/plain.yaml" --no-plot \
     --out "$tmp/p" >"$tmp/p.txt" || { echo "FAIL: plain replay exited $?"; exit 1; }
 grep -q '^gangs:' "$tmp/p.txt" && { echo "FAIL: a gang line without podGroups"; fail=1; }
-printf 'queue,wait_s\nteam,0.000\nteam,0.000\nteam,90.000\nteam,110.000\n' >"$tmp/want"
+printf 'queue,pod,wait_s\nteam,p0,0.000\nteam,a1,0.000\nteam,a2,90.000\nteam,a3,110.000\n' >"$tmp/want"
 cmp "$tmp/want" "$tmp/p/waits.csv" || { echo "FAIL: waits without gangs"; cat "$tmp/p/waits.csv"; fail=1; }
 # A bad rule names its line and field.
 cp "$d/queues.yaml" "$tmp/bad.yaml" && sed -i 's/minMember: 2 /minMember: 1 /' "$tmp/bad.yaml"
