@@ -238,12 +238,24 @@ alive() {
     [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$1"
 }
 
+# starting NAME: alive, or its process not yet exec'd (a forked copy of this script, or setsid):
+# right after `start`, on a loaded machine, /proc/PID/cmdline can still show this script.
+starting() {
+    local f=$STATE/pids/$1 pid cmd
+    alive "$1" && return 0
+    [ -f "$f" ] || return 1
+    pid=$(cat "$f")
+    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+    case $cmd in *control-plane.sh* | setsid*) return 0 ;; esac
+    return 1
+}
+
 # wait_for NAME URL [CURL_ARGS...]: polls URL until it answers 200 "ok", NAME dies, or timeout.
 wait_for() {
     local name=$1 url=$2 deadline=$(($(date +%s) + READY_TIMEOUT_S))
     shift 2
     until [ "$(curl -sS --max-time 2 "$@" "$url" 2>/dev/null)" = "ok" ]; do
-        alive "$name" || { log "$name exited; last log lines:"; tail -n 30 "$STATE/logs/$name.log" >&2; return 1; }
+        starting "$name" || { log "$name exited; last log lines:"; tail -n 30 "$STATE/logs/$name.log" >&2; return 1; }
         [ "$(date +%s)" -lt "$deadline" ] || { log "$name not ready at $url after ${READY_TIMEOUT_S} s; last log lines:"; tail -n 30 "$STATE/logs/$name.log" >&2; return 1; }
         sleep 0.2
     done
@@ -316,7 +328,7 @@ cmd_up() {
         --initial-cluster "default=http://127.0.0.1:$peer_port" --unsafe-no-fsync --log-level warn
     local deadline=$(($(date +%s) + READY_TIMEOUT_S))
     until curl -sS --max-time 2 "http://127.0.0.1:$etcd_port/health" 2>/dev/null | grep -q '"health":"true"'; do
-        alive etcd || { tail -n 30 "$STATE/logs/etcd.log" >&2; die "etcd exited"; }
+        starting etcd || { tail -n 30 "$STATE/logs/etcd.log" >&2; die "etcd exited"; }
         [ "$(date +%s)" -lt "$deadline" ] || { tail -n 30 "$STATE/logs/etcd.log" >&2; die "etcd not healthy"; }
         sleep 0.2
     done
