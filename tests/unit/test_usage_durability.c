@@ -194,8 +194,8 @@ static void test_sigkill_during_10000_intervals_loses_no_committed_interval(void
         /* Killed at a random point of its progress, not of the clock (a fast machine finished
          * all 10,000 before a fixed delay ran out): once it has reported 1 to 2,000 more
          * committed intervals, while it goes on writing. */
-        int64_t target = (committed_max > 0 ? committed_max : 0) + 1 +
-                         (int64_t)gs_rng_below(&rng, 2000);
+        int64_t target =
+            (committed_max > 0 ? committed_max : 0) + 1 + (int64_t)gs_rng_below(&rng, 2000);
         static char buf[1 << 20];
         size_t len = 0;
         ssize_t r;
