@@ -316,7 +316,7 @@ int gs_cmd_replay(int argc, char **argv)
         uint32_t nq = gs_qconfig_queue_count(qc);
         int64_t *before = calloc(2 * (size_t)nq + 1, sizeof(*before));
         for (uint32_t i = 0; before && i < nq; i++)
-            (void)gs_qconfig_queue_gpu(qc, i, &before[2 * i], &before[2 * i + 1]);
+            (void)gs_qconfig_queue_gpu(qc, i, &before[2 * (size_t)i], &before[2 * (size_t)i + 1]);
         gs_qconfig_scale(qc, f);
         (void)fprintf(
             stderr,
@@ -327,16 +327,16 @@ int gs_cmd_replay(int argc, char **argv)
             int64_t qm, lm;
             const char *qn = gs_qconfig_queue_gpu(qc, i, &qm, &lm);
             char lb[32], la[32];
-            if (before[2 * i + 1] == GS_UNLIMITED)
+            if (before[2 * (size_t)i + 1] == GS_UNLIMITED)
                 (void)snprintf(lb, sizeof(lb), "unlimited");
             else
-                (void)snprintf(lb, sizeof(lb), "%g", (double)before[2 * i + 1] / 1000);
+                (void)snprintf(lb, sizeof(lb), "%g", (double)before[2 * (size_t)i + 1] / 1000);
             if (lm == GS_UNLIMITED)
                 (void)snprintf(la, sizeof(la), "unlimited");
             else
                 (void)snprintf(la, sizeof(la), "%g", (double)lm / 1000);
             (void)fprintf(stderr, "%s %s %g/%s -> %g/%s", i ? ";" : "", qn,
-                          (double)before[2 * i] / 1000, lb, (double)qm / 1000, la);
+                          (double)before[2 * (size_t)i] / 1000, lb, (double)qm / 1000, la);
         }
         (void)fputc('\n', stderr);
         free(before);
