@@ -1,6 +1,7 @@
 # Helpers shared by gpusched's fault tests (tests/k8s/scheduler_fault_*.sh); sourced, not run.
 # The caller sets: bin (the gpusched binary), run (a unique id), ns, tmp (a scratch dir), log
-# (the scheduler's log file), and has KUBECONFIG and the control plane's env loaded.
+# (the scheduler's log file), and has KUBECONFIG and the control plane's env loaded; a test on
+# the shared plane may call fault_test_begin for all but bin.
 
 sched_pid=
 
@@ -205,4 +206,23 @@ stop_webhook() {
     kubectl delete validatingwebhookconfiguration "gs-fault-$run" >/dev/null 2>&1 || true
     [ -n "${webhook_pid:-}" ] && kill "$webhook_pid" 2>/dev/null || true
     webhook_pid=
+}
+
+# fault_test_begin PREFIX: run, ns (gs-PREFIX-RUN), tmp and log for a test on the shared plane,
+# and an EXIT trap that stops its scheduler and webhook and removes what it made.
+fault_test_begin() {
+    run=$$
+    ns=gs-$1-$run
+    tmp=$(mktemp -d)
+    log=$tmp/gpusched.log
+    trap fault_test_cleanup EXIT
+}
+
+fault_test_cleanup() {
+    stop_sched
+    stop_webhook
+    kubectl -n "$ns" delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
+    kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+    kubectl delete nodes -l "gpusched.test/run=$run" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
 }

@@ -17,22 +17,9 @@ bin=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck disable=SC1090
 source <(bash "$HERE/control-plane.sh" env)
-run=$$
-ns=gs-fc-$run
-tmp=$(mktemp -d)
-log=$tmp/gpusched.log
 # shellcheck source=tests/k8s/fault_lib.sh
 source "$HERE/fault_lib.sh"
-
-cleanup() {
-    stop_sched
-    stop_webhook
-    kubectl -n "$ns" delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
-    kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-    kubectl delete nodes -l "gpusched.test/run=$run" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+fault_test_begin fc
 
 setup_ns
 mknode "c1-$run" 1
