@@ -101,7 +101,7 @@ uint32_t gs__pick_share_best(struct gs_sched *s, const struct gs_node *n,
     int32_t best_free = INT32_MAX;
     for (uint32_t g = 0; g < n->gpu_count; g++) {
         int32_t f = n->gpus[g].gpu_milli_free;
-        if (f >= req->gpu_milli && f < best_free) {
+        if (f >= req->gpu_milli && f < best_free && n->gpus[g].sharing == GS_GPU_SHARE_MILLI) {
             best = g;
             best_free = f;
         }
@@ -231,15 +231,64 @@ void gs_sched_free(struct gs_sched *s)
     gs__free(s);
 }
 
-static bool req_valid(const struct gs_pod_req *req)
+/*
+ * Whether node i fits req. The packed view decides milli requests (one cache line); a fraction
+ * on a node with a whole-mode GPU, and every other kind on a node whose GPU modes can serve it,
+ * are judged on the node itself (gs_node_fits(), the same pick that places them).
+ */
+static inline bool fits_at(const struct gs_cluster *c, const struct gs_node_fit *fit, uint32_t i,
+                           const struct gs_pod_req *req)
 {
-    if (req->cpu_milli < 0 || req->mem_mib < 0 || req->num_gpu > GS_NODE_GPUS_MAX)
-        return false;
-    if (req->num_gpu == 0)
-        return true;
-    if (req->gpu_milli <= 0 || req->gpu_milli > GS_GPU_MILLI)
-        return false;
-    return req->num_gpu == 1 || req->gpu_milli == GS_GPU_MILLI;
+    return gs_fit_ok(&fit[i], req) &&
+           (gs_fit_decides(&fit[i], req) || gs_node_fits(gs_cluster_node(c, i), req));
+}
+
+/*
+ * The score of a node for a request of a kind beyond milli (memory, time-slice slots, MIG
+ * instances): best fit on what the kind takes, the node left with the least of it free scoring
+ * highest, min-max scaled to 0..100 over the feasible nodes. Every policy uses it for these
+ * kinds; FGD's measure covers milli-GPU only (issue 8 extends it to memory and MIG later).
+ */
+static int64_t kind_free(const struct gs_node *n, const struct gs_pod_req *req)
+{
+    int64_t free_units = 0;
+    for (uint32_t g = 0; g < n->gpu_count; g++) {
+        const struct gs_gpu *gpu = &n->gpus[g];
+        if (!gpu->healthy)
+            continue;
+        switch (gs_req_kind(req)) {
+        case GS_REQ_MEMORY:
+            if (gpu->sharing == GS_GPU_SHARE_MILLI)
+                free_units += gpu->mem_mib_free;
+            break;
+        case GS_REQ_TIMESLICE:
+            if (gpu->sharing == GS_GPU_SHARE_TIMESLICE)
+                free_units += gpu->replicas - gpu->replicas_used;
+            break;
+        case GS_REQ_MIG:
+            if (gpu->sharing == GS_GPU_SHARE_MIG)
+                for (uint32_t k = 0; k < gpu->mig_count; k++)
+                    free_units += !(gpu->mig_held >> k & 1);
+            break;
+        case GS_REQ_MILLI:
+            break;
+        }
+    }
+    return free_units;
+}
+
+static void score_kind(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (uint32_t k = 0; k < nf; k++) {
+        int64_t v = kind_free(gs_cluster_node(s->c, s->feasible[k]), req);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    for (uint32_t k = 0; k < nf; k++) {
+        int64_t v = kind_free(gs_cluster_node(s->c, s->feasible[k]), req);
+        s->scores[k] = hi == lo ? 0 : (int32_t)((hi - v) * 100 / (hi - lo));
+    }
 }
 
 /* Filter and score; leaves the feasible list and scores in the scratch arrays. */
@@ -285,7 +334,7 @@ static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
 static uint32_t keep_gpu_free_nodes(const struct gs_pod_req *req, const struct gs_node_fit *fit,
                                     uint32_t *feasible, uint32_t nf)
 {
-    if (req->num_gpu != 0 || nf < 2)
+    if (gs_req_wants_gpu(req) || nf < 2)
         return nf;
     uint32_t kept = 0;
     for (uint32_t k = 0; k < nf; k++)
@@ -297,7 +346,7 @@ static uint32_t keep_gpu_free_nodes(const struct gs_pod_req *req, const struct g
 static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
                             struct gs_rng *rng, uint32_t *nf_out)
 {
-    if (!req_valid(req))
+    if (gs_pod_req_validate(req, NULL, 0) != GS_OK)
         return GS_EINVAL;
     int err = ensure_nodes(s);
     if (err)
@@ -311,13 +360,13 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
     const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     if (!set) {
         /* A pod pinned to one node (filter.h): that node is judged alone, with no scan. */
-        if (gs_filter_pass(s->c, cls, pin) && gs_fit_ok(&fit[pin], req))
+        if (gs_filter_pass(s->c, cls, pin) && fits_at(s->c, fit, pin, req))
             s->feasible[nf++] = pin;
     } else if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t w = 0; w < (n + 63) / 64; w++)
             for (uint64_t bits = set[w]; bits; bits &= bits - 1) {
                 uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-                if (i < n && gs_fit_ok(&fit[i], req))
+                if (i < n && fits_at(s->c, fit, i, req))
                     s->feasible[nf++] = i;
             }
     } else {
@@ -338,7 +387,7 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
                 i = w * 64 + (uint32_t)__builtin_ctzll(bits);
                 if (i >= n)
                     break;
-                if (gs_fit_ok(&fit[i], req) && (s->feasible[nf++] = i, nf == s->nodes_to_find)) {
+                if (fits_at(s->c, fit, i, req) && (s->feasible[nf++] = i, nf == s->nodes_to_find)) {
                     done = true;
                     break;
                 }
@@ -357,7 +406,9 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
     }
     if (!nf)
         return GS_OK;
-    if ((err = s->ops->score(s, req, nf, rng)) != GS_OK)
+    if (gs_req_kind(req) != GS_REQ_MILLI)
+        score_kind(s, req, nf);
+    else if ((err = s->ops->score(s, req, nf, rng)) != GS_OK)
         return err;
     return add_filter_scores(s, cls, nf);
 }
@@ -402,6 +453,8 @@ int gs_sched_place_class(struct gs_sched *s, const struct gs_pod_req *req, uint3
     }
     uint32_t node = s->feasible[best];
     const struct gs_node *n = gs_cluster_node(s->c, node);
+    if (gs_req_kind(req) != GS_REQ_MILLI)
+        return gs_node_pick_gpus(n, node, req, pl) == GS_OK ? GS_OK : GS_EUNSCHEDULABLE;
     memset(pl, 0, sizeof(*pl));
     pl->node = node;
     pl->num_gpu = req->num_gpu;
