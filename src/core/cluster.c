@@ -67,6 +67,9 @@ static void node_release_strings(struct gs_node *n)
     gs__free(n->taints);
     n->taints = NULL;
     n->taint_count = 0;
+    gs__free(n->xres);
+    n->xres = NULL;
+    n->xres_count = 0;
 }
 
 void gs_cluster_free(struct gs_cluster *c)
@@ -79,6 +82,7 @@ void gs_cluster_free(struct gs_cluster *c)
     gs__free(c->free_slots);
     for (uint32_t m = 0; m < c->models_len; m++)
         gs__free(c->models[m]);
+    gs__xres_names_free(c);
     gs__free(c->nodes);
     gs__free(c->fit);
     gs__free(c->name_index);
@@ -623,14 +627,26 @@ bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req)
         n->pods >= n->pods_max)
         return false;
     if (req->num_gpu == 0)
-        return true;
+        return gs_node_xres_fits(n, req);
     if (req->num_gpu > n->gpu_count)
         return false;
     if (req->gpu_model_mask != GS_MODEL_ANY &&
         (n->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << n->model_id))))
         return false;
     /* The num_gpu-th largest free value decides whether num_gpu GPUs can each give gpu_milli. */
-    return n->gpu_free_desc[req->num_gpu - 1] >= req->gpu_milli;
+    return n->gpu_free_desc[req->num_gpu - 1] >= req->gpu_milli && gs_node_xres_fits(n, req);
+}
+
+bool gs_pod_req_equal(const struct gs_pod_req *a, const struct gs_pod_req *b)
+{
+    if (a->cpu_milli != b->cpu_milli || a->mem_mib != b->mem_mib || a->num_gpu != b->num_gpu ||
+        a->gpu_milli != b->gpu_milli || a->gpu_model_mask != b->gpu_model_mask ||
+        a->xres_count != b->xres_count)
+        return false;
+    for (uint32_t r = 0; r < a->xres_count && r < GS_POD_XRES_MAX; r++)
+        if (a->xres[r].id != b->xres[r].id || a->xres[r].qty != b->xres[r].qty)
+            return false;
+    return true;
 }
 
 int gs_req_tag(const struct gs_pod_req *req)
@@ -676,6 +692,7 @@ static void apply(struct gs_cluster *c, struct gs_node *n, const struct gs_pod_r
     n->cpu_milli_used += sign * req->cpu_milli;
     n->mem_mib_used += sign * req->mem_mib;
     n->pods += sign;
+    gs__xres_apply(n, req, sign);
     for (uint32_t i = 0; i < pl->num_gpu; i++) {
         struct gs_gpu *gpu = &n->gpus[pl->gpu_index[i]];
         gpu->gpu_milli_used += sign * pl->gpu_milli;
@@ -694,7 +711,8 @@ int gs_cluster_bind(struct gs_cluster *c, const struct gs_pod_req *req,
                     const struct gs_placement *pl)
 {
     struct gs_node *n = node_at(c, pl->node);
-    if (!n || !gs_node_fits(n, req) || !placement_valid(n, req, pl, BIND_NEW))
+    if (!n || !gs__xres_req_valid(c, req) || !gs_node_fits(n, req) ||
+        !placement_valid(n, req, pl, BIND_NEW))
         return GS_EINVAL;
     apply(c, n, req, pl, +1);
     return GS_OK;
@@ -705,8 +723,12 @@ int gs_cluster_adopt(struct gs_cluster *c, const struct gs_pod_req *req,
 {
     struct gs_node *n = node_at(c, pl->node);
     if (!n || req->cpu_milli < 0 || req->mem_mib < 0 || req->num_gpu > n->gpu_count ||
-        n->pods == INT32_MAX || !placement_valid(n, req, pl, BIND_ADOPT))
+        n->pods == INT32_MAX || !gs__xres_req_valid(c, req) ||
+        !placement_valid(n, req, pl, BIND_ADOPT))
         return GS_EINVAL;
+    int err = gs__xres_reserve(n, req);
+    if (err)
+        return err;
     apply(c, n, req, pl, +1);
     return GS_OK;
 }
@@ -719,7 +741,8 @@ int gs_cluster_unbind(struct gs_cluster *c, const struct gs_pod_req *req,
         return GS_EINVAL;
     int tag = gs_req_tag(req);
     if (n->pods == 0 || n->cpu_milli_used < req->cpu_milli || n->mem_mib_used < req->mem_mib ||
-        !placement_valid(n, req, pl, BIND_RELEASE) || (tag >= 0 && n->tag_count[tag] == 0))
+        !placement_valid(n, req, pl, BIND_RELEASE) || (tag >= 0 && n->tag_count[tag] == 0) ||
+        !gs__xres_req_valid(c, req) || !gs__xres_release_ok(n, req))
         return GS_EINVAL;
     apply(c, n, req, pl, -1);
     return GS_OK;

@@ -233,8 +233,12 @@ void gs_sched_free(struct gs_sched *s)
 
 static bool req_valid(const struct gs_pod_req *req)
 {
-    if (req->cpu_milli < 0 || req->mem_mib < 0 || req->num_gpu > GS_NODE_GPUS_MAX)
+    if (req->cpu_milli < 0 || req->mem_mib < 0 || req->num_gpu > GS_NODE_GPUS_MAX ||
+        req->xres_count > GS_POD_XRES_MAX)
         return false;
+    for (uint32_t r = 0; r < req->xres_count; r++)
+        if (req->xres[r].qty <= 0)
+            return false;
     if (req->num_gpu == 0)
         return true;
     if (req->gpu_milli <= 0 || req->gpu_milli > GS_GPU_MILLI)
@@ -311,13 +315,13 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
     const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     if (!set) {
         /* A pod pinned to one node (filter.h): that node is judged alone, with no scan. */
-        if (gs_filter_pass(s->c, cls, pin) && gs_fit_ok(&fit[pin], req))
+        if (gs_filter_pass(s->c, cls, pin) && gs_cluster_fits_at(s->c, fit, pin, req))
             s->feasible[nf++] = pin;
     } else if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t w = 0; w < (n + 63) / 64; w++)
             for (uint64_t bits = set[w]; bits; bits &= bits - 1) {
                 uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-                if (i < n && gs_fit_ok(&fit[i], req))
+                if (i < n && gs_cluster_fits_at(s->c, fit, i, req))
                     s->feasible[nf++] = i;
             }
     } else {
@@ -338,7 +342,8 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
                 i = w * 64 + (uint32_t)__builtin_ctzll(bits);
                 if (i >= n)
                     break;
-                if (gs_fit_ok(&fit[i], req) && (s->feasible[nf++] = i, nf == s->nodes_to_find)) {
+                if (gs_cluster_fits_at(s->c, fit, i, req) &&
+                    (s->feasible[nf++] = i, nf == s->nodes_to_find)) {
                     done = true;
                     break;
                 }
