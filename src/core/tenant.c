@@ -91,7 +91,7 @@ void gs_engine_free(struct gs_engine *e)
         /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
         gs__free(e->q[i].name);
         for (uint32_t f = 0; f < e->q[i].n_flavors; f++)
-            gs__free(e->q[i].flavors[f].heap);
+            gs__heap_fini(&e->q[i].flavors[f].heap);
         gs__free(e->q[i].flavors);
     }
     for (uint32_t i = 0; i < e->npc; i++)
