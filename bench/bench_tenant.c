@@ -126,7 +126,7 @@ static void free_setup(struct setup *s)
 
 static struct gs_pod_req random_req(struct gs_rng *rng, const struct gs_cluster *c)
 {
-    struct gs_pod_req r = {4000, 16384, 1, 1000, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(4000, 16384, 1, 1000, GS_MODEL_ANY);
     uint32_t k = gs_rng_below(rng, 100);
     if (k < 40) {
         r.num_gpu = 1;
@@ -200,9 +200,12 @@ static void preemption(const char *policy, uint32_t to_find)
     gs_rng_seed(&rng, 11);
     /* 20,000 low-priority 4-GPU pods fill the 80,000 GPUs, spread over the 50 queues. */
     for (int i = 0; i < 20000; i++) {
-        struct gs_tpod_spec ps = {
-            "low", s.leaves[i % QUEUES], s.pc[0], GS_NO_GANG, {8000, 16384, 4, 1000, GS_MODEL_ANY},
-            -1};
+        struct gs_tpod_spec ps = {"low",
+                                  s.leaves[i % QUEUES],
+                                  s.pc[0],
+                                  GS_NO_GANG,
+                                  GS_POD_REQ(8000, 16384, 4, 1000, GS_MODEL_ANY),
+                                  -1};
         if (gs_engine_submit(s.e, &ps, 0, NULL))
             exit(1);
     }
@@ -220,7 +223,8 @@ static void preemption(const char *policy, uint32_t to_find)
         running += qi.running;
     }
     struct gs_tpod_spec hp = {
-        "urgent", s.leaves[7], s.pc[2], GS_NO_GANG, {8000, 16384, 4, 1000, GS_MODEL_ANY}, -1};
+        "urgent", s.leaves[7], s.pc[2], GS_NO_GANG, GS_POD_REQ(8000, 16384, 4, 1000, GS_MODEL_ANY),
+        -1};
     uint32_t id;
     gs_engine_submit(s.e, &hp, 1000, &id);
     a = now_us();
@@ -247,7 +251,7 @@ static void gang(const char *policy, uint32_t to_find)
     gs_engine_add_gang(s.e, &gs, &g);
     for (int i = 0; i < 512; i++) {
         struct gs_tpod_spec ps = {
-            "w", s.leaves[3], s.pc[1], g, {4000, 16384, 1, 1000, GS_MODEL_ANY}, -1};
+            "w", s.leaves[3], s.pc[1], g, GS_POD_REQ(4000, 16384, 1, 1000, GS_MODEL_ANY), -1};
         gs_engine_submit(s.e, &ps, 0, NULL);
     }
     struct gs_cycle_stats st;
@@ -260,16 +264,19 @@ static void gang(const char *policy, uint32_t to_find)
     /* Refusal by capacity: 300 GPUs free in all, under the 512 the gang needs. */
     make_engine(&s, policy, to_find, false, 0);
     for (int i = 0; i < 79700; i++) {
-        struct gs_tpod_spec ps = {
-            "fill", s.leaves[i % QUEUES], s.pc[0], GS_NO_GANG, {1000, 1024, 1, 1000, GS_MODEL_ANY},
-            -1};
+        struct gs_tpod_spec ps = {"fill",
+                                  s.leaves[i % QUEUES],
+                                  s.pc[0],
+                                  GS_NO_GANG,
+                                  GS_POD_REQ(1000, 1024, 1, 1000, GS_MODEL_ANY),
+                                  -1};
         gs_engine_submit(s.e, &ps, 0, NULL);
     }
     gs_engine_cycle(s.e, 0, &rng, &st);
     gs_engine_add_gang(s.e, &gs, &g);
     for (int i = 0; i < 512; i++) {
-        struct gs_tpod_spec ps = {"w", s.leaves[3], s.pc[1], g, {1000, 1024, 1, 1000, GS_MODEL_ANY},
-                                  -1};
+        struct gs_tpod_spec ps = {
+            "w", s.leaves[3], s.pc[1], g, GS_POD_REQ(1000, 1024, 1, 1000, GS_MODEL_ANY), -1};
         gs_engine_submit(s.e, &ps, 1, NULL);
     }
     a = now_us();
@@ -287,7 +294,7 @@ static void gang(const char *policy, uint32_t to_find)
                                   s.leaves[i % QUEUES],
                                   s.pc[0],
                                   GS_NO_GANG,
-                                  {1000, 1024, gpus, 1000, GS_MODEL_ANY},
+                                  GS_POD_REQ(1000, 1024, gpus, 1000, GS_MODEL_ANY),
                                   -1};
         gs_engine_submit(s.e, &ps, 0, NULL);
     }
@@ -296,7 +303,7 @@ static void gang(const char *policy, uint32_t to_find)
     gs_engine_add_gang(s.e, &gs8, &g);
     for (int i = 0; i < 512; i++) {
         struct gs_tpod_spec ps = {
-            "w8", s.leaves[3], s.pc[1], g, {8000, 16384, 8, 1000, GS_MODEL_ANY}, -1};
+            "w8", s.leaves[3], s.pc[1], g, GS_POD_REQ(8000, 16384, 8, 1000, GS_MODEL_ANY), -1};
         gs_engine_submit(s.e, &ps, 1, NULL);
     }
     a = now_us();
@@ -308,9 +315,12 @@ static void gang(const char *policy, uint32_t to_find)
     struct gs_gang_spec gs8b = {"train-512x8-mixed", 512, 0};
     gs_engine_add_gang(s.e, &gs8b, &g);
     for (int i = 0; i < 512; i++) {
-        struct gs_tpod_spec ps = {
-            "w8", s.leaves[4], s.pc[1], g, {i == 0 ? 8001 : 8000, 16384, 8, 1000, GS_MODEL_ANY},
-            -1};
+        struct gs_tpod_spec ps = {"w8",
+                                  s.leaves[4],
+                                  s.pc[1],
+                                  g,
+                                  GS_POD_REQ(i == 0 ? 8001 : 8000, 16384, 8, 1000, GS_MODEL_ANY),
+                                  -1};
         gs_engine_submit(s.e, &ps, 2, NULL);
     }
     a = now_us();
@@ -410,9 +420,12 @@ static void live(const char *policy, uint32_t to_find, int n_decisions)
     a = now_us();
     for (int i = 0; i < 100000; i++) {
         uint32_t node = (uint32_t)(i % NODES);
-        struct gs_tpod_spec ps = {
-            "run", s.leaves[i % QUEUES], s.pc[1], GS_NO_GANG, {1000, 4096, 1, 1000, GS_MODEL_ANY},
-            -1};
+        struct gs_tpod_spec ps = {"run",
+                                  s.leaves[i % QUEUES],
+                                  s.pc[1],
+                                  GS_NO_GANG,
+                                  GS_POD_REQ(1000, 4096, 1, 1000, GS_MODEL_ANY),
+                                  -1};
         struct gs_placement pl = {node, 0, {0}, 0}; /* GPUs from the node's free ones */
         if (i >= 60000) {
             if (i % 2) {

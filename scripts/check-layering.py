@@ -49,7 +49,7 @@ HEADERS = {
 # src/k8s holds two layers: the translation of Kubernetes objects into the core (gskworld) and
 # the API client below the scheduler command (gpusched_k8s).
 KWORLD_FILES = {"kworld.c", "kquantity.c", "kselect.c", "kselect.h", "kworld_inventory.c",
-                "kworld_inv.h", "yamljson.c", "yamljson.h"}
+                "kworld_inv.h", "kworld_xres.c", "kworld_xres.h", "yamljson.c", "yamljson.h"}
 
 # CMake library targets by layer; test, fuzz and bench targets are not checked.
 TARGETS = {

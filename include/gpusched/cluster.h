@@ -29,6 +29,17 @@
 #define GS_MODEL_ANY UINT64_MAX
 /** Capacity of one whole GPU in milli-GPU. */
 #define GS_GPU_MILLI 1000
+/**
+ * Most distinct names of other resources in one cluster. "Other resources" are what a pod may
+ * request beyond CPU, memory and GPUs and kube-scheduler's NodeResourcesFit checks against a
+ * node's status.allocatable: extended resources (`example.com/foo`, `rdma/hca`),
+ * `ephemeral-storage`, `hugepages-<size>`.
+ */
+#define GS_XRES_MAX 64
+/** Most other resources one pod may request. */
+#define GS_POD_XRES_MAX 4
+/** Most other resources one node may offer. */
+#define GS_NODE_XRES_MAX 32
 
 /**
  * How a GPU is shared between pods: each GPU is in exactly one mode; a node may mix them. A new
@@ -101,6 +112,20 @@ struct gs_taint {
     uint8_t effect; /**< enum gs_taint_effect */
 };
 
+/** An amount of another resource (see GS_XRES_MAX). Plain value record. */
+struct gs_xres {
+    uint32_t id; /**< resource name id from gs_cluster_xres_id() */
+    int64_t qty; /**< amount in the resource's base unit (a count; bytes for storage), >= 0 */
+};
+
+/** Another resource of a node: what it offers and what bound pods hold. Plain value record. */
+struct gs_node_xres {
+    uint32_t id;         /**< resource name id */
+    int64_t allocatable; /**< status.allocatable, >= 0 (0: the node does not offer it) */
+    int64_t used;        /**< requested by bound pods, >= 0; may exceed allocatable after an
+                              adopt or a drop of allocatable (free is then 0, never negative) */
+};
+
 /** Clustering tags (FGD paper's GPU Clustering policy): tag 0 is a shared GPU, tag k is k GPUs. */
 #define GS_TAG_SHARE 0
 
@@ -137,6 +162,9 @@ struct gs_node {
     uint32_t taint_count;                     /**< entries in taints */
     uint32_t healthy_gpus;                    /**< GPUs with healthy set */
     uint8_t share_flags;                      /**< derived: GS_FIT_HAS_* of its GPUs' modes */
+    struct gs_node_xres *xres;                /**< other resources, owned, ascending id; may
+                                                   be NULL */
+    uint32_t xres_count;                      /**< entries in xres */
 };
 
 /**
@@ -192,8 +220,26 @@ struct gs_pod_req {
                                   1..100 (HAMi `gpumem-percentage`); 0 when not used */
     uint8_t timeslice_slots; /**< TIMESLICE: slots, each on a distinct time-sliced GPU, 1..16 */
     uint8_t mig_count;       /**< MIG: instances of mig_profile, 1..GS_PLACEMENT_MIG_MAX */
-    char mig_profile[GS_MIG_NAME_MAX]; /**< MIG: profile name, e.g. "1g.10gb"; NUL-terminated */
+    char mig_profile[GS_MIG_NAME_MAX];    /**< MIG: profile name, e.g. "1g.10gb"; NUL-terminated */
+    uint32_t xres_count;                  /**< entries used in xres, 0..GS_POD_XRES_MAX */
+    struct gs_xres xres[GS_POD_XRES_MAX]; /**< other resources asked, distinct ids, qty > 0 */
 };
+
+/**
+ * A request for CPU, memory and GPUs only (no other resources), as a compound literal:
+ * GS_POD_REQ(cpu_milli, mem_mib, num_gpu, gpu_milli, gpu_model_mask).
+ */
+#define GS_POD_REQ(cpu_milli_, mem_mib_, num_gpu_, gpu_milli_, model_mask_)                        \
+    ((struct gs_pod_req){.cpu_milli = (cpu_milli_),                                                \
+                         .mem_mib = (mem_mib_),                                                    \
+                         .num_gpu = (num_gpu_),                                                    \
+                         .gpu_milli = (gpu_milli_),                                                \
+                         .gpu_model_mask = (model_mask_)})
+
+/**
+ * Whether two requests ask for the same thing (member by member; padding ignored).
+ */
+bool gs_pod_req_equal(const struct gs_pod_req *a, const struct gs_pod_req *b);
 
 /** Returns the kind of a request, from the members it sets (MIG, then TIMESLICE, MEMORY). */
 static inline enum gs_req_kind gs_req_kind(const struct gs_pod_req *req)
@@ -438,6 +484,41 @@ int gs_cluster_set_taints(struct gs_cluster *c, uint32_t i, const struct gs_tain
 int gs_cluster_set_labels(struct gs_cluster *c, uint32_t i, const char *const *kv, uint32_t n);
 
 /**
+ * Finds or adds the name of another resource (see GS_XRES_MAX) and returns its id. Names are
+ * never removed; ids count from 0 in order of first use.
+ * @param name  resource name as Kubernetes writes it (`example.com/foo`, `hugepages-2Mi`),
+ *              non-empty; copied.
+ * @param id    receives the id.
+ * @return GS_OK; GS_EINVAL for an empty name; GS_ELIMIT past GS_XRES_MAX names; GS_ENOMEM.
+ */
+int gs_cluster_xres_id(struct gs_cluster *c, const char *name, uint32_t *id);
+
+/** Returns the name of other resource `id` (borrowed, valid while the cluster lives), or NULL. */
+const char *gs_cluster_xres_name(const struct gs_cluster *c, uint32_t id);
+
+/**
+ * Replaces what a node offers of other resources (its status.allocatable beyond CPU, memory,
+ * pods and GPUs) with `alloc[0..n)`. What bound pods hold is kept by id; a resource that pods
+ * hold and the new list lacks stays with allocatable 0 (the pods keep running).
+ * @param alloc  distinct ids from gs_cluster_xres_id(), qty >= 0; borrowed.
+ * @return GS_OK; GS_EINVAL (bad node, unknown or repeated id, negative qty); GS_ELIMIT past
+ *         GS_NODE_XRES_MAX entries; GS_ENOMEM. The node is unchanged on failure.
+ */
+int gs_cluster_set_xres(struct gs_cluster *c, uint32_t i, const struct gs_xres *alloc, uint32_t n);
+
+/**
+ * Whether node `n` has free every other resource `req` asks (allocatable - used >= qty).
+ * True for a request without other resources. Pure; O(req->xres_count + n->xres_count).
+ */
+bool gs_node_xres_fits(const struct gs_node *n, const struct gs_pod_req *req);
+
+/**
+ * How many copies of `req` the node's free other resources allow: the minimum over the asked
+ * resources of free / qty, or INT64_MAX for a request without other resources. Pure.
+ */
+int64_t gs_node_xres_copies(const struct gs_node *n, const struct gs_pod_req *req);
+
+/**
  * Returns the capacity that new pods can use: per resource the sum over present nodes of
  * allocatable CPU and memory, and 1000 milli-GPU per healthy GPU. Quotas and fair share are
  * computed against it.
@@ -465,7 +546,8 @@ int64_t gs_cluster_gpu_milli_used(const struct gs_cluster *c);
  * pod count (Kubernetes NodeResourcesFit), the GPU model, and the GPUs by kind: MILLI, that
  * `num_gpu` GPUs each have at least `gpu_milli` free (a fraction only on a fractions GPU);
  * MEMORY, TIMESLICE and MIG, that gs_node_pick_gpus() finds GPUs for it. A pod asking for no
- * GPU passes the GPU checks on any node. Pure; O(1) for milli requests, O(GPUs) otherwise.
+ * GPU passes the GPU checks on any node. Other resources are checked as gs_node_xres_fits() does.
+ * Pure; O(1) for milli requests plus the other resources asked, O(GPUs) otherwise.
  */
 bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req);
 
@@ -503,9 +585,10 @@ static inline bool gs_fit_decides(const struct gs_node_fit *f, const struct gs_p
 }
 
 /**
- * gs_node_fits() on the packed view, one cache line read: the same answer where
- * gs_fit_decides(); elsewhere a necessary condition (false means it does not fit; true means
- * ask gs_node_fits()).
+ * gs_node_fits() on the packed view, one cache line read, other resources aside: the same
+ * answer where gs_fit_decides(); elsewhere a necessary condition (false means it does not fit;
+ * true means ask gs_node_fits()). A request with other resources must also pass
+ * gs_node_xres_fits() (the view has no room for them). gs_cluster_fits_at() does both.
  */
 static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_req *req)
 {
@@ -529,6 +612,22 @@ static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_re
         (f->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << f->model_id))))
         return false;
     return f->gpu_free_desc[req->num_gpu - 1] >= req->gpu_milli;
+}
+
+/**
+ * gs_node_fits() for node slot `i` through the packed view: one cache line for a milli request
+ * without other resources; the node itself is read when the request asks other resources, or
+ * the view does not decide it (gs_fit_decides()).
+ * @param fit  gs_cluster_fit_array(c).
+ */
+static inline bool gs_cluster_fits_at(const struct gs_cluster *c, const struct gs_node_fit *fit,
+                                      uint32_t i, const struct gs_pod_req *req)
+{
+    if (!gs_fit_ok(&fit[i], req))
+        return false;
+    if (!gs_fit_decides(&fit[i], req))
+        return gs_node_fits(gs_cluster_node(c, i), req);
+    return req->xres_count == 0 || gs_node_xres_fits(gs_cluster_node(c, i), req);
 }
 
 /**

@@ -20,6 +20,8 @@
  *   "Insufficient cpu"
  *   "Insufficient memory"
  *   "Insufficient nvidia.com/gpu"
+ *   "Insufficient <name>"                                 each other resource asked
+ *                                                         (extended resources, hugepages ...)
  *
  * followed, when the free GPU capacity of the nodes that pass every other check adds up to the
  * ask but no node (or no GPU, for a fraction) holds it, by
@@ -53,6 +55,10 @@ struct gs_unsched {
     uint32_t cpu;                           /**< not enough free CPU */
     uint32_t mem;                           /**< not enough free memory */
     uint32_t gpu;                           /**< not enough free GPU */
+    uint32_t xres[GS_POD_XRES_MAX];         /**< per other resource asked (req->xres order):
+                                                 not enough free of it */
+    const char *xres_name[GS_POD_XRES_MAX]; /**< their names, borrowed from the cluster (valid
+                                                 while it lives); NULL for unknown ids */
     uint32_t fit;           /**< nodes where the pod fits now (0 for a pod that cannot run) */
     uint32_t gpu_free;      /**< whole-GPU ask: free GPUs with gpu_milli open, summed over the
                                  nodes that pass every other check */

@@ -68,6 +68,9 @@ static void node_release_strings(struct gs_node *n)
     gs__free(n->taints);
     n->taints = NULL;
     n->taint_count = 0;
+    gs__free(n->xres);
+    n->xres = NULL;
+    n->xres_count = 0;
 }
 
 void gs_cluster_free(struct gs_cluster *c)
@@ -80,6 +83,7 @@ void gs_cluster_free(struct gs_cluster *c)
     gs__free(c->free_slots);
     for (uint32_t m = 0; m < c->models_len; m++)
         gs__free(c->models[m]);
+    gs__xres_names_free(c);
     gs__free(c->nodes);
     gs__free(c->fit);
     gs__free(c->name_index);
@@ -668,7 +672,7 @@ bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req)
         n->pods >= n->pods_max)
         return false;
     if (req->num_gpu == 0)
-        return true;
+        return gs_node_xres_fits(n, req);
     if (req->num_gpu > n->gpu_count)
         return false;
     if (req->gpu_model_mask != GS_MODEL_ANY &&
@@ -678,7 +682,22 @@ bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req)
     if (req->num_gpu == 1 && req->gpu_milli < GS_GPU_MILLI && (n->share_flags & GS_FIT_HAS_WHOLE))
         return gs__share_fits(n, req);
     /* The num_gpu-th largest free value decides whether num_gpu GPUs can each give gpu_milli. */
-    return n->gpu_free_desc[req->num_gpu - 1] >= req->gpu_milli;
+    return n->gpu_free_desc[req->num_gpu - 1] >= req->gpu_milli && gs_node_xres_fits(n, req);
+}
+
+bool gs_pod_req_equal(const struct gs_pod_req *a, const struct gs_pod_req *b)
+{
+    if (a->cpu_milli != b->cpu_milli || a->mem_mib != b->mem_mib || a->num_gpu != b->num_gpu ||
+        a->gpu_milli != b->gpu_milli || a->gpu_model_mask != b->gpu_model_mask ||
+        a->xres_count != b->xres_count || a->gpu_mem_mib != b->gpu_mem_mib ||
+        a->gpu_mem_pct != b->gpu_mem_pct || a->timeslice_slots != b->timeslice_slots ||
+        a->mig_count != b->mig_count ||
+        strncmp(a->mig_profile, b->mig_profile, sizeof(a->mig_profile)) != 0)
+        return false;
+    for (uint32_t r = 0; r < a->xres_count && r < GS_POD_XRES_MAX; r++)
+        if (a->xres[r].id != b->xres[r].id || a->xres[r].qty != b->xres[r].qty)
+            return false;
+    return true;
 }
 
 int gs_req_tag(const struct gs_pod_req *req)
@@ -701,6 +720,7 @@ static void apply(struct gs_cluster *c, struct gs_node *n, const struct gs_pod_r
     n->cpu_milli_used += sign * req->cpu_milli;
     n->mem_mib_used += sign * req->mem_mib;
     n->pods += sign;
+    gs__xres_apply(n, req, sign);
     c->gpu_milli_used += gs__share_apply(n, req, pl, sign);
     int tag = gs_req_tag(req);
     if (tag >= 0) {
@@ -714,7 +734,8 @@ int gs_cluster_bind(struct gs_cluster *c, const struct gs_pod_req *req,
                     const struct gs_placement *pl)
 {
     struct gs_node *n = node_at(c, pl->node);
-    if (!n || !gs_node_fits(n, req) || !gs__share_valid(n, req, pl, GS__BIND_NEW))
+    if (!n || !gs__xres_req_valid(c, req) || !gs_node_fits(n, req) ||
+        !gs__share_valid(n, req, pl, GS__BIND_NEW))
         return GS_EINVAL;
     apply(c, n, req, pl, +1);
     return GS_OK;
@@ -725,8 +746,12 @@ int gs_cluster_adopt(struct gs_cluster *c, const struct gs_pod_req *req,
 {
     struct gs_node *n = node_at(c, pl->node);
     if (!n || req->cpu_milli < 0 || req->mem_mib < 0 || req->num_gpu > n->gpu_count ||
-        n->pods == INT32_MAX || !gs__share_valid(n, req, pl, GS__BIND_ADOPT))
+        n->pods == INT32_MAX || !gs__xres_req_valid(c, req) ||
+        !gs__share_valid(n, req, pl, GS__BIND_ADOPT))
         return GS_EINVAL;
+    int err = gs__xres_reserve(n, req);
+    if (err)
+        return err;
     apply(c, n, req, pl, +1);
     return GS_OK;
 }
@@ -739,7 +764,8 @@ int gs_cluster_unbind(struct gs_cluster *c, const struct gs_pod_req *req,
         return GS_EINVAL;
     int tag = gs_req_tag(req);
     if (n->pods == 0 || n->cpu_milli_used < req->cpu_milli || n->mem_mib_used < req->mem_mib ||
-        !gs__share_valid(n, req, pl, GS__BIND_RELEASE) || (tag >= 0 && n->tag_count[tag] == 0))
+        !gs__share_valid(n, req, pl, GS__BIND_RELEASE) || (tag >= 0 && n->tag_count[tag] == 0) ||
+        !gs__xres_req_valid(c, req) || !gs__xres_release_ok(n, req))
         return GS_EINVAL;
     apply(c, n, req, pl, -1);
     return GS_OK;

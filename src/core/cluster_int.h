@@ -67,6 +67,8 @@ struct gs_cluster {
     uint32_t name_index_cap; /* power of two, at least twice nodes_len */
     char *models[GS_MODELS_MAX]; /* model names by id, owned */
     uint32_t models_len;
+    char *xres_names[GS_XRES_MAX]; /* other resources' names by id, owned */
+    uint32_t xres_len;
     uint32_t gpu_count;     /* sum of present nodes' gpu_count */
     int64_t gpu_milli_used; /* sum over GPUs of gpu_milli_used */
     uint64_t next_gen;      /* source of node generations */
@@ -108,5 +110,17 @@ int gs__filter_reserve(struct gs_cluster *c, uint32_t nodes_cap);
 void gs__filter_node_changed(struct gs_cluster *c, uint32_t i, bool had_prefer);
 /* filter.c: whether a node has a PreferNoSchedule taint. */
 bool gs__node_has_prefer_taint(const struct gs_node *n);
+
+/* cluster_xres.c: frees the name table. */
+void gs__xres_names_free(struct gs_cluster *c);
+/* cluster_xres.c: the request's other resources are well formed (known distinct ids, qty > 0). */
+bool gs__xres_req_valid(const struct gs_cluster *c, const struct gs_pod_req *req);
+/* cluster_xres.c: gives the node an entry (allocatable 0) for each resource of req it lacks,
+ * before an adopt. GS_OK; GS_ELIMIT; GS_ENOMEM (node unchanged). */
+int gs__xres_reserve(struct gs_node *n, const struct gs_pod_req *req);
+/* cluster_xres.c: the node holds at least what req asks of each other resource. */
+bool gs__xres_release_ok(const struct gs_node *n, const struct gs_pod_req *req);
+/* cluster_xres.c: adds (sign +1) or removes (-1) what req asks; entries must exist. */
+void gs__xres_apply(struct gs_node *n, const struct gs_pod_req *req, int sign);
 
 #endif /* GPUSCHED_CLUSTER_INT_H */

@@ -79,6 +79,16 @@ int gs_explain(const struct gs_cluster *c, const struct gs_pod_req *req, uint32_
             out->mem++;
             lack = true;
         }
+        bool xres_lack = false;
+        for (uint32_t r = 0; r < req->xres_count && r < GS_POD_XRES_MAX; r++) {
+            struct gs_pod_req one = {0};
+            one.xres_count = 1;
+            one.xres[0] = req->xres[r];
+            if (!gs_node_xres_fits(n, &one)) {
+                out->xres[r]++;
+                xres_lack = lack = true;
+            }
+        }
         bool gpu_lack = req->num_gpu > 0 && (req->num_gpu > n->gpu_count ||
                                              n->gpu_free_desc[req->num_gpu - 1] < req->gpu_milli);
         if (gpu_lack) {
@@ -88,7 +98,7 @@ int gs_explain(const struct gs_cluster *c, const struct gs_pod_req *req, uint32_
         if (!lack)
             out->fit++;
         if (req->num_gpu == 0 || n->pods >= n->pods_max || req->cpu_milli > n->cpu_milli_free ||
-            req->mem_mib > n->mem_mib_free)
+            req->mem_mib > n->mem_mib_free || xres_lack)
             continue;
         /* The GPU capacity this node could give if only GPUs were short. */
         uint32_t block = 0;
@@ -104,6 +114,8 @@ int gs_explain(const struct gs_cluster *c, const struct gs_pod_req *req, uint32_
         if (block > out->largest_block)
             out->largest_block = block;
     }
+    for (uint32_t r = 0; r < req->xres_count && r < GS_POD_XRES_MAX; r++)
+        out->xres_name[r] = gs_cluster_xres_name(c, req->xres[r].id);
     if (out->fit == 0 && req->num_gpu > 0) {
         if (share)
             out->fragmented = out->share_free >= req->gpu_milli;
@@ -125,7 +137,7 @@ static int cmp_reason(const void *a, const void *b)
 size_t gs_explain_format(const struct gs_unsched *u, const struct gs_pod_req *req, char *buf,
                          size_t cap)
 {
-    struct reason r[8];
+    struct reason r[8 + GS_POD_XRES_MAX];
     uint32_t nr = 0;
 #define ADD(count, ...)                                                                            \
     do {                                                                                           \
@@ -144,6 +156,8 @@ size_t gs_explain_format(const struct gs_unsched *u, const struct gs_pod_req *re
     ADD(u->cpu, "%u Insufficient cpu", u->cpu);
     ADD(u->mem, "%u Insufficient memory", u->mem);
     ADD(u->gpu, "%u Insufficient nvidia.com/gpu", u->gpu);
+    for (uint32_t x = 0; x < GS_POD_XRES_MAX && x < req->xres_count; x++)
+        ADD(u->xres[x], "%u Insufficient %s", u->xres[x], u->xres_name[x] ? u->xres_name[x] : "?");
 #undef ADD
     qsort(r, nr, sizeof(r[0]), cmp_reason);
     size_t len = 0;

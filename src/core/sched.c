@@ -232,18 +232,6 @@ void gs_sched_free(struct gs_sched *s)
 }
 
 /*
- * Whether node i fits req. The packed view decides milli requests (one cache line); a fraction
- * on a node with a whole-mode GPU, and every other kind on a node whose GPU modes can serve it,
- * are judged on the node itself (gs_node_fits(), the same pick that places them).
- */
-static inline bool fits_at(const struct gs_cluster *c, const struct gs_node_fit *fit, uint32_t i,
-                           const struct gs_pod_req *req)
-{
-    return gs_fit_ok(&fit[i], req) &&
-           (gs_fit_decides(&fit[i], req) || gs_node_fits(gs_cluster_node(c, i), req));
-}
-
-/*
  * The score of a node for a request of a kind beyond milli (memory, time-slice slots, MIG
  * instances): best fit on what the kind takes, the node left with the least of it free scoring
  * highest, min-max scaled to 0..100 over the feasible nodes. Every policy uses it for these
@@ -360,13 +348,13 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
     const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     if (!set) {
         /* A pod pinned to one node (filter.h): that node is judged alone, with no scan. */
-        if (gs_filter_pass(s->c, cls, pin) && fits_at(s->c, fit, pin, req))
+        if (gs_filter_pass(s->c, cls, pin) && gs_cluster_fits_at(s->c, fit, pin, req))
             s->feasible[nf++] = pin;
     } else if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t w = 0; w < (n + 63) / 64; w++)
             for (uint64_t bits = set[w]; bits; bits &= bits - 1) {
                 uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-                if (i < n && fits_at(s->c, fit, i, req))
+                if (i < n && gs_cluster_fits_at(s->c, fit, i, req))
                     s->feasible[nf++] = i;
             }
     } else {
@@ -387,7 +375,8 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
                 i = w * 64 + (uint32_t)__builtin_ctzll(bits);
                 if (i >= n)
                     break;
-                if (fits_at(s->c, fit, i, req) && (s->feasible[nf++] = i, nf == s->nodes_to_find)) {
+                if (gs_cluster_fits_at(s->c, fit, i, req) &&
+                    (s->feasible[nf++] = i, nf == s->nodes_to_find)) {
                     done = true;
                     break;
                 }

@@ -39,6 +39,12 @@ int gs_pod_req_validate(const struct gs_pod_req *req, char *reason, size_t cap)
         return refuse(reason, cap, "mem_mib %lld: negative", (long long)req->mem_mib);
     if (req->num_gpu > GS_NODE_GPUS_MAX)
         return refuse(reason, cap, "num_gpu %u: above %u", req->num_gpu, GS_NODE_GPUS_MAX);
+    if (req->xres_count > GS_POD_XRES_MAX)
+        return refuse(reason, cap, "xres_count %u: above %u", req->xres_count, GS_POD_XRES_MAX);
+    for (uint32_t r = 0; r < req->xres_count; r++)
+        if (req->xres[r].qty <= 0)
+            return refuse(reason, cap, "xres[%u] qty %lld: not positive", r,
+                          (long long)req->xres[r].qty);
     switch (gs_req_kind(req)) {
     case GS_REQ_MILLI:
         if (req->num_gpu == 0)
@@ -155,6 +161,8 @@ static bool base_fits(const struct gs_node *n, const struct gs_pod_req *req)
 {
     if (!n->present || req->cpu_milli > n->cpu_milli_free || req->mem_mib > n->mem_mib_free ||
         n->pods >= n->pods_max)
+        return false;
+    if (!gs_node_xres_fits(n, req))
         return false;
     if (!gs_req_wants_gpu(req))
         return true;

@@ -91,7 +91,7 @@ void gs_engine_free(struct gs_engine *e)
         /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
         gs__free(e->q[i].name);
         for (uint32_t f = 0; f < e->q[i].n_flavors; f++)
-            gs__free(e->q[i].flavors[f].heap);
+            gs__heap_fini(&e->q[i].flavors[f].heap);
         gs__free(e->q[i].flavors);
     }
     for (uint32_t i = 0; i < e->npc; i++)
@@ -437,6 +437,68 @@ int gs_engine_pod_info(const struct gs_engine *e, uint32_t id, struct gs_tpod_in
     return p->forgotten && !p->name ? GS_ENOENT : GS_OK;
 }
 
+/* What running pods and held gang capacity ask of one other resource on one node. */
+static int64_t xres_held(const struct gs_engine *e, uint32_t node, uint32_t id)
+{
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < e->np; i++) {
+        const struct tpod *p = &e->p[i];
+        if (p->state != GS_TPOD_RUNNING || p->pl.node != node)
+            continue;
+        for (uint32_t r = 0; r < p->req.xres_count; r++)
+            if (p->req.xres[r].id == id)
+                sum += p->req.xres[r].qty;
+    }
+    for (uint32_t gi = 0; gi < e->ng; gi++)
+        for (uint32_t k = 0; k < e->g[gi].n_holds; k++) {
+            const struct gang_hold *h = &e->g[gi].holds[k];
+            if (h->state != HOLD_HELD || h->pl.node != node)
+                continue;
+            for (uint32_t r = 0; r < h->req.xres_count; r++)
+                if (h->req.xres[r].id == id)
+                    sum += h->req.xres[r].qty;
+        }
+    return sum;
+}
+
+/* Each node's other resources in use equal what its pods (and gang holds) ask; none negative.
+ * O(nodes x entries x pods) but only over nodes that list other resources. */
+static int check_xres(const struct gs_engine *e, char *msg, size_t cap)
+{
+    uint32_t nn = gs_cluster_node_count(e->c);
+    for (uint32_t i = 0; i < e->np; i++) { /* every resource a running pod asks is listed */
+        const struct tpod *p = &e->p[i];
+        if (p->state != GS_TPOD_RUNNING)
+            continue;
+        const struct gs_node *nd = gs_cluster_node(e->c, p->pl.node);
+        for (uint32_t r = 0; r < p->req.xres_count; r++) {
+            bool listed = false;
+            for (uint32_t k = 0; k < nd->xres_count; k++)
+                listed |= nd->xres[k].id == p->req.xres[r].id;
+            if (!listed) {
+                (void)snprintf(msg, cap, "pod %s holds %s on node %s, which does not list it",
+                               p->name, gs_cluster_xres_name(e->c, p->req.xres[r].id), nd->name);
+                return GS_EINVAL;
+            }
+        }
+    }
+    for (uint32_t n = 0; n < nn; n++) {
+        const struct gs_node *nd = gs_cluster_node(e->c, n);
+        for (uint32_t k = 0; nd->present && k < nd->xres_count; k++) {
+            const struct gs_node_xres *x = &nd->xres[k];
+            int64_t want = xres_held(e, n, x->id);
+            if (x->used < 0 || x->allocatable < 0 || x->used != want) {
+                (void)snprintf(msg, cap,
+                               "node %s resource %s: pods hold %lld, the cluster says %lld of %lld",
+                               nd->name, gs_cluster_xres_name(e->c, x->id), (long long)want,
+                               (long long)x->used, (long long)x->allocatable);
+                return GS_EINVAL;
+            }
+        }
+    }
+    return GS_OK;
+}
+
 int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
 {
     int err = GS_EINVAL;
@@ -524,6 +586,8 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
             }
         }
     }
+    if (check_xres(e, msg, cap) != GS_OK)
+        goto out;
     for (uint32_t qi = 0; qi < e->nq; qi++) {
         const struct queue *q = &e->q[qi];
         for (int r = 0; r < GS_RES_COUNT; r++) {

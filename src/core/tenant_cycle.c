@@ -29,43 +29,25 @@ static bool heap_before(const struct heap_ent *a, const struct heap_ent *b)
     return a->pod < b->pod;
 }
 
+static bool ent_before(const void *a, const void *b, void *ctx)
+{
+    (void)ctx;
+    return heap_before(a, b);
+}
+
 static int heap_push(struct flavor_queue *f, struct heap_ent ent)
 {
-    int err = gs__grow((void **)&f->heap, &f->cap, f->len + 1, sizeof(*f->heap));
-    if (err)
-        return err;
-    uint32_t i = f->len++;
-    while (i > 0) {
-        uint32_t parent = (i - 1) / 2;
-        if (!heap_before(&ent, &f->heap[parent]))
-            break;
-        f->heap[i] = f->heap[parent];
-        i = parent;
-    }
-    f->heap[i] = ent;
-    return GS_OK;
+    return gs__heap_push(&f->heap, &ent);
 }
 
 static void heap_pop(struct flavor_queue *f)
 {
-    struct heap_ent last = f->heap[--f->len];
-    uint32_t i = 0;
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, best = i;
-        const struct heap_ent *bv = &last;
-        if (l < f->len && heap_before(&f->heap[l], bv)) {
-            best = l;
-            bv = &f->heap[l];
-        }
-        if (r < f->len && heap_before(&f->heap[r], bv))
-            best = r;
-        if (best == i)
-            break;
-        f->heap[i] = f->heap[best];
-        i = best;
-    }
-    if (f->len > 0)
-        f->heap[i] = last;
+    (void)gs__heap_pop(&f->heap, NULL);
+}
+
+static const struct heap_ent *heap_top(const struct flavor_queue *f)
+{
+    return gs__heap_top(&f->heap);
 }
 
 /*
@@ -89,8 +71,8 @@ static struct heap_ent heap_entry(const struct gs_engine *e, uint32_t pod)
 /* Drops stale entries from the top of a flavor heap; returns the head pod or NO_ID. */
 static uint32_t flavor_head(const struct gs_engine *e, struct flavor_queue *f)
 {
-    while (f->len > 0) {
-        const struct heap_ent *h = &f->heap[0];
+    const struct heap_ent *h;
+    while ((h = heap_top(f)) != NULL) {
         const struct tpod *p = &e->p[h->pod];
         if (p->state == GS_TPOD_PENDING && p->seq == h->seq)
             return h->pod;
@@ -118,6 +100,8 @@ int gs__enqueue(struct gs_engine *e, uint32_t pod)
         nf[f].fclass = fc;
         nf[f].blocked_cycle = UINT32_MAX;
         nf[f].bf_cycle = UINT32_MAX;
+        gs__heap_init(&nf[f].heap, sizeof(struct heap_ent), ent_before, NULL);
+        gs__heap_set_alloc(&nf[f].heap, gs__realloc, gs__free);
         q->n_flavors++;
     }
     p->seq++;
@@ -275,9 +259,9 @@ static uint32_t queue_next(struct gs_engine *e, struct queue *q, uint32_t *flavo
         uint32_t h = flavor_head(e, fq);
         if (h == NO_ID)
             continue;
-        if (best == NO_ID || heap_before(&fq->heap[0], &bh)) {
+        if (best == NO_ID || heap_before(heap_top(fq), &bh)) {
             best = h;
-            bh = fq->heap[0];
+            bh = *heap_top(fq);
             *flavor = f;
         }
     }

@@ -142,7 +142,7 @@ uint32_t gs__gang_slots(const struct gs_engine *e, const uint32_t *members, uint
         const struct tpod *mp = &e->p[members[m]];
         if (mp->state != GS_TPOD_PENDING)
             continue;
-        if (rq && memcmp(rq, &mp->req, sizeof(*rq)) != 0)
+        if (rq && !gs_pod_req_equal(rq, &mp->req))
             return UINT32_MAX;
         rq = &mp->req;
     }
@@ -153,9 +153,11 @@ uint32_t gs__gang_slots(const struct gs_engine *e, const uint32_t *members, uint
     uint64_t slots = 0;
     for (uint32_t n = 0; n < nn; n++) {
         const struct gs_node_fit *f = &fit[n];
-        if (!gs_fit_ok(f, rq))
+        if (!gs_cluster_fits_at(e->c, fit, n, rq))
             continue;
         int64_t k = f->pods_left;
+        if (rq->xres_count > 0)
+            k = min64(k, gs_node_xres_copies(gs_cluster_node(e->c, n), rq));
         if (rq->cpu_milli > 0)
             k = min64(k, f->cpu_milli_free / rq->cpu_milli);
         if (rq->mem_mib > 0)

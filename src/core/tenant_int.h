@@ -30,6 +30,7 @@
 #include "gpusched/cluster.h"
 #include "gpusched/sched.h"
 #include "gpusched/tenant.h"
+#include "util/heap.h"
 
 #define NO_ID UINT32_MAX
 #define BACKFILL_RELEASES_MAX 20000
@@ -48,11 +49,10 @@ struct heap_ent {
 };
 
 struct flavor_queue {
-    uint64_t mask;         /* GPU model mask of the pods in it (CPU-only pods: 0) */
-    uint32_t fclass;       /* node filter class of the pods in it (for pods pinned to one node,
-                              the class of the rest of their filter: gs_filter_base()) */
-    struct heap_ent *heap; /* binary heap, best first */
-    uint32_t len, cap;
+    uint64_t mask;          /* GPU model mask of the pods in it (CPU-only pods: 0) */
+    uint32_t fclass;        /* node filter class of the pods in it (for pods pinned to one node,
+                               the class of the rest of their filter: gs_filter_base()) */
+    struct gs_heap heap;    /* of struct heap_ent, best first (util/heap.h, the core's allocator) */
     uint32_t blocked_cycle; /* cycle in which its head could not be placed */
     uint32_t bf_cycle;      /* cycle in which its head got a backfill reservation */
     uint32_t bf_tries;      /* jobs tried behind that reservation in bf_cycle */

@@ -17,6 +17,7 @@
 #include "kselect.h"
 
 #include "kworld_inv.h"
+#include "kworld_xres.h"
 
 #define NO_ID UINT32_MAX
 #define WL_SAMPLES 4096u /* GPU pod requests the learned workload is built from */
@@ -467,6 +468,15 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
     for (int64_t g = 0; g < r.gpus; g++)
         (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g,
                                         have_inv == 1 ? inv.usable[g] : g < r.gpus_alloc);
+    const json_t *st = json_object_get(obj, "status");
+    const json_t *alloc = json_object_get(st, "allocatable");
+    char warn[256];
+    err = gs__kxres_node(w->c, i, alloc ? alloc : json_object_get(st, "capacity"), name, w->err,
+                         w->errcap, warn, sizeof(warn));
+    if (err)
+        return err;
+    if (warn[0] && w->cfg.on_warning)
+        w->cfg.on_warning(w->cfg.ctx, warn);
     bool unsched = json_is_true(jpath(json_object_get(obj, "spec"), "unschedulable", NULL));
     (void)gs_cluster_set_unschedulable(w->c, i, unsched);
     if ((err = node_labels(w, i, obj)) != GS_OK || (err = node_taints(w, i, obj, name)) != GS_OK)
@@ -834,7 +844,10 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
     }
     if (tr_gpus(t, obj, spec))
         return 1;
-    int err = pod_class(w, spec, &t->spec.priority_class);
+    int err = gs__kxres_pod(w->c, spec, &t->spec.req, t->reason, sizeof(t->reason));
+    if (err)
+        return err;
+    err = pod_class(w, spec, &t->spec.priority_class);
     if (err)
         return err;
     if (t->node) {
@@ -1197,7 +1210,8 @@ static int build_workload(struct gs_kworld *w)
         specs[k++] = "";
     }
     if (k == 0) { /* no GPU pod yet: one whole GPU stands for the workload */
-        reqs[0] = (struct gs_pod_req){1000, 0, 1, 1000, GS_MODEL_ANY};
+        reqs[0] = (struct gs_pod_req){
+            .cpu_milli = 1000, .num_gpu = 1, .gpu_milli = 1000, .gpu_model_mask = GS_MODEL_ANY};
         specs[0] = "";
         k = 1;
     }

@@ -291,8 +291,12 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         goto out;
     for (uint32_t i = 0; i < n; i++) {
         const struct gs_trace_pod *p = &pods->v[i];
-        reqs[i] = (struct gs_pod_req){p->cpu_milli, p->mem_mib, p->num_gpu, p->gpu_milli,
-                                      gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
+        reqs[i] = (struct gs_pod_req){
+            .cpu_milli = p->cpu_milli,
+            .mem_mib = p->mem_mib,
+            .num_gpu = p->num_gpu,
+            .gpu_milli = p->gpu_milli,
+            .gpu_model_mask = gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
         specs[i] = p->gpu_spec;
         s.engine_of[i] = UINT32_MAX;
         s.first_start[i] = -1;

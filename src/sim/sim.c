@@ -141,9 +141,12 @@ int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char 
     }
     for (uint32_t i = 0; i < in->pods.n; i++) {
         const struct gs_trace_pod *p = &in->pods.v[i];
-        in->reqs[i] =
-            (struct gs_pod_req){p->cpu_milli, p->mem_mib, p->num_gpu, p->gpu_milli,
-                                gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
+        in->reqs[i] = (struct gs_pod_req){
+            .cpu_milli = p->cpu_milli,
+            .mem_mib = p->mem_mib,
+            .num_gpu = p->num_gpu,
+            .gpu_milli = p->gpu_milli,
+            .gpu_model_mask = gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
         specs[i] = p->gpu_spec;
     }
     err = gs_workload_build(in->reqs, specs, in->pods.n, SIM_THRESHOLD_PCT, &in->workload);

@@ -16,14 +16,25 @@ static unsigned char *at(const struct gs_heap *h, uint32_t i)
 
 void gs__heap_init(struct gs_heap *h, size_t elem_size, gs_heap_before_fn before, void *ctx)
 {
-    *h = (struct gs_heap){.elem_size = elem_size, .before = before, .ctx = ctx};
+    *h = (struct gs_heap){.elem_size = elem_size,
+                          .before = before,
+                          .ctx = ctx,
+                          .realloc_fn = realloc,
+                          .free_fn = free};
+}
+
+void gs__heap_set_alloc(struct gs_heap *h, gs_heap_realloc_fn realloc_fn, gs_heap_free_fn free_fn)
+{
+    h->realloc_fn = realloc_fn;
+    h->free_fn = free_fn;
 }
 
 void gs__heap_fini(struct gs_heap *h)
 {
     if (h == NULL)
         return;
-    free(h->v);
+    if (h->v != NULL)
+        h->free_fn(h->v);
     h->v = NULL;
     h->n = 0;
     h->cap = 0;
@@ -34,8 +45,8 @@ int gs__heap_push(struct gs_heap *h, const void *elem)
     if (h->n == h->cap) {
         if (h->cap >= UINT32_MAX / 2)
             return GS_ELIMIT;
-        uint32_t cap = h->cap ? h->cap * 2 : 64;
-        unsigned char *v = realloc(h->v, ((size_t)cap + 1) * h->elem_size);
+        uint32_t cap = h->cap ? h->cap * 2 : 16;
+        unsigned char *v = h->realloc_fn(h->v, ((size_t)cap + 1) * h->elem_size);
         if (v == NULL)
             return GS_ENOMEM;
         h->v = v;

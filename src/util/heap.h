@@ -19,6 +19,10 @@
 
 /** True when record a must leave the heap before record b. ctx is the heap's ctx. */
 typedef bool (*gs_heap_before_fn)(const void *a, const void *b, void *ctx);
+/** An allocator with realloc()'s contract (NULL on failure, the block untouched). */
+typedef void *(*gs_heap_realloc_fn)(void *p, size_t n);
+/** The matching free(). */
+typedef void (*gs_heap_free_fn)(void *p);
 
 /** A heap. Caller storage: set up with gs__heap_init(), released with gs__heap_fini(). */
 struct gs_heap {
@@ -28,6 +32,8 @@ struct gs_heap {
     size_t elem_size;         /**< bytes per record, > 0 */
     gs_heap_before_fn before; /**< the order */
     void *ctx;                /**< passed to before; borrowed */
+    gs_heap_realloc_fn realloc_fn; /**< grows v: realloc() unless gs__heap_set_alloc() */
+    gs_heap_free_fn free_fn;       /**< frees v: free() unless gs__heap_set_alloc() */
 };
 
 /**
@@ -37,6 +43,13 @@ struct gs_heap {
  * @param ctx        handed to before; borrowed for the heap's life; may be NULL.
  */
 void gs__heap_init(struct gs_heap *h, size_t elem_size, gs_heap_before_fn before, void *ctx);
+
+/**
+ * Makes an empty heap allocate through `realloc_fn` and `free_fn` (the core's allocation seam,
+ * src/core/alloc_int.h, so that its out-of-memory test reaches the heaps). Call before the first
+ * push. Both not NULL.
+ */
+void gs__heap_set_alloc(struct gs_heap *h, gs_heap_realloc_fn realloc_fn, gs_heap_free_fn free_fn);
 
 /** Frees the records and leaves the heap empty (usable again). NULL is a no-op. */
 void gs__heap_fini(struct gs_heap *h);

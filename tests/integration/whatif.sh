@@ -30,6 +30,7 @@ case_ gang --timeline "$d/gang.timeline.yaml" --policy bestfit
 case_ lifecycle --timeline "$d/lifecycle.timeline.yaml" --policy bestfit
 case_ gang_loss --timeline "$d/gang_loss.timeline.yaml" --policy bestfit
 case_ inventory
+case_ xres --policy bestfit
 # The broken inventory of inventory.yaml's n2 is one warning naming the node and the field.
 want="gpusched whatif: warning: node n2: annotation gpusched.io/gpus: gpus[1].uuid: not a non-empty string of at most 95 bytes; GPUs read from status.capacity"
 if [ "$(cat "$tmp/inventory.err")" != "$want" ]; then

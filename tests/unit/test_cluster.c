@@ -31,7 +31,7 @@ static struct gs_node_spec spec(const char *name, uint32_t gpus, const char *mod
 static struct gs_pod_req req(int64_t cpu_milli, int64_t mem_mib, uint32_t num_gpu,
                              int32_t gpu_milli)
 {
-    struct gs_pod_req r = {cpu_milli, mem_mib, num_gpu, gpu_milli, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(cpu_milli, mem_mib, num_gpu, gpu_milli, GS_MODEL_ANY);
     return r;
 }
 

@@ -233,7 +233,7 @@ static void test_unhealthy_gpu_takes_no_new_work_and_keeps_its_pod(void **state)
 {
     (void)state;
     struct gs_cluster *c = cluster(1, 2);
-    struct gs_pod_req half = {0, 0, 1, 500, GS_MODEL_ANY};
+    struct gs_pod_req half = GS_POD_REQ(0, 0, 1, 500, GS_MODEL_ANY);
     struct gs_placement pl = {0, 1, {1}, 500};
     assert_int_equal(gs_cluster_bind(c, &half, &pl), GS_OK);
     assert_int_equal(gs_cluster_set_gpu_health(c, 0, 1, false), GS_OK);
@@ -264,7 +264,7 @@ static void test_allocatable_below_used_shows_zero_free(void **state)
 {
     (void)state;
     struct gs_cluster *c = cluster(1, 0);
-    struct gs_pod_req r = {20000, 1024, 0, 0, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(20000, 1024, 0, 0, GS_MODEL_ANY);
     struct gs_placement pl = {0, 0, {0}, 0};
     assert_int_equal(gs_cluster_bind(c, &r, &pl), GS_OK);
     struct gs_node_update u = {16000, 65536, 110, 0, NULL, 0};
@@ -292,7 +292,7 @@ static void test_gpus_appear_and_go_through_updates(void **state)
     assert_string_equal(gs_cluster_model_name(c, n->model_id), "H100");
     assert_int_equal(gs_cluster_gpu_count(c), 2);
     /* A pod on GPU 1: dropping to 1 GPU is refused, the node unchanged; growing is fine. */
-    struct gs_pod_req one = {0, 0, 1, 1000, GS_MODEL_ANY};
+    struct gs_pod_req one = GS_POD_REQ(0, 0, 1, 1000, GS_MODEL_ANY);
     struct gs_placement on1 = {0, 1, {1}, 1000};
     assert_int_equal(gs_cluster_bind(c, &one, &on1), GS_OK);
     u.gpu_count = 1;
@@ -314,7 +314,7 @@ static void test_removed_node_slot_is_reused_with_a_new_handle(void **state)
     (void)state;
     struct gs_cluster *c = cluster(3, 8);
     uint64_t h1 = gs_cluster_node_handle(c, 1);
-    struct gs_pod_req r = {1000, 0, 1, 1000, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(1000, 0, 1, 1000, GS_MODEL_ANY);
     struct gs_placement pl = {1, 1, {0}, 1000};
     assert_int_equal(gs_cluster_bind(c, &r, &pl), GS_OK);
     assert_int_equal(gs_cluster_remove_node(c, 1), GS_EEXIST); /* pods first */
@@ -356,7 +356,7 @@ static void test_placement_honours_selector_and_preferences(void **state)
     struct gs_sched *s = NULL;
     struct gs_sched_config cfg = {.policy = "bestfit"};
     assert_int_equal(gs_sched_new(c, &cfg, &s), GS_OK);
-    struct gs_pod_req r = {1000, 0, 1, 1000, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(1000, 0, 1, 1000, GS_MODEL_ANY);
     struct gs_placement pl;
     /* Without preference, best fit ties break to n0. */
     assert_int_equal(gs_sched_place(s, &r, NULL, &pl), GS_OK);
@@ -405,7 +405,7 @@ static void test_reasons_name_each_filter(void **state)
     for (uint32_t i = 0; i < 6; i++)
         if (i != 2 && i != 3)
             label(c, i, "pool", "train");
-    struct gs_pod_req four = {0, 0, 4, 1000, GS_MODEL_ANY};
+    struct gs_pod_req four = GS_POD_REQ(0, 0, 4, 1000, GS_MODEL_ANY);
     struct gs_placement p4a = {4, 4, {0, 1, 2, 3}, 1000}, p4b = {4, 4, {4, 5, 6, 7}, 1000};
     struct gs_placement p5 = {5, 4, {0, 2, 4, 6}, 1000};
     assert_int_equal(gs_cluster_bind(c, &four, &p4a), GS_OK);
@@ -414,7 +414,7 @@ static void test_reasons_name_each_filter(void **state)
     const char *sel[] = {"pool=train"};
     struct gs_filter_spec f = {.node_selector = sel, .n_node_selector = 1};
     uint32_t cls = intern(c, &f);
-    struct gs_pod_req eight = {0, 0, 8, 1000, GS_MODEL_ANY};
+    struct gs_pod_req eight = GS_POD_REQ(0, 0, 8, 1000, GS_MODEL_ANY);
     /* Sorted as strings, as kube-scheduler does. */
     expect_message(c, &eight, cls,
                    "0/6 nodes are available: 1 node(s) had untolerated taint {dedicated: infer}, "
@@ -425,7 +425,8 @@ static void test_reasons_name_each_filter(void **state)
     assert_int_equal(gs_cluster_set_taints(c, 1, NULL, 0), GS_OK);
     /* Fill n0 and n1 down to 2 and 3 free GPUs: 2 + 3 + 4 = 9 >= 8 free, largest block 4. */
     struct gs_placement a = {0, 4, {0, 1, 2, 3}, 1000}, b = {1, 4, {0, 1, 2, 3}, 1000};
-    struct gs_pod_req two = {0, 0, 2, 1000, GS_MODEL_ANY}, one = {0, 0, 1, 1000, GS_MODEL_ANY};
+    struct gs_pod_req two = GS_POD_REQ(0, 0, 2, 1000, GS_MODEL_ANY),
+                      one = GS_POD_REQ(0, 0, 1, 1000, GS_MODEL_ANY);
     struct gs_placement a2 = {0, 2, {4, 5}, 1000}, b1 = {1, 1, {4}, 1000};
     assert_int_equal(gs_cluster_bind(c, &four, &a), GS_OK);
     assert_int_equal(gs_cluster_bind(c, &two, &a2), GS_OK);
@@ -437,7 +438,8 @@ static void test_reasons_name_each_filter(void **state)
                    "fragmented: largest free block 4 of the 8 GPUs asked");
     /* A fraction: every GPU of the eligible nodes is at most 300 milli free. */
     struct gs_cluster *d = cluster(2, 1);
-    struct gs_pod_req big = {0, 0, 1, 700, GS_MODEL_ANY}, half = {0, 0, 1, 500, GS_MODEL_ANY};
+    struct gs_pod_req big = GS_POD_REQ(0, 0, 1, 700, GS_MODEL_ANY),
+                      half = GS_POD_REQ(0, 0, 1, 500, GS_MODEL_ANY);
     struct gs_placement q0 = {0, 1, {0}, 700}, q1 = {1, 1, {0}, 700};
     assert_int_equal(gs_cluster_bind(d, &big, &q0), GS_OK);
     assert_int_equal(gs_cluster_bind(d, &big, &q1), GS_OK);
@@ -445,10 +447,10 @@ static void test_reasons_name_each_filter(void **state)
                    "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. free GPU capacity is "
                    "fragmented: largest free share 300 of the 500 milli-GPU asked");
     /* CPU and model: a CPU-heavy pod counts every resource a node lacks. */
-    struct gs_pod_req cpu = {64000, 1 << 20, 1, 100, GS_MODEL_ANY};
+    struct gs_pod_req cpu = GS_POD_REQ(64000, 1 << 20, 1, 100, GS_MODEL_ANY);
     expect_message(d, &cpu, GS_FILTER_DEFAULT,
                    "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory.");
-    struct gs_pod_req other = {0, 0, 1, 100, 0}; /* a model mask no node has */
+    struct gs_pod_req other = GS_POD_REQ(0, 0, 1, 100, 0); /* a model mask no node has */
     expect_message(d, &other, GS_FILTER_DEFAULT,
                    "0/2 nodes are available: 2 node(s) didn't match Pod's GPU model.");
     gs_cluster_free(d);

@@ -33,7 +33,7 @@ static void assert_close(double got, double want)
 
 static struct gs_pod_req pod(int64_t cpu_milli, int32_t gpu_milli, uint32_t num_gpu)
 {
-    struct gs_pod_req r = {cpu_milli, 1024, num_gpu, gpu_milli, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(cpu_milli, 1024, num_gpu, gpu_milli, GS_MODEL_ANY);
     return r;
 }
 

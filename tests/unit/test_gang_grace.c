@@ -106,7 +106,8 @@ static void add_node(struct world *w, const char *name)
 
 static uint32_t submit_gpus(struct world *w, uint32_t gang, uint32_t gpus, int64_t now_ms)
 {
-    struct gs_tpod_spec s = {"p", w->q, w->pc, gang, {1000, 1024, gpus, 1000, GS_MODEL_ANY}, -1};
+    struct gs_tpod_spec s = {
+        "p", w->q, w->pc, gang, GS_POD_REQ(1000, 1024, gpus, 1000, GS_MODEL_ANY), -1};
     uint32_t id;
     assert_int_equal(gs_engine_submit(w->e, &s, now_ms, &id), GS_OK);
     return id;
@@ -386,7 +387,8 @@ static void test_a_pod_that_really_runs_there_takes_precedence_over_a_hold(void 
     /* Another scheduler's pod is found running on a's GPU 2, which the gang holds: the hold is
      * the engine's alone, so it is given up and the pod adopted. The gang keeps its grace
      * period, and x can take nothing (a's GPU 3 alone is free, x asks 2). */
-    struct gs_tpod_spec s = {"f", w.q, w.pc, GS_NO_GANG, {1000, 1024, 1, 1000, GS_MODEL_ANY}, -1};
+    struct gs_tpod_spec s = {
+        "f", w.q, w.pc, GS_NO_GANG, GS_POD_REQ(1000, 1024, 1, 1000, GS_MODEL_ANY), -1};
     struct gs_pod_ident id = {"foreign", "ns", "foreign", 0, 0, true};
     struct gs_placement on_a2 = {0, 1, {2}, 1000};
     uint32_t f;

@@ -43,6 +43,8 @@ struct world {
     uint64_t gang_binds, grace_releases, replacements, pinned;
     char names[64][16];
     uint32_t next_node;
+    uint32_t nic; /* the other resource example.com/nic */
+    uint64_t nic_binds;
 };
 
 /* Binds and evictions of the current step: a cycle that never ends shows as thousands. */
@@ -118,6 +120,10 @@ static void add_node(struct world *w)
         return;
     if (draw(w, 2))
         assert_int_equal(gs_cluster_set_label(w->c, id, "pool", draw(w, 2) ? "a" : "b"), GS_OK);
+    if (draw(w, 3) == 0) { /* other resources: 0..2 NICs */
+        struct gs_xres x = {w->nic, draw(w, 3)};
+        assert_int_equal(gs_cluster_set_xres(w->c, id, &x, 1), GS_OK);
+    }
     if (draw(w, 4) == 0) {
         struct gs_taint t = {"dedicated", "x",
                              draw(w, 2) ? GS_TAINT_NO_SCHEDULE : GS_TAINT_PREFER_NO_SCHEDULE};
@@ -157,6 +163,10 @@ static struct gs_tpod_spec pod_spec(struct world *w)
         s.req.num_gpu = 1 + draw(w, 4);
         s.req.gpu_milli = 1000;
     }
+    if (draw(w, 5) == 0) {
+        s.req.xres_count = 1;
+        s.req.xres[0] = (struct gs_xres){w->nic, 1};
+    }
     return s;
 }
 
@@ -170,6 +180,11 @@ static void check_all(struct world *w)
         for (uint32_t i = 0; i < n; i++)
             assert_int_equal(gs_filter_pass(w->c, w->cls[k], i),
                              gs_filter_check(w->c, w->cls[k], i, NULL) == GS_FILTER_PASS);
+    for (uint32_t i = 0; i < n; i++) { /* node-steps with NICs held (the engine checks sums) */
+        const struct gs_node *nd = gs_cluster_node(w->c, i);
+        for (uint32_t k = 0; nd->present && k < nd->xres_count; k++)
+            w->nic_binds += nd->xres[k].used > 0;
+    }
 }
 
 /* A new gang of min_member 2-4 with 0-1 extra members, in one queue, each member of a random
@@ -320,11 +335,17 @@ static void step(struct world *w, int64_t now)
                                                        draw(w, 3) != 0),
                              GS_OK);
         }
-    } else if (op < 70) {
+    } else if (op < 68) {
         int node = some_node(w);
         if (node >= 0)
             assert_int_equal(
                 gs_cluster_set_label(w->c, (uint32_t)node, "pool", draw(w, 2) ? "a" : "b"), GS_OK);
+    } else if (op < 70) {
+        /* NICs offered change (may drop below what pods hold, or vanish). */
+        int node = some_node(w);
+        struct gs_xres x = {w->nic, draw(w, 3)};
+        if (node >= 0)
+            assert_int_equal(gs_cluster_set_xres(w->c, (uint32_t)node, &x, draw(w, 4) != 0), GS_OK);
     } else {
         assert_int_equal(gs_engine_cycle(w->e, now, &w->rng, NULL), GS_OK);
     }
@@ -334,12 +355,13 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
 {
     (void)state;
     uint64_t binds = 0, evicts = 0, adopts = 0, removed = 0;
-    uint64_t gang_binds = 0, releases = 0, replacements = 0, pinned = 0;
+    uint64_t gang_binds = 0, releases = 0, replacements = 0, pinned = 0, nic = 0;
     static struct world w;
     for (uint32_t seed = 1; seed <= WORLDS; seed++) {
         memset(&w, 0, sizeof(w));
         gs_rng_seed(&w.rng, seed);
         assert_int_equal(gs_cluster_new(&w.c), GS_OK);
+        assert_int_equal(gs_cluster_xres_id(w.c, "example.com/nic", &w.nic), GS_OK);
         struct gs_engine_config cfg = {.policy = seed % 2 ? "bestfit" : "packing",
                                        .preemption = true,
                                        .reclaim = true,
@@ -392,6 +414,7 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
         releases += w.grace_releases;
         replacements += w.replacements;
         pinned += w.pinned;
+        nic += w.nic_binds;
         gs_engine_free(w.e);
         gs_cluster_free(w.c);
     }
@@ -412,6 +435,8 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
     assert_true(releases > 10);
     assert_true(replacements > 20);
     assert_true(pinned > 200);
+    print_message("other resources: %llu node-steps with NICs held\n", (unsigned long long)nic);
+    assert_true(nic > 1000);
 }
 
 int main(void)

@@ -156,7 +156,8 @@ static void scenario(void)
     uint32_t pods[16], np = 0;
     for (uint32_t i = 0; i < 9; i++) {
         struct gs_tpod_spec s = {
-            "p", q[i % 2], pc[0], GS_NO_GANG, {1000, 1024, 1 + i % 2, 1000, GS_MODEL_ANY}, -1};
+            "p", q[i % 2], pc[0], GS_NO_GANG, GS_POD_REQ(1000, 1024, 1 + i % 2, 1000, GS_MODEL_ANY),
+            -1};
         uint32_t cls = GS_FILTER_DEFAULT;
         if (i >= 3 && i < 6) {
             s.gang = g;
@@ -192,21 +193,22 @@ static void scenario(void)
         }
     }
     check(&r);
-    struct gs_tpod_spec rep = {"rep", q[0], pc[0], g, {1000, 1024, 1, 1000, GS_MODEL_ANY}, -1};
+    struct gs_tpod_spec rep = {"rep", q[0], pc[0], g, GS_POD_REQ(1000, 1024, 1, 1000, GS_MODEL_ANY),
+                               -1};
     (void)ok(gs_engine_submit(r.e, &rep, 4000, NULL), GS_ELIMIT);
     (void)ok(gs_engine_cycle(r.e, 4000, NULL, NULL), GS_OK);
     check(&r);
     /* A high-priority pod of 4 GPUs: preemption. */
-    struct gs_tpod_spec hi = {"hi", q[0], pc[1], GS_NO_GANG, {1000, 1024, 4, 1000, GS_MODEL_ANY},
-                              -1};
+    struct gs_tpod_spec hi = {
+        "hi", q[0], pc[1], GS_NO_GANG, GS_POD_REQ(1000, 1024, 4, 1000, GS_MODEL_ANY), -1};
     (void)ok(gs_engine_submit(r.e, &hi, 2000, NULL), GS_OK);
     (void)ok(gs_engine_cycle(r.e, 2000, NULL, NULL), GS_OK);
     check(&r);
     /* Node a goes; adopt a pod on c; finish and forget what runs; the grace period ends. */
     (void)ok(gs_engine_remove_node(r.e, 0, 5000), GS_OK);
     check(&r);
-    struct gs_tpod_spec ad = {"ad", q[1], pc[0], GS_NO_GANG, {1000, 1024, 1, 500, GS_MODEL_ANY},
-                              -1};
+    struct gs_tpod_spec ad = {
+        "ad", q[1], pc[0], GS_NO_GANG, GS_POD_REQ(1000, 1024, 1, 500, GS_MODEL_ANY), -1};
     struct gs_pod_ident aid = {"adopted", "ns", "adopted", GS_FILTER_DEFAULT, 0, false};
     struct gs_placement on_c = {2, 0, {0}, 0};
     (void)ok(gs_engine_adopt(r.e, &ad, &aid, &on_c, 5000, NULL), GS_EINVAL);

@@ -243,7 +243,8 @@ static void test_ten_thousand_pinned_pods_make_no_class_and_land_on_their_nodes(
         (void)snprintf(uid, sizeof(uid), "u%u", i);
         struct pin_buf b;
         uint32_t cls = intern(c, pin_spec(&b, name, i % 2 == 0));
-        struct gs_tpod_spec s = {"p", q, pc, GS_NO_GANG, {1000, 1024, 1, 1000, GS_MODEL_ANY}, -1};
+        struct gs_tpod_spec s = {
+            "p", q, pc, GS_NO_GANG, GS_POD_REQ(1000, 1024, 1, 1000, GS_MODEL_ANY), -1};
         struct gs_pod_ident id = {uid, "default", uid, cls, 0, false};
         assert_int_equal(gs_engine_submit_pod(e, &s, &id, 0, &pod[i]), GS_OK);
         gs_filter_release(c, cls); /* the pod holds its own reference */
@@ -277,7 +278,7 @@ static void test_pinned_pod_that_cannot_fit_holds_up_nothing(void **state)
     assert_int_equal(gs_engine_add_priority_class(e, &ph, &hi), GS_OK);
     /* n0's only GPU is taken; a high-priority pod pinned to n0 waits, and a low-priority pod
      * pinned to n1, behind it in the same flavor, still binds in the same cycle. */
-    struct gs_pod_req one = {1000, 1024, 1, 1000, GS_MODEL_ANY};
+    struct gs_pod_req one = GS_POD_REQ(1000, 1024, 1, 1000, GS_MODEL_ANY);
     struct gs_placement on0 = {0, 1, {0}, 1000};
     assert_int_equal(gs_cluster_bind(c, &one, &on0), GS_OK);
     struct pin_buf b0, b1;

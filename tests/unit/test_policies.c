@@ -53,19 +53,19 @@ static struct gs_cluster *new_cluster(void)
 
 static struct gs_pod_req cpu_req(int64_t cpu_milli)
 {
-    struct gs_pod_req r = {cpu_milli, 1024, 0, 0, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(cpu_milli, 1024, 0, 0, GS_MODEL_ANY);
     return r;
 }
 
 static struct gs_pod_req share_req(int64_t cpu_milli, int32_t gpu_milli)
 {
-    struct gs_pod_req r = {cpu_milli, 1024, 1, gpu_milli, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(cpu_milli, 1024, 1, gpu_milli, GS_MODEL_ANY);
     return r;
 }
 
 static struct gs_pod_req whole_req(int64_t cpu_milli, uint32_t num_gpu)
 {
-    struct gs_pod_req r = {cpu_milli, 1024, num_gpu, GS_GPU_MILLI, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(cpu_milli, 1024, num_gpu, GS_GPU_MILLI, GS_MODEL_ANY);
     return r;
 }
 
@@ -200,7 +200,7 @@ static void test_place_rejects_malformed_request(void **state)
     gs_rng_seed(&rng, 1);
     struct gs_placement pl;
     /* Two GPUs of 500 milli each: only a single GPU may be shared. */
-    struct gs_pod_req r = {1000, 0, 2, 500, GS_MODEL_ANY};
+    struct gs_pod_req r = GS_POD_REQ(1000, 0, 2, 500, GS_MODEL_ANY);
     assert_int_equal(gs_sched_place(s, &r, &rng, &pl), GS_EINVAL);
     r = share_req(1000, 0); /* a GPU pod asking 0 milli */
     assert_int_equal(gs_sched_place(s, &r, &rng, &pl), GS_EINVAL);

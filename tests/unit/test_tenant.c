@@ -101,7 +101,8 @@ static uint32_t submit(struct world *w, uint32_t q, uint32_t pc, uint32_t gang, 
                        int64_t cpu_milli, int64_t now_ms, int64_t est_ms, uint64_t model_mask)
 {
     struct gs_tpod_spec s = {
-        "p", q, pc, gang, {cpu_milli, 0, num_gpu, num_gpu ? 1000 : 0, model_mask}, est_ms};
+        "p",   q, pc, gang, GS_POD_REQ(cpu_milli, 0, num_gpu, num_gpu ? 1000 : 0, model_mask),
+        est_ms};
     uint32_t id;
     assert_int_equal(gs_engine_submit(w->e, &s, now_ms, &id), GS_OK);
     return id;
@@ -698,7 +699,7 @@ static void test_gang_above_queue_limit_is_refused_with_reason(void **state_)
     struct gs_gang_spec gs = {"g", 2, 0};
     uint32_t g;
     assert_int_equal(gs_engine_add_gang(w.e, &gs, &g), GS_OK);
-    struct gs_tpod_spec s = {"p", q, pc, g, {1000, 0, 1, 1000, GS_MODEL_ANY}, -1};
+    struct gs_tpod_spec s = {"p", q, pc, g, GS_POD_REQ(1000, 0, 1, 1000, GS_MODEL_ANY), -1};
     uint32_t m0 = UINT32_MAX, m1 = UINT32_MAX;
     assert_int_equal(gs_engine_submit(w.e, &s, 0, &m0), GS_OK);
     struct gs_gang_info gi;
@@ -835,7 +836,8 @@ static void test_queue_tree_validation(void **state_)
     assert_int_equal(gs_engine_add_queue(w.e, &dup, NULL), GS_EEXIST);
     /* Pods go to leaves only. */
     uint32_t pc = pclass(&w, "normal", 10);
-    struct gs_tpod_spec s = {"p", dept, pc, GS_NO_GANG, {1000, 0, 1, 1000, GS_MODEL_ANY}, -1};
+    struct gs_tpod_spec s = {"p", dept, pc, GS_NO_GANG, GS_POD_REQ(1000, 0, 1, 1000, GS_MODEL_ANY),
+                             -1};
     assert_int_equal(gs_engine_submit(w.e, &s, 0, NULL), GS_EINVAL);
     world_fini(&w);
 }

@@ -143,8 +143,8 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
             uint32_t q = leaves[gs_rng_below(&rng, nleaves)];
             uint32_t pc = gs_rng_below(&rng, classes);
             uint32_t shape = gs_rng_below(&rng, 4);
-            struct gs_pod_req req = {1000 * (1 + (int64_t)gs_rng_below(&rng, 8)), 1024, 0, 0,
-                                     GS_MODEL_ANY};
+            struct gs_pod_req req =
+                GS_POD_REQ(1000 * (1 + (int64_t)gs_rng_below(&rng, 8)), 1024, 0, 0, GS_MODEL_ANY);
             if (shape == 1) {
                 req.num_gpu = 1;
                 req.gpu_milli = 100 * (1 + (int32_t)gs_rng_below(&rng, 9));

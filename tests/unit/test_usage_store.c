@@ -109,7 +109,8 @@ static void world_event(void *ctx, const struct gs_event *ev)
 static uint32_t submit(struct world *w, uint32_t q, uint32_t pc, uint32_t num_gpu, int32_t milli,
                        uint64_t mask, int64_t now_ms)
 {
-    struct gs_tpod_spec sp = {"p", q, pc, GS_NO_GANG, {1000, 1024, num_gpu, milli, mask}, -1};
+    struct gs_tpod_spec sp = {"p", q, pc, GS_NO_GANG, GS_POD_REQ(1000, 1024, num_gpu, milli, mask),
+                              -1};
     uint32_t id;
     assert_int_equal(gs_engine_submit(w->e, &sp, now_ms, &id), GS_OK);
     return id;
