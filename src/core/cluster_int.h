@@ -84,6 +84,12 @@ enum gs__bind_mode { GS__BIND_NEW, GS__BIND_ADOPT, GS__BIND_RELEASE };
 int32_t gs__gpu_milli_open(const struct gs_gpu *g);
 /* share.c: the MiB a milli share takes on g: floor(mem_mib x milli / 1000), 0 if unknown. */
 int64_t gs__milli_mem_mib(const struct gs_gpu *g, int32_t milli);
+/* share.c: whether the GPU half of req fits on n (CPU, memory, pods and other resources
+ * aside; the GPU model is checked). */
+bool gs__share_gpus_fit(const struct gs_node *n, const struct gs_pod_req *req);
+/* share.c: whether n has a healthy GPU in the mode a request beyond milli needs (for MIG, a
+ * layout with the profile). */
+bool gs__share_mode_present(const struct gs_node *n, const struct gs_pod_req *req);
 /* share.c: whether gs_node_pick_gpus() finds GPUs for req on n. */
 bool gs__share_fits(const struct gs_node *n, const struct gs_pod_req *req);
 /* share.c: whether the GPU half of a placement is right for req on n in the given mode. */

@@ -157,18 +157,21 @@ static int mig_find(const struct gs_gpu *g, uint8_t profile, uint8_t start)
 
 /* ---- the pick -------------------------------------------------------------------------------- */
 
-static bool base_fits(const struct gs_node *n, const struct gs_pod_req *req)
+static bool model_fits(const struct gs_node *n, const struct gs_pod_req *req)
 {
-    if (!n->present || req->cpu_milli > n->cpu_milli_free || req->mem_mib > n->mem_mib_free ||
-        n->pods >= n->pods_max)
-        return false;
-    if (!gs_node_xres_fits(n, req))
-        return false;
     if (!gs_req_wants_gpu(req))
         return true;
     return n->gpu_count > 0 &&
            (req->gpu_model_mask == GS_MODEL_ANY ||
             (n->model_id < 64 && (req->gpu_model_mask & (UINT64_C(1) << n->model_id))));
+}
+
+static bool base_fits(const struct gs_node *n, const struct gs_pod_req *req)
+{
+    if (!n->present || req->cpu_milli > n->cpu_milli_free || req->mem_mib > n->mem_mib_free ||
+        n->pods >= n->pods_max)
+        return false;
+    return gs_node_xres_fits(n, req) && model_fits(n, req);
 }
 
 /* Sorts candidate GPUs by key ascending, index ascending on ties (at most 16: insertion). */
@@ -297,6 +300,22 @@ static int pick_mig(const struct gs_node *n, const struct gs_pod_req *req, struc
     return GS_OK;
 }
 
+static int pick_gpu_half(const struct gs_node *n, const struct gs_pod_req *req,
+                         struct gs_placement *pl)
+{
+    switch (gs_req_kind(req)) {
+    case GS_REQ_MILLI:
+        return pick_milli(n, req, pl);
+    case GS_REQ_MEMORY:
+        return pick_memory(n, req, pl);
+    case GS_REQ_TIMESLICE:
+        return pick_timeslice(n, req, pl);
+    case GS_REQ_MIG:
+        return pick_mig(n, req, pl);
+    }
+    return GS_EUNSCHEDULABLE;
+}
+
 int gs_node_pick_gpus(const struct gs_node *n, uint32_t node_index, const struct gs_pod_req *req,
                       struct gs_placement *pl)
 {
@@ -304,28 +323,49 @@ int gs_node_pick_gpus(const struct gs_node *n, uint32_t node_index, const struct
     if (gs_pod_req_validate(req, NULL, 0) != GS_OK)
         return GS_EINVAL;
     pl->node = node_index;
-    int err = GS_EUNSCHEDULABLE;
-    if (base_fits(n, req)) {
-        switch (gs_req_kind(req)) {
-        case GS_REQ_MILLI:
-            err = pick_milli(n, req, pl);
-            break;
-        case GS_REQ_MEMORY:
-            err = pick_memory(n, req, pl);
-            break;
-        case GS_REQ_TIMESLICE:
-            err = pick_timeslice(n, req, pl);
-            break;
-        case GS_REQ_MIG:
-            err = pick_mig(n, req, pl);
-            break;
-        }
-    }
+    int err = base_fits(n, req) ? pick_gpu_half(n, req, pl) : GS_EUNSCHEDULABLE;
     if (err) {
         memset(pl, 0, sizeof(*pl));
         return err;
     }
     return GS_OK;
+}
+
+bool gs__share_gpus_fit(const struct gs_node *n, const struct gs_pod_req *req)
+{
+    struct gs_placement pl = {0};
+    return n->present && gs_pod_req_validate(req, NULL, 0) == GS_OK && model_fits(n, req) &&
+           pick_gpu_half(n, req, &pl) == GS_OK;
+}
+
+bool gs__share_mode_present(const struct gs_node *n, const struct gs_pod_req *req)
+{
+    for (uint32_t g = 0; g < n->gpu_count; g++) {
+        const struct gs_gpu *gpu = &n->gpus[g];
+        if (!gpu->healthy)
+            continue;
+        switch (gs_req_kind(req)) {
+        case GS_REQ_MILLI:
+            return true;
+        case GS_REQ_MEMORY:
+            if (gpu->sharing == GS_GPU_SHARE_MILLI && gpu->mem_mib > 0)
+                return true;
+            break;
+        case GS_REQ_TIMESLICE:
+            if (gpu->sharing == GS_GPU_SHARE_TIMESLICE)
+                return true;
+            break;
+        case GS_REQ_MIG:
+            if (gpu->sharing == GS_GPU_SHARE_MIG && gpu->mig_model) {
+                int p = gs_mig_profile_find(gpu->mig_model, req->mig_profile);
+                for (uint32_t k = 0; p >= 0 && k < gpu->mig_count; k++)
+                    if (gpu->mig[k].profile == (uint8_t)p)
+                        return true;
+            }
+            break;
+        }
+    }
+    return false;
 }
 
 bool gs__share_fits(const struct gs_node *n, const struct gs_pod_req *req)

@@ -15,7 +15,12 @@
 
 #include "gpusched/cluster.h"
 #include "gpusched/err.h"
+#include "gpusched/explain.h"
+#include "gpusched/filter.h"
+#include "gpusched/frag.h"
 #include "gpusched/mig.h"
+#include "gpusched/rng.h"
+#include "gpusched/sched.h"
 
 #define GIB80 81920 /* an 80 GB GPU's memory in these tests, MiB */
 
@@ -454,6 +459,145 @@ static void test_request_validation_names_the_field(void **state)
     gs_cluster_free(c);
 }
 
+/* A cluster of one node per mode: fractions (two, one with 60000 MiB held on GPU 0),
+ * time-slicing (2 GPUs x 4 slots), MIG (an A100-40GB as seven 1g) and whole (2 GPUs). */
+struct mixed {
+    struct gs_cluster *c;
+    uint32_t frac, frac2, ts, mig, whole;
+};
+
+static struct mixed mixed_cluster(void)
+{
+    struct mixed m = {.c = new_cluster()};
+    m.frac = add_node(m.c, "frac", 2, "H100-80GB", GIB80, NULL);
+    m.frac2 = add_node(m.c, "frac2", 2, "H100-80GB", GIB80, NULL);
+    struct gs_gpu_mode ts[2] = {{.sharing = GS_GPU_SHARE_TIMESLICE, .replicas = 4},
+                                {.sharing = GS_GPU_SHARE_TIMESLICE, .replicas = 4}};
+    m.ts = add_node(m.c, "ts", 2, "T4", 15360, ts);
+    const struct gs_mig_model *a100 = gs_mig_model_find("A100-40GB");
+    uint8_t g1 = (uint8_t)gs_mig_profile_find(a100, "1g.5gb");
+    struct gs_gpu_mode mig = {
+        .sharing = GS_GPU_SHARE_MIG,
+        .mig_count = 7,
+        .mig = {{g1, 0}, {g1, 1}, {g1, 2}, {g1, 3}, {g1, 4}, {g1, 5}, {g1, 6}}};
+    m.mig = add_node(m.c, "mig", 1, "A100-40GB", 40960, &mig);
+    struct gs_gpu_mode whole[2] = {{.sharing = GS_GPU_SHARE_WHOLE},
+                                   {.sharing = GS_GPU_SHARE_WHOLE}};
+    m.whole = add_node(m.c, "whole", 2, "A100", 40960, whole);
+    struct gs_pod_req held = mem_req(1, 60000, 0, 0);
+    struct gs_placement pl = {
+        .node = m.frac2, .num_gpu = 1, .gpu_index = {0}, .gpu_mem_mib = {60000}};
+    assert_int_equal(gs_cluster_bind(m.c, &held, &pl), GS_OK);
+    return m;
+}
+
+static struct gs_placement sched_place(struct gs_sched *s, struct gs_cluster *c,
+                                       const struct gs_pod_req *r, struct gs_rng *rng)
+{
+    struct gs_placement pl;
+    assert_int_equal(gs_sched_place(s, r, rng, &pl), GS_OK);
+    assert_int_equal(gs_cluster_bind(c, r, &pl), GS_OK);
+    return pl;
+}
+
+static void test_every_policy_places_each_kind_on_a_mixed_cluster(void **state)
+{
+    (void)state;
+    static char any[] = "";
+    struct gs_task_type t = {1000, 500, 1, GS_MODEL_ANY, any, 1, 1.0};
+    struct gs_workload w = {&t, 1, 1, 1};
+    for (uint32_t p = 0; p < GS_POLICY_COUNT; p++) {
+        struct mixed m = mixed_cluster();
+        struct gs_sched_config cfg = {.policy = gs_policy_name(p), .workload = &w};
+        struct gs_sched *s;
+        assert_int_equal(gs_sched_new(m.c, &cfg, &s), GS_OK);
+        struct gs_rng rng;
+        gs_rng_seed(&rng, 42);
+        /* 20000 MiB: only the fractions nodes take memory. Free memory on their fractions GPUs:
+         * frac 2 x 81920 = 163840, frac2 21920 + 81920 = 103840; best fit scores frac2 100 and
+         * frac 0. On frac2, GPU 0 is left with 1920 MiB, GPU 1 with 61920: GPU 0. */
+        struct gs_pod_req mem = mem_req(1, 20000, 0, 0);
+        struct gs_placement pm = sched_place(s, m.c, &mem, &rng);
+        assert_int_equal(pm.node, m.frac2);
+        assert_int_equal(pm.gpu_index[0], 0);
+        /* 2 time-slice slots: the ts node, one on each GPU. */
+        struct gs_pod_req ts = ts_req(2);
+        struct gs_placement pt = sched_place(s, m.c, &ts, &rng);
+        assert_int_equal(pt.node, m.ts);
+        assert_int_equal(pt.num_gpu, 2);
+        /* Two 1g.5gb: the MIG node's starts 0 and 1. */
+        struct gs_pod_req mig = mig_req("1g.5gb", 2);
+        struct gs_placement pg = sched_place(s, m.c, &mig, &rng);
+        assert_int_equal(pg.node, m.mig);
+        assert_int_equal(pg.mig[0].start, 0);
+        assert_int_equal(pg.mig[1].start, 1);
+        /* 500 milli: a fractions GPU, never the whole-mode node, never the MIG or ts node. */
+        struct gs_pod_req half = milli_req(1, 500);
+        struct gs_placement ph = sched_place(s, m.c, &half, &rng);
+        assert_true(ph.node == m.frac || ph.node == m.frac2);
+        /* Two whole GPUs: a node with two free; the whole node always has them. */
+        struct gs_pod_req two = milli_req(2, 1000);
+        struct gs_placement p2 = sched_place(s, m.c, &two, &rng);
+        assert_true(p2.node == m.whole || p2.node == m.frac || p2.node == m.frac2);
+        /* Everything released exactly: memory back to the one pod set up, MIG all free. */
+        assert_int_equal(gs_cluster_unbind(m.c, &mem, &pm), GS_OK);
+        assert_int_equal(gs_cluster_unbind(m.c, &ts, &pt), GS_OK);
+        assert_int_equal(gs_cluster_unbind(m.c, &mig, &pg), GS_OK);
+        assert_int_equal(gs_cluster_unbind(m.c, &half, &ph), GS_OK);
+        assert_int_equal(gs_cluster_unbind(m.c, &two, &p2), GS_OK);
+        assert_int_equal(gs_cluster_node(m.c, m.frac2)->gpus[0].mem_mib_used, 60000);
+        assert_int_equal(gs_cluster_node(m.c, m.mig)->gpus[0].mig_held, 0);
+        assert_int_equal(gs_cluster_gpu_milli_used(m.c), 0);
+        gs_sched_free(s);
+        gs_cluster_free(m.c);
+    }
+}
+
+static void explain_text(struct gs_cluster *c, const struct gs_pod_req *r, char *buf, size_t cap)
+{
+    struct gs_unsched u;
+    assert_int_equal(gs_explain(c, r, GS_FILTER_DEFAULT, &u), GS_OK);
+    gs_explain_format(&u, r, buf, cap);
+}
+
+static void test_unschedulable_reasons_per_kind(void **state)
+{
+    (void)state;
+    struct mixed m = mixed_cluster();
+    char msg[512];
+    /* 90000 MiB: more than any GPU has. frac and frac2 lack memory; ts, mig and whole have no
+     * fractions GPU with memory (3). */
+    struct gs_pod_req big = mem_req(1, 90000, 0, 0);
+    explain_text(m.c, &big, msg, sizeof(msg));
+    assert_string_equal(msg, "0/5 nodes are available: 2 Insufficient GPU memory, 3 node(s) had "
+                             "no GPU with known memory in fractions mode.");
+    /* 3 slots on distinct GPUs: the ts node has 2 GPUs; the other 4 have none time-sliced. */
+    struct gs_pod_req ts3 = ts_req(3);
+    explain_text(m.c, &ts3, msg, sizeof(msg));
+    assert_string_equal(msg, "0/5 nodes are available: 1 Insufficient time-sliced GPU slots, 4 "
+                             "node(s) had no time-sliced GPU.");
+    /* Eight 1g.5gb: the MIG node has seven; a 3g.20gb is in no layout. */
+    struct gs_pod_req g8 = mig_req("1g.5gb", 8);
+    explain_text(m.c, &g8, msg, sizeof(msg));
+    assert_string_equal(msg, "0/5 nodes are available: 1 Insufficient nvidia.com/mig-1g.5gb, 4 "
+                             "node(s) had no MIG GPU with profile 1g.5gb.");
+    struct gs_pod_req g3 = mig_req("3g.20gb", 1);
+    explain_text(m.c, &g3, msg, sizeof(msg));
+    assert_string_equal(msg, "0/5 nodes are available: 5 node(s) had no MIG GPU with profile "
+                             "3g.20gb.");
+    /* 3 whole GPUs: no node has 3 GPUs (milli reasons as before). Free whole GPUs: frac 2,
+     * frac2 1 (GPU 0 holds memory), whole 2; the ts and MIG GPUs take no milli request. 5 >= 3
+     * and the largest block is 2: fragmented. */
+    struct gs_pod_req w3 = milli_req(3, 1000);
+    explain_text(m.c, &w3, msg, sizeof(msg));
+    assert_string_equal(msg, "0/5 nodes are available: 5 Insufficient nvidia.com/gpu. free GPU "
+                             "capacity is fragmented: largest free block 2 of the 3 GPUs asked");
+    struct gs_unsched u;
+    assert_int_equal(gs_explain(m.c, &w3, GS_FILTER_DEFAULT, &u), GS_OK);
+    assert_int_equal(u.gpu_free, 5);
+    gs_cluster_free(m.c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -464,6 +608,8 @@ int main(void)
         cmocka_unit_test(test_mig_instances_lowest_start_two_on_one_card),
         cmocka_unit_test(test_mode_changes_checked_with_reasons),
         cmocka_unit_test(test_request_validation_names_the_field),
+        cmocka_unit_test(test_every_policy_places_each_kind_on_a_mixed_cluster),
+        cmocka_unit_test(test_unschedulable_reasons_per_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
