@@ -513,7 +513,7 @@ int64_t gs__share_apply(struct gs_node *n, const struct gs_pod_req *req,
             gpu->gpu_milli_used += sign * pl->gpu_milli;
             gpu->mem_mib_used += sign * mem;
             gpu->pods = (uint16_t)(gpu->pods + sign);
-            milli += sign * pl->gpu_milli;
+            milli += (int64_t)sign * pl->gpu_milli;
         }
         break;
     case GS_REQ_TIMESLICE:
@@ -529,6 +529,8 @@ int64_t gs__share_apply(struct gs_node *n, const struct gs_pod_req *req,
             const struct gs_placement_mig *m = &pl->mig[i];
             struct gs_gpu *gpu = &n->gpus[m->gpu];
             int k = mig_find(gpu, m->profile, m->start);
+            if (k < 0)
+                continue; /* not reached: gs__share_valid() found every instance */
             uint8_t bit = (uint8_t)(1u << k);
             uint8_t slices = (uint8_t)gs_mig_compute_mask(gpu->mig_model, gpu->mig[k]);
             gpu->mig_held = (uint8_t)(sign > 0 ? gpu->mig_held | bit : gpu->mig_held & ~bit);
