@@ -590,20 +590,14 @@ static inline bool gs_fit_decides(const struct gs_node_fit *f, const struct gs_p
  * true means ask gs_node_fits()). A request with other resources must also pass
  * gs_node_xres_fits() (the view has no room for them). gs_cluster_fits_at() does both.
  */
-static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_req *req)
+/**
+ * gs_fit_ok() for a request known to be of kind GS_REQ_MILLI (the kind test left to the caller,
+ * once per decision): the filter's hot loop.
+ */
+static inline bool gs_fit_ok_milli(const struct gs_node_fit *f, const struct gs_pod_req *req)
 {
     if (req->cpu_milli > f->cpu_milli_free || req->mem_mib > f->mem_mib_free || f->pods_left <= 0)
         return false;
-    enum gs_req_kind kind = gs_req_kind(req);
-    if (kind != GS_REQ_MILLI) {
-        if (req->gpu_model_mask != GS_MODEL_ANY &&
-            (f->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << f->model_id))))
-            return false;
-        unsigned need = kind == GS_REQ_MIG         ? GS_FIT_HAS_MIG
-                        : kind == GS_REQ_TIMESLICE ? GS_FIT_HAS_TIMESLICE
-                                                   : GS_FIT_HAS_MEM;
-        return (f->share_flags & need) != 0;
-    }
     if (req->num_gpu == 0)
         return true;
     if (req->num_gpu > f->gpu_count)
@@ -612,6 +606,22 @@ static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_re
         (f->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << f->model_id))))
         return false;
     return f->gpu_free_desc[req->num_gpu - 1] >= req->gpu_milli;
+}
+
+static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_req *req)
+{
+    enum gs_req_kind kind = gs_req_kind(req);
+    if (kind == GS_REQ_MILLI)
+        return gs_fit_ok_milli(f, req);
+    if (req->cpu_milli > f->cpu_milli_free || req->mem_mib > f->mem_mib_free || f->pods_left <= 0)
+        return false;
+    if (req->gpu_model_mask != GS_MODEL_ANY &&
+        (f->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << f->model_id))))
+        return false;
+    unsigned need = kind == GS_REQ_MIG         ? GS_FIT_HAS_MIG
+                    : kind == GS_REQ_TIMESLICE ? GS_FIT_HAS_TIMESLICE
+                                               : GS_FIT_HAS_MEM;
+    return (f->share_flags & need) != 0;
 }
 
 /**

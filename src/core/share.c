@@ -370,8 +370,14 @@ bool gs__share_mode_present(const struct gs_node *n, const struct gs_pod_req *re
 
 bool gs__share_fits(const struct gs_node *n, const struct gs_pod_req *req)
 {
-    struct gs_placement pl;
-    return gs_node_pick_gpus(n, 0, req, &pl) == GS_OK;
+    /* The filter's per-node test: the pick without the full validation (the engine validated
+     * the request once per decision). What the picks need to stay in bounds is checked here:
+     * the instance count and a terminated profile name; other out-of-range values only fail. */
+    if (req->mig_count > GS_PLACEMENT_MIG_MAX ||
+        !memchr(req->mig_profile, '\0', sizeof(req->mig_profile)))
+        return false;
+    struct gs_placement pl = {0};
+    return base_fits(n, req) && pick_gpu_half(n, req, &pl) == GS_OK;
 }
 
 /* ---- bind, adopt, release -------------------------------------------------------------------- */
