@@ -427,7 +427,8 @@ struct gs_node_update {
     uint32_t gpu_count;    /**< GPUs, 0..GS_NODE_GPUS_MAX: more adds free healthy GPUs at the
                                 end; fewer drops the last ones, which must hold no pod */
     const char *gpu_model; /**< model when gpu_count > 0; may change only while no pod holds
-                                a GPU of the node; NULL keeps the current one */
+                                a GPU of the node (its MIG GPUs then go back to fractions);
+                                NULL keeps the current one */
     int64_t gpu_mem_mib;   /**< memory of added GPUs, MiB, >= 0 */
 };
 

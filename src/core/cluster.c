@@ -407,6 +407,14 @@ int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_nod
         gpu->sharing = GS_GPU_SHARE_MILLI;
         gpu->replicas = 1;
     }
+    if (model != n->model_id) {
+        /* A MIG layout belongs to the old model's geometry: those GPUs go back to fractions
+         * (none holds a pod: the model changes only then) until their mode is set again. */
+        struct gs_gpu_mode frac = {.sharing = GS_GPU_SHARE_MILLI};
+        for (uint32_t g = 0; g < n->gpu_count && g < u->gpu_count; g++)
+            if (n->gpus[g].sharing == GS_GPU_SHARE_MIG)
+                gs__gpu_mode_apply(&n->gpus[g], &frac, NULL);
+    }
     c->gpu_count = c->gpu_count - n->gpu_count + u->gpu_count;
     n->gpu_count = u->gpu_count;
     n->model_id = model;

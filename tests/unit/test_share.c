@@ -383,6 +383,22 @@ static void test_mode_changes_checked_with_reasons(void **state)
     assert_string_equal(why, "");
     assert_true(gs_cluster_node(c, h100)->gen > gen);
     assert_int_equal(gs_cluster_fit_array(c)[h100].share_flags, GS_FIT_HAS_MIG);
+    /* The node's model changes (no pod holds a GPU): the MIG layout of the old geometry goes,
+     * the GPU is in fractions mode again. */
+    struct gs_node_update up = {.cpu_milli = 64000,
+                                .mem_mib = 262144,
+                                .pods_max = 110,
+                                .gpu_count = 1,
+                                .gpu_model = "NVIDIA-H200",
+                                .gpu_mem_mib = GIB80};
+    assert_int_equal(gs_cluster_update_node(c, h100, &up), GS_OK);
+    assert_int_equal(gs_cluster_node(c, h100)->gpus[0].sharing, GS_GPU_SHARE_MILLI);
+    assert_int_equal(gs_cluster_fit_array(c)[h100].share_flags, GS_FIT_HAS_MEM);
+    /* Profile indices are the model's: index 4 is 3g.71gb on the H200. */
+    assert_int_equal(gs_cluster_set_gpu_mode(c, h100, 0, &mig, why, sizeof(why)), GS_OK);
+    const struct gs_gpu *g0 = &gs_cluster_node(c, h100)->gpus[0];
+    assert_string_equal(g0->mig_model->name, "H200-141GB");
+    assert_string_equal(g0->mig_model->profiles[g0->mig[0].profile].name, "3g.71gb");
     /* Back to fractions: all of it free again. */
     struct gs_gpu_mode frac = {.sharing = GS_GPU_SHARE_MILLI};
     assert_int_equal(gs_cluster_set_gpu_mode(c, h100, 0, &frac, NULL, 0), GS_OK);
