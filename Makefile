@@ -46,7 +46,9 @@ build-asan: deps $(BUILD_SAN)/CMakeCache.txt
 k8s: deps
 	bash tests/k8s/control-plane.sh build
 
-run: build
+# Builds the gpusched binary alone (not the tests and benchmarks) before the run.
+run: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target gpusched -- --no-print-directory
 	$(BUILD)/gpusched simulate --nodes $(TRACE)/openb_node_list_gpu_node.csv \
 	    --pods $(TRACE)/openb_pod_list_default.csv --policy all --seeds 42-51 --tune 1.3 \
 	    --jobs $(JOBS) --out $(OUT)
