@@ -1004,7 +1004,11 @@ static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj_in, int
     if (!err && t.node)
         err = gs_engine_adopt(w->e, &t.spec, &t.ident, &t.pl, t.start_ms, &id);
     else if (!err)
-        err = gs_engine_submit_pod(w->e, &t.spec, &t.ident, now_ms, &id);
+        /* Submitted at its creation, not when this scheduler first saw it: the queue serves
+         * equal priorities oldest first, and a restart (which lists pods by name) keeps the
+         * order they were created in. */
+        err = gs_engine_submit_pod(w->e, &t.spec, &t.ident,
+                                   t.ident.created_ms < now_ms ? t.ident.created_ms : now_ms, &id);
     w->entering = NO_ID;
     if (!err && grow_of_engine(w, id) == GS_OK)
         w->of_engine[id] = pi;
