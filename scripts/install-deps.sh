@@ -17,7 +17,8 @@ packages=(
     libyaml-dev      # queue/PriorityClass config, fake GPU backend, agent config
     libnghttp2-dev   # gRPC over HTTP/2 (kubelet device-plugin and pod-resources APIs)
     libprotobuf-c-dev protobuf-c-compiler protobuf-compiler # protobuf messages
-    libmicrohttpd-dev # /metrics and /healthz of the node agent
+    libmicrohttpd-dev # /metrics and /healthz of the node agent and the scheduler
+    libgnutls28-dev  # the scheduler's admission webhook: TLS (libmicrohttpd's HTTPS is GnuTLS)
     libcurl4-openssl-dev # Kubernetes API client (HTTPS, HTTP/2)
     libjansson-dev   # Kubernetes API client (JSON bodies and watch events); JSON reports
     libsqlite3-dev   # usage accounting store (src/usage)

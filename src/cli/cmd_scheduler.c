@@ -50,6 +50,7 @@
 #include "gpusched/kworld.h"
 #include "gpusched/sched.h"
 #include "gpusched/schedmetrics.h"
+#include "gpusched/webhook.h"
 
 static const char *const usage =
     "usage: gpusched scheduler [--kubeconfig FILE] [--scheduler-name NAME]\n"
@@ -57,6 +58,8 @@ static const char *const usage =
     "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
     "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
     "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
+    "                          [--webhook-addr HOST:PORT --webhook-cert FILE\n"
+    "                           --webhook-key FILE]\n"
     "       gpusched scheduler --version\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
@@ -81,6 +84,15 @@ static const char *const usage =
     "  --metrics-addr H:P    serve /healthz, /readyz (200 once caches synced) and /metrics\n"
     "                        (Prometheus text) on H:P, e.g. 127.0.0.1:10259; port 0 picks\n"
     "                        one and logs it (default: not served)\n"
+    "  --webhook-addr H:P    serve the mutating admission webhook over HTTPS at\n"
+    "                        https://H:P/mutate-pods (port 0 picks one and logs it): a pod\n"
+    "                        of this scheduler that asks for a fraction by KAI annotation\n"
+    "                        only (gpu-fraction, gpu-memory) gets gpusched.io/gpu-slice: 1\n"
+    "                        added to its first container's limits and requests, so that\n"
+    "                        kubelet calls the node agent's Allocate; every replica serves\n"
+    "                        it, leader or not (default: not served)\n"
+    "  --webhook-cert FILE   the webhook's PEM certificate (chain), e.g. tls.crt\n"
+    "  --webhook-key FILE    its PEM private key, e.g. tls.key\n"
     "  --version             print the version and exit\n"
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
@@ -166,8 +178,9 @@ struct sched {
     bool dirty;
     bool lost; /* the Lease was lost: send nothing more */
     uint64_t binds, bind_failures, evictions, status_patches;
-    struct gs_kevents *events;       /* the Event recorder (kevents.h); NULL: none written */
-    struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
+    struct gs_kevents *events;         /* the Event recorder (kevents.h); NULL: none written */
+    struct gs_schedmetrics *metrics;   /* NULL when not served; its calls take NULL */
+    struct gs_webhook_server *webhook; /* the admission webhook; NULL when not served */
     /* Pods held out of the world until due: "ns/name" -> {"ns", "name", "due_ms"}. A refused
      * bind's pod waits out its backoff here (holding nothing); a pod whose bind or re-read
      * failed on the way is read again from here. Watch events of held pods are not applied:
@@ -188,6 +201,13 @@ struct sched {
 #define PDB_RETRY_MS 30000
 
 /* A bad node inventory and the like: the world read it another way. */
+/* The webhook's lines, from its own thread (stderr is locked per call). */
+static void on_webhook_log(void *ud, const char *level, const char *msg)
+{
+    (void)ud;
+    logf_(level, "%s", msg);
+}
+
 static void on_world_warning(void *ctx, const char *msg)
 {
     (void)ctx;
@@ -1109,6 +1129,7 @@ int gs_cmd_scheduler(int argc, char **argv)
 {
     const char *kubeconfig = NULL, *name = NULL, *dq = NULL, *policy = "fgd";
     const char *lease_ns = "kube-system", *lease_name = "gpusched", *metrics_addr = NULL;
+    const char *wh_addr = NULL, *wh_cert = NULL, *wh_key = NULL;
     double qps = 0;
     long burst = 0, max_runtime_s = 0;
     bool dry = false;
@@ -1119,7 +1140,9 @@ int gs_cmd_scheduler(int argc, char **argv)
                      strcmp(a, "--default-queue") == 0 || strcmp(a, "--policy") == 0 ||
                      strcmp(a, "--qps") == 0 || strcmp(a, "--burst") == 0 ||
                      strcmp(a, "--max-runtime-s") == 0 || strcmp(a, "--lease-namespace") == 0 ||
-                     strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0;
+                     strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0 ||
+                     strcmp(a, "--webhook-addr") == 0 || strcmp(a, "--webhook-cert") == 0 ||
+                     strcmp(a, "--webhook-key") == 0;
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
@@ -1146,6 +1169,12 @@ int gs_cmd_scheduler(int argc, char **argv)
             lease_name = val;
         } else if (strcmp(a, "--metrics-addr") == 0) {
             metrics_addr = val;
+        } else if (strcmp(a, "--webhook-addr") == 0) {
+            wh_addr = val;
+        } else if (strcmp(a, "--webhook-cert") == 0) {
+            wh_cert = val;
+        } else if (strcmp(a, "--webhook-key") == 0) {
+            wh_key = val;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             kubeconfig = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
@@ -1173,6 +1202,11 @@ int gs_cmd_scheduler(int argc, char **argv)
             (void)fprintf(stderr, "gpusched scheduler: unknown option %s\n%s", a, usage);
             return 2;
         }
+    }
+    if ((wh_addr || wh_cert || wh_key) && !(wh_addr && wh_cert && wh_key)) {
+        (void)fprintf(stderr, "gpusched scheduler: --webhook-addr, --webhook-cert and "
+                              "--webhook-key go together\n");
+        return 2;
     }
     if (gs_policy_find(policy) < 0) {
         (void)fprintf(stderr, "gpusched scheduler: --policy: unknown policy %s\n", policy);
@@ -1217,11 +1251,30 @@ int gs_cmd_scheduler(int argc, char **argv)
             (void)fprintf(stderr, "gpusched scheduler: --metrics-addr %s: %s\n", metrics_addr,
                           rc == GS_EIO ? "cannot listen there" : gs_strerror(rc));
             gs_schedmetrics_free(s.metrics);
+            gs_webhook_server_free(s.webhook);
             gs_kube_config_fini(&cfg);
             return 2;
         }
         logf_("info", "serving /healthz /readyz /metrics on %s (port %u)", metrics_addr,
               (unsigned)port);
+    }
+    if (wh_addr) {
+        struct gs_webhook_server_opts wo = {.addr = wh_addr,
+                                            .cert_file = wh_cert,
+                                            .key_file = wh_key,
+                                            .scheduler_name = s.sched_name,
+                                            .log = on_webhook_log};
+        char werr[600];
+        uint16_t port = 0;
+        rc = gs_webhook_server_start(&wo, &s.webhook, &port, werr, sizeof(werr));
+        if (rc) {
+            (void)fprintf(stderr, "gpusched scheduler: webhook: %s\n", werr);
+            gs_schedmetrics_free(s.metrics);
+            gs_kube_config_fini(&cfg);
+            return 2;
+        }
+        logf_("info", "serving the admission webhook at https://%s" GS_WEBHOOK_PATH " (port %u)",
+              wh_addr, (unsigned)port);
     }
     struct gs_kube_client *lease_client = NULL;
     struct gs_kube_client_opts opts = {.qps = qps, .burst = (uint32_t)burst};
@@ -1238,6 +1291,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                       gs_strerror(rc));
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
+        gs_webhook_server_free(s.webhook);
         return 1;
     }
     struct gs_kevents_opts eo = {.instance = identity, .log = log_event_failure};
@@ -1246,6 +1300,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         gs_kube_client_free(lease_client);
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
+        gs_webhook_server_free(s.webhook);
         return 1;
     }
     if (elect) {
@@ -1258,6 +1313,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             gs_kube_client_free(lease_client);
             gs_kube_client_free(s.client);
             gs_schedmetrics_free(s.metrics);
+            gs_webhook_server_free(s.webhook);
             return 2;
         }
     }
@@ -1453,7 +1509,8 @@ out:
     gs_kube_leader_free(s.leader);
     gs_kube_client_free(lease_client);
     gs_kworld_free(s.world);
-    gs_schedmetrics_free(s.metrics); /* stops its thread first */
+    gs_schedmetrics_free(s.metrics);   /* stops its thread first */
+    gs_webhook_server_free(s.webhook); /* likewise */
     gs_kevents_free(s.events);
     return exit_code;
 }
