@@ -41,10 +41,11 @@ build: deps $(BUILD)/CMakeCache.txt
 build-asan: deps $(BUILD_SAN)/CMakeCache.txt
 	cmake --build $(BUILD_SAN) -j $(JOBS) -- --no-print-directory
 
-# etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl from the Go module
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and helm from the Go module
 # proxy, into ${GPUSCHED_K8S_CACHE:-/var/cache/gpusched/k8s}; a no-op when already cached.
 k8s: deps
 	bash tests/k8s/control-plane.sh build
+	bash tests/k8s/helm.sh build
 
 run: build
 	$(BUILD)/gpusched simulate --nodes $(TRACE)/openb_node_list_gpu_node.csv \

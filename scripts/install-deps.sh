@@ -25,6 +25,7 @@ packages=(
     chromium         # tests: the HTML usage report rendered headless
     python3-grpcio python3-protobuf # tests: a real gRPC peer playing kubelet
     python3-jsonschema # tests/k8s: the agent's annotations against docs/schemas/
+    python3-yaml     # tests/k8s: the Helm chart's render compared with deploy/
     prometheus       # tests: a real Prometheus server scraping the agent
     openssl curl ca-certificates # tests/k8s: certificates, readiness probes, the Go module proxy
     unzip            # tests/k8s: unpacking a Go toolchain from the module proxy (below)
