@@ -26,7 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define PEM_MAX (1024 * 1024)
+#define PEM_MAX 1048576 /* 1 MiB */
 
 struct gs_webhook_server {
     struct MHD_Daemon *daemon;  /**< the server; NULL once stopped */
