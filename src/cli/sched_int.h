@@ -1,0 +1,121 @@
+/*
+ * Internals of `gpusched scheduler` shared by its files: cmd_scheduler.c (options, the loop,
+ * informers, evictions and nominations) and sched_bind.c (Bindings: assume, send, confirm or
+ * forget, back off; gang members that fail to bind). One scheduling thread owns everything
+ * here; nothing is locked.
+ */
+#ifndef GPUSCHED_CLI_SCHED_INT_H
+#define GPUSCHED_CLI_SCHED_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpusched/compiler.h"
+#include "gpusched/kevents.h"
+#include "gpusched/kube.h"
+#include "gpusched/kworld.h"
+#include "gpusched/schedmetrics.h"
+#include "gpusched/webhook.h"
+
+/* A decision of the last cycle, sent after it. */
+struct action {
+    enum gs_kevent_kind kind;
+    char *ns, *name, *uid, *node, *text, *by;
+    json_t *gpus; /* BIND: the assignment's gpus array */
+};
+
+/*
+ * A preemptor waiting for its victims to leave, as kube-scheduler's nominated pod: the engine
+ * holds its GPUs on the node already (so no other pod is given them), status.nominatedNodeName
+ * says where it goes, and the Binding is sent once every victim is gone from the API server.
+ */
+struct nomination {
+    struct action bind; /* the preemptor's BIND */
+    char *key;          /* its "ns/name" */
+    json_t *victims;    /* "ns/name" -> true: evicted, not yet deleted */
+    char *blocked;      /* why the node cannot be freed ("PodDisruptionBudget ns/name"); NULL */
+    char *blocked_by;   /* the victim whose eviction was refused */
+    bool failed;        /* an eviction was refused: give the node up */
+};
+
+struct sched {
+    struct gs_kube_client *client;
+    struct gs_kworld *world;
+    struct gs_kube_leader *leader; /* NULL without leader election */
+    const char *identity;          /* holderIdentity and reportingInstance */
+    const char *sched_name;        /* the spec.schedulerName served */
+    struct action *acts;
+    size_t nacts, capacts;
+    bool dry_run;
+    bool dirty;
+    bool lost; /* the Lease was lost: send nothing more */
+    uint64_t binds, bind_failures, evictions, status_patches;
+    struct gs_kevents *events;         /* the Event recorder (kevents.h); NULL: none written */
+    struct gs_schedmetrics *metrics;   /* NULL when not served; its calls take NULL */
+    struct gs_webhook_server *webhook; /* the admission webhook; NULL when not served */
+    /* Pods held out of the world until due: "ns/name" -> {"ns", "name", "due_ms"}. A refused
+     * bind's pod waits out its backoff here (holding nothing); a pod whose bind or re-read
+     * failed on the way is read again from here. Watch events of held pods are not applied:
+     * the pod is read afresh when due. */
+    json_t *held;
+    json_t *bind_attempts; /* "ns/name" -> refused binds in a row (for the backoff) */
+    json_t *pdb_blocked;   /* "ns/name" -> "blocked by PodDisruptionBudget ..." (its reason) */
+    json_t *unblock;       /* "ns/name" -> due_ms: when its avoided nodes are tried again */
+    json_t *queue_status;  /* Queue name -> the status last written */
+    struct nomination *noms;
+    size_t nnoms, capnoms;
+};
+
+/* kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds. */
+#define BIND_BACKOFF_INITIAL_MS 1000
+#define BIND_BACKOFF_MAX_MS 10000
+/* How long a preemptor avoids a node whose PodDisruptionBudget refused an eviction. */
+#define PDB_RETRY_MS 30000
+
+/** CLOCK_MONOTONIC in milliseconds (deadlines and backoffs). */
+int64_t gs__sched_mono_ms(void);
+
+/** CLOCK_REALTIME in milliseconds since the epoch (what the world is told as now_ms). */
+int64_t gs__sched_wall_ms(void);
+
+/** One stamped log line on stderr at level ("info", "warn", "error"). */
+void gs__sched_logf(const char *level, const char *fmt, ...) GS_PRINTF(2, 3);
+
+/** Frees what an action owns (not the action). */
+void gs__sched_action_fini(struct action *a);
+
+/** Tells of a decision about the action's pod as an Event (aggregated: kevents.h). */
+void gs__sched_post_event(struct sched *s, const struct action *a, const char *type,
+                          const char *reason, const char *verb, const char *note);
+
+/** Writes "/api/v1/namespaces/NS/pods/NAME[/SUB]" into buf (cap bytes, truncated to fit). */
+void gs__sched_pod_path(char *buf, size_t cap, const char *ns, const char *name, const char *sub);
+
+/** "ns/name", malloc'd; NULL when out of memory. */
+char *gs__sched_key_of(const char *ns, const char *name);
+
+/** Holds pod ns/name out of the world until due_ms (monotonic), then reads it again. */
+void gs__sched_hold_pod(struct sched *s, const char *ns, const char *name, int64_t due_ms);
+
+/** True while pod ns/name is held. */
+bool gs__sched_is_held(struct sched *s, const char *ns, const char *name);
+
+/** Reads the held pods that are due again from the API server into the world. */
+void gs__sched_process_held(struct sched *s);
+
+/**
+ * Writes PodScheduled=False with reason and message on the pod's status.
+ * @return GS_OK; GS_ENOENT (gone); another code when the write failed (logged).
+ */
+int gs__sched_patch_scheduled_false(struct sched *s, const char *ns, const char *name,
+                                    const char *reason, const char *msg);
+
+/**
+ * Sends a pod's Binding without waiting (the engine has assumed the placement); the answer is
+ * handled inside gs_kube_client_step(). Takes the action over (it is left empty).
+ */
+void gs__sched_bind(struct sched *s, struct action *a);
+
+#endif /* GPUSCHED_CLI_SCHED_INT_H */
