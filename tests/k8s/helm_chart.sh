@@ -123,7 +123,7 @@ rest = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
 yaml.safe_dump_all(crds, open(sys.argv[2], "w"))
 yaml.safe_dump_all(rest, open(sys.argv[3], "w"))
 PY
-kubectl apply --server-side --force-conflicts -f "$tmp/crds.yaml" >/dev/null
+kubectl apply -f "$tmp/crds.yaml" >/dev/null # as the other tests apply deploy/crds/
 kubectl wait --for condition=established --timeout=30s \
     crd/queues.scheduling.gpusched.io crd/podgroups.scheduling.x-k8s.io >/dev/null
 kubectl apply --server-side --dry-run=server --field-manager=helm-chart-test -f "$tmp/rest.yaml" \
