@@ -103,6 +103,8 @@ static const char *const usage =
     "gone; victims are marked DisruptionTarget, then evicted; a PodDisruptionBudget that\n"
     "refuses (429) sends the preemptor to the next node, else it waits \"blocked by\n"
     "PodDisruptionBudget NS/NAME\". A refused Binding backs off 1 s doubling to 10 s.\n"
+    "A gang member whose Binding is refused is sent again on the GPUs held for it for 30 s;\n"
+    "then its gang is released whole (members already bound are evicted, reason gang).\n"
     "Queue status (allocated, fairShare, running, pending) is written to each Queue's status.\n"
     "SIGTERM or SIGINT: finish the cycle in progress and its binds, release the Lease, exit 0.\n"
     "Exit: 0 stopped; 1 internal error or the Lease was lost; 2 bad usage or configuration.\n";
@@ -184,6 +186,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->node = ev->node ? strdup(ev->node) : NULL;
     a->text = ev->reason ? strdup(ev->reason) : NULL;
     a->by = ev->by ? strdup(ev->by) : NULL;
+    a->gang = ev->kind == GS_KEV_BIND && ev->gang ? strdup(ev->gang) : NULL;
     if (ev->kind == GS_KEV_BIND) {
         a->gpus = json_array();
         /* The UUID when the node's agent published its inventory, for the agent to check. */
@@ -203,6 +206,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         free(a->node);
         free(a->text);
         free(a->by);
+        free(a->gang);
         json_decref(a->gpus);
         return;
     }
@@ -217,6 +221,7 @@ void gs__sched_action_fini(struct action *a)
     free(a->node);
     free(a->text);
     free(a->by);
+    free(a->gang);
     json_decref(a->gpus);
 }
 
@@ -232,14 +237,6 @@ static void log_event_failure(void *ud, const char *msg)
     (void)ud;
     gs__sched_logf("warn", "%s", msg);
 }
-
-/* Outcomes of an eviction. */
-enum evict_result {
-    EVICT_SENT,    /* the API server accepted it: the pod is deleted or terminating */
-    EVICT_GONE,    /* it was gone already (404) */
-    EVICT_BLOCKED, /* 429: a PodDisruptionBudget forbids it now */
-    EVICT_FAILED,  /* any other refusal */
-};
 
 /*
  * The PodDisruptionBudget named by a 429 answer to an Eviction: the API server's cause reads
@@ -267,8 +264,8 @@ static void pdb_of_refusal(const struct gs_kube_response *r, const char *ns, cha
  * Sends the Eviction of a victim (dry_run: only asks whether it would be allowed, which checks
  * PodDisruptionBudgets and changes nothing). On EVICT_BLOCKED `pdb` receives "ns/name".
  */
-static enum evict_result evict_pod(struct sched *s, const struct action *a, bool dry_run, char *pdb,
-                                   size_t pdb_cap)
+enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, bool dry_run,
+                                      char *pdb, size_t pdb_cap)
 {
     json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "policy/v1", "kind", "Eviction",
                              "metadata", "name", a->name, "namespace", a->ns);
@@ -320,7 +317,7 @@ static enum evict_result evict_pod(struct sched *s, const struct action *a, bool
  * preemption does (reason PreemptionByScheduler), so its controller and its users see why it
  * goes. A failure is logged: the eviction still tells the pod.
  */
-static void mark_disruption_target(struct sched *s, const struct action *a)
+void gs__sched_mark_disruption_target(struct sched *s, const struct action *a)
 {
     char now[80], msg[600];
     struct timespec ts;
@@ -329,7 +326,12 @@ static void mark_disruption_target(struct sched *s, const struct action *a)
     (void)gmtime_r(&ts.tv_sec, &tm);
     (void)snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
                    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    if (a->text && strcmp(a->text, "reclaim") == 0)
+    if (a->text && strcmp(a->text, "gang") == 0)
+        (void)snprintf(msg, sizeof(msg),
+                       "%s: gang %s could not bind all its members within %d s and is released "
+                       "whole",
+                       s->sched_name, a->gang ? a->gang : "?", GANG_RETRY_MS / 1000);
+    else if (a->text && strcmp(a->text, "reclaim") == 0)
         (void)snprintf(msg, sizeof(msg),
                        "%s: reclaiming resources for %s, whose queue is below its fair share",
                        s->sched_name, a->by ? a->by : "another queue");
@@ -551,7 +553,8 @@ static void send_actions(struct sched *s)
             struct action *a = &s->acts[i];
             struct nomination *n = a->kind == GS_KEV_EVICT ? find_nomination(s, a->by) : NULL;
             char pdb[400] = "";
-            if (n && !n->failed && evict_pod(s, a, true, pdb, sizeof(pdb)) == EVICT_BLOCKED) {
+            if (n && !n->failed &&
+                gs__sched_evict_pod(s, a, true, pdb, sizeof(pdb)) == EVICT_BLOCKED) {
                 n->failed = true;
                 size_t len = strlen(pdb) + 32;
                 n->blocked = malloc(len);
@@ -581,9 +584,9 @@ static void send_actions(struct sched *s)
                 (void)gs_kworld_forget_pod(s->world, a->ns, a->name, gs__sched_wall_ms());
                 gs__sched_hold_pod(s, a->ns, a->name, gs__sched_mono_ms());
             } else {
-                mark_disruption_target(s, a);
+                gs__sched_mark_disruption_target(s, a);
                 char why[400] = "";
-                enum evict_result r = evict_pod(s, a, false, why, sizeof(why));
+                enum evict_result r = gs__sched_evict_pod(s, a, false, why, sizeof(why));
                 char *k = gs__sched_key_of(a->ns, a->name);
                 if (n && r == EVICT_SENT && k)
                     json_object_set_new(n->victims, k, json_true());
@@ -659,6 +662,7 @@ static void pod_gone(struct sched *s, const char *key)
     (void)json_object_del(s->bind_attempts, key);
     (void)json_object_del(s->pdb_blocked, key);
     (void)json_object_del(s->unblock, key);
+    gs__sched_gang_pod_gone(s, key);
 }
 
 static void apply_change(struct sched *s, enum gs_kchange ch, const json_t *obj)
@@ -1036,7 +1040,9 @@ int gs_cmd_scheduler(int argc, char **argv)
     s.pdb_blocked = json_object();
     s.unblock = json_object();
     s.queue_status = json_object();
-    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.unblock || !s.queue_status) {
+    s.gang_bound = json_object();
+    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.unblock || !s.queue_status ||
+        !s.gang_bound) {
         exit_code = 1;
         goto out;
     }
@@ -1125,6 +1131,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         if (s.leader && !was_leader)
             continue; /* standby: caches stay warm, nothing is decided */
         gs__sched_process_held(&s);
+        gs__sched_gang_retry(&s, s.dry_run || leading(&s));
         check_unblock(&s);
         check_nominations(&s);
         int64_t now = gs__sched_mono_ms();
@@ -1211,6 +1218,7 @@ out:
     json_decref(s.pdb_blocked);
     json_decref(s.unblock);
     json_decref(s.queue_status);
+    gs__sched_gang_fini(&s);
     gs_kube_client_free(s.client); /* frees the informers */
     gs_kube_leader_free(s.leader);
     gs_kube_client_free(lease_client);

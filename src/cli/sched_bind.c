@@ -4,7 +4,9 @@
  * assumed the placement, so no later cycle hands those GPUs out while it is in flight. A bind
  * the server refuses releases what the pod held at once (forgotten) and the pod is read again:
  * at once after a 409, after a backoff of 1 s doubling to 10 s otherwise. Pods held out of the
- * world until due live here too (hold, read again).
+ * world until due live here too (hold, read again). A gang member's refused Binding is the
+ * exception: it is retried on the GPUs held for it for 30 s, then its gang is released whole
+ * (the block comment above retry_drop()).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -169,8 +171,14 @@ static void bind_refused(struct sched *s, const struct action *a, int err,
 struct bind_call {
     struct sched *s;
     struct action a;
-    char *ann; /* the assignment annotation sent */
+    char *ann;        /* the assignment annotation sent */
+    int64_t first_ms; /* a gang member's retry: its first refusal (monotonic); 0 first try */
+    uint32_t tries;   /* refusals before this try */
 };
+
+static void gang_refused(struct sched *s, struct bind_call *bc, int err,
+                         const struct gs_kube_response *r);
+static void send_bind(struct sched *s, struct action *a, int64_t first_ms, uint32_t tries);
 
 /* The answer to a Binding (inside gs_kube_client_step). */
 static void bind_done(void *ud, int err, struct gs_kube_response *r)
@@ -192,6 +200,16 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
         gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
         gs__sched_logf("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node,
                        bc->ann ? bc->ann : "");
+        if (a->gang) {
+            json_t *set = json_object_get(s->gang_bound, a->gang);
+            if (!set && json_object_set_new(s->gang_bound, a->gang, set = json_object()))
+                set = NULL;
+            char *gk = gs__sched_key_of(a->ns, a->name);
+            if (!set || !gk || json_object_set_new(set, gk, json_true()))
+                gs__sched_logf("error", "out of memory recording gang %s's member %s/%s", a->gang,
+                               a->ns, a->name);
+            free(gk);
+        }
         char gl[GS_NODE_GPUS_MAX * 12 + 16] = "", note[900];
         size_t n = 0;
         for (size_t g = 0; g < json_array_size(a->gpus) && n < sizeof(gl) - 16; g++) {
@@ -216,7 +234,10 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
         gs__sched_logf("warn", "bind refused pod=%s/%s node=%s: HTTP %ld %s: %s", a->ns, a->name,
                        a->node, r->http_status, r->reason,
                        r->message[0] ? r->message : gs_strerror(err));
-        bind_refused(s, a, err, r);
+        if (a->gang && err != GS_ENOENT && err != GS_ECONFLICT && err != GS_EEXIST)
+            gang_refused(s, bc, err, r); /* takes bc->a over */
+        else
+            bind_refused(s, a, err, r);
     }
     gs__sched_action_fini(&bc->a);
     free(bc->ann);
@@ -230,6 +251,11 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
  * the action over (it is left empty).
  */
 void gs__sched_bind(struct sched *s, struct action *a)
+{
+    send_bind(s, a, 0, 0);
+}
+
+static void send_bind(struct sched *s, struct action *a, int64_t first_ms, uint32_t tries)
 {
     struct bind_call *bc = calloc(1, sizeof(*bc));
     json_t *assigned = json_pack("{s:O}", "gpus", a->gpus);
@@ -253,6 +279,8 @@ void gs__sched_bind(struct sched *s, struct action *a)
     bc->s = s;
     bc->a = *a;
     bc->ann = ann;
+    bc->first_ms = first_ms;
+    bc->tries = tries;
     memset(a, 0, sizeof(*a));
     int err = body ? gs_kube_request_async(s->client, GS_KUBE_POST, path, body, bind_done, bc)
                    : GS_ENOMEM;
@@ -265,4 +293,187 @@ void gs__sched_bind(struct sched *s, struct action *a)
                        gs_strerror(err));
         bind_done(bc, err, &r); /* frees bc */
     }
+}
+
+/*
+ * Gangs whose bind partly fails (issue 7: "the failed members retry on the GPUs held for them
+ * for 30 s, then the gang is released whole; a bound nodeName cannot be undone"). A refused
+ * member is not forgotten: the engine keeps it on its node and GPUs, so nothing else is given
+ * them, and the same Binding is sent again after 1 s, doubling, the last try at GANG_RETRY_MS
+ * after the first refusal. If that one is refused too, the gang is released whole: its
+ * refused members are forgotten (their GPUs free at once) and read again, and the members we
+ * bound are evicted (reason gang), as they cannot be unbound. A 404 or 409 of a member is
+ * handled as any pod's (it is gone, or bound by someone else).
+ */
+static void retry_drop(struct sched *s, size_t i)
+{
+    gs__sched_action_fini(&s->gretry[i].bind);
+    size_t last = --s->ngretry;
+    if (i != last)
+        s->gretry[i] = s->gretry[last];
+    memset(&s->gretry[last], 0, sizeof(s->gretry[last]));
+}
+
+/* Forgets a refused member and reads it again later, holding nothing. */
+static void release_member(struct sched *s, const struct action *a, const char *why)
+{
+    (void)gs_kworld_forget_pod(s->world, a->ns, a->name, gs__sched_wall_ms());
+    char msg[900];
+    (void)snprintf(msg, sizeof(msg),
+                   "gang %s released whole: binding to node %s was refused for %d s (%s)", a->gang,
+                   a->node ? a->node : "?", GANG_RETRY_MS / 1000, why);
+    (void)gs__sched_patch_scheduled_false(s, a->ns, a->name, "SchedulerError", msg);
+    gs__sched_post_event(s, a, "Warning", "FailedScheduling", "Scheduling", msg);
+    gs__sched_hold_pod(s, a->ns, a->name, gs__sched_mono_ms() + BIND_BACKOFF_INITIAL_MS);
+}
+
+/* Releases gang `gang` whole; `failed` (may be NULL) is a refused member not in the list. */
+static void release_gang(struct sched *s, const char *gang, const struct action *failed,
+                         const char *why)
+{
+    char *g = strdup(gang); /* gang may point into an action freed below */
+    if (!g) {
+        gs__sched_logf("error", "out of memory releasing a gang");
+        return;
+    }
+    gs__sched_logf("info", "gang %s released whole: a member's Binding was refused for %d s", g,
+                   GANG_RETRY_MS / 1000);
+    if (failed)
+        release_member(s, failed, why);
+    for (size_t i = 0; i < s->ngretry;) {
+        if (strcmp(s->gretry[i].bind.gang, g) == 0) {
+            release_member(s, &s->gretry[i].bind, why);
+            retry_drop(s, i);
+            continue;
+        }
+        i++;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(s->gang_bound, g), key, v)
+    {
+        (void)v;
+        const char *slash = strchr(key, '/');
+        if (!slash)
+            continue;
+        char ns[256];
+        (void)snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
+        char text[] = "gang";
+        struct action victim = {.kind = GS_KEV_EVICT,
+                                .ns = ns,
+                                .name = (char *)(uintptr_t)(slash + 1),
+                                .text = text,
+                                .gang = g};
+        char pdb[400] = "";
+        gs__sched_mark_disruption_target(s, &victim);
+        enum evict_result r = gs__sched_evict_pod(s, &victim, false, pdb, sizeof(pdb));
+        if (r == EVICT_BLOCKED || r == EVICT_FAILED)
+            gs__sched_logf("warn", "gang %s: bound member %s not evicted (%s); it runs on", g, key,
+                           pdb);
+    }
+    (void)json_object_del(s->gang_bound, g);
+    s->dirty = true;
+    free(g);
+}
+
+static void gang_refused(struct sched *s, struct bind_call *bc, int err,
+                         const struct gs_kube_response *r)
+{
+    struct action *a = &bc->a;
+    int64_t now = gs__sched_mono_ms();
+    int64_t first = bc->first_ms ? bc->first_ms : now;
+    char why[400];
+    if (r->http_status)
+        (void)snprintf(why, sizeof(why), "HTTP %ld%s%s: %.300s", r->http_status,
+                       r->reason[0] ? " " : "", r->reason,
+                       r->message[0] ? r->message : gs_strerror(err));
+    else
+        (void)snprintf(why, sizeof(why), "%.300s", r->message[0] ? r->message : gs_strerror(err));
+    if (now - first >= GANG_RETRY_MS) {
+        release_gang(s, a->gang, a, why);
+        return; /* bc->a is freed by bind_done */
+    }
+    int64_t delay = BIND_BACKOFF_INITIAL_MS;
+    for (uint32_t i = 0; i < bc->tries && delay < BIND_BACKOFF_MAX_MS; i++)
+        delay *= 2;
+    if (delay > BIND_BACKOFF_MAX_MS)
+        delay = BIND_BACKOFF_MAX_MS;
+    int64_t due = now + delay > first + GANG_RETRY_MS ? first + GANG_RETRY_MS : now + delay;
+    if (s->ngretry == s->capgretry) {
+        size_t cap = s->capgretry ? s->capgretry * 2 : 8;
+        struct gang_retry *n = realloc(s->gretry, cap * sizeof(*n));
+        if (!n) {
+            gs__sched_logf("error", "out of memory: gang %s is released at once", a->gang);
+            release_gang(s, a->gang, a, why);
+            return;
+        }
+        s->gretry = n;
+        s->capgretry = cap;
+    }
+    struct gang_retry *g = &s->gretry[s->ngretry++];
+    g->bind = *a;
+    memset(a, 0, sizeof(*a));
+    g->first_ms = first;
+    g->due_ms = due;
+    g->tries = bc->tries + 1;
+    char msg[900];
+    (void)snprintf(msg, sizeof(msg),
+                   "binding to node %s failed: %s; gang %s holds its GPUs: retrying in %lld ms "
+                   "(%lld of %d s)",
+                   g->bind.node ? g->bind.node : "?", why, g->bind.gang, (long long)(due - now),
+                   (long long)((now - first) / 1000), GANG_RETRY_MS / 1000);
+    gs__sched_logf("info",
+                   "pod=%s/%s gang %s: bind refused %u time(s); retrying on node %s in %lld ms",
+                   g->bind.ns, g->bind.name, g->bind.gang, g->tries,
+                   g->bind.node ? g->bind.node : "?", (long long)(due - now));
+    if (g->tries == 1)
+        gs__sched_post_event(s, &g->bind, "Warning", "FailedScheduling", "Scheduling", msg);
+}
+
+void gs__sched_gang_retry(struct sched *s, bool live)
+{
+    int64_t now = gs__sched_mono_ms();
+    for (size_t i = 0; live && !s->dry_run && i < s->ngretry;) {
+        if (s->gretry[i].due_ms > now) {
+            i++;
+            continue;
+        }
+        struct gang_retry g = s->gretry[i];
+        memset(&s->gretry[i].bind, 0, sizeof(s->gretry[i].bind));
+        retry_drop(s, i);
+        send_bind(s, &g.bind, g.first_ms, g.tries); /* takes g.bind over */
+    }
+}
+
+void gs__sched_gang_pod_gone(struct sched *s, const char *key)
+{
+    for (size_t i = 0; i < s->ngretry;) {
+        char *k = gs__sched_key_of(s->gretry[i].bind.ns, s->gretry[i].bind.name);
+        bool gone = k && strcmp(k, key) == 0;
+        free(k);
+        if (gone) {
+            retry_drop(s, i);
+            continue;
+        }
+        i++;
+    }
+    const char *gang;
+    json_t *set, *tmp;
+    json_object_foreach_safe(s->gang_bound, tmp, gang, set)
+    {
+        (void)json_object_del(set, key);
+        if (json_object_size(set) == 0)
+            (void)json_object_del(s->gang_bound, gang);
+    }
+}
+
+void gs__sched_gang_fini(struct sched *s)
+{
+    while (s->ngretry)
+        retry_drop(s, 0);
+    free(s->gretry);
+    s->gretry = NULL;
+    s->capgretry = 0;
+    json_decref(s->gang_bound);
+    s->gang_bound = NULL;
 }

@@ -24,6 +24,19 @@ struct action {
     enum gs_kevent_kind kind;
     char *ns, *name, *uid, *node, *text, *by;
     json_t *gpus; /* BIND: the assignment's gpus array */
+    char *gang;   /* BIND: "ns/podgroup" of the pod's gang; NULL when none */
+};
+
+/*
+ * A gang member whose Binding was refused, waiting to send it again: the engine keeps its
+ * placement (its GPUs are held for it) until the Binding goes through or GANG_RETRY_MS after
+ * the first refusal, when the gang is released whole (sched_bind.c).
+ */
+struct gang_retry {
+    struct action bind; /* the BIND, owned */
+    int64_t first_ms;   /* monotonic: its first refusal */
+    int64_t due_ms;     /* monotonic: when it is sent again */
+    uint32_t tries;     /* refusals so far */
 };
 
 /*
@@ -66,6 +79,9 @@ struct sched {
     json_t *queue_status;  /* Queue name -> the status last written */
     struct nomination *noms;
     size_t nnoms, capnoms;
+    struct gang_retry *gretry; /* gang members waiting to send their Binding again */
+    size_t ngretry, capgretry;
+    json_t *gang_bound; /* gang "ns/pg" -> {"ns/name": true}: its members bound by us */
 };
 
 /* kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds. */
@@ -73,6 +89,18 @@ struct sched {
 #define BIND_BACKOFF_MAX_MS 10000
 /* How long a preemptor avoids a node whose PodDisruptionBudget refused an eviction. */
 #define PDB_RETRY_MS 30000
+/* How long a gang member whose Binding was refused retries on the GPUs held for it before its
+ * gang is released whole (issue 7: "the failed members retry on the GPUs held for them for
+ * 30 s"). Its tries back off as a refused pod's do (1 s doubling), the last at 30 s. */
+#define GANG_RETRY_MS 30000
+
+/* Outcomes of an eviction. */
+enum evict_result {
+    EVICT_SENT,    /* the API server accepted it: the pod is deleted or terminating */
+    EVICT_GONE,    /* it was gone already (404) */
+    EVICT_BLOCKED, /* 429: a PodDisruptionBudget forbids it now */
+    EVICT_FAILED,  /* any other refusal */
+};
 
 /** CLOCK_MONOTONIC in milliseconds (deadlines and backoffs). */
 int64_t gs__sched_mono_ms(void);
@@ -117,5 +145,27 @@ int gs__sched_patch_scheduled_false(struct sched *s, const char *ns, const char 
  * handled inside gs_kube_client_step(). Takes the action over (it is left empty).
  */
 void gs__sched_bind(struct sched *s, struct action *a);
+
+/**
+ * Sends the Eviction of a victim (dry_run: only asks whether it would be allowed). On
+ * EVICT_BLOCKED `pdb` receives the budget "ns/name"; on EVICT_FAILED the HTTP refusal.
+ */
+enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, bool dry_run,
+                                      char *pdb, size_t pdb_cap);
+
+/** Marks a victim with the DisruptionTarget condition before its eviction. */
+void gs__sched_mark_disruption_target(struct sched *s, const struct action *a);
+
+/**
+ * Sends the Bindings of refused gang members that are due again (only while leading: `live`),
+ * and releases whole the gangs whose retries ran past GANG_RETRY_MS.
+ */
+void gs__sched_gang_retry(struct sched *s, bool live);
+
+/** Forgets pod "ns/name" in the gang records (it was deleted). */
+void gs__sched_gang_pod_gone(struct sched *s, const char *key);
+
+/** Frees the gang records (at exit). */
+void gs__sched_gang_fini(struct sched *s);
 
 #endif /* GPUSCHED_CLI_SCHED_INT_H */
