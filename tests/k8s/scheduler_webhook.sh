@@ -13,7 +13,10 @@
 #      container's limits, are left alone;
 #   4. a bad fraction ("1.5") is admitted unpatched, and kubectl shows the webhook's warning;
 #   5. malformed reviews sent to the webhook directly get 400 with the field named, a GET 405,
-#      and the scheduler goes on serving (a pod created after them is still patched).
+#      and the scheduler goes on serving (a pod created after them is still patched);
+#   6. deploy/webhook.yaml's own rules and CEL matchConditions (its clientConfig pointed at this
+#      scheduler, its schedulerName at this test's): a KAI pod is sent and patched; a pod
+#      without the annotations and another scheduler's KAI pod are never sent.
 #
 # Usage: scheduler_webhook.sh GPUSCHED_BINARY  (GPUSCHED_K8S_STATE names a plane that is up)
 set -euo pipefail
@@ -154,4 +157,38 @@ kill -0 "$sched_pid" 2>/dev/null || fail "the scheduler died on a malformed revi
 fpod after ', "annotations": {"gpu-fraction": "0.5"}'
 [ "$(slice_of after limits)" = 1 ] || fail "after: not patched after the malformed reviews"
 echo "ok: malformed reviews answered 400 naming the field, GET 405; the webhook goes on"
+
+# 6. deploy/webhook.yaml's configuration in place of the test's.
+kubectl delete mutatingwebhookconfiguration "gs-wh-$run" >/dev/null
+python3 - "$HERE/../../deploy/webhook.yaml" "$run" "$ns" "$port" "$tmp/wh/ca.crt" >"$tmp/deploy-mwc.json" <<'PY'
+import base64, json, sys, yaml
+path, run, ns, port, ca = sys.argv[1:6]
+mwc = [d for d in yaml.safe_load_all(open(path)) if d and d["kind"] == "MutatingWebhookConfiguration"][0]
+mwc["metadata"]["name"] = "gs-wh-" + run
+w = mwc["webhooks"][0]
+w["clientConfig"] = {"url": "https://127.0.0.1:%s/mutate-pods" % port,
+                     "caBundle": base64.b64encode(open(ca, "rb").read()).decode()}
+w["namespaceSelector"]["matchLabels"] = {"kubernetes.io/metadata.name": ns}
+for c in w["matchConditions"]:
+    c["expression"] = c["expression"].replace("'gpusched'", "'gs-%s'" % run)
+json.dump(mwc, sys.stdout)
+PY
+kubectl apply -f "$tmp/deploy-mwc.json" >/dev/null
+for ((i = 0; i < 100; i++)); do
+    kubectl -n "$ns" delete pod cel-probe --grace-period=0 --force >/dev/null 2>&1 || true
+    fpod cel-probe ', "annotations": {"gpu-fraction": "0.5"}' "gs-$run" \
+        '[{"name": "main", "image": "registry.invalid/none:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]'
+    grep -q "webhook: pod=$ns/cel-probe" "$log" && break
+    sleep 0.2
+done
+kubectl -n "$ns" delete pod cel-probe --grace-period=0 --force >/dev/null 2>&1 || true
+fpod cel-kai ', "annotations": {"gpu-fraction": "0.5"}'
+[ "$(slice_of cel-kai limits)" = 1 ] || fail "cel-kai: not patched through deploy/webhook.yaml"
+fpod cel-plain ''
+fpod cel-other ', "annotations": {"gpu-fraction": "0.5"}' other-$run
+for p in cel-plain cel-other; do
+    [ -n "$(jp $p '{.metadata.uid}')" ] || fail "$p was not created"
+    grep -q "webhook: pod=$ns/$p " "$log" && fail "$p was sent to the webhook despite matchConditions"
+done
+echo "ok: deploy/webhook.yaml: cel-kai sent and patched; cel-plain and cel-other never sent (matchConditions)"
 stop_sched
