@@ -27,7 +27,10 @@
  * FailedScheduling, Preempted), the same reason about a pod within 10 minutes counted into one
  * Event's series. The leader writes each Queue's status. With --metrics-addr, libmicrohttpd's
  * own thread serves /healthz, /readyz and /metrics from counters the loop records under a mutex
- * (schedmetrics.h); it is the only other thread.
+ * (schedmetrics.h). With --webhook-addr, another libmicrohttpd thread answers the mutating
+ * admission webhook (webhook.h), on every replica; it reads only the request, sharing nothing
+ * with the loop. Those are the only other threads. Bindings, and the retries of gang members
+ * whose Binding was refused, are in sched_bind.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
