@@ -256,6 +256,13 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
         k.adopted = ev->kind == GS_EV_ADOPT;
         if (!k.adopted)
             w->changes++;
+        {
+            struct gs_tpod_info ti;
+            struct gs_gang_info gi;
+            if (gs_engine_pod_info(w->e, ev->pod, &ti) == GS_OK && ti.gang != GS_NO_GANG &&
+                gs_engine_gang_info(w->e, ti.gang, &gi) == GS_OK)
+                k.gang = gi.name; /* "ns/podgroup" (gang_id) */
+        }
         break;
     case GS_EV_EVICT:
         k.kind = GS_KEV_EVICT;
