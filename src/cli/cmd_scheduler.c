@@ -921,15 +921,9 @@ int gs_cmd_scheduler(int argc, char **argv)
         return 2;
     }
     struct gs_kube_config cfg;
-    struct gs_kube_diag diag;
-    int rc = kubeconfig ? gs_kube_config_load_file(kubeconfig, &cfg, &diag)
-                        : gs_kube_config_load_default(&cfg, &diag);
-    if (rc) {
-        char msg[800];
-        (void)gs_kube_diag_format(&diag, msg, sizeof(msg));
-        (void)fprintf(stderr, "gpusched scheduler: %s\n", msg);
-        return 2;
-    }
+    int rc = gs__cli_kube_config("scheduler", kubeconfig, &cfg);
+    if (rc)
+        return rc;
     if (elect < 0)
         elect = !dry;
     /* holderIdentity: hostname_pid_random, unique even for two replicas in one pod's netns. */

@@ -233,15 +233,9 @@ static const struct {
 static int load_live(const char *kubeconfig, json_t **out)
 {
     struct gs_kube_config cfg;
-    struct gs_kube_diag diag;
-    int rc = kubeconfig ? gs_kube_config_load_file(kubeconfig, &cfg, &diag)
-                        : gs_kube_config_load_default(&cfg, &diag);
-    if (rc) {
-        char msg[800];
-        (void)gs_kube_diag_format(&diag, msg, sizeof(msg));
-        (void)fprintf(stderr, "gpusched whatif: %s\n", msg);
-        return 2;
-    }
+    int rc = gs__cli_kube_config("whatif", kubeconfig, &cfg);
+    if (rc)
+        return rc;
     struct gs_kube_client *c = NULL;
     struct gs_kube_client_opts opts = {.qps = -1};
     rc = gs_kube_client_new(&cfg, &opts, &c);
