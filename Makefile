@@ -41,12 +41,15 @@ build: deps $(BUILD)/CMakeCache.txt
 build-asan: deps $(BUILD_SAN)/CMakeCache.txt
 	cmake --build $(BUILD_SAN) -j $(JOBS) -- --no-print-directory
 
-# etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl from the Go module
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and helm from the Go module
 # proxy, into ${GPUSCHED_K8S_CACHE:-/var/cache/gpusched/k8s}; a no-op when already cached.
 k8s: deps
 	bash tests/k8s/control-plane.sh build
+	bash tests/k8s/helm.sh build
 
-run: build
+# Builds the gpusched binary alone (not the tests and benchmarks) before the run.
+run: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target gpusched -- --no-print-directory
 	$(BUILD)/gpusched simulate --nodes $(TRACE)/openb_node_list_gpu_node.csv \
 	    --pods $(TRACE)/openb_pod_list_default.csv --policy all --seeds 42-51 --tune 1.3 \
 	    --jobs $(JOBS) --out $(OUT)
@@ -82,9 +85,10 @@ lint: build
 	git ls-files 'src/*.c' | xargs -P $(JOBS) -n 2 clang-tidy -p $(BUILD) --quiet
 
 # ThreadSanitizer over the code that runs threads: the gRPC server and client, the node agent
-# (device plugin, health, exporter; its Python and Prometheus peers drive the real binary) and
+# (device plugin, health, exporter; its Python and Prometheus peers drive the real binary), the
+# scheduler's admission webhook over HTTPS (test_kwebhook) and
 # `simulate --jobs 2` on the slice trace (simulate_golden_slice). Any report fails the test.
-TSAN_TESTS := ^(test_grpc_|test_health$$|test_exporter$$|test_gpu_fake$$|test_labels$$|agent_|rpc_|simulate_golden_slice$$)
+TSAN_TESTS := ^(test_grpc_|test_health$$|test_exporter$$|test_gpu_fake$$|test_labels$$|test_kwebhook$$|agent_|rpc_|simulate_golden_slice$$)
 tsan: deps $(BUILD_TSAN)/CMakeCache.txt
 	cmake --build $(BUILD_TSAN) -j $(JOBS) -- --no-print-directory
 	cd $(BUILD_TSAN) && TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \

@@ -30,7 +30,8 @@ ALLOWED = {
     "kworld": {"util", "core"},
     "k8s": {"util", "core"},
     "usage": {"util", "core"},
-    "cli": {"util", "core", "rpc", "agent", "sim", "kworld", "k8s", "usage"},
+    "webhook": {"util", "core", "kworld", "k8s"},
+    "cli": {"util", "core", "rpc", "agent", "sim", "kworld", "k8s", "usage", "webhook"},
 }
 
 # Public headers (include/gpusched/NAME) by layer.
@@ -44,12 +45,16 @@ HEADERS = {
     "kworld": ["kquantity.h", "kworld.h"],
     "k8s": ["kevents.h", "kube.h", "schedmetrics.h"],
     "usage": ["usage.h", "usage_report.h"],
+    "webhook": ["webhook.h"],
 }
 
 # src/k8s holds two layers: the translation of Kubernetes objects into the core (gskworld) and
 # the API client below the scheduler command (gpusched_k8s).
 KWORLD_FILES = {"kworld.c", "kquantity.c", "kselect.c", "kselect.h", "kworld_inventory.c",
                 "kworld_inv.h", "kworld_xres.c", "kworld_xres.h", "yamljson.c", "yamljson.h"}
+# The admission webhook sits above both: it reads Pod quantities as the translation does and
+# serves on the address reader of the client's HTTP servers.
+WEBHOOK_FILES = {"webhook.c", "webhook_http.c"}
 
 # CMake library targets by layer; test, fuzz and bench targets are not checked.
 TARGETS = {
@@ -65,6 +70,7 @@ TARGETS = {
     "gsusage": "usage",
     "gpusched_k8s": "k8s",
     "gpusched_schedmetrics": "k8s",
+    "gpusched_webhook": "webhook",
     "gpusched": "cli",
 }
 
@@ -93,6 +99,8 @@ def layer_of_path(rel):
     if len(parts) >= 3 and parts[0] == "src":
         sub = parts[1]
         if sub == "k8s":
+            if parts[2] in WEBHOOK_FILES:
+                return "webhook"
             return "kworld" if parts[2] in KWORLD_FILES else "k8s"
         if sub in ALLOWED:
             return sub

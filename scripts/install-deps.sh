@@ -17,13 +17,15 @@ packages=(
     libyaml-dev      # queue/PriorityClass config, fake GPU backend, agent config
     libnghttp2-dev   # gRPC over HTTP/2 (kubelet device-plugin and pod-resources APIs)
     libprotobuf-c-dev protobuf-c-compiler protobuf-compiler # protobuf messages
-    libmicrohttpd-dev # /metrics and /healthz of the node agent
+    libmicrohttpd-dev # /metrics and /healthz of the node agent and the scheduler
+    libgnutls28-dev  # the scheduler's admission webhook: TLS (libmicrohttpd's HTTPS is GnuTLS)
     libcurl4-openssl-dev # Kubernetes API client (HTTPS, HTTP/2)
     libjansson-dev   # Kubernetes API client (JSON bodies and watch events); JSON reports
     libsqlite3-dev   # usage accounting store (src/usage)
     chromium         # tests: the HTML usage report rendered headless
     python3-grpcio python3-protobuf # tests: a real gRPC peer playing kubelet
     python3-jsonschema # tests/k8s: the agent's annotations against docs/schemas/
+    python3-yaml     # tests/k8s: the Helm chart's render compared with deploy/
     prometheus       # tests: a real Prometheus server scraping the agent
     openssl curl ca-certificates # tests/k8s: certificates, readiness probes, the Go module proxy
     unzip            # tests/k8s: unpacking a Go toolchain from the module proxy (below)

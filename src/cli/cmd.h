@@ -49,6 +49,17 @@ int gs__cli_split(const char *arg, char *name, size_t cap, const char **value);
 /** gs_policy_find() on the name in lower case ("FGD" finds fgd); -1 when unknown. */
 int gs__cli_policy_find(const char *name);
 
+struct gs_kube_config;
+
+/**
+ * Loads the API server configuration: the kubeconfig file, or with kubeconfig NULL the
+ * default search ($KUBECONFIG, ~/.kube/config, the pod's service account). On failure it says
+ * why on stderr, prefixed "gpusched CMD: ".
+ * @param cfg  receives it; release with gs_kube_config_fini() after a 0 return.
+ * @return 0; 2 (cannot be read: bad usage or input).
+ */
+int gs__cli_kube_config(const char *cmd, const char *kubeconfig, struct gs_kube_config *cfg);
+
 struct gs_trace_unfit;
 
 /**

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -36,8 +37,8 @@ static const char *const usage_replay =
     "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model)\n"
     "  --pods FILE         pod list with time columns\n"
     "  --queues FILE       queue configuration (YAML; see docs/queues.md)\n"
-    "  --policy P          placement policy (default fgd; random, dotprod, clustering, packing, "
-    "bestfit)\n"
+    "  --policy P          the one placement policy of the replay (default fgd; random, dotprod,\n"
+    "                      clustering, packing, bestfit); `simulate --policy all` compares them\n"
     "  --no-backfill       strict order within each queue and GPU model (default: EASY\n"
     "                      backfill, with the trace's observed run times as estimates)\n"
     "  --no-preemption     no priority preemption inside queues\n"
@@ -177,6 +178,12 @@ int gs_cmd_replay(int argc, char **argv)
             }
         } else if (strcmp(a, "--policy") == 0) {
             int p = gs__cli_policy_find(v);
+            if (p < 0 && strcasecmp(v, "all") == 0) {
+                (void)fprintf(stderr,
+                              "gpusched replay: --policy: a replay runs one policy; 'all' is for "
+                              "simulate (run replay once per policy to compare them)\n");
+                return 2;
+            }
             if (p < 0) {
                 (void)fprintf(stderr,
                               "gpusched replay: --policy: unknown policy '%s' (random, dotprod, "

@@ -27,7 +27,10 @@
  * FailedScheduling, Preempted), the same reason about a pod within 10 minutes counted into one
  * Event's series. The leader writes each Queue's status. With --metrics-addr, libmicrohttpd's
  * own thread serves /healthz, /readyz and /metrics from counters the loop records under a mutex
- * (schedmetrics.h); it is the only other thread.
+ * (schedmetrics.h). With --webhook-addr, another libmicrohttpd thread answers the mutating
+ * admission webhook (webhook.h), on every replica; it reads only the request, sharing nothing
+ * with the loop. Those are the only other threads. Bindings, and the retries of gang members
+ * whose Binding was refused, are in sched_bind.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -42,6 +45,7 @@
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "cli/sched_int.h"
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "gpusched/kevents.h"
@@ -50,6 +54,7 @@
 #include "gpusched/kworld.h"
 #include "gpusched/sched.h"
 #include "gpusched/schedmetrics.h"
+#include "gpusched/webhook.h"
 
 static const char *const usage =
     "usage: gpusched scheduler [--kubeconfig FILE] [--scheduler-name NAME]\n"
@@ -57,6 +62,8 @@ static const char *const usage =
     "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
     "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
     "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
+    "                          [--webhook-addr HOST:PORT --webhook-cert FILE\n"
+    "                           --webhook-key FILE]\n"
     "       gpusched scheduler --version\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
@@ -81,6 +88,15 @@ static const char *const usage =
     "  --metrics-addr H:P    serve /healthz, /readyz (200 once caches synced) and /metrics\n"
     "                        (Prometheus text) on H:P, e.g. 127.0.0.1:10259; port 0 picks\n"
     "                        one and logs it (default: not served)\n"
+    "  --webhook-addr H:P    serve the mutating admission webhook over HTTPS at\n"
+    "                        https://H:P/mutate-pods (port 0 picks one and logs it): a pod\n"
+    "                        of this scheduler that asks for a fraction by KAI annotation\n"
+    "                        only (gpu-fraction, gpu-memory) gets gpusched.io/gpu-slice: 1\n"
+    "                        added to its first container's limits and requests, so that\n"
+    "                        kubelet calls the node agent's Allocate; every replica serves\n"
+    "                        it, leader or not (default: not served)\n"
+    "  --webhook-cert FILE   the webhook's PEM certificate (chain), e.g. tls.crt\n"
+    "  --webhook-key FILE    its PEM private key, e.g. tls.key\n"
     "  --version             print the version and exit\n"
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
@@ -90,6 +106,8 @@ static const char *const usage =
     "gone; victims are marked DisruptionTarget, then evicted; a PodDisruptionBudget that\n"
     "refuses (429) sends the preemptor to the next node, else it waits \"blocked by\n"
     "PodDisruptionBudget NS/NAME\". A refused Binding backs off 1 s doubling to 10 s.\n"
+    "A gang member whose Binding is refused is sent again on the GPUs held for it for 30 s;\n"
+    "then its gang is released whole (members already bound are evicted, reason gang).\n"
     "Queue status (allocated, fairShare, running, pending) is written to each Queue's status.\n"
     "SIGTERM or SIGINT: finish the cycle in progress and its binds, release the Lease, exit 0.\n"
     "Exit: 0 stopped; 1 internal error or the Lease was lost; 2 bad usage or configuration.\n";
@@ -102,7 +120,7 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-static int64_t mono_ms(void)
+int64_t gs__sched_mono_ms(void)
 {
     struct timespec ts;
     (void)clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -116,16 +134,14 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int64_t wall_ms(void)
+int64_t gs__sched_wall_ms(void)
 {
     struct timespec ts;
     (void)clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void logf_(const char *level, const char *fmt, ...) GS_PRINTF(2, 3);
-
-static void logf_(const char *level, const char *fmt, ...)
+void gs__sched_logf(const char *level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -133,65 +149,18 @@ static void logf_(const char *level, const char *fmt, ...)
     va_end(ap);
 }
 
-/* A decision of the last cycle, sent after it. */
-struct action {
-    enum gs_kevent_kind kind;
-    char *ns, *name, *uid, *node, *text, *by;
-    json_t *gpus; /* BIND: the assignment's gpus array */
-};
-
-/*
- * A preemptor waiting for its victims to leave, as kube-scheduler's nominated pod: the engine
- * holds its GPUs on the node already (so no other pod is given them), status.nominatedNodeName
- * says where it goes, and the Binding is sent once every victim is gone from the API server.
- */
-struct nomination {
-    struct action bind; /* the preemptor's BIND */
-    char *key;          /* its "ns/name" */
-    json_t *victims;    /* "ns/name" -> true: evicted, not yet deleted */
-    char *blocked;      /* why the node cannot be freed ("PodDisruptionBudget ns/name"); NULL */
-    char *blocked_by;   /* the victim whose eviction was refused */
-    bool failed;        /* an eviction was refused: give the node up */
-};
-
-struct sched {
-    struct gs_kube_client *client;
-    struct gs_kworld *world;
-    struct gs_kube_leader *leader; /* NULL without leader election */
-    const char *identity;          /* holderIdentity and reportingInstance */
-    const char *sched_name;        /* the spec.schedulerName served */
-    struct action *acts;
-    size_t nacts, capacts;
-    bool dry_run;
-    bool dirty;
-    bool lost; /* the Lease was lost: send nothing more */
-    uint64_t binds, bind_failures, evictions, status_patches;
-    struct gs_kevents *events;       /* the Event recorder (kevents.h); NULL: none written */
-    struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
-    /* Pods held out of the world until due: "ns/name" -> {"ns", "name", "due_ms"}. A refused
-     * bind's pod waits out its backoff here (holding nothing); a pod whose bind or re-read
-     * failed on the way is read again from here. Watch events of held pods are not applied:
-     * the pod is read afresh when due. */
-    json_t *held;
-    json_t *bind_attempts; /* "ns/name" -> refused binds in a row (for the backoff) */
-    json_t *pdb_blocked;   /* "ns/name" -> "blocked by PodDisruptionBudget ..." (its reason) */
-    json_t *unblock;       /* "ns/name" -> due_ms: when its avoided nodes are tried again */
-    json_t *queue_status;  /* Queue name -> the status last written */
-    struct nomination *noms;
-    size_t nnoms, capnoms;
-};
-
-/* kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds. */
-#define BIND_BACKOFF_INITIAL_MS 1000
-#define BIND_BACKOFF_MAX_MS 10000
-/* How long a preemptor avoids a node whose PodDisruptionBudget refused an eviction. */
-#define PDB_RETRY_MS 30000
+/* The webhook's lines, from its own thread (stderr is locked per call). */
+static void on_webhook_log(void *ud, const char *level, const char *msg)
+{
+    (void)ud;
+    gs__sched_logf(level, "%s", msg);
+}
 
 /* A bad node inventory and the like: the world read it another way. */
 static void on_world_warning(void *ctx, const char *msg)
 {
     (void)ctx;
-    logf_("warn", "%s", msg);
+    gs__sched_logf("warn", "%s", msg);
 }
 
 static void on_world_event(void *ctx, const struct gs_kevent *ev)
@@ -204,7 +173,8 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         size_t cap = s->capacts ? s->capacts * 2 : 64;
         struct action *a = realloc(s->acts, cap * sizeof(*a));
         if (!a) {
-            logf_("error", "out of memory queueing a decision for %s/%s", ev->ns, ev->name);
+            gs__sched_logf("error", "out of memory queueing a decision for %s/%s", ev->ns,
+                           ev->name);
             return;
         }
         s->acts = a;
@@ -219,6 +189,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->node = ev->node ? strdup(ev->node) : NULL;
     a->text = ev->reason ? strdup(ev->reason) : NULL;
     a->by = ev->by ? strdup(ev->by) : NULL;
+    a->gang = ev->kind == GS_KEV_BIND && ev->gang ? strdup(ev->gang) : NULL;
     if (ev->kind == GS_KEV_BIND) {
         a->gpus = json_array();
         /* The UUID when the node's agent published its inventory, for the agent to check. */
@@ -238,13 +209,14 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         free(a->node);
         free(a->text);
         free(a->by);
+        free(a->gang);
         json_decref(a->gpus);
         return;
     }
     s->nacts++;
 }
 
-static void action_fini(struct action *a)
+void gs__sched_action_fini(struct action *a)
 {
     free(a->ns);
     free(a->name);
@@ -252,12 +224,13 @@ static void action_fini(struct action *a)
     free(a->node);
     free(a->text);
     free(a->by);
+    free(a->gang);
     json_decref(a->gpus);
 }
 
 /* Tells of a decision about the action's pod as an Event (aggregated: kevents.h). */
-static void post_event(struct sched *s, const struct action *a, const char *type,
-                       const char *reason, const char *verb, const char *note)
+void gs__sched_post_event(struct sched *s, const struct action *a, const char *type,
+                          const char *reason, const char *verb, const char *note)
 {
     gs_kevents_post(s->events, a->ns, a->name, a->uid, type, reason, verb, note);
 }
@@ -265,265 +238,8 @@ static void post_event(struct sched *s, const struct action *a, const char *type
 static void log_event_failure(void *ud, const char *msg)
 {
     (void)ud;
-    logf_("warn", "%s", msg);
+    gs__sched_logf("warn", "%s", msg);
 }
-
-/* Escapes nothing: namespaces and names are DNS labels and subdomains. */
-static void pod_path(char *buf, size_t cap, const char *ns, const char *name, const char *sub)
-{
-    (void)snprintf(buf, cap, "/api/v1/namespaces/%s/pods/%s%s%s", ns, name, sub ? "/" : "",
-                   sub ? sub : "");
-}
-
-static char *key_of(const char *ns, const char *name)
-{
-    size_t n = strlen(ns) + strlen(name) + 2;
-    char *k = malloc(n);
-    if (k)
-        (void)snprintf(k, n, "%s/%s", ns, name);
-    return k;
-}
-
-/* Holds pod ns/name out of the world until due_ms, then reads it again (process_held). */
-static void hold_pod(struct sched *s, const char *ns, const char *name, int64_t due_ms)
-{
-    char *k = key_of(ns, name);
-    json_t *e = json_pack("{s:s,s:s,s:I}", "ns", ns, "name", name, "due_ms", (json_int_t)due_ms);
-    if (!k || !e || json_object_set_new(s->held, k, e))
-        logf_("error", "out of memory holding pod %s/%s", ns, name);
-    free(k);
-}
-
-static bool is_held(struct sched *s, const char *ns, const char *name)
-{
-    char *k = key_of(ns, name);
-    bool held = k && json_object_get(s->held, k) != NULL;
-    free(k);
-    return held;
-}
-
-/*
- * Reads the held pods that are due: the pod as it is now enters the world (bound elsewhere, it is
- * adopted there; still pending, it is placed afresh); gone, it is dropped; a failed read is tried
- * again a second later.
- */
-static void process_held(struct sched *s)
-{
-    int64_t now = mono_ms();
-    const char *k;
-    json_t *e, *tmp;
-    json_object_foreach_safe(s->held, tmp, k, e)
-    {
-        if (json_integer_value(json_object_get(e, "due_ms")) > now)
-            continue;
-        const char *ns = json_string_value(json_object_get(e, "ns"));
-        const char *name = json_string_value(json_object_get(e, "name"));
-        char path[600];
-        pod_path(path, sizeof(path), ns, name, NULL);
-        struct gs_kube_response r;
-        memset(&r, 0, sizeof(r));
-        int err = gs_kube_request(s->client, GS_KUBE_GET, path, NULL, &r);
-        if (err == GS_OK && r.body) {
-            json_object_set_new(r.body, "kind", json_string("Pod"));
-            (void)gs_kworld_forget_pod(s->world, ns, name, wall_ms()); /* a fresh entry */
-            char msg[256];
-            const char *node =
-                json_string_value(json_object_get(json_object_get(r.body, "spec"), "nodeName"));
-            logf_("info", "pod=%s/%s read again: %s%s", ns, name, node ? "bound to " : "pending",
-                  node ? node : "");
-            if (gs_kworld_apply(s->world, GS_KADDED, r.body, wall_ms(), msg, sizeof(msg)) != GS_OK)
-                logf_("warn", "pod %s/%s: %s", ns, name, msg);
-            json_object_del(s->held, k);
-            s->dirty = true;
-        } else if (err == GS_ENOENT) {
-            json_object_del(s->held, k); /* gone meanwhile */
-        } else {
-            logf_("warn", "cannot read pod %s/%s again: HTTP %ld %s; retrying in 1 s", ns, name,
-                  r.http_status, r.message[0] ? r.message : gs_strerror(err));
-            json_object_set_new(e, "due_ms", json_integer(now + 1000));
-        }
-        gs_kube_response_fini(&r);
-    }
-}
-
-/* Writes PodScheduled=False with a reason and message (Unschedulable, SchedulerError). */
-static int patch_scheduled_false(struct sched *s, const char *ns, const char *name,
-                                 const char *reason, const char *msg)
-{
-    json_t *body = json_pack("{s:{s:[{s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
-                             "PodScheduled", "status", "False", "reason", reason, "message", msg);
-    char path[600];
-    pod_path(path, sizeof(path), ns, name, "status");
-    struct gs_kube_response r;
-    memset(&r, 0, sizeof(r));
-    int err =
-        body ? gs_kube_request(s->client, GS_KUBE_PATCH_STRATEGIC, path, body, &r) : GS_ENOMEM;
-    if (err == GS_OK)
-        s->status_patches++;
-    else if (err != GS_ENOENT)
-        logf_("warn", "status of pod=%s/%s not written: HTTP %ld %s", ns, name, r.http_status,
-              r.message);
-    gs_kube_response_fini(&r);
-    json_decref(body);
-    return err;
-}
-
-/*
- * After a refused bind the pod gives back at once what the engine held for it (forgotten), and:
- * 409, someone else bound it (or it is being deleted): it is read again at once and adopted
- * where it is; 404, it is gone; anything else (an admission webhook's refusal, a transport
- * failure): it waits out a backoff of 1 s doubling to 10 s per refusal in a row, as
- * kube-scheduler's, with PodScheduled=False reason SchedulerError saying why, and is read again
- * then. A pod that keeps failing so never holds GPUs that the pods behind it could use.
- */
-static void bind_refused(struct sched *s, const struct action *a, int err,
-                         const struct gs_kube_response *r)
-{
-    (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
-    s->dirty = true;
-    if (err == GS_ENOENT)
-        return;
-    if (err == GS_ECONFLICT || err == GS_EEXIST) {
-        logf_("info", "pod=%s/%s: bind conflict (%s); reading it again", a->ns, a->name,
-              r->message[0] ? r->message : gs_strerror(err));
-        hold_pod(s, a->ns, a->name, mono_ms());
-        return;
-    }
-    char *k = key_of(a->ns, a->name);
-    json_int_t n = k ? json_integer_value(json_object_get(s->bind_attempts, k)) : 0;
-    int64_t delay = BIND_BACKOFF_INITIAL_MS;
-    for (json_int_t i = 0; i < n && delay < BIND_BACKOFF_MAX_MS; i++)
-        delay *= 2;
-    if (delay > BIND_BACKOFF_MAX_MS)
-        delay = BIND_BACKOFF_MAX_MS;
-    if (k)
-        json_object_set_new(s->bind_attempts, k, json_integer(n + 1));
-    free(k);
-    char msg[900];
-    if (r->http_status)
-        (void)snprintf(msg, sizeof(msg),
-                       "binding to node %s failed: HTTP %ld%s%s: %s; retrying in %lld ms",
-                       a->node ? a->node : "?", r->http_status, r->reason[0] ? " " : "", r->reason,
-                       r->message[0] ? r->message : gs_strerror(err), (long long)delay);
-    else
-        (void)snprintf(msg, sizeof(msg), "binding to node %s failed: %s; retrying in %lld ms",
-                       a->node ? a->node : "?", r->message[0] ? r->message : gs_strerror(err),
-                       (long long)delay);
-    logf_("info", "pod=%s/%s backs off %lld ms after %lld refused bind(s)", a->ns, a->name,
-          (long long)delay, (long long)(n + 1));
-    (void)patch_scheduled_false(s, a->ns, a->name, "SchedulerError", msg);
-    post_event(s, a, "Warning", "FailedScheduling", "Scheduling", msg);
-    hold_pod(s, a->ns, a->name, mono_ms() + delay);
-}
-
-/* A Binding in flight: the action it sends, owned, until its answer. */
-struct bind_call {
-    struct sched *s;
-    struct action a;
-    char *ann; /* the assignment annotation sent */
-};
-
-/* The answer to a Binding (inside gs_kube_client_step). */
-static void bind_done(void *ud, int err, struct gs_kube_response *r)
-{
-    struct bind_call *bc = ud;
-    struct sched *s = bc->s;
-    const struct action *a = &bc->a;
-    if (err == GS_OK) {
-        s->binds++;
-        char *k = key_of(a->ns, a->name);
-        if (k) {
-            (void)json_object_del(s->bind_attempts, k);
-            (void)json_object_del(s->pdb_blocked, k);
-            (void)json_object_del(s->unblock, k);
-            gs_kworld_avoid_clear(s->world, a->ns, a->name);
-        }
-        free(k);
-        gs_schedmetrics_bind(s->metrics, true);
-        gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
-        logf_("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node,
-              bc->ann ? bc->ann : "");
-        char gl[GS_NODE_GPUS_MAX * 12 + 16] = "", note[900];
-        size_t n = 0;
-        for (size_t g = 0; g < json_array_size(a->gpus) && n < sizeof(gl) - 16; g++) {
-            json_t *e = json_array_get(a->gpus, g);
-            json_int_t idx = json_integer_value(json_object_get(e, "index"));
-            json_int_t milli = json_integer_value(json_object_get(e, "milli"));
-            int w = milli == 1000
-                        ? snprintf(gl + n, sizeof(gl) - n, "%s%lld", n ? "," : "", (long long)idx)
-                        : snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldm", n ? "," : "",
-                                   (long long)idx, (long long)milli);
-            if (w < 0)
-                break;
-            n += (size_t)w;
-        }
-        (void)snprintf(note, sizeof(note), "Successfully assigned %s/%s to %s%s%s%s", a->ns,
-                       a->name, a->node, n ? " (GPUs " : "", gl, n ? ")" : "");
-        post_event(s, a, "Normal", "Scheduled", "Binding", note);
-    } else {
-        s->bind_failures++;
-        gs_schedmetrics_bind(s->metrics, false);
-        gs_schedmetrics_attempt(s->metrics, GS_SCHED_ERROR);
-        logf_("warn", "bind refused pod=%s/%s node=%s: HTTP %ld %s: %s", a->ns, a->name, a->node,
-              r->http_status, r->reason, r->message[0] ? r->message : gs_strerror(err));
-        bind_refused(s, a, err, r);
-    }
-    action_fini(&bc->a);
-    free(bc->ann);
-    free(bc);
-}
-
-/*
- * Sends a pod's Binding without waiting for it (assume, then confirm or forget): the engine has
- * the pod running on its GPUs already, so while the Binding is in flight no cycle hands those
- * GPUs to anyone else, and a refusal (bind_done) forgets the pod, releasing them at once. Takes
- * the action over (it is left empty).
- */
-static void do_bind(struct sched *s, struct action *a)
-{
-    struct bind_call *bc = calloc(1, sizeof(*bc));
-    json_t *assigned = json_pack("{s:O}", "gpus", a->gpus);
-    char *ann = assigned ? json_dumps(assigned, JSON_COMPACT) : NULL;
-    json_decref(assigned);
-    json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s}}", "apiVersion", "v1",
-                             "kind", "Binding", "metadata", "name", a->name, "namespace", a->ns,
-                             "annotations", "gpusched.io/assigned-gpus", ann ? ann : "{}", "target",
-                             "apiVersion", "v1", "kind", "Node", "name", a->node);
-    char path[600];
-    pod_path(path, sizeof(path), a->ns, a->name, "binding");
-    if (!bc) {
-        /* Nothing sent: the pod gives its GPUs back and is read again in a second. */
-        logf_("error", "out of memory sending the Binding of %s/%s", a->ns, a->name);
-        (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
-        hold_pod(s, a->ns, a->name, mono_ms() + 1000);
-        free(ann);
-        json_decref(body);
-        return;
-    }
-    bc->s = s;
-    bc->a = *a;
-    bc->ann = ann;
-    memset(a, 0, sizeof(*a));
-    int err = body ? gs_kube_request_async(s->client, GS_KUBE_POST, path, body, bind_done, bc)
-                   : GS_ENOMEM;
-    json_decref(body);
-    if (err != GS_OK) {
-        struct gs_kube_response r;
-        memset(&r, 0, sizeof(r));
-        r.retry_after_s = -1;
-        (void)snprintf(r.message, sizeof(r.message), "cannot send the Binding: %s",
-                       gs_strerror(err));
-        bind_done(bc, err, &r); /* frees bc */
-    }
-}
-
-/* Outcomes of an eviction. */
-enum evict_result {
-    EVICT_SENT,    /* the API server accepted it: the pod is deleted or terminating */
-    EVICT_GONE,    /* it was gone already (404) */
-    EVICT_BLOCKED, /* 429: a PodDisruptionBudget forbids it now */
-    EVICT_FAILED,  /* any other refusal */
-};
 
 /*
  * The PodDisruptionBudget named by a 429 answer to an Eviction: the API server's cause reads
@@ -551,15 +267,15 @@ static void pdb_of_refusal(const struct gs_kube_response *r, const char *ns, cha
  * Sends the Eviction of a victim (dry_run: only asks whether it would be allowed, which checks
  * PodDisruptionBudgets and changes nothing). On EVICT_BLOCKED `pdb` receives "ns/name".
  */
-static enum evict_result evict_pod(struct sched *s, const struct action *a, bool dry_run, char *pdb,
-                                   size_t pdb_cap)
+enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, bool dry_run,
+                                      char *pdb, size_t pdb_cap)
 {
     json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "policy/v1", "kind", "Eviction",
                              "metadata", "name", a->name, "namespace", a->ns);
     if (body && dry_run)
         json_object_set_new(body, "deleteOptions", json_pack("{s:[s]}", "dryRun", "All"));
     char path[600];
-    pod_path(path, sizeof(path), a->ns, a->name, "eviction");
+    gs__sched_pod_path(path, sizeof(path), a->ns, a->name, "eviction");
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
     int err = body ? gs_kube_request(s->client, GS_KUBE_POST, path, body, &r) : GS_ENOMEM;
@@ -571,25 +287,25 @@ static enum evict_result evict_pod(struct sched *s, const struct action *a, bool
         pdb_of_refusal(&r, a->ns, pdb, pdb_cap);
     if (dry_run) {
         if (res == EVICT_BLOCKED)
-            logf_("info", "eviction of pod=%s/%s would violate PodDisruptionBudget %s", a->ns,
-                  a->name, pdb);
+            gs__sched_logf("info", "eviction of pod=%s/%s would violate PodDisruptionBudget %s",
+                           a->ns, a->name, pdb);
     } else if (res == EVICT_SENT || res == EVICT_GONE) {
         s->evictions++;
         gs_schedmetrics_eviction(s->metrics, a->text);
-        logf_("info", "evicted pod=%s/%s reason=%s%s%s", a->ns, a->name, a->text ? a->text : "",
-              a->by ? " by=" : "", a->by ? a->by : "");
+        gs__sched_logf("info", "evicted pod=%s/%s reason=%s%s%s", a->ns, a->name,
+                       a->text ? a->text : "", a->by ? " by=" : "", a->by ? a->by : "");
         char note[600];
         if (a->by)
             (void)snprintf(note, sizeof(note), "Preempted by %s", a->by);
         else
             (void)snprintf(note, sizeof(note), "Evicted: %s", a->text ? a->text : "");
         if (res == EVICT_SENT)
-            post_event(s, a, "Normal", "Preempted", "Preempting", note);
+            gs__sched_post_event(s, a, "Normal", "Preempted", "Preempting", note);
     } else {
-        logf_("warn", "eviction refused pod=%s/%s: HTTP %ld %s: %s%s%s", a->ns, a->name,
-              r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err),
-              res == EVICT_BLOCKED ? "; PodDisruptionBudget " : "",
-              res == EVICT_BLOCKED ? pdb : "");
+        gs__sched_logf("warn", "eviction refused pod=%s/%s: HTTP %ld %s: %s%s%s", a->ns, a->name,
+                       r.http_status, r.reason, r.message[0] ? r.message : gs_strerror(err),
+                       res == EVICT_BLOCKED ? "; PodDisruptionBudget " : "",
+                       res == EVICT_BLOCKED ? pdb : "");
     }
     if (res == EVICT_FAILED && pdb_cap)
         (void)snprintf(pdb, pdb_cap, "HTTP %ld %.300s", r.http_status,
@@ -604,7 +320,7 @@ static enum evict_result evict_pod(struct sched *s, const struct action *a, bool
  * preemption does (reason PreemptionByScheduler), so its controller and its users see why it
  * goes. A failure is logged: the eviction still tells the pod.
  */
-static void mark_disruption_target(struct sched *s, const struct action *a)
+void gs__sched_mark_disruption_target(struct sched *s, const struct action *a)
 {
     char now[80], msg[600];
     struct timespec ts;
@@ -613,7 +329,12 @@ static void mark_disruption_target(struct sched *s, const struct action *a)
     (void)gmtime_r(&ts.tv_sec, &tm);
     (void)snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
                    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    if (a->text && strcmp(a->text, "reclaim") == 0)
+    if (a->text && strcmp(a->text, "gang") == 0)
+        (void)snprintf(msg, sizeof(msg),
+                       "%s: gang %s could not bind all its members within %d s and is released "
+                       "whole",
+                       s->sched_name, a->gang ? a->gang : "?", GANG_RETRY_MS / 1000);
+    else if (a->text && strcmp(a->text, "reclaim") == 0)
         (void)snprintf(msg, sizeof(msg),
                        "%s: reclaiming resources for %s, whose queue is below its fair share",
                        s->sched_name, a->by ? a->by : "another queue");
@@ -624,14 +345,14 @@ static void mark_disruption_target(struct sched *s, const struct action *a)
                              "DisruptionTarget", "status", "True", "reason",
                              "PreemptionByScheduler", "message", msg, "lastTransitionTime", now);
     char path[600];
-    pod_path(path, sizeof(path), a->ns, a->name, "status");
+    gs__sched_pod_path(path, sizeof(path), a->ns, a->name, "status");
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
     int err =
         body ? gs_kube_request(s->client, GS_KUBE_PATCH_STRATEGIC, path, body, &r) : GS_ENOMEM;
     if (err != GS_OK && err != GS_ENOENT)
-        logf_("warn", "DisruptionTarget of pod=%s/%s not written: HTTP %ld %s", a->ns, a->name,
-              r.http_status, r.message[0] ? r.message : gs_strerror(err));
+        gs__sched_logf("warn", "DisruptionTarget of pod=%s/%s not written: HTTP %ld %s", a->ns,
+                       a->name, r.http_status, r.message[0] ? r.message : gs_strerror(err));
     gs_kube_response_fini(&r);
     json_decref(body);
 }
@@ -642,13 +363,13 @@ static void set_nominated(struct sched *s, const char *ns, const char *name, con
     json_t *body = json_pack("{s:{s:o}}", "status", "nominatedNodeName",
                              node ? json_string(node) : json_null());
     char path[600];
-    pod_path(path, sizeof(path), ns, name, "status");
+    gs__sched_pod_path(path, sizeof(path), ns, name, "status");
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
     int err = body ? gs_kube_request(s->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
     if (err != GS_OK && err != GS_ENOENT)
-        logf_("warn", "nominatedNodeName of pod=%s/%s not written: HTTP %ld %s", ns, name,
-              r.http_status, r.message[0] ? r.message : gs_strerror(err));
+        gs__sched_logf("warn", "nominatedNodeName of pod=%s/%s not written: HTTP %ld %s", ns, name,
+                       r.http_status, r.message[0] ? r.message : gs_strerror(err));
     gs_kube_response_fini(&r);
     json_decref(body);
 }
@@ -657,16 +378,16 @@ static void do_pending(struct sched *s, const struct action *a)
 {
     /* A preemptor that gave a node up for a PodDisruptionBudget says that alone: the engine's
      * text would only count the node it now avoids as not matching its affinity. */
-    char *k = key_of(a->ns, a->name);
+    char *k = gs__sched_key_of(a->ns, a->name);
     const char *blocked = k ? json_string_value(json_object_get(s->pdb_blocked, k)) : NULL;
     char text[1200];
     (void)snprintf(text, sizeof(text), "%s", blocked ? blocked : a->text ? a->text : "");
     free(k);
-    int err = patch_scheduled_false(s, a->ns, a->name, "Unschedulable", text);
+    int err = gs__sched_patch_scheduled_false(s, a->ns, a->name, "Unschedulable", text);
     gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);
-    logf_("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, text);
+    gs__sched_logf("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, text);
     if (err != GS_ENOENT)
-        post_event(s, a, "Warning", "FailedScheduling", "Scheduling", text);
+        gs__sched_post_event(s, a, "Warning", "FailedScheduling", "Scheduling", text);
 }
 
 /* True while this replica may write decisions: no election, or it holds a live Lease. */
@@ -674,7 +395,7 @@ static bool leading(struct sched *s)
 {
     if (!s->leader)
         return true;
-    if (s->lost || gs_kube_leader_is_leader(s->leader, mono_ms()))
+    if (s->lost || gs_kube_leader_is_leader(s->leader, gs__sched_mono_ms()))
         return !s->lost;
     if (gs_kube_leader_lost(s->leader))
         s->lost = true; /* it led, and the renew deadline passed */
@@ -692,7 +413,7 @@ static struct nomination *find_nomination(struct sched *s, const char *key)
 static void nomination_drop(struct sched *s, size_t i)
 {
     struct nomination *n = &s->noms[i];
-    action_fini(&n->bind);
+    gs__sched_action_fini(&n->bind);
     free(n->key);
     free(n->blocked);
     free(n->blocked_by);
@@ -710,8 +431,9 @@ static void nominate(struct sched *s, struct action *a)
         size_t cap = s->capnoms ? s->capnoms * 2 : 16;
         struct nomination *nn = realloc(s->noms, cap * sizeof(*nn));
         if (!nn) {
-            logf_("error", "out of memory nominating pod %s/%s; binding it now", a->ns, a->name);
-            do_bind(s, a);
+            gs__sched_logf("error", "out of memory nominating pod %s/%s; binding it now", a->ns,
+                           a->name);
+            gs__sched_bind(s, a);
             return;
         }
         s->noms = nn;
@@ -719,20 +441,20 @@ static void nominate(struct sched *s, struct action *a)
     }
     struct nomination *n = &s->noms[s->nnoms];
     memset(n, 0, sizeof(*n));
-    n->key = key_of(a->ns, a->name);
+    n->key = gs__sched_key_of(a->ns, a->name);
     n->victims = json_object();
     if (!n->key || !n->victims) {
         free(n->key);
         json_decref(n->victims);
-        do_bind(s, a);
+        gs__sched_bind(s, a);
         return;
     }
     n->bind = *a;
     memset(a, 0, sizeof(*a));
     s->nnoms++;
     set_nominated(s, n->bind.ns, n->bind.name, n->bind.node);
-    logf_("info", "nominated pod=%s/%s node=%s: waiting for its victims to leave", n->bind.ns,
-          n->bind.name, n->bind.node);
+    gs__sched_logf("info", "nominated pod=%s/%s node=%s: waiting for its victims to leave",
+                   n->bind.ns, n->bind.name, n->bind.node);
 }
 
 /*
@@ -746,19 +468,21 @@ static void nomination_fail(struct sched *s, size_t i)
 {
     struct nomination *n = &s->noms[i];
     const struct action *b = &n->bind;
-    logf_("info", "pod=%s/%s gives node %s up: %s (evicting %s)", b->ns, b->name, b->node,
-          n->blocked ? n->blocked : "an eviction failed", n->blocked_by ? n->blocked_by : "?");
-    (void)gs_kworld_forget_pod(s->world, b->ns, b->name, wall_ms());
+    gs__sched_logf("info", "pod=%s/%s gives node %s up: %s (evicting %s)", b->ns, b->name, b->node,
+                   n->blocked ? n->blocked : "an eviction failed",
+                   n->blocked_by ? n->blocked_by : "?");
+    (void)gs_kworld_forget_pod(s->world, b->ns, b->name, gs__sched_wall_ms());
     if (gs_kworld_avoid_node(s->world, b->ns, b->name, b->node) != GS_OK)
-        logf_("error", "out of memory: pod %s/%s may try node %s again", b->ns, b->name, b->node);
+        gs__sched_logf("error", "out of memory: pod %s/%s may try node %s again", b->ns, b->name,
+                       b->node);
     char reason[700];
     (void)snprintf(reason, sizeof(reason), "blocked by %s (evicting %s from node %s was refused)",
                    n->blocked ? n->blocked : "an eviction failure",
                    n->blocked_by ? n->blocked_by : "a victim", b->node);
     json_object_set_new(s->pdb_blocked, n->key, json_string(reason));
-    json_object_set_new(s->unblock, n->key, json_integer(mono_ms() + PDB_RETRY_MS));
+    json_object_set_new(s->unblock, n->key, json_integer(gs__sched_mono_ms() + PDB_RETRY_MS));
     set_nominated(s, b->ns, b->name, NULL);
-    hold_pod(s, b->ns, b->name, mono_ms());
+    gs__sched_hold_pod(s, b->ns, b->name, gs__sched_mono_ms());
     s->dirty = true;
     nomination_drop(s, i);
 }
@@ -769,8 +493,9 @@ static void check_nominations(struct sched *s)
     for (size_t i = 0; i < s->nnoms;) {
         struct nomination *n = &s->noms[i];
         if (json_object_size(n->victims) == 0 && leading(s)) {
-            logf_("info", "pod=%s/%s: its victims are gone; binding", n->bind.ns, n->bind.name);
-            do_bind(s, &n->bind);
+            gs__sched_logf("info", "pod=%s/%s: its victims are gone; binding", n->bind.ns,
+                           n->bind.name);
+            gs__sched_bind(s, &n->bind);
             nomination_drop(s, i);
             continue;
         }
@@ -781,7 +506,7 @@ static void check_nominations(struct sched *s)
 /* The avoided nodes of PDB-blocked pods are tried again once PDB_RETRY_MS has passed. */
 static void check_unblock(struct sched *s)
 {
-    int64_t now = mono_ms();
+    int64_t now = gs__sched_mono_ms();
     const char *k;
     json_t *v, *tmp;
     json_object_foreach_safe(s->unblock, tmp, k, v)
@@ -794,9 +519,9 @@ static void check_unblock(struct sched *s)
         char ns[256];
         (void)snprintf(ns, sizeof(ns), "%.*s", (int)(slash - k), k);
         gs_kworld_avoid_clear(s->world, ns, slash + 1);
-        if (!is_held(s, ns, slash + 1)) {
-            (void)gs_kworld_forget_pod(s->world, ns, slash + 1, wall_ms());
-            hold_pod(s, ns, slash + 1, now);
+        if (!gs__sched_is_held(s, ns, slash + 1)) {
+            (void)gs_kworld_forget_pod(s->world, ns, slash + 1, gs__sched_wall_ms());
+            gs__sched_hold_pod(s, ns, slash + 1, now);
         }
         json_object_del(s->unblock, k);
     }
@@ -820,7 +545,7 @@ static void send_actions(struct sched *s)
                 json_object_set_new(by, s->acts[i].by, json_true());
         for (size_t i = 0; by && i < s->nacts; i++) {
             struct action *a = &s->acts[i];
-            char *k = a->kind == GS_KEV_BIND ? key_of(a->ns, a->name) : NULL;
+            char *k = a->kind == GS_KEV_BIND ? gs__sched_key_of(a->ns, a->name) : NULL;
             if (k && json_object_get(by, k))
                 nominate(s, a);
             free(k);
@@ -831,13 +556,14 @@ static void send_actions(struct sched *s)
             struct action *a = &s->acts[i];
             struct nomination *n = a->kind == GS_KEV_EVICT ? find_nomination(s, a->by) : NULL;
             char pdb[400] = "";
-            if (n && !n->failed && evict_pod(s, a, true, pdb, sizeof(pdb)) == EVICT_BLOCKED) {
+            if (n && !n->failed &&
+                gs__sched_evict_pod(s, a, true, pdb, sizeof(pdb)) == EVICT_BLOCKED) {
                 n->failed = true;
                 size_t len = strlen(pdb) + 32;
                 n->blocked = malloc(len);
                 if (n->blocked)
                     (void)snprintf(n->blocked, len, "PodDisruptionBudget %s", pdb);
-                n->blocked_by = key_of(a->ns, a->name);
+                n->blocked_by = gs__sched_key_of(a->ns, a->name);
             }
         }
     }
@@ -847,24 +573,24 @@ static void send_actions(struct sched *s)
             /* Taken over by a nomination; or the renew deadline passed: another replica may
              * lead by now, so nothing is sent. */
         } else if (s->dry_run) {
-            logf_("info", "dry-run %s pod=%s/%s node=%s %s",
-                  a->kind == GS_KEV_BIND    ? "bind"
-                  : a->kind == GS_KEV_EVICT ? "evict"
-                                            : "pending",
-                  a->ns, a->name, a->node ? a->node : "-", a->text ? a->text : "");
+            gs__sched_logf("info", "dry-run %s pod=%s/%s node=%s %s",
+                           a->kind == GS_KEV_BIND    ? "bind"
+                           : a->kind == GS_KEV_EVICT ? "evict"
+                                                     : "pending",
+                           a->ns, a->name, a->node ? a->node : "-", a->text ? a->text : "");
         } else if (a->kind == GS_KEV_BIND) {
-            do_bind(s, a);
+            gs__sched_bind(s, a);
         } else if (a->kind == GS_KEV_EVICT) {
             struct nomination *n = find_nomination(s, a->by);
             if (n && n->failed) {
                 /* Not evicted after all: it runs on, and is read again to be adopted. */
-                (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
-                hold_pod(s, a->ns, a->name, mono_ms());
+                (void)gs_kworld_forget_pod(s->world, a->ns, a->name, gs__sched_wall_ms());
+                gs__sched_hold_pod(s, a->ns, a->name, gs__sched_mono_ms());
             } else {
-                mark_disruption_target(s, a);
+                gs__sched_mark_disruption_target(s, a);
                 char why[400] = "";
-                enum evict_result r = evict_pod(s, a, false, why, sizeof(why));
-                char *k = key_of(a->ns, a->name);
+                enum evict_result r = gs__sched_evict_pod(s, a, false, why, sizeof(why));
+                char *k = gs__sched_key_of(a->ns, a->name);
                 if (n && r == EVICT_SENT && k)
                     json_object_set_new(n->victims, k, json_true());
                 if (n && (r == EVICT_BLOCKED || r == EVICT_FAILED)) {
@@ -874,18 +600,18 @@ static void send_actions(struct sched *s)
                     if (n->blocked)
                         (void)snprintf(n->blocked, len, "%s%s",
                                        r == EVICT_BLOCKED ? "PodDisruptionBudget " : "", why);
-                    n->blocked_by = key_of(a->ns, a->name);
+                    n->blocked_by = gs__sched_key_of(a->ns, a->name);
                 }
                 if (r == EVICT_BLOCKED || r == EVICT_FAILED) {
-                    (void)gs_kworld_forget_pod(s->world, a->ns, a->name, wall_ms());
-                    hold_pod(s, a->ns, a->name, mono_ms());
+                    (void)gs_kworld_forget_pod(s->world, a->ns, a->name, gs__sched_wall_ms());
+                    gs__sched_hold_pod(s, a->ns, a->name, gs__sched_mono_ms());
                 }
                 free(k);
             }
         } else if (a->kind == GS_KEV_PENDING) {
             do_pending(s, a);
         }
-        action_fini(a);
+        gs__sched_action_fini(a);
     }
     s->nacts = 0;
     for (size_t i = 0; i < s->nnoms;) {
@@ -919,7 +645,7 @@ static char *obj_key(const json_t *obj)
     const char *name = json_string_value(json_object_get(md, "name"));
     if (!name)
         return NULL;
-    return ns ? key_of(ns, name) : strdup(name);
+    return ns ? gs__sched_key_of(ns, name) : strdup(name);
 }
 
 /* A pod that left the API server: its nomination or its victim entry goes. */
@@ -929,7 +655,7 @@ static void pod_gone(struct sched *s, const char *key)
         struct nomination *n = &s->noms[i];
         (void)json_object_del(n->victims, key);
         if (strcmp(n->key, key) == 0) {
-            logf_("info", "nominated pod=%s deleted; its node is given up", key);
+            gs__sched_logf("info", "nominated pod=%s deleted; its node is given up", key);
             nomination_drop(s, i);
             continue;
         }
@@ -939,16 +665,18 @@ static void pod_gone(struct sched *s, const char *key)
     (void)json_object_del(s->bind_attempts, key);
     (void)json_object_del(s->pdb_blocked, key);
     (void)json_object_del(s->unblock, key);
+    gs__sched_gang_pod_gone(s, key);
 }
 
 static void apply_change(struct sched *s, enum gs_kchange ch, const json_t *obj)
 {
     char err[512] = "";
-    int rc = gs_kworld_apply(s->world, ch, obj, wall_ms(), err, sizeof(err));
+    int rc = gs_kworld_apply(s->world, ch, obj, gs__sched_wall_ms(), err, sizeof(err));
     if (rc == GS_EINVAL)
-        logf_("warn", "ignored %s: %s", json_string_value(json_object_get(obj, "kind")), err);
+        gs__sched_logf("warn", "ignored %s: %s", json_string_value(json_object_get(obj, "kind")),
+                       err);
     else if (rc)
-        logf_("error", "cannot apply a change: %s", gs_strerror(rc));
+        gs__sched_logf("error", "cannot apply a change: %s", gs_strerror(rc));
     s->dirty = true;
 }
 
@@ -960,8 +688,8 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
         if (f->lists > 0) {
             struct gs_kube_informer_stats st;
             gs_kube_informer_get_stats(f->inf, &st);
-            logf_("info", "relist of %s (its watch answered 410 Gone %llu time(s) so far)", f->path,
-                  (unsigned long long)st.gone);
+            gs__sched_logf("info", "relist of %s (its watch answered 410 Gone %llu time(s) so far)",
+                           f->path, (unsigned long long)st.gone);
             gs_schedmetrics_relist(s->metrics);
         }
         json_decref(f->seen);
@@ -992,8 +720,8 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
             json_object_del(f->known, k);
         }
         if (swept)
-            logf_("info", "relist of %s: %zu object(s) deleted while the watch was down", f->path,
-                  swept);
+            gs__sched_logf("info", "relist of %s: %zu object(s) deleted while the watch was down",
+                           f->path, swept);
         json_decref(f->seen);
         f->seen = NULL;
         return;
@@ -1074,8 +802,8 @@ static void write_queue_status(struct sched *s, const json_t *queues_known)
         if (err == GS_OK)
             json_object_set(s->queue_status, qi.name, st);
         else
-            logf_("warn", "status of Queue %s not written: HTTP %ld %s", qi.name, r.http_status,
-                  r.message[0] ? r.message : gs_strerror(err));
+            gs__sched_logf("warn", "status of Queue %s not written: HTTP %ld %s", qi.name,
+                           r.http_status, r.message[0] ? r.message : gs_strerror(err));
         gs_kube_response_fini(&r);
         json_decref(body);
         json_decref(st);
@@ -1109,6 +837,7 @@ int gs_cmd_scheduler(int argc, char **argv)
 {
     const char *kubeconfig = NULL, *name = NULL, *dq = NULL, *policy = "fgd";
     const char *lease_ns = "kube-system", *lease_name = "gpusched", *metrics_addr = NULL;
+    const char *wh_addr = NULL, *wh_cert = NULL, *wh_key = NULL;
     double qps = 0;
     long burst = 0, max_runtime_s = 0;
     bool dry = false;
@@ -1119,7 +848,9 @@ int gs_cmd_scheduler(int argc, char **argv)
                      strcmp(a, "--default-queue") == 0 || strcmp(a, "--policy") == 0 ||
                      strcmp(a, "--qps") == 0 || strcmp(a, "--burst") == 0 ||
                      strcmp(a, "--max-runtime-s") == 0 || strcmp(a, "--lease-namespace") == 0 ||
-                     strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0;
+                     strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0 ||
+                     strcmp(a, "--webhook-addr") == 0 || strcmp(a, "--webhook-cert") == 0 ||
+                     strcmp(a, "--webhook-key") == 0;
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
@@ -1146,6 +877,12 @@ int gs_cmd_scheduler(int argc, char **argv)
             lease_name = val;
         } else if (strcmp(a, "--metrics-addr") == 0) {
             metrics_addr = val;
+        } else if (strcmp(a, "--webhook-addr") == 0) {
+            wh_addr = val;
+        } else if (strcmp(a, "--webhook-cert") == 0) {
+            wh_cert = val;
+        } else if (strcmp(a, "--webhook-key") == 0) {
+            wh_key = val;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             kubeconfig = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
@@ -1174,20 +911,19 @@ int gs_cmd_scheduler(int argc, char **argv)
             return 2;
         }
     }
+    if ((wh_addr || wh_cert || wh_key) && !(wh_addr && wh_cert && wh_key)) {
+        (void)fprintf(stderr, "gpusched scheduler: --webhook-addr, --webhook-cert and "
+                              "--webhook-key go together\n");
+        return 2;
+    }
     if (gs_policy_find(policy) < 0) {
         (void)fprintf(stderr, "gpusched scheduler: --policy: unknown policy %s\n", policy);
         return 2;
     }
     struct gs_kube_config cfg;
-    struct gs_kube_diag diag;
-    int rc = kubeconfig ? gs_kube_config_load_file(kubeconfig, &cfg, &diag)
-                        : gs_kube_config_load_default(&cfg, &diag);
-    if (rc) {
-        char msg[800];
-        (void)gs_kube_diag_format(&diag, msg, sizeof(msg));
-        (void)fprintf(stderr, "gpusched scheduler: %s\n", msg);
-        return 2;
-    }
+    int rc = gs__cli_kube_config("scheduler", kubeconfig, &cfg);
+    if (rc)
+        return rc;
     if (elect < 0)
         elect = !dry;
     /* holderIdentity: hostname_pid_random, unique even for two replicas in one pod's netns. */
@@ -1195,11 +931,11 @@ int gs_cmd_scheduler(int argc, char **argv)
     if (gethostname(host, sizeof(host)) != 0)
         (void)snprintf(host, sizeof(host), "gpusched");
     host[sizeof(host) - 1] = '\0';
-    unsigned int rnd = (unsigned int)mono_ms() ^ (unsigned int)getpid() * 2654435761U;
+    unsigned int rnd = (unsigned int)gs__sched_mono_ms() ^ (unsigned int)getpid() * 2654435761U;
     FILE *ur = fopen("/dev/urandom", "rb");
     if (ur) {
         if (fread(&rnd, sizeof(rnd), 1, ur) != 1)
-            rnd ^= (unsigned int)wall_ms();
+            rnd ^= (unsigned int)gs__sched_wall_ms();
         (void)fclose(ur);
     }
     (void)snprintf(identity, sizeof(identity), "%s_%ld_%08x", host, (long)getpid(), rnd);
@@ -1217,11 +953,31 @@ int gs_cmd_scheduler(int argc, char **argv)
             (void)fprintf(stderr, "gpusched scheduler: --metrics-addr %s: %s\n", metrics_addr,
                           rc == GS_EIO ? "cannot listen there" : gs_strerror(rc));
             gs_schedmetrics_free(s.metrics);
+            gs_webhook_server_free(s.webhook);
             gs_kube_config_fini(&cfg);
             return 2;
         }
-        logf_("info", "serving /healthz /readyz /metrics on %s (port %u)", metrics_addr,
-              (unsigned)port);
+        gs__sched_logf("info", "serving /healthz /readyz /metrics on %s (port %u)", metrics_addr,
+                       (unsigned)port);
+    }
+    if (wh_addr) {
+        struct gs_webhook_server_opts wo = {.addr = wh_addr,
+                                            .cert_file = wh_cert,
+                                            .key_file = wh_key,
+                                            .scheduler_name = s.sched_name,
+                                            .log = on_webhook_log};
+        char werr[600];
+        uint16_t port = 0;
+        rc = gs_webhook_server_start(&wo, &s.webhook, &port, werr, sizeof(werr));
+        if (rc) {
+            (void)fprintf(stderr, "gpusched scheduler: webhook: %s\n", werr);
+            gs_schedmetrics_free(s.metrics);
+            gs_kube_config_fini(&cfg);
+            return 2;
+        }
+        gs__sched_logf("info",
+                       "serving the admission webhook at https://%s" GS_WEBHOOK_PATH " (port %u)",
+                       wh_addr, (unsigned)port);
     }
     struct gs_kube_client *lease_client = NULL;
     struct gs_kube_client_opts opts = {.qps = qps, .burst = (uint32_t)burst};
@@ -1238,6 +994,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                       gs_strerror(rc));
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
+        gs_webhook_server_free(s.webhook);
         return 1;
     }
     struct gs_kevents_opts eo = {.instance = identity, .log = log_event_failure};
@@ -1246,6 +1003,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         gs_kube_client_free(lease_client);
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
+        gs_webhook_server_free(s.webhook);
         return 1;
     }
     if (elect) {
@@ -1258,6 +1016,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             gs_kube_client_free(lease_client);
             gs_kube_client_free(s.client);
             gs_schedmetrics_free(s.metrics);
+            gs_webhook_server_free(s.webhook);
             return 2;
         }
     }
@@ -1278,7 +1037,9 @@ int gs_cmd_scheduler(int argc, char **argv)
     s.pdb_blocked = json_object();
     s.unblock = json_object();
     s.queue_status = json_object();
-    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.unblock || !s.queue_status) {
+    s.gang_bound = json_object();
+    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.unblock || !s.queue_status ||
+        !s.gang_bound) {
         exit_code = 1;
         goto out;
     }
@@ -1302,12 +1063,13 @@ int gs_cmd_scheduler(int argc, char **argv)
     sa.sa_handler = on_signal;
     (void)sigaction(SIGTERM, &sa, NULL);
     (void)sigaction(SIGINT, &sa, NULL);
-    logf_("info", "gpusched scheduler %s: serving schedulerName=%s policy=%s identity=%s%s",
-          GS_VERSION, name ? name : GS_KWORLD_SCHEDULER, policy, identity, dry ? " (dry run)" : "");
+    gs__sched_logf(
+        "info", "gpusched scheduler %s: serving schedulerName=%s policy=%s identity=%s%s",
+        GS_VERSION, name ? name : GS_KWORLD_SCHEDULER, policy, identity, dry ? " (dry run)" : "");
     if (s.leader)
-        logf_("info", "leader election on lease %s/%s: standing by until it is ours", lease_ns,
-              lease_name);
-    int64_t t0 = mono_ms(), last_cycle = 0, last_flush = 0;
+        gs__sched_logf("info", "leader election on lease %s/%s: standing by until it is ours",
+                       lease_ns, lease_name);
+    int64_t t0 = gs__sched_mono_ms(), last_cycle = 0, last_flush = 0;
     const json_t *queues_known = NULL; /* the Queue objects the watch delivered */
     for (size_t i = 0; i < N_WATCHED; i++)
         if (strcmp(watched[i].kind, "Queue") == 0)
@@ -1315,31 +1077,32 @@ int gs_cmd_scheduler(int argc, char **argv)
     bool started = false, was_leader = false;
     uint64_t cycles = 0;
     while (!stop_flag) {
-        if (max_runtime_s && mono_ms() - t0 >= max_runtime_s * 1000)
+        if (max_runtime_s && gs__sched_mono_ms() - t0 >= max_runtime_s * 1000)
             break;
         if ((rc = gs_kube_client_step(s.client, 50)) != GS_OK) {
-            logf_("error", "API client failed: %s", gs_strerror(rc));
+            gs__sched_logf("error", "API client failed: %s", gs_strerror(rc));
             exit_code = 1;
             break;
         }
         if (s.leader) {
-            if (gs_kube_leader_step(s.leader, mono_ms()) != GS_OK) {
-                logf_("error", "leader election: out of memory");
+            if (gs_kube_leader_step(s.leader, gs__sched_mono_ms()) != GS_OK) {
+                gs__sched_logf("error", "leader election: out of memory");
                 exit_code = 1;
                 break;
             }
             bool now_leader = leading(&s);
             if (now_leader && !was_leader)
-                logf_("info", "leader: acquired lease %s/%s as %s", lease_ns, lease_name, identity);
+                gs__sched_logf("info", "leader: acquired lease %s/%s as %s", lease_ns, lease_name,
+                               identity);
             was_leader = now_leader;
             if (gs_kube_leader_lost(s.leader) || s.lost) {
                 struct gs_kube_leader_stats ls;
                 gs_kube_leader_get_stats(s.leader, &ls);
-                logf_("error",
-                      "leader: lost lease %s/%s (holder now '%s', last renewal %lld ms "
-                      "ago); stopping",
-                      lease_ns, lease_name, gs_kube_leader_holder(s.leader),
-                      (long long)(mono_ms() - ls.last_renew_ms));
+                gs__sched_logf("error",
+                               "leader: lost lease %s/%s (holder now '%s', last renewal %lld ms "
+                               "ago); stopping",
+                               lease_ns, lease_name, gs_kube_leader_holder(s.leader),
+                               (long long)(gs__sched_mono_ms() - ls.last_renew_ms));
                 s.lost = true;
                 exit_code = 1;
                 break;
@@ -1358,15 +1121,17 @@ int gs_cmd_scheduler(int argc, char **argv)
                 continue;
             started = true;
             gs_schedmetrics_set_ready(s.metrics, true);
-            logf_("info", "caches synced in %lld ms", (long long)(mono_ms() - t0));
+            gs__sched_logf("info", "caches synced in %lld ms",
+                           (long long)(gs__sched_mono_ms() - t0));
         }
         gs_schedmetrics_set_leader(s.metrics, !s.leader || was_leader);
         if (s.leader && !was_leader)
             continue; /* standby: caches stay warm, nothing is decided */
-        process_held(&s);
+        gs__sched_process_held(&s);
+        gs__sched_gang_retry(&s, s.dry_run || leading(&s));
         check_unblock(&s);
         check_nominations(&s);
-        int64_t now = mono_ms();
+        int64_t now = gs__sched_mono_ms();
         if (now - last_flush >= 1000) {
             gs_kevents_flush(s.events, false);
             if (!s.dry_run && cycles > 0)
@@ -1380,7 +1145,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         uint32_t changes = 0;
         char err[512] = "";
         int64_t c0_ns = mono_ns();
-        rc = gs_kworld_cycle(s.world, wall_ms(), &changes, err, sizeof(err));
+        rc = gs_kworld_cycle(s.world, gs__sched_wall_ms(), &changes, err, sizeof(err));
         cycles++;
         if (s.metrics) {
             uint32_t pending = 0;
@@ -1388,12 +1153,12 @@ int gs_cmd_scheduler(int argc, char **argv)
             gs_schedmetrics_cycle(s.metrics, (double)(mono_ns() - c0_ns) / 1e9, pending);
         }
         if (rc == GS_EINVAL) {
-            logf_("error", "cannot schedule: %s", err);
+            gs__sched_logf("error", "cannot schedule: %s", err);
             exit_code = 2;
             break;
         }
         if (rc) {
-            logf_("error", "scheduling cycle failed: %s", gs_strerror(rc));
+            gs__sched_logf("error", "scheduling cycle failed: %s", gs_strerror(rc));
             exit_code = 1;
             break;
         }
@@ -1403,39 +1168,40 @@ int gs_cmd_scheduler(int argc, char **argv)
     }
     send_actions(&s); /* drain decisions already made (nothing when the Lease is lost) */
     /* Binds in flight: their answers are awaited (10 s at most), as SIGTERM promises. */
-    for (int64_t until = mono_ms() + 10000;
-         gs_kube_client_in_flight(s.client) > 0 && mono_ms() < until && !s.lost;)
+    for (int64_t until = gs__sched_mono_ms() + 10000;
+         gs_kube_client_in_flight(s.client) > 0 && gs__sched_mono_ms() < until && !s.lost;)
         if (gs_kube_client_step(s.client, 50) != GS_OK)
             break;
     if (gs_kube_client_in_flight(s.client) > 0)
-        logf_("warn", "%zu Binding(s) still in flight at exit; their answers are not read",
-              gs_kube_client_in_flight(s.client));
+        gs__sched_logf("warn", "%zu Binding(s) still in flight at exit; their answers are not read",
+                       gs_kube_client_in_flight(s.client));
     if (!s.lost && (!s.leader || leading(&s)))
         gs_kevents_flush(s.events, true); /* the counts not written yet */
     if (s.leader) {
         struct gs_kube_leader_stats ls;
         gs_kube_leader_get_stats(s.leader, &ls);
-        if (!s.lost && gs_kube_leader_is_leader(s.leader, mono_ms())) {
-            rc = gs_kube_leader_release(s.leader, mono_ms());
-            logf_(rc ? "warn" : "info", "leader: released lease %s/%s%s%s", lease_ns, lease_name,
-                  rc ? ": " : "", rc ? gs_strerror(rc) : "");
+        if (!s.lost && gs_kube_leader_is_leader(s.leader, gs__sched_mono_ms())) {
+            rc = gs_kube_leader_release(s.leader, gs__sched_mono_ms());
+            gs__sched_logf(rc ? "warn" : "info", "leader: released lease %s/%s%s%s", lease_ns,
+                           lease_name, rc ? ": " : "", rc ? gs_strerror(rc) : "");
         }
-        logf_("info", "leader: renewals=%llu failures=%llu longest gap between renewals=%lld ms",
-              (unsigned long long)ls.renewals, (unsigned long long)ls.failures,
-              (long long)ls.max_renew_gap_ms);
+        gs__sched_logf("info",
+                       "leader: renewals=%llu failures=%llu longest gap between renewals=%lld ms",
+                       (unsigned long long)ls.renewals, (unsigned long long)ls.failures,
+                       (long long)ls.max_renew_gap_ms);
     }
     struct gs_kevents_stats es = {0};
     gs_kevents_get_stats(s.events, &es);
-    logf_("info",
-          "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu events=%llu "
-          "events_counted=%llu series_patches=%llu",
-          (unsigned long long)cycles, (unsigned long long)s.binds,
-          (unsigned long long)s.bind_failures, (unsigned long long)s.evictions,
-          (unsigned long long)es.created, (unsigned long long)es.counted,
-          (unsigned long long)es.patched);
+    gs__sched_logf("info",
+                   "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu events=%llu "
+                   "events_counted=%llu series_patches=%llu",
+                   (unsigned long long)cycles, (unsigned long long)s.binds,
+                   (unsigned long long)s.bind_failures, (unsigned long long)s.evictions,
+                   (unsigned long long)es.created, (unsigned long long)es.counted,
+                   (unsigned long long)es.patched);
 out:
     for (size_t i = 0; i < s.nacts; i++)
-        action_fini(&s.acts[i]);
+        gs__sched_action_fini(&s.acts[i]);
     free(s.acts);
     while (s.nnoms)
         nomination_drop(&s, 0);
@@ -1449,11 +1215,13 @@ out:
     json_decref(s.pdb_blocked);
     json_decref(s.unblock);
     json_decref(s.queue_status);
+    gs__sched_gang_fini(&s);
     gs_kube_client_free(s.client); /* frees the informers */
     gs_kube_leader_free(s.leader);
     gs_kube_client_free(lease_client);
     gs_kworld_free(s.world);
-    gs_schedmetrics_free(s.metrics); /* stops its thread first */
+    gs_schedmetrics_free(s.metrics);   /* stops its thread first */
+    gs_webhook_server_free(s.webhook); /* likewise */
     gs_kevents_free(s.events);
     return exit_code;
 }

@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cmd.h"
 #include "gpusched/err.h"
 #include "gpusched/kquantity.h"
+#include "gpusched/kube.h"
 #include "gpusched/kworld.h"
 #include "gpusched/sched.h"
 #include "k8s/yamljson.h"
@@ -22,8 +24,9 @@
 #define FILE_MAX (512u << 20)
 
 static const char *const usage =
-    "usage: gpusched whatif --cluster FILE [--timeline FILE] [--json] [--max-cycles N]\n"
-    "                       [--policy NAME] [--default-queue NAME] [--scheduler-name NAME]\n"
+    "usage: gpusched whatif (--cluster FILE | --kubeconfig FILE | --live) [--timeline FILE]\n"
+    "                       [--json] [--max-cycles N] [--policy NAME] [--default-queue NAME]\n"
+    "                       [--scheduler-name NAME]\n"
     "\n"
     "Runs a cluster dump through gpusched's scheduler offline and prints what it would bind,\n"
     "evict and leave pending, with reasons. The dump is what this command writes:\n"
@@ -33,6 +36,10 @@ static const char *const usage =
     "spec.schedulerName: gpusched and no node are placed.\n"
     "\n"
     "  --cluster FILE       the dump\n"
+    "  --kubeconfig FILE    read the same objects from a live API server instead (list only:\n"
+    "                       nothing is written to the cluster)\n"
+    "  --live               as --kubeconfig, with $KUBECONFIG, ~/.kube/config or the pod's\n"
+    "                       service account\n"
     "  --timeline FILE      a YAML list of steps, each with `at` (90s, 5m, 1h30m) and one of:\n"
     "                       create: [objects], finish: [ns/name], delete: [ns/name],\n"
     "                       cordon: [node], uncordon: [node], deleteNode: [node],\n"
@@ -206,6 +213,62 @@ static int load(const char *path, json_t **out)
         return 2;
     }
     return 0;
+}
+
+/* What the scheduler watches, listed in an order that needs no forward reference. Queue and
+ * PodGroup CRDs may be missing from a cluster: then there are none. */
+static const struct {
+    const char *path;
+    bool required;
+} live_lists[] = {
+    {"/api/v1/nodes", true},
+    {"/apis/scheduling.k8s.io/v1/priorityclasses", true},
+    {"/apis/scheduling.gpusched.io/v1alpha1/queues", false},
+    {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", false},
+    {"/api/v1/pods", true},
+};
+
+/* Lists the objects of a live cluster into a List document. kubeconfig NULL: the default
+ * search. 0; 2 (the configuration cannot be read); 1 (the server failed a list). */
+static int load_live(const char *kubeconfig, json_t **out)
+{
+    struct gs_kube_config cfg;
+    int rc = gs__cli_kube_config("whatif", kubeconfig, &cfg);
+    if (rc)
+        return rc;
+    struct gs_kube_client *c = NULL;
+    struct gs_kube_client_opts opts = {.qps = -1};
+    rc = gs_kube_client_new(&cfg, &opts, &c);
+    gs_kube_config_fini(&cfg);
+    if (rc) {
+        (void)fprintf(stderr, "gpusched whatif: cannot make an API client: %s\n", gs_strerror(rc));
+        return 1;
+    }
+    json_t *items = json_array();
+    *out = json_pack("{s:s,s:s,s:o}", "apiVersion", "v1", "kind", "List", "items", items);
+    rc = *out ? 0 : 1;
+    for (size_t k = 0; !rc && k < sizeof(live_lists) / sizeof(live_lists[0]); k++) {
+        struct gs_kube_list l = {0};
+        struct gs_kube_response resp = {0};
+        int e = gs_kube_list(c, live_lists[k].path, NULL, 500, &l, &resp);
+        if (e == GS_OK) {
+            if (json_array_extend(items, l.items) != 0)
+                rc = 1;
+        } else if (live_lists[k].required || resp.http_status != 404) {
+            (void)fprintf(stderr, "gpusched whatif: list %s: %s (HTTP %ld%s%s)\n",
+                          live_lists[k].path, gs_strerror(e), resp.http_status,
+                          resp.message[0] ? ": " : "", resp.message);
+            rc = 1;
+        }
+        gs_kube_list_fini(&l);
+        gs_kube_response_fini(&resp);
+    }
+    gs_kube_client_free(c);
+    if (rc) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 /* The latest creationTimestamp or startTime of the dump's objects: the moment it was taken, as
@@ -456,6 +519,8 @@ static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint3
 int gs_cmd_whatif(int argc, char **argv)
 {
     const char *cluster = NULL, *timeline = NULL, *policy = "fgd", *dq = NULL, *sn = NULL;
+    const char *kubeconfig = NULL;
+    bool live = false;
     unsigned long max_cycles = 100;
     struct run r = {0};
     for (int i = 0; i < argc; i++) {
@@ -470,8 +535,9 @@ int gs_cmd_whatif(int argc, char **argv)
             a = opt;
         }
         bool takes = strcmp(a, "--cluster") == 0 || strcmp(a, "--timeline") == 0 ||
-                     strcmp(a, "--max-cycles") == 0 || strcmp(a, "--policy") == 0 ||
-                     strcmp(a, "--default-queue") == 0 || strcmp(a, "--scheduler-name") == 0;
+                     strcmp(a, "--kubeconfig") == 0 || strcmp(a, "--max-cycles") == 0 ||
+                     strcmp(a, "--policy") == 0 || strcmp(a, "--default-queue") == 0 ||
+                     strcmp(a, "--scheduler-name") == 0;
         if (takes && !val) {
             if (i + 1 >= argc) {
                 (void)fprintf(stderr, "gpusched whatif: %s needs a value\n%s", a, usage);
@@ -486,6 +552,11 @@ int gs_cmd_whatif(int argc, char **argv)
             r.json = true;
         } else if (strcmp(a, "--cluster") == 0) {
             cluster = val;
+        } else if (strcmp(a, "--kubeconfig") == 0) {
+            kubeconfig = val;
+            live = true;
+        } else if (strcmp(a, "--live") == 0) {
+            live = true;
         } else if (strcmp(a, "--timeline") == 0) {
             timeline = val;
         } else if (strcmp(a, "--policy") == 0) {
@@ -507,8 +578,11 @@ int gs_cmd_whatif(int argc, char **argv)
             return 2;
         }
     }
-    if (!cluster) {
-        (void)fprintf(stderr, "gpusched whatif: --cluster FILE is required\n%s", usage);
+    if (!cluster == !live) {
+        (void)fprintf(stderr,
+                      "gpusched whatif: give one of --cluster FILE, --kubeconfig FILE or "
+                      "--live\n%s",
+                      usage);
         return 2;
     }
     if (gs_policy_find(policy) < 0) {
@@ -516,9 +590,11 @@ int gs_cmd_whatif(int argc, char **argv)
         return 2;
     }
     json_t *doc = NULL, *tl = NULL;
-    int rc = load(cluster, &doc);
+    int rc = live ? load_live(kubeconfig, &doc) : load(cluster, &doc);
     if (rc)
         return rc;
+    if (live)
+        cluster = kubeconfig ? kubeconfig : "the cluster";
     json_t *items = items_of(doc);
     if (!items) {
         (void)fprintf(stderr,
@@ -546,6 +622,11 @@ int gs_cmd_whatif(int argc, char **argv)
         goto out;
     }
     r.base_ms = dump_time_ms(items);
+    if (live) { /* a live cluster's "now" is now */
+        struct timespec ts;
+        (void)clock_gettime(CLOCK_REALTIME, &ts);
+        r.base_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
     for (size_t i = 0; i < json_array_size(items) && !rc; i++) {
         char err[512] = "";
         int arc =

@@ -161,12 +161,9 @@ int gs_cluster_set_xres(struct gs_cluster *c, uint32_t i, const struct gs_xres *
     uint32_t total = n + keep;
     if (total > GS_NODE_XRES_MAX)
         return GS_ELIMIT;
-    struct gs_node_xres *next = NULL;
-    if (total) {
-        next = gs__malloc(total * sizeof(*next));
-        if (!next)
-            return GS_ENOMEM;
-    }
+    struct gs_node_xres *next = gs__malloc((total ? total : 1) * sizeof(*next));
+    if (!next)
+        return GS_ENOMEM;
     /* Build the new list by id: every id offered or held, in ascending order. */
     uint32_t len = 0;
     for (uint32_t id = 0; id < c->xres_len; id++) {
@@ -176,13 +173,15 @@ int gs_cluster_set_xres(struct gs_cluster *c, uint32_t i, const struct gs_xres *
         for (uint32_t k = 0; k < n; k++)
             if (alloc[k].id == id)
                 offered = alloc[k].qty;
-        if (offered < 0 && held == 0)
+        if ((offered < 0 && held == 0) || len == total)
             continue;
         next[len++] = (struct gs_node_xres){id, offered < 0 ? 0 : offered, held};
     }
     gs__free(nd->xres);
-    nd->xres = next;
+    nd->xres = len ? next : NULL;
     nd->xres_count = len;
+    if (!len)
+        gs__free(next);
     nd->gen = c->next_gen++;
     return GS_OK;
 }

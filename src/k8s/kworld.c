@@ -91,20 +91,9 @@ static const char *meta_kv(const json_t *obj, const char *map, const char *key)
     return jstr(jpath(json_object_get(obj, "metadata"), map, NULL), key);
 }
 
-/* A quantity field that may be a JSON string or number. */
 static int quantity(const json_t *v, double unit, bool up, int64_t *out)
 {
-    if (json_is_integer(v)) {
-        double x = (double)json_integer_value(v) / unit;
-        *out = (int64_t)(up ? x + 0.999999 : x);
-        return json_integer_value(v) < 0 ? -1 : 0;
-    }
-    if (json_is_real(v)) {
-        char buf[64];
-        (void)snprintf(buf, sizeof(buf), "%.17g", json_real_value(v));
-        return gs_kquantity(buf, unit, up, out);
-    }
-    return gs_kquantity(json_string_value(v), unit, up, out);
+    return gs__kquantity_json(v, unit, up, out);
 }
 
 static char *join_key(const char *ns, const char *name)
@@ -256,6 +245,13 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
         k.adopted = ev->kind == GS_EV_ADOPT;
         if (!k.adopted)
             w->changes++;
+        {
+            struct gs_tpod_info ti;
+            struct gs_gang_info gi;
+            if (gs_engine_pod_info(w->e, ev->pod, &ti) == GS_OK && ti.gang != GS_NO_GANG &&
+                gs_engine_gang_info(w->e, ti.gang, &gi) == GS_OK)
+                k.gang = gi.name; /* "ns/podgroup" (gang_id) */
+        }
         break;
     case GS_EV_EVICT:
         k.kind = GS_KEV_EVICT;
@@ -644,34 +640,9 @@ static int gang_id(struct gs_kworld *w, const char *key, uint32_t *id)
 
 /* ---- pods --------------------------------------------------------------------------------- */
 
-/* A pod's request as the API defines it: max(sum of containers, largest init container) +
- * overhead; a missing request takes the limit. */
 static int pod_request(const json_t *spec, const char *res, double unit, int64_t *out)
 {
-    int64_t sum = 0, init_max = 0;
-    const char *lists[2] = {"containers", "initContainers"};
-    for (int l = 0; l < 2; l++) {
-        const json_t *arr = json_object_get(spec, lists[l]);
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            const json_t *r = json_object_get(json_array_get(arr, i), "resources");
-            const json_t *v = json_object_get(json_object_get(r, "requests"), res);
-            if (!v)
-                v = json_object_get(json_object_get(r, "limits"), res);
-            int64_t x = 0;
-            if (v && quantity(v, unit, true, &x) != 0)
-                return -1;
-            if (l == 0)
-                sum += x;
-            else if (x > init_max)
-                init_max = x;
-        }
-    }
-    int64_t over = 0;
-    const json_t *ov = json_object_get(json_object_get(spec, "overhead"), res);
-    if (ov && quantity(ov, unit, true, &over) != 0)
-        return -1;
-    *out = (sum > init_max ? sum : init_max) + over;
-    return 0;
+    return gs__kpod_request(spec, res, unit, out);
 }
 
 /* What a Pod becomes; the filter arrays borrow strings from the pod object. */
@@ -1004,7 +975,11 @@ static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj_in, int
     if (!err && t.node)
         err = gs_engine_adopt(w->e, &t.spec, &t.ident, &t.pl, t.start_ms, &id);
     else if (!err)
-        err = gs_engine_submit_pod(w->e, &t.spec, &t.ident, now_ms, &id);
+        /* Submitted at its creation, not when this scheduler first saw it: the queue serves
+         * equal priorities oldest first, and a restart (which lists pods by name) keeps the
+         * order they were created in. */
+        err = gs_engine_submit_pod(w->e, &t.spec, &t.ident,
+                                   t.ident.created_ms < now_ms ? t.ident.created_ms : now_ms, &id);
     w->entering = NO_ID;
     if (!err && grow_of_engine(w, id) == GS_OK)
         w->of_engine[id] = pi;

@@ -26,19 +26,24 @@ bool gs__kxres_own(const char *name)
     return strncmp(name, "nvidia.com/mig-", strlen("nvidia.com/mig-")) == 0;
 }
 
-/* A quantity as a JSON string or number, in base units. */
-static int qty(const json_t *v, bool up, int64_t *out)
+int gs__kquantity_json(const json_t *v, double unit, bool up, int64_t *out)
 {
     if (json_is_integer(v)) {
-        *out = json_integer_value(v);
-        return *out < 0 ? -1 : 0;
+        double x = (double)json_integer_value(v) / unit;
+        *out = (int64_t)(up ? x + 0.999999 : x);
+        return json_integer_value(v) < 0 ? -1 : 0;
     }
     if (json_is_real(v)) {
         char buf[64];
         (void)snprintf(buf, sizeof(buf), "%.17g", json_real_value(v));
-        return gs_kquantity(buf, 1.0, up, out);
+        return gs_kquantity(buf, unit, up, out);
     }
-    return json_is_string(v) ? gs_kquantity(json_string_value(v), 1.0, up, out) : -1;
+    return json_is_string(v) ? gs_kquantity(json_string_value(v), unit, up, out) : -1;
+}
+
+static int qty(const json_t *v, bool up, int64_t *out)
+{
+    return gs__kquantity_json(v, 1.0, up, out);
 }
 
 int gs__kxres_node(struct gs_cluster *c, uint32_t node, const json_t *alloc, const char *name,
@@ -79,8 +84,7 @@ int gs__kxres_node(struct gs_cluster *c, uint32_t node, const json_t *alloc, con
     return e == GS_ENOMEM ? e : GS_OK;
 }
 
-/* What a pod spec asks of resource `res`: max(sum of containers, largest init) + overhead. */
-static int pod_qty(const json_t *spec, const char *res, int64_t *out)
+int gs__kpod_request(const json_t *spec, const char *res, double unit, int64_t *out)
 {
     int64_t sum = 0, init_max = 0;
     const char *lists[2] = {"containers", "initContainers"};
@@ -92,7 +96,7 @@ static int pod_qty(const json_t *spec, const char *res, int64_t *out)
             if (!v)
                 v = json_object_get(json_object_get(r, "limits"), res);
             int64_t x = 0;
-            if (v && qty(v, true, &x) != 0)
+            if (v && gs__kquantity_json(v, unit, true, &x) != 0)
                 return -1;
             if (l == 0) {
                 if (x > INT64_MAX - sum)
@@ -105,7 +109,7 @@ static int pod_qty(const json_t *spec, const char *res, int64_t *out)
     }
     int64_t over = 0;
     const json_t *ov = json_object_get(json_object_get(spec, "overhead"), res);
-    if (ov && qty(ov, true, &over) != 0)
+    if (ov && gs__kquantity_json(ov, unit, true, &over) != 0)
         return -1;
     int64_t m = sum > init_max ? sum : init_max;
     if (over > INT64_MAX - m)
@@ -133,7 +137,7 @@ static int add_one(struct gs_cluster *c, const json_t *spec, const char *res,
         if (req->xres[r].id == id)
             return 0; /* seen in an earlier container */
     int64_t q = 0;
-    if (pod_qty(spec, res, &q) != 0) {
+    if (gs__kpod_request(spec, res, 1.0, &q) != 0) {
         (void)snprintf(reason, cap, "a request for %s is not a quantity", res);
         return 1;
     }

@@ -16,6 +16,21 @@
 
 #include "gpusched/cluster.h"
 
+/**
+ * A quantity field of an object, a JSON string ("500m", "16Gi") or number, in units of `unit`
+ * (1e-3 for milli-cores, 1048576 for MiB, 1 for counts and bytes), rounded up when `up`.
+ * @return 0; -1 when it is not a non-negative quantity.
+ */
+int gs__kquantity_json(const json_t *v, double unit, bool up, int64_t *out);
+
+/**
+ * What a pod spec asks of resource `res`, as the API defines a pod's request: max(sum over
+ * containers, largest init container) plus overhead; a container without a request of it takes
+ * its limit. Rounded up to `unit`s (see gs__kquantity_json()).
+ * @return 0; -1 when a value is not a quantity or the sum overflows.
+ */
+int gs__kpod_request(const json_t *spec, const char *res, double unit, int64_t *out);
+
 /** Whether a resource name is read by the translation itself (not an other resource). */
 bool gs__kxres_own(const char *name);
 

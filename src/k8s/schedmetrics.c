@@ -10,6 +10,7 @@
 
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
+#include "hostport.h"
 
 #include <microhttpd.h>
 #include <netdb.h>
@@ -279,42 +280,22 @@ int gs_schedmetrics_serve(struct gs_schedmetrics *m, const char *addr, uint16_t 
 {
     if (!m || !addr || m->daemon)
         return GS_EINVAL;
-    const char *colon = strrchr(addr, ':');
-    char host[128];
-    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof(host) || !colon[1])
-        return GS_EINVAL;
-    size_t hl = (size_t)(colon - addr);
-    const char *h = addr;
-    if (addr[0] == '[' && hl >= 2 && addr[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    char *end;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (*end || port > 65535)
-        return GS_EINVAL;
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || ai == NULL)
+    struct addrinfo *ai = NULL;
+    if (gs__hostport_resolve(addr, &ai) != GS_OK)
         return GS_EINVAL;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    m->daemon =
-        MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR,
-                         ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR,
+                                 ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (m->daemon == NULL)
         return GS_EIO;
     if (port_out) {
         const union MHD_DaemonInfo *info =
             MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
-        *port_out = info ? info->port : (uint16_t)port;
+        *port_out = info ? info->port : 0;
     }
     return GS_OK;
 }

@@ -375,8 +375,11 @@ int gs_report_plot_metric(const char *png_path, const char *workload,
     if (zoom)
         (void)fputs("set multiplot layout 1,2\n", s);
     /* Panels: the whole range, then (allocation only) the top band of columns 80..130. Lines
-     * differ by dash type and point shape too, so they stay apart in grey and where clustering
-     * and packing lie within 0.1 point of each other. */
+     * differ by dash type and point shape too, so they stay apart in grey; each policy marks a
+     * different set of columns (pointinterval a distinct prime: two policies mark the same
+     * column only at 0 and multiples of the product, 77 at the least), so a line that lies on
+     * another, as clustering on packing within 0.1 point, still shows its own marks. */
+    static const int mark_every[] = {7, 11, 13, 17, 19, 23, 29, 31};
     for (int panel = 0; panel < (zoom ? 2 : 1); panel++) {
         if (panel == 0)
             (void)fprintf(s,
@@ -401,9 +404,10 @@ int gs_report_plot_metric(const char *png_path, const char *workload,
             if (!present[p])
                 continue;
             (void)fprintf(s,
-                          "%s'%s' using 1:%d with linespoints lw 2 dt %d pt %d pointinterval 10 "
+                          "%s'%s' using 1:%d with linespoints lw 2 dt %d pt %d pointinterval %d "
                           "title '%s'",
-                          first ? "" : ", ", q_data, col, col - 1, col - 1, gs_policy_name(p));
+                          first ? "" : ", ", q_data, col, col - 1, col - 1,
+                          mark_every[(col - 2) % 8], gs_policy_name(p));
             col++;
             first = false;
         }

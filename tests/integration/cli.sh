@@ -62,6 +62,8 @@ expect 0 'fgd ' -- simulate --nodes="$nodes" --pods="$pods" --policy=FGD,BestFit
 if grep -q '±' "$tmp/stdout"; then echo "FAIL: one seed prints a spread:"; cat "$tmp/stdout"; fail=1; fi
 expect 2 "no-plot takes no value" -- simulate --nodes "$nodes" --pods "$pods" --no-plot=1
 expect 2 "unknown policy 'fastest'" -- simulate --nodes "$nodes" --pods "$pods" --policy=fastest
+expect 2 "a replay runs one policy; 'all' is for simulate" -- replay --nodes "$nodes" --pods "$pods" \
+    --queues "$queues" --policy all
 expect 0 'with fgd, preemption' -- replay --nodes="$nodes" --pods="$pods" --queues="$queues" \
     --policy=FGD --cluster-scale=0.25 --speedup=2000 --no-plot --out="$tmp/req"
 [ -s "$tmp/req/queues.csv" ] || { echo "FAIL: replay --out=DIR did not write there"; fail=1; }

@@ -10,6 +10,9 @@ API server's AdmissionReview v1 for Bindings, and logs one line per review to LO
   delay SECONDS [POD]    holds every Binding SECONDS before answering (logging "recv NS/POD T" with
                          the time it arrived, seconds since the epoch), then allows it, or refuses
                          it when it is POD's
+  reject-for SECONDS POD [SECONDS POD...]
+                         refuses each POD's Bindings for SECONDS after the first one it sees
+                         ("inf": always), then allows them; allows all others
   race POD NODE          the first time gpusched binds POD, binds it itself to NODE first (through
                          the API server, as another scheduler would), then allows gpusched's
                          request, which the API server then answers 409 Conflict; its own Binding
@@ -32,6 +35,7 @@ cert, key, portfile, logfile, mode = sys.argv[1:6]
 args = sys.argv[6:]
 lock = threading.Lock()
 raced = set()
+first_seen = {}
 
 
 def log(line):
@@ -72,6 +76,12 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(float(args[0]))
             if len(args) > 1 and pod == args[1]:
                 allowed, msg = False, "rejected by the test webhook bind_webhook.py after a delay"
+        if mode == "reject-for" and not own:
+            for secs, name in zip(args[0::2], args[1::2]):
+                if pod == name:
+                    t0 = first_seen.setdefault(pod, time.time())
+                    if secs == "inf" or time.time() - t0 < float(secs):
+                        allowed, msg = False, "rejected by the test webhook bind_webhook.py for %s s" % secs
         if mode == "reject" and pod == args[0]:
             allowed, msg = False, "rejected by the test webhook bind_webhook.py"
         elif mode == "race" and pod == args[0] and not own and pod not in raced:

@@ -167,11 +167,10 @@ setup_ns() {
     kubectl -n "$ns" create serviceaccount default >/dev/null 2>&1 || true
 }
 
-# start_webhook MODE ARGS...: bind_webhook.py on a certificate of a CA made here, registered as a
-# ValidatingWebhookConfiguration for pods/binding in this test's namespace only. Its reviews are
-# logged to $tmp/webhook.log. Sets webhook_pid; the registration is named gs-fault-$run.
-start_webhook() {
-    local d=$tmp/wh
+# mkcerts DIR: a CA (DIR/ca.crt) made by openssl and a serving certificate it signed for
+# 127.0.0.1 (DIR/tls.crt, DIR/tls.key), for webhooks the API server calls by URL.
+mkcerts() {
+    local d=$1
     mkdir -p "$d"
     openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
     openssl req -x509 -new -key "$d/ca.key" -subj "/CN=gpusched-test-webhook-ca" -days 1 -sha256 \
@@ -182,6 +181,14 @@ start_webhook() {
     printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n' >"$d/ext"
     openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 1 \
         -sha256 -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+}
+
+# start_webhook MODE ARGS...: bind_webhook.py on a certificate of a CA made here, registered as a
+# ValidatingWebhookConfiguration for pods/binding in this test's namespace only. Its reviews are
+# logged to $tmp/webhook.log. Sets webhook_pid; the registration is named gs-fault-$run.
+start_webhook() {
+    local d=$tmp/wh
+    mkcerts "$d"
     : >"$tmp/webhook.log"
     python3 "$HERE/bind_webhook.py" "$d/tls.crt" "$d/tls.key" "$d/port" "$tmp/webhook.log" "$@" \
         2>"$tmp/webhook.err" &

@@ -1,0 +1,171 @@
+/*
+ * Internals of `gpusched scheduler` shared by its files: cmd_scheduler.c (options, the loop,
+ * informers, evictions and nominations) and sched_bind.c (Bindings: assume, send, confirm or
+ * forget, back off; gang members that fail to bind). One scheduling thread owns everything
+ * here; nothing is locked.
+ */
+#ifndef GPUSCHED_CLI_SCHED_INT_H
+#define GPUSCHED_CLI_SCHED_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpusched/compiler.h"
+#include "gpusched/kevents.h"
+#include "gpusched/kube.h"
+#include "gpusched/kworld.h"
+#include "gpusched/schedmetrics.h"
+#include "gpusched/webhook.h"
+
+/* A decision of the last cycle, sent after it. */
+struct action {
+    enum gs_kevent_kind kind;
+    char *ns, *name, *uid, *node, *text, *by;
+    json_t *gpus; /* BIND: the assignment's gpus array */
+    char *gang;   /* BIND: "ns/podgroup" of the pod's gang; NULL when none */
+};
+
+/*
+ * A gang member whose Binding was refused, waiting to send it again: the engine keeps its
+ * placement (its GPUs are held for it) until the Binding goes through or GANG_RETRY_MS after
+ * the first refusal, when the gang is released whole (sched_bind.c).
+ */
+struct gang_retry {
+    struct action bind; /* the BIND, owned */
+    int64_t first_ms;   /* monotonic: its first refusal */
+    int64_t due_ms;     /* monotonic: when it is sent again */
+    uint32_t tries;     /* refusals so far */
+};
+
+/*
+ * A preemptor waiting for its victims to leave, as kube-scheduler's nominated pod: the engine
+ * holds its GPUs on the node already (so no other pod is given them), status.nominatedNodeName
+ * says where it goes, and the Binding is sent once every victim is gone from the API server.
+ */
+struct nomination {
+    struct action bind; /* the preemptor's BIND */
+    char *key;          /* its "ns/name" */
+    json_t *victims;    /* "ns/name" -> true: evicted, not yet deleted */
+    char *blocked;      /* why the node cannot be freed ("PodDisruptionBudget ns/name"); NULL */
+    char *blocked_by;   /* the victim whose eviction was refused */
+    bool failed;        /* an eviction was refused: give the node up */
+};
+
+struct sched {
+    struct gs_kube_client *client;
+    struct gs_kworld *world;
+    struct gs_kube_leader *leader; /* NULL without leader election */
+    const char *identity;          /* holderIdentity and reportingInstance */
+    const char *sched_name;        /* the spec.schedulerName served */
+    struct action *acts;
+    size_t nacts, capacts;
+    bool dry_run;
+    bool dirty;
+    bool lost; /* the Lease was lost: send nothing more */
+    uint64_t binds, bind_failures, evictions, status_patches;
+    struct gs_kevents *events;         /* the Event recorder (kevents.h); NULL: none written */
+    struct gs_schedmetrics *metrics;   /* NULL when not served; its calls take NULL */
+    struct gs_webhook_server *webhook; /* the admission webhook; NULL when not served */
+    /* Pods held out of the world until due: "ns/name" -> {"ns", "name", "due_ms"}. A refused
+     * bind's pod waits out its backoff here (holding nothing); a pod whose bind or re-read
+     * failed on the way is read again from here. Watch events of held pods are not applied:
+     * the pod is read afresh when due. */
+    json_t *held;
+    json_t *bind_attempts; /* "ns/name" -> refused binds in a row (for the backoff) */
+    json_t *pdb_blocked;   /* "ns/name" -> "blocked by PodDisruptionBudget ..." (its reason) */
+    json_t *unblock;       /* "ns/name" -> due_ms: when its avoided nodes are tried again */
+    json_t *queue_status;  /* Queue name -> the status last written */
+    struct nomination *noms;
+    size_t nnoms, capnoms;
+    struct gang_retry *gretry; /* gang members waiting to send their Binding again */
+    size_t ngretry, capgretry;
+    json_t *gang_bound; /* gang "ns/pg" -> {"ns/name": true}: its members bound by us */
+};
+
+/* kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds. */
+#define BIND_BACKOFF_INITIAL_MS 1000
+#define BIND_BACKOFF_MAX_MS 10000
+/* How long a preemptor avoids a node whose PodDisruptionBudget refused an eviction. */
+#define PDB_RETRY_MS 30000
+/* How long a gang member whose Binding was refused retries on the GPUs held for it before its
+ * gang is released whole (issue 7: "the failed members retry on the GPUs held for them for
+ * 30 s"). Its tries back off as a refused pod's do (1 s doubling), the last at 30 s. */
+#define GANG_RETRY_MS 30000
+
+/* Outcomes of an eviction. */
+enum evict_result {
+    EVICT_SENT,    /* the API server accepted it: the pod is deleted or terminating */
+    EVICT_GONE,    /* it was gone already (404) */
+    EVICT_BLOCKED, /* 429: a PodDisruptionBudget forbids it now */
+    EVICT_FAILED,  /* any other refusal */
+};
+
+/** CLOCK_MONOTONIC in milliseconds (deadlines and backoffs). */
+int64_t gs__sched_mono_ms(void);
+
+/** CLOCK_REALTIME in milliseconds since the epoch (what the world is told as now_ms). */
+int64_t gs__sched_wall_ms(void);
+
+/** One stamped log line on stderr at level ("info", "warn", "error"). */
+void gs__sched_logf(const char *level, const char *fmt, ...) GS_PRINTF(2, 3);
+
+/** Frees what an action owns (not the action). */
+void gs__sched_action_fini(struct action *a);
+
+/** Tells of a decision about the action's pod as an Event (aggregated: kevents.h). */
+void gs__sched_post_event(struct sched *s, const struct action *a, const char *type,
+                          const char *reason, const char *verb, const char *note);
+
+/** Writes "/api/v1/namespaces/NS/pods/NAME[/SUB]" into buf (cap bytes, truncated to fit). */
+void gs__sched_pod_path(char *buf, size_t cap, const char *ns, const char *name, const char *sub);
+
+/** "ns/name", malloc'd; NULL when out of memory. */
+char *gs__sched_key_of(const char *ns, const char *name);
+
+/** Holds pod ns/name out of the world until due_ms (monotonic), then reads it again. */
+void gs__sched_hold_pod(struct sched *s, const char *ns, const char *name, int64_t due_ms);
+
+/** True while pod ns/name is held. */
+bool gs__sched_is_held(struct sched *s, const char *ns, const char *name);
+
+/** Reads the held pods that are due again from the API server into the world. */
+void gs__sched_process_held(struct sched *s);
+
+/**
+ * Writes PodScheduled=False with reason and message on the pod's status.
+ * @return GS_OK; GS_ENOENT (gone); another code when the write failed (logged).
+ */
+int gs__sched_patch_scheduled_false(struct sched *s, const char *ns, const char *name,
+                                    const char *reason, const char *msg);
+
+/**
+ * Sends a pod's Binding without waiting (the engine has assumed the placement); the answer is
+ * handled inside gs_kube_client_step(). Takes the action over (it is left empty).
+ */
+void gs__sched_bind(struct sched *s, struct action *a);
+
+/**
+ * Sends the Eviction of a victim (dry_run: only asks whether it would be allowed). On
+ * EVICT_BLOCKED `pdb` receives the budget "ns/name"; on EVICT_FAILED the HTTP refusal.
+ */
+enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, bool dry_run,
+                                      char *pdb, size_t pdb_cap);
+
+/** Marks a victim with the DisruptionTarget condition before its eviction. */
+void gs__sched_mark_disruption_target(struct sched *s, const struct action *a);
+
+/**
+ * Sends the Bindings of refused gang members that are due again (only while leading: `live`),
+ * and releases whole the gangs whose retries ran past GANG_RETRY_MS.
+ */
+void gs__sched_gang_retry(struct sched *s, bool live);
+
+/** Forgets pod "ns/name" in the gang records (it was deleted). */
+void gs__sched_gang_pod_gone(struct sched *s, const char *key);
+
+/** Frees the gang records (at exit). */
+void gs__sched_gang_fini(struct sched *s);
+
+#endif /* GPUSCHED_CLI_SCHED_INT_H */

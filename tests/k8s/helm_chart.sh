@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The Helm chart deploy/helm/gpusched, checked with helm built from its Go module (helm.sh) and
+# the real API server of the test plane:
+#   1. `helm lint --strict` passes with the defaults and with the webhook, agent, leader
+#      election, PriorityClasses and Queues turned off;
+#   2. `helm template -n gpusched-system --include-crds` with the defaults renders exactly the
+#      objects of the plain manifests in deploy/ (CRDs, RBAC, Deployment, PDB, webhook Service
+#      and configuration, PriorityClasses, example Queues, agent RBAC, ConfigMap, DaemonSet,
+#      Service), field for field, plus the webhook's Secret; the Secret's certificate verifies
+#      against its CA for gpusched-webhook.gpusched-system.svc, and that CA is the caBundle;
+#   3. the render for a namespace of this test is applied to the API server: the CRDs and the
+#      namespace for real, everything else with a server-side dry run (schema validation,
+#      strict fields, admission), so a chart the server would refuse fails here; and so does a
+#      render with a bad value (failurePolicy Sometimes), to show this step can fail;
+#   4. deploy/webhook-cert.sh --dry-run makes a Secret and configuration the server accepts.
+#
+# Usage: helm_chart.sh  (GPUSCHED_K8S_STATE names a plane that is up)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+CHART=$SRC/deploy/helm/gpusched
+# shellcheck disable=SC1090
+source <(bash "$HERE/control-plane.sh" env)
+helm=$(bash "$HERE/helm.sh" bin)
+run=$$
+ns=gs-helm-$run
+tmp=$(mktemp -d)
+export HELM_CACHE_HOME=$tmp/helm-cache HELM_CONFIG_HOME=$tmp/helm-config HELM_DATA_HOME=$tmp/helm-data
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+cleanup() {
+    kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+echo "ok: $("$helm" version --short)"
+
+# 1. Lint, defaults and the switches off.
+"$helm" lint --strict "$CHART" >"$tmp/lint.log" 2>&1 || { cat "$tmp/lint.log" >&2; fail "helm lint"; }
+"$helm" lint --strict "$CHART" --set webhook.enabled=false --set agent.enabled=false \
+    --set scheduler.leaderElect=false --set scheduler.replicas=1 \
+    --set priorityClasses.create=false --set 'queues=null' >"$tmp/lint2.log" 2>&1 ||
+    { cat "$tmp/lint2.log" >&2; fail "helm lint with everything optional off"; }
+echo "ok: helm lint --strict (defaults; webhook, agent, election, classes, queues off)"
+
+# 2. The defaults render the plain manifests.
+"$helm" template gpusched "$CHART" -n gpusched-system --include-crds >"$tmp/chart.yaml"
+python3 - "$tmp/chart.yaml" "$tmp" "$SRC/deploy" <<'PY' || fail "the chart and deploy/ differ"
+import base64, glob, os, subprocess, sys, yaml
+chart_file, tmp, deploy = sys.argv[1:4]
+
+def load(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+def key(o):
+    m = o["metadata"]
+    return (o["kind"], m.get("namespace", ""), m["name"])
+
+plain_files = sorted(glob.glob(os.path.join(deploy, "crds", "*.yaml"))) + [
+    os.path.join(deploy, f) for f in (
+        "scheduler-rbac.yaml", "scheduler.yaml", "webhook.yaml", "priorityclasses.yaml",
+        "queues-example.yaml", "agent-rbac.yaml", "agent-config.yaml", "daemonset.yaml")]
+plain = {}
+for p in plain_files:
+    for o in load(p):
+        if o["kind"] != "Namespace":
+            plain[key(o)] = o
+chart = {key(o): o for o in load(chart_file)}
+
+secret = chart.pop(("Secret", "gpusched-system", "gpusched-webhook-tls"), None)
+assert secret and secret["type"] == "kubernetes.io/tls", "no webhook Secret in the chart"
+mwc = ("MutatingWebhookConfiguration", "", "gpusched-fractions")
+ca_bundle = chart[mwc]["webhooks"][0]["clientConfig"]["caBundle"]
+assert ca_bundle == secret["data"]["ca.crt"], "caBundle is not the Secret's CA"
+for name in ("ca.crt", "tls.crt", "tls.key"):
+    with open(os.path.join(tmp, name), "wb") as f:
+        f.write(base64.b64decode(secret["data"][name]))
+v = subprocess.run(["openssl", "verify", "-CAfile", os.path.join(tmp, "ca.crt"),
+                    "-verify_hostname", "gpusched-webhook.gpusched-system.svc",
+                    os.path.join(tmp, "tls.crt")], capture_output=True, text=True)
+assert v.returncode == 0, "certificate does not verify: " + v.stdout + v.stderr
+chart[mwc]["webhooks"][0]["clientConfig"]["caBundle"] = ""
+
+bad = False
+for k in sorted(set(plain) | set(chart)):
+    if k not in chart:
+        print("only in deploy/:", k, file=sys.stderr); bad = True
+    elif k not in plain:
+        print("only in the chart:", k, file=sys.stderr); bad = True
+    elif plain[k] != chart[k]:
+        bad = True
+        print("differs:", k, file=sys.stderr)
+        a = yaml.safe_dump(plain[k], sort_keys=True).splitlines()
+        b = yaml.safe_dump(chart[k], sort_keys=True).splitlines()
+        import difflib
+        for line in difflib.unified_diff(a, b, "deploy/", "chart", lineterm="", n=2):
+            print("   ", line, file=sys.stderr)
+if bad:
+    sys.exit(1)
+kinds = {}
+for k in chart:
+    kinds[k[0]] = kinds.get(k[0], 0) + 1
+print("ok: the chart renders deploy/'s %d objects (%s) + the webhook Secret; its certificate "
+      "verifies for gpusched-webhook.gpusched-system.svc" %
+      (len(chart), ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items()))))
+PY
+
+# 3. Applied to the API server: CRDs and namespace for real, the rest dry-run on the server.
+kubectl create namespace "$ns" >/dev/null
+"$helm" template gpusched "$CHART" -n "$ns" --set scheduler.leaseNamespace="$ns" \
+    --include-crds >"$tmp/ns.yaml"
+python3 - "$tmp/ns.yaml" "$tmp/crds.yaml" "$tmp/rest.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+rest = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
+yaml.safe_dump_all(crds, open(sys.argv[2], "w"))
+yaml.safe_dump_all(rest, open(sys.argv[3], "w"))
+PY
+kubectl apply -f "$tmp/crds.yaml" >/dev/null # as the other tests apply deploy/crds/
+kubectl wait --for condition=established --timeout=30s \
+    crd/queues.scheduling.gpusched.io crd/podgroups.scheduling.x-k8s.io >/dev/null
+kubectl apply --server-side --dry-run=server --field-manager=helm-chart-test -f "$tmp/rest.yaml" \
+    >"$tmp/apply.log" 2>&1 || { cat "$tmp/apply.log" >&2; fail "the API server refused the chart"; }
+n=$(grep -c 'serverside-applied (server dry run)' "$tmp/apply.log" || true)
+want=$(grep -c '^kind:' "$tmp/rest.yaml")
+[ "$n" = "$want" ] || { cat "$tmp/apply.log" >&2; fail "$n of $want objects accepted"; }
+echo "ok: the API server accepts all $want objects (server-side dry run) and the 2 CRDs"
+
+"$helm" template gpusched "$CHART" -n "$ns" --set webhook.failurePolicy=Sometimes >"$tmp/bad.yaml"
+if kubectl apply --server-side --dry-run=server -f "$tmp/bad.yaml" >"$tmp/bad.log" 2>&1; then
+    fail "a MutatingWebhookConfiguration with failurePolicy Sometimes was accepted"
+fi
+grep -q 'failurePolicy' "$tmp/bad.log" || { cat "$tmp/bad.log" >&2; fail "the refusal does not name failurePolicy"; }
+echo "ok: a bad value is refused: $(grep -m1 -o 'webhooks\[0\].failurePolicy: Unsupported value: "[^"]*"' "$tmp/bad.log")"
+
+# 4. The plain manifests' certificate script.
+bash "$SRC/deploy/webhook-cert.sh" --namespace "$ns" --dry-run >"$tmp/cert.yaml"
+grep -q 'caBundle: ""' "$tmp/cert.yaml" && fail "webhook-cert.sh left caBundle empty"
+kubectl apply --server-side --dry-run=server -f "$tmp/cert.yaml" >"$tmp/cert.log" 2>&1 ||
+    { cat "$tmp/cert.log" >&2; fail "webhook-cert.sh's objects were refused"; }
+echo "ok: deploy/webhook-cert.sh makes a Secret, Service and configuration the server accepts"
