@@ -14,7 +14,11 @@
  *  - a time-sliced replica of a GPU offering N replicas: 1/N;
  *  - N GPUs each with the same grant: N x that share (gs_charge_gpu_hours()).
  *
- * Pure arithmetic: no state, no I/O, thread-safe.
+ * gs_charge_share() is the one rule; gs_charge_placement() applies it to what a placement
+ * takes on the cluster's GPUs (the engine's quota books and usage accounting both charge
+ * through it), gs_charge_request() to a pod not yet placed.
+ *
+ * Pure: no state, no I/O; the cluster functions only read the cluster.
  */
 #ifndef GPUSCHED_CHARGE_H
 #define GPUSCHED_CHARGE_H
@@ -26,7 +30,8 @@
 /** What a pod was granted on one GPU. Plain value record. */
 struct gs_charge_grant {
     uint8_t sharing;        /**< enum gs_gpu_sharing of the GPU */
-    int32_t gpu_milli;      /**< MILLI: milli-GPU granted, 1..GS_GPU_MILLI */
+    int32_t gpu_milli;      /**< MILLI: milli-GPU granted, 0..GS_GPU_MILLI (0 only for a memory
+                                 grant: mem_mib and gpu_mem_mib both > 0) */
     int64_t mem_mib;        /**< MILLI: device memory granted, MiB; 0 when not known */
     int64_t gpu_mem_mib;    /**< MILLI: the GPU's device memory, MiB; 0 when not known */
     uint8_t mig_slices;     /**< MIG: compute slices of the instance (1 for 1g), >= 1 */
@@ -39,10 +44,43 @@ struct gs_charge_grant {
  * @param g      borrowed.
  * @param share  receives the share in GPUs, in (0, 1].
  * @return GS_OK; GS_EINVAL for an unknown sharing mode or a value outside the ranges above
- *         (gpu_milli outside 1..1000, negative memory, memory granted above the GPU's, no
- *         slices, slices above the GPU's, no replicas); *share is then 0.
+ *         (gpu_milli outside 0..1000, or 0 without known memory, negative memory, memory
+ *         granted above the GPU's, no slices, slices above the GPU's, no replicas); *share is
+ *         then 0.
  */
 int gs_charge_share(const struct gs_charge_grant *g, double *share);
+
+/**
+ * The GPUs a placement is charged: the sum of gs_charge_share() over what it takes on each GPU
+ * it lands on. MILLI: gpu_milli with the MiB a milli share takes (so gpu_milli / 1000 on a
+ * fractions GPU; a GPU in whole mode is 1 each); MEMORY: the larger of gpu_milli / 1000 and
+ * gpu_mem_mib[k] / the GPU's memory; TIMESLICE: 1/N per slot of a GPU offering N; MIG: compute
+ * slices over the GPU's per instance (a 3g of 7 is 3/7).
+ * @param req  the request the placement is for; borrowed.
+ * @param pl   a placement of it on the cluster (node present, GPUs in the kind's mode).
+ * @param gpus receives the charge in GPUs, >= 0.
+ * @return GS_OK; GS_EINVAL for a placement that does not match the cluster; *gpus is then 0.
+ */
+int gs_charge_placement(const struct gs_cluster *c, const struct gs_pod_req *req,
+                        const struct gs_placement *pl, double *gpus);
+
+/**
+ * The GPUs a pod not yet placed is charged. MILLI: num_gpu x gpu_milli / 1000. MIG: mig_count x
+ * the profile's compute slices over its GPU's (the same on every model that has the profile
+ * name). MEMORY and TIMESLICE, whose share depends on the GPU: per GPU asked, the smallest
+ * share over the healthy GPUs, present nodes and models the request may use (for memory, the
+ * largest GPU memory gives the smallest share); GPU-less nodes count for nothing; 0 when no
+ * GPU can take it. O(GPUs of the cluster) for those two kinds, O(1) otherwise.
+ * @param gpus receives the charge in GPUs, >= 0.
+ * @return GS_OK; GS_EINVAL for a request that fails gs_pod_req_validate() (*gpus then 0).
+ */
+int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, double *gpus);
+
+/**
+ * A charge in GPUs as integer milli-GPU for the quota books, rounded down, so that the charges
+ * of the pods on one GPU never sum above 1000 (seven 1g of 7 are 7 x 142 = 994).
+ */
+int64_t gs_charge_milli(double gpus);
 
 /**
  * The time a half-open interval [start_ms, end_ms) spends inside [from_ms, to_ms), in ms:

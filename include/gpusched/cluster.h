@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpusched/mig.h"
+
 /** Most GPUs one node may have (the bound of per-node arrays). */
 #define GS_NODE_GPUS_MAX 16
 /** Most distinct GPU models in one cluster (a model set is a 64-bit mask). */
@@ -39,11 +41,17 @@
 /** Most other resources one node may offer. */
 #define GS_NODE_XRES_MAX 32
 
-/** How a GPU is shared between pods. Only GS_GPU_SHARE_MILLI is placed on by the policies today. */
+/**
+ * How a GPU is shared between pods: each GPU is in exactly one mode; a node may mix them. A new
+ * GPU is in GS_GPU_SHARE_MILLI, the milli-GPU model of the FGD paper, so nothing changes for a
+ * caller that never sets a mode (gs_cluster_set_gpu_mode()).
+ */
 enum gs_gpu_sharing {
-    GS_GPU_SHARE_MILLI = 0,     /**< fractions in milli-GPU (and optionally device memory) */
+    GS_GPU_SHARE_MILLI = 0,     /**< fractions: milli-GPU and device memory, both debited; a
+                                     whole-GPU pod takes it when nothing holds it */
     GS_GPU_SHARE_TIMESLICE = 1, /**< time-slicing: `replicas` equal slots, no isolation */
-    GS_GPU_SHARE_MIG = 2,       /**< MIG: instances carved out of `mig_slices` compute slices */
+    GS_GPU_SHARE_MIG = 2,       /**< MIG: a layout of instances, each free or held by a pod */
+    GS_GPU_SHARE_WHOLE = 3,     /**< whole: one pod asking for whole GPUs at a time */
 };
 
 /**
@@ -52,6 +60,12 @@ enum gs_gpu_sharing {
  * What pods hold is kept in the `_used` members; the `_free` members are derived from them and
  * are what placement reads: max(0, capacity - used), and 0 on an unhealthy GPU, so that a GPU
  * that fails takes no new work, keeps its running pods, and never shows negative free capacity.
+ *
+ * `gpu_milli_free` is the milli-GPU a milli request can still take, which is what every policy
+ * and the fit view read: on a fractions GPU with known memory it is also bounded by the memory
+ * left (a milli request m takes floor(mem_mib x m / 1000) MiB, KAI's meaning of a fraction), on
+ * a whole GPU it is 1000 while nothing holds it and 0 after, and on a time-sliced or MIG GPU it
+ * is 0 (milli requests never land there).
  */
 struct gs_gpu {
     int32_t gpu_milli;       /**< capacity in milli-GPU; GS_GPU_MILLI for every real GPU */
@@ -66,6 +80,21 @@ struct gs_gpu {
     uint8_t mig_slices;      /**< MIG compute slices of the GPU (7 on A100/H100, 0 without MIG) */
     uint8_t mig_slices_used; /**< bitmap of MIG compute slices held by instances */
     uint16_t pods;           /**< pods holding any share of this GPU */
+    int64_t mem_mib_used;    /**< fractions: device memory bound to pods, MiB, 0..mem_mib */
+    const struct gs_mig_model *mig_model; /**< MIG: the model's geometry (static), else NULL */
+    uint8_t mig_count;                    /**< MIG: instances in the layout, 0..8 */
+    uint8_t mig_held;                     /**< MIG: bit k set while a pod holds mig[k] */
+    struct gs_mig_instance mig[GS_MIG_INSTANCES_MAX]; /**< MIG: the layout, ascending start */
+};
+
+/** A GPU's sharing mode as a caller sets it (gs_cluster_set_gpu_mode()). Plain value record. */
+struct gs_gpu_mode {
+    uint8_t sharing;   /**< enum gs_gpu_sharing */
+    uint8_t replicas;  /**< TIMESLICE: slots offered, 1..255; ignored otherwise */
+    uint8_t mig_count; /**< MIG: instances in mig[], 1..GS_MIG_INSTANCES_MAX */
+    struct gs_mig_instance mig[GS_MIG_INSTANCES_MAX]; /**< MIG: the layout, any order; it must
+                                                           pass gs_mig_layout_check() for the
+                                                           node's GPU model */
 };
 
 /** Effects of a Kubernetes taint (core/v1 Taint.effect). */
@@ -132,6 +161,7 @@ struct gs_node {
     struct gs_taint *taints;                  /**< owned copies (strings owned); may be NULL */
     uint32_t taint_count;                     /**< entries in taints */
     uint32_t healthy_gpus;                    /**< GPUs with healthy set */
+    uint8_t share_flags;                      /**< derived: GS_FIT_HAS_* of its GPUs' modes */
     struct gs_node_xres *xres;                /**< other resources, owned, ascending id; may
                                                    be NULL */
     uint32_t xres_count;                      /**< entries in xres */
@@ -146,14 +176,37 @@ struct gs_node_fit {
     int64_t mem_mib_free;                    /**< as gs_node */
     int32_t pods_left;                       /**< pods_max - pods */
     uint16_t model_id;                       /**< as gs_node (GPU nodes) */
-    uint16_t gpu_count;                      /**< as gs_node */
+    uint8_t gpu_count;                       /**< as gs_node */
+    uint8_t share_flags;                     /**< GS_FIT_HAS_*: which modes the GPUs are in */
     int16_t gpu_free_desc[GS_NODE_GPUS_MAX]; /**< as gs_node, 0 past gpu_count */
     int32_t gpu_milli_free_total;            /**< as gs_node */
     uint32_t gpus_full_free;                 /**< as gs_node */
 };
 _Static_assert(sizeof(struct gs_node_fit) == 64, "one cache line per node");
 
-/** What one pod requests. Plain value record. */
+/** gs_node_fit.share_flags: the node has a GPU in whole mode. */
+#define GS_FIT_HAS_WHOLE 0x01u
+/** gs_node_fit.share_flags: the node has a healthy time-sliced GPU. */
+#define GS_FIT_HAS_TIMESLICE 0x02u
+/** gs_node_fit.share_flags: the node has a healthy MIG GPU. */
+#define GS_FIT_HAS_MIG 0x04u
+/** gs_node_fit.share_flags: the node has a healthy fractions GPU with known memory. */
+#define GS_FIT_HAS_MEM 0x08u
+
+/** Kinds of GPU request, told apart by which members of gs_pod_req are set (gs_req_kind()). */
+enum gs_req_kind {
+    GS_REQ_MILLI = 0,     /**< num_gpu GPUs of gpu_milli each (whole GPUs, or one fraction) */
+    GS_REQ_MEMORY = 1,    /**< num_gpu fractions GPUs, each gpu_mem_mib or gpu_mem_pct of its
+                               memory and gpu_milli (0 = none) of its compute */
+    GS_REQ_TIMESLICE = 2, /**< timeslice_slots slots, one on each of as many time-sliced GPUs */
+    GS_REQ_MIG = 3,       /**< mig_count MIG instances of profile mig_profile (two may share a
+                               card) */
+};
+
+/**
+ * What one pod requests. Plain value record; zero members beyond gpu_model_mask give the
+ * milli-GPU request the core has always placed. Check one with gs_pod_req_validate().
+ */
 struct gs_pod_req {
     int64_t cpu_milli; /**< CPU request, milli-cores, >= 0 */
     int64_t mem_mib;   /**< memory request, MiB, >= 0 */
@@ -161,7 +214,14 @@ struct gs_pod_req {
     int32_t
         gpu_milli; /**< milli-GPU per GPU, 1..1000 if num_gpu > 0 (< 1000 only if num_gpu == 1) */
     uint64_t gpu_model_mask; /**< allowed GPU models, bit i = model id i; GS_MODEL_ANY for any */
-    uint32_t xres_count;     /**< entries used in xres, 0..GS_POD_XRES_MAX */
+    int64_t gpu_mem_mib;     /**< MEMORY: device memory per GPU, MiB (`gpu-memory`, HAMi
+                                  `gpumem`); 0 when the request gives a percentage or no memory */
+    uint8_t gpu_mem_pct;     /**< MEMORY: device memory per GPU as a percentage of the GPU's,
+                                  1..100 (HAMi `gpumem-percentage`); 0 when not used */
+    uint8_t timeslice_slots; /**< TIMESLICE: slots, each on a distinct time-sliced GPU, 1..16 */
+    uint8_t mig_count;       /**< MIG: instances of mig_profile, 1..GS_PLACEMENT_MIG_MAX */
+    char mig_profile[GS_MIG_NAME_MAX];    /**< MIG: profile name, e.g. "1g.10gb"; NUL-terminated */
+    uint32_t xres_count;                  /**< entries used in xres, 0..GS_POD_XRES_MAX */
     struct gs_xres xres[GS_POD_XRES_MAX]; /**< other resources asked, distinct ids, qty > 0 */
 };
 
@@ -181,12 +241,67 @@ struct gs_pod_req {
  */
 bool gs_pod_req_equal(const struct gs_pod_req *a, const struct gs_pod_req *b);
 
-/** Where a pod goes: the node and the GPUs it takes there. Plain value record. */
+/** Returns the kind of a request, from the members it sets (MIG, then TIMESLICE, MEMORY). */
+static inline enum gs_req_kind gs_req_kind(const struct gs_pod_req *req)
+{
+    if (req->mig_count)
+        return GS_REQ_MIG;
+    if (req->timeslice_slots)
+        return GS_REQ_TIMESLICE;
+    if (req->gpu_mem_mib || req->gpu_mem_pct)
+        return GS_REQ_MEMORY;
+    return GS_REQ_MILLI;
+}
+
+/** Whether a request asks for any GPU (num_gpu > 0 or a kind beyond milli). */
+static inline bool gs_req_wants_gpu(const struct gs_pod_req *req)
+{
+    return req->num_gpu > 0 || gs_req_kind(req) != GS_REQ_MILLI;
+}
+
+/** Longest reason gs_pod_req_validate() writes, bytes with the NUL. */
+#define GS_REQ_REASON_MAX 160
+
+/**
+ * Checks a request of any kind. Rules: CPU and memory >= 0; num_gpu <= GS_NODE_GPUS_MAX;
+ * MILLI: gpu_milli in 1..1000 when num_gpu > 0, below 1000 only with num_gpu == 1; MEMORY:
+ * num_gpu >= 1, exactly one of gpu_mem_mib (> 0) and gpu_mem_pct (1..100), gpu_milli 0..999;
+ * TIMESLICE: slots 1..GS_NODE_GPUS_MAX with num_gpu, gpu_milli and memory 0; MIG: mig_count
+ * 1..GS_PLACEMENT_MIG_MAX, a non-empty NUL-terminated mig_profile, and every other GPU member 0.
+ * @param reason  receives a sentence naming the field, e.g. "gpu_mem_pct 120: above 100"; ""
+ *                when valid. May be NULL; cut to cap bytes.
+ * @return GS_OK or GS_EINVAL. Pure.
+ */
+int gs_pod_req_validate(const struct gs_pod_req *req, char *reason, size_t cap);
+
+/** Most MIG instances one pod may take. */
+#define GS_PLACEMENT_MIG_MAX 8
+
+/** One MIG instance a placement takes. Plain value record. */
+struct gs_placement_mig {
+    uint8_t gpu;     /**< device index on the node */
+    uint8_t profile; /**< profile index in that GPU's model (gs_mig_model.profiles) */
+    uint8_t start;   /**< the instance's start slot */
+};
+
+/**
+ * Where a pod goes: the node and what it takes there, per GPU, so that a release gives back
+ * exactly that and an adopt after a restart takes exactly that. Plain value record.
+ *  - MILLI: gpu_index[0..num_gpu) with gpu_milli each; the memory a milli share takes on a
+ *    fractions GPU follows from it (floor(mem_mib x gpu_milli / 1000)) and gpu_mem_mib[] is
+ *    not read.
+ *  - MEMORY: gpu_index[0..num_gpu) with gpu_milli and gpu_mem_mib[k] MiB on gpu_index[k].
+ *  - TIMESLICE: gpu_index[0..num_gpu) (num_gpu == slots), one slot on each.
+ *  - MIG: num_gpu == 0, the instances in mig[0..mig_count).
+ */
 struct gs_placement {
-    uint32_t node;                       /**< node index in the cluster */
-    uint32_t num_gpu;                    /**< entries used in gpu_index */
-    uint8_t gpu_index[GS_NODE_GPUS_MAX]; /**< device indices on the node, ascending */
-    int32_t gpu_milli;                   /**< milli-GPU taken on each of those GPUs */
+    uint32_t node;                         /**< node index in the cluster */
+    uint32_t num_gpu;                      /**< entries used in gpu_index */
+    uint8_t gpu_index[GS_NODE_GPUS_MAX];   /**< device indices on the node, ascending */
+    int32_t gpu_milli;                     /**< milli-GPU taken on each of those GPUs */
+    int32_t gpu_mem_mib[GS_NODE_GPUS_MAX]; /**< MEMORY: device memory taken on gpu_index[k], MiB */
+    uint8_t mig_count;                     /**< MIG: entries used in mig */
+    struct gs_placement_mig mig[GS_PLACEMENT_MIG_MAX]; /**< MIG: the instances, by GPU then start */
 };
 
 /** How to create a node. Borrowed by gs_cluster_add_node(), which copies what it keeps. */
@@ -198,6 +313,9 @@ struct gs_node_spec {
     uint32_t gpu_count;    /**< 0..GS_NODE_GPUS_MAX */
     const char *gpu_model; /**< model name when gpu_count > 0 (e.g. "A100"), else ignored */
     int64_t gpu_mem_mib;   /**< memory per GPU in MiB, 0 when unknown */
+    const struct gs_gpu_mode *gpu_modes; /**< gpu_count modes, by device index, each checked as
+                                              gs_cluster_set_gpu_mode() checks it; NULL: every
+                                              GPU in fractions mode */
 };
 
 struct gs_cluster;
@@ -309,7 +427,8 @@ struct gs_node_update {
     uint32_t gpu_count;    /**< GPUs, 0..GS_NODE_GPUS_MAX: more adds free healthy GPUs at the
                                 end; fewer drops the last ones, which must hold no pod */
     const char *gpu_model; /**< model when gpu_count > 0; may change only while no pod holds
-                                a GPU of the node; NULL keeps the current one */
+                                a GPU of the node (its MIG GPUs then go back to fractions);
+                                NULL keeps the current one */
     int64_t gpu_mem_mib;   /**< memory of added GPUs, MiB, >= 0 */
 };
 
@@ -323,6 +442,19 @@ struct gs_node_update {
  *         for too many models; GS_ENOMEM. The node is unchanged on failure.
  */
 int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_node_update *u);
+
+/**
+ * Puts one GPU in a sharing mode: fractions, whole, time-slicing with `replicas` slots, or MIG
+ * with a layout of instances (sorted by start and kept; all free). The GPU must hold no pod.
+ * A MIG mode needs the node's GPU model in the MIG table (gs_mig_model_find() of its name) and
+ * a layout that passes gs_mig_layout_check().
+ * @param mode    borrowed.
+ * @param reason  receives why a mode was refused ("" on success); may be NULL; cut to cap.
+ * @return GS_OK; GS_EINVAL for a bad node or GPU index, a GPU holding pods, an unknown mode,
+ *         replicas 0, a model without MIG geometry or an invalid layout. Unchanged on failure.
+ */
+int gs_cluster_set_gpu_mode(struct gs_cluster *c, uint32_t i, uint32_t gpu,
+                            const struct gs_gpu_mode *mode, char *reason, size_t cap);
 
 /**
  * Cordons (true) or uncordons (false) a node: Kubernetes spec.unschedulable. A cordoned node
@@ -411,12 +543,29 @@ uint32_t gs_cluster_gpu_count(const struct gs_cluster *c);
 int64_t gs_cluster_gpu_milli_used(const struct gs_cluster *c);
 
 /**
- * The feasibility filter: whether `req` fits on node `n` as it is now. Checks CPU, memory, pod
- * count and other resources (Kubernetes NodeResourcesFit), the GPU model, and that `num_gpu`
- * GPUs each have at least `gpu_milli` free. A pod with num_gpu == 0 passes the GPU checks on
- * any node. Pure; O(1) plus the other resources asked.
+ * The feasibility filter: whether `req` fits on node `n` as it is now. Checks CPU, memory and
+ * pod count (Kubernetes NodeResourcesFit), the GPU model, and the GPUs by kind: MILLI, that
+ * `num_gpu` GPUs each have at least `gpu_milli` free (a fraction only on a fractions GPU);
+ * MEMORY, TIMESLICE and MIG, that gs_node_pick_gpus() finds GPUs for it. A pod asking for no
+ * GPU passes the GPU checks on any node. Other resources are checked as gs_node_xres_fits() does.
+ * Pure; O(1) for milli requests plus the other resources asked, O(GPUs) otherwise.
  */
 bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req);
+
+/**
+ * Chooses what a request takes on a node, for every kind (the one pick that placement, the fit
+ * check and what-if share): MILLI, a fraction on the fractions GPU with the least milli free
+ * that fits, whole GPUs the lowest fully free ones; MEMORY, the fractions GPUs (with known
+ * memory) with the least memory free that fit, lowest index on ties; TIMESLICE, distinct
+ * time-sliced GPUs with the fewest free slots first; MIG, free instances of the profile, by GPU
+ * index and then lowest start slot first (two on one card when the layout has them).
+ * CPU, memory and pod count are checked too.
+ * @param pl  receives the placement (node set to `node_index`), ready for gs_cluster_bind().
+ * @return GS_OK; GS_EUNSCHEDULABLE when it does not fit (pl then zeroed); GS_EINVAL for a
+ *         request that fails gs_pod_req_validate(). Pure.
+ */
+int gs_node_pick_gpus(const struct gs_node *n, uint32_t node_index, const struct gs_pod_req *req,
+                      struct gs_placement *pl);
 
 /**
  * Returns the packed filter view of every node (gs_cluster_node_count() entries, node order),
@@ -425,11 +574,28 @@ bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req);
 const struct gs_node_fit *gs_cluster_fit_array(const struct gs_cluster *c);
 
 /**
- * gs_node_fits() on the packed view, other resources aside: the same answer for a request with
- * xres_count == 0, one cache line read. A request with other resources must also pass
- * gs_node_xres_fits() (the view has no room for them; see gs_cluster_fits_at()).
+ * Whether gs_fit_ok() alone decides `req` on this node: milli requests, except a fraction on a
+ * node with a whole-mode GPU (the view cannot tell which free GPU is in which mode).
  */
-static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_req *req)
+static inline bool gs_fit_decides(const struct gs_node_fit *f, const struct gs_pod_req *req)
+{
+    if (gs_req_kind(req) != GS_REQ_MILLI)
+        return false;
+    return !(f->share_flags & GS_FIT_HAS_WHOLE) || req->num_gpu != 1 ||
+           req->gpu_milli >= GS_GPU_MILLI;
+}
+
+/**
+ * gs_node_fits() on the packed view, one cache line read, other resources aside: the same
+ * answer where gs_fit_decides(); elsewhere a necessary condition (false means it does not fit;
+ * true means ask gs_node_fits()). A request with other resources must also pass
+ * gs_node_xres_fits() (the view has no room for them). gs_cluster_fits_at() does both.
+ */
+/**
+ * gs_fit_ok() for a request known to be of kind GS_REQ_MILLI (the kind test left to the caller,
+ * once per decision): the filter's hot loop.
+ */
+static inline bool gs_fit_ok_milli(const struct gs_node_fit *f, const struct gs_pod_req *req)
 {
     if (req->cpu_milli > f->cpu_milli_free || req->mem_mib > f->mem_mib_free || f->pods_left <= 0)
         return false;
@@ -443,9 +609,26 @@ static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_re
     return f->gpu_free_desc[req->num_gpu - 1] >= req->gpu_milli;
 }
 
+static inline bool gs_fit_ok(const struct gs_node_fit *f, const struct gs_pod_req *req)
+{
+    enum gs_req_kind kind = gs_req_kind(req);
+    if (kind == GS_REQ_MILLI)
+        return gs_fit_ok_milli(f, req);
+    if (req->cpu_milli > f->cpu_milli_free || req->mem_mib > f->mem_mib_free || f->pods_left <= 0)
+        return false;
+    if (req->gpu_model_mask != GS_MODEL_ANY &&
+        (f->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << f->model_id))))
+        return false;
+    unsigned need = kind == GS_REQ_MIG         ? GS_FIT_HAS_MIG
+                    : kind == GS_REQ_TIMESLICE ? GS_FIT_HAS_TIMESLICE
+                                               : GS_FIT_HAS_MEM;
+    return (f->share_flags & need) != 0;
+}
+
 /**
- * gs_node_fits() for node slot `i` through the packed view: one cache line for a request
- * without other resources, the node's other resources read only when the request asks some.
+ * gs_node_fits() for node slot `i` through the packed view: one cache line for a milli request
+ * without other resources; the node itself is read when the request asks other resources, or
+ * the view does not decide it (gs_fit_decides()).
  * @param fit  gs_cluster_fit_array(c).
  */
 static inline bool gs_cluster_fits_at(const struct gs_cluster *c, const struct gs_node_fit *fit,
@@ -453,6 +636,8 @@ static inline bool gs_cluster_fits_at(const struct gs_cluster *c, const struct g
 {
     if (!gs_fit_ok(&fit[i], req))
         return false;
+    if (!gs_fit_decides(&fit[i], req))
+        return gs_node_fits(gs_cluster_node(c, i), req);
     return req->xres_count == 0 || gs_node_xres_fits(gs_cluster_node(c, i), req);
 }
 
@@ -460,7 +645,11 @@ static inline bool gs_cluster_fits_at(const struct gs_cluster *c, const struct g
  * Binds a pod to the node and GPUs of a placement.
  * @param req  the pod's request; borrowed.
  * @param pl   the placement: existing node, num_gpu == req->num_gpu distinct GPUs each with
- *             at least req->gpu_milli free, pl->gpu_milli == req->gpu_milli.
+ *             at least req->gpu_milli free, pl->gpu_milli == req->gpu_milli (MILLI); for the
+ *             other kinds what gs_node_pick_gpus() writes: GPUs in the kind's mode, MEMORY
+ *             with gpu_mem_mib[k] the request's MiB on that GPU and that much free, one free
+ *             slot on each TIMESLICE GPU, MIG instances of the layout, of the request's
+ *             profile, free, distinct.
  * @return GS_OK; GS_EINVAL if the placement does not fit (the cluster is then unchanged).
  */
 int gs_cluster_bind(struct gs_cluster *c, const struct gs_pod_req *req,

@@ -22,6 +22,12 @@
  *   "Insufficient nvidia.com/gpu"
  *   "Insufficient <name>"                                 each other resource asked
  *                                                         (extended resources, hugepages ...)
+ *   "Insufficient GPU memory"                             a memory request (gpu_mem_*)
+ *   "Insufficient time-sliced GPU slots"                  a time-slice request
+ *   "Insufficient nvidia.com/mig-<profile>"               a MIG request
+ *   "node(s) had no GPU with known memory in fractions mode"   memory request, no such GPU
+ *   "node(s) had no time-sliced GPU"                      time-slice request, no such GPU
+ *   "node(s) had no MIG GPU with profile <profile>"       MIG request, no such GPU
  *
  * followed, when the free GPU capacity of the nodes that pass every other check adds up to the
  * ask but no node (or no GPU, for a fraction) holds it, by
@@ -54,7 +60,12 @@ struct gs_unsched {
     uint32_t pods;                          /**< pod limit reached */
     uint32_t cpu;                           /**< not enough free CPU */
     uint32_t mem;                           /**< not enough free memory */
-    uint32_t gpu;                           /**< not enough free GPU */
+    uint32_t gpu;                           /**< not enough free GPU (a milli request) */
+    uint32_t gpu_mem;   /**< memory request: GPUs in fractions mode, too little memory free */
+    uint32_t gpu_slots; /**< time-slice request: time-sliced GPUs, too few slots free */
+    uint32_t mig;       /**< MIG request: GPUs with the profile, too few instances free */
+    uint32_t gpu_mode;  /**< a request beyond milli: no GPU of the node is in the mode it needs
+                             (for MIG: no MIG GPU whose layout has the profile) */
     uint32_t xres[GS_POD_XRES_MAX];         /**< per other resource asked (req->xres order):
                                                  not enough free of it */
     const char *xres_name[GS_POD_XRES_MAX]; /**< their names, borrowed from the cluster (valid

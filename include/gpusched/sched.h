@@ -14,6 +14,14 @@
  *   bestfit     least residual CPU+GPU after placement, min-max rescaled; best-fit GPU
  *   fgd         largest drop of node fragmentation (Fragmentation Gradient Descent); FGD GPU pick
  *
+ * These rules are for milli-GPU requests (gs_req_kind() GS_REQ_MILLI); a fraction never goes to
+ * a GPU in whole mode, and no milli request to a time-sliced or MIG GPU. Requests of the other
+ * kinds (GPU memory, time-slice slots, MIG instances; cluster.h) are scored by every policy the
+ * same way, best fit on what the kind takes: the feasible node left with the least of it free
+ * (MiB on fractions GPUs, free slots, free instances) scores 100, the one with the most 0,
+ * min-max scaled; the GPUs are then those gs_node_pick_gpus() chooses. FGD's measure covers
+ * milli-GPU only; extending it to memory and MIG is later work of issue 8.
+ *
  * A scheduler borrows its cluster and keeps caches keyed on node generations, so binding and
  * unbinding through gs_cluster_bind()/gs_cluster_unbind() is always seen. Not thread-safe: one
  * scheduler per thread; separate schedulers on separate clusters run in parallel freely.
@@ -97,8 +105,8 @@ int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w);
  * gs_sched_score_nodes() reports them -1). Only when no feasible node is GPU-less does such a pod
  * go to a GPU node, chosen by the policy as for any pod. With a bounded scan (nodes_to_find) the
  * rule applies to the nodes the scan found.
- * @param req  the request; borrowed. gpu_milli must be 1..1000 when num_gpu > 0, and under 1000
- *             only with num_gpu == 1.
+ * @param req  the request; borrowed; it must pass gs_pod_req_validate() (for milli requests:
+ *             gpu_milli 1..1000 when num_gpu > 0, under 1000 only with num_gpu == 1).
  * @param rng  random source for the policies that draw (random); others do not touch it.
  * @param pl   receives the placement on GS_OK.
  * @return GS_OK; GS_EUNSCHEDULABLE when no node fits; GS_EINVAL for a malformed request;

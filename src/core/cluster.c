@@ -11,6 +11,7 @@
  */
 #include "gpusched/cluster.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,17 +202,27 @@ static void node_refresh(struct gs_cluster *c, struct gs_node *n)
 {
     int32_t total = 0;
     uint32_t full = 0, healthy = 0;
+    uint8_t flags = 0;
     n->cpu_milli_free = max0(n->cpu_milli - n->cpu_milli_used);
     n->mem_mib_free = max0(n->mem_mib - n->mem_mib_used);
     for (uint32_t g = 0; g < n->gpu_count; g++) {
         struct gs_gpu *gpu = &n->gpus[g];
-        gpu->gpu_milli_free =
-            gpu->healthy ? (int32_t)max0(gpu->gpu_milli - gpu->gpu_milli_used) : 0;
+        gpu->gpu_milli_free = gs__gpu_milli_open(gpu);
+        gpu->mem_mib_free = max0(gpu->mem_mib - gpu->mem_mib_used);
         healthy += gpu->healthy;
         int32_t f = gpu->gpu_milli_free;
         total += f;
-        if (gpu->healthy && gpu->gpu_milli_used == 0)
+        /* Free for a whole-GPU pod: nothing held (for a milli-only GPU, milli used 0). */
+        if (f == gpu->gpu_milli && f > 0)
             full++;
+        if (gpu->sharing == GS_GPU_SHARE_WHOLE)
+            flags |= GS_FIT_HAS_WHOLE;
+        else if (gpu->healthy && gpu->sharing == GS_GPU_SHARE_TIMESLICE)
+            flags |= GS_FIT_HAS_TIMESLICE;
+        else if (gpu->healthy && gpu->sharing == GS_GPU_SHARE_MIG)
+            flags |= GS_FIT_HAS_MIG;
+        else if (gpu->healthy && gpu->sharing == GS_GPU_SHARE_MILLI && gpu->mem_mib > 0)
+            flags |= GS_FIT_HAS_MEM;
         /* Insertion into the descending list: at most 16 entries. */
         uint32_t k = g;
         while (k > 0 && n->gpu_free_desc[k - 1] < f) {
@@ -220,6 +231,7 @@ static void node_refresh(struct gs_cluster *c, struct gs_node *n)
         }
         n->gpu_free_desc[k] = f;
     }
+    n->share_flags = flags;
     n->gpu_milli_free_total = total;
     n->gpus_full_free = full;
     n->healthy_gpus = healthy;
@@ -232,7 +244,8 @@ static void node_refresh(struct gs_cluster *c, struct gs_node *n)
     f->mem_mib_free = n->mem_mib_free;
     f->pods_left = n->pods_max - n->pods;
     f->model_id = (uint16_t)n->model_id;
-    f->gpu_count = (uint16_t)n->gpu_count;
+    f->gpu_count = (uint8_t)n->gpu_count;
+    f->share_flags = flags;
     for (uint32_t g = 0; g < n->gpu_count; g++)
         f->gpu_free_desc[g] = (int16_t)n->gpu_free_desc[g];
     f->gpu_milli_free_total = total;
@@ -273,6 +286,10 @@ int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, u
         return GS_EINVAL;
     if (spec->gpu_count > 0 && (!spec->gpu_model || !*spec->gpu_model))
         return GS_EINVAL;
+    const struct gs_mig_model *mig_models[GS_NODE_GPUS_MAX] = {0};
+    for (uint32_t g = 0; spec->gpu_modes && g < spec->gpu_count; g++)
+        if (gs__gpu_mode_check(spec->gpu_model, &spec->gpu_modes[g], &mig_models[g], NULL, 0))
+            return GS_EINVAL;
     if (c->name_index_cap && *index_slot(c, spec->name) != 0)
         return GS_EEXIST;
     if (c->free_len == 0 && c->nodes_len == c->nodes_cap) {
@@ -318,6 +335,8 @@ int gs_cluster_add_node(struct gs_cluster *c, const struct gs_node_spec *spec, u
         gpu->mem_mib = gpu->mem_mib_free = spec->gpu_mem_mib;
         gpu->sharing = GS_GPU_SHARE_MILLI;
         gpu->replicas = 1;
+        if (spec->gpu_modes)
+            gs__gpu_mode_apply(gpu, &spec->gpu_modes[g], mig_models[g]);
     }
     node_refresh(c, n);
     *index_slot(c, name) = idx + 1;
@@ -388,6 +407,14 @@ int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_nod
         gpu->sharing = GS_GPU_SHARE_MILLI;
         gpu->replicas = 1;
     }
+    if (model != n->model_id) {
+        /* A MIG layout belongs to the old model's geometry: those GPUs go back to fractions
+         * (none holds a pod: the model changes only then) until their mode is set again. */
+        struct gs_gpu_mode frac = {.sharing = GS_GPU_SHARE_MILLI};
+        for (uint32_t g = 0; g < n->gpu_count && g < u->gpu_count; g++)
+            if (n->gpus[g].sharing == GS_GPU_SHARE_MIG)
+                gs__gpu_mode_apply(&n->gpus[g], &frac, NULL);
+    }
     c->gpu_count = c->gpu_count - n->gpu_count + u->gpu_count;
     n->gpu_count = u->gpu_count;
     n->model_id = model;
@@ -422,6 +449,30 @@ int gs_cluster_set_gpu_health(struct gs_cluster *c, uint32_t i, uint32_t gpu, bo
     n->gpus[gpu].healthy = healthy;
     node_refresh(c, n);
     c->capacity_gen++;
+    return GS_OK;
+}
+
+int gs_cluster_set_gpu_mode(struct gs_cluster *c, uint32_t i, uint32_t gpu,
+                            const struct gs_gpu_mode *mode, char *reason, size_t cap)
+{
+    if (reason && cap)
+        reason[0] = '\0';
+    struct gs_node *n = node_at(c, i);
+    if (!n || gpu >= n->gpu_count || !mode)
+        return GS_EINVAL;
+    if (n->gpus[gpu].pods > 0) {
+        if (reason && cap)
+            (void)snprintf(reason, cap, "GPU %u holds %u pod(s): its mode changes only when free",
+                           gpu, n->gpus[gpu].pods);
+        return GS_EINVAL;
+    }
+    const struct gs_mig_model *mig_model;
+    int err =
+        gs__gpu_mode_check(gs_cluster_model_name(c, n->model_id), mode, &mig_model, reason, cap);
+    if (err)
+        return err;
+    gs__gpu_mode_apply(&n->gpus[gpu], mode, mig_model);
+    node_refresh(c, n);
     return GS_OK;
 }
 
@@ -623,6 +674,8 @@ int64_t gs_cluster_gpu_milli_used(const struct gs_cluster *c)
 
 bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req)
 {
+    if (gs_req_kind(req) != GS_REQ_MILLI)
+        return gs__share_fits(n, req);
     if (!n->present || req->cpu_milli > n->cpu_milli_free || req->mem_mib > n->mem_mib_free ||
         n->pods >= n->pods_max)
         return false;
@@ -633,6 +686,9 @@ bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req)
     if (req->gpu_model_mask != GS_MODEL_ANY &&
         (n->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << n->model_id))))
         return false;
+    /* A fraction goes only to a fractions GPU: with whole-mode GPUs on the node, look. */
+    if (req->num_gpu == 1 && req->gpu_milli < GS_GPU_MILLI && (n->share_flags & GS_FIT_HAS_WHOLE))
+        return gs__share_fits(n, req);
     /* The num_gpu-th largest free value decides whether num_gpu GPUs can each give gpu_milli. */
     return n->gpu_free_desc[req->num_gpu - 1] >= req->gpu_milli && gs_node_xres_fits(n, req);
 }
@@ -641,7 +697,10 @@ bool gs_pod_req_equal(const struct gs_pod_req *a, const struct gs_pod_req *b)
 {
     if (a->cpu_milli != b->cpu_milli || a->mem_mib != b->mem_mib || a->num_gpu != b->num_gpu ||
         a->gpu_milli != b->gpu_milli || a->gpu_model_mask != b->gpu_model_mask ||
-        a->xres_count != b->xres_count)
+        a->xres_count != b->xres_count || a->gpu_mem_mib != b->gpu_mem_mib ||
+        a->gpu_mem_pct != b->gpu_mem_pct || a->timeslice_slots != b->timeslice_slots ||
+        a->mig_count != b->mig_count ||
+        strncmp(a->mig_profile, b->mig_profile, sizeof(a->mig_profile)) != 0)
         return false;
     for (uint32_t r = 0; r < a->xres_count && r < GS_POD_XRES_MAX; r++)
         if (a->xres[r].id != b->xres[r].id || a->xres[r].qty != b->xres[r].qty)
@@ -651,39 +710,16 @@ bool gs_pod_req_equal(const struct gs_pod_req *a, const struct gs_pod_req *b)
 
 int gs_req_tag(const struct gs_pod_req *req)
 {
+    enum gs_req_kind kind = gs_req_kind(req);
+    if (kind == GS_REQ_TIMESLICE || kind == GS_REQ_MIG)
+        return GS_TAG_SHARE;
+    if (kind == GS_REQ_MEMORY)
+        return req->num_gpu == 1 ? GS_TAG_SHARE : (int)req->num_gpu;
     if (req->num_gpu == 0)
         return -1;
     if (req->num_gpu == 1 && req->gpu_milli < GS_GPU_MILLI)
         return GS_TAG_SHARE;
     return (int)req->num_gpu;
-}
-
-enum bind_mode { BIND_NEW, BIND_ADOPT, BIND_RELEASE };
-
-/* Checks the GPU half of a placement. A new pod needs free (healthy) capacity; an adopted pod
- * only needs used + ask within capacity; a release needs that much used. */
-static bool placement_valid(const struct gs_node *n, const struct gs_pod_req *req,
-                            const struct gs_placement *pl, enum bind_mode mode)
-{
-    if (pl->num_gpu != req->num_gpu || (req->num_gpu && pl->gpu_milli != req->gpu_milli))
-        return false;
-    if (req->num_gpu && (req->gpu_milli <= 0 || req->gpu_milli > GS_GPU_MILLI))
-        return false;
-    uint32_t seen = 0;
-    for (uint32_t i = 0; i < pl->num_gpu; i++) {
-        uint32_t g = pl->gpu_index[i];
-        if (g >= n->gpu_count || (seen & (1u << g)))
-            return false;
-        seen |= 1u << g;
-        const struct gs_gpu *gpu = &n->gpus[g];
-        if (mode == BIND_NEW && gpu->gpu_milli_free < pl->gpu_milli)
-            return false;
-        if (mode == BIND_ADOPT && gpu->gpu_milli_used + pl->gpu_milli > gpu->gpu_milli)
-            return false;
-        if (mode == BIND_RELEASE && (gpu->gpu_milli_used < pl->gpu_milli || gpu->pods == 0))
-            return false;
-    }
-    return true;
 }
 
 static void apply(struct gs_cluster *c, struct gs_node *n, const struct gs_pod_req *req,
@@ -693,17 +729,12 @@ static void apply(struct gs_cluster *c, struct gs_node *n, const struct gs_pod_r
     n->mem_mib_used += sign * req->mem_mib;
     n->pods += sign;
     gs__xres_apply(n, req, sign);
-    for (uint32_t i = 0; i < pl->num_gpu; i++) {
-        struct gs_gpu *gpu = &n->gpus[pl->gpu_index[i]];
-        gpu->gpu_milli_used += sign * pl->gpu_milli;
-        gpu->pods = (uint16_t)(gpu->pods + sign);
-    }
+    c->gpu_milli_used += gs__share_apply(n, req, pl, sign);
     int tag = gs_req_tag(req);
     if (tag >= 0) {
         n->gpu_pods = (uint32_t)((int32_t)n->gpu_pods + sign);
         n->tag_count[tag] = (uint32_t)((int32_t)n->tag_count[tag] + sign);
     }
-    c->gpu_milli_used += sign * (int64_t)pl->num_gpu * pl->gpu_milli;
     node_refresh(c, n);
 }
 
@@ -712,7 +743,7 @@ int gs_cluster_bind(struct gs_cluster *c, const struct gs_pod_req *req,
 {
     struct gs_node *n = node_at(c, pl->node);
     if (!n || !gs__xres_req_valid(c, req) || !gs_node_fits(n, req) ||
-        !placement_valid(n, req, pl, BIND_NEW))
+        !gs__share_valid(n, req, pl, GS__BIND_NEW))
         return GS_EINVAL;
     apply(c, n, req, pl, +1);
     return GS_OK;
@@ -724,7 +755,7 @@ int gs_cluster_adopt(struct gs_cluster *c, const struct gs_pod_req *req,
     struct gs_node *n = node_at(c, pl->node);
     if (!n || req->cpu_milli < 0 || req->mem_mib < 0 || req->num_gpu > n->gpu_count ||
         n->pods == INT32_MAX || !gs__xres_req_valid(c, req) ||
-        !placement_valid(n, req, pl, BIND_ADOPT))
+        !gs__share_valid(n, req, pl, GS__BIND_ADOPT))
         return GS_EINVAL;
     int err = gs__xres_reserve(n, req);
     if (err)
@@ -741,7 +772,7 @@ int gs_cluster_unbind(struct gs_cluster *c, const struct gs_pod_req *req,
         return GS_EINVAL;
     int tag = gs_req_tag(req);
     if (n->pods == 0 || n->cpu_milli_used < req->cpu_milli || n->mem_mib_used < req->mem_mib ||
-        !placement_valid(n, req, pl, BIND_RELEASE) || (tag >= 0 && n->tag_count[tag] == 0) ||
+        !gs__share_valid(n, req, pl, GS__BIND_RELEASE) || (tag >= 0 && n->tag_count[tag] == 0) ||
         !gs__xres_req_valid(c, req) || !gs__xres_release_ok(n, req))
         return GS_EINVAL;
     apply(c, n, req, pl, -1);

@@ -5,6 +5,8 @@
 #ifndef GPUSCHED_CLUSTER_INT_H
 #define GPUSCHED_CLUSTER_INT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "alloc_int.h"
@@ -73,6 +75,36 @@ struct gs_cluster {
     uint64_t capacity_gen;  /* bumped when gs_cluster_capacity() may change */
     struct filter_table ft;
 };
+
+/* How a placement is judged: a new pod needs free healthy capacity; an adopted one only room
+ * within capacity; a release needs that much held. */
+enum gs__bind_mode { GS__BIND_NEW, GS__BIND_ADOPT, GS__BIND_RELEASE };
+
+/* share.c: the milli-GPU a milli request can take on g now (gs_gpu.gpu_milli_free). */
+int32_t gs__gpu_milli_open(const struct gs_gpu *g);
+/* share.c: the MiB a milli share takes on g: floor(mem_mib x milli / 1000), 0 if unknown. */
+int64_t gs__milli_mem_mib(const struct gs_gpu *g, int32_t milli);
+/* share.c: whether the GPU half of req fits on n (CPU, memory, pods and other resources
+ * aside; the GPU model is checked). */
+bool gs__share_gpus_fit(const struct gs_node *n, const struct gs_pod_req *req);
+/* share.c: whether n has a healthy GPU in the mode a request beyond milli needs (for MIG, a
+ * layout with the profile). */
+bool gs__share_mode_present(const struct gs_node *n, const struct gs_pod_req *req);
+/* share.c: whether gs_node_pick_gpus() finds GPUs for req on n. */
+bool gs__share_fits(const struct gs_node *n, const struct gs_pod_req *req);
+/* share.c: whether the GPU half of a placement is right for req on n in the given mode. */
+bool gs__share_valid(const struct gs_node *n, const struct gs_pod_req *req,
+                     const struct gs_placement *pl, enum gs__bind_mode mode);
+/* share.c: applies (sign +1) or releases (-1) the GPU half of a valid placement; returns the
+ * milli-GPU it added (negative when released). Derived members are the caller's to refresh. */
+int64_t gs__share_apply(struct gs_node *n, const struct gs_pod_req *req,
+                        const struct gs_placement *pl, int sign);
+/* share.c: checks a mode for a GPU of model `model_name`; *mig_model receives its geometry. */
+int gs__gpu_mode_check(const char *model_name, const struct gs_gpu_mode *mode,
+                       const struct gs_mig_model **mig_model, char *reason, size_t cap);
+/* share.c: puts a GPU that holds no pod in a checked mode. */
+void gs__gpu_mode_apply(struct gs_gpu *g, const struct gs_gpu_mode *mode,
+                        const struct gs_mig_model *mig_model);
 
 /* filter.c: set up and tear down the class table (class 0 created). */
 int gs__filter_init(struct gs_cluster *c);

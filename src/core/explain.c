@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_int.h"
 #include "gpusched/err.h"
 #include "gpusched/filter.h"
 
@@ -22,7 +23,7 @@ static void copy_cut(char *dst, const char *src)
 
 static bool model_ok(const struct gs_node *n, const struct gs_pod_req *req)
 {
-    if (req->num_gpu == 0)
+    if (!gs_req_wants_gpu(req))
         return true;
     if (n->gpu_count == 0)
         return false;
@@ -89,16 +90,30 @@ int gs_explain(const struct gs_cluster *c, const struct gs_pod_req *req, uint32_
                 xres_lack = lack = true;
             }
         }
-        bool gpu_lack = req->num_gpu > 0 && (req->num_gpu > n->gpu_count ||
-                                             n->gpu_free_desc[req->num_gpu - 1] < req->gpu_milli);
+        enum gs_req_kind kind = gs_req_kind(req);
+        bool gpu_lack;
+        if (kind == GS_REQ_MILLI && !(share && (n->share_flags & GS_FIT_HAS_WHOLE)))
+            gpu_lack = req->num_gpu > 0 && (req->num_gpu > n->gpu_count ||
+                                            n->gpu_free_desc[req->num_gpu - 1] < req->gpu_milli);
+        else
+            gpu_lack = !gs__share_gpus_fit(n, req);
         if (gpu_lack) {
-            out->gpu++;
+            if (kind != GS_REQ_MILLI && !gs__share_mode_present(n, req))
+                out->gpu_mode++;
+            else if (kind == GS_REQ_MEMORY)
+                out->gpu_mem++;
+            else if (kind == GS_REQ_TIMESLICE)
+                out->gpu_slots++;
+            else if (kind == GS_REQ_MIG)
+                out->mig++;
+            else
+                out->gpu++;
             lack = true;
         }
         if (!lack)
             out->fit++;
-        if (req->num_gpu == 0 || n->pods >= n->pods_max || req->cpu_milli > n->cpu_milli_free ||
-            req->mem_mib > n->mem_mib_free || xres_lack)
+        if (req->num_gpu == 0 || kind != GS_REQ_MILLI || n->pods >= n->pods_max ||
+            req->cpu_milli > n->cpu_milli_free || req->mem_mib > n->mem_mib_free || xres_lack)
             continue;
         /* The GPU capacity this node could give if only GPUs were short. */
         uint32_t block = 0;
@@ -116,7 +131,7 @@ int gs_explain(const struct gs_cluster *c, const struct gs_pod_req *req, uint32_
     }
     for (uint32_t r = 0; r < req->xres_count && r < GS_POD_XRES_MAX; r++)
         out->xres_name[r] = gs_cluster_xres_name(c, req->xres[r].id);
-    if (out->fit == 0 && req->num_gpu > 0) {
+    if (out->fit == 0 && req->num_gpu > 0 && gs_req_kind(req) == GS_REQ_MILLI) {
         if (share)
             out->fragmented = out->share_free >= req->gpu_milli;
         else
@@ -137,7 +152,7 @@ static int cmp_reason(const void *a, const void *b)
 size_t gs_explain_format(const struct gs_unsched *u, const struct gs_pod_req *req, char *buf,
                          size_t cap)
 {
-    struct reason r[8 + GS_POD_XRES_MAX];
+    struct reason r[12 + GS_POD_XRES_MAX];
     uint32_t nr = 0;
 #define ADD(count, ...)                                                                            \
     do {                                                                                           \
@@ -156,6 +171,23 @@ size_t gs_explain_format(const struct gs_unsched *u, const struct gs_pod_req *re
     ADD(u->cpu, "%u Insufficient cpu", u->cpu);
     ADD(u->mem, "%u Insufficient memory", u->mem);
     ADD(u->gpu, "%u Insufficient nvidia.com/gpu", u->gpu);
+    ADD(u->gpu_mem, "%u Insufficient GPU memory", u->gpu_mem);
+    ADD(u->gpu_slots, "%u Insufficient time-sliced GPU slots", u->gpu_slots);
+    ADD(u->mig, "%u Insufficient nvidia.com/mig-%.*s", u->mig, GS_MIG_NAME_MAX, req->mig_profile);
+    switch (gs_req_kind(req)) {
+    case GS_REQ_MEMORY:
+        ADD(u->gpu_mode, "%u node(s) had no GPU with known memory in fractions mode", u->gpu_mode);
+        break;
+    case GS_REQ_TIMESLICE:
+        ADD(u->gpu_mode, "%u node(s) had no time-sliced GPU", u->gpu_mode);
+        break;
+    case GS_REQ_MIG:
+        ADD(u->gpu_mode, "%u node(s) had no MIG GPU with profile %.*s", u->gpu_mode,
+            GS_MIG_NAME_MAX, req->mig_profile);
+        break;
+    case GS_REQ_MILLI:
+        break;
+    }
     for (uint32_t x = 0; x < GS_POD_XRES_MAX && x < req->xres_count; x++)
         ADD(u->xres[x], "%u Insufficient %s", u->xres[x], u->xres_name[x] ? u->xres_name[x] : "?");
 #undef ADD

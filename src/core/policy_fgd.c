@@ -260,7 +260,7 @@ static uint32_t pick_share_fgd(struct gs_sched *s, const struct gs_node *n,
     uint32_t pick = 0;
     int32_t best = -1;
     for (uint32_t g = 0; g < n->gpu_count; g++) {
-        if (list[g] < req->gpu_milli)
+        if (list[g] < req->gpu_milli || n->gpus[g].sharing != GS_GPU_SHARE_MILLI)
             continue;
         int32_t sc = fgd_share_gpu(s, n->model_id, cpu_after, list, n->gpu_count, g, req->gpu_milli,
                                    f_before);

@@ -13,7 +13,7 @@ static uint32_t pick_share_random(struct gs_sched *s, const struct gs_node *n,
     (void)s;
     uint32_t pick = 0, seen = 0;
     for (uint32_t g = 0; g < n->gpu_count; g++) {
-        if (n->gpus[g].gpu_milli_free < req->gpu_milli)
+        if (n->gpus[g].gpu_milli_free < req->gpu_milli || n->gpus[g].sharing != GS_GPU_SHARE_MILLI)
             continue;
         seen++;
         if (gs_rng_below(rng, seen) == 0)

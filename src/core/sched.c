@@ -101,7 +101,7 @@ uint32_t gs__pick_share_best(struct gs_sched *s, const struct gs_node *n,
     int32_t best_free = INT32_MAX;
     for (uint32_t g = 0; g < n->gpu_count; g++) {
         int32_t f = n->gpus[g].gpu_milli_free;
-        if (f >= req->gpu_milli && f < best_free) {
+        if (f >= req->gpu_milli && f < best_free && n->gpus[g].sharing == GS_GPU_SHARE_MILLI) {
             best = g;
             best_free = f;
         }
@@ -231,19 +231,85 @@ void gs_sched_free(struct gs_sched *s)
     gs__free(s);
 }
 
-static bool req_valid(const struct gs_pod_req *req)
+/*
+ * How the filter judges a node for one decision, chosen once per decision so that the hot loop
+ * for a plain milli request is the one-cache-line test it always was: FIT_VIEW, a milli request
+ * of whole GPUs or no GPU, no other resources (the view decides); FIT_SHARE, a milli fraction
+ * without other resources (the view decides unless the node has a whole-mode GPU); FIT_ANY,
+ * everything else (gs_cluster_fits_at()).
+ */
+enum fit_how { FIT_VIEW, FIT_SHARE, FIT_ANY };
+
+static enum fit_how fit_how_of(const struct gs_pod_req *req)
 {
-    if (req->cpu_milli < 0 || req->mem_mib < 0 || req->num_gpu > GS_NODE_GPUS_MAX ||
-        req->xres_count > GS_POD_XRES_MAX)
-        return false;
-    for (uint32_t r = 0; r < req->xres_count; r++)
-        if (req->xres[r].qty <= 0)
-            return false;
-    if (req->num_gpu == 0)
-        return true;
-    if (req->gpu_milli <= 0 || req->gpu_milli > GS_GPU_MILLI)
-        return false;
-    return req->num_gpu == 1 || req->gpu_milli == GS_GPU_MILLI;
+    if (gs_req_kind(req) != GS_REQ_MILLI || req->xres_count != 0)
+        return FIT_ANY;
+    return is_share(req) ? FIT_SHARE : FIT_VIEW;
+}
+
+static inline bool fits(const struct gs_cluster *c, const struct gs_node_fit *fit, uint32_t i,
+                        const struct gs_pod_req *req, enum fit_how how)
+{
+    switch (how) {
+    case FIT_VIEW:
+        return gs_fit_ok_milli(&fit[i], req);
+    case FIT_SHARE:
+        return gs_fit_ok_milli(&fit[i], req) && (!(fit[i].share_flags & GS_FIT_HAS_WHOLE) ||
+                                                 gs_node_fits(gs_cluster_node(c, i), req));
+    case FIT_ANY:
+        break;
+    }
+    return gs_cluster_fits_at(c, fit, i, req);
+}
+
+/*
+ * The score of a node for a request of a kind beyond milli (memory, time-slice slots, MIG
+ * instances): best fit on what the kind takes, the node left with the least of it free scoring
+ * highest, min-max scaled to 0..100 over the feasible nodes. Every policy uses it for these
+ * kinds; FGD's measure covers milli-GPU only (issue 8 extends it to memory and MIG later).
+ */
+static int64_t kind_free(const struct gs_node *n, const struct gs_pod_req *req)
+{
+    int64_t free_units = 0;
+    for (uint32_t g = 0; g < n->gpu_count; g++) {
+        const struct gs_gpu *gpu = &n->gpus[g];
+        if (!gpu->healthy)
+            continue;
+        switch (gs_req_kind(req)) {
+        case GS_REQ_MEMORY:
+            if (gpu->sharing == GS_GPU_SHARE_MILLI)
+                free_units += gpu->mem_mib_free;
+            break;
+        case GS_REQ_TIMESLICE:
+            if (gpu->sharing == GS_GPU_SHARE_TIMESLICE)
+                free_units += gpu->replicas - gpu->replicas_used;
+            break;
+        case GS_REQ_MIG:
+            if (gpu->sharing == GS_GPU_SHARE_MIG)
+                for (uint32_t k = 0; k < gpu->mig_count; k++)
+                    free_units += !(gpu->mig_held >> k & 1);
+            break;
+        case GS_REQ_MILLI:
+            break;
+        }
+    }
+    return free_units;
+}
+
+static void score_kind(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf)
+{
+    /* The free amounts in a first pass over the nodes, kept in the score array (clamped to
+     * int32: 16 GPUs of 128 GiB are 2 million MiB), which the second pass rescales in place. */
+    int32_t lo = INT32_MAX, hi = INT32_MIN;
+    int32_t *v = s->scores;
+    for (uint32_t k = 0; k < nf; k++) {
+        int64_t f = kind_free(gs_cluster_node(s->c, s->feasible[k]), req);
+        v[k] = f < INT32_MAX ? (int32_t)f : INT32_MAX;
+        lo = v[k] < lo ? v[k] : lo;
+        hi = v[k] > hi ? v[k] : hi;
+    }
+    for (uint32_t k = 0; k < nf; k++)
+        v[k] = hi == lo ? 0 : (int32_t)((int64_t)(hi - v[k]) * 100 / ((int64_t)hi - lo));
 }
 
 /* Filter and score; leaves the feasible list and scores in the scratch arrays. */
@@ -289,7 +355,7 @@ static int add_filter_scores(struct gs_sched *s, uint32_t cls, uint32_t nf)
 static uint32_t keep_gpu_free_nodes(const struct gs_pod_req *req, const struct gs_node_fit *fit,
                                     uint32_t *feasible, uint32_t nf)
 {
-    if (req->num_gpu != 0 || nf < 2)
+    if (gs_req_wants_gpu(req) || nf < 2)
         return nf;
     uint32_t kept = 0;
     for (uint32_t k = 0; k < nf; k++)
@@ -298,30 +364,28 @@ static uint32_t keep_gpu_free_nodes(const struct gs_pod_req *req, const struct g
     return kept > 0 ? kept : nf; /* none without GPUs: the list is untouched (nothing moved) */
 }
 
-static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
-                            struct gs_rng *rng, uint32_t *nf_out)
+/*
+ * The filter's scan: the feasible nodes of class `cls` (its node set, or the one pinned node)
+ * into s->feasible. Always inlined with a constant `how`, so that each kind of decision gets a
+ * loop of its own and a plain milli request pays nothing for the other kinds.
+ */
+static inline __attribute__((always_inline)) uint32_t scan(struct gs_sched *s, uint32_t cls,
+                                                           const uint64_t *set, uint32_t pin,
+                                                           const struct gs_pod_req *req,
+                                                           enum fit_how how)
 {
-    if (!req_valid(req))
-        return GS_EINVAL;
-    int err = ensure_nodes(s);
-    if (err)
-        return err;
-    const uint64_t *set = gs_filter_nodes(s->c, cls);
-    uint32_t pin = UINT32_MAX;
-    if (!set && !gs_filter_pinned(s->c, cls, &pin))
-        return GS_EINVAL;
     uint32_t n = gs_cluster_node_count(s->c);
     uint32_t nf = 0;
     const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     if (!set) {
         /* A pod pinned to one node (filter.h): that node is judged alone, with no scan. */
-        if (gs_filter_pass(s->c, cls, pin) && gs_cluster_fits_at(s->c, fit, pin, req))
+        if (gs_filter_pass(s->c, cls, pin) && fits(s->c, fit, pin, req, how))
             s->feasible[nf++] = pin;
     } else if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t w = 0; w < (n + 63) / 64; w++)
             for (uint64_t bits = set[w]; bits; bits &= bits - 1) {
                 uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-                if (i < n && gs_cluster_fits_at(s->c, fit, i, req))
+                if (i < n && fits(s->c, fit, i, req, how))
                     s->feasible[nf++] = i;
             }
     } else {
@@ -342,7 +406,7 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
                 i = w * 64 + (uint32_t)__builtin_ctzll(bits);
                 if (i >= n)
                     break;
-                if (gs_cluster_fits_at(s->c, fit, i, req) &&
+                if (fits(s->c, fit, i, req, how) &&
                     (s->feasible[nf++] = i, nf == s->nodes_to_find)) {
                     done = true;
                     break;
@@ -353,6 +417,34 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
          * began (as the plain scan, which stops there too). */
         s->next_start = done ? (i + 1 == n ? 0 : i + 1) : start;
     }
+    return nf;
+}
+
+static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
+                            struct gs_rng *rng, uint32_t *nf_out)
+{
+    if (gs_pod_req_validate(req, NULL, 0) != GS_OK)
+        return GS_EINVAL;
+    int err = ensure_nodes(s);
+    if (err)
+        return err;
+    const uint64_t *set = gs_filter_nodes(s->c, cls);
+    uint32_t pin = UINT32_MAX;
+    if (!set && !gs_filter_pinned(s->c, cls, &pin))
+        return GS_EINVAL;
+    const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
+    uint32_t nf;
+    switch (fit_how_of(req)) {
+    case FIT_VIEW:
+        nf = scan(s, cls, set, pin, req, FIT_VIEW);
+        break;
+    case FIT_SHARE:
+        nf = scan(s, cls, set, pin, req, FIT_SHARE);
+        break;
+    default:
+        nf = scan(s, cls, set, pin, req, FIT_ANY);
+        break;
+    }
     nf = keep_gpu_free_nodes(req, fit, s->feasible, nf);
     *nf_out = nf;
     if (nf == 1) {
@@ -362,7 +454,9 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
     }
     if (!nf)
         return GS_OK;
-    if ((err = s->ops->score(s, req, nf, rng)) != GS_OK)
+    if (gs_req_kind(req) != GS_REQ_MILLI)
+        score_kind(s, req, nf);
+    else if ((err = s->ops->score(s, req, nf, rng)) != GS_OK)
         return err;
     return add_filter_scores(s, cls, nf);
 }
@@ -407,6 +501,8 @@ int gs_sched_place_class(struct gs_sched *s, const struct gs_pod_req *req, uint3
     }
     uint32_t node = s->feasible[best];
     const struct gs_node *n = gs_cluster_node(s->c, node);
+    if (gs_req_kind(req) != GS_REQ_MILLI)
+        return gs_node_pick_gpus(n, node, req, pl) == GS_OK ? GS_OK : GS_EUNSCHEDULABLE;
     memset(pl, 0, sizeof(*pl));
     pl->node = node;
     pl->num_gpu = req->num_gpu;

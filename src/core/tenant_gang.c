@@ -162,7 +162,7 @@ uint32_t gs__gang_slots(const struct gs_engine *e, const uint32_t *members, uint
             k = min64(k, f->cpu_milli_free / rq->cpu_milli);
         if (rq->mem_mib > 0)
             k = min64(k, f->mem_mib_free / rq->mem_mib);
-        if (rq->num_gpu > 0) {
+        if (rq->num_gpu > 0 && rq->gpu_milli > 0 && gs_req_kind(rq) == GS_REQ_MILLI) {
             int64_t g = 0;
             for (uint32_t i = 0; i < f->gpu_count; i++)
                 g += f->gpu_free_desc[i] / rq->gpu_milli; /* copies each GPU can take */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpusched/charge.h"
 #include "gpusched/err.h"
 #include "gpusched/explain.h"
 #include "gpusched/filter.h"
@@ -81,10 +82,7 @@ static bool spec_ok(const struct gs_engine *e, const struct gs_tpod_spec *spec)
     if (spec->queue == GS_QUEUE_ROOT || spec->queue >= e->nq || !is_leaf(&e->q[spec->queue]) ||
         spec->priority_class >= e->npc || (spec->gang != GS_NO_GANG && spec->gang >= e->ng))
         return false;
-    const struct gs_pod_req *rq = &spec->req;
-    if (rq->cpu_milli < 0 || rq->mem_mib < 0 || rq->num_gpu > GS_NODE_GPUS_MAX ||
-        (rq->num_gpu && (rq->gpu_milli <= 0 || rq->gpu_milli > GS_GPU_MILLI ||
-                         (rq->num_gpu > 1 && rq->gpu_milli < GS_GPU_MILLI))))
+    if (gs_pod_req_validate(&spec->req, NULL, 0) != GS_OK)
         return false;
     if (spec->gang != GS_NO_GANG) {
         const struct gang *g = &e->g[spec->gang];
@@ -150,6 +148,13 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     if (!p->req.num_gpu)
         p->req.gpu_milli = 0;
     req_vector(&p->req, p->r);
+    if (gs_req_kind(&p->req) != GS_REQ_MILLI) {
+        /* Memory, slots and MIG instances are charged by the share of a GPU they take
+         * (charge.h), estimated now as the least any GPU of the cluster would charge. */
+        double gpus;
+        if (gs_charge_request(e->c, &p->req, &gpus) == GS_OK)
+            p->r[GS_RES_GPU] = gs_charge_milli(gpus);
+    }
     p->est_ms = spec->runtime_estimate_ms;
     p->state = GS_TPOD_PENDING;
     p->submit_ms = now_ms;
@@ -417,6 +422,10 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
         }
     }
     p->pl = where;
+    double landed;
+    if (gs_req_kind(&p->req) != GS_REQ_MILLI &&
+        gs_charge_placement(e->c, &p->req, &where, &landed) == GS_OK)
+        p->r[GS_RES_GPU] = gs_charge_milli(landed); /* the GPUs it holds are known: exact */
     p->state = GS_TPOD_RUNNING;
     p->start_ms = start_ms;
     p->adopted = true;

@@ -11,8 +11,13 @@
 #include <cmocka.h>
 #include <math.h>
 
+#include <stdio.h>
+#include <string.h>
+
 #include "gpusched/charge.h"
 #include "gpusched/err.h"
+#include "gpusched/mig.h"
+#include "gpusched/tenant.h"
 
 #define H_MS INT64_C(3600000)
 
@@ -152,6 +157,178 @@ static void test_bad_grants_are_refused_with_zero(void **state)
     assert_int_equal(gs_charge_gpu_hours(&g, GS_NODE_GPUS_MAX + 1, 1, &h), GS_EINVAL);
 }
 
+/* ---- charging placements and requests on a cluster (issue 8, "Quota charged by what is used")
+ */
+
+static struct gs_cluster *cluster_of(const char *model, uint32_t gpus, int64_t gpu_mem_mib,
+                                     const struct gs_gpu_mode *modes)
+{
+    struct gs_cluster *c;
+    assert_int_equal(gs_cluster_new(&c), GS_OK);
+    struct gs_node_spec s = {.name = "n0",
+                             .cpu_milli = 64000,
+                             .mem_mib = 262144,
+                             .pods_max = 110,
+                             .gpu_count = gpus,
+                             .gpu_model = model,
+                             .gpu_mem_mib = gpu_mem_mib,
+                             .gpu_modes = modes};
+    assert_int_equal(gs_cluster_add_node(c, &s, NULL), GS_OK);
+    return c;
+}
+
+static void test_fraction_by_memory_on_an_80gb_gpu(void **state)
+{
+    (void)state;
+    struct gs_cluster *c = cluster_of("H100-80GB", 1, 81920, NULL);
+    /* 20480 MiB and 100 milli of compute on a GPU of 81920 MiB: memory share 20480 / 81920 =
+     * 0.25, compute 0.1; the larger, 0.25 GPU = 250 milli. */
+    struct gs_pod_req r = {
+        .num_gpu = 1, .gpu_milli = 100, .gpu_model_mask = GS_MODEL_ANY, .gpu_mem_mib = 20480};
+    struct gs_placement pl;
+    assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, 0), 0, &r, &pl), GS_OK);
+    double g;
+    assert_int_equal(gs_charge_placement(c, &r, &pl, &g), GS_OK);
+    assert_near(g, 0.25, 1e-12);
+    assert_int_equal(gs_charge_milli(g), 250);
+    /* Pending, on a cluster whose only GPUs are these: the same 0.25. */
+    assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
+    assert_near(g, 0.25, 1e-12);
+    /* Memory only (no compute share): still 0.25; a 500 milli share on the same GPU takes
+     * floor(81920 x 0.5) = 40960 MiB and is charged 0.5, its compute share. */
+    r.gpu_milli = 0;
+    assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, 0), 0, &r, &pl), GS_OK);
+    assert_int_equal(gs_charge_placement(c, &r, &pl, &g), GS_OK);
+    assert_near(g, 0.25, 1e-12);
+    struct gs_pod_req half = {.num_gpu = 1, .gpu_milli = 500, .gpu_model_mask = GS_MODEL_ANY};
+    assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, 0), 0, &half, &pl), GS_OK);
+    assert_int_equal(gs_charge_placement(c, &half, &pl, &g), GS_OK);
+    assert_near(g, 0.5, 1e-12);
+    gs_cluster_free(c);
+}
+
+static void test_pending_memory_charge_ignores_cpu_only_nodes(void **state)
+{
+    (void)state;
+    struct gs_cluster *c = cluster_of("H100-80GB", 2, 81920, NULL);
+    /* A CPU-only node and a 40 GB GPU node besides: 20480 MiB is 0.5 of a 40960 MiB GPU and
+     * 0.25 of an 81920 MiB one; the least, 0.25, per GPU asked: 2 GPUs, 0.5. The CPU-only node
+     * gives no placeholder charge. */
+    struct gs_node_spec cpu = {.name = "cpu", .cpu_milli = 64000, .mem_mib = 1024, .pods_max = 10};
+    struct gs_node_spec a100 = {.name = "a100",
+                                .cpu_milli = 64000,
+                                .mem_mib = 1024,
+                                .pods_max = 10,
+                                .gpu_count = 1,
+                                .gpu_model = "A100-40GB",
+                                .gpu_mem_mib = 40960};
+    assert_int_equal(gs_cluster_add_node(c, &cpu, NULL), GS_OK);
+    assert_int_equal(gs_cluster_add_node(c, &a100, NULL), GS_OK);
+    struct gs_pod_req r = {.num_gpu = 2, .gpu_model_mask = GS_MODEL_ANY, .gpu_mem_mib = 20480};
+    double g;
+    assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
+    assert_near(g, 0.5, 1e-12);
+    /* Only A100-40GB allowed (model id 1): 2 x 0.5 = 1. */
+    r.gpu_model_mask = UINT64_C(1) << gs_cluster_model_find(c, "A100-40GB");
+    assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
+    assert_near(g, 1.0, 1e-12);
+    /* A cluster of CPU-only nodes: nothing can take it, charged 0. */
+    struct gs_cluster *cpus;
+    assert_int_equal(gs_cluster_new(&cpus), GS_OK);
+    assert_int_equal(gs_cluster_add_node(cpus, &cpu, NULL), GS_OK);
+    r.gpu_model_mask = GS_MODEL_ANY;
+    assert_int_equal(gs_charge_request(cpus, &r, &g), GS_OK);
+    assert_near(g, 0, 0);
+    gs_cluster_free(cpus);
+    gs_cluster_free(c);
+}
+
+static void test_mig_3g_instance_and_timeslice_slots(void **state)
+{
+    (void)state;
+    const struct gs_mig_model *m = gs_mig_model_find("A100-80GB");
+    uint8_t g3 = (uint8_t)gs_mig_profile_find(m, "3g.40gb");
+    struct gs_gpu_mode modes[2] = {
+        {.sharing = GS_GPU_SHARE_MIG, .mig_count = 2, .mig = {{g3, 4}, {g3, 0}}},
+        {.sharing = GS_GPU_SHARE_TIMESLICE, .replicas = 4}};
+    struct gs_cluster *c = cluster_of("NVIDIA-A100-SXM4-80GB", 2, 81920, modes);
+    /* A 3g instance: 3 of the GPU's 7 compute slices, 3/7 = 0.428571...; 428 milli (down). */
+    struct gs_pod_req r = {.gpu_model_mask = GS_MODEL_ANY, .mig_count = 1};
+    (void)snprintf(r.mig_profile, sizeof(r.mig_profile), "3g.40gb");
+    struct gs_placement pl;
+    assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, 0), 0, &r, &pl), GS_OK);
+    assert_int_equal(pl.mig[0].start, 0); /* lowest start of the two 3g */
+    double g;
+    assert_int_equal(gs_charge_placement(c, &r, &pl, &g), GS_OK);
+    assert_near(g, 3.0 / 7.0, 1e-12);
+    assert_int_equal(gs_charge_milli(g), 428);
+    assert_int_equal(gs_charge_request(c, &r, &g), GS_OK); /* pending: the same on any model */
+    assert_near(g, 3.0 / 7.0, 1e-12);
+    /* Both 3g: 6/7; seven 1g of 7 sum to 7 x 142 = 994 milli, never above 1000. */
+    r.mig_count = 2;
+    assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, 0), 0, &r, &pl), GS_OK);
+    assert_int_equal(gs_charge_placement(c, &r, &pl, &g), GS_OK);
+    assert_near(g, 6.0 / 7.0, 1e-12);
+    assert_int_equal(7 * gs_charge_milli(1.0 / 7.0), 994);
+    /* A time-sliced slot of a GPU offering 4: 1/4. */
+    struct gs_pod_req t = {.gpu_model_mask = GS_MODEL_ANY, .timeslice_slots = 1};
+    assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, 0), 0, &t, &pl), GS_OK);
+    assert_int_equal(gs_charge_placement(c, &t, &pl, &g), GS_OK);
+    assert_near(g, 0.25, 1e-12);
+    assert_int_equal(gs_charge_request(c, &t, &g), GS_OK);
+    assert_near(g, 0.25, 1e-12);
+    gs_cluster_free(c);
+}
+
+static void on_event(void *ctx, const struct gs_event *ev)
+{
+    (void)ctx;
+    (void)ev;
+}
+
+/* Two pods each asking 60 % of an 80 GB GPU's memory against a queue limit of 1 GPU: each is
+ * charged 0.6 GPU (600 milli); two would be 1200 > 1000, so one runs and one waits, though the
+ * node has a second GPU with all its memory free. */
+static void test_two_sixty_percent_pods_against_a_quota_of_one_gpu(void **state)
+{
+    (void)state;
+    struct gs_cluster *c = cluster_of("H100-80GB", 2, 81920, NULL);
+    struct gs_engine *e;
+    struct gs_engine_config cfg = {.policy = "bestfit", .on_event = on_event};
+    assert_int_equal(gs_engine_new(c, &cfg, &e), GS_OK);
+    struct gs_queue_spec qs = {
+        "team", GS_QUEUE_ROOT, {1000, 64000, 262144}, {1000, GS_UNLIMITED, GS_UNLIMITED}, 0, 0};
+    uint32_t q, pc;
+    assert_int_equal(gs_engine_add_queue(e, &qs, &q), GS_OK);
+    struct gs_priority_class_spec ps = {"normal", 10, -1};
+    assert_int_equal(gs_engine_add_priority_class(e, &ps, &pc), GS_OK);
+    struct gs_tpod_spec sp = {
+        "p",
+        q,
+        pc,
+        GS_NO_GANG,
+        {.cpu_milli = 100, .num_gpu = 1, .gpu_model_mask = GS_MODEL_ANY, .gpu_mem_pct = 60},
+        -1};
+    uint32_t a, b;
+    assert_int_equal(gs_engine_submit(e, &sp, 0, &a), GS_OK);
+    assert_int_equal(gs_engine_submit(e, &sp, 1, &b), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 10, NULL, NULL), GS_OK);
+    struct gs_tpod_info ia, ib;
+    assert_int_equal(gs_engine_pod_info(e, a, &ia), GS_OK);
+    assert_int_equal(gs_engine_pod_info(e, b, &ib), GS_OK);
+    if (ia.state != GS_TPOD_RUNNING)
+        print_error("pending: %s\n", ia.reason ? ia.reason : "(no reason)");
+    assert_int_equal(ia.state, GS_TPOD_RUNNING);
+    assert_int_equal(ib.state, GS_TPOD_PENDING);
+    struct gs_queue_info qi;
+    assert_int_equal(gs_engine_queue_info(e, q, &qi), GS_OK);
+    assert_int_equal(qi.allocated[GS_RES_GPU], 600);
+    char msg[256];
+    assert_int_equal(gs_engine_check(e, msg, sizeof(msg)), GS_OK);
+    gs_engine_free(e);
+    gs_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +340,10 @@ int main(void)
         cmocka_unit_test(test_eight_gpu_pod_evicted_after_half_an_hour_is_four_gpu_hours),
         cmocka_unit_test(test_only_the_inside_of_a_period_counts),
         cmocka_unit_test(test_bad_grants_are_refused_with_zero),
+        cmocka_unit_test(test_fraction_by_memory_on_an_80gb_gpu),
+        cmocka_unit_test(test_pending_memory_charge_ignores_cpu_only_nodes),
+        cmocka_unit_test(test_mig_3g_instance_and_timeslice_slots),
+        cmocka_unit_test(test_two_sixty_percent_pods_against_a_quota_of_one_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
