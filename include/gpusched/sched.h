@@ -28,7 +28,10 @@
 #include "gpusched/rng.h"
 
 /** Number of placement policies in the registry. */
-#define GS_POLICY_COUNT 6
+#define GS_POLICY_COUNT 7
+/** The first GS_POLICY_PAPER_COUNT are the FGD paper's six (what `simulate --policy all` runs);
+ *  after them come policies of ours ("fgdband", src/core/policy_fgdband.c). */
+#define GS_POLICY_PAPER_COUNT 6
 
 /** Returns the name of policy i (0..GS_POLICY_COUNT-1), e.g. "fgd"; NULL past the end. */
 const char *gs_policy_name(uint32_t i);

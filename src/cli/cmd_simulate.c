@@ -39,6 +39,7 @@ static const char *const usage_simulate =
     "  --pods FILE[,...]   pod list(s); repeat the option or separate with commas\n"
     "  --policy P[,P...]   random, dotprod, clustering, packing, bestfit, fgd, or all (default "
     "all)\n"
+    "                      (the paper's six), and fgdband, ours (docs/fgd-policies.md)\n"
     "  --seeds LIST        seeds as N, N-M, or a comma list of both (default 42-51)\n"
     "  --tune X            GPU request as a multiple of cluster GPU capacity (default 1.3)\n"
     "  --out DIR           output directory, created if needed (default out)\n"
@@ -267,7 +268,7 @@ static int parse_policies(const char *arg, int *chosen, const char **bad)
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (strcasecmp(tok, "all") == 0) {
-            for (int p = 0; p < GS_POLICY_COUNT; p++)
+            for (int p = 0; p < GS_POLICY_PAPER_COUNT; p++)
                 chosen[p] = 1;
             any = 1;
             continue;
@@ -384,7 +385,7 @@ int gs_cmd_simulate(int argc, char **argv)
             if (parse_policies(v, chosen, &bad) != 0) {
                 (void)fprintf(stderr,
                               "gpusched simulate: --policy: unknown policy '%s' (random, dotprod, "
-                              "clustering, packing, bestfit, fgd, all)\n",
+                              "clustering, packing, bestfit, fgd, fgdband, all)\n",
                               bad ? bad : v);
                 goto out;
             }

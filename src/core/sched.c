@@ -180,8 +180,14 @@ void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
 
 static const struct policy_ops *const policies[GS_POLICY_COUNT] = {
     &gs__policy_random,  &gs__policy_dotprod, &gs__policy_clustering,
-    &gs__policy_packing, &gs__policy_bestfit, &gs__policy_fgd,
+    &gs__policy_packing, &gs__policy_bestfit, &gs__policy_fgd, &gs__policy_fgdband,
 };
+
+/* Policies that score against a target workload and cannot work without one. */
+static bool needs_workload(const struct policy_ops *ops)
+{
+    return ops == &gs__policy_fgd || ops == &gs__policy_fgdband;
+}
 
 uint32_t gs_sched_adaptive_nodes_to_find(uint32_t n_nodes)
 {
@@ -218,7 +224,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
     int p = cfg->policy ? gs_policy_find(cfg->policy) : -1;
     if (p < 0)
         return GS_ENOENT;
-    if (strcmp(policies[p]->name, "fgd") == 0 && (!cfg->workload || cfg->workload->n_types == 0))
+    if (needs_workload(policies[p]) && (!cfg->workload || cfg->workload->n_types == 0))
         return GS_EINVAL;
     struct gs_sched *s = gs__calloc(1, sizeof(*s));
     if (!s)
@@ -257,7 +263,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
 
 int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w)
 {
-    if (strcmp(s->ops->name, "fgd") == 0 && (!w || w->n_types == 0))
+    if (needs_workload(s->ops) && (!w || w->n_types == 0))
         return GS_EINVAL;
     s->w = w;
     s->frag_valid = false;

@@ -114,6 +114,6 @@ void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
 
 /* The policies, in registry order (policy_*.c). */
 extern const struct policy_ops gs__policy_random, gs__policy_dotprod, gs__policy_clustering,
-    gs__policy_packing, gs__policy_bestfit, gs__policy_fgd;
+    gs__policy_packing, gs__policy_bestfit, gs__policy_fgd, gs__policy_fgdband;
 
 #endif
