@@ -199,8 +199,7 @@ static void build_target_workload(void)
         reqs[i] = random_req(&rng, c);
         specs[i] = "";
         for (int m = 0; m < 4; m++)
-            if (reqs[i].gpu_model_mask ==
-                gs_cluster_model_mask(c, models[m], strlen(models[m])))
+            if (reqs[i].gpu_model_mask == gs_cluster_model_mask(c, models[m], strlen(models[m])))
                 specs[i] = models[m];
     }
     if (gs_workload_build(reqs, specs, SAMPLE, 95, &target_workload))

@@ -57,16 +57,17 @@ struct filter_table {
 #define GS__REFRESH_RING 256
 
 struct gs_cluster {
-    struct gs_node *nodes;   /* node slots, nodes_len used of nodes_cap */
-    struct gs_node_fit *fit; /* packed filter view, same indices and capacity */
-    uint32_t nodes_len;
-    uint32_t nodes_cap;
-    uint32_t nodes_present; /* slots holding a node */
     /* Node refreshes (node_refresh: add, remove, resize, bind, release, health) so far, and the
      * node index of refresh k at refreshed[k % GS__REFRESH_RING]: the journal that lets a
      * per-node total be kept up to date by visiting only the nodes that changed. */
     uint64_t refreshes;
     uint32_t refreshed[GS__REFRESH_RING];
+
+    struct gs_node *nodes;   /* node slots, nodes_len used of nodes_cap */
+    struct gs_node_fit *fit; /* packed filter view, same indices and capacity */
+    uint32_t nodes_len;
+    uint32_t nodes_cap;
+    uint32_t nodes_present; /* slots holding a node */
     uint32_t *free_slots;   /* indices of free slots (a stack), free_len of nodes_cap */
     uint32_t free_len;
     uint32_t *name_index;    /* open addressing: node index + 1, 0 = empty; name_index_cap slots */

@@ -179,8 +179,8 @@ void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
 /* ---- registry ----------------------------------------------------------------------------- */
 
 static const struct policy_ops *const policies[GS_POLICY_COUNT] = {
-    &gs__policy_random,  &gs__policy_dotprod, &gs__policy_clustering,
-    &gs__policy_packing, &gs__policy_bestfit, &gs__policy_fgd, &gs__policy_fgdband,
+    &gs__policy_random,  &gs__policy_dotprod, &gs__policy_clustering, &gs__policy_packing,
+    &gs__policy_bestfit, &gs__policy_fgd,     &gs__policy_fgdband,
 };
 
 /* Policies that score against a target workload and cannot work without one. */

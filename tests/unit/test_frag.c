@@ -462,8 +462,7 @@ static void test_cluster_frag_kept_incrementally_equals_the_sum_afresh(void **st
         (void)snprintf(names[i], sizeof(names[i]), "n%u", i);
     uint32_t added = 6;
     for (uint32_t i = 0; i < 6; i++) {
-        struct gs_node_spec sp = {names[i], 32000, 65536, 110, i % 2 ? 8 : 4, i % 3 ? "A" : "B",
-                                  0};
+        struct gs_node_spec sp = {names[i], 32000, 65536, 110, i % 2 ? 8 : 4, i % 3 ? "A" : "B", 0};
         assert_int_equal(gs_cluster_add_node(c, &sp, NULL), GS_OK);
     }
     struct gs_sched *s = fgd_sched(c, NULL);
@@ -482,8 +481,7 @@ static void test_cluster_frag_kept_incrementally_equals_the_sum_afresh(void **st
             struct gs_pod_req r = pod(1000 * (int64_t)(1 + gs_rng_below(&rng, 4)), m,
                                       m == 1000 ? 1 + gs_rng_below(&rng, 2) : 1);
             struct gs_placement pl;
-            if (gs_sched_place(s, &r, &rng, &pl) == GS_OK &&
-                gs_cluster_bind(c, &r, &pl) == GS_OK) {
+            if (gs_sched_place(s, &r, &rng, &pl) == GS_OK && gs_cluster_bind(c, &r, &pl) == GS_OK) {
                 live[n_live].r = r;
                 live[n_live++].pl = pl;
             }
