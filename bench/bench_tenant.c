@@ -12,6 +12,10 @@
  *      CPU-only) after a restart; and the memory of the engine per node and per pod.
  * The engine keeps its state incrementally; nothing is rebuilt per cycle.
  *
+ * With --policy fgd the engine's target workload is learned from 10,000 requests drawn from the
+ * same mix the benchmark submits (random_req, its own seed), as a live scheduler learns it from
+ * the pods it sees.
+ *
  *   bench_tenant [--policy bestfit|fgd|...] [--decisions N] [--full-scan]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -23,12 +27,24 @@
 
 #include "gpusched/err.h"
 #include "gpusched/filter.h"
+#include "gpusched/frag.h"
 #include "gpusched/rng.h"
 #include "gpusched/sched.h"
 #include "gpusched/tenant.h"
 
 #define NODES 10000
 #define QUEUES 50
+
+/* Every failure of the benchmark's own setup ends here, with where it happened. */
+static _Noreturn void die_at(int line)
+{
+    fprintf(stderr, "bench_tenant: step at bench/bench_tenant.c:%d failed\n", line);
+    exit(1);
+}
+#define die() die_at(__LINE__)
+
+/* The target workload of an fgd engine (make_engine); built in main. */
+static struct gs_workload target_workload;
 
 static double now_us(void)
 {
@@ -49,14 +65,14 @@ static struct gs_cluster *make_cluster(void)
 {
     struct gs_cluster *c;
     if (gs_cluster_new(&c))
-        exit(1);
+        die();
     char name[32];
     for (int i = 0; i < NODES; i++) {
         snprintf(name, sizeof(name), "node-%05d", i);
         int m = i % 10 < 4 ? 0 : i % 10 < 7 ? 1 : i % 10 < 9 ? 2 : 3;
         struct gs_node_spec s = {name, 128000, 1048576, 256, 8, models[m], 0};
         if (gs_cluster_add_node(c, &s, NULL))
-            exit(1);
+            die();
     }
     return c;
 }
@@ -84,13 +100,17 @@ static void make_engine(struct setup *s, const char *policy, uint32_t to_find, b
 {
     s->c = make_cluster();
     struct gs_engine_config cfg = {.policy = policy,
+                                   .workload = target_workload.n_types ? &target_workload : NULL,
                                    .preemption = preempt,
                                    .reclaim = preempt,
                                    .nodes_to_find = to_find,
                                    .cycle_attempts_max = attempts_max,
                                    .on_event = on_event};
-    if (gs_engine_new(s->c, &cfg, &s->e))
+    int err = gs_engine_new(s->c, &cfg, &s->e);
+    if (err) {
+        fprintf(stderr, "bench_tenant: engine with policy %s: %s\n", policy, gs_strerror(err));
         exit(1);
+    }
     char name[32];
     for (int d = 0; d < 5; d++) {
         snprintf(name, sizeof(name), "dept%d", d);
@@ -99,14 +119,14 @@ static void make_engine(struct setup *s, const char *policy, uint32_t to_find, b
             0};
         uint32_t did;
         if (gs_engine_add_queue(s->e, &ds, &did))
-            exit(1);
+            die();
         for (int t = 0; t < 10; t++) {
             snprintf(name, sizeof(name), "team%d.%d", d, t);
             struct gs_queue_spec ts = {
                 name,      did, {1600000, 0, 0}, {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED},
                 1 + t % 3, 0};
             if (gs_engine_add_queue(s->e, &ts, &s->leaves[d * 10 + t]))
-                exit(1);
+                die();
         }
     }
     const char *pcn[] = {"low", "normal", "high"};
@@ -114,7 +134,7 @@ static void make_engine(struct setup *s, const char *policy, uint32_t to_find, b
     for (int i = 0; i < 3; i++) {
         struct gs_priority_class_spec ps = {pcn[i], pcv[i], -1};
         if (gs_engine_add_priority_class(s->e, &ps, &s->pc[i]))
-            exit(1);
+            die();
     }
 }
 
@@ -156,12 +176,37 @@ static uint32_t time_cycles(struct gs_engine *e, struct gs_rng *rng, int n, doub
         struct gs_cycle_stats st;
         double a = now_us();
         if (gs_engine_cycle(e, i, rng, &st))
-            exit(1);
+            die();
         t[i] = now_us() - a;
         bound += st.bound;
     }
     qsort(t, (size_t)n, sizeof(*t), cmp_double);
     return bound;
+}
+
+/* The target workload for fgd: 10,000 requests of the benchmark's mix (its own seed). */
+static void build_target_workload(void)
+{
+    enum { SAMPLE = 10000 };
+    struct gs_cluster *c = make_cluster(); /* the same model ids as every run's cluster */
+    struct gs_pod_req *reqs = calloc(SAMPLE, sizeof(*reqs));
+    const char **specs = calloc(SAMPLE, sizeof(*specs));
+    if (!reqs || !specs)
+        die();
+    struct gs_rng rng;
+    gs_rng_seed(&rng, 7);
+    for (int i = 0; i < SAMPLE; i++) {
+        reqs[i] = random_req(&rng, c);
+        specs[i] = "";
+        for (int m = 0; m < 4; m++)
+            if (reqs[i].gpu_model_mask == gs_cluster_model_mask(c, models[m], strlen(models[m])))
+                specs[i] = models[m];
+    }
+    if (gs_workload_build(reqs, specs, SAMPLE, 95, &target_workload))
+        die();
+    free(reqs);
+    free(specs);
+    gs_cluster_free(c);
 }
 
 static void decisions(const char *policy, uint32_t to_find, int n_decisions)
@@ -178,7 +223,7 @@ static void decisions(const char *policy, uint32_t to_find, int n_decisions)
                                   random_req(&rng, s.c),
                                   -1};
         if (gs_engine_submit(s.e, &ps, 0, NULL))
-            exit(1);
+            die();
     }
     double *t = malloc((size_t)n_decisions * sizeof(*t));
     uint32_t bound = time_cycles(s.e, &rng, n_decisions, t);
@@ -207,13 +252,13 @@ static void preemption(const char *policy, uint32_t to_find)
                                   GS_POD_REQ(8000, 16384, 4, 1000, GS_MODEL_ANY),
                                   -1};
         if (gs_engine_submit(s.e, &ps, 0, NULL))
-            exit(1);
+            die();
     }
     struct gs_cycle_stats st;
     double a = now_us();
     do {
         if (gs_engine_cycle(s.e, 0, &rng, &st))
-            exit(1);
+            die();
     } while (st.bound > 0);
     double fill = now_us() - a;
     uint32_t running = 0;
@@ -229,7 +274,7 @@ static void preemption(const char *policy, uint32_t to_find)
     gs_engine_submit(s.e, &hp, 1000, &id);
     a = now_us();
     if (gs_engine_cycle(s.e, 1000, &rng, &st))
-        exit(1);
+        die();
     double t = now_us() - a;
     struct gs_tpod_info in;
     gs_engine_pod_info(s.e, id, &in);
@@ -353,7 +398,7 @@ static void live(const char *policy, uint32_t to_find, int n_decisions)
         (void)snprintf(zone, sizeof(zone), "z%u", (i / 10) % 4); /* every model in every zone */
         if (gs_cluster_set_label(s.c, i, "zone", zone) ||
             (i % 10 == 0 && gs_cluster_set_taints(s.c, i, &taint, 1)))
-            exit(1);
+            die();
     }
     uint32_t cls[5];
     for (int z = 0; z < 4; z++) {
@@ -362,12 +407,12 @@ static void live(const char *policy, uint32_t to_find, int n_decisions)
         const char *sel[] = {kv};
         struct gs_filter_spec f = {.node_selector = sel, .n_node_selector = 1};
         if (gs_filter_intern(s.c, &f, &cls[z]))
-            exit(1);
+            die();
     }
     struct gs_toleration tol = {"dedicated", GS_TOL_EQUAL, "infer", GS_TAINT_NO_SCHEDULE};
     struct gs_filter_spec ft = {.tolerations = &tol, .n_tolerations = 1};
     if (gs_filter_intern(s.c, &ft, &cls[4]))
-        exit(1);
+        die();
     struct gs_rng rng;
     gs_rng_seed(&rng, 7);
     long rss_before_pods = heap_bytes();
@@ -382,7 +427,7 @@ static void live(const char *policy, uint32_t to_find, int n_decisions)
         (void)snprintf(uid, sizeof(uid), "uid-%d", i);
         struct gs_pod_ident id = {uid, "ns", "p", i % 2 ? cls[gs_rng_below(&rng, 5)] : 0, 0, false};
         if (gs_engine_submit_pod(s.e, &ps, &id, 0, NULL))
-            exit(1);
+            die();
     }
     long rss_pods = heap_bytes();
     double *t = malloc((size_t)n_decisions * sizeof(*t));
@@ -397,14 +442,14 @@ static void live(const char *policy, uint32_t to_find, int n_decisions)
         char zone[8];
         (void)snprintf(zone, sizeof(zone), "z%u", (i / 10 + 1) % 4);
         if (gs_cluster_set_label(s.c, i, "zone", zone))
-            exit(1);
+            die();
     }
     double label_us = (now_us() - a) / NODES;
     a = now_us();
     for (uint32_t i = 0; i < NODES; i++)
         if (gs_cluster_set_gpu_health(s.c, i, i % 8, false) ||
             gs_cluster_set_gpu_health(s.c, i, i % 8, true))
-            exit(1);
+            die();
     double health_us = (now_us() - a) / (2.0 * NODES);
     printf("live node update: label change %.2f us per node (%u filter classes), GPU health "
            "flip %.2f us\n",
@@ -439,12 +484,12 @@ static void live(const char *policy, uint32_t to_find, int n_decisions)
         (void)snprintf(uid, sizeof(uid), "run-%d", i);
         struct gs_pod_ident id = {uid, "ns", "run", 0, 0, false};
         if (gs_engine_adopt(s.e, &ps, &id, &pl, 0, NULL))
-            exit(1);
+            die();
     }
     double adopt_ms = (now_us() - a) / 1000;
     char msg[128];
     if (gs_engine_check(s.e, msg, sizeof(msg)))
-        exit(1);
+        die();
     printf("live adopt: 100,000 running pods (60,000 one-GPU, 20,000 x 250 milli, 20,000 "
            "CPU-only) in %.0f ms\n",
            adopt_ms);
@@ -466,6 +511,12 @@ int main(int argc, char **argv)
     }
     if (n < 100 || n > 1000000)
         n = 20000;
+    if (gs_policy_find(policy) < 0) {
+        fprintf(stderr, "bench_tenant: unknown policy %s\n", policy);
+        return 2;
+    }
+    if (strcmp(policy, "fgd") == 0)
+        build_target_workload();
     uint32_t to_find = full ? 0 : gs_sched_adaptive_nodes_to_find(NODES);
     printf("cluster: %d nodes, %d GPUs (A100 40%%, H100 30%%, L40S 20%%, T4 10%%); node scan: %s\n",
            NODES, NODES * 8, full ? "every node" : "kube-scheduler adaptive (500 feasible nodes)");
@@ -473,5 +524,6 @@ int main(int argc, char **argv)
     preemption(policy, to_find);
     gang(policy, to_find);
     live(policy, to_find, n);
+    gs_workload_fini(&target_workload);
     return 0;
 }

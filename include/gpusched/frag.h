@@ -46,6 +46,11 @@ struct gs_frag {
     double xr;    /**< CPU-only task that does not fit: all idle GPU */
     double na;    /**< GPU model not allowed for the task: all idle GPU */
     double total; /**< q1 + q2 + q4 + xl + xr + na, summed in that order */
+    /** The same total in integer fixed point: the sum over types of count x the milli-GPU the
+     *  type counts as fragment, so total == total_count_milli / n_pods_covered up to the
+     *  rounding of `total`. Sums of it over nodes are exact in any order (cluster totals kept
+     *  incrementally round the same way as totals summed afresh). */
+    int64_t total_count_milli;
 };
 
 /**

@@ -36,7 +36,10 @@
 #include "gpusched/rng.h"
 
 /** Number of placement policies in the registry. */
-#define GS_POLICY_COUNT 6
+#define GS_POLICY_COUNT 7
+/** The first GS_POLICY_PAPER_COUNT are the FGD paper's six (what `simulate --policy all` runs);
+ *  after them come policies of ours ("fgdband", src/core/policy_fgdband.c). */
+#define GS_POLICY_PAPER_COUNT 6
 
 /** Returns the name of policy i (0..GS_POLICY_COUNT-1), e.g. "fgd"; NULL past the end. */
 const char *gs_policy_name(uint32_t i);
@@ -147,8 +150,11 @@ int gs_sched_score_nodes(struct gs_sched *s, const struct gs_pod_req *req, struc
 double gs_sched_node_frag(struct gs_sched *s, uint32_t i, struct gs_frag *out);
 
 /**
- * Returns the fragmentation of the whole cluster: the sum of F over nodes in index order.
- * Only nodes that changed since the last call are recomputed.
+ * Returns the fragmentation of the whole cluster: the sum of F over nodes, kept in integer
+ * fixed point (struct gs_frag's total_count_milli) and divided by the workload's covered pods
+ * once, so the value does not depend on the order nodes changed in. Only nodes refreshed since
+ * the last call (gs_cluster_refreshed_node()) are recomputed: O(changed nodes), O(nodes) on the
+ * first call, after a new workload, or when more than 256 refreshes passed.
  * @return F in milli-GPU; 0 without a workload.
  */
 double gs_sched_cluster_frag(struct gs_sched *s);

@@ -8,11 +8,13 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,12 +40,15 @@ static const char *const usage_simulate =
     "  --pods FILE[,...]   pod list(s); repeat the option or separate with commas\n"
     "  --policy P[,P...]   random, dotprod, clustering, packing, bestfit, fgd, or all (default "
     "all)\n"
+    "                      (the paper's six), and fgdband, ours (docs/fgd-policies.md)\n"
     "  --seeds LIST        seeds as N, N-M, or a comma list of both (default 42-51)\n"
     "  --tune X            GPU request as a multiple of cluster GPU capacity (default 1.3)\n"
     "  --out DIR           output directory, created if needed (default out)\n"
     "  --jobs N            runs in parallel threads (default 1)\n"
     "  --no-plot           do not draw allocation.png and fragmentation.png (without gnuplot\n"
-    "                      on PATH the CSV files are written and a warning says so)\n"
+    "                      on PATH the CSV files are written and a warning says so); the\n"
+    "                      plots are drawn by up to max(N, 2) gnuplot processes at once,\n"
+    "                      while the CSV files are written\n"
     "  -h, --help          this text\n"
     "\n"
     "writes DIR/allocation.csv, DIR/fragmentation.csv, DIR/frag_ratio.csv (the columns of the\n"
@@ -58,6 +63,111 @@ static const char *const usage_simulate =
     "  0  done (also when only the plot is missing)\n"
     "  1  internal error, or the results cannot be written (e.g. cannot write DIR)\n"
     "  2  bad usage or bad input (the message names the option, or file, line and field)\n";
+
+/*
+ * The plots are drawn off the critical path: each in a child process (which runs gnuplot and
+ * waits for it), up to `jobs` at once, started before the CSV files are written, and all
+ * waited for before the staging folder is committed. A child that fails sends its message
+ * through a pipe; the first one is the warning printed.
+ */
+struct plotter {
+    pid_t pid[2 * MAX_WORKLOADS];
+    int fd[2 * MAX_WORKLOADS]; /* read end of the child's message pipe */
+    int n, running, jobs;
+    bool failed;
+    char err[512];
+};
+
+/* Waits for child k, keeping the first failure's message. */
+static void plot_reap(struct plotter *pt, int k)
+{
+    char msg[512];
+    ssize_t got = 0, r;
+    while ((size_t)got < sizeof(msg) - 1 &&
+           ((r = read(pt->fd[k], msg + got, sizeof(msg) - 1 - (size_t)got)) > 0 ||
+            (r < 0 && errno == EINTR)))
+        got += r > 0 ? r : 0;
+    msg[got] = '\0';
+    (void)close(pt->fd[k]);
+    int status = 0;
+    while (waitpid(pt->pid[k], &status, 0) < 0 && errno == EINTR) {
+    }
+    gs__stage_child_del(pt->pid[k]);
+    pt->pid[k] = 0;
+    pt->running--;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && !pt->failed) {
+        pt->failed = true;
+        (void)snprintf(pt->err, sizeof(pt->err), "%s", got ? msg : "a plot process failed");
+    }
+}
+
+/* Waits for the oldest running child. */
+static void plot_reap_one(struct plotter *pt)
+{
+    for (int k = 0; k < pt->n; k++)
+        if (pt->pid[k] > 0) {
+            plot_reap(pt, k);
+            return;
+        }
+}
+
+/* Starts one plot in a child; without fork or pipe, draws it here. */
+static void plot_start(struct plotter *pt, const char *path, const char *name,
+                       const struct gs_report_run *runs, size_t n, enum gs_report_metric metric)
+{
+    if (pt->failed)
+        return;
+    while (pt->running >= pt->jobs)
+        plot_reap_one(pt);
+    int p[2];
+    pid_t pid = -1;
+    /* No interrupt between the fork and the naming of the child (the handler must see it). */
+    sigset_t block, saved;
+    (void)sigemptyset(&block);
+    (void)sigaddset(&block, SIGINT);
+    (void)sigaddset(&block, SIGTERM);
+    (void)sigaddset(&block, SIGHUP);
+    (void)sigprocmask(SIG_BLOCK, &block, &saved);
+    if (pipe(p) == 0) {
+        (void)fflush(NULL);
+        pid = fork();
+        if (pid < 0) {
+            (void)close(p[0]);
+            (void)close(p[1]);
+        }
+    }
+    if (pid > 0)
+        (void)gs__stage_child_add(pid); /* at most jobs (<= 2 x workloads) run at once */
+    if (pid == 0)
+        gs__stage_children_forget();
+    (void)sigprocmask(SIG_SETMASK, &saved, NULL);
+    if (pid == 0) {
+        (void)close(p[0]);
+        char err[512] = "";
+        int rc = gs_report_plot_metric(path, name, runs, n, metric, "gnuplot", err, sizeof(err));
+        if (rc != GS_OK && write(p[1], err, strlen(err)) < 0)
+            rc = GS_EIO; /* the exit status still says it failed */
+        _exit(rc == GS_OK ? 0 : 1);
+    }
+    if (pid < 0) {
+        if (gs_report_plot_metric(path, name, runs, n, metric, "gnuplot", pt->err,
+                                  sizeof(pt->err)) != GS_OK)
+            pt->failed = true;
+        return;
+    }
+    (void)close(p[1]);
+    pt->pid[pt->n] = pid;
+    pt->fd[pt->n++] = p[0];
+    pt->running++;
+}
+
+static void plot_wait_all(struct plotter *pt)
+{
+    for (int k = 0; k < pt->n; k++)
+        if (pt->pid[k] > 0)
+            plot_reap(pt, k);
+}
 
 struct task {
     const struct gs_sim_input *in;
@@ -172,7 +282,7 @@ static int parse_policies(const char *arg, int *chosen, const char **bad)
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (strcasecmp(tok, "all") == 0) {
-            for (int p = 0; p < GS_POLICY_COUNT; p++)
+            for (int p = 0; p < GS_POLICY_PAPER_COUNT; p++)
                 chosen[p] = 1;
             any = 1;
             continue;
@@ -289,7 +399,7 @@ int gs_cmd_simulate(int argc, char **argv)
             if (parse_policies(v, chosen, &bad) != 0) {
                 (void)fprintf(stderr,
                               "gpusched simulate: --policy: unknown policy '%s' (random, dotprod, "
-                              "clustering, packing, bestfit, fgd, all)\n",
+                              "clustering, packing, bestfit, fgd, fgdband, all)\n",
                               bad ? bad : v);
                 goto out;
             }
@@ -468,6 +578,22 @@ int gs_cmd_simulate(int argc, char **argv)
     char err[512] = "";
     if (!path)
         goto out;
+    static const struct {
+        const char *stem;
+        enum gs_report_metric metric;
+    } plots[] = {{"allocation", GS_REPORT_ALLOC}, {"fragmentation", GS_REPORT_FRAG}};
+    /* 2..16 plots at once (the signal handler names up to 32 children). */
+    struct plotter pt = {.jobs = jobs > 16 ? 16 : jobs > 2 ? jobs : 2};
+    for (int w = 0; plot && w < n_pods; w++) {
+        const char *name = gs_sim_input_name(inputs[w]);
+        for (size_t k = 0; k < sizeof(plots) / sizeof(plots[0]); k++) {
+            if (n_pods == 1)
+                (void)snprintf(path, plen, "%s/%s.png", stage, plots[k].stem);
+            else
+                (void)snprintf(path, plen, "%s/%s-%s.png", stage, plots[k].stem, name);
+            plot_start(&pt, path, name, runs, n_tasks, plots[k].metric);
+        }
+    }
     struct {
         const char *file;
         int metric;
@@ -477,39 +603,29 @@ int gs_cmd_simulate(int argc, char **argv)
     for (size_t k = 0; k < 3; k++) {
         (void)snprintf(path, plen, "%s/%s", stage, col_files[k].file);
         if (gs_report_write_columns(path, runs, n_tasks, (enum gs_report_metric)col_files[k].metric,
-                                    err, sizeof(err)) != GS_OK)
+                                    err, sizeof(err)) != GS_OK) {
+            plot_wait_all(&pt);
             goto write_failed;
-    }
-    (void)snprintf(path, plen, "%s/runs.csv", stage);
-    if (gs_report_write_runs(path, runs, n_tasks, err, sizeof(err)) != GS_OK)
-        goto write_failed;
-    size_t n_agg = gs_report_aggregate(runs, n_tasks, agg);
-    (void)snprintf(path, plen, "%s/summary.csv", stage);
-    if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK)
-        goto write_failed;
-    static const struct {
-        const char *stem;
-        enum gs_report_metric metric;
-    } plots[] = {{"allocation", GS_REPORT_ALLOC}, {"fragmentation", GS_REPORT_FRAG}};
-    bool plot_ok = plot;
-    for (int w = 0; plot_ok && w < n_pods; w++) {
-        const char *name = gs_sim_input_name(inputs[w]);
-        for (size_t k = 0; plot_ok && k < sizeof(plots) / sizeof(plots[0]); k++) {
-            if (n_pods == 1)
-                (void)snprintf(path, plen, "%s/%s.png", stage, plots[k].stem);
-            else
-                (void)snprintf(path, plen, "%s/%s-%s.png", stage, plots[k].stem, name);
-            if (gs_report_plot_metric(path, name, runs, n_tasks, plots[k].metric, "gnuplot", err,
-                                      sizeof(err)) != GS_OK) {
-                /* The CSV files are the results; the plots only draw them. */
-                (void)fprintf(stderr,
-                              "gpusched simulate: warning: %s; the CSV files are written, the "
-                              "plots are missing (--no-plot skips them)\n",
-                              err);
-                plot_ok = false;
-            }
         }
     }
+    (void)snprintf(path, plen, "%s/runs.csv", stage);
+    if (gs_report_write_runs(path, runs, n_tasks, err, sizeof(err)) != GS_OK) {
+        plot_wait_all(&pt);
+        goto write_failed;
+    }
+    size_t n_agg = gs_report_aggregate(runs, n_tasks, agg);
+    (void)snprintf(path, plen, "%s/summary.csv", stage);
+    if (gs_report_write_summary(path, agg, n_agg, err, sizeof(err)) != GS_OK) {
+        plot_wait_all(&pt);
+        goto write_failed;
+    }
+    plot_wait_all(&pt);
+    if (pt.failed)
+        /* The CSV files are the results; the plots only draw them. */
+        (void)fprintf(stderr,
+                      "gpusched simulate: warning: %s; the CSV files are written, the "
+                      "plots are missing (--no-plot skips them)\n",
+                      pt.err);
     char note[512];
     if (gs__stage_commit(stage, out_dir, err, sizeof(err), note, sizeof(note)) != 0) {
         free(stage);

@@ -236,6 +236,7 @@ static void node_refresh(struct gs_cluster *c, struct gs_node *n)
     n->gpus_full_free = full;
     n->healthy_gpus = healthy;
     n->gen = c->next_gen++;
+    c->refreshed[c->refreshes++ % GS__REFRESH_RING] = (uint32_t)(n - c->nodes);
     struct gs_node_fit *f = &c->fit[n - c->nodes];
     memset(f, 0, sizeof(*f));
     if (!n->present)
@@ -655,6 +656,19 @@ void gs_cluster_capacity(const struct gs_cluster *c, int64_t *cpu_milli, int64_t
 uint64_t gs_cluster_changes(const struct gs_cluster *c)
 {
     return c->next_gen;
+}
+
+uint64_t gs_cluster_refreshes(const struct gs_cluster *c)
+{
+    return c->refreshes;
+}
+
+bool gs_cluster_refreshed_node(const struct gs_cluster *c, uint64_t k, uint32_t *node)
+{
+    if (k >= c->refreshes || c->refreshes - k > GS__REFRESH_RING)
+        return false;
+    *node = c->refreshed[k % GS__REFRESH_RING];
+    return true;
 }
 
 uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c)

@@ -55,7 +55,16 @@ struct filter_table {
     uint32_t node_pins_cap;
 };
 
+/* Refreshes the journal of struct gs_cluster remembers (gs_cluster_refreshed_node()). */
+#define GS__REFRESH_RING 256
+
 struct gs_cluster {
+    /* Node refreshes (node_refresh: add, remove, resize, bind, release, health) so far, and the
+     * node index of refresh k at refreshed[k % GS__REFRESH_RING]: the journal that lets a
+     * per-node total be kept up to date by visiting only the nodes that changed. */
+    uint64_t refreshes;
+    uint32_t refreshed[GS__REFRESH_RING];
+
     struct gs_node *nodes;   /* node slots, nodes_len used of nodes_cap */
     struct gs_node_fit *fit; /* packed filter view, same indices and capacity */
     uint32_t nodes_len;

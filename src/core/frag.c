@@ -128,6 +128,7 @@ double gs_frag_node(const struct gs_workload *w, uint32_t model_id, int64_t cpu_
                     const int32_t *gpu_free, uint32_t n_gpu, struct gs_frag *out)
 {
     double q1 = 0, q2 = 0, q3 = 0, q4 = 0, xl = 0, xr = 0, na = 0;
+    int64_t wt = 0; /* count-weighted fragment milli: the exact integer form of the total */
     int32_t idle = 0;
     for (uint32_t g = 0; g < n_gpu; g++)
         idle += gpu_free[g];
@@ -142,10 +143,12 @@ double gs_frag_node(const struct gs_workload *w, uint32_t model_id, int64_t cpu_
                 xl += p * idle;
             else
                 xr += p * idle;
+            wt += (int64_t)m->count * idle;
             continue;
         }
         if (m->gpu_model_mask != GS_MODEL_ANY && !(m->gpu_model_mask & model_bit)) {
             na += p * idle;
+            wt += (int64_t)m->count * idle;
             continue;
         }
         uint32_t usable = 0;
@@ -160,16 +163,19 @@ double gs_frag_node(const struct gs_workload *w, uint32_t model_id, int64_t cpu_
         if (cpu_fits && gpu_fits) {
             q2 += p * small;
             q3 += p * (idle - small);
-        } else if (!cpu_fits && !gpu_fits) {
-            q1 += p * idle;
-        } else if (!gpu_fits) {
-            q2 += p * idle;
-        } else {
-            q4 += p * idle;
+            wt += (int64_t)m->count * small;
+            continue;
         }
+        if (!cpu_fits && !gpu_fits)
+            q1 += p * idle;
+        else if (!gpu_fits)
+            q2 += p * idle;
+        else
+            q4 += p * idle;
+        wt += (int64_t)m->count * idle;
     }
     double total = q1 + q2 + q4 + xl + xr + na;
     if (out)
-        *out = (struct gs_frag){q1, q2, q3, q4, xl, xr, na, total};
+        *out = (struct gs_frag){q1, q2, q3, q4, xl, xr, na, total, wt};
     return total;
 }

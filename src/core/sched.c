@@ -80,13 +80,69 @@ double gs_sched_node_frag(struct gs_sched *s, uint32_t i, struct gs_frag *out)
     return s->nfrag[i].total;
 }
 
+/* Counts every node afresh into frag_total; GS_ENOMEM leaves the count invalid. */
+static int frag_recount(struct gs_sched *s)
+{
+    uint32_t n = gs_cluster_node_count(s->c);
+    if (n > s->frag_cap) {
+        uint32_t cap = s->frag_cap ? s->frag_cap : 64;
+        while (cap < n)
+            cap *= 2;
+        int64_t *counted = gs__realloc(s->frag_counted, (size_t)cap * sizeof(*counted));
+        if (!counted) {
+            s->frag_valid = false;
+            return GS_ENOMEM;
+        }
+        s->frag_counted = counted;
+        s->frag_cap = cap;
+    }
+    memset(s->frag_counted, 0, (size_t)s->frag_cap * sizeof(*s->frag_counted));
+    s->frag_total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct gs_frag f;
+        gs_sched_node_frag(s, i, &f);
+        s->frag_counted[i] = f.total_count_milli;
+        s->frag_total += f.total_count_milli;
+    }
+    s->frag_seen = gs_cluster_refreshes(s->c);
+    s->frag_valid = true;
+    return GS_OK;
+}
+
+/*
+ * The cluster total is kept in integer fixed point (count-weighted milli-GPU, see struct
+ * gs_frag), so adding and removing a node's share in any order gives exactly the sum counted
+ * afresh. Only the nodes the cluster's refresh journal names since the last call are looked
+ * at: O(1) per event in the simulator, which changes one node per pod. A journal that has
+ * forgotten some refreshes, a grown node array or a new workload recounts every node.
+ */
 double gs_sched_cluster_frag(struct gs_sched *s)
 {
-    double sum = 0;
-    uint32_t n = gs_cluster_node_count(s->c);
-    for (uint32_t i = 0; i < n; i++)
-        sum += gs_sched_node_frag(s, i, NULL);
-    return sum;
+    if (!s->w || s->w->n_pods_covered == 0)
+        return 0;
+    uint64_t now = gs_cluster_refreshes(s->c);
+    bool recount = !s->frag_valid || gs_cluster_node_count(s->c) > s->frag_cap;
+    for (uint64_t k = s->frag_seen; !recount && k < now; k++) {
+        uint32_t i;
+        if (!gs_cluster_refreshed_node(s->c, k, &i) || i >= s->frag_cap) {
+            recount = true;
+            break;
+        }
+        struct gs_frag f;
+        gs_sched_node_frag(s, i, &f);
+        s->frag_total += f.total_count_milli - s->frag_counted[i];
+        s->frag_counted[i] = f.total_count_milli;
+    }
+    s->frag_seen = now;
+    if (recount && frag_recount(s) != GS_OK) {
+        /* Out of memory for the per-node counts: sum the nodes directly. */
+        double sum = 0;
+        uint32_t n = gs_cluster_node_count(s->c);
+        for (uint32_t i = 0; i < n; i++)
+            sum += gs_sched_node_frag(s, i, NULL);
+        return sum;
+    }
+    return (double)s->frag_total / (double)s->w->n_pods_covered;
 }
 
 /* ---- GPU pick inside the chosen node ------------------------------------------------------ */
@@ -123,9 +179,15 @@ void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
 /* ---- registry ----------------------------------------------------------------------------- */
 
 static const struct policy_ops *const policies[GS_POLICY_COUNT] = {
-    &gs__policy_random,  &gs__policy_dotprod, &gs__policy_clustering,
-    &gs__policy_packing, &gs__policy_bestfit, &gs__policy_fgd,
+    &gs__policy_random,  &gs__policy_dotprod, &gs__policy_clustering, &gs__policy_packing,
+    &gs__policy_bestfit, &gs__policy_fgd,     &gs__policy_fgdband,
 };
+
+/* Policies that score against a target workload and cannot work without one. */
+static bool needs_workload(const struct policy_ops *ops)
+{
+    return ops == &gs__policy_fgd || ops == &gs__policy_fgdband;
+}
 
 uint32_t gs_sched_adaptive_nodes_to_find(uint32_t n_nodes)
 {
@@ -162,7 +224,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
     int p = cfg->policy ? gs_policy_find(cfg->policy) : -1;
     if (p < 0)
         return GS_ENOENT;
-    if (strcmp(policies[p]->name, "fgd") == 0 && (!cfg->workload || cfg->workload->n_types == 0))
+    if (needs_workload(policies[p]) && (!cfg->workload || cfg->workload->n_types == 0))
         return GS_EINVAL;
     struct gs_sched *s = gs__calloc(1, sizeof(*s));
     if (!s)
@@ -201,9 +263,10 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
 
 int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w)
 {
-    if (strcmp(s->ops->name, "fgd") == 0 && (!w || w->n_types == 0))
+    if (needs_workload(s->ops) && (!w || w->n_types == 0))
         return GS_EINVAL;
     s->w = w;
+    s->frag_valid = false;
     /* Every cache below holds values computed against the old workload. */
     if (s->nfrag_gen)
         memset(s->nfrag_gen, 0, (size_t)s->nodes_cap * sizeof(*s->nfrag_gen));
@@ -224,6 +287,7 @@ void gs_sched_free(struct gs_sched *s)
     gs__free(s->scores);
     gs__free(s->nfrag);
     gs__free(s->nfrag_gen);
+    gs__free(s->frag_counted);
     gs__free(s->classes);
     gs__free(s->class_slots);
     gs__free(s->cache);

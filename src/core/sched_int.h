@@ -75,6 +75,14 @@ struct gs_sched {
     uint32_t cache_classes;
     struct memo_entry *memo;
     uint32_t memo_cap, memo_len;
+    /* The cluster fragmentation kept incrementally (gs_sched_cluster_frag): frag_counted[i] is
+     * node i's total_count_milli as counted in frag_total, valid for the cluster's refreshes
+     * up to frag_seen; frag_cap entries. frag_valid false: recount every node on next use. */
+    int64_t *frag_counted;
+    int64_t frag_total;
+    uint64_t frag_seen;
+    uint32_t frag_cap;
+    bool frag_valid;
     uint32_t nodes_to_find; /* 0 = all */
     uint32_t next_start;    /* where the next bounded scan starts */
 };
@@ -106,6 +114,6 @@ void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
 
 /* The policies, in registry order (policy_*.c). */
 extern const struct policy_ops gs__policy_random, gs__policy_dotprod, gs__policy_clustering,
-    gs__policy_packing, gs__policy_bestfit, gs__policy_fgd;
+    gs__policy_packing, gs__policy_bestfit, gs__policy_fgd, gs__policy_fgdband;
 
 #endif

@@ -139,6 +139,9 @@ int gs__mkstemp_shared(char *tmpl)
  */
 static volatile sig_atomic_t stage_fd = -1;
 static volatile sig_atomic_t child_pid = 0;
+/* Plot processes of this one (gs__stage_child_add()); 0 = free slot. */
+#define STAGE_CHILDREN_MAX 32
+static volatile sig_atomic_t child_pids[STAGE_CHILDREN_MAX];
 static char stage_path[4096];
 static struct sigaction saved_int, saved_term, saved_hup;
 static int handlers_set;
@@ -180,6 +183,14 @@ static void on_signal(int sig)
         (void)kill(pid, SIGTERM);
         (void)waitpid(pid, NULL, 0);
     }
+    /* Plot processes stop their own gnuplot on SIGTERM (they inherit this handler) and must be
+     * gone before the stage they write into is removed. */
+    for (int k = 0; k < STAGE_CHILDREN_MAX; k++)
+        if ((pid = (pid_t)child_pids[k]) > 0)
+            (void)kill(pid, SIGTERM);
+    for (int k = 0; k < STAGE_CHILDREN_MAX; k++)
+        if ((pid = (pid_t)child_pids[k]) > 0)
+            (void)waitpid(pid, NULL, 0);
     int fd = (int)stage_fd;
     if (fd >= 0) {
         empty_dir_fd(fd);
@@ -206,6 +217,29 @@ static void catch_signal(int sig, struct sigaction *saved)
 void gs__stage_child(pid_t pid)
 {
     child_pid = pid;
+}
+
+bool gs__stage_child_add(pid_t pid)
+{
+    for (int k = 0; k < STAGE_CHILDREN_MAX; k++)
+        if (child_pids[k] == 0) {
+            child_pids[k] = pid;
+            return true;
+        }
+    return false;
+}
+
+void gs__stage_child_del(pid_t pid)
+{
+    for (int k = 0; k < STAGE_CHILDREN_MAX; k++)
+        if (child_pids[k] == pid)
+            child_pids[k] = 0;
+}
+
+void gs__stage_children_forget(void)
+{
+    for (int k = 0; k < STAGE_CHILDREN_MAX; k++)
+        child_pids[k] = 0;
 }
 
 /* Removes every `.gpusched-*` directory that an interrupted run left in `dir`. */

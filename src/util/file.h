@@ -7,6 +7,7 @@
 #ifndef GPUSCHED_UTIL_FILE_H
 #define GPUSCHED_UTIL_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +51,19 @@ char *gs__stage_open(const char *dir);
 
 /** Names the child process (gnuplot) the signal handler stops first; 0 for none. */
 void gs__stage_child(pid_t pid);
+
+/**
+ * Adds a child process that writes into the stage (a plot drawn in parallel): on a signal the
+ * handler sends it SIGTERM and waits for it before removing the stage. At most 32 at once.
+ * @return true; false when 32 are named already (the caller should wait for one first).
+ */
+bool gs__stage_child_add(pid_t pid);
+
+/** Forgets a child named by gs__stage_child_add() (after waiting for it). */
+void gs__stage_child_del(pid_t pid);
+
+/** In a child just forked: forgets the parent's children (they are not its own). */
+void gs__stage_children_forget(void);
 
 /**
  * Commits the stage as one result set: writes `MANIFEST` (the stage's file names, sorted) into

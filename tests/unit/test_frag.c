@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -416,6 +417,109 @@ static void test_sched_node_frag_matches_hand_computed_f(void **state)
     gs_cluster_free(c);
 }
 
+static void test_frag_total_count_milli_weights_each_type_by_its_pod_count(void **state)
+{
+    (void)state;
+    /* x of fgd_cluster (idle 2300: GPUs 1000, 1000, 300, 0), by type with its count:
+     * T0 CPU-only, count 1: 1 x 2300; T1 fits, GPU2's 300 < 500 small, count 2: 2 x 300;
+     * T2 fits, 300 small, count 4: 4 x 300; T3 model B only, count 1: 1 x 2300.
+     * 2300 + 600 + 1200 + 2300 = 6400 = 8 covered pods x F 800. */
+    const int32_t gpus[] = {1000, 1000, 300, 0};
+    struct gs_frag f;
+    assert_true(gs_frag_node(&W, 0, 16000, gpus, 4, &f) == 800.0);
+    assert_int_equal(f.total_count_milli, 6400);
+    /* y (model B, 16000m, 1000, 1000): only T0 counts, 1 x 2000 = 2000 = 8 x 250. */
+    const int32_t idle[] = {1000, 1000};
+    gs_frag_node(&W, 1, 16000, idle, 2, &f);
+    assert_int_equal(f.total_count_milli, 2000);
+}
+
+/* The cluster figure from scratch: every node's exact integer F, summed, over the 8 pods. */
+static double cluster_frag_afresh(const struct gs_cluster *c)
+{
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < gs_cluster_node_count(c); i++) {
+        const struct gs_node *n = gs_cluster_node(c, i);
+        if (!n || !n->present)
+            continue;
+        struct gs_frag f;
+        gs_frag_node(&W, n->model_id, n->cpu_milli_free, n->gpu_free_desc, n->gpu_count, &f);
+        sum += f.total_count_milli;
+    }
+    return (double)sum / 8.0;
+}
+
+static void test_cluster_frag_kept_incrementally_equals_the_sum_afresh(void **state)
+{
+    (void)state;
+    /* 300 random binds and unbinds on 6 nodes, nodes removed and added, sometimes several
+     * hundred changes between two reads (more than the refresh journal keeps): the figure kept
+     * incrementally must equal, exactly, the integer sum over every node computed afresh. */
+    struct gs_cluster *c = NULL;
+    assert_int_equal(gs_cluster_new(&c), GS_OK);
+    char names[32][8];
+    for (uint32_t i = 0; i < 32; i++)
+        (void)snprintf(names[i], sizeof(names[i]), "n%u", i);
+    uint32_t added = 6;
+    for (uint32_t i = 0; i < 6; i++) {
+        struct gs_node_spec sp = {names[i], 32000, 65536, 110, i % 2 ? 8 : 4, i % 3 ? "A" : "B", 0};
+        assert_int_equal(gs_cluster_add_node(c, &sp, NULL), GS_OK);
+    }
+    struct gs_sched *s = fgd_sched(c, NULL);
+    struct gs_rng rng;
+    gs_rng_seed(&rng, 11);
+    struct {
+        struct gs_pod_req r;
+        struct gs_placement pl;
+    } live[400];
+    uint32_t n_live = 0, checks = 0;
+    const int32_t sizes[] = {250, 500, 1000};
+    for (uint32_t step = 0; step < 1500; step++) {
+        uint32_t op = gs_rng_below(&rng, 10);
+        if (op < 6 && n_live < 400) {
+            int32_t m = sizes[gs_rng_below(&rng, 3)];
+            struct gs_pod_req r = pod(1000 * (int64_t)(1 + gs_rng_below(&rng, 4)), m,
+                                      m == 1000 ? 1 + gs_rng_below(&rng, 2) : 1);
+            struct gs_placement pl;
+            if (gs_sched_place(s, &r, &rng, &pl) == GS_OK && gs_cluster_bind(c, &r, &pl) == GS_OK) {
+                live[n_live].r = r;
+                live[n_live++].pl = pl;
+            }
+        } else if (op < 9 && n_live > 0) {
+            uint32_t k = gs_rng_below(&rng, n_live);
+            assert_int_equal(gs_cluster_unbind(c, &live[k].r, &live[k].pl), GS_OK);
+            live[k] = live[--n_live];
+        } else if (step % 7 == 0 && added < 32 && gs_cluster_nodes_present(c) < 8) {
+            struct gs_node_spec sp = {names[added++], 16000, 65536, 110, 2, "A", 0};
+            assert_int_equal(gs_cluster_add_node(c, &sp, NULL), GS_OK);
+        } else if (step % 11 == 0) {
+            /* Remove a node with its pods (as a deleted Node object). */
+            uint32_t i = gs_rng_below(&rng, gs_cluster_node_count(c));
+            if (gs_cluster_node(c, i)->present && gs_cluster_nodes_present(c) > 2) {
+                for (uint32_t k = 0; k < n_live;) {
+                    if (live[k].pl.node != i) {
+                        k++;
+                        continue;
+                    }
+                    assert_int_equal(gs_cluster_unbind(c, &live[k].r, &live[k].pl), GS_OK);
+                    live[k] = live[--n_live];
+                }
+                assert_int_equal(gs_cluster_remove_node(c, i), GS_OK);
+            }
+        }
+        /* Read after every step but those from 500 to 899: the read after them finds ~360
+         * refreshes, more than the journal's 256, and must count every node afresh. */
+        if (step < 500 || step >= 900) {
+            assert_true(gs_sched_cluster_frag(s) == cluster_frag_afresh(c));
+            checks++;
+        }
+    }
+    assert_true(gs_sched_cluster_frag(s) == cluster_frag_afresh(c));
+    assert_true(checks == 1100);
+    gs_sched_free(s);
+    gs_cluster_free(c);
+}
+
 static void test_fgd_score_is_truncated_sigmoid_of_fragment_drop(void **state)
 {
     (void)state;
@@ -507,6 +611,8 @@ int main(void)
         cmocka_unit_test(test_frag_model_restricted_type_applies_on_its_model),
         cmocka_unit_test(test_frag_node_without_idle_gpu_has_no_fragment),
         cmocka_unit_test(test_sched_node_frag_matches_hand_computed_f),
+        cmocka_unit_test(test_frag_total_count_milli_weights_each_type_by_its_pod_count),
+        cmocka_unit_test(test_cluster_frag_kept_incrementally_equals_the_sum_afresh),
         cmocka_unit_test(test_fgd_score_is_truncated_sigmoid_of_fragment_drop),
         cmocka_unit_test(test_fgd_unchanged_fragment_scores_exactly_50),
         cmocka_unit_test(test_fgd_cpu_only_pod_loses_points_where_types_stop_fitting),

@@ -150,13 +150,16 @@ static void expect_place(struct gs_sched *s, const struct gs_pod_req *req, uint3
 
 /* ---- registry and configuration ----------------------------------------------------------- */
 
-static void test_registry_lists_six_policies_in_paper_order(void **state)
+static void test_registry_lists_six_paper_policies_in_order_then_ours(void **state)
 {
     (void)state;
-    static const char *const names[] = {"random",  "dotprod", "clustering",
-                                        "packing", "bestfit", "fgd"};
+    static const char *const names[] = {"random",  "dotprod", "clustering", "packing",
+                                        "bestfit", "fgd",     "fgdband"};
     static const char *const labels[] = {"01-Random",     "02-DotProd", "03-GpuClustering",
-                                         "04-GpuPacking", "05-BestFit", "06-FGD"};
+                                         "04-GpuPacking", "05-BestFit", "06-FGD",
+                                         "07-FGD-band"};
+    assert_int_equal(GS_POLICY_COUNT, 7);
+    assert_int_equal(GS_POLICY_PAPER_COUNT, 6);
     for (uint32_t i = 0; i < GS_POLICY_COUNT; i++) {
         assert_string_equal(gs_policy_name(i), names[i]);
         assert_string_equal(gs_policy_label(i), labels[i]);
@@ -178,6 +181,9 @@ static void test_sched_new_rejects_unknown_policy_bad_rank_and_fgd_without_workl
     assert_int_equal(gs_sched_new(c, &cfg, &s), GS_ENOENT);
     assert_null(s);
     cfg.policy = "fgd";
+    assert_int_equal(gs_sched_new(c, &cfg, &s), GS_EINVAL);
+    assert_null(s);
+    cfg.policy = "fgdband";
     assert_int_equal(gs_sched_new(c, &cfg, &s), GS_EINVAL);
     assert_null(s);
     static const uint32_t dup_rank[] = {0, 0}; /* not a permutation */
@@ -1046,6 +1052,58 @@ static void test_fgd_prefers_node_that_keeps_whole_gpus_free(void **state)
     gs_cluster_free(c);
 }
 
+/*
+ * FGD-band on nodes "two" (2 free GPUs, rank 0) and "four" (4 free GPUs, rank 1), a 1-GPU pod,
+ * workload T0 = 1-GPU tasks (count 50 - k2) and T1 = 2-GPU tasks (count k2), 1000m CPU each.
+ *   two: before (1000, 1000), both fit, F = 0; after (0, 1000): T0 fits, nothing small; T1 GPU
+ *        short, Q2 = p1 x 1000. dF = -p1 x 1000.
+ *   four: after 3 free GPUs both still fit: F 0 -> 0, dF = 0, 100 x sigmoid(0) = 50.
+ * k2 = 1 (p1 0.02): two scores 100 x sigmoid(-0.02) = 49.50 -> 49, one point under four's 50:
+ *   FGD takes four; FGD-band counts 49 as tied with 50 and takes two, the smaller rank.
+ * k2 = 3 (p1 0.06): two scores 100 x sigmoid(-0.06) = 48.50 -> 48, two points under: outside
+ *   the band, both policies take four.
+ */
+static void test_fgdband_ties_whole_gpu_pod_within_one_point_of_best(void **state)
+{
+    (void)state;
+    static const uint32_t rank[] = {0, 1};
+    const uint32_t k2s[] = {1, 3};
+    const int32_t two_fgd[] = {49, 48}, two_band[] = {50, 48};
+    const uint32_t band_node[] = {0, 1};
+    for (int k = 0; k < 2; k++) {
+        double p1 = k2s[k] / 50.0;
+        struct gs_task_type t[2] = {
+            {1000, 1000, 1, GS_MODEL_ANY, any_spec, 50 - k2s[k], 1.0 - p1},
+            {1000, 1000, 2, GS_MODEL_ANY, any_spec, k2s[k], p1},
+        };
+        struct gs_workload w = {t, 2, 50, 50};
+        struct gs_cluster *c = new_cluster();
+        add_node(c, "two", 32000, 2, "V100M32");
+        add_node(c, "four", 32000, 4, "V100M32");
+        struct gs_pod_req r = whole_req(1000, 1);
+        const uint8_t gpus[] = {0};
+        struct gs_sched *f = new_sched(c, "fgd", rank, &w);
+        const int32_t want_fgd[] = {two_fgd[k], 50};
+        expect_scores(f, "fgd", &r, want_fgd, 2);
+        expect_place(f, &r, 1, gpus, 1);
+        struct gs_sched *b = new_sched(c, "fgdband", rank, &w);
+        const int32_t want_band[] = {two_band[k], 50};
+        expect_scores(b, "fgdband", &r, want_band, 2);
+        expect_place(b, &r, band_node[k], gpus, 1);
+        /* A shared pod keeps FGD's strict scores (no band). */
+        struct gs_pod_req sh = share_req(1000, 500);
+        int32_t sf[2], sb[2];
+        struct gs_rng rng;
+        gs_rng_seed(&rng, 1);
+        assert_int_equal(gs_sched_score_nodes(f, &sh, &rng, sf), 2);
+        assert_int_equal(gs_sched_score_nodes(b, &sh, &rng, sb), 2);
+        assert_memory_equal(sf, sb, sizeof(sf));
+        gs_sched_free(f);
+        gs_sched_free(b);
+        gs_cluster_free(c);
+    }
+}
+
 static void test_fgd_shared_pod_picks_first_gpu_reaching_max_truncated_score(void **state)
 {
     (void)state;
@@ -1304,7 +1362,7 @@ static void test_scheduler_follows_cluster_growing_past_its_first_capacity(void 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_registry_lists_six_policies_in_paper_order),
+        cmocka_unit_test(test_registry_lists_six_paper_policies_in_order_then_ours),
         cmocka_unit_test(test_sched_new_rejects_unknown_policy_bad_rank_and_fgd_without_workload),
         cmocka_unit_test(test_place_rejects_malformed_request),
         cmocka_unit_test(test_random_gives_100_to_one_feasible_node_and_0_to_the_rest),
@@ -1337,6 +1395,7 @@ int main(void)
         cmocka_unit_test(test_cpu_only_pod_goes_to_a_node_without_gpus_when_one_fits),
         cmocka_unit_test(test_bestfit_among_gpu_free_nodes_only),
         cmocka_unit_test(test_fgd_prefers_node_that_keeps_whole_gpus_free),
+        cmocka_unit_test(test_fgdband_ties_whole_gpu_pod_within_one_point_of_best),
         cmocka_unit_test(test_fgd_shared_pod_picks_first_gpu_reaching_max_truncated_score),
         cmocka_unit_test(test_fgd_shared_pod_avoids_gpu_that_best_fit_would_take),
         cmocka_unit_test(test_fgd_cpu_only_pod_avoids_node_where_target_tasks_lose_cpu),
