@@ -405,6 +405,29 @@ static void test_model_long_ids_and_limits(void **state)
 /* ---- handlers --------------------------------------------------------------------------- */
 
 static enum gs_health_state all_healthy[GS_GPU_MAX];
+/** The health prefer() hands the handler; all_healthy unless a test points it elsewhere. */
+static const enum gs_health_state *prefer_health = all_healthy;
+
+/* Packs one container's PreferredAllocationRequest into a malloc'd buffer. */
+static uint8_t *pack_preferred(const char *const *avail, size_t n_avail, const char *const *must,
+                               size_t n_must, int size, size_t *len)
+{
+    V1beta1__ContainerPreferredAllocationRequest q =
+        V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+    q.n_available_deviceids = n_avail;
+    q.available_deviceids = (char **)avail;
+    q.n_must_include_deviceids = n_must;
+    q.must_include_deviceids = (char **)must;
+    q.allocation_size = size;
+    V1beta1__ContainerPreferredAllocationRequest *qp = &q;
+    V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+    req.n_container_requests = 1;
+    req.container_requests = &qp;
+    uint8_t *buf = malloc(v1beta1__preferred_allocation_request__get_packed_size(&req) + 1);
+    assert_non_null(buf);
+    *len = v1beta1__preferred_allocation_request__pack(&req, buf);
+    return buf;
+}
 
 /* Calls GetPreferredAllocation for one container; returns "id,id". */
 static const char *prefer(const struct gs_dp_config *c, const struct gs_dp_model *m,
@@ -426,7 +449,7 @@ static const char *prefer(const struct gs_dp_config *c, const struct gs_dp_model
     uint8_t buf[8192];
     size_t len = v1beta1__preferred_allocation_request__pack(&req, buf);
     struct gs_dp_view v = {
-        c, m, (uint32_t)gs_dp_model_resource(m, resource), all_healthy, NULL, NULL, NULL};
+        c, m, (uint32_t)gs_dp_model_resource(m, resource), prefer_health, NULL, NULL, NULL};
     struct gs_dp_answer a;
     assert_int_equal(gs_dp_handle_preferred(&v, buf, len, &a), GS_OK);
     assert_int_equal(a.status, 0);
@@ -464,6 +487,98 @@ static void test_preferred_whole_gpus_follow_nvlink_then_numa(void **state)
     const char *some[] = {"GPU-1", "GPU-2", "GPU-3", "GPU-4", "GPU-5", "GPU-6", "GPU-7"};
     assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 7, NULL, 0, 2), "GPU-2,GPU-3");
     assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 7, NULL, 0, 1), "GPU-1");
+    gs_dp_model_fini(&m);
+}
+
+static void test_preferred_never_proposes_an_unhealthy_device(void **state)
+{
+    (void)state;
+    /* 8 GPUs, no NVLink, one NUMA node; GPU 5 lost, but kubelet still offers all 8 (issue 9:
+     * a size-7 request used to get GPU 5, and the Allocate that followed was refused). */
+    struct gs_gpu_info g[8];
+    make_node(g, 8, 8, 0);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    enum gs_health_state h[8] = {GS_HEALTH_HEALTHY};
+    h[5] = GS_HEALTH_UNHEALTHY;
+    prefer_health = h;
+    const char *all[] = {"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-4", "GPU-5", "GPU-6", "GPU-7"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, NULL, 0, 7),
+                        "GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-6,GPU-7");
+    /* All 8 asked: the best shorter list, still without it. */
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, NULL, 0, 8),
+                        "GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-6,GPU-7");
+    /* kubelet insists on it through must_include: kept, nothing else Unhealthy added. */
+    const char *must5[] = {"GPU-5"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, must5, 1, 2), "GPU-5,GPU-0");
+    /* Only Unhealthy devices offered: nothing proposed. */
+    const char *only5[] = {"GPU-5"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", only5, 1, NULL, 0, 1), "");
+    prefer_health = all_healthy;
+    gs_dp_model_fini(&m);
+}
+
+/* Status of GetPreferredAllocation on raw request bytes. */
+static int preferred_status(const struct gs_dp_config *c, const struct gs_dp_model *m,
+                            const uint8_t *buf, size_t len, char *msg, size_t cap)
+{
+    struct gs_dp_view v = {c, m, 0, all_healthy, NULL, NULL, NULL};
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_preferred(&v, buf, len, &a), GS_OK);
+    int st = a.status;
+    (void)snprintf(msg, cap, "%s", a.message);
+    gs_dp_answer_fini(&a);
+    return st;
+}
+
+static void test_preferred_sizes_are_bounded_by_the_resource(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[8];
+    make_node(g, 8, 8, 0);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    const char *all[] = {"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-4", "GPU-5", "GPU-6", "GPU-7"};
+    char msg[256];
+    size_t len = 0;
+    /* allocation_size 2^31-1 used to size two allocations per container (24 GiB). */
+    uint8_t *buf = pack_preferred(all, 8, NULL, 0, INT32_MAX, &len);
+    assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3 /* INVALID_ARG */);
+    assert_string_equal(msg, "container request 0: allocation_size 2147483647 is more than the 8 "
+                             "devices of nvidia.com/gpu");
+    free(buf);
+    /* 100,000 must_include IDs (repeats of known ones) were compared pairwise: 14.5 s. Now the
+     * size bound refuses them at once. */
+    enum { N = 100000 };
+    const char **must = malloc(N * sizeof *must);
+    assert_non_null(must);
+    for (size_t i = 0; i < N; i++)
+        must[i] = all[i % 8];
+    buf = pack_preferred(all, 8, must, N, N, &len);
+    assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3);
+    free(buf);
+    /* Within the bound, repeats of known IDs count once and cost a lookup each: 72 = 8 + 64
+     * must_include IDs that are all GPU-1 give GPU-1 alone. */
+    for (size_t i = 0; i < 72; i++)
+        must[i] = "GPU-1";
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, must, 72, 72),
+                        "GPU-1,GPU-0,GPU-2,GPU-3,GPU-4,GPU-5,GPU-6,GPU-7");
+    /* More than 64 distinct IDs the resource does not have are refused. */
+    static char unknown[65][16];
+    for (size_t i = 0; i < 65; i++) {
+        (void)snprintf(unknown[i], sizeof unknown[i], "GPU-x%zu", i);
+        must[i] = unknown[i];
+    }
+    buf = pack_preferred(all, 8, must, 65, 70, &len);
+    assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3);
+    assert_string_equal(msg, "container request 0: more than 64 must_include IDs that "
+                             "nvidia.com/gpu does not have");
+    free(buf);
+    free(must);
     gs_dp_model_fini(&m);
 }
 
@@ -613,6 +728,8 @@ int main(void)
         cmocka_unit_test(test_model_device_in_two_entries_is_an_error),
         cmocka_unit_test(test_model_long_ids_and_limits),
         cmocka_unit_test(test_preferred_whole_gpus_follow_nvlink_then_numa),
+        cmocka_unit_test(test_preferred_never_proposes_an_unhealthy_device),
+        cmocka_unit_test(test_preferred_sizes_are_bounded_by_the_resource),
         cmocka_unit_test(test_preferred_replicas_pack_onto_shared_gpus),
         cmocka_unit_test(test_allocate_names_units_and_refuses_bad_ids),
         cmocka_unit_test(test_list_marks_only_the_unhealthy_gpu_devices),

@@ -409,9 +409,10 @@ static void test_preferred_follows_the_claim_only_when_offered_healthy_and_same(
     const char *no5[] = {"GPU-7", "GPU-6", "GPU-4", "GPU-3", "GPU-2", "GPU-1", "GPU-0"};
     assert_string_equal(prefer(&v, no5, 7, NULL, 0, 2), "GPU-6,GPU-7");
     assert_string_equal(k.why, "no device of assigned GPU 5 (GPU-5) is offered");
-    /* GPU 5 Unhealthy on our side although offered. */
+    /* GPU 5 Unhealthy on our side although offered: never proposed, so the topology choice
+     * is the one without GPU 5 above (before issue 9 it was GPU-0,GPU-1 over all eight). */
     h[5] = GS_HEALTH_UNHEALTHY;
-    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-0,GPU-1");
+    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-6,GPU-7");
     assert_string_equal(k.why, "assigned GPU 5 (GPU-5) is Unhealthy");
     h[5] = GS_HEALTH_HEALTHY;
     /* The scheduler's UUID is another GPU's: never follow an index alone then. */
