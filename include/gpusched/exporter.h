@@ -12,7 +12,9 @@
  *   show only one of them). A pod on a MIG device also gets GPU_I_PROFILE ("1g.18gb").
  *   A field the backend could not read is left out, not reported as 0.
  * Own series (one per GPU, no pod labels):
- *   gpusched_gpu_health (1 Healthy, 0 Unhealthy), gpusched_gpu_xid_total{xid="79"} (every XID
+ *   gpusched_gpu_health{reason="none|xid|ecc_dbe|lost"} (1 Healthy, 0 Unhealthy),
+ *   gpusched_gpu_reset_required (1 while an Unhealthy GPU waits for a reset or an operator),
+ *   gpusched_gpu_xid_total{xid="79"} (every XID
  *   by code; xid="other" past the per-GPU code table), and
  *   gpusched_gpu_health_transitions_total{to="unhealthy"|"healthy"}.
  *
@@ -75,12 +77,14 @@ struct gs_exporter_attr {
 
 /** One GPU of a snapshot. */
 struct gs_exporter_gpu {
-    struct gs_gpu_info info;            /**< static facts (index, UUID, model, MIG devices) */
-    bool have_sample;                   /**< false when the GPU did not answer: no DCGM series */
-    struct gs_gpu_sample sample;        /**< values; fields outside sample.valid are left out */
-    bool have_health;                   /**< health and counters below are set */
-    enum gs_health_state health;        /**< current health */
-    struct gs_health_counters counters; /**< XID and transition counters */
+    struct gs_gpu_info info;             /**< static facts (index, UUID, model, MIG devices) */
+    bool have_sample;                    /**< false when the GPU did not answer: no DCGM series */
+    struct gs_gpu_sample sample;         /**< values; fields outside sample.valid are left out */
+    bool have_health;                    /**< health and counters below are set */
+    enum gs_health_state health;         /**< current health */
+    enum gs_health_reason health_reason; /**< why Unhealthy (gs_health_reason_of); 0 Healthy */
+    bool needs_reset;                    /**< Unhealthy until seen reset or cleared */
+    struct gs_health_counters counters;  /**< XID and transition counters */
 };
 
 /** What a scrape shows. The arrays are borrowed for the duration of a call. */

@@ -115,6 +115,8 @@ struct gs_dp_agent {
     int64_t next_refresh_ms;                /**< next metrics refresh */
     int64_t next_recover_ms;                /**< next re-watch / socket retry; INT64_MAX none */
     bool ran;                               /**< gs_dp_agent_run was entered */
+    char event_err[256];                    /**< last backend event error logged ("" none) */
+    uint64_t event_err_repeats;             /**< the same error since, not logged again */
     struct gs__dp_kube *kube;               /**< the Kubernetes side; NULL without a config */
     char *inventory;                        /**< the inventory last handed to kube (owned) */
     uint64_t assign_as_assigned;            /**< Allocates on the assigned GPUs */
@@ -605,11 +607,14 @@ static void register_done(struct gs_dp_agent *a, struct gs__dp_reg_job *job)
 
 /* ---- health ------------------------------------------------------------------------------ */
 
-static int probe_gpu(void *ctx, uint32_t gpu)
+static int probe_gpu(void *ctx, uint32_t gpu, uint64_t *resets)
 {
     struct gs_dp_agent *a = ctx;
     struct gs_gpu_sample s;
-    return gs_gpu_sample(a->backend, gpu, &s);
+    int rc = gs_gpu_sample(a->backend, gpu, &s);
+    if (rc == GS_OK)
+        *resets = s.resets;
+    return rc;
 }
 
 static void on_transition(void *ctx, const struct gs_health_transition *t)
@@ -625,7 +630,19 @@ static void poll_events(struct gs_dp_agent *a)
         if (rc == GS_ENOENT)
             break;
         if (rc != GS_OK) {
-            logf_(a, "backend events: %s: %s", gs_strerror(rc), gs_gpu_last_error(a->backend));
+            /* A driver that keeps failing the wait would log ten lines a second: the first
+             * of a run is logged, repeats are counted and told when the text changes. */
+            const char *why = gs_gpu_last_error(a->backend);
+            if (strcmp(why, a->event_err) == 0) {
+                a->event_err_repeats++;
+                break;
+            }
+            if (a->event_err_repeats > 0)
+                logf_(a, "backend events: the last error repeated %" PRIu64 " more time(s)",
+                      a->event_err_repeats);
+            logf_(a, "backend events: %s: %s", gs_strerror(rc), why);
+            scopy(a->event_err, sizeof a->event_err, why);
+            a->event_err_repeats = 0;
             break;
         }
         char which[32];
@@ -636,6 +653,8 @@ static void poll_events(struct gs_dp_agent *a)
         if (ev.kind == GS_GPU_EVENT_XID)
             logf_(a, "event: %s: XID %" PRIu64 "%s", which, ev.xid,
                   gs_health_xid_ignored(&a->cfg.health, ev.xid) ? " (ignored)" : "");
+        else if (ev.kind == GS_GPU_EVENT_LOST)
+            logf_(a, "event: %s: GPU is lost (the event wait says so)", which);
         else
             logf_(a, "event: %s: double-bit ECC error", which);
         if (gs_health_on_event(a->health, &ev) != GS_OK)
@@ -719,17 +738,50 @@ static void publish_metrics(struct gs_dp_agent *a)
         logf_(a, "metrics: cannot update: %s", gs_strerror(rc));
 }
 
+/*
+ * A GPU lost when the agent started answers again: its facts are read so that the metrics name
+ * it. Kubelet's device list was built at start, so a GPU that was left out of it (no UUID
+ * then) is advertised only after the agent restarts; the log says so.
+ */
+static void found_again(struct gs_dp_agent *a, uint32_t g)
+{
+    struct gs_gpu_info info;
+    if (gs_gpu_info(a->backend, g, &info) != GS_OK || info.lost)
+        return;
+    struct gs_exporter_gpu *x = &a->xgpus[g];
+    bool advertised = x->info.uuid[0] != '\0';
+    x->info = info;
+    if (advertised)
+        logf_(a, "GPU %u (%s) answers again", (unsigned)g, info.uuid);
+    else
+        logf_(a,
+              "GPU %u (%s) answers again; the agent advertises it after a restart (kubelet's "
+              "device list was built without it)",
+              (unsigned)g, info.uuid);
+}
+
+/*
+ * Every refresh period: a sample of each GPU, which feeds health too (a GPU that answers no
+ * query is Unhealthy even when it sends no XID; one found again after a loss is seen reset),
+ * then the metrics snapshot and a PodResources List.
+ */
 static void refresh_metrics(struct gs_dp_agent *a)
 {
-    if (a->exporter == NULL)
-        return;
     for (uint32_t g = 0; g < a->model.n_gpus; g++) {
         struct gs_exporter_gpu *x = &a->xgpus[g];
-        x->have_sample = gs_gpu_sample(a->backend, g, &x->sample) == GS_OK;
+        int rc = gs_gpu_sample(a->backend, g, &x->sample);
+        x->have_sample = rc == GS_OK;
+        (void)gs_health_on_sample(a->health, g, rc, x->sample.resets);
+        if (rc == GS_OK && x->info.lost)
+            found_again(a, g);
         x->have_health = true;
         x->health = gs_health_state(a->health, g);
+        x->health_reason = gs_health_reason_of(a->health, g);
+        x->needs_reset = gs_health_needs_reset(a->health, g);
         (void)gs_health_counters(a->health, g, &x->counters);
     }
+    if (a->exporter == NULL)
+        return;
     publish_metrics(a);
     if (a->cfg.pod_resources_socket[0] != '\0' && !gs__dp_worker_busy(a->pr_worker)) {
         struct gs__dp_podres_job *job = a->pr_job;
@@ -894,12 +946,26 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         rc = fail_new(err, cap, GS_ENOMEM, "out of memory");
         goto out;
     }
+    /* One GPU that cannot be read does not stop the node: it is not advertised (or, when its
+     * UUID is known, advertised Unhealthy), and the others serve (k8s-device-plugin #231). */
     for (uint32_t g = 0; g < n; g++) {
-        if (gs_gpu_info(a->backend, g, &infos[g]) != GS_OK) {
-            rc = fail_new(err, cap, GS_EIO, "cannot read GPU %u: %s", (unsigned)g,
-                          gs_gpu_last_error(a->backend));
-            goto out;
+        int irc = gs_gpu_info(a->backend, g, &infos[g]);
+        if (irc == GS_OK && !infos[g].lost)
+            continue;
+        char why[256];
+        scopy(why, sizeof why, gs_gpu_last_error(a->backend));
+        if (irc != GS_OK) {
+            memset(&infos[g], 0, sizeof infos[g]);
+            infos[g].index = g;
+            infos[g].numa_node = -1;
+            infos[g].lost = true;
         }
+        infos[g].index = g;
+        if (infos[g].uuid[0] == '\0')
+            logf_(a, "GPU %u is lost at start (%s): not advertised; probing it", (unsigned)g, why);
+        else
+            logf_(a, "GPU %u (%s) is lost at start (%s): advertised Unhealthy; probing it",
+                  (unsigned)g, infos[g].uuid, why);
     }
     char merr[512];
     rc = gs_dp_model_build(&a->cfg, infos, n, &a->model, merr, sizeof merr);
@@ -937,7 +1003,9 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         goto out;
     }
     for (uint32_t g = 0; g < n; g++) {
-        a->state[g] = GS_HEALTH_HEALTHY;
+        if (infos[g].lost)
+            (void)gs_health_on_sample(a->health, g, GS_EIO, 0);
+        a->state[g] = gs_health_state(a->health, g);
         a->xgpus[g].info = infos[g];
     }
 

@@ -559,7 +559,7 @@ static int read_sharing(struct rd *r, const struct gs_yaml_node *map, struct gs_
 }
 
 static const char *const health_keys[] = {"ignoredXids", "recoveryQuietPeriod", "probeInterval",
-                                          NULL};
+                                          "resetXids", NULL};
 
 static int read_health(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
@@ -597,9 +597,24 @@ static int read_health(struct rd *r, const struct gs_yaml_node *map, struct gs_d
             else
                 get_duration(r, v, "health.recoveryQuietPeriod", "recoveryQuietPeriod", 0,
                              &cfg->health.quiet_ms);
-        } else {
+        } else if (slot == 2) {
             get_duration(r, v, "health.probeInterval", "probeInterval", 10,
                          &cfg->health.probe_retry_ms);
+        } else {
+            if (expect(r, v, GS_YAML_SEQ, "health.resetXids", "resetXids") != GS_OK)
+                break;
+            cfg->health.n_reset = 0;
+            FOR_ITEMS(r, v, it)
+            {
+                const struct gs_yaml_node *x = *it;
+                int64_t code = 0;
+                if (get_int(r, x, "health.resetXids", "resetXids", 1, INT64_MAX, &code) != GS_OK)
+                    break;
+                if (cfg->health.n_reset == GS_HEALTH_RESET_MAX)
+                    return fail_at(r, GS_EPARSE, x, "resetXids",
+                                   "health.resetXids: more than %d codes", GS_HEALTH_RESET_MAX);
+                cfg->health.reset_xids[cfg->health.n_reset++] = (uint64_t)code;
+            }
         }
     }
     return r->err;

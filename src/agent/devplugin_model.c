@@ -102,19 +102,26 @@ static bool selects(const struct gs_dp_ts_entry *e, const struct gs_gpu_info *gp
 static int base_units(const struct gs_dp_config *cfg, const struct gs_gpu_info *gpus, uint32_t n,
                       struct unit *units, uint32_t *n_units, char *err, size_t cap)
 {
-    uint32_t n_mig_gpus = 0;
-    for (uint32_t g = 0; g < n; g++)
+    /* A GPU lost when read tells nothing of its MIG mode: it counts for no strategy. */
+    uint32_t n_mig_gpus = 0, n_read = 0;
+    for (uint32_t g = 0; g < n; g++) {
         n_mig_gpus += gpus[g].mig_enabled ? 1u : 0u;
+        n_read += gpus[g].lost ? 0u : 1u;
+    }
     bool single_mig = cfg->mig_strategy == GS_MIG_STRATEGY_SINGLE && n_mig_gpus > 0;
-    if (single_mig && n_mig_gpus != n)
+    if (single_mig && n_mig_gpus != n_read)
         return fail(err, cap,
                     "migStrategy single: %u of %u GPUs run MIG; single needs all or "
                     "none (use mixed)",
-                    (unsigned)n_mig_gpus, (unsigned)n);
+                    (unsigned)n_mig_gpus, (unsigned)n_read);
     const char *single_profile = NULL;
     uint32_t k = 0;
     for (uint32_t g = 0; g < n; g++) {
         const struct gs_gpu_info *gi = &gpus[g];
+        /* Lost when read: advertised whole (and Unhealthy) when its UUID is known, so kubelet
+         * keeps counting it; not at all when it is not, or when its MIG devices are unknown. */
+        if (gi->lost && (gi->uuid[0] == '\0' || single_mig))
+            continue;
         bool as_mig = gi->mig_enabled && cfg->mig_strategy != GS_MIG_STRATEGY_NONE;
         if (!as_mig) {
             struct unit *u = &units[k++];

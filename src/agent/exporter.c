@@ -361,14 +361,29 @@ static void render_own(struct writer *w, const struct gs_exporter_snapshot *s)
         return;
 
     put_header(w, "gpusched_gpu_health", "gauge",
-               "1 when the GPU is Healthy, 0 when Unhealthy (the state kubelet is told).");
+               "1 when the GPU is Healthy, 0 when Unhealthy (the state kubelet is told); "
+               "reason: none, xid, ecc_dbe or lost.");
     for (uint32_t g = 0; g < s->n_gpus; g++) {
         const struct gs_exporter_gpu *gpu = &s->gpus[g];
         if (!gpu->have_health)
             continue;
         puts_(w, "gpusched_gpu_health{");
         put_gpu_labels(w, s, gpu);
+        put_label(w, "reason",
+                  gs_health_reason_name(gpu->health == GS_HEALTH_HEALTHY ? 0 : gpu->health_reason),
+                  false);
         puts_(w, gpu->health == GS_HEALTH_HEALTHY ? "} 1\n" : "} 0\n");
+    }
+
+    put_header(w, "gpusched_gpu_reset_required", "gauge",
+               "1 while the GPU is Unhealthy until it is seen reset or an operator clears it.");
+    for (uint32_t g = 0; g < s->n_gpus; g++) {
+        const struct gs_exporter_gpu *gpu = &s->gpus[g];
+        if (!gpu->have_health)
+            continue;
+        puts_(w, "gpusched_gpu_reset_required{");
+        put_gpu_labels(w, s, gpu);
+        puts_(w, gpu->health != GS_HEALTH_HEALTHY && gpu->needs_reset ? "} 1\n" : "} 0\n");
     }
 
     put_header(w, "gpusched_gpu_xid_total", "counter",

@@ -69,6 +69,7 @@ struct fake_gpu {
     struct gs_gpu_info info;  /**< static facts */
     struct gs_gpu_sample cur; /**< current values; cur.valid = supported fields */
     bool lost;                /**< sample() fails while set */
+    uint64_t resets;          /**< times a "lost: false" entry found the GPU again */
 };
 
 /** The backend's state. */
@@ -958,6 +959,8 @@ static void apply(struct fake *f, const struct step *s)
         g->cur.ecc_dbe_vol_total += s->n;
         break;
     case STEP_LOST:
+        if (g->lost && !s->lost)
+            g->resets++; /* found again: what the NVML backend counts as a reset seen */
         g->lost = s->lost;
         break;
     }
@@ -1010,6 +1013,7 @@ static int fake_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_s
         return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (scripted)", index);
     memset(out, 0, sizeof *out);
     out->valid = g->cur.valid;
+    out->resets = g->resets;
     if (g->cur.valid & GS_GPU_HAVE_UTIL)
         out->util_pct = g->cur.util_pct;
     if (g->cur.valid & GS_GPU_HAVE_FB) {

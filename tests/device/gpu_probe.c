@@ -39,10 +39,13 @@ static void expect(int ok, const char *what, uint32_t gpu)
     }
 }
 
-static int probe_ok(void *ctx, uint32_t gpu)
+static int probe_ok(void *ctx, uint32_t gpu, uint64_t *resets)
 {
     struct gs_gpu_sample s;
-    return gs_gpu_sample(ctx, gpu, &s);
+    int rc = gs_gpu_sample(ctx, gpu, &s);
+    if (rc == GS_OK)
+        *resets = s.resets;
+    return rc;
 }
 
 static void print_info(const struct gs_gpu_info *g)
@@ -221,6 +224,8 @@ int main(int argc, char **argv)
         if (ev.kind == GS_GPU_EVENT_XID)
             printf("event: GPU %u XID %" PRIu64 "%s\n", (unsigned)ev.gpu_index, ev.xid,
                    gs_health_xid_ignored(&cfg, ev.xid) ? " (application XID, ignored)" : "");
+        else if (ev.kind == GS_GPU_EVENT_LOST)
+            printf("event: GPU %u is lost\n", (unsigned)ev.gpu_index);
         else
             printf("event: GPU %u double-bit ECC error\n", (unsigned)ev.gpu_index);
         if (h != NULL)
@@ -232,6 +237,8 @@ int main(int argc, char **argv)
         uint32_t i = eg[k].info.index;
         eg[k].have_health = true;
         eg[k].health = gs_health_state(h, i);
+        eg[k].health_reason = gs_health_reason_of(h, i);
+        eg[k].needs_reset = gs_health_needs_reset(h, i);
         gs_health_counters(h, i, &eg[k].counters);
         if (eg[k].have_sample) /* the XID counters moved with the events */
             eg[k].have_sample = gs_gpu_sample(b, i, &eg[k].sample) == GS_OK;

@@ -116,6 +116,8 @@ static void test_scrape_of_one_gpu_is_exactly_the_dcgm_text(void **state)
     snprintf(g.info.model, sizeof g.info.model, "NVIDIA \"H200\"");
     g.have_health = true;
     g.health = GS_HEALTH_UNHEALTHY;
+    g.health_reason = GS_HEALTH_REASON_XID;
+    g.needs_reset = true;
     g.counters.to_unhealthy = 1;
     g.counters.n_xid = 2;
     g.counters.xid[0].xid = 13;
@@ -160,9 +162,14 @@ static void test_scrape_of_one_gpu_is_exactly_the_dcgm_text(void **state)
         "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\n"
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" L " 2\n"
         "# HELP gpusched_gpu_health 1 when the GPU is Healthy, 0 when Unhealthy (the state "
-        "kubelet is told).\n"
+        "kubelet is told); reason: none, xid, ecc_dbe or lost.\n"
         "# TYPE gpusched_gpu_health gauge\n"
-        "gpusched_gpu_health" L " 0\n"
+        "gpusched_gpu_health{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\","
+        "modelName=\"NVIDIA \\\"H200\\\"\",Hostname=\"node-1\",reason=\"xid\"} 0\n"
+        "# HELP gpusched_gpu_reset_required 1 while the GPU is Unhealthy until it is seen reset "
+        "or an operator clears it.\n"
+        "# TYPE gpusched_gpu_reset_required gauge\n"
+        "gpusched_gpu_reset_required" L " 1\n"
         "# HELP gpusched_gpu_xid_total XID errors seen on the GPU, by XID code, ignored "
         "(application) XIDs included.\n"
         "# TYPE gpusched_gpu_xid_total counter\n"

@@ -1,0 +1,305 @@
+#!/usr/bin/python3
+"""`gpusched agent --gpu-backend nvml` under GPU faults (issue 9), against a scripted stand-in
+libnvidia-ml (tests/agent/nvml_fault_stub.c, eight H200s) and the grpcio kubelet of
+test_devplugin.py. Each case writes the stub's fault file while the agent runs.
+
+  lost_at_start     GPU 5 without a handle, then without a UUID: the agent starts, advertises
+                    the other 7 (through an agent restart and a kubelet restart), logs the lost
+                    GPU and exports it Unhealthy with reason "lost"; when GPU 5 answers again it
+                    is seen reset and Healthy in the metrics.
+  unhealthy_known   GPU 5 answers GPU_IS_LOST to every query but its UUID: advertised
+                    Unhealthy; GetPreferredAllocation of 7 over the 8 offered IDs never
+                    proposes it, and Allocate of the answer succeeds.
+  failed_queries    GPU 3 starts failing every query (no XID): Unhealthy on the stream within
+                    1 s; when it answers again it is seen reset and Healthy.
+  event_wait_lost   the event wait answers GPU_IS_LOST naming GPU 6, then naming none while GPU
+                    2's queries answer GPU_IS_LOST: exactly those GPUs Unhealthy within 1 s,
+                    one log line each, no flood.
+  xid_classes       XID 79 on GPU 1 and XID 94 on GPU 4: 94 recovers after the quiet period,
+                    79 does not (reset_required 1) until GPU 1 falls off and comes back.
+"""
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_devplugin as td  # noqa: E402
+
+UUID = ["GPU-f0000000-0000-4000-8000-00000000000%d" % i for i in range(8)]
+QUIET_MS = 1000
+
+
+class Case:
+    def __init__(self, env, name, faults="", refresh="500ms"):
+        self.env = env
+        self.name = name
+        self.pb = env["dp"]
+        self.dir = os.path.join(env["tmp"], name)
+        os.mkdir(self.dir)
+        self.faults = os.path.join(env["tmp"], name + ".faults")
+        self.set_faults(faults)
+        self.cfg = os.path.join(env["tmp"], name + ".yaml")
+        with open(self.cfg, "w") as f:
+            f.write("version: v1\nhealth:\n  recoveryQuietPeriod: %dms\n  probeInterval: 200ms\n"
+                    "exporter:\n  refreshInterval: %s\n" % (QUIET_MS, refresh))
+        self.sock = os.path.join(self.dir, "gpusched-nvidia.com-gpu.sock")
+        self.kubelet = td.Kubelet(self.pb, self.dir)
+        self.agent = None
+        self.start()
+
+    def set_faults(self, text):
+        """Replaces the fault file in one rename, so the stub never reads half of it."""
+        tmp = self.faults + ".new"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.rename(tmp, self.faults)
+
+    def start(self):
+        old = {k: os.environ.get(k) for k in ("GS_NVML_LIBRARY", "STUB_NVML_FAULTS")}
+        os.environ["GS_NVML_LIBRARY"] = self.env["stub"]
+        os.environ["STUB_NVML_FAULTS"] = self.faults
+        try:
+            self.agent = td.Agent(self.env["bin"], [
+                "--gpu-backend", "nvml", "--config", self.cfg, "--kubelet-dir", self.dir,
+                "--pod-resources-socket", "", "--metrics-addr", "127.0.0.1:0",
+                "--node-name", "node-f"], self.name)
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def watch(self):
+        return self.kubelet.watch("nvidia.com/gpu")
+
+    def metrics(self):
+        return td.scrape(self.agent.metrics_port())
+
+    def health(self):
+        """{gpu: (value, reason)} of gpusched_gpu_health, and {gpu: value} of reset_required."""
+        text = self.metrics()
+        h = {l["gpu"]: (v, l["reason"]) for l, v in td.series(text, "gpusched_gpu_health")}
+        rr = {l["gpu"]: v for l, v in td.series(text, "gpusched_gpu_reset_required")}
+        return h, rr
+
+    def close(self):
+        self.kubelet.stop()
+        if self.agent is not None:
+            return self.agent.stop()
+        return ""
+
+
+def healthy_ids(m):
+    return sorted(d.ID for d in m.devices if d.health == "Healthy")
+
+
+def unhealthy_ids(m):
+    return sorted(d.ID for d in m.devices if d.health == "Unhealthy")
+
+
+def wait_health(c, want, what):
+    """Waits until /metrics shows want = {gpu: (value, reason)} for the GPUs named."""
+    def ok():
+        h, rr = c.health()
+        return all(h.get(g) == v for g, v in want.items()) and (h, rr)
+    return td.wait_until(ok, what)
+
+
+def f_lost_at_start(env):
+    seven = sorted(UUID[:5] + UUID[6:])
+    c = Case(env, "lost-at-start", "handle_lost 5\n")
+    try:
+        c.agent.wait_line(r"GPU 5 is lost at start \(.*\): not advertised; probing it")
+        c.agent.wait_line(r"health: GPU 5: lost \(does not answer\): Healthy -> Unhealthy "
+                          r"\(needs a GPU reset\)")
+        _, _, m = c.watch().wait()
+        assert sorted(d.ID for d in m.devices) == seven, td.devices_of(m)
+        assert healthy_ids(m) == seven
+        h, rr = wait_health(c, {"5": ("0", "lost"), "0": ("1", "none")}, "GPU 5 lost in metrics")
+        assert rr["5"] == "1" and rr["0"] == "0", rr
+        assert sorted(h) == [str(i) for i in range(8)], h
+
+        # A kubelet restart: registered again with the same 7.
+        c.kubelet.stop()
+        for f in os.listdir(c.dir):
+            os.unlink(os.path.join(c.dir, f))
+        c.kubelet = td.Kubelet(c.pb, c.dir)
+        _, _, m = c.watch().wait()
+        assert healthy_ids(m) == seven and len(m.devices) == 7, td.devices_of(m)
+
+        # An agent restart, this time with GPU 5 answering GPU_IS_LOST for its UUID: still 7.
+        c.agent.stop()
+        c.set_faults("uuid_lost 5\n")
+        n_regs = len(c.kubelet.registrations())
+        c.start()
+        td.wait_until(lambda: len(c.kubelet.registrations()) > n_regs, "registration after the "
+                      "agent restart")
+        c.agent.wait_line(r"GPU 5 is lost at start \(GPU 5 is lost \(nvmlDeviceGetUUID\)\): not "
+                          r"advertised")
+        _, _, m = c.watch().wait()
+        assert healthy_ids(m) == seven and len(m.devices) == 7, td.devices_of(m)
+
+        # GPU 5 answers again: seen reset, Healthy in the metrics, named with its UUID; the
+        # device list kubelet has stays fixed until the agent restarts, and the log says so.
+        c.set_faults("")
+        c.agent.wait_line(r"health: GPU 5: seen reset \(lost and found again\) and answering: "
+                          r"Unhealthy -> Healthy")
+        c.agent.wait_line(r"GPU 5 \(%s\) answers again; the agent advertises it after a restart"
+                          % UUID[5])
+        wait_health(c, {"5": ("1", "none")}, "GPU 5 Healthy again")
+        text = c.metrics()
+        assert 'gpusched_gpu_health{gpu="5",UUID="%s"' % UUID[5] in text, text
+    finally:
+        c.close()
+
+
+def f_unhealthy_known(env):
+    c = Case(env, "unhealthy-known", "query_lost 5\n")
+    try:
+        c.agent.wait_line(r"GPU 5 \(%s\) is lost at start \(GPU 5 is lost "
+                          r"\(nvmlDeviceGetName\)\): advertised Unhealthy" % UUID[5])
+        _, _, m = c.watch().wait()
+        assert [d.ID for d in m.devices] == UUID, td.devices_of(m)
+        assert unhealthy_ids(m) == [UUID[5]], td.devices_of(m)
+        p = td.Plugin(c.pb, c.sock)
+        try:
+            # Kubelet still offers all 8 (it lists Unhealthy devices as available for a
+            # moment after a change): 7 of them, never GPU 5.
+            got = p.preferred((UUID, [], 7))
+            assert got == [UUID[:5] + UUID[6:]], got
+            resp = p.allocate(got[0])
+            assert len(resp.container_responses) == 1
+            # Asking for all 8: the best shorter list, still without GPU 5.
+            assert p.preferred((UUID, [], 8)) == [UUID[:5] + UUID[6:]]
+            # must_include of GPU 5 is kept (kubelet insists); nothing else unhealthy added.
+            assert p.preferred((UUID, [UUID[5]], 2)) == [[UUID[5], UUID[0]]]
+            # Allocate of GPU 5 is refused.
+            td.expect_rpc_error(lambda: p.allocate([UUID[5]]),
+                                td.grpc.StatusCode.FAILED_PRECONDITION, "Allocate of GPU 5")
+        finally:
+            p.close()
+    finally:
+        c.close()
+
+
+def f_failed_queries(env):
+    c = Case(env, "failed-queries")
+    try:
+        w = c.watch()
+        i0, _, m = w.wait()
+        assert healthy_ids(m) == UUID
+        t0 = time.monotonic()
+        c.set_faults("query_fail 3\n")
+        i1, t_bad, m = w.wait(lambda m: unhealthy_ids(m) == [UUID[3]], after=i0 + 1)
+        late = t_bad - t0
+        # A sample every 500 ms: the change is on the stream within 1 s of the failure.
+        assert late <= td.BOUND_S, "Unhealthy %.3f s after the queries began failing" % late
+        print("     failing queries -> Unhealthy on the stream after %.0f ms" % (late * 1000))
+        c.agent.wait_line(r"health: GPU 3: lost \(does not answer\): Healthy -> Unhealthy")
+        wait_health(c, {"3": ("0", "lost")}, "GPU 3 lost in metrics")
+        # It answers again: found again, so seen reset, Healthy on the stream.
+        c.set_faults("")
+        w.wait(lambda m: healthy_ids(m) == UUID, after=i1 + 1)
+        c.agent.wait_line(r"health: GPU 3: seen reset \(lost and found again\) and answering")
+    finally:
+        c.close()
+
+
+def f_event_wait_lost(env):
+    c = Case(env, "event-wait-lost", refresh="60s")  # no samples: the event path alone
+    try:
+        w = c.watch()
+        i0, _, _ = w.wait()
+        t0 = time.monotonic()
+        c.set_faults("wait_lost 6\n")
+        i1, t_bad, m = w.wait(lambda m: unhealthy_ids(m) == [UUID[6]], after=i0 + 1)
+        assert t_bad - t0 <= td.BOUND_S, "Unhealthy after %.3f s" % (t_bad - t0)
+        time.sleep(1.5)  # fifteen polls of a wait that keeps answering GPU_IS_LOST
+        log = c.agent.text()
+        assert log.count("event: GPU 6: GPU is lost") == 1, log
+        assert "backend events:" not in log, log
+        # The wait names no GPU; GPU 2's own queries answer GPU_IS_LOST (and GPU 6's still
+        # do): GPU 2 is found by its queries, and only it is added.
+        c.set_faults("wait_lost -1\nquery_lost 2\nquery_lost 6\n")
+        _, t2, m = w.wait(lambda m: unhealthy_ids(m) == sorted([UUID[2], UUID[6]]), after=i1 + 1)
+        time.sleep(1.0)
+        log = c.agent.text()
+        assert log.count("event: GPU 2: GPU is lost") == 1, log
+        assert len(re.findall(r"event: GPU \d: GPU is lost", log)) == 2, log
+        assert "backend events:" not in log, log
+        _, _, last = w.wait(lambda m: True, after=len(w.msgs) - 1)
+        assert unhealthy_ids(last) == sorted([UUID[2], UUID[6]]), td.devices_of(last)
+    finally:
+        c.close()
+
+
+def f_xid_classes(env):
+    c = Case(env, "xid-classes")
+    try:
+        w = c.watch()
+        i0, _, _ = w.wait()
+        c.set_faults("xid 1 79 1\nxid 4 94 2\n")
+        i1, t_bad, _ = w.wait(lambda m: unhealthy_ids(m) == sorted([UUID[1], UUID[4]]),
+                              after=i0 + 1)
+        c.agent.wait_line(r"health: GPU 1: XID 79: Healthy -> Unhealthy \(needs a GPU reset\)")
+        c.agent.wait_line(r"health: GPU 4: XID 94: Healthy -> Unhealthy$")
+        # 94 is contained: Healthy again after the quiet period and a probe.
+        i2, t_good, m = w.wait(lambda m: unhealthy_ids(m) == [UUID[1]], after=i1 + 1)
+        gap = t_good - t_bad
+        assert QUIET_MS / 1000.0 - 0.15 <= gap <= QUIET_MS / 1000.0 + td.BOUND_S, gap
+        # 79 needs a reset: three quiet periods later, probes answering, still Unhealthy.
+        time.sleep(3 * QUIET_MS / 1000.0)
+        _, _, last = w.wait(lambda m: True, after=len(w.msgs) - 1)
+        assert unhealthy_ids(last) == [UUID[1]], td.devices_of(last)
+        h, rr = wait_health(c, {"1": ("0", "xid"), "4": ("1", "none")}, "XID classes in metrics")
+        assert rr["1"] == "1" and rr["4"] == "0", rr
+        # GPU 1 falls off the bus and comes back (a reset): Healthy again.
+        c.set_faults("query_lost 1\n")
+        time.sleep(1.2)  # two samples see it lost
+        c.set_faults("")
+        w.wait(lambda m: unhealthy_ids(m) == [], after=i2 + 1)
+        c.agent.wait_line(r"health: GPU 1: seen reset \(lost and found again\) and answering: "
+                          r"Unhealthy -> Healthy")
+        wait_health(c, {"1": ("1", "none")}, "GPU 1 Healthy after the reset")
+    finally:
+        c.close()
+
+
+CASES = [f_lost_at_start, f_unhealthy_known, f_failed_queries, f_event_wait_lost, f_xid_classes]
+
+
+def main():
+    ap = td.argparse.ArgumentParser()
+    ap.add_argument("--gpusched", required=True)
+    ap.add_argument("--stub", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    args = ap.parse_args()
+    failures = 0
+    t_all = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gsfault-") as tmp:
+        dp, pr = td.load_protos(os.path.join(args.source_dir, "proto"), tmp)
+        env = {"tmp": tmp, "bin": args.gpusched, "src": args.source_dir, "dp": dp, "pr": pr,
+               "stub": args.stub}
+        for fn in CASES:
+            if args.only and fn.__name__[2:] not in args.only.split(","):
+                continue
+            t0 = time.monotonic()
+            try:
+                fn(env)
+                print("ok   %-24s %.2fs" % (fn.__name__, time.monotonic() - t0), flush=True)
+            except Exception:  # noqa: BLE001 - report and go on
+                failures += 1
+                print("FAIL %s" % fn.__name__, flush=True)
+                traceback.print_exc()
+                sys.stdout.flush()
+    print("%d failure(s), %.1f s" % (failures, time.monotonic() - t_all))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
