@@ -12,10 +12,12 @@
  * Kubelet restarts are detected by state, not by trusting single events: any change in the
  * directory leads to checking that each of our socket files is still the one we bound (same
  * device and inode) and re-creating those that are not; a new kubelet.sock (IN_CREATE or
- * IN_MOVED_TO) asks for registration of every resource. Registration is a generation count:
- * each resource remembers the generation it last needed registering at and the one its last
- * successful Register answered, so a kubelet restart during a Register in flight is never
- * mistaken for success.
+ * IN_MOVED_TO) asks for registration now. Registration is by identity: each resource remembers
+ * the kubelet.sock file (device, inode, change time) its current socket was last registered
+ * with, and needs a Register exactly when that is not the file the path names now; the
+ * registration thread checks the file again just before each call. So a kubelet restart
+ * during a Register in flight is never mistaken for success, and a kubelet is registered with
+ * once whatever order inotify reports its socket and the deletion of ours in.
  *
  * Health: backend events go into the gs_health machine; after every loop round the GPUs'
  * states are compared with what the streams were last sent, and every resource with a device
@@ -76,9 +78,9 @@ struct res_rt {
     struct gs_grpc_stream **streams;                /**< open ListAndWatch streams */
     size_t n_streams;                               /**< entries used */
     size_t cap_streams;                             /**< entries allocated */
-    uint64_t want_gen; /**< registration needed as of this generation */
-    uint64_t done_gen; /**< generation of the last successful Register */
-    bool said_fail;    /**< "cannot serve" logged since the last success */
+    bool reg_ok; /**< a Register of the current socket succeeded, with reg_kubelet */
+    struct gs__dp_file_id reg_kubelet; /**< the kubelet.sock that Register went to */
+    bool said_fail;                    /**< "cannot serve" logged since the last success */
 };
 
 struct gs_dp_agent {
@@ -97,7 +99,6 @@ struct gs_dp_agent {
     int ino_fd;                             /**< inotify instance */
     int wd;                                 /**< watch on the plugin dir; -1 when lost */
     char kubelet_sock[GS_DP_PATH_LEN + 16]; /**< <dir>/kubelet.sock */
-    uint64_t gen;                           /**< registration generation counter */
     int64_t next_register_ms;               /**< earliest next Register batch */
     int64_t register_backoff_ms;            /**< wait after the next failure */
     bool said_no_kubelet;                   /**< "waiting for kubelet.sock" logged */
@@ -418,7 +419,7 @@ static int res_start(struct gs_dp_agent *a, struct res_rt *r)
     r->srv = srv;
     r->dev = st.st_dev;
     r->ino = st.st_ino;
-    r->want_gen = ++a->gen;
+    r->reg_ok = false; /* a new socket: kubelet has to be told of it */
     r->said_fail = false;
     /* A new socket is registered at once, whatever backoff earlier failures left. */
     a->next_register_ms = now_ms(a);
@@ -464,12 +465,13 @@ static void check_sockets(struct gs_dp_agent *a)
     }
 }
 
-/* A (new) kubelet: register everything again, now. */
+/*
+ * A (new) kubelet.sock: register now, without the backoff of earlier failures. Which
+ * resources need it is decided in maybe_register by the identity of the file, not here, so
+ * that the order in which inotify reports deletions and creations does not matter.
+ */
 static void kubelet_appeared(struct gs_dp_agent *a)
 {
-    uint64_t g = ++a->gen;
-    for (uint32_t i = 0; i < a->model.n_resources; i++)
-        a->res[i].want_gen = g;
     a->next_register_ms = now_ms(a);
     a->register_backoff_ms = REGISTER_BACKOFF_MIN_MS;
     a->said_no_kubelet = false;
@@ -547,35 +549,65 @@ static void recover(struct gs_dp_agent *a)
 
 /* ---- registration --------------------------------------------------------------------------- */
 
+/*
+ * Whether resource r must be registered with the kubelet whose socket is kid: its socket is up
+ * and no Register of this socket has succeeded with this kubelet.sock. Exactly one Register
+ * per (kubelet.sock, socket of ours) pair: kubelet keeps every client it was given, and when an
+ * older one's stream ends it drops the current one (issue 9), so a second Register to the same
+ * kubelet is not harmless.
+ */
+static bool needs_register(const struct res_rt *r, const struct gs__dp_file_id *kid)
+{
+    return r->srv != NULL && (!r->reg_ok || !gs__dp_file_id_same(&r->reg_kubelet, kid));
+}
+
 static void maybe_register(struct gs_dp_agent *a, int64_t now)
 {
     if (now < a->next_register_ms || gs__dp_worker_busy(a->reg_worker))
         return;
+    struct gs__dp_file_id kid;
+    bool have_kubelet = gs__dp_file_id_of(a->kubelet_sock, &kid);
     struct gs__dp_reg_job *job = &a->reg_job;
     job->n = 0;
     for (uint32_t i = 0; i < a->model.n_resources; i++) {
         struct res_rt *r = &a->res[i];
-        if (r->srv == NULL || r->want_gen <= r->done_gen)
+        if (r->srv == NULL || (have_kubelet && !needs_register(r, &kid)) ||
+            (!have_kubelet && r->reg_ok))
             continue;
         struct gs__dp_reg_item *it = &job->items[job->n++];
         memset(it, 0, sizeof *it);
         it->index = i;
+        it->sock.dev = (uint64_t)r->dev;
+        it->sock.ino = (uint64_t)r->ino;
         scopy(it->resource, sizeof it->resource, a->model.resources[i].name);
         scopy(it->endpoint, sizeof it->endpoint, a->model.resources[i].endpoint);
     }
     if (job->n == 0)
         return;
-    if (access(a->kubelet_sock, F_OK) != 0) {
+    if (!have_kubelet) {
         if (!a->said_no_kubelet)
             logf_(a, "waiting for kubelet: %s does not exist", a->kubelet_sock);
         a->said_no_kubelet = true;
         a->next_register_ms = now + REGISTER_NO_KUBELET_MS;
         return;
     }
-    job->generation = a->gen;
+    a->said_no_kubelet = false;
+    job->kubelet_id = kid;
     scopy(job->kubelet_socket, sizeof job->kubelet_socket, a->kubelet_sock);
     if (gs__dp_worker_submit(a->reg_worker, job) != GS_OK)
         return;
+}
+
+/* Whether some resource may need a Register (for the loop's wait). */
+static bool register_pending(const struct gs_dp_agent *a)
+{
+    struct gs__dp_file_id kid;
+    bool have_kubelet = gs__dp_file_id_of(a->kubelet_sock, &kid);
+    for (uint32_t i = 0; i < a->model.n_resources; i++)
+        if (have_kubelet ? needs_register(&a->res[i], &kid)
+                         : a->res[i].srv != NULL && !a->res[i].reg_ok)
+            return true;
+    return false;
 }
 
 static void register_done(struct gs_dp_agent *a, struct gs__dp_reg_job *job)
@@ -584,9 +616,15 @@ static void register_done(struct gs_dp_agent *a, struct gs__dp_reg_job *job)
     for (uint32_t i = 0; i < job->n; i++) {
         const struct gs__dp_reg_item *it = &job->items[i];
         struct res_rt *r = &a->res[it->index];
-        if (it->status == GS_GRPC_OK) {
-            if (job->generation > r->done_gen)
-                r->done_gen = job->generation;
+        if (it->stale) {
+            continue; /* a new kubelet.sock: its own batch follows at once */
+        } else if (it->status == GS_GRPC_OK) {
+            /* Counted for the socket it named; a socket made since needs its own Register. */
+            if (r->srv != NULL && (uint64_t)r->dev == it->sock.dev &&
+                (uint64_t)r->ino == it->sock.ino) {
+                r->reg_ok = true;
+                r->reg_kubelet = job->kubelet_id;
+            }
             logf_(a, "%s: registered with kubelet (endpoint %s)", it->resource, it->endpoint);
         } else {
             failed = true;
@@ -1125,10 +1163,8 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
         int64_t due = min64(a->next_event_ms, a->next_refresh_ms);
         due = min64(due, gs_health_next_due_ms(a->health));
         due = min64(due, a->next_recover_ms);
-        if (!gs__dp_worker_busy(a->reg_worker))
-            for (uint32_t i = 0; i < a->model.n_resources; i++)
-                if (a->res[i].srv != NULL && a->res[i].want_gen > a->res[i].done_gen)
-                    due = min64(due, a->next_register_ms);
+        if (!gs__dp_worker_busy(a->reg_worker) && register_pending(a))
+            due = min64(due, a->next_register_ms);
         int64_t wait = due - now_ms(a);
         if (wait < 0)
             wait = 0;

@@ -17,8 +17,13 @@ test_devplugin.py. Each case writes the stub's fault file while the agent runs.
                     one log line each, no flood.
   xid_classes       XID 79 on GPU 1 and XID 94 on GPU 4: 94 recovers after the quiet period,
                     79 does not (reset_required 1) until GPU 1 falls off and comes back.
+  registration_race (fake backend) 100 kubelet restarts, each a random 0-20 ms after the
+                    previous kubelet got its Register: every kubelet gets at most one Register
+                    (within 1 s), the last exactly one, and its stream stays open.
+                    GS_RACE_ROUNDS changes the count.
 """
 import os
+import random
 import re
 import sys
 import tempfile
@@ -269,7 +274,127 @@ def f_xid_classes(env):
         c.close()
 
 
-CASES = [f_lost_at_start, f_unhealthy_known, f_failed_queries, f_event_wait_lost, f_xid_classes]
+class RaceKubelet(td.Kubelet):
+    """A kubelet that restarts a random 0-20 ms after a Register reaches it, the way kubelet
+    does: a new process binds its socket, every file in the directory is removed (kubelet's
+    device manager cleans the directory at start), then kubelet.sock appears (renamed into
+    place, so the old server's own clean-up cannot remove the new file)."""
+
+    def __init__(self, race, k):
+        self.race = race
+        self.k = k
+        self.calls = 0
+        self.pb = race.pb
+        self.dir = race.dir
+        self.refuse = 0
+        self.refused = 0
+        self.lock = td.threading.Lock()
+        self.registered = []
+        self.options = {}
+        self.watches = {}
+        self.server = td.grpc.server(td.futures.ThreadPoolExecutor(max_workers=8))
+        self.server.add_generic_rpc_handlers((self,))
+        tmp = os.path.join(race.dir, "kubelet-%d.tmp" % k)
+        self.server.add_insecure_port("unix:" + tmp)
+        self.server.start()
+        self.t_started = time.monotonic()
+        self.tmp = tmp
+
+    def register(self, req, ctx):
+        with self.lock:
+            self.calls += 1
+            self.t_first = getattr(self, "t_first", time.monotonic())
+        self.race.on_register(self)
+        return td.Kubelet.register(self, req, ctx)
+
+    def stop(self):
+        self.server.stop(0)  # no wait: a dial-back in flight may hold it for seconds
+        with self.lock:
+            for w in self.watches.values():
+                w.close()
+
+
+class Race:
+    def __init__(self, env, rounds):
+        self.pb = env["dp"]
+        self.dir = os.path.join(env["tmp"], "race")
+        os.mkdir(self.dir)
+        self.rounds = rounds
+        self.lock = td.threading.Lock()
+        self.rng = random.Random(9)
+        self.kubelets = []
+        self.offsets = []
+        self.current = self.new_kubelet()
+
+    def new_kubelet(self):
+        kb = RaceKubelet(self, len(self.kubelets))
+        os.rename(kb.tmp, os.path.join(self.dir, "kubelet.sock"))
+        kb.t_started = time.monotonic()
+        self.kubelets.append(kb)
+        return kb
+
+    def on_register(self, kb):
+        with self.lock:
+            if kb is not self.current or len(self.kubelets) > self.rounds:
+                return
+            if getattr(kb, "restarting", False):
+                return
+            kb.restarting = True
+        d = self.rng.uniform(0.0, 0.020)
+        self.offsets.append(d)
+        td.threading.Timer(d, self.restart, args=(kb,)).start()
+
+    def restart(self, old):
+        old.stop()
+        for f in os.listdir(self.dir):
+            if not f.endswith(".tmp"):
+                try:
+                    os.unlink(os.path.join(self.dir, f))
+                except FileNotFoundError:
+                    pass
+        with self.lock:
+            self.current = self.new_kubelet()
+
+
+def f_registration_race(env):
+    """Exactly one Register per kubelet over 100 kubelet restarts a random 0-20 ms after the
+    previous kubelet got its Register (that Register still in flight), and the last kubelet's
+    ListAndWatch stays open."""
+    rounds = int(os.environ.get("GS_RACE_ROUNDS", "100"))
+    race = Race(env, rounds)
+    fake = os.path.join(env["src"], "deploy/fake-gpus.yaml")
+    agent = td.Agent(env["bin"], ["--gpu-backend", "fake:" + fake, "--kubelet-dir", race.dir,
+                                  "--pod-resources-socket", "", "--metrics-addr", ""], "race")
+    try:
+        td.wait_until(lambda: len(race.kubelets) > rounds, "%d kubelet restarts" % rounds,
+                      timeout_s=120)
+        last = race.kubelets[-1]
+        td.wait_until(lambda: last.registrations(), "registration with the last kubelet",
+                      timeout_s=10)
+        time.sleep(1.0)  # any second Register would come within this
+        calls = [kb.calls for kb in race.kubelets]
+        dup = [(kb.k, kb.calls) for kb in race.kubelets if kb.calls > 1]
+        assert not dup, "kubelets registered with more than once (index, Registers): %s" % dup
+        assert last.calls == 1, calls
+        # Each kubelet that got its Register got it within 1 s of its socket appearing.
+        late = max(kb.t_first - kb.t_started for kb in race.kubelets if kb.calls)
+        assert late <= td.BOUND_S, "a Register came %.3f s after kubelet.sock appeared" % late
+        w = last.watch("nvidia.com/gpu")
+        assert w.ended is None, w.ended
+        _, _, m = w.wait()
+        assert len(m.devices) == 8
+        print("     %d kubelet restarts at %.1f-%.1f ms after a Register: Registers per kubelet "
+              "%s, the slowest %.0f ms after its socket" % (
+                  rounds, 1000 * min(race.offsets), 1000 * max(race.offsets),
+                  {n: calls.count(n) for n in sorted(set(calls))}, 1000 * late))
+    finally:
+        for kb in race.kubelets:
+            kb.stop()
+        agent.stop()
+
+
+CASES = [f_lost_at_start, f_unhealthy_known, f_failed_queries, f_event_wait_lost, f_xid_classes,
+         f_registration_race]
 
 
 def main():
