@@ -474,6 +474,64 @@ static uint64_t grow(const struct gs_dp_model *m, uint64_t set, uint64_t avail, 
     return set;
 }
 
+/*
+ * Up to this many offered GPUs the choice is exact: every subset of the wanted size is scored
+ * (C(16, 8) = 12,870 at most, each scored in O(GPUs)), since the greedy completion below can
+ * miss the best set (issue 9: for offered {2,3,5,6,7} and 4 wanted it kept one NVLink pair
+ * where two were possible). Past it, the greedy completion from every seed.
+ */
+#define EXACT_CANDIDATES_MAX 16
+
+/*
+ * The best set mm | S over the subsets S of am with `want` members, by score_better; among
+ * equal scores the one with the most GPUs on the NUMA node of must_include's first GPU, then
+ * the first in lexicographic order of GPU indices (the lowest indices).
+ */
+static uint64_t best_subset(const struct gs_dp_model *m, uint64_t am, uint64_t mm, uint32_t want)
+{
+    uint32_t cand[EXACT_CANDIDATES_MAX], n = 0;
+    for (uint32_t g = 0; g < m->n_gpus && n < EXACT_CANDIDATES_MAX; g++)
+        if (am & (UINT64_C(1) << g))
+            cand[n++] = g;
+    uint32_t c[EXACT_CANDIDATES_MAX];
+    for (uint32_t i = 0; i < want; i++)
+        c[i] = i;
+    /* With must_include, sets equal on the score prefer the NUMA node of its first GPU. */
+    int32_t near_node = INT32_MIN;
+    for (uint32_t g = 0; g < m->n_gpus && near_node == INT32_MIN; g++)
+        if (mm & (UINT64_C(1) << g))
+            near_node = m->gpus[g].numa_node;
+    uint64_t chosen = 0;
+    struct set_score best = {0, 0, 0};
+    uint32_t best_near = 0;
+    bool have = false;
+    for (;;) {
+        uint64_t set = 0;
+        uint32_t near = 0;
+        for (uint32_t i = 0; i < want; i++) {
+            set |= UINT64_C(1) << cand[c[i]];
+            near += m->gpus[cand[c[i]]].numa_node == near_node ? 1u : 0u;
+        }
+        struct set_score sc = score_set(m, set | mm, am | mm);
+        if (!have || score_better(sc, best) || (!score_better(best, sc) && near > best_near)) {
+            have = true;
+            best = sc;
+            best_near = near;
+            chosen = set;
+        }
+        /* Next combination: the rightmost index that can still move right, and those after. */
+        int32_t i = (int32_t)want - 1;
+        while (i >= 0 && c[i] == n - want + (uint32_t)i)
+            i--;
+        if (i < 0)
+            break;
+        c[i]++;
+        for (uint32_t j = (uint32_t)i + 1; j < want; j++)
+            c[j] = c[j - 1] + 1;
+    }
+    return chosen;
+}
+
 static int prefer_whole(const struct gs_dp_model *m, const struct gs_dp_resource *r,
                         const uint32_t *avail, uint32_t n_avail, const uint32_t *must,
                         uint32_t n_must, uint32_t want, uint32_t *out, uint32_t *n_out)
@@ -492,6 +550,8 @@ static int prefer_whole(const struct gs_dp_model *m, const struct gs_dp_resource
     uint64_t chosen;
     if (popcount64(am) <= want) {
         chosen = am;
+    } else if (popcount64(am) <= EXACT_CANDIDATES_MAX) {
+        chosen = best_subset(m, am, mm, want);
     } else {
         chosen = 0;
         struct set_score best = {0, 0, 0};

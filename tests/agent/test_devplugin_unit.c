@@ -490,6 +490,52 @@ static void test_preferred_whole_gpus_follow_nvlink_then_numa(void **state)
     gs_dp_model_fini(&m);
 }
 
+/* Adds the NVLink links pairs[0..n) (both directions) to a node made without NVLink. */
+static void link_pairs(struct gs_gpu_info *g, const uint32_t (*pairs)[2], size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        struct gs_gpu_info *a = &g[pairs[k][0]], *b = &g[pairs[k][1]];
+        a->nvlink_peers[a->nvlink_peer_count++] = pairs[k][1];
+        b->nvlink_peers[b->nvlink_peer_count++] = pairs[k][0];
+    }
+}
+
+static void test_preferred_whole_gpus_is_exact_up_to_16(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    /* NUMA nodes {0-3} {4-7}; NVLink 0-4, 0-5, 2-6, 3-4, 3-7. Offered {2,3,5,6,7}, 4 wanted:
+     * {2,3,6,7} holds two links (2-6, 3-7); the greedy completion returned {2,5,6,7}, which
+     * holds one (2-6), because seeded at 5 it filled NUMA node 1 first. */
+    struct gs_gpu_info g[8];
+    make_node(g, 8, 4, 0);
+    const uint32_t links1[][2] = {{0, 4}, {0, 5}, {2, 6}, {3, 4}, {3, 7}};
+    link_pairs(g, links1, 5);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    const char *offered[] = {"GPU-2", "GPU-3", "GPU-5", "GPU-6", "GPU-7"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", offered, 5, NULL, 0, 4),
+                        "GPU-2,GPU-3,GPU-6,GPU-7");
+    gs_dp_model_fini(&m);
+
+    /* NVLink 0-2, 3-7, 6-7. Offered {0,1,2,3,5,7}, 4 wanted: {0,2,3,7} holds 0-2 and 3-7;
+     * greedy took {0,1,2,3} (all on NUMA node 0, one link). Links count before NUMA. */
+    make_node(g, 8, 4, 0);
+    const uint32_t links2[][2] = {{0, 2}, {3, 7}, {6, 7}};
+    link_pairs(g, links2, 3);
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    const char *offered2[] = {"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-5", "GPU-7"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", offered2, 6, NULL, 0, 4),
+                        "GPU-0,GPU-2,GPU-3,GPU-7");
+    /* With must_include GPU-1 (kubelet insists): three more hold one link at most (0-2, or
+     * 3-7); {1,0,2,3} does with all four on NUMA node 0. */
+    const char *must1[] = {"GPU-1"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", offered2, 6, must1, 1, 4),
+                        "GPU-1,GPU-0,GPU-2,GPU-3");
+    gs_dp_model_fini(&m);
+}
+
 static void test_preferred_never_proposes_an_unhealthy_device(void **state)
 {
     (void)state;
@@ -728,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_model_device_in_two_entries_is_an_error),
         cmocka_unit_test(test_model_long_ids_and_limits),
         cmocka_unit_test(test_preferred_whole_gpus_follow_nvlink_then_numa),
+        cmocka_unit_test(test_preferred_whole_gpus_is_exact_up_to_16),
         cmocka_unit_test(test_preferred_never_proposes_an_unhealthy_device),
         cmocka_unit_test(test_preferred_sizes_are_bounded_by_the_resource),
         cmocka_unit_test(test_preferred_replicas_pack_onto_shared_gpus),
