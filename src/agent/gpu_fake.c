@@ -18,8 +18,9 @@
 #include "gpusched/gpu.h"
 
 #include "gpusched/err.h"
-#include "util/file.h"
 #include "gpusched/diag.h"
+#include "util/file.h"
+#include "util/yaml.h"
 
 #include "gpu_internal.h"
 
@@ -38,6 +39,10 @@
 #define FAKE_STEPS_MAX 100000u
 /** Largest accepted t_ms: about 31 years, far from int64 overflow when added to a clock. */
 #define FAKE_T_MAX_MS 1000000000000LL
+/** Deepest nesting a fake node file may have (its schema needs 5). */
+#define FAKE_DEPTH_MAX 16
+/** Most YAML nodes in a fake node file (64 GPUs and a long script fit far below). */
+#define FAKE_NODES_MAX 1000000
 
 /** Every sample field, for GPUs that support them all. */
 #define ALL_FIELDS                                                                                 \
@@ -1119,6 +1124,15 @@ static int yaml_problem(struct rd *r, const yaml_parser_t *p)
     return GS_EPARSE;
 }
 
+/* The walker's callback: the limits are all the check wanted here. */
+static int check_event(void *ctx, const struct gs_yaml_event *ev, struct gs_diag *d)
+{
+    (void)ctx;
+    (void)ev;
+    (void)d;
+    return GS_OK;
+}
+
 int gs_gpu_parse_fake(const char *buf, size_t len, const char *name, const struct gs_clock *clock,
                       struct gs_gpu_backend **out, struct gs_diag *diag)
 {
@@ -1161,6 +1175,18 @@ int gs_gpu_parse_fake(const char *buf, size_t len, const char *name, const struc
         goto out;
     }
     have_parser = true;
+    /* The shared bounded walker first: it stops a deeply nested input (a 1 MB "[[[...") at
+     * its limit, where yaml_parser_load() would stack it up for minutes (issue 9). The
+     * document below is then known to be small and shallow. */
+    struct gs_yaml_limits lim = {.bytes_max = FAKE_FILE_MAX,
+                                 .depth_max = FAKE_DEPTH_MAX,
+                                 .nodes_max = FAKE_NODES_MAX,
+                                 .aliases = true,
+                                 .tags = true,
+                                 .what = "a fake node"};
+    r.err = gs__yaml_walk(buf, len, &lim, check_event, NULL, diag);
+    if (r.err != GS_OK)
+        goto out;
     yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
     if (!yaml_parser_load(&parser, &doc)) {
         yaml_problem(&r, &parser);
