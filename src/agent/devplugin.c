@@ -123,15 +123,86 @@ struct gs_dp_agent {
     uint64_t assign_as_assigned;            /**< Allocates on the assigned GPUs */
     uint64_t assign_mismatch;               /**< Allocates of other GPUs */
     uint64_t assign_fallbacks;              /**< preferred answers off the assignment */
+    int64_t client_log_ms;                  /**< last refill of the client log budget; 0 never */
+    int64_t client_log_tokens;              /**< client lines that may be logged now */
+    uint64_t client_log_dropped;            /**< client lines left out since the last one */
 };
+
+/*
+ * Copies src to dst[cap] with every byte below 0x20 and 0x7f written as \xNN, so that text a
+ * client chose (a device ID with a line feed) cannot forge a log line (issue 9).
+ */
+static void escape_line(char *dst, size_t cap, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p != '\0' && k + 5 < cap; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            dst[k++] = '\\';
+            dst[k++] = 'x';
+            dst[k++] = hex[*p >> 4];
+            dst[k++] = hex[*p & 15];
+        } else {
+            dst[k++] = (char)*p;
+        }
+    }
+    dst[k] = '\0';
+}
 
 GS_PRINTF(2, 3)
 static void logf_(struct gs_dp_agent *a, const char *fmt, ...)
 {
+    char line[2048], safe[4 * sizeof line];
     va_list ap;
     va_start(ap, fmt);
-    gs_vlog(a->log != NULL ? a->log : gs_log_stderr_plain, a->log_ctx, fmt, ap);
+    (void)vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    escape_line(safe, sizeof safe, line);
+    (a->log != NULL ? a->log : gs_log_stderr_plain)(a->log_ctx, safe);
+}
+
+/*
+ * Lines a local client can cause (refused calls, connections it opens, closes or breaks, its
+ * streams) go through a budget: CLIENT_LOG_BURST lines, refilled at CLIENT_LOG_PER_S a second;
+ * past it lines are counted, and the count is logged once the budget allows again. A client
+ * that was refused 100,000 times in 10 s wrote 73 MB of log before (issue 9).
+ */
+#define CLIENT_LOG_BURST 50
+#define CLIENT_LOG_PER_S 10
+
+static int64_t now_ms(struct gs_dp_agent *a);
+
+GS_PRINTF(2, 3)
+static void client_logf(struct gs_dp_agent *a, const char *fmt, ...)
+{
+    int64_t now = now_ms(a);
+    if (a->client_log_ms == 0) {
+        a->client_log_tokens = CLIENT_LOG_BURST;
+        a->client_log_ms = now;
+    }
+    int64_t refill = (now - a->client_log_ms) * CLIENT_LOG_PER_S / 1000;
+    if (refill > 0) {
+        a->client_log_tokens += refill;
+        if (a->client_log_tokens > CLIENT_LOG_BURST)
+            a->client_log_tokens = CLIENT_LOG_BURST;
+        a->client_log_ms = now;
+    }
+    if (a->client_log_tokens <= 0) {
+        a->client_log_dropped++;
+        return;
+    }
+    a->client_log_tokens--;
+    if (a->client_log_dropped > 0) {
+        logf_(a, "(%" PRIu64 " more lines about clients left out: too many)",
+              a->client_log_dropped);
+        a->client_log_dropped = 0;
+    }
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    logf_(a, "%s", line);
 }
 
 /*
@@ -300,8 +371,8 @@ static void on_law_open(void *user, const uint8_t *req, size_t req_len,
     r->streams[r->n_streams++] = stream;
     stream_push(r, stream, ans.data, ans.len);
     gs_dp_answer_fini(&ans);
-    logf_(r->a, "%s: ListAndWatch opened (%zu open), sent %u devices", name, r->n_streams,
-          (unsigned)r->a->model.resources[r->index].n_devices);
+    client_logf(r->a, "%s: ListAndWatch opened (%zu open), sent %u devices", name, r->n_streams,
+                (unsigned)r->a->model.resources[r->index].n_devices);
 }
 
 static void on_law_close(void *user, struct gs_grpc_stream *stream, int reason)
@@ -309,11 +380,12 @@ static void on_law_close(void *user, struct gs_grpc_stream *stream, int reason)
     struct res_rt *r = user;
     stream_drop(r, stream);
     if (reason != GS_GRPC_CLOSE_SHUTDOWN)
-        logf_(r->a, "%s: ListAndWatch closed (%s; %zu open)", r->a->model.resources[r->index].name,
-              reason == GS_GRPC_CLOSE_CANCELLED      ? "cancelled by the peer"
-              : reason == GS_GRPC_CLOSE_DISCONNECTED ? "peer disconnected"
-                                                     : "finished",
-              r->n_streams);
+        client_logf(r->a, "%s: ListAndWatch closed (%s; %zu open)",
+                    r->a->model.resources[r->index].name,
+                    reason == GS_GRPC_CLOSE_CANCELLED      ? "cancelled by the peer"
+                    : reason == GS_GRPC_CLOSE_DISCONNECTED ? "peer disconnected"
+                                                           : "finished",
+                    r->n_streams);
 }
 
 /* ---- unary methods ---------------------------------------------------------------------- */
@@ -346,8 +418,8 @@ static void on_preferred(void *user, const uint8_t *req, size_t len, struct gs_g
     struct gs_dp_answer ans;
     int rc = gs_dp_handle_preferred(&v, req, len, &ans);
     if (rc == GS_OK && ans.status != GS_GRPC_OK)
-        logf_(r->a, "%s: GetPreferredAllocation refused: %s", r->a->model.resources[r->index].name,
-              ans.message);
+        client_logf(r->a, "%s: GetPreferredAllocation refused: %s",
+                    r->a->model.resources[r->index].name, ans.message);
     reply_answer(reply, rc, &ans);
 }
 
@@ -358,8 +430,8 @@ static void on_allocate(void *user, const uint8_t *req, size_t len, struct gs_gr
     struct gs_dp_answer ans;
     int rc = gs_dp_handle_allocate(&v, req, len, &ans);
     if (rc == GS_OK && ans.status != GS_GRPC_OK)
-        logf_(r->a, "%s: Allocate refused: %s: %s", r->a->model.resources[r->index].name,
-              gs_grpc_status_name(ans.status), ans.message);
+        client_logf(r->a, "%s: Allocate refused: %s: %s", r->a->model.resources[r->index].name,
+                    gs_grpc_status_name(ans.status), ans.message);
     reply_answer(reply, rc, &ans);
 }
 
@@ -374,7 +446,9 @@ static void on_prestart(void *user, const uint8_t *req, size_t len, struct gs_gr
 static void on_rpc_log(void *user, const char *line)
 {
     struct res_rt *r = user;
-    logf_(r->a, "%s: grpc: %s", r->a->model.resources[r->index].name, line);
+    /* The server's lines already start with "grpc: ". */
+    const char *tag = strncmp(line, "grpc: ", 6) == 0 ? "" : "grpc: ";
+    client_logf(r->a, "%s: %s%s", r->a->model.resources[r->index].name, tag, line);
 }
 
 /* ---- sockets ------------------------------------------------------------------------------ */

@@ -393,8 +393,63 @@ def f_registration_race(env):
         agent.stop()
 
 
+def f_client_logs(env):
+    """What a careless or hostile local client can put in the agent's log: a device ID with a
+    line feed is escaped (no forged line), 3,000 refused calls in a row cost a bounded number of
+    lines with the rest counted, and the gRPC server's lines carry one "grpc:" prefix."""
+    d = os.path.join(env["tmp"], "client-logs")
+    os.mkdir(d)
+    kb = td.Kubelet(env["dp"], d)
+    fake = os.path.join(env["src"], "deploy/fake-gpus.yaml")
+    agent = td.Agent(env["bin"], ["--gpu-backend", "fake:" + fake, "--kubelet-dir", d,
+                                  "--pod-resources-socket", "", "--metrics-addr", ""], "logs")
+    try:
+        kb.watch("nvidia.com/gpu")
+        sock = os.path.join(d, "gpusched-nvidia.com-gpu.sock")
+        p = td.Plugin(env["dp"], sock)
+        td.expect_rpc_error(lambda: p.allocate(["GPU-x\nforged: Allocate for pod ns/p"]),
+                            td.grpc.StatusCode.INVALID_ARGUMENT, "ID with a line feed")
+        agent.wait_line(r"Allocate refused: .*GPU-x\\x0aforged: Allocate for pod ns/p")
+        assert not any(l.startswith("forged") for _, l in agent.lines), agent.text()
+        n0 = len(agent.lines)
+        t0 = time.monotonic()
+        for i in range(3000):
+            try:
+                p.allocate(["GPU-nope-%d" % i])
+            except td.grpc.RpcError:
+                pass
+        spent = time.monotonic() - t0
+        time.sleep(0.3)
+        refused = [l for _, l in agent.lines[n0:] if "Allocate refused" in l]
+        # The budget: 50 at once, 10 a second after (plus one for rounding).
+        assert len(refused) <= 50 + 10 * (spent + 0.3) + 1, (len(refused), spent)
+        print("     3000 refused Allocates in %.1f s: %d log lines about them" % (spent,
+                                                                           len(refused)))
+        # Once the budget allows again, the count of what was left out is logged.
+        time.sleep(0.2)
+        td.expect_rpc_error(lambda: p.allocate(["GPU-nope-last"]),
+                            td.grpc.StatusCode.INVALID_ARGUMENT, "one more")
+        agent.wait_line(r"Allocate refused: .*GPU-nope-last", after=n0)
+        rx = re.compile(r"\((\d+) more lines about clients left out: too many\)")
+        left_out = sum(int(m.group(1)) for m in (rx.search(l) for _, l in agent.lines[n0:]) if m)
+        refused = [l for _, l in agent.lines[n0:] if "Allocate refused" in l]
+        assert left_out + len(refused) == 3001, (left_out, len(refused))
+        p.close()
+        # Bytes that are not HTTP/2: the connection's end is logged with one "grpc:" prefix.
+        n1 = len(agent.lines)
+        s = td.socket.socket(td.socket.AF_UNIX, td.socket.SOCK_STREAM)
+        s.connect(sock)
+        s.sendall(b"GET / HTTP/1.1\r\n\r\n" + b"x" * 100)
+        s.close()
+        time.sleep(0.5)
+        assert "grpc: grpc:" not in agent.text(), agent.text()
+    finally:
+        kb.stop()
+        agent.stop()
+
+
 CASES = [f_lost_at_start, f_unhealthy_known, f_failed_queries, f_event_wait_lost, f_xid_classes,
-         f_registration_race]
+         f_registration_race, f_client_logs]
 
 
 def main():
