@@ -142,13 +142,21 @@ int gs_exporter_scrape(struct gs_exporter *e, struct gs_textbuf *out);
 
 /**
  * Starts serving /metrics and /healthz on its own thread (libmicrohttpd internal polling).
+ * Bounds for clients that misbehave (any pod can reach the port): 256 connections, at most 8
+ * from one address, each closed after 5 s without a byte and limited to 32 KiB of request;
+ * HTTP/1.1 keep-alive and pipelining as libmicrohttpd does them.
  * @param bind_addr  numeric IPv4 or IPv6 address ("127.0.0.1", "0.0.0.0", "::").
  * @param port       TCP port; 0 picks a free one.
  * @param port_out   receives the bound port; may be NULL.
- * @return GS_OK; GS_EINVAL (bad address, already started); GS_EIO (cannot bind or start).
+ * @return GS_OK; GS_EINVAL (bad address, already started); GS_EEXIST (the port is taken);
+ *         GS_EIO (cannot bind or start otherwise). On failure gs_exporter_error() says why
+ *         ("bind: Address already in use").
  */
 int gs_exporter_start(struct gs_exporter *e, const char *bind_addr, uint16_t port,
                       uint16_t *port_out);
+
+/** Why the last gs_exporter_start failed ("" none). Valid until the next start or free. */
+const char *gs_exporter_error(const struct gs_exporter *e);
 
 /** Stops serving (joins the HTTP thread). No-op when not started. */
 void gs_exporter_stop(struct gs_exporter *e);

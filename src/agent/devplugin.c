@@ -1138,8 +1138,10 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         if (rc == GS_OK)
             rc = gs_exporter_start(a->exporter, host, port, &a->metrics_port);
         if (rc != GS_OK) {
+            const char *why = gs_exporter_error(a->exporter);
             rc = fail_new(err, cap, rc == GS_ENOMEM ? GS_ENOMEM : GS_EIO,
-                          "cannot serve metrics on %s: %s", a->cfg.metrics_addr, gs_strerror(rc));
+                          "cannot serve metrics on %s: %s", a->cfg.metrics_addr,
+                          why[0] != '\0' ? why : gs_strerror(rc));
             goto out;
         }
     }

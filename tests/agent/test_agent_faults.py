@@ -448,8 +448,119 @@ def f_client_logs(env):
         agent.stop()
 
 
+def rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def healthz(port, src="127.0.0.1"):
+    """Seconds /healthz took from src, or None when it did not answer within 2 s."""
+    t0 = time.monotonic()
+    s = td.socket.socket(td.socket.AF_INET, td.socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.bind((src, 0))
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        d = s.recv(4096)
+        return time.monotonic() - t0 if d.startswith(b"HTTP/1.1 200") and d.endswith(b"ok") \
+            else None
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def f_metrics_clients(env):
+    """The metrics port under clients that misbehave: 64 idle connections, then 64 sending
+    one byte a second, each set from its own address, while /healthz from another address keeps
+    answering within 1 s; keep-alive and pipelining; a taken port named as such."""
+    d = os.path.join(env["tmp"], "metrics-clients")
+    os.mkdir(d)
+    fake = os.path.join(env["src"], "deploy/fake-gpus.yaml")
+    agent = td.Agent(env["bin"], ["--gpu-backend", "fake:" + fake, "--kubelet-dir", d,
+                                  "--pod-resources-socket", "", "--metrics-addr", "127.0.0.1:0"],
+                     "metrics")
+    held = []
+    try:
+        port = agent.metrics_port()
+        assert healthz(port) is not None
+        # Two pipelined requests on one connection: two answers, the connection kept.
+        s = td.socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+        s.settimeout(1)
+        got = b""
+        try:
+            while got.count(b"HTTP/1.1 200") < 2:
+                x = s.recv(65536)
+                if not x:
+                    break
+                got += x
+        except OSError:
+            pass
+        assert got.count(b"HTTP/1.1 200") == 2 and b"Connection: close" not in got, got
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        s.close()
+        # 64 connections that send nothing, from 127.0.0.2.
+        for _ in range(64):
+            c = td.socket.socket(td.socket.AF_INET, td.socket.SOCK_STREAM)
+            c.bind(("127.0.0.2", 0))
+            try:
+                c.connect(("127.0.0.1", port))
+            except OSError:
+                pass
+            held.append(c)
+        worst = 0.0
+        for _ in range(5):
+            t = healthz(port)
+            assert t is not None and t <= td.BOUND_S, "healthz with 64 idle connections: %s" % t
+            worst = max(worst, t)
+            time.sleep(0.2)
+        # 64 connections from 127.0.0.3 each sending a byte a second for 3 s.
+        slow = []
+        for _ in range(64):
+            c = td.socket.socket(td.socket.AF_INET, td.socket.SOCK_STREAM)
+            c.bind(("127.0.0.3", 0))
+            try:
+                c.connect(("127.0.0.1", port))
+            except OSError:
+                pass
+            slow.append(c)
+        held += slow
+        for k in range(3):
+            for c in slow:
+                try:
+                    c.send(b"GET /metrics HTTP/1.1\r\n"[k:k + 1])
+                except OSError:
+                    pass
+            t = healthz(port)
+            assert t is not None and t <= td.BOUND_S, "healthz with slow clients: %s" % t
+            worst = max(worst, t)
+            time.sleep(1.0)
+        rss = rss_mib(agent.proc.pid)
+        print("     128 misbehaving connections: /healthz within %.0f ms, RSS %.0f MiB" %
+              (worst * 1000, rss))
+        assert rss < 128, rss  # the DaemonSet's memory limit, 128Mi
+        # A taken port: named, exit 1.
+        out = td.subprocess.run([env["bin"], "agent", "--gpu-backend", "fake:" + fake,
+                                 "--kubelet-dir", d, "--pod-resources-socket", "",
+                                 "--metrics-addr", "127.0.0.1:%d" % port],
+                                capture_output=True, text=True, timeout=30)
+        assert out.returncode == 1, out
+        assert ("cannot serve metrics on 127.0.0.1:%d: bind: Address already in use" % port) \
+            in out.stderr, out.stderr
+    finally:
+        for c in held:
+            c.close()
+        agent.stop()
+
+
 CASES = [f_lost_at_start, f_unhealthy_known, f_failed_queries, f_event_wait_lost, f_xid_classes,
-         f_registration_race, f_client_logs]
+         f_registration_race, f_client_logs, f_metrics_clients]
 
 
 def main():
