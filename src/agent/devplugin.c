@@ -1196,7 +1196,16 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
         return rc;
     }
     a->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (a->ino_fd < 0 || watch_dir(a) != GS_OK) {
+    if (a->ino_fd >= 0 && watch_dir(a) != GS_OK && errno == ENOENT) {
+        /* A laptop run with --kubelet-dir /tmp/dp: make the directory (its parent must be
+         * there) rather than stop; kubelet's own always exists on a node. */
+        if (mkdir(a->cfg.plugin_dir, 0755) == 0)
+            logf_(a, "created the device plugin directory %s (it did not exist)",
+                  a->cfg.plugin_dir);
+        else
+            errno = ENOENT;
+    }
+    if (a->ino_fd < 0 || (a->wd < 0 && watch_dir(a) != GS_OK)) {
         logf_(a, "cannot watch %s: %s", a->cfg.plugin_dir, strerror(errno));
         return GS_EIO;
     }
@@ -1205,6 +1214,13 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
             return GS_EIO;
     if (a->model.n_resources == 0)
         logf_(a, "no GPU to advertise: serving metrics only");
+    for (uint32_t g = 0; g < a->model.n_gpus; g++)
+        if (a->model.gpus[g].mig_enabled && a->cfg.mig_strategy == GS_MIG_STRATEGY_NONE)
+            logf_(a,
+                  "warning: GPU %u is in MIG mode (%u MIG devices) but flags.migStrategy is none: "
+                  "it is advertised whole and a container gets no MIG device; set migStrategy "
+                  "single or mixed to advertise them",
+                  (unsigned)g, (unsigned)a->model.gpus[g].mig_count);
     if (a->model.n_unmatched > 0)
         logf_(a,
               "note: %u time-slicing device selector(s) match no device on this node "

@@ -559,8 +559,32 @@ def f_metrics_clients(env):
         agent.stop()
 
 
+def f_small_things(env):
+    """What a new user hit: a --kubelet-dir that does not exist yet is made (its parent must
+    exist); SIGHUP stops the agent cleanly, sockets removed; a MIG-mode GPU under migStrategy
+    none is advertised whole with a warning naming it."""
+    d = os.path.join(env["tmp"], "not-yet")
+    node = os.path.join(env["src"], "tests/agent/data/mixed-node.yaml")
+    agent = td.Agent(env["bin"], ["--gpu-backend", "fake:" + node, "--kubelet-dir", d,
+                                  "--pod-resources-socket", "", "--metrics-addr", ""], "small")
+    try:
+        agent.wait_line(r"created the device plugin directory %s \(it did not exist\)" %
+                        re.escape(d))
+        agent.wait_line(r"warning: GPU 4 is in MIG mode \(3 MIG devices\) but "
+                        r"flags.migStrategy is none: it is advertised whole")
+        sock = os.path.join(d, "gpusched-nvidia.com-gpu.sock")
+        td.wait_until(lambda: os.path.exists(sock), "the socket in the new directory")
+        assert "warning: GPU 0 is in MIG mode" not in agent.text()
+    finally:
+        if agent.proc.poll() is None:
+            agent.proc.send_signal(td.signal.SIGHUP)
+        log = agent.stop()
+    assert "stopping" in log, log
+    assert not os.path.exists(os.path.join(d, "gpusched-nvidia.com-gpu.sock")), os.listdir(d)
+
+
 CASES = [f_lost_at_start, f_unhealthy_known, f_failed_queries, f_event_wait_lost, f_xid_classes,
-         f_registration_race, f_client_logs, f_metrics_clients]
+         f_registration_race, f_client_logs, f_metrics_clients, f_small_things]
 
 
 def main():

@@ -932,9 +932,11 @@ def cli_checks(env):
           if d["kind"] == "DaemonSet"][0]
     ctr = ds["spec"]["template"]["spec"]["containers"][0]
     assert ctr["args"] == ["agent", "--config", "/etc/gpusched/config.yaml"], ctr
-    # A plugin directory that does not exist is a clear runtime error.
+    # A plugin directory whose parent does not exist is a clear runtime error (one whose
+    # parent exists is made: test_agent_faults.py's small_things).
     out = subprocess.run([binary, "agent", "--gpu-backend", "fake", "--fake-gpus", fake,
-                          "--kubelet-dir", os.path.join(tmp, "absent"), "--metrics-addr", ""],
+                          "--kubelet-dir", os.path.join(tmp, "absent", "dp"),
+                          "--metrics-addr", ""],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1 and "absent" in out.stderr, out
     kube_checks(tmp, binary, fake)

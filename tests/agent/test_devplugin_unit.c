@@ -237,6 +237,48 @@ static void test_config_read_missing_file_is_eio(void **state)
     assert_non_null(strstr(d.msg, "cannot open"));
 }
 
+static void test_config_accepts_a_configmap_manifest(void **state)
+{
+    (void)state;
+    /* deploy/agent-config.yaml is a ConfigMap: --config on it reads data.config.yaml. */
+    const char *cm = "apiVersion: v1\n"
+                     "kind: ConfigMap\n"
+                     "metadata:\n"
+                     "  name: gpusched-agent-config\n"
+                     "data:\n"
+                     "  config.yaml: |\n"
+                     "    version: v1\n"
+                     "    flags:\n"
+                     "      migStrategy: mixed\n"
+                     "    health:\n"
+                     "      resetXids: [79]\n";
+    struct gs_dp_config c;
+    struct gs_diag d;
+    assert_int_equal(gs_dp_config_parse(cm, strlen(cm), "cm.yaml", &c, &d), GS_OK);
+    assert_int_equal(c.mig_strategy, GS_MIG_STRATEGY_MIXED);
+    assert_int_equal(c.health.n_reset, 1);
+    assert_int_equal(c.health.reset_xids[0], 79);
+    /* An error inside names the manifest's own line and column: "muxed" is at 9:20. */
+    const char *bad = "apiVersion: v1\n"
+                      "kind: ConfigMap\n"
+                      "metadata:\n"
+                      "  name: gpusched-agent-config\n"
+                      "data:\n"
+                      "  config.yaml: |\n"
+                      "    version: v1\n"
+                      "    flags:\n"
+                      "      migStrategy: muxed\n";
+    assert_int_equal(gs_dp_config_parse(bad, strlen(bad), "cm.yaml", &c, &d), GS_EPARSE);
+    assert_int_equal(d.line, 9);
+    assert_int_equal(d.column, 20);
+    assert_string_equal(d.field, "migStrategy");
+    /* A ConfigMap without the key says where the configuration is expected. */
+    const char *none = "kind: ConfigMap\ndata:\n  other.yaml: x\n";
+    assert_int_equal(gs_dp_config_parse(none, strlen(none), "cm.yaml", &c, &d), GS_EPARSE);
+    assert_int_equal(d.line, 3);
+    assert_non_null(strstr(d.msg, "data.config.yaml"));
+}
+
 /* ---- resource model --------------------------------------------------------------------- */
 
 static void test_model_none_strategy_advertises_mig_gpus_whole(void **state)
@@ -767,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_config_reads_every_key),
         cmocka_unit_test(test_config_errors_name_line_column_and_key),
         cmocka_unit_test(test_config_read_missing_file_is_eio),
+        cmocka_unit_test(test_config_accepts_a_configmap_manifest),
         cmocka_unit_test(test_model_none_strategy_advertises_mig_gpus_whole),
         cmocka_unit_test(test_model_single_strategy_needs_one_profile_on_every_gpu),
         cmocka_unit_test(test_model_mixed_strategy_names_profiles),
