@@ -7,9 +7,12 @@
  *   DCGM_FI_DEV_POWER_USAGE (W), DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK,
  *   DCGM_FI_DEV_XID_ERRORS (value of the last XID) and DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, labelled
  *   gpu, UUID, device ("nvidia0"), modelName, Hostname, and container, namespace, pod when the
- *   attribution table maps the GPU to a pod. A GPU shared by several pods (time-slicing, MIG)
- *   gets one series per pod, each with the GPU's values (dcgm-exporter issues #151 and #307
- *   show only one of them). A pod on a MIG device also gets GPU_I_PROFILE ("1g.18gb").
+ *   attribution table maps the GPU to a pod. Every GPU has its own series without pod
+ *   labels; a GPU used by pods (time-slicing, MIG) gets one more series per pod, each with
+ *   the GPU's values (dcgm-exporter issues #151 and #307 show only one of them; per-process
+ *   values are not read yet). A pod series on time-sliced replicas gets replica="0,2" (the
+ *   replicas it holds, ascending); one on a MIG device GPU_I_ID (when known) and
+ *   GPU_I_PROFILE ("1g.18gb").
  *   A field the backend could not read is left out, not reported as 0.
  * Own series (one per GPU, no pod labels):
  *   gpusched_gpu_health{reason="none|xid|ecc_dbe|lost"} (1 Healthy, 0 Unhealthy),

@@ -55,6 +55,9 @@ struct gs_gpu_mig {
     bool has_start;                   /**< start_slot is known */
     uint32_t start_slot;              /**< first memory/compute slice of the GPU instance
                                            (NVML's placement.start); valid when has_start */
+    bool has_gi_id;                   /**< gi_id is known */
+    uint32_t gi_id;                   /**< NVML's GPU instance id (dcgm-exporter's GPU_I_ID);
+                                           valid when has_gi_id */
 };
 
 /** Static facts about one GPU. Plain value record. */

@@ -308,9 +308,13 @@ static void read_mig_start(struct nvml *m, nvml_device gpu, nvml_device mig, str
     nvml_gpu_instance gi = NULL;
     struct nvml_gpu_instance_info info;
     memset(&info, 0, sizeof info);
-    if (m->api.device_get_gpu_instance_id == NULL || m->api.device_get_gpu_instance_by_id == NULL ||
+    if (m->api.device_get_gpu_instance_id != NULL &&
+        m->api.device_get_gpu_instance_id(mig, &gi_id) == NVML_OK) {
+        out->has_gi_id = true;
+        out->gi_id = gi_id;
+    }
+    if (!out->has_gi_id || m->api.device_get_gpu_instance_by_id == NULL ||
         m->api.gpu_instance_get_info == NULL ||
-        m->api.device_get_gpu_instance_id(mig, &gi_id) != NVML_OK ||
         m->api.device_get_gpu_instance_by_id(gpu, gi_id, &gi) != NVML_OK ||
         m->api.gpu_instance_get_info(gi, &info) != NVML_OK || info.placement.start > 7)
         return;

@@ -716,9 +716,11 @@ def b_pod_metrics(r):
         return text if {"train-a", "train-b", "infer", "mig-job"} <= set(pods) else None
     text = wait_until(ready, "pod labels in /metrics")
     util = series(text, "DCGM_FI_DEV_GPU_UTIL")
-    on2 = sorted((l["pod"], l["namespace"], l["container"], v) for l, v in util
-                 if l["gpu"] == "2")
-    assert on2 == [("train-a", "ml", "main", "42"), ("train-b", "ml", "main", "42")], on2
+    on2 = sorted((l.get("pod", ""), l.get("namespace", ""), l.get("container", ""),
+                  l.get("replica", ""), v) for l, v in util if l["gpu"] == "2")
+    # Two pod series with the replicas they hold, and the GPU's own series (issue 9).
+    assert on2 == [("", "", "", "", "42"), ("train-a", "ml", "main", "0", "42"),
+                   ("train-b", "ml", "main", "1,2", "42")], on2
     for l, v in util:
         assert l["Hostname"] == "node-b" and l["modelName"] == "NVIDIA H200", l
         assert l["UUID"] == g[int(l["gpu"])] and l["device"] == "nvidia" + l["gpu"], l
@@ -728,6 +730,8 @@ def b_pod_metrics(r):
     assert len(mig) == 1 and mig[0]["gpu"] == "4" and mig[0].get("GPU_I_PROFILE") == "1g.18gb", mig
     g1 = [l for l, v in util if l["gpu"] in ("1", "3")]
     assert len(g1) == 2 and all("pod" not in l for l in g1), g1
+    # Every GPU has exactly one series without pod labels.
+    assert sorted(l["gpu"] for l, v in util if "pod" not in l) == [str(i) for i in range(5)]
     assert not [l for l, v in util if l.get("pod") == "nic-user"]
     health = {l["gpu"]: v for l, v in series(text, "gpusched_gpu_health")}
     assert health == {str(i): "1" for i in range(5)}, health
