@@ -66,6 +66,13 @@
 #define GS_DP_DEFAULT_POD_RESOURCES_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
 /** Default metrics address (dcgm-exporter's port). */
 #define GS_DP_DEFAULT_METRICS_ADDR "0.0.0.0:9400"
+/**
+ * File in the device plugin directory by which an operator clears GPUs' health: its text names
+ * GPUs by index or UUID (or "all"), separated by spaces, commas or lines; the agent makes each
+ * Unhealthy one Healthy (reason cleared) and removes the file. Only root on the node can write
+ * the directory.
+ */
+#define GS_DP_CLEAR_HEALTH_FILE "gpusched-clear-health"
 /** Default period of metric samples and pod attribution, ms. */
 #define GS_DP_DEFAULT_REFRESH_MS 1000
 

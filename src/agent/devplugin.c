@@ -551,11 +551,52 @@ static void kubelet_appeared(struct gs_dp_agent *a)
     a->said_no_kubelet = false;
 }
 
+/*
+ * An operator's word that GPUs are fine (after a manual reset, say): the file
+ * GS_DP_CLEAR_HEALTH_FILE in the device plugin directory (only root on the node can write
+ * there) names them, by index or UUID, or "all"; each Unhealthy one is Healthy again at once
+ * (reason cleared, logged by the health machine), and the file is removed.
+ */
+static void clear_health(struct gs_dp_agent *a)
+{
+    char path[GS_DP_PATH_LEN + 32];
+    if (!join_path(path, sizeof path, a->cfg.plugin_dir, GS_DP_CLEAR_HEALTH_FILE))
+        return;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return; /* removed already (by us: the IN_DELETE of our own unlink) */
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    (void)fclose(f);
+    (void)unlink(path);
+    text[n] = '\0';
+    uint32_t cleared = 0, named = 0;
+    for (char *save = NULL, *tok = strtok_r(text, " \t\r\n,", &save); tok != NULL;
+         tok = strtok_r(NULL, " \t\r\n,", &save)) {
+        bool all = strcmp(tok, "all") == 0, found = all;
+        for (uint32_t g = 0; g < a->model.n_gpus; g++) {
+            char idx[16];
+            (void)snprintf(idx, sizeof idx, "%u", (unsigned)g);
+            const char *uuid = a->xgpus[g].info.uuid;
+            if (all || strcmp(tok, idx) == 0 || (uuid[0] != '\0' && strcmp(tok, uuid) == 0)) {
+                found = true;
+                named++;
+                if (gs_health_clear(a->health, g) == 1)
+                    cleared++;
+            }
+        }
+        if (!found)
+            logf_(a, "%s: no GPU '%s' here; ignored", GS_DP_CLEAR_HEALTH_FILE, tok);
+    }
+    logf_(a, "%s: %u GPU(s) named, %u were Unhealthy and are Healthy now", GS_DP_CLEAR_HEALTH_FILE,
+          (unsigned)named, (unsigned)cleared);
+}
+
 static int watch_dir(struct gs_dp_agent *a)
 {
     a->wd = inotify_add_watch(a->ino_fd, a->cfg.plugin_dir,
                               IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
-                                  IN_MOVE_SELF | IN_ONLYDIR);
+                                  IN_MOVE_SELF | IN_CLOSE_WRITE | IN_ONLYDIR);
     return a->wd >= 0 ? GS_OK : GS_EIO;
 }
 
@@ -563,7 +604,7 @@ static void handle_inotify(struct gs_dp_agent *a)
 {
     /* Aligned for struct inotify_event, as inotify(7) shows. */
     _Alignas(struct inotify_event) char buf[8192];
-    bool sockets = false, kubelet = false, lost = false;
+    bool sockets = false, kubelet = false, lost = false, clear = false;
     for (;;) {
         ssize_t n = read(a->ino_fd, buf, sizeof buf);
         if (n <= 0)
@@ -585,6 +626,9 @@ static void handle_inotify(struct gs_dp_agent *a)
                 continue;
             if (strcmp(ev->name, "kubelet.sock") == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
                 kubelet = true;
+            if (strcmp(ev->name, GS_DP_CLEAR_HEALTH_FILE) == 0 &&
+                (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
+                clear = true;
             if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
                 sockets = true;
         }
@@ -601,6 +645,8 @@ static void handle_inotify(struct gs_dp_agent *a)
         logf_(a, "kubelet.sock appeared: registering again");
         kubelet_appeared(a);
     }
+    if (clear)
+        clear_health(a);
 }
 
 /* Timer: re-watch a directory that went away, retry sockets that could not be created. */

@@ -17,6 +17,8 @@ test_devplugin.py. Each case writes the stub's fault file while the agent runs.
                     one log line each, no flood.
   xid_classes       XID 79 on GPU 1 and XID 94 on GPU 4: 94 recovers after the quiet period,
                     79 does not (reset_required 1) until GPU 1 falls off and comes back.
+  operator_clear    the file gpusched-clear-health in the plugin directory clears GPU 2 (XID
+                    79) at once.
   registration_race (fake backend) 30 kubelet restarts (GS_RACE_ROUNDS; 100 under make
                     soak), each 0-20 ms after the previous kubelet got its Register: every
                     kubelet gets at most one Register (within 1 s), the last exactly one, and
@@ -455,6 +457,33 @@ def f_client_logs(env):
         agent.stop()
 
 
+def f_operator_clear(env):
+    """An operator clears a reset-class Unhealthy GPU through the file gpusched-clear-health in
+    the device plugin directory: Healthy on the stream within 1 s, reason cleared in the log,
+    the file removed; a name that is no GPU here is logged."""
+    c = Case(env, "operator-clear")
+    try:
+        w = c.watch()
+        i0, _, _ = w.wait()
+        c.set_faults("xid 2 79 1\n")
+        i1, _, _ = w.wait(lambda m: unhealthy_ids(m) == [UUID[2]], after=i0 + 1)
+        path = os.path.join(c.dir, "gpusched-clear-health")
+        with open(path + ".new", "w") as f:
+            f.write("%s, 7\nGPU-nope\n" % UUID[2])
+        t0 = time.monotonic()
+        os.rename(path + ".new", path)
+        _, t_ok, _ = w.wait(lambda m: unhealthy_ids(m) == [], after=i1 + 1)
+        assert t_ok - t0 <= td.BOUND_S, "cleared after %.3f s" % (t_ok - t0)
+        c.agent.wait_line(r"health: GPU 2: cleared by an operator: Unhealthy -> Healthy")
+        c.agent.wait_line(r"gpusched-clear-health: no GPU 'GPU-nope' here; ignored")
+        c.agent.wait_line(r"gpusched-clear-health: 2 GPU\(s\) named, 1 were Unhealthy and are "
+                          r"Healthy now")
+        td.wait_until(lambda: not os.path.exists(path), "the clear file removed")
+        wait_health(c, {"2": ("1", "none")}, "GPU 2 Healthy in metrics")
+    finally:
+        c.close()
+
+
 def rss_mib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -591,7 +620,8 @@ def f_small_things(env):
 
 
 CASES = [f_lost_at_start, f_unhealthy_known, f_failed_queries, f_event_wait_lost, f_xid_classes,
-         f_registration_race, f_client_logs, f_metrics_clients, f_small_things]
+         f_operator_clear, f_registration_race, f_client_logs, f_metrics_clients,
+         f_small_things]
 
 
 def main():
