@@ -493,6 +493,8 @@ static uint64_t best_subset(const struct gs_dp_model *m, uint64_t am, uint64_t m
     for (uint32_t g = 0; g < m->n_gpus && n < EXACT_CANDIDATES_MAX; g++)
         if (am & (UINT64_C(1) << g))
             cand[n++] = g;
+    if (want == 0 || want >= n)
+        return want == 0 ? 0 : am; /* the callers ask for fewer than n; said for the analyzer */
     uint32_t c[EXACT_CANDIDATES_MAX];
     for (uint32_t i = 0; i < want; i++)
         c[i] = i;
