@@ -3,11 +3,12 @@
 # a lost GPU, a driver that fails to initialise), with no NVML library at all (a clear error,
 # exit 2), and with the fake backend.
 #
-#   gpu_probe.sh GPU_PROBE NVML_STUB SOURCE_DIR
+#   gpu_probe.sh GPU_PROBE NVML_STUB SOURCE_DIR FAULT_STUB
 set -uo pipefail
 probe=$1
 stub=$2
 src=$3
+faults=$4
 fails=0
 
 # run NAME WANT_RC [ENV=VALUE...] -- ARGS...: runs gpu_probe, keeps its output in $out.
@@ -81,6 +82,16 @@ fi
 run lost 1 GS_NVML_LIBRARY="$stub" STUB_NVML_LOST=1 -- --events-ms 0
 has lost "CHECK FAILED: GPU 1 sample: GPU 1 is lost (NVML: GPU is lost)" \
     "--- FAILED: 1 check(s) failed"
+
+# One GPU of eight without a handle (tests/agent/nvml_fault_stub.c): the backend opens, the
+# other seven are read, the lost one is a named finding.
+fault_file=$(mktemp)
+echo "handle_lost 5" >"$fault_file"
+run lost_handle 1 GS_NVML_LIBRARY="$faults" STUB_NVML_FAULTS="$fault_file" -- --events-ms 0
+has lost_handle "gpus             8" "GPU 4: GPU-f0000000-0000-4000-8000-000000000004" \
+    "GPU 6: GPU-f0000000-0000-4000-8000-000000000006" \
+    "CHECK FAILED: GPU 5 is lost: GPU 5 is lost (no NVML handle)" "--- FAILED: 1 check(s) failed"
+rm -f "$fault_file"
 
 run init 2 GS_NVML_LIBRARY="$stub" STUB_NVML_INIT_FAIL=1 -- --events-ms 0
 has init "gpu_probe: cannot open NVML (GS_EIO): nvmlInit_v2: Driver Not Loaded (9)"
