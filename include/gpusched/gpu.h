@@ -176,15 +176,16 @@ struct gs_gpu_backend {
 /**
  * Opens the NVML backend: dlopen("libnvidia-ml.so.1") (or the file named by the environment
  * variable GS_NVML_LIBRARY), resolves the versioned entry points, nvmlInit_v2(), enumerates
- * GPUs (a count above GS_GPU_MAX keeps the first GS_GPU_MAX) and registers for XID and
- * double-bit ECC events where the GPU supports them. Only reads: never changes MIG mode,
+ * GPUs (a count above GS_GPU_MAX keeps the first GS_GPU_MAX; a GPU NVML gives no handle for
+ * is kept as lost, see gs_gpu_info) and registers for XID and double-bit ECC events where the
+ * GPU supports them. Only reads: never changes MIG mode,
  * clocks, persistence or any other setting.
  * @param clock   time source for event timestamps and the no-event wait; copied.
  * @param out     receives the backend on GS_OK; close with gs_gpu_close().
  * @param errbuf  receives a sentence on failure ("cannot load libnvidia-ml.so.1 (is the NVIDIA
  *                driver installed …?): …"); may be NULL; cap bytes, NUL-terminated.
  * @return GS_OK; GS_ENOENT (library or a required symbol missing); GS_EIO (nvmlInit_v2 or
- *         enumeration failed, e.g. driver not loaded); GS_EINVAL; GS_ENOMEM.
+ *         the GPU count failed, e.g. driver not loaded); GS_EINVAL; GS_ENOMEM.
  * Sources: NVML API reference (docs.nvidia.com/deploy/nvml-api). Call from one thread.
  */
 int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, char *errbuf,

@@ -164,8 +164,8 @@ static void logf_(struct gs_dp_agent *a, const char *fmt, ...)
 /*
  * Lines a local client can cause (refused calls, connections it opens, closes or breaks, its
  * streams) go through a budget: CLIENT_LOG_BURST lines, refilled at CLIENT_LOG_PER_S a second;
- * past it lines are counted, and the count is logged once the budget allows again. A client
- * that was refused 100,000 times in 10 s wrote 73 MB of log before (issue 9).
+ * past it lines are counted, and the count is logged once the budget allows again. Before, a
+ * refused client could write 73 MB of log in 10 s (issue 9).
  */
 #define CLIENT_LOG_BURST 50
 #define CLIENT_LOG_PER_S 10
