@@ -2,7 +2,7 @@
 #   make run    install what is missing, build, replay the bundled trace with all six policies
 #   make test   install what is missing, build twice (plain and ASan+UBSan), build the
 #               Kubernetes control plane for tests/k8s (cached outside the tree), run every test
-# Other targets: build, k8s, bench, bench-k8s, check-published, lint, fuzz, tsan, clean.
+# Other targets: build, k8s, bench, bench-k8s, check-published, lint, fuzz, tsan, soak, clean.
 
 BUILD      ?= build
 BUILD_SAN  ?= build-asan
@@ -13,7 +13,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TRACE      := data/alibaba-gpu-v2023/csv
 OUT        ?= out/default
 
-.PHONY: all deps hooks build build-asan k8s run test bench bench-k8s check-published lint fuzz tsan clean
+.PHONY: all deps hooks build build-asan k8s run test bench bench-k8s check-published lint fuzz tsan soak clean
 
 all: build
 
@@ -63,6 +63,16 @@ bench: build
 	mkdir -p out/bench
 	bash -c 'set -o pipefail; bash bench/run.sh $(BUILD) 2>&1 | tee out/bench/bench.txt'
 	python3 bench/readme_table.py out/bench/bench.txt README.md
+
+# The node agent's soak (tests/agent/soak.py: SOAK_MINUTES of XIDs, lost GPUs, kubelet restarts
+# every 2 s and a scrape every 100 ms; RSS and descriptors must stay flat) and the registration
+# race with 100 kubelet restarts; not part of `make test`.
+SOAK_MINUTES ?= 10
+soak: build
+	GS_RACE_ROUNDS=100 /usr/bin/python3 tests/agent/test_agent_faults.py --gpusched $(BUILD)/gpusched \
+	    --stub $(BUILD)/tests/agent/libnvidia-ml-faults.so --source-dir . --only registration_race
+	/usr/bin/python3 tests/agent/soak.py --gpusched $(BUILD)/gpusched --source-dir . \
+	    --minutes $(SOAK_MINUTES)
 
 # gpusched scheduler vs kube-scheduler and a no-op binder on one real control plane (5,000
 # nodes x 8 GPUs, 10,000 one-GPU pods; BENCH_K8S_ARGS="--nodes 500 --pods 1000" for a quick one).

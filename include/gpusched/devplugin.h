@@ -66,6 +66,13 @@
 #define GS_DP_DEFAULT_POD_RESOURCES_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
 /** Default metrics address (dcgm-exporter's port). */
 #define GS_DP_DEFAULT_METRICS_ADDR "0.0.0.0:9400"
+/**
+ * File in the device plugin directory by which an operator clears GPUs' health: its text names
+ * GPUs by index or UUID (or "all"), separated by spaces, commas or lines; the agent makes each
+ * Unhealthy one Healthy (reason cleared) and removes the file. Only root on the node can write
+ * the directory.
+ */
+#define GS_DP_CLEAR_HEALTH_FILE "gpusched-clear-health"
 /** Default period of metric samples and pod attribution, ms. */
 #define GS_DP_DEFAULT_REFRESH_MS 1000
 
@@ -348,11 +355,15 @@ struct gs_dp_agent;
 
 /**
  * Reads the GPUs, builds the model, creates the health machine and, unless metrics_addr is
- * "", starts the metrics server (so a bad address fails here). Serves nothing yet.
+ * "", starts the metrics server (so a bad address fails here). Serves nothing yet. A GPU that
+ * cannot be read (lost: no handle, GPU_IS_LOST, any error of gs_gpu_info) does not fail it:
+ * it is logged, starts Unhealthy (reason lost), and is left out of the device list when its
+ * UUID is unknown.
  * @param out  receives the agent; free with gs_dp_agent_free.
  * @param err  receives a sentence on failure; cap bytes; may be NULL.
  * @return GS_OK; GS_EINVAL (bad options, model errors, bad metrics address, a socket path
- *         over 107 bytes); GS_EIO (the backend failed, the metrics port cannot be bound);
+ *         over 107 bytes); GS_EIO (the backend cannot count its GPUs, the metrics port cannot
+ *         be bound: the sentence in err says why, "bind: Address already in use");
  *         GS_ENOMEM.
  */
 int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **out, char *err,
@@ -363,8 +374,11 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
  * directory, registers each with kubelet, serves the DevicePlugin methods, watches the
  * directory for kubelet restarts (re-creating sockets and registering again), polls the
  * backend's events every 100 ms into the health machine and pushes the full device list to
- * every open ListAndWatch stream of every resource whose devices changed health, refreshes
- * metrics and pod attribution every refresh_ms. Call once, from one thread.
+ * every open ListAndWatch stream of every resource whose devices changed health, samples every
+ * GPU every refresh_ms (the samples feed health too) and refreshes metrics and pod attribution
+ * then, registers exactly once per kubelet.sock file, and clears the health of the GPUs an
+ * operator names in GS_DP_CLEAR_HEALTH_FILE. Makes the plugin directory when it is missing
+ * and its parent exists. Call once, from one thread.
  * @return GS_OK after a stop; GS_EIO when the plugin directory cannot be watched or a socket
  *         cannot be created at start (reason logged); GS_ENOMEM.
  */

@@ -7,12 +7,17 @@
  *   DCGM_FI_DEV_POWER_USAGE (W), DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK,
  *   DCGM_FI_DEV_XID_ERRORS (value of the last XID) and DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, labelled
  *   gpu, UUID, device ("nvidia0"), modelName, Hostname, and container, namespace, pod when the
- *   attribution table maps the GPU to a pod. A GPU shared by several pods (time-slicing, MIG)
- *   gets one series per pod, each with the GPU's values (dcgm-exporter issues #151 and #307
- *   show only one of them). A pod on a MIG device also gets GPU_I_PROFILE ("1g.18gb").
+ *   attribution table maps the GPU to a pod. Every GPU has its own series without pod
+ *   labels; a GPU used by pods (time-slicing, MIG) gets one more series per pod, each with
+ *   the GPU's values (dcgm-exporter issues #151 and #307 show only one of them; per-process
+ *   values are not read yet). A pod series on time-sliced replicas gets replica="0,2" (the
+ *   replicas it holds, ascending); one on a MIG device GPU_I_ID (when known) and
+ *   GPU_I_PROFILE ("1g.18gb").
  *   A field the backend could not read is left out, not reported as 0.
  * Own series (one per GPU, no pod labels):
- *   gpusched_gpu_health (1 Healthy, 0 Unhealthy), gpusched_gpu_xid_total{xid="79"} (every XID
+ *   gpusched_gpu_health{reason="none|xid|ecc_dbe|lost"} (1 Healthy, 0 Unhealthy),
+ *   gpusched_gpu_reset_required (1 while an Unhealthy GPU waits for a reset or an operator),
+ *   gpusched_gpu_xid_total{xid="79"} (every XID
  *   by code; xid="other" past the per-GPU code table), and
  *   gpusched_gpu_health_transitions_total{to="unhealthy"|"healthy"}.
  *
@@ -75,12 +80,14 @@ struct gs_exporter_attr {
 
 /** One GPU of a snapshot. */
 struct gs_exporter_gpu {
-    struct gs_gpu_info info;            /**< static facts (index, UUID, model, MIG devices) */
-    bool have_sample;                   /**< false when the GPU did not answer: no DCGM series */
-    struct gs_gpu_sample sample;        /**< values; fields outside sample.valid are left out */
-    bool have_health;                   /**< health and counters below are set */
-    enum gs_health_state health;        /**< current health */
-    struct gs_health_counters counters; /**< XID and transition counters */
+    struct gs_gpu_info info;             /**< static facts (index, UUID, model, MIG devices) */
+    bool have_sample;                    /**< false when the GPU did not answer: no DCGM series */
+    struct gs_gpu_sample sample;         /**< values; fields outside sample.valid are left out */
+    bool have_health;                    /**< health and counters below are set */
+    enum gs_health_state health;         /**< current health */
+    enum gs_health_reason health_reason; /**< why Unhealthy (gs_health_reason_of); 0 Healthy */
+    bool needs_reset;                    /**< Unhealthy until seen reset or cleared */
+    struct gs_health_counters counters;  /**< XID and transition counters */
 };
 
 /** What a scrape shows. The arrays are borrowed for the duration of a call. */
@@ -138,13 +145,21 @@ int gs_exporter_scrape(struct gs_exporter *e, struct gs_textbuf *out);
 
 /**
  * Starts serving /metrics and /healthz on its own thread (libmicrohttpd internal polling).
+ * Bounds for clients that misbehave (any pod can reach the port): 256 connections, at most 8
+ * from one address, each closed after 5 s without a byte and limited to 32 KiB of request;
+ * HTTP/1.1 keep-alive and pipelining as libmicrohttpd does them.
  * @param bind_addr  numeric IPv4 or IPv6 address ("127.0.0.1", "0.0.0.0", "::").
  * @param port       TCP port; 0 picks a free one.
  * @param port_out   receives the bound port; may be NULL.
- * @return GS_OK; GS_EINVAL (bad address, already started); GS_EIO (cannot bind or start).
+ * @return GS_OK; GS_EINVAL (bad address, already started); GS_EEXIST (the port is taken);
+ *         GS_EIO (cannot bind or start otherwise). On failure gs_exporter_error() says why
+ *         ("bind: Address already in use").
  */
 int gs_exporter_start(struct gs_exporter *e, const char *bind_addr, uint16_t port,
                       uint16_t *port_out);
+
+/** Why the last gs_exporter_start failed ("" none). Valid until the next start or free. */
+const char *gs_exporter_error(const struct gs_exporter *e);
 
 /** Stops serving (joins the HTTP thread). No-op when not started. */
 void gs_exporter_stop(struct gs_exporter *e);

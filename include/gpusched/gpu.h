@@ -55,6 +55,9 @@ struct gs_gpu_mig {
     bool has_start;                   /**< start_slot is known */
     uint32_t start_slot;              /**< first memory/compute slice of the GPU instance
                                            (NVML's placement.start); valid when has_start */
+    bool has_gi_id;                   /**< gi_id is known */
+    uint32_t gi_id;                   /**< NVML's GPU instance id (dcgm-exporter's GPU_I_ID);
+                                           valid when has_gi_id */
 };
 
 /** Static facts about one GPU. Plain value record. */
@@ -68,7 +71,9 @@ struct gs_gpu_info {
     int32_t cc_major;           /**< CUDA compute capability major (9 for Hopper); -1 unknown */
     int32_t cc_minor;           /**< compute capability minor; -1 unknown */
     uint32_t nvlink_peer_count; /**< entries used in nvlink_peers */
-    uint32_t nvlink_peers[GS_GPU_MAX];     /**< indices of GPUs reachable over NVLink, ascending */
+    uint32_t nvlink_peers[GS_GPU_MAX]; /**< indices of GPUs reachable over NVLink, ascending */
+    bool lost; /**< the GPU did not answer when read (no handle, GPU_IS_LOST): index, and uuid
+                    when it answered, are the only facts; uuid "" when not even that */
     bool mig_capable;                      /**< the GPU supports MIG */
     bool mig_enabled;                      /**< MIG mode is currently on */
     uint32_t mig_count;                    /**< entries used in mig */
@@ -100,12 +105,16 @@ struct gs_gpu_sample {
     uint64_t ecc_dbe_vol_total; /**< double-bit (uncorrected) ECC errors since driver load */
     uint64_t xid_count;         /**< XID events the backend has seen for the GPU since open */
     uint64_t last_xid;          /**< code of the last XID seen; 0 none yet */
+    uint64_t resets;            /**< times the backend lost the GPU and found it again since
+                                     open (a reset seen); always set on GS_OK */
 };
 
 /** What a critical event is. */
 enum gs_gpu_event_kind {
     GS_GPU_EVENT_XID = 1,     /**< an XID (driver-reported error); `xid` holds its code */
     GS_GPU_EVENT_ECC_DBE = 2, /**< a double-bit (uncorrectable) ECC error */
+    GS_GPU_EVENT_LOST = 3,    /**< the GPU stopped answering (NVML's GPU_IS_LOST, from the
+                                   event wait or a query); told once per loss */
 };
 
 /** One critical event. */
@@ -167,15 +176,16 @@ struct gs_gpu_backend {
 /**
  * Opens the NVML backend: dlopen("libnvidia-ml.so.1") (or the file named by the environment
  * variable GS_NVML_LIBRARY), resolves the versioned entry points, nvmlInit_v2(), enumerates
- * GPUs (a count above GS_GPU_MAX keeps the first GS_GPU_MAX) and registers for XID and
- * double-bit ECC events where the GPU supports them. Only reads: never changes MIG mode,
+ * GPUs (a count above GS_GPU_MAX keeps the first GS_GPU_MAX; a GPU NVML gives no handle for
+ * is kept as lost, see gs_gpu_info) and registers for XID and double-bit ECC events where the
+ * GPU supports them. Only reads: never changes MIG mode,
  * clocks, persistence or any other setting.
  * @param clock   time source for event timestamps and the no-event wait; copied.
  * @param out     receives the backend on GS_OK; close with gs_gpu_close().
  * @param errbuf  receives a sentence on failure ("cannot load libnvidia-ml.so.1 (is the NVIDIA
  *                driver installed …?): …"); may be NULL; cap bytes, NUL-terminated.
  * @return GS_OK; GS_ENOENT (library or a required symbol missing); GS_EIO (nvmlInit_v2 or
- *         enumeration failed, e.g. driver not loaded); GS_EINVAL; GS_ENOMEM.
+ *         the GPU count failed, e.g. driver not loaded); GS_EINVAL; GS_ENOMEM.
  * Sources: NVML API reference (docs.nvidia.com/deploy/nvml-api). Call from one thread.
  */
 int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, char *errbuf,
@@ -186,8 +196,9 @@ int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, 
  * are relative to the clock's reading at open. Every later call first applies the script
  * entries that are due: "set" entries change the sample values, "xid" and "ecc_dbe" entries
  * count and queue an event, "lost" makes sample() fail with GS_EIO (a GPU that fell off the
- * bus) until a later entry clears it. wait_event() delivers queued events in script order and
- * otherwise sleeps on the clock until the next scripted event or the timeout.
+ * bus) until a later entry clears it, which counts as a reset seen (gs_gpu_sample.resets).
+ * wait_event() delivers queued events in script order and otherwise sleeps on the clock until the
+ * next scripted event or the timeout.
  * @param path   YAML file; at most 4 MiB.
  * @param clock  time source; copied; its ctx must outlive the backend.
  * @param out    receives the backend on GS_OK; close with gs_gpu_close().
@@ -212,21 +223,28 @@ int gs_gpu_system(struct gs_gpu_backend *b, struct gs_gpu_system *out);
 int gs_gpu_count(struct gs_gpu_backend *b, uint32_t *n_out);
 
 /**
- * Static facts of GPU `index`.
- * @return GS_OK; GS_ERANGE (no such index); GS_EIO (the driver failed); GS_EINVAL.
+ * Static facts of GPU `index`. A GPU that is lost (no NVML handle, or GPU_IS_LOST from its
+ * queries) is GS_OK with `lost` set, only what it told filled in and the reason in
+ * gs_gpu_last_error(), so that one bad GPU does not stop the agent from reading the others.
+ * @return GS_OK; GS_ERANGE (no such index); GS_EIO (the driver failed otherwise); GS_EINVAL.
  */
 int gs_gpu_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *out);
 
 /**
  * Current values of GPU `index`. A field the GPU does not support is left out of `valid`,
- * which is not an error.
+ * which is not an error. A GPU the backend has lost is looked for again on each call (NVML:
+ * its handle acquired again by index, the same UUID answering); when it answers, `resets`
+ * goes up by one.
  * @return GS_OK; GS_ERANGE (no such index); GS_EIO (the GPU does not answer at all, e.g.
  *         XID 79 "fallen off the bus"); GS_EINVAL.
  */
 int gs_gpu_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out);
 
 /**
- * Waits up to timeout_ms (>= 0; 0 polls) for the next XID or double-bit ECC event.
+ * Waits up to timeout_ms (>= 0; 0 polls) for the next XID, double-bit ECC or LOST event. When
+ * NVML's wait answers GPU_IS_LOST, the GPU it names (or, when it names none, each GPU whose
+ * own query answers GPU_IS_LOST) is told once as GS_GPU_EVENT_LOST; a loss already told gives
+ * GS_ENOENT, not a new event or an error.
  * @return GS_OK with *out filled; GS_ENOENT when no event came within the timeout;
  *         GS_EIO (the driver failed); GS_EINVAL.
  */

@@ -12,10 +12,12 @@
  * Kubelet restarts are detected by state, not by trusting single events: any change in the
  * directory leads to checking that each of our socket files is still the one we bound (same
  * device and inode) and re-creating those that are not; a new kubelet.sock (IN_CREATE or
- * IN_MOVED_TO) asks for registration of every resource. Registration is a generation count:
- * each resource remembers the generation it last needed registering at and the one its last
- * successful Register answered, so a kubelet restart during a Register in flight is never
- * mistaken for success.
+ * IN_MOVED_TO) asks for registration now. Registration is by identity: each resource remembers
+ * the kubelet.sock file (device, inode, change time) its current socket was last registered
+ * with, and needs a Register exactly when that is not the file the path names now; the
+ * registration thread checks the file again just before each call. So a kubelet restart
+ * during a Register in flight is never mistaken for success, and a kubelet is registered with
+ * once whatever order inotify reports its socket and the deletion of ours in.
  *
  * Health: backend events go into the gs_health machine; after every loop round the GPUs'
  * states are compared with what the streams were last sent, and every resource with a device
@@ -76,9 +78,9 @@ struct res_rt {
     struct gs_grpc_stream **streams;                /**< open ListAndWatch streams */
     size_t n_streams;                               /**< entries used */
     size_t cap_streams;                             /**< entries allocated */
-    uint64_t want_gen; /**< registration needed as of this generation */
-    uint64_t done_gen; /**< generation of the last successful Register */
-    bool said_fail;    /**< "cannot serve" logged since the last success */
+    bool reg_ok; /**< a Register of the current socket succeeded, with reg_kubelet */
+    struct gs__dp_file_id reg_kubelet; /**< the kubelet.sock that Register went to */
+    bool said_fail;                    /**< "cannot serve" logged since the last success */
 };
 
 struct gs_dp_agent {
@@ -97,7 +99,6 @@ struct gs_dp_agent {
     int ino_fd;                             /**< inotify instance */
     int wd;                                 /**< watch on the plugin dir; -1 when lost */
     char kubelet_sock[GS_DP_PATH_LEN + 16]; /**< <dir>/kubelet.sock */
-    uint64_t gen;                           /**< registration generation counter */
     int64_t next_register_ms;               /**< earliest next Register batch */
     int64_t register_backoff_ms;            /**< wait after the next failure */
     bool said_no_kubelet;                   /**< "waiting for kubelet.sock" logged */
@@ -115,20 +116,93 @@ struct gs_dp_agent {
     int64_t next_refresh_ms;                /**< next metrics refresh */
     int64_t next_recover_ms;                /**< next re-watch / socket retry; INT64_MAX none */
     bool ran;                               /**< gs_dp_agent_run was entered */
+    char event_err[256];                    /**< last backend event error logged ("" none) */
+    uint64_t event_err_repeats;             /**< the same error since, not logged again */
     struct gs__dp_kube *kube;               /**< the Kubernetes side; NULL without a config */
     char *inventory;                        /**< the inventory last handed to kube (owned) */
     uint64_t assign_as_assigned;            /**< Allocates on the assigned GPUs */
     uint64_t assign_mismatch;               /**< Allocates of other GPUs */
     uint64_t assign_fallbacks;              /**< preferred answers off the assignment */
+    int64_t client_log_ms;                  /**< last refill of the client log budget; 0 never */
+    int64_t client_log_tokens;              /**< client lines that may be logged now */
+    uint64_t client_log_dropped;            /**< client lines left out since the last one */
 };
+
+/*
+ * Copies src to dst[cap] with every byte below 0x20 and 0x7f written as \xNN, so that text a
+ * client chose (a device ID with a line feed) cannot forge a log line (issue 9).
+ */
+static void escape_line(char *dst, size_t cap, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p != '\0' && k + 5 < cap; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            dst[k++] = '\\';
+            dst[k++] = 'x';
+            dst[k++] = hex[*p >> 4];
+            dst[k++] = hex[*p & 15];
+        } else {
+            dst[k++] = (char)*p;
+        }
+    }
+    dst[k] = '\0';
+}
 
 GS_PRINTF(2, 3)
 static void logf_(struct gs_dp_agent *a, const char *fmt, ...)
 {
+    char line[2048], safe[4 * sizeof line];
     va_list ap;
     va_start(ap, fmt);
-    gs_vlog(a->log != NULL ? a->log : gs_log_stderr_plain, a->log_ctx, fmt, ap);
+    (void)vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    escape_line(safe, sizeof safe, line);
+    (a->log != NULL ? a->log : gs_log_stderr_plain)(a->log_ctx, safe);
+}
+
+/*
+ * Lines a local client can cause (refused calls, connections it opens, closes or breaks, its
+ * streams) go through a budget: CLIENT_LOG_BURST lines, refilled at CLIENT_LOG_PER_S a second;
+ * past it lines are counted, and the count is logged once the budget allows again. Before, a
+ * refused client could write 73 MB of log in 10 s (issue 9).
+ */
+#define CLIENT_LOG_BURST 50
+#define CLIENT_LOG_PER_S 10
+
+static int64_t now_ms(struct gs_dp_agent *a);
+
+GS_PRINTF(2, 3)
+static void client_logf(struct gs_dp_agent *a, const char *fmt, ...)
+{
+    int64_t now = now_ms(a);
+    if (a->client_log_ms == 0) {
+        a->client_log_tokens = CLIENT_LOG_BURST;
+        a->client_log_ms = now;
+    }
+    int64_t refill = (now - a->client_log_ms) * CLIENT_LOG_PER_S / 1000;
+    if (refill > 0) {
+        a->client_log_tokens += refill;
+        if (a->client_log_tokens > CLIENT_LOG_BURST)
+            a->client_log_tokens = CLIENT_LOG_BURST;
+        a->client_log_ms = now;
+    }
+    if (a->client_log_tokens <= 0) {
+        a->client_log_dropped++;
+        return;
+    }
+    a->client_log_tokens--;
+    if (a->client_log_dropped > 0) {
+        logf_(a, "(%" PRIu64 " more lines about clients left out: too many)",
+              a->client_log_dropped);
+        a->client_log_dropped = 0;
+    }
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    logf_(a, "%s", line);
 }
 
 /*
@@ -297,8 +371,8 @@ static void on_law_open(void *user, const uint8_t *req, size_t req_len,
     r->streams[r->n_streams++] = stream;
     stream_push(r, stream, ans.data, ans.len);
     gs_dp_answer_fini(&ans);
-    logf_(r->a, "%s: ListAndWatch opened (%zu open), sent %u devices", name, r->n_streams,
-          (unsigned)r->a->model.resources[r->index].n_devices);
+    client_logf(r->a, "%s: ListAndWatch opened (%zu open), sent %u devices", name, r->n_streams,
+                (unsigned)r->a->model.resources[r->index].n_devices);
 }
 
 static void on_law_close(void *user, struct gs_grpc_stream *stream, int reason)
@@ -306,11 +380,12 @@ static void on_law_close(void *user, struct gs_grpc_stream *stream, int reason)
     struct res_rt *r = user;
     stream_drop(r, stream);
     if (reason != GS_GRPC_CLOSE_SHUTDOWN)
-        logf_(r->a, "%s: ListAndWatch closed (%s; %zu open)", r->a->model.resources[r->index].name,
-              reason == GS_GRPC_CLOSE_CANCELLED      ? "cancelled by the peer"
-              : reason == GS_GRPC_CLOSE_DISCONNECTED ? "peer disconnected"
-                                                     : "finished",
-              r->n_streams);
+        client_logf(r->a, "%s: ListAndWatch closed (%s; %zu open)",
+                    r->a->model.resources[r->index].name,
+                    reason == GS_GRPC_CLOSE_CANCELLED      ? "cancelled by the peer"
+                    : reason == GS_GRPC_CLOSE_DISCONNECTED ? "peer disconnected"
+                                                           : "finished",
+                    r->n_streams);
 }
 
 /* ---- unary methods ---------------------------------------------------------------------- */
@@ -343,8 +418,8 @@ static void on_preferred(void *user, const uint8_t *req, size_t len, struct gs_g
     struct gs_dp_answer ans;
     int rc = gs_dp_handle_preferred(&v, req, len, &ans);
     if (rc == GS_OK && ans.status != GS_GRPC_OK)
-        logf_(r->a, "%s: GetPreferredAllocation refused: %s", r->a->model.resources[r->index].name,
-              ans.message);
+        client_logf(r->a, "%s: GetPreferredAllocation refused: %s",
+                    r->a->model.resources[r->index].name, ans.message);
     reply_answer(reply, rc, &ans);
 }
 
@@ -355,8 +430,8 @@ static void on_allocate(void *user, const uint8_t *req, size_t len, struct gs_gr
     struct gs_dp_answer ans;
     int rc = gs_dp_handle_allocate(&v, req, len, &ans);
     if (rc == GS_OK && ans.status != GS_GRPC_OK)
-        logf_(r->a, "%s: Allocate refused: %s: %s", r->a->model.resources[r->index].name,
-              gs_grpc_status_name(ans.status), ans.message);
+        client_logf(r->a, "%s: Allocate refused: %s: %s", r->a->model.resources[r->index].name,
+                    gs_grpc_status_name(ans.status), ans.message);
     reply_answer(reply, rc, &ans);
 }
 
@@ -371,7 +446,9 @@ static void on_prestart(void *user, const uint8_t *req, size_t len, struct gs_gr
 static void on_rpc_log(void *user, const char *line)
 {
     struct res_rt *r = user;
-    logf_(r->a, "%s: grpc: %s", r->a->model.resources[r->index].name, line);
+    /* The server's lines already start with "grpc: ". */
+    const char *tag = strncmp(line, "grpc: ", 6) == 0 ? "" : "grpc: ";
+    client_logf(r->a, "%s: %s%s", r->a->model.resources[r->index].name, tag, line);
 }
 
 /* ---- sockets ------------------------------------------------------------------------------ */
@@ -416,7 +493,7 @@ static int res_start(struct gs_dp_agent *a, struct res_rt *r)
     r->srv = srv;
     r->dev = st.st_dev;
     r->ino = st.st_ino;
-    r->want_gen = ++a->gen;
+    r->reg_ok = false; /* a new socket: kubelet has to be told of it */
     r->said_fail = false;
     /* A new socket is registered at once, whatever backoff earlier failures left. */
     a->next_register_ms = now_ms(a);
@@ -462,22 +539,64 @@ static void check_sockets(struct gs_dp_agent *a)
     }
 }
 
-/* A (new) kubelet: register everything again, now. */
+/*
+ * A (new) kubelet.sock: register now, without the backoff of earlier failures. Which
+ * resources need it is decided in maybe_register by the identity of the file, not here, so
+ * that the order in which inotify reports deletions and creations does not matter.
+ */
 static void kubelet_appeared(struct gs_dp_agent *a)
 {
-    uint64_t g = ++a->gen;
-    for (uint32_t i = 0; i < a->model.n_resources; i++)
-        a->res[i].want_gen = g;
     a->next_register_ms = now_ms(a);
     a->register_backoff_ms = REGISTER_BACKOFF_MIN_MS;
     a->said_no_kubelet = false;
+}
+
+/*
+ * An operator's word that GPUs are fine (after a manual reset, say): the file
+ * GS_DP_CLEAR_HEALTH_FILE in the device plugin directory (only root on the node can write
+ * there) names them, by index or UUID, or "all"; each Unhealthy one is Healthy again at once
+ * (reason cleared, logged by the health machine), and the file is removed.
+ */
+static void clear_health(struct gs_dp_agent *a)
+{
+    char path[GS_DP_PATH_LEN + 32];
+    if (!join_path(path, sizeof path, a->cfg.plugin_dir, GS_DP_CLEAR_HEALTH_FILE))
+        return;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return; /* removed already (by us: the IN_DELETE of our own unlink) */
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    (void)fclose(f);
+    (void)unlink(path);
+    text[n] = '\0';
+    uint32_t cleared = 0, named = 0;
+    for (char *save = NULL, *tok = strtok_r(text, " \t\r\n,", &save); tok != NULL;
+         tok = strtok_r(NULL, " \t\r\n,", &save)) {
+        bool all = strcmp(tok, "all") == 0, found = all;
+        for (uint32_t g = 0; g < a->model.n_gpus; g++) {
+            char idx[16];
+            (void)snprintf(idx, sizeof idx, "%u", (unsigned)g);
+            const char *uuid = a->xgpus[g].info.uuid;
+            if (all || strcmp(tok, idx) == 0 || (uuid[0] != '\0' && strcmp(tok, uuid) == 0)) {
+                found = true;
+                named++;
+                if (gs_health_clear(a->health, g) == 1)
+                    cleared++;
+            }
+        }
+        if (!found)
+            logf_(a, "%s: no GPU '%s' here; ignored", GS_DP_CLEAR_HEALTH_FILE, tok);
+    }
+    logf_(a, "%s: %u GPU(s) named, %u were Unhealthy and are Healthy now", GS_DP_CLEAR_HEALTH_FILE,
+          (unsigned)named, (unsigned)cleared);
 }
 
 static int watch_dir(struct gs_dp_agent *a)
 {
     a->wd = inotify_add_watch(a->ino_fd, a->cfg.plugin_dir,
                               IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
-                                  IN_MOVE_SELF | IN_ONLYDIR);
+                                  IN_MOVE_SELF | IN_CLOSE_WRITE | IN_ONLYDIR);
     return a->wd >= 0 ? GS_OK : GS_EIO;
 }
 
@@ -485,7 +604,7 @@ static void handle_inotify(struct gs_dp_agent *a)
 {
     /* Aligned for struct inotify_event, as inotify(7) shows. */
     _Alignas(struct inotify_event) char buf[8192];
-    bool sockets = false, kubelet = false, lost = false;
+    bool sockets = false, kubelet = false, lost = false, clear = false;
     for (;;) {
         ssize_t n = read(a->ino_fd, buf, sizeof buf);
         if (n <= 0)
@@ -507,6 +626,9 @@ static void handle_inotify(struct gs_dp_agent *a)
                 continue;
             if (strcmp(ev->name, "kubelet.sock") == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
                 kubelet = true;
+            if (strcmp(ev->name, GS_DP_CLEAR_HEALTH_FILE) == 0 &&
+                (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
+                clear = true;
             if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
                 sockets = true;
         }
@@ -523,6 +645,8 @@ static void handle_inotify(struct gs_dp_agent *a)
         logf_(a, "kubelet.sock appeared: registering again");
         kubelet_appeared(a);
     }
+    if (clear)
+        clear_health(a);
 }
 
 /* Timer: re-watch a directory that went away, retry sockets that could not be created. */
@@ -545,35 +669,65 @@ static void recover(struct gs_dp_agent *a)
 
 /* ---- registration --------------------------------------------------------------------------- */
 
+/*
+ * Whether resource r must be registered with the kubelet whose socket is kid: its socket is up
+ * and no Register of this socket has succeeded with this kubelet.sock. Exactly one Register
+ * per (kubelet.sock, socket of ours) pair: kubelet keeps every client it was given, and when an
+ * older one's stream ends it drops the current one (issue 9), so a second Register to the same
+ * kubelet is not harmless.
+ */
+static bool needs_register(const struct res_rt *r, const struct gs__dp_file_id *kid)
+{
+    return r->srv != NULL && (!r->reg_ok || !gs__dp_file_id_same(&r->reg_kubelet, kid));
+}
+
 static void maybe_register(struct gs_dp_agent *a, int64_t now)
 {
     if (now < a->next_register_ms || gs__dp_worker_busy(a->reg_worker))
         return;
+    struct gs__dp_file_id kid;
+    bool have_kubelet = gs__dp_file_id_of(a->kubelet_sock, &kid);
     struct gs__dp_reg_job *job = &a->reg_job;
     job->n = 0;
     for (uint32_t i = 0; i < a->model.n_resources; i++) {
         struct res_rt *r = &a->res[i];
-        if (r->srv == NULL || r->want_gen <= r->done_gen)
+        if (r->srv == NULL || (have_kubelet && !needs_register(r, &kid)) ||
+            (!have_kubelet && r->reg_ok))
             continue;
         struct gs__dp_reg_item *it = &job->items[job->n++];
         memset(it, 0, sizeof *it);
         it->index = i;
+        it->sock.dev = (uint64_t)r->dev;
+        it->sock.ino = (uint64_t)r->ino;
         scopy(it->resource, sizeof it->resource, a->model.resources[i].name);
         scopy(it->endpoint, sizeof it->endpoint, a->model.resources[i].endpoint);
     }
     if (job->n == 0)
         return;
-    if (access(a->kubelet_sock, F_OK) != 0) {
+    if (!have_kubelet) {
         if (!a->said_no_kubelet)
             logf_(a, "waiting for kubelet: %s does not exist", a->kubelet_sock);
         a->said_no_kubelet = true;
         a->next_register_ms = now + REGISTER_NO_KUBELET_MS;
         return;
     }
-    job->generation = a->gen;
+    a->said_no_kubelet = false;
+    job->kubelet_id = kid;
     scopy(job->kubelet_socket, sizeof job->kubelet_socket, a->kubelet_sock);
     if (gs__dp_worker_submit(a->reg_worker, job) != GS_OK)
         return;
+}
+
+/* Whether some resource may need a Register (for the loop's wait). */
+static bool register_pending(const struct gs_dp_agent *a)
+{
+    struct gs__dp_file_id kid;
+    bool have_kubelet = gs__dp_file_id_of(a->kubelet_sock, &kid);
+    for (uint32_t i = 0; i < a->model.n_resources; i++)
+        if (have_kubelet ? needs_register(&a->res[i], &kid)
+                         : a->res[i].srv != NULL && !a->res[i].reg_ok)
+            return true;
+    return false;
 }
 
 static void register_done(struct gs_dp_agent *a, struct gs__dp_reg_job *job)
@@ -582,9 +736,15 @@ static void register_done(struct gs_dp_agent *a, struct gs__dp_reg_job *job)
     for (uint32_t i = 0; i < job->n; i++) {
         const struct gs__dp_reg_item *it = &job->items[i];
         struct res_rt *r = &a->res[it->index];
-        if (it->status == GS_GRPC_OK) {
-            if (job->generation > r->done_gen)
-                r->done_gen = job->generation;
+        if (it->stale) {
+            continue; /* a new kubelet.sock: its own batch follows at once */
+        } else if (it->status == GS_GRPC_OK) {
+            /* Counted for the socket it named; a socket made since needs its own Register. */
+            if (r->srv != NULL && (uint64_t)r->dev == it->sock.dev &&
+                (uint64_t)r->ino == it->sock.ino) {
+                r->reg_ok = true;
+                r->reg_kubelet = job->kubelet_id;
+            }
             logf_(a, "%s: registered with kubelet (endpoint %s)", it->resource, it->endpoint);
         } else {
             failed = true;
@@ -605,11 +765,14 @@ static void register_done(struct gs_dp_agent *a, struct gs__dp_reg_job *job)
 
 /* ---- health ------------------------------------------------------------------------------ */
 
-static int probe_gpu(void *ctx, uint32_t gpu)
+static int probe_gpu(void *ctx, uint32_t gpu, uint64_t *resets)
 {
     struct gs_dp_agent *a = ctx;
     struct gs_gpu_sample s;
-    return gs_gpu_sample(a->backend, gpu, &s);
+    int rc = gs_gpu_sample(a->backend, gpu, &s);
+    if (rc == GS_OK)
+        *resets = s.resets;
+    return rc;
 }
 
 static void on_transition(void *ctx, const struct gs_health_transition *t)
@@ -625,7 +788,19 @@ static void poll_events(struct gs_dp_agent *a)
         if (rc == GS_ENOENT)
             break;
         if (rc != GS_OK) {
-            logf_(a, "backend events: %s: %s", gs_strerror(rc), gs_gpu_last_error(a->backend));
+            /* A driver that keeps failing the wait would log ten lines a second: the first
+             * of a run is logged, repeats are counted and told when the text changes. */
+            const char *why = gs_gpu_last_error(a->backend);
+            if (strcmp(why, a->event_err) == 0) {
+                a->event_err_repeats++;
+                break;
+            }
+            if (a->event_err_repeats > 0)
+                logf_(a, "backend events: the last error repeated %" PRIu64 " more time(s)",
+                      a->event_err_repeats);
+            logf_(a, "backend events: %s: %s", gs_strerror(rc), why);
+            scopy(a->event_err, sizeof a->event_err, why);
+            a->event_err_repeats = 0;
             break;
         }
         char which[32];
@@ -636,6 +811,8 @@ static void poll_events(struct gs_dp_agent *a)
         if (ev.kind == GS_GPU_EVENT_XID)
             logf_(a, "event: %s: XID %" PRIu64 "%s", which, ev.xid,
                   gs_health_xid_ignored(&a->cfg.health, ev.xid) ? " (ignored)" : "");
+        else if (ev.kind == GS_GPU_EVENT_LOST)
+            logf_(a, "event: %s: GPU is lost (the event wait says so)", which);
         else
             logf_(a, "event: %s: double-bit ECC error", which);
         if (gs_health_on_event(a->health, &ev) != GS_OK)
@@ -719,17 +896,50 @@ static void publish_metrics(struct gs_dp_agent *a)
         logf_(a, "metrics: cannot update: %s", gs_strerror(rc));
 }
 
+/*
+ * A GPU lost when the agent started answers again: its facts are read so that the metrics name
+ * it. Kubelet's device list was built at start, so a GPU that was left out of it (no UUID
+ * then) is advertised only after the agent restarts; the log says so.
+ */
+static void found_again(struct gs_dp_agent *a, uint32_t g)
+{
+    struct gs_gpu_info info;
+    if (gs_gpu_info(a->backend, g, &info) != GS_OK || info.lost)
+        return;
+    struct gs_exporter_gpu *x = &a->xgpus[g];
+    bool advertised = x->info.uuid[0] != '\0';
+    x->info = info;
+    if (advertised)
+        logf_(a, "GPU %u (%s) answers again", (unsigned)g, info.uuid);
+    else
+        logf_(a,
+              "GPU %u (%s) answers again; the agent advertises it after a restart (kubelet's "
+              "device list was built without it)",
+              (unsigned)g, info.uuid);
+}
+
+/*
+ * Every refresh period: a sample of each GPU, which feeds health too (a GPU that answers no
+ * query is Unhealthy even when it sends no XID; one found again after a loss is seen reset),
+ * then the metrics snapshot and a PodResources List.
+ */
 static void refresh_metrics(struct gs_dp_agent *a)
 {
-    if (a->exporter == NULL)
-        return;
     for (uint32_t g = 0; g < a->model.n_gpus; g++) {
         struct gs_exporter_gpu *x = &a->xgpus[g];
-        x->have_sample = gs_gpu_sample(a->backend, g, &x->sample) == GS_OK;
+        int rc = gs_gpu_sample(a->backend, g, &x->sample);
+        x->have_sample = rc == GS_OK;
+        (void)gs_health_on_sample(a->health, g, rc, x->sample.resets);
+        if (rc == GS_OK && x->info.lost)
+            found_again(a, g);
         x->have_health = true;
         x->health = gs_health_state(a->health, g);
+        x->health_reason = gs_health_reason_of(a->health, g);
+        x->needs_reset = gs_health_needs_reset(a->health, g);
         (void)gs_health_counters(a->health, g, &x->counters);
     }
+    if (a->exporter == NULL)
+        return;
     publish_metrics(a);
     if (a->cfg.pod_resources_socket[0] != '\0' && !gs__dp_worker_busy(a->pr_worker)) {
         struct gs__dp_podres_job *job = a->pr_job;
@@ -894,12 +1104,26 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         rc = fail_new(err, cap, GS_ENOMEM, "out of memory");
         goto out;
     }
+    /* One GPU that cannot be read does not stop the node: it is not advertised (or, when its
+     * UUID is known, advertised Unhealthy), and the others serve (k8s-device-plugin #231). */
     for (uint32_t g = 0; g < n; g++) {
-        if (gs_gpu_info(a->backend, g, &infos[g]) != GS_OK) {
-            rc = fail_new(err, cap, GS_EIO, "cannot read GPU %u: %s", (unsigned)g,
-                          gs_gpu_last_error(a->backend));
-            goto out;
+        int irc = gs_gpu_info(a->backend, g, &infos[g]);
+        if (irc == GS_OK && !infos[g].lost)
+            continue;
+        char why[256];
+        scopy(why, sizeof why, gs_gpu_last_error(a->backend));
+        if (irc != GS_OK) {
+            memset(&infos[g], 0, sizeof infos[g]);
+            infos[g].index = g;
+            infos[g].numa_node = -1;
+            infos[g].lost = true;
         }
+        infos[g].index = g;
+        if (infos[g].uuid[0] == '\0')
+            logf_(a, "GPU %u is lost at start (%s): not advertised; probing it", (unsigned)g, why);
+        else
+            logf_(a, "GPU %u (%s) is lost at start (%s): advertised Unhealthy; probing it",
+                  (unsigned)g, infos[g].uuid, why);
     }
     char merr[512];
     rc = gs_dp_model_build(&a->cfg, infos, n, &a->model, merr, sizeof merr);
@@ -937,7 +1161,9 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         goto out;
     }
     for (uint32_t g = 0; g < n; g++) {
-        a->state[g] = GS_HEALTH_HEALTHY;
+        if (infos[g].lost)
+            (void)gs_health_on_sample(a->health, g, GS_EIO, 0);
+        a->state[g] = gs_health_state(a->health, g);
         a->xgpus[g].info = infos[g];
     }
 
@@ -958,8 +1184,10 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         if (rc == GS_OK)
             rc = gs_exporter_start(a->exporter, host, port, &a->metrics_port);
         if (rc != GS_OK) {
+            const char *why = gs_exporter_error(a->exporter);
             rc = fail_new(err, cap, rc == GS_ENOMEM ? GS_ENOMEM : GS_EIO,
-                          "cannot serve metrics on %s: %s", a->cfg.metrics_addr, gs_strerror(rc));
+                          "cannot serve metrics on %s: %s", a->cfg.metrics_addr,
+                          why[0] != '\0' ? why : gs_strerror(rc));
             goto out;
         }
     }
@@ -1014,7 +1242,16 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
         return rc;
     }
     a->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (a->ino_fd < 0 || watch_dir(a) != GS_OK) {
+    if (a->ino_fd >= 0 && watch_dir(a) != GS_OK && errno == ENOENT) {
+        /* A laptop run with --kubelet-dir /tmp/dp: make the directory (its parent must be
+         * there) rather than stop; kubelet's own always exists on a node. */
+        if (mkdir(a->cfg.plugin_dir, 0755) == 0)
+            logf_(a, "created the device plugin directory %s (it did not exist)",
+                  a->cfg.plugin_dir);
+        else
+            errno = ENOENT;
+    }
+    if (a->ino_fd < 0 || (a->wd < 0 && watch_dir(a) != GS_OK)) {
         logf_(a, "cannot watch %s: %s", a->cfg.plugin_dir, strerror(errno));
         return GS_EIO;
     }
@@ -1023,6 +1260,13 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
             return GS_EIO;
     if (a->model.n_resources == 0)
         logf_(a, "no GPU to advertise: serving metrics only");
+    for (uint32_t g = 0; g < a->model.n_gpus; g++)
+        if (a->model.gpus[g].mig_enabled && a->cfg.mig_strategy == GS_MIG_STRATEGY_NONE)
+            logf_(a,
+                  "warning: GPU %u is in MIG mode (%u MIG devices) but flags.migStrategy is none: "
+                  "it is advertised whole and a container gets no MIG device; set migStrategy "
+                  "single or mixed to advertise them",
+                  (unsigned)g, (unsigned)a->model.gpus[g].mig_count);
     if (a->model.n_unmatched > 0)
         logf_(a,
               "note: %u time-slicing device selector(s) match no device on this node "
@@ -1057,10 +1301,8 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
         int64_t due = min64(a->next_event_ms, a->next_refresh_ms);
         due = min64(due, gs_health_next_due_ms(a->health));
         due = min64(due, a->next_recover_ms);
-        if (!gs__dp_worker_busy(a->reg_worker))
-            for (uint32_t i = 0; i < a->model.n_resources; i++)
-                if (a->res[i].srv != NULL && a->res[i].want_gen > a->res[i].done_gen)
-                    due = min64(due, a->next_register_ms);
+        if (!gs__dp_worker_busy(a->reg_worker) && register_pending(a))
+            due = min64(due, a->next_register_ms);
         int64_t wait = due - now_ms(a);
         if (wait < 0)
             wait = 0;

@@ -559,7 +559,7 @@ static int read_sharing(struct rd *r, const struct gs_yaml_node *map, struct gs_
 }
 
 static const char *const health_keys[] = {"ignoredXids", "recoveryQuietPeriod", "probeInterval",
-                                          NULL};
+                                          "resetXids", NULL};
 
 static int read_health(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
@@ -597,9 +597,24 @@ static int read_health(struct rd *r, const struct gs_yaml_node *map, struct gs_d
             else
                 get_duration(r, v, "health.recoveryQuietPeriod", "recoveryQuietPeriod", 0,
                              &cfg->health.quiet_ms);
-        } else {
+        } else if (slot == 2) {
             get_duration(r, v, "health.probeInterval", "probeInterval", 10,
                          &cfg->health.probe_retry_ms);
+        } else {
+            if (expect(r, v, GS_YAML_SEQ, "health.resetXids", "resetXids") != GS_OK)
+                break;
+            cfg->health.n_reset = 0;
+            FOR_ITEMS(r, v, it)
+            {
+                const struct gs_yaml_node *x = *it;
+                int64_t code = 0;
+                if (get_int(r, x, "health.resetXids", "resetXids", 1, INT64_MAX, &code) != GS_OK)
+                    break;
+                if (cfg->health.n_reset == GS_HEALTH_RESET_MAX)
+                    return fail_at(r, GS_EPARSE, x, "resetXids",
+                                   "health.resetXids: more than %d codes", GS_HEALTH_RESET_MAX);
+                cfg->health.reset_xids[cfg->health.n_reset++] = (uint64_t)code;
+            }
         }
     }
     return r->err;
@@ -736,8 +751,57 @@ void gs_dp_config_default(struct gs_dp_config *cfg)
                    GS_DP_DEFAULT_POD_RESOURCES_SOCKET);
 }
 
+static int parse_text(const char *buf, size_t len, const char *name, struct gs_dp_config *cfg,
+                      struct gs_diag *diag, bool outer);
+
+/* Spaces at the start of 1-based line `line` of buf. */
+static uint32_t indent_of_line(const char *buf, size_t len, uint32_t line)
+{
+    size_t i = 0;
+    for (uint32_t l = 1; l < line && i < len; i++)
+        if (buf[i] == '\n')
+            l++;
+    uint32_t n = 0;
+    while (i < len && buf[i] == ' ') {
+        i++;
+        n++;
+    }
+    return n;
+}
+
+/*
+ * A ConfigMap manifest given as --config (deploy/agent-config.yaml itself, issue 9): the
+ * configuration is its data.config.yaml, read as if it were the file, with positions in
+ * diagnostics moved to the manifest's lines and columns (a literal block "config.yaml: |"
+ * starts on the line after its key).
+ */
+static int parse_configmap(struct rd *r, const char *buf, size_t len, const char *name,
+                           const struct gs_yaml_node *root, struct gs_dp_config *cfg)
+{
+    const struct gs_yaml_node *data = gs__yaml_map_get(root, "data");
+    const struct gs_yaml_node *text =
+        data != NULL && data->kind == GS_YAML_MAP ? gs__yaml_map_get(data, "config.yaml") : NULL;
+    if (text == NULL || text->kind != GS_YAML_SCALAR)
+        return fail_at(r, GS_EPARSE, data != NULL ? data : root, "config.yaml",
+                       "a ConfigMap: the configuration must be the text of data.config.yaml");
+    int rc = parse_text(text->u.s, text->n, name, cfg, r->diag, false);
+    if (rc != GS_OK && r->diag != NULL && r->diag->line > 0) {
+        uint32_t first = text->at.line + 1;
+        r->diag->column += indent_of_line(buf, len, first);
+        r->diag->line += text->at.line;
+    }
+    r->err = rc;
+    return rc;
+}
+
 int gs_dp_config_parse(const char *buf, size_t len, const char *name, struct gs_dp_config *cfg,
                        struct gs_diag *diag)
+{
+    return parse_text(buf, len, name, cfg, diag, true);
+}
+
+static int parse_text(const char *buf, size_t len, const char *name, struct gs_dp_config *cfg,
+                      struct gs_diag *diag, bool outer)
 {
     struct rd r;
 
@@ -777,6 +841,12 @@ int gs_dp_config_parse(const char *buf, size_t len, const char *name, struct gs_
     const struct gs_yaml_node *root = r.doc.root;
     if (root == NULL) {
         fail_at(&r, GS_EPARSE, NULL, "version", "empty document: expected 'version: v1'");
+        goto out;
+    }
+    const struct gs_yaml_node *kind =
+        outer && root->kind == GS_YAML_MAP ? gs__yaml_map_get(root, "kind") : NULL;
+    if (kind != NULL && gs__yaml_text_is(kind, "ConfigMap")) {
+        (void)parse_configmap(&r, buf, len, name, root, cfg);
         goto out;
     }
     (void)read_top(&r, root, cfg);

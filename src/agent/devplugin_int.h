@@ -27,20 +27,43 @@ int gs__dp_prefer(const struct gs_dp_model *m, const struct gs_dp_resource *r,
 
 /* ---- helper threads for blocking calls to kubelet (devplugin_kubelet.c) ------------------ */
 
+/**
+ * Which file a path names: device, inode and the time of its last status change (ns), so that
+ * a socket deleted and created again is told apart even where the inode number is reused.
+ */
+struct gs__dp_file_id {
+    uint64_t dev;     /**< st_dev */
+    uint64_t ino;     /**< st_ino; 0 for "no file" */
+    int64_t ctime_ns; /**< st_ctim in ns */
+};
+
+/** The identity of the file at path (stat, following links). @return false when none. */
+bool gs__dp_file_id_of(const char *path, struct gs__dp_file_id *out);
+
+/** Whether two identities name the same file (both present). */
+bool gs__dp_file_id_same(const struct gs__dp_file_id *x, const struct gs__dp_file_id *y);
+
 /** One Register call to make. */
 struct gs__dp_reg_item {
     char resource[GS_DP_RESOURCE_NAME_LEN]; /**< resource_name */
     char endpoint[GS_DP_ENDPOINT_LEN];      /**< socket file name */
     uint32_t index;                         /**< the agent's resource index */
-    int status;                             /**< result: gRPC status (14 when unreachable) */
-    char message[256];                      /**< result: grpc-message or transport reason */
+    struct gs__dp_file_id sock;             /**< our socket file as it was at submission */
+    bool stale;        /**< result: not sent, kubelet.sock was no longer the job's kubelet_id */
+    int status;        /**< result: gRPC status (14 when unreachable or stale) */
+    char message[256]; /**< result: grpc-message or transport reason */
 };
 
-/** A batch of Register calls, run in order on the registration thread. */
+/**
+ * A batch of Register calls, run in order on the registration thread, all to one kubelet: the
+ * kubelet.sock file kubelet_id names. Just before each call the thread checks that the path
+ * still names that file and marks the item stale instead of calling when not, so that a
+ * Register is never counted for one kubelet after reaching another.
+ */
 struct gs__dp_reg_job {
-    char kubelet_socket[GS_DP_PATH_LEN + 16]; /**< <plugin dir>/kubelet.sock */
-    uint64_t generation;                      /**< the agent's want-generation at submission */
-    uint32_t n;                               /**< items used */
+    char kubelet_socket[GS_DP_PATH_LEN + 16];          /**< <plugin dir>/kubelet.sock */
+    struct gs__dp_file_id kubelet_id;                  /**< the kubelet.sock the batch is for */
+    uint32_t n;                                        /**< items used */
     struct gs__dp_reg_item items[GS_DP_RESOURCES_MAX]; /**< calls */
 };
 

@@ -87,11 +87,28 @@ static json_t *gpu_entry(const struct gs_dp_model *m, const enum gs_health_state
             ok = push(res, json_string(m->resources[r].name));
     for (uint32_t k = 0; ok && has_mig && k < info->mig_count; k++)
         ok = push(migs, mig_entry(m, g, k));
-    ok = ok && set(o, "index", json_integer(g)) && set(o, "uuid", json_string(info->uuid)) &&
-         set(o, "model", json_string(info->model)) &&
-         set(o, "mem_mib", json_integer((json_int_t)info->mem_total_mib)) &&
+    /*
+     * A GPU lost when the agent read it may have told nothing (no UUID, model or memory). The
+     * schema wants each of them, and a reader refuses the whole annotation when one is wrong,
+     * so such a GPU is written "lost-<index>" with the model and memory of the node's first GPU
+     * that told them (memory is the node's minimum to the scheduler: 0 would spoil it), and
+     * Unhealthy, which keeps the scheduler off it.
+     */
+    const struct gs_gpu_info *facts = info;
+    for (uint32_t k = 0; k < m->n_gpus && (facts->model[0] == '\0' || facts->mem_total_mib == 0);
+         k++)
+        facts = &m->gpus[k];
+    char lost_uuid[32];
+    (void)snprintf(lost_uuid, sizeof lost_uuid, "lost-%u", (unsigned)g);
+    ok = ok && set(o, "index", json_integer(g)) &&
+         set(o, "uuid", json_string(info->uuid[0] != '\0' ? info->uuid : lost_uuid)) &&
+         set(o, "model", json_string(facts->model[0] != '\0' ? facts->model : "unknown")) &&
+         set(o, "mem_mib",
+             json_integer(facts->mem_total_mib > 0 ? (json_int_t)facts->mem_total_mib : 1)) &&
          set(o, "mode", json_string(mode)) &&
-         set(o, "health", json_string(gs_health_state_name(health[g]))) &&
+         set(o, "health",
+             json_string(gs_health_state_name(
+                 info->lost && info->uuid[0] == '\0' ? GS_HEALTH_UNHEALTHY : health[g]))) &&
          set(o, "numa_node", info->numa_node >= 0 ? json_integer(info->numa_node) : json_null()) &&
          set(o, "replicas", json_integer(replicas));
     if (ok) {

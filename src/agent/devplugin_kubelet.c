@@ -21,6 +21,7 @@
 #include "podresources/v1/api.pb-c.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,11 +145,38 @@ void gs__dp_worker_free(struct gs__dp_worker *w)
 
 /* ---- jobs ------------------------------------------------------------------------------- */
 
+bool gs__dp_file_id_of(const char *path, struct gs__dp_file_id *out)
+{
+    struct stat st;
+    memset(out, 0, sizeof *out);
+    if (stat(path, &st) != 0)
+        return false;
+    out->dev = (uint64_t)st.st_dev;
+    out->ino = (uint64_t)st.st_ino;
+    out->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + (int64_t)st.st_ctim.tv_nsec;
+    return true;
+}
+
+bool gs__dp_file_id_same(const struct gs__dp_file_id *x, const struct gs__dp_file_id *y)
+{
+    return x->ino != 0 && x->dev == y->dev && x->ino == y->ino && x->ctime_ns == y->ctime_ns;
+}
+
 void gs__dp_register_job(void *arg)
 {
     struct gs__dp_reg_job *job = arg;
     for (uint32_t i = 0; i < job->n; i++) {
         struct gs__dp_reg_item *it = &job->items[i];
+        it->stale = false;
+        /* The batch is for one kubelet.sock: a new kubelet gets its own batch. */
+        struct gs__dp_file_id now;
+        if (!gs__dp_file_id_of(job->kubelet_socket, &now) ||
+            !gs__dp_file_id_same(&now, &job->kubelet_id)) {
+            it->stale = true;
+            it->status = GS_GRPC_UNAVAILABLE;
+            (void)snprintf(it->message, sizeof it->message, "kubelet.sock was replaced");
+            continue;
+        }
         V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
         V1beta1__DevicePluginOptions opt = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
         opt.pre_start_required = 1;

@@ -102,19 +102,26 @@ static bool selects(const struct gs_dp_ts_entry *e, const struct gs_gpu_info *gp
 static int base_units(const struct gs_dp_config *cfg, const struct gs_gpu_info *gpus, uint32_t n,
                       struct unit *units, uint32_t *n_units, char *err, size_t cap)
 {
-    uint32_t n_mig_gpus = 0;
-    for (uint32_t g = 0; g < n; g++)
+    /* A GPU lost when read tells nothing of its MIG mode: it counts for no strategy. */
+    uint32_t n_mig_gpus = 0, n_read = 0;
+    for (uint32_t g = 0; g < n; g++) {
         n_mig_gpus += gpus[g].mig_enabled ? 1u : 0u;
+        n_read += gpus[g].lost ? 0u : 1u;
+    }
     bool single_mig = cfg->mig_strategy == GS_MIG_STRATEGY_SINGLE && n_mig_gpus > 0;
-    if (single_mig && n_mig_gpus != n)
+    if (single_mig && n_mig_gpus != n_read)
         return fail(err, cap,
                     "migStrategy single: %u of %u GPUs run MIG; single needs all or "
                     "none (use mixed)",
-                    (unsigned)n_mig_gpus, (unsigned)n);
+                    (unsigned)n_mig_gpus, (unsigned)n_read);
     const char *single_profile = NULL;
     uint32_t k = 0;
     for (uint32_t g = 0; g < n; g++) {
         const struct gs_gpu_info *gi = &gpus[g];
+        /* Lost when read: advertised whole (and Unhealthy) when its UUID is known, so kubelet
+         * keeps counting it; not at all when it is not, or when its MIG devices are unknown. */
+        if (gi->lost && (gi->uuid[0] == '\0' || single_mig))
+            continue;
         bool as_mig = gi->mig_enabled && cfg->mig_strategy != GS_MIG_STRATEGY_NONE;
         if (!as_mig) {
             struct unit *u = &units[k++];
@@ -467,6 +474,66 @@ static uint64_t grow(const struct gs_dp_model *m, uint64_t set, uint64_t avail, 
     return set;
 }
 
+/*
+ * Up to this many offered GPUs the choice is exact: every subset of the wanted size is scored
+ * (C(16, 8) = 12,870 at most, each scored in O(GPUs)), since the greedy completion below can
+ * miss the best set (issue 9: for offered {2,3,5,6,7} and 4 wanted it kept one NVLink pair
+ * where two were possible). Past it, the greedy completion from every seed.
+ */
+#define EXACT_CANDIDATES_MAX 16
+
+/*
+ * The best set mm | S over the subsets S of am with `want` members, by score_better; among
+ * equal scores the one with the most GPUs on the NUMA node of must_include's first GPU, then
+ * the first in lexicographic order of GPU indices (the lowest indices).
+ */
+static uint64_t best_subset(const struct gs_dp_model *m, uint64_t am, uint64_t mm, uint32_t want)
+{
+    uint32_t cand[EXACT_CANDIDATES_MAX], n = 0;
+    for (uint32_t g = 0; g < m->n_gpus && n < EXACT_CANDIDATES_MAX; g++)
+        if (am & (UINT64_C(1) << g))
+            cand[n++] = g;
+    if (want == 0 || want >= n)
+        return want == 0 ? 0 : am; /* the callers ask for fewer than n; said for the analyzer */
+    uint32_t c[EXACT_CANDIDATES_MAX];
+    for (uint32_t i = 0; i < want; i++)
+        c[i] = i;
+    /* With must_include, sets equal on the score prefer the NUMA node of its first GPU. */
+    int32_t near_node = INT32_MIN;
+    for (uint32_t g = 0; g < m->n_gpus && near_node == INT32_MIN; g++)
+        if (mm & (UINT64_C(1) << g))
+            near_node = m->gpus[g].numa_node;
+    uint64_t chosen = 0;
+    struct set_score best = {0, 0, 0};
+    uint32_t best_near = 0;
+    bool have = false;
+    for (;;) {
+        uint64_t set = 0;
+        uint32_t near = 0;
+        for (uint32_t i = 0; i < want; i++) {
+            set |= UINT64_C(1) << cand[c[i]];
+            near += m->gpus[cand[c[i]]].numa_node == near_node ? 1u : 0u;
+        }
+        struct set_score sc = score_set(m, set | mm, am | mm);
+        if (!have || score_better(sc, best) || (!score_better(best, sc) && near > best_near)) {
+            have = true;
+            best = sc;
+            best_near = near;
+            chosen = set;
+        }
+        /* Next combination: the rightmost index that can still move right, and those after. */
+        int32_t i = (int32_t)want - 1;
+        while (i >= 0 && c[i] == n - want + (uint32_t)i)
+            i--;
+        if (i < 0)
+            break;
+        c[i]++;
+        for (uint32_t j = (uint32_t)i + 1; j < want; j++)
+            c[j] = c[j - 1] + 1;
+    }
+    return chosen;
+}
+
 static int prefer_whole(const struct gs_dp_model *m, const struct gs_dp_resource *r,
                         const uint32_t *avail, uint32_t n_avail, const uint32_t *must,
                         uint32_t n_must, uint32_t want, uint32_t *out, uint32_t *n_out)
@@ -485,6 +552,8 @@ static int prefer_whole(const struct gs_dp_model *m, const struct gs_dp_resource
     uint64_t chosen;
     if (popcount64(am) <= want) {
         chosen = am;
+    } else if (popcount64(am) <= EXACT_CANDIDATES_MAX) {
+        chosen = best_subset(m, am, mm, want);
     } else {
         chosen = 0;
         struct set_score best = {0, 0, 0};

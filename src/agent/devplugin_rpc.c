@@ -23,6 +23,9 @@
 #include <string.h>
 
 /** Control device nodes every GPU container needs, after the per-GPU /dev/nvidiaN. */
+/** Most must_include IDs of one container request that the resource does not have. */
+#define PREFERRED_UNKNOWN_MUST_MAX 64
+
 static const char *const control_nodes[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
                                             "/dev/nvidia-uvm-tools"};
 #define N_CONTROL_NODES (sizeof control_nodes / sizeof control_nodes[0])
@@ -234,6 +237,7 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
         calloc(nc > 0 ? nc : 1, sizeof(V1beta1__ContainerPreferredAllocationResponse *));
     uint8_t *mark = calloc(r->n_devices > 0 ? r->n_devices : 1, 1);
     uint32_t *avail = NULL, *must = NULL, *chosen = NULL;
+    const char *unknown[PREFERRED_UNKNOWN_MUST_MAX];
     int rc = GS_OK;
     if (cr == NULL || crp == NULL || mark == NULL) {
         rc = GS_ENOMEM;
@@ -250,6 +254,15 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
                          c, q->n_must_include_deviceids, (int)q->allocation_size);
             goto out;
         }
+        /* Sizes come from the client: bound what is allocated by what the resource has, so
+         * that allocation_size 2^31-1 costs no more than a request for every device. */
+        if ((size_t)q->allocation_size > (size_t)r->n_devices + PREFERRED_UNKNOWN_MUST_MAX) {
+            answer_error(out, GS_GRPC_INVALID_ARGUMENT,
+                         "container request %zu: allocation_size %d is more than the %u devices "
+                         "of %s",
+                         c, (int)q->allocation_size, (unsigned)r->n_devices, r->name);
+            goto out;
+        }
         size_t size = (size_t)q->allocation_size;
         free(avail);
         free(must);
@@ -262,26 +275,41 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
             rc = GS_ENOMEM;
             goto out;
         }
-        /* must_include first, as given (unknown ones too: kubelet insists on them). */
-        uint32_t n_must = 0;
+        /* must_include first, as given (unknown ones too: kubelet insists on them). Known IDs
+         * are told apart by their mark, in O(log n) each; only the few unknown ones are
+         * compared with each other. */
+        uint32_t n_must = 0, n_unknown = 0;
         for (size_t i = 0; i < q->n_must_include_deviceids; i++) {
             const char *id = q->must_include_deviceids[i];
-            bool dup = false;
-            for (size_t j = 0; j < i && !dup; j++)
-                dup = strcmp(q->must_include_deviceids[j], id) == 0;
-            if (dup)
-                continue;
-            cr[c].deviceids[cr[c].n_deviceids++] = (char *)id;
             int32_t pos = gs_dp_model_find(r, id);
-            if (pos >= 0 && !mark[pos]) {
+            if (pos >= 0) {
+                if (mark[pos])
+                    continue; /* a repeat */
                 mark[pos] = 1;
                 must[n_must++] = (uint32_t)pos;
+            } else {
+                bool dup = false;
+                for (uint32_t j = 0; j < n_unknown && !dup; j++)
+                    dup = strcmp(unknown[j], id) == 0;
+                if (dup)
+                    continue;
+                if (n_unknown == PREFERRED_UNKNOWN_MUST_MAX) {
+                    answer_error(out, GS_GRPC_INVALID_ARGUMENT,
+                                 "container request %zu: more than %d must_include IDs that %s "
+                                 "does not have",
+                                 c, PREFERRED_UNKNOWN_MUST_MAX, r->name);
+                    goto out;
+                }
+                unknown[n_unknown++] = id;
             }
+            cr[c].deviceids[cr[c].n_deviceids++] = (char *)id;
         }
+        /* A device the agent knows is Unhealthy is never proposed, even when kubelet still
+         * offers it (its list may lag a health change); Allocate would refuse it. */
         uint32_t n_avail = 0;
         for (size_t i = 0; i < q->n_available_deviceids; i++) {
             int32_t pos = gs_dp_model_find(r, q->available_deviceids[i]);
-            if (pos >= 0 && !mark[pos]) {
+            if (pos >= 0 && !mark[pos] && healthy(v, &r->devices[pos])) {
                 mark[pos] = 1;
                 avail[n_avail++] = (uint32_t)pos;
             }

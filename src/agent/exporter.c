@@ -181,14 +181,25 @@ static bool id_is_index(const char *id, uint32_t index)
 /** Where an attribution row goes: NO_GPU, or a GPU position and maybe a MIG device. */
 #define NO_GPU UINT32_MAX
 struct match {
-    uint32_t gpu; /**< position in snapshot gpus, NO_GPU when unmatched or a repeat */
-    int32_t mig;  /**< MIG device index within the GPU, -1 for the whole GPU */
+    uint32_t gpu;   /**< position in snapshot gpus, NO_GPU when unmatched or a repeat */
+    int32_t mig;    /**< MIG device index within the GPU, -1 for the whole GPU */
+    int32_t leader; /**< a repeat: the row whose series it joins; -1 otherwise */
 };
+
+/* n of a replica ID "<base>::<n>", or -1 for an ID that is not one. */
+static int32_t replica_of(const char *id)
+{
+    const char *p = strstr(id, "::");
+    if (p == NULL || p[2] == '\0' || strspn(p + 2, "0123456789") != strlen(p + 2) ||
+        strlen(p + 2) > 6)
+        return -1;
+    return (int32_t)strtol(p + 2, NULL, 10);
+}
 
 static struct match match_row(const struct gs_exporter_snapshot *s,
                               const struct gs_exporter_attr *a)
 {
-    struct match m = {NO_GPU, -1};
+    struct match m = {NO_GPU, -1, -1};
     for (uint32_t g = 0; g < s->n_gpus; g++) {
         const struct gs_gpu_info *gi = &s->gpus[g].info;
         if (id_is(a->device_id, gi->uuid) || id_is_index(a->device_id, gi->index)) {
@@ -310,6 +321,38 @@ static void put_value(struct writer *w, const struct gs_gpu_sample *v, enum valu
     }
 }
 
+/*
+ * The label replica="1,3" of a pod series: the replicas ("<id>::<n>") the pod holds on that
+ * GPU (or MIG device), ascending; no label when it holds none (a whole GPU, a MIG device).
+ */
+static void put_replicas(struct writer *w, const struct gs_exporter_snapshot *s,
+                         const struct match *rows, uint32_t leader)
+{
+    char text[256] = "";
+    size_t len = 0;
+    int32_t last = -1;
+    /* Ascending without sorting: the smallest replica above the last one, each round. */
+    for (;;) {
+        int32_t next = -1;
+        for (uint32_t j = leader; j < s->n_attr; j++) {
+            if (j != leader && rows[j].leader != (int32_t)leader)
+                continue;
+            int32_t r = replica_of(s->attr[j].device_id);
+            if (r > last && (next < 0 || r < next))
+                next = r;
+        }
+        if (next < 0)
+            break;
+        int n = snprintf(text + len, sizeof text - len, "%s%d", len > 0 ? "," : "", (int)next);
+        if (n < 0 || (size_t)n >= sizeof text - len)
+            break;
+        len += (size_t)n;
+        last = next;
+    }
+    if (len > 0)
+        put_label(w, "replica", text, false);
+}
+
 static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
                         const struct match *rows, const uint32_t *rows_of_gpu)
 {
@@ -323,15 +366,16 @@ static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
                 put_header(w, dcgm[f].name, dcgm[f].type, dcgm[f].help);
                 header = true;
             }
-            if (rows_of_gpu[g] == 0) {
-                puts_(w, dcgm[f].name);
-                put(w, "{", 1);
-                put_gpu_labels(w, s, gpu);
-                put(w, "} ", 2);
-                put_value(w, &gpu->sample, dcgm[f].kind);
-                put(w, "\n", 1);
+            /* The device's own series always, pods or not: device-only values (power,
+             * clocks, temperature) belong there, and a shared GPU keeps it (issue 9). */
+            puts_(w, dcgm[f].name);
+            put(w, "{", 1);
+            put_gpu_labels(w, s, gpu);
+            put(w, "} ", 2);
+            put_value(w, &gpu->sample, dcgm[f].kind);
+            put(w, "\n", 1);
+            if (rows_of_gpu[g] == 0)
                 continue;
-            }
             for (uint32_t i = 0; i < s->n_attr; i++) {
                 if (rows[i].gpu != g)
                     continue;
@@ -339,11 +383,19 @@ static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
                 puts_(w, dcgm[f].name);
                 put(w, "{", 1);
                 put_gpu_labels(w, s, gpu);
-                if (rows[i].mig >= 0)
-                    put_label(w, "GPU_I_PROFILE", gpu->info.mig[rows[i].mig].profile, false);
+                if (rows[i].mig >= 0) {
+                    const struct gs_gpu_mig *mg = &gpu->info.mig[rows[i].mig];
+                    if (mg->has_gi_id) {
+                        char id[16];
+                        (void)snprintf(id, sizeof id, "%u", (unsigned)mg->gi_id);
+                        put_label(w, "GPU_I_ID", id, false);
+                    }
+                    put_label(w, "GPU_I_PROFILE", mg->profile, false);
+                }
                 put_label(w, "container", a->container, false);
                 put_label(w, "namespace", a->namespace_name, false);
                 put_label(w, "pod", a->pod, false);
+                put_replicas(w, s, rows, i);
                 put(w, "} ", 2);
                 put_value(w, &gpu->sample, dcgm[f].kind);
                 put(w, "\n", 1);
@@ -361,14 +413,29 @@ static void render_own(struct writer *w, const struct gs_exporter_snapshot *s)
         return;
 
     put_header(w, "gpusched_gpu_health", "gauge",
-               "1 when the GPU is Healthy, 0 when Unhealthy (the state kubelet is told).");
+               "1 when the GPU is Healthy, 0 when Unhealthy (the state kubelet is told); "
+               "reason: none, xid, ecc_dbe or lost.");
     for (uint32_t g = 0; g < s->n_gpus; g++) {
         const struct gs_exporter_gpu *gpu = &s->gpus[g];
         if (!gpu->have_health)
             continue;
         puts_(w, "gpusched_gpu_health{");
         put_gpu_labels(w, s, gpu);
+        put_label(w, "reason",
+                  gs_health_reason_name(gpu->health == GS_HEALTH_HEALTHY ? 0 : gpu->health_reason),
+                  false);
         puts_(w, gpu->health == GS_HEALTH_HEALTHY ? "} 1\n" : "} 0\n");
+    }
+
+    put_header(w, "gpusched_gpu_reset_required", "gauge",
+               "1 while the GPU is Unhealthy until it is seen reset or an operator clears it.");
+    for (uint32_t g = 0; g < s->n_gpus; g++) {
+        const struct gs_exporter_gpu *gpu = &s->gpus[g];
+        if (!gpu->have_health)
+            continue;
+        puts_(w, "gpusched_gpu_reset_required{");
+        put_gpu_labels(w, s, gpu);
+        puts_(w, gpu->health != GS_HEALTH_HEALTHY && gpu->needs_reset ? "} 1\n" : "} 0\n");
     }
 
     put_header(w, "gpusched_gpu_xid_total", "counter",
@@ -463,8 +530,10 @@ int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *
         /* Rows of one GPU are few; a repeat of an earlier (GPU, pod) gives no new series. */
         for (uint32_t j = 0; j < i && rows[i].gpu != NO_GPU; j++)
             if (rows[j].gpu != NO_GPU &&
-                same_series(s, &rows[i], &rows[j], &s->attr[i], &s->attr[j]))
+                same_series(s, &rows[i], &rows[j], &s->attr[i], &s->attr[j])) {
                 rows[i].gpu = NO_GPU;
+                rows[i].leader = (int32_t)j;
+            }
         if (rows[i].gpu != NO_GPU)
             rows_of_gpu[rows[i].gpu]++;
     }

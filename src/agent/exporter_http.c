@@ -12,7 +12,9 @@
 
 #include "gpusched/err.h"
 
+#include <errno.h>
 #include <microhttpd.h>
+#include <stdbool.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +22,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+/** Most HTTP connections at once. */
+#define EXPORTER_CONNECTIONS 256
+/** Most connections from one client address. */
+#define EXPORTER_PER_ADDRESS 8
+/** A connection that sends nothing for this long is closed, s. */
+#define EXPORTER_IDLE_S 5
+/** Memory of one connection's request and headers, bytes. */
+#define EXPORTER_CONNECTION_MEMORY (32 * 1024)
 
 struct gs_exporter {
     pthread_mutex_t lock;             /**< guards everything below */
@@ -29,6 +41,7 @@ struct gs_exporter {
     uint32_t attr_cap;                /**< entries allocated in attr */
     struct gs_textbuf buf;            /**< render buffer, reused by scrapes */
     struct MHD_Daemon *daemon;        /**< NULL when not serving */
+    char err[160];                    /**< why the last start failed; "" none */
 };
 
 int gs_exporter_new(size_t max_bytes, struct gs_exporter **out)
@@ -126,8 +139,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct gs_exporter *e = cls;
     (void)version;
     (void)upload_data;
-    (void)req_cls;
     static const char text[] = "text/plain; charset=utf-8";
+    static int seen; /* the address marks a request whose headers were already handled */
+    /* Answer only once the whole request is in (the second call at the earliest): a response
+     * queued before that makes libmicrohttpd close the connection after it, so keep-alive and
+     * pipelined scrapes were lost (issue 9). */
+    if (*req_cls == NULL) {
+        *req_cls = &seen;
+        return MHD_YES;
+    }
     if (*upload_data_size != 0) {
         *upload_data_size = 0; /* a body we do not want: drop it */
         return MHD_YES;
@@ -166,21 +186,61 @@ int gs_exporter_start(struct gs_exporter *e, const char *bind_addr, uint16_t por
     (void)snprintf(port_text, sizeof port_text, "%u", (unsigned)port);
     if (getaddrinfo(bind_addr, port_text, &hints, &ai) != 0 || ai == NULL)
         return GS_EINVAL;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    e->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, e, MHD_OPTION_SOCK_ADDR,
-                                 ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    /* The listening socket is made here, so that a taken port is told as such ("Address
+     * already in use"), not as libmicrohttpd's bare failure. */
+    e->err[0] = '\0';
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    int rc = GS_OK;
+    if (fd < 0) {
+        (void)snprintf(e->err, sizeof e->err, "socket: %s", strerror(errno));
+        rc = GS_EIO;
+    } else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+               bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        (void)snprintf(e->err, sizeof e->err, "bind: %s", strerror(errno));
+        rc = errno == EADDRINUSE ? GS_EEXIST : GS_EIO;
+    } else if (listen(fd, 64) != 0) {
+        (void)snprintf(e->err, sizeof e->err, "listen: %s", strerror(errno));
+        rc = GS_EIO;
+    }
+    bool v6 = ai->ai_family == AF_INET6;
     freeaddrinfo(ai);
-    if (e->daemon == NULL)
+    if (rc != GS_OK) {
+        if (fd >= 0)
+            (void)close(fd);
+        return rc;
+    }
+    /*
+     * Any pod can reach this port (issue 9: 64 idle connections took /metrics and /healthz
+     * down, so the liveness probe restarted the agent). Each client address gets at most
+     * EXPORTER_PER_ADDRESS connections of EXPORTER_CONNECTIONS, and an idle connection ends
+     * after EXPORTER_IDLE_S; keep-alive stays on for well-behaved scrapers.
+     */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    e->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, e, MHD_OPTION_LISTEN_SOCKET,
+                                 fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)EXPORTER_CONNECTIONS,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)EXPORTER_PER_ADDRESS,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXPORTER_IDLE_S,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                 (size_t)EXPORTER_CONNECTION_MEMORY, MHD_OPTION_END);
+    if (e->daemon == NULL) {
+        (void)close(fd);
+        (void)snprintf(e->err, sizeof e->err, "libmicrohttpd could not start");
         return GS_EIO;
+    }
     if (port_out != NULL) {
         const union MHD_DaemonInfo *info =
             MHD_get_daemon_info(e->daemon, MHD_DAEMON_INFO_BIND_PORT);
         *port_out = info != NULL ? info->port : port;
     }
     return GS_OK;
+}
+
+const char *gs_exporter_error(const struct gs_exporter *e)
+{
+    return e != NULL ? e->err : "";
 }
 
 void gs_exporter_stop(struct gs_exporter *e)

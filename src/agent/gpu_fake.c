@@ -18,8 +18,9 @@
 #include "gpusched/gpu.h"
 
 #include "gpusched/err.h"
-#include "util/file.h"
 #include "gpusched/diag.h"
+#include "util/file.h"
+#include "util/yaml.h"
 
 #include "gpu_internal.h"
 
@@ -38,6 +39,10 @@
 #define FAKE_STEPS_MAX 100000u
 /** Largest accepted t_ms: about 31 years, far from int64 overflow when added to a clock. */
 #define FAKE_T_MAX_MS 1000000000000LL
+/** Deepest nesting a fake node file may have (its schema needs 5). */
+#define FAKE_DEPTH_MAX 16
+/** Most YAML nodes in a fake node file (64 GPUs and a long script fit far below). */
+#define FAKE_NODES_MAX 1000000
 
 /** Every sample field, for GPUs that support them all. */
 #define ALL_FIELDS                                                                                 \
@@ -69,6 +74,7 @@ struct fake_gpu {
     struct gs_gpu_info info;  /**< static facts */
     struct gs_gpu_sample cur; /**< current values; cur.valid = supported fields */
     bool lost;                /**< sample() fails while set */
+    uint64_t resets;          /**< times a "lost: false" entry found the GPU again */
 };
 
 /** The backend's state. */
@@ -958,6 +964,8 @@ static void apply(struct fake *f, const struct step *s)
         g->cur.ecc_dbe_vol_total += s->n;
         break;
     case STEP_LOST:
+        if (g->lost && !s->lost)
+            g->resets++; /* found again: what the NVML backend counts as a reset seen */
         g->lost = s->lost;
         break;
     }
@@ -1010,6 +1018,7 @@ static int fake_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_s
         return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (scripted)", index);
     memset(out, 0, sizeof *out);
     out->valid = g->cur.valid;
+    out->resets = g->resets;
     if (g->cur.valid & GS_GPU_HAVE_UTIL)
         out->util_pct = g->cur.util_pct;
     if (g->cur.valid & GS_GPU_HAVE_FB) {
@@ -1115,6 +1124,15 @@ static int yaml_problem(struct rd *r, const yaml_parser_t *p)
     return GS_EPARSE;
 }
 
+/* The walker's callback: the limits are all the check wanted here. */
+static int check_event(void *ctx, const struct gs_yaml_event *ev, struct gs_diag *d)
+{
+    (void)ctx;
+    (void)ev;
+    (void)d;
+    return GS_OK;
+}
+
 int gs_gpu_parse_fake(const char *buf, size_t len, const char *name, const struct gs_clock *clock,
                       struct gs_gpu_backend **out, struct gs_diag *diag)
 {
@@ -1157,6 +1175,18 @@ int gs_gpu_parse_fake(const char *buf, size_t len, const char *name, const struc
         goto out;
     }
     have_parser = true;
+    /* The shared bounded walker first: it stops a deeply nested input (a 1 MB "[[[...") at
+     * its limit, where yaml_parser_load() would stack it up for minutes (issue 9). The
+     * document below is then known to be small and shallow. */
+    struct gs_yaml_limits lim = {.bytes_max = FAKE_FILE_MAX,
+                                 .depth_max = FAKE_DEPTH_MAX,
+                                 .nodes_max = FAKE_NODES_MAX,
+                                 .aliases = true,
+                                 .tags = true,
+                                 .what = "a fake node"};
+    r.err = gs__yaml_walk(buf, len, &lim, check_event, NULL, diag);
+    if (r.err != GS_OK)
+        goto out;
     yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
     if (!yaml_parser_load(&parser, &doc)) {
         yaml_problem(&r, &parser);

@@ -195,12 +195,20 @@ static const struct {
 
 /* ---- backend state ------------------------------------------------------------------- */
 
+/** How long a GPU the event wait named lost stays lost for sample(), ms. */
+#define WAIT_LOST_HOLD_MS 1000
+
 /** One GPU. */
 struct nvml_gpu {
-    nvml_device dev;    /**< handle, valid until nvmlShutdown */
-    bool events;        /**< registered for XID/DBE events */
-    uint64_t xid_count; /**< XID events delivered */
-    uint64_t last_xid;  /**< last XID code delivered; 0 none */
+    nvml_device dev;            /**< handle, valid until nvmlShutdown; NULL while never had */
+    bool events;                /**< registered for XID/DBE events */
+    bool lost;                  /**< answered GPU_IS_LOST (or nothing): looked for again */
+    bool told_lost;             /**< the loss went out as a GS_GPU_EVENT_LOST */
+    uint64_t resets;            /**< times found again after a loss */
+    int64_t wait_lost_ms;       /**< clock when the event wait last named it lost; -1 never */
+    uint64_t xid_count;         /**< XID events delivered */
+    uint64_t last_xid;          /**< last XID code delivered; 0 none */
+    char uuid[GS_GPU_UUID_LEN]; /**< UUID as first read; "" unknown */
 };
 
 struct nvml {
@@ -300,9 +308,13 @@ static void read_mig_start(struct nvml *m, nvml_device gpu, nvml_device mig, str
     nvml_gpu_instance gi = NULL;
     struct nvml_gpu_instance_info info;
     memset(&info, 0, sizeof info);
-    if (m->api.device_get_gpu_instance_id == NULL || m->api.device_get_gpu_instance_by_id == NULL ||
+    if (m->api.device_get_gpu_instance_id != NULL &&
+        m->api.device_get_gpu_instance_id(mig, &gi_id) == NVML_OK) {
+        out->has_gi_id = true;
+        out->gi_id = gi_id;
+    }
+    if (!out->has_gi_id || m->api.device_get_gpu_instance_by_id == NULL ||
         m->api.gpu_instance_get_info == NULL ||
-        m->api.device_get_gpu_instance_id(mig, &gi_id) != NVML_OK ||
         m->api.device_get_gpu_instance_by_id(gpu, gi_id, &gi) != NVML_OK ||
         m->api.gpu_instance_get_info(gi, &info) != NVML_OK || info.placement.start > 7)
         return;
@@ -351,25 +363,46 @@ static int nvml_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_inf
     if (index >= m->n)
         return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (NVML reports %" PRIu32 ")", index,
                             m->n);
-    nvml_device dev = m->gpu[index].dev;
+    struct nvml_gpu *ng = &m->gpu[index];
+    nvml_device dev = ng->dev;
     memset(g, 0, sizeof *g);
     g->index = index;
     g->numa_node = -1;
     g->cc_major = -1;
     g->cc_minor = -1;
+    if (dev == NULL) {
+        /* No handle at open: a lost GPU, with no facts but its index. */
+        g->lost = true;
+        return gs__gpu_fail(b, GS_OK, "GPU %" PRIu32 " is lost (no NVML handle)", index);
+    }
 
     nvml_ret rc = m->api.device_get_uuid(dev, g->uuid, (unsigned)sizeof g->uuid);
+    if (rc == NVML_ERR_GPU_IS_LOST) {
+        g->uuid[0] = '\0';
+        g->lost = ng->lost = true;
+        return gs__gpu_fail(b, GS_OK, "GPU %" PRIu32 " is lost (nvmlDeviceGetUUID)", index);
+    }
     if (rc != NVML_OK)
         return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 ": nvmlDeviceGetUUID: %s (%d)", index,
                             nvml_text(m, rc), rc);
     g->uuid[sizeof g->uuid - 1] = '\0';
+    gs__strlcpy(ng->uuid, g->uuid, sizeof ng->uuid);
     rc = m->api.device_get_name(dev, g->model, (unsigned)sizeof g->model);
+    if (rc == NVML_ERR_GPU_IS_LOST) {
+        g->model[0] = '\0';
+        g->lost = ng->lost = true;
+        return gs__gpu_fail(b, GS_OK, "GPU %" PRIu32 " is lost (nvmlDeviceGetName)", index);
+    }
     if (rc != NVML_OK)
         return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 ": nvmlDeviceGetName: %s (%d)", index,
                             nvml_text(m, rc), rc);
     g->model[sizeof g->model - 1] = '\0';
     struct nvml_memory mem;
     rc = m->api.device_get_memory_info(dev, &mem);
+    if (rc == NVML_ERR_GPU_IS_LOST) {
+        g->lost = ng->lost = true;
+        return gs__gpu_fail(b, GS_OK, "GPU %" PRIu32 " is lost (nvmlDeviceGetMemoryInfo)", index);
+    }
     if (rc != NVML_OK)
         return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 ": nvmlDeviceGetMemoryInfo: %s (%d)", index,
                             nvml_text(m, rc), rc);
@@ -396,7 +429,7 @@ static int nvml_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_inf
     if (m->api.device_get_p2p_status != NULL) {
         for (uint32_t j = 0; j < m->n; j++) {
             int status;
-            if (j != index &&
+            if (j != index && m->gpu[j].dev != NULL &&
                 m->api.device_get_p2p_status(dev, m->gpu[j].dev, NVML_P2P_CAPS_INDEX_NVLINK,
                                              &status) == NVML_OK &&
                 status == NVML_P2P_STATUS_OK)
@@ -422,13 +455,48 @@ static bool sample_ok(nvml_ret rc, bool *lost, int *failed)
     return false;
 }
 
+static void register_gpu(struct nvml *m, uint32_t i);
+
+/*
+ * Looks for a lost GPU again: a fresh handle by index that answers with the UUID first read
+ * (another GPU may have taken the index after a hot-unplug). @return true when found.
+ */
+static bool reacquire(struct nvml *m, uint32_t index)
+{
+    struct nvml_gpu *ng = &m->gpu[index];
+    nvml_device dev = NULL;
+    char uuid[GS_GPU_UUID_LEN];
+    if (m->api.device_get_handle_by_index_v2(index, &dev) != NVML_OK || dev == NULL ||
+        m->api.device_get_uuid(dev, uuid, (unsigned)sizeof uuid) != NVML_OK)
+        return false;
+    uuid[sizeof uuid - 1] = '\0';
+    if (ng->uuid[0] != '\0' && strcmp(ng->uuid, uuid) != 0)
+        return false;
+    ng->dev = dev;
+    return true;
+}
+
 static int nvml_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out)
 {
     struct nvml *m = impl(b);
     if (index >= m->n)
         return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (NVML reports %" PRIu32 ")", index,
                             m->n);
-    nvml_device dev = m->gpu[index].dev;
+    struct nvml_gpu *ng = &m->gpu[index];
+    bool was_lost = ng->lost || ng->dev == NULL;
+    /* The event wait named it lost within the last WAIT_LOST_HOLD_MS (the agent polls it every
+     * 100 ms): lost, whatever its queries answer. */
+    int64_t now = m->clock.now_ms(m->clock.ctx);
+    if (ng->wait_lost_ms >= 0 && now - ng->wait_lost_ms < WAIT_LOST_HOLD_MS) {
+        ng->lost = true;
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (the NVML event wait says so)",
+                            index);
+    }
+    if (was_lost && !reacquire(m, index)) {
+        ng->lost = true;
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (NVML: GPU is lost)", index);
+    }
+    nvml_device dev = ng->dev;
     bool lost = false;
     int failed = 0;
     memset(out, 0, sizeof *out);
@@ -469,16 +537,61 @@ static int nvml_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_s
         out->ecc_dbe_vol_total = ecc;
         out->valid |= GS_GPU_HAVE_ECC_DBE;
     }
-    if (lost)
+    if (lost) {
+        ng->lost = true;
         return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (NVML: GPU is lost)", index);
-    if (out->valid == 0 && failed > 0)
+    }
+    if (out->valid == 0 && failed > 0) {
+        ng->lost = true; /* so that answering again counts as found again */
         return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " answers no query", index);
+    }
+    if (was_lost) {
+        ng->lost = false;
+        ng->told_lost = false;
+        ng->resets++;
+        if (!ng->events)
+            register_gpu(m, index);
+    }
+    out->resets = ng->resets;
     if (m->gpu[index].events) {
         out->xid_count = m->gpu[index].xid_count;
         out->last_xid = m->gpu[index].last_xid;
         out->valid |= GS_GPU_HAVE_XID;
     }
     return GS_OK;
+}
+
+/*
+ * The event wait answered GPU_IS_LOST. NVIDIA's device plugin then marks every GPU Unhealthy
+ * (k8s-device-plugin #231, #2038); here the loss is pinned on the GPU the answer names, or,
+ * when it names none, on each GPU whose own query answers GPU_IS_LOST. Each loss is told once,
+ * so a wait that keeps answering GPU_IS_LOST costs a few queries per call, not an event flood.
+ */
+static int lost_event(struct nvml *m, nvml_device named, struct gs_gpu_event *out)
+{
+    int64_t now = m->clock.now_ms(m->clock.ctx);
+    for (uint32_t i = 0; i < m->n; i++) {
+        struct nvml_gpu *ng = &m->gpu[i];
+        if (named != NULL && ng->dev == named)
+            ng->wait_lost_ms = now; /* still named: sample() keeps it lost */
+        if (ng->told_lost)
+            continue;
+        bool lost = named != NULL ? ng->dev == named : ng->lost || ng->dev == NULL;
+        if (!lost && named == NULL) {
+            unsigned t;
+            lost = m->api.device_get_temperature(ng->dev, NVML_TEMPERATURE_GPU, &t) ==
+                   NVML_ERR_GPU_IS_LOST;
+        }
+        if (!lost)
+            continue;
+        ng->lost = ng->told_lost = true;
+        memset(out, 0, sizeof *out);
+        out->gpu_index = i;
+        out->kind = GS_GPU_EVENT_LOST;
+        out->t_ms = now;
+        return GS_OK;
+    }
+    return GS_ENOENT;
 }
 
 static int nvml_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out)
@@ -501,6 +614,8 @@ static int nvml_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct 
             m->api.event_set_wait_v2(m->events, &d, left > UINT_MAX ? UINT_MAX : (unsigned)left);
         if (rc == NVML_ERR_TIMEOUT)
             return GS_ENOENT;
+        if (rc == NVML_ERR_GPU_IS_LOST)
+            return lost_event(m, d.device, out);
         if (rc != NVML_OK)
             return gs__gpu_fail(b, GS_EIO, "nvmlEventSetWait_v2: %s (%d)", nvml_text(m, rc), rc);
         uint32_t idx = GS_GPU_INDEX_ALL;
@@ -555,6 +670,23 @@ static const struct gs_gpu_ops nvml_ops = {
     .close = nvml_close,
 };
 
+/* Registers GPU i for XID and double-bit ECC events where it supports them. */
+static void register_gpu(struct nvml *m, uint32_t i)
+{
+    if (m->events == NULL || m->gpu[i].dev == NULL || m->gpu[i].events)
+        return;
+    unsigned long long want = NVML_EVENT_XID_CRITICAL | NVML_EVENT_DOUBLE_BIT_ECC;
+    unsigned long long supported = want;
+    if (m->api.device_get_supported_event_types != NULL &&
+        m->api.device_get_supported_event_types(m->gpu[i].dev, &supported) != NVML_OK)
+        supported = 0;
+    want &= supported;
+    if (want != 0 && m->api.device_register_events(m->gpu[i].dev, want, m->events) == NVML_OK) {
+        m->gpu[i].events = true;
+        m->n_registered++;
+    }
+}
+
 /* Registers every GPU that supports them for XID and double-bit ECC events. */
 static void register_events(struct nvml *m)
 {
@@ -562,18 +694,8 @@ static void register_events(struct nvml *m)
         m->events = NULL;
         return;
     }
-    for (uint32_t i = 0; i < m->n; i++) {
-        unsigned long long want = NVML_EVENT_XID_CRITICAL | NVML_EVENT_DOUBLE_BIT_ECC;
-        unsigned long long supported = want;
-        if (m->api.device_get_supported_event_types != NULL &&
-            m->api.device_get_supported_event_types(m->gpu[i].dev, &supported) != NVML_OK)
-            supported = 0;
-        want &= supported;
-        if (want != 0 && m->api.device_register_events(m->gpu[i].dev, want, m->events) == NVML_OK) {
-            m->gpu[i].events = true;
-            m->n_registered++;
-        }
-    }
+    for (uint32_t i = 0; i < m->n; i++)
+        register_gpu(m, i);
 }
 
 int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, char *errbuf,
@@ -638,12 +760,13 @@ int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, 
     }
     m->n = n > GS_GPU_MAX ? GS_GPU_MAX : n;
     for (uint32_t i = 0; i < m->n; i++) {
+        m->gpu[i].wait_lost_ms = -1;
+        /* One GPU without a handle (GPU_IS_LOST, or any other answer) is a lost GPU, not a
+         * backend that cannot open: the others still serve (k8s-device-plugin #231). */
         rc = m->api.device_get_handle_by_index_v2(i, &m->gpu[i].dev);
         if (rc != NVML_OK) {
-            err = GS_EIO;
-            (void)snprintf(why, sizeof why, "nvmlDeviceGetHandleByIndex_v2(%" PRIu32 "): %s (%d)",
-                           i, nvml_text(m, rc), rc);
-            goto out;
+            m->gpu[i].dev = NULL;
+            m->gpu[i].lost = true;
         }
     }
     register_events(m);

@@ -31,7 +31,8 @@ static const char *const usage_agent =
     "`labels` prints GPU Feature Discovery node labels, one key=value per line, and exits.\n"
     "\n"
     "options:\n"
-    "  --config FILE               agent configuration (YAML; see deploy/agent-config.yaml);\n"
+    "  --config FILE               agent configuration (YAML), or a ConfigMap manifest whose\n"
+    "                              data.config.yaml it is (deploy/agent-config.yaml);\n"
     "                              defaults apply without one\n"
     "  --gpu-backend nvml|fake     where GPUs come from (default nvml); fake:FILE is short for\n"
     "                              --gpu-backend fake --fake-gpus FILE\n"
@@ -52,7 +53,8 @@ static const char *const usage_agent =
     "  --timestamp                 labels: add nvidia.com/gfd.timestamp\n"
     "  -h, --help                  this text\n"
     "\n"
-    "Options override the configuration file. The agent stops cleanly on SIGTERM or SIGINT.\n"
+    "Options override the configuration file. The agent stops cleanly (its sockets removed) on\n"
+    "SIGTERM, SIGINT or SIGHUP.\n"
     "exit status: 0 done, 1 runtime failure (GPUs, sockets), 2 bad usage or configuration.\n";
 
 /** The running agent, for the signal handler. */
@@ -307,6 +309,7 @@ static int run_agent(const struct args *a, const struct gs_dp_config *cfg, struc
     running_agent = agent;
     (void)sigaction(SIGTERM, &sa, NULL);
     (void)sigaction(SIGINT, &sa, NULL);
+    (void)sigaction(SIGHUP, &sa, NULL); /* a closed terminal: stop cleanly, not die */
     sa.sa_handler = SIG_IGN;
     (void)sigaction(SIGPIPE, &sa, NULL);
 
@@ -315,6 +318,7 @@ static int run_agent(const struct args *a, const struct gs_dp_config *cfg, struc
     sa.sa_handler = SIG_DFL;
     (void)sigaction(SIGTERM, &sa, NULL);
     (void)sigaction(SIGINT, &sa, NULL);
+    (void)sigaction(SIGHUP, &sa, NULL);
     running_agent = NULL;
     gs_dp_agent_free(agent);
     return rc == GS_OK ? 0 : 1;

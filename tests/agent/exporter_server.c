@@ -35,10 +35,13 @@ struct ctx {
     struct gs_gpu_backend *b;
 };
 
-static int probe(void *c, uint32_t gpu)
+static int probe(void *c, uint32_t gpu, uint64_t *resets)
 {
     struct gs_gpu_sample s;
-    return gs_gpu_sample(((struct ctx *)c)->b, gpu, &s);
+    int rc = gs_gpu_sample(((struct ctx *)c)->b, gpu, &s);
+    if (rc == 0)
+        *resets = s.resets;
+    return rc;
 }
 
 static void log_transition(void *c, const struct gs_health_transition *t)

@@ -3,11 +3,12 @@
 # a lost GPU, a driver that fails to initialise), with no NVML library at all (a clear error,
 # exit 2), and with the fake backend.
 #
-#   gpu_probe.sh GPU_PROBE NVML_STUB SOURCE_DIR
+#   gpu_probe.sh GPU_PROBE NVML_STUB SOURCE_DIR FAULT_STUB
 set -uo pipefail
 probe=$1
 stub=$2
 src=$3
+faults=$4
 fails=0
 
 # run NAME WANT_RC [ENV=VALUE...] -- ARGS...: runs gpu_probe, keeps its output in $out.
@@ -71,7 +72,7 @@ has stub "backend          nvml" "driver version   550.90.07" "cuda version     
     "nvidia.com/gpu.family=hopper" \
     "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-stub-0\",device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\"} 300.25" \
     "DCGM_FI_DEV_XID_ERRORS{$labels} 79" "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{$labels} 3" \
-    "gpusched_gpu_health{$labels} 0" "gpusched_gpu_xid_total{$labels,xid=\"79\"} 1" \
+    "gpusched_gpu_health{$labels,reason=\"xid\"} 0" "gpusched_gpu_reset_required{$labels} 1" "gpusched_gpu_xid_total{$labels,xid=\"79\"} 1" \
     "--- OK: 0 check(s) failed"
 if grep -qF "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\"" <<<"$out"; then
     echo "FAIL stub: GPU 1 runs MIG and reports no utilisation, yet a series was rendered"
@@ -81,6 +82,16 @@ fi
 run lost 1 GS_NVML_LIBRARY="$stub" STUB_NVML_LOST=1 -- --events-ms 0
 has lost "CHECK FAILED: GPU 1 sample: GPU 1 is lost (NVML: GPU is lost)" \
     "--- FAILED: 1 check(s) failed"
+
+# One GPU of eight without a handle (tests/agent/nvml_fault_stub.c): the backend opens, the
+# other seven are read, the lost one is a named finding.
+fault_file=$(mktemp)
+echo "handle_lost 5" >"$fault_file"
+run lost_handle 1 GS_NVML_LIBRARY="$faults" STUB_NVML_FAULTS="$fault_file" -- --events-ms 0
+has lost_handle "gpus             8" "GPU 4: GPU-f0000000-0000-4000-8000-000000000004" \
+    "GPU 6: GPU-f0000000-0000-4000-8000-000000000006" \
+    "CHECK FAILED: GPU 5 is lost: GPU 5 is lost (no NVML handle)" "--- FAILED: 1 check(s) failed"
+rm -f "$fault_file"
 
 run init 2 GS_NVML_LIBRARY="$stub" STUB_NVML_INIT_FAIL=1 -- --events-ms 0
 has init "gpu_probe: cannot open NVML (GS_EIO): nvmlInit_v2: Driver Not Loaded (9)"

@@ -121,7 +121,9 @@ def check():
         if r["value"][1] != "73":
             return f"{pod}: utilisation {r['value'][1]}, want 73"
     shared = query('count(DCGM_FI_DEV_GPU_UTIL{gpu="0"})')
-    assert shared and shared[0]["value"][1] == "2", shared
+    assert shared and shared[0]["value"][1] == "3", shared  # two pods and the GPU itself
+    device = query('DCGM_FI_DEV_GPU_UTIL{gpu="0",pod=""}')
+    assert len(device) == 1 and device[0]["value"][1] == "73", device
     power = query('DCGM_FI_DEV_POWER_USAGE{pod="train-b"}')
     if not power or power[0]["value"][1] != "512.25":
         return f"power {power}"

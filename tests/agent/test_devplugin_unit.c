@@ -237,6 +237,48 @@ static void test_config_read_missing_file_is_eio(void **state)
     assert_non_null(strstr(d.msg, "cannot open"));
 }
 
+static void test_config_accepts_a_configmap_manifest(void **state)
+{
+    (void)state;
+    /* deploy/agent-config.yaml is a ConfigMap: --config on it reads data.config.yaml. */
+    const char *cm = "apiVersion: v1\n"
+                     "kind: ConfigMap\n"
+                     "metadata:\n"
+                     "  name: gpusched-agent-config\n"
+                     "data:\n"
+                     "  config.yaml: |\n"
+                     "    version: v1\n"
+                     "    flags:\n"
+                     "      migStrategy: mixed\n"
+                     "    health:\n"
+                     "      resetXids: [79]\n";
+    struct gs_dp_config c;
+    struct gs_diag d;
+    assert_int_equal(gs_dp_config_parse(cm, strlen(cm), "cm.yaml", &c, &d), GS_OK);
+    assert_int_equal(c.mig_strategy, GS_MIG_STRATEGY_MIXED);
+    assert_int_equal(c.health.n_reset, 1);
+    assert_int_equal(c.health.reset_xids[0], 79);
+    /* An error inside names the manifest's own line and column: "muxed" is at 9:20. */
+    const char *bad = "apiVersion: v1\n"
+                      "kind: ConfigMap\n"
+                      "metadata:\n"
+                      "  name: gpusched-agent-config\n"
+                      "data:\n"
+                      "  config.yaml: |\n"
+                      "    version: v1\n"
+                      "    flags:\n"
+                      "      migStrategy: muxed\n";
+    assert_int_equal(gs_dp_config_parse(bad, strlen(bad), "cm.yaml", &c, &d), GS_EPARSE);
+    assert_int_equal(d.line, 9);
+    assert_int_equal(d.column, 20);
+    assert_string_equal(d.field, "migStrategy");
+    /* A ConfigMap without the key says where the configuration is expected. */
+    const char *none = "kind: ConfigMap\ndata:\n  other.yaml: x\n";
+    assert_int_equal(gs_dp_config_parse(none, strlen(none), "cm.yaml", &c, &d), GS_EPARSE);
+    assert_int_equal(d.line, 3);
+    assert_non_null(strstr(d.msg, "data.config.yaml"));
+}
+
 /* ---- resource model --------------------------------------------------------------------- */
 
 static void test_model_none_strategy_advertises_mig_gpus_whole(void **state)
@@ -405,6 +447,29 @@ static void test_model_long_ids_and_limits(void **state)
 /* ---- handlers --------------------------------------------------------------------------- */
 
 static enum gs_health_state all_healthy[GS_GPU_MAX];
+/** The health prefer() hands the handler; all_healthy unless a test points it elsewhere. */
+static const enum gs_health_state *prefer_health = all_healthy;
+
+/* Packs one container's PreferredAllocationRequest into a malloc'd buffer. */
+static uint8_t *pack_preferred(const char *const *avail, size_t n_avail, const char *const *must,
+                               size_t n_must, int size, size_t *len)
+{
+    V1beta1__ContainerPreferredAllocationRequest q =
+        V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
+    q.n_available_deviceids = n_avail;
+    q.available_deviceids = (char **)avail;
+    q.n_must_include_deviceids = n_must;
+    q.must_include_deviceids = (char **)must;
+    q.allocation_size = size;
+    V1beta1__ContainerPreferredAllocationRequest *qp = &q;
+    V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
+    req.n_container_requests = 1;
+    req.container_requests = &qp;
+    uint8_t *buf = malloc(v1beta1__preferred_allocation_request__get_packed_size(&req) + 1);
+    assert_non_null(buf);
+    *len = v1beta1__preferred_allocation_request__pack(&req, buf);
+    return buf;
+}
 
 /* Calls GetPreferredAllocation for one container; returns "id,id". */
 static const char *prefer(const struct gs_dp_config *c, const struct gs_dp_model *m,
@@ -426,7 +491,7 @@ static const char *prefer(const struct gs_dp_config *c, const struct gs_dp_model
     uint8_t buf[8192];
     size_t len = v1beta1__preferred_allocation_request__pack(&req, buf);
     struct gs_dp_view v = {
-        c, m, (uint32_t)gs_dp_model_resource(m, resource), all_healthy, NULL, NULL, NULL};
+        c, m, (uint32_t)gs_dp_model_resource(m, resource), prefer_health, NULL, NULL, NULL};
     struct gs_dp_answer a;
     assert_int_equal(gs_dp_handle_preferred(&v, buf, len, &a), GS_OK);
     assert_int_equal(a.status, 0);
@@ -464,6 +529,144 @@ static void test_preferred_whole_gpus_follow_nvlink_then_numa(void **state)
     const char *some[] = {"GPU-1", "GPU-2", "GPU-3", "GPU-4", "GPU-5", "GPU-6", "GPU-7"};
     assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 7, NULL, 0, 2), "GPU-2,GPU-3");
     assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", some, 7, NULL, 0, 1), "GPU-1");
+    gs_dp_model_fini(&m);
+}
+
+/* Adds the NVLink links pairs[0..n) (both directions) to a node made without NVLink. */
+static void link_pairs(struct gs_gpu_info *g, const uint32_t (*pairs)[2], size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        struct gs_gpu_info *a = &g[pairs[k][0]], *b = &g[pairs[k][1]];
+        a->nvlink_peers[a->nvlink_peer_count++] = pairs[k][1];
+        b->nvlink_peers[b->nvlink_peer_count++] = pairs[k][0];
+    }
+}
+
+static void test_preferred_whole_gpus_is_exact_up_to_16(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    /* NUMA nodes {0-3} {4-7}; NVLink 0-4, 0-5, 2-6, 3-4, 3-7. Offered {2,3,5,6,7}, 4 wanted:
+     * {2,3,6,7} holds two links (2-6, 3-7); the greedy completion returned {2,5,6,7}, which
+     * holds one (2-6), because seeded at 5 it filled NUMA node 1 first. */
+    struct gs_gpu_info g[8];
+    make_node(g, 8, 4, 0);
+    const uint32_t links1[][2] = {{0, 4}, {0, 5}, {2, 6}, {3, 4}, {3, 7}};
+    link_pairs(g, links1, 5);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    const char *offered[] = {"GPU-2", "GPU-3", "GPU-5", "GPU-6", "GPU-7"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", offered, 5, NULL, 0, 4),
+                        "GPU-2,GPU-3,GPU-6,GPU-7");
+    gs_dp_model_fini(&m);
+
+    /* NVLink 0-2, 3-7, 6-7. Offered {0,1,2,3,5,7}, 4 wanted: {0,2,3,7} holds 0-2 and 3-7;
+     * greedy took {0,1,2,3} (all on NUMA node 0, one link). Links count before NUMA. */
+    make_node(g, 8, 4, 0);
+    const uint32_t links2[][2] = {{0, 2}, {3, 7}, {6, 7}};
+    link_pairs(g, links2, 3);
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    const char *offered2[] = {"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-5", "GPU-7"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", offered2, 6, NULL, 0, 4),
+                        "GPU-0,GPU-2,GPU-3,GPU-7");
+    /* With must_include GPU-1 (kubelet insists): three more hold one link at most (0-2, or
+     * 3-7); {1,0,2,3} does with all four on NUMA node 0. */
+    const char *must1[] = {"GPU-1"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", offered2, 6, must1, 1, 4),
+                        "GPU-1,GPU-0,GPU-2,GPU-3");
+    gs_dp_model_fini(&m);
+}
+
+static void test_preferred_never_proposes_an_unhealthy_device(void **state)
+{
+    (void)state;
+    /* 8 GPUs, no NVLink, one NUMA node; GPU 5 lost, but kubelet still offers all 8 (issue 9:
+     * a size-7 request used to get GPU 5, and the Allocate that followed was refused). */
+    struct gs_gpu_info g[8];
+    make_node(g, 8, 8, 0);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    enum gs_health_state h[8] = {GS_HEALTH_HEALTHY};
+    h[5] = GS_HEALTH_UNHEALTHY;
+    prefer_health = h;
+    const char *all[] = {"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-4", "GPU-5", "GPU-6", "GPU-7"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, NULL, 0, 7),
+                        "GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-6,GPU-7");
+    /* All 8 asked: the best shorter list, still without it. */
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, NULL, 0, 8),
+                        "GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-6,GPU-7");
+    /* kubelet insists on it through must_include: kept, nothing else Unhealthy added. */
+    const char *must5[] = {"GPU-5"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, must5, 1, 2), "GPU-5,GPU-0");
+    /* Only Unhealthy devices offered: nothing proposed. */
+    const char *only5[] = {"GPU-5"};
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", only5, 1, NULL, 0, 1), "");
+    prefer_health = all_healthy;
+    gs_dp_model_fini(&m);
+}
+
+/* Status of GetPreferredAllocation on raw request bytes. */
+static int preferred_status(const struct gs_dp_config *c, const struct gs_dp_model *m,
+                            const uint8_t *buf, size_t len, char *msg, size_t cap)
+{
+    struct gs_dp_view v = {c, m, 0, all_healthy, NULL, NULL, NULL};
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_preferred(&v, buf, len, &a), GS_OK);
+    int st = a.status;
+    (void)snprintf(msg, cap, "%s", a.message);
+    gs_dp_answer_fini(&a);
+    return st;
+}
+
+static void test_preferred_sizes_are_bounded_by_the_resource(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[8];
+    make_node(g, 8, 8, 0);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    const char *all[] = {"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-4", "GPU-5", "GPU-6", "GPU-7"};
+    char msg[256];
+    size_t len = 0;
+    /* allocation_size 2^31-1 used to size two allocations per container (24 GiB). */
+    uint8_t *buf = pack_preferred(all, 8, NULL, 0, INT32_MAX, &len);
+    assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3 /* INVALID_ARG */);
+    assert_string_equal(msg, "container request 0: allocation_size 2147483647 is more than the 8 "
+                             "devices of nvidia.com/gpu");
+    free(buf);
+    /* 100,000 must_include IDs (repeats of known ones) were compared pairwise: 14.5 s. Now the
+     * size bound refuses them at once. */
+    enum { N = 100000 };
+    const char **must = malloc(N * sizeof *must);
+    assert_non_null(must);
+    for (size_t i = 0; i < N; i++)
+        must[i] = all[i % 8];
+    buf = pack_preferred(all, 8, must, N, N, &len);
+    assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3);
+    free(buf);
+    /* Within the bound, repeats of known IDs count once and cost a lookup each: 72 = 8 + 64
+     * must_include IDs that are all GPU-1 give GPU-1 alone. */
+    for (size_t i = 0; i < 72; i++)
+        must[i] = "GPU-1";
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", all, 8, must, 72, 72),
+                        "GPU-1,GPU-0,GPU-2,GPU-3,GPU-4,GPU-5,GPU-6,GPU-7");
+    /* More than 64 distinct IDs the resource does not have are refused. */
+    static char unknown[65][16];
+    for (size_t i = 0; i < 65; i++) {
+        (void)snprintf(unknown[i], sizeof unknown[i], "GPU-x%zu", i);
+        must[i] = unknown[i];
+    }
+    buf = pack_preferred(all, 8, must, 65, 70, &len);
+    assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3);
+    assert_string_equal(msg, "container request 0: more than 64 must_include IDs that "
+                             "nvidia.com/gpu does not have");
+    free(buf);
+    free(must);
     gs_dp_model_fini(&m);
 }
 
@@ -606,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_config_reads_every_key),
         cmocka_unit_test(test_config_errors_name_line_column_and_key),
         cmocka_unit_test(test_config_read_missing_file_is_eio),
+        cmocka_unit_test(test_config_accepts_a_configmap_manifest),
         cmocka_unit_test(test_model_none_strategy_advertises_mig_gpus_whole),
         cmocka_unit_test(test_model_single_strategy_needs_one_profile_on_every_gpu),
         cmocka_unit_test(test_model_mixed_strategy_names_profiles),
@@ -613,6 +817,9 @@ int main(void)
         cmocka_unit_test(test_model_device_in_two_entries_is_an_error),
         cmocka_unit_test(test_model_long_ids_and_limits),
         cmocka_unit_test(test_preferred_whole_gpus_follow_nvlink_then_numa),
+        cmocka_unit_test(test_preferred_whole_gpus_is_exact_up_to_16),
+        cmocka_unit_test(test_preferred_never_proposes_an_unhealthy_device),
+        cmocka_unit_test(test_preferred_sizes_are_bounded_by_the_resource),
         cmocka_unit_test(test_preferred_replicas_pack_onto_shared_gpus),
         cmocka_unit_test(test_allocate_names_units_and_refuses_bad_ids),
         cmocka_unit_test(test_list_marks_only_the_unhealthy_gpu_devices),

@@ -154,6 +154,41 @@ static void add(struct gs_dp_assign *t, json_t *p, const char *want_why)
 #define GPU2 "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]"
 #define GPU1 "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}}}]"
 
+static void test_inventory_of_a_gpu_lost_at_start_keeps_the_schema(void **state)
+{
+    (void)state;
+    /* GPU 0 answered nothing when read (no UUID, model or memory): not advertised, and in the
+     * inventory "lost-0", Unhealthy even when the health machine has found it again (kubelet
+     * does not have it), with the model and memory of GPU 1, so that the scheduler neither
+     * refuses the annotation (empty uuid) nor takes 0 MiB as the node's GPU memory. */
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 2, 2);
+    memset(&g[0], 0, sizeof g[0]);
+    g[0].index = 0;
+    g[0].lost = true;
+    g[0].numa_node = -1;
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    assert_int_equal(m.n_resources, 1);
+    assert_int_equal(m.resources[0].n_devices, 1); /* GPU 1 only */
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    char *text = NULL;
+    assert_int_equal(gs_dp_inventory_json(&m, h, &text), GS_OK);
+    assert_string_equal(
+        text,
+        "{\"gpus\":["
+        "{\"health\":\"Unhealthy\",\"index\":0,\"mem_mib\":143771,\"mig\":[],\"mode\":\"whole\","
+        "\"model\":\"NVIDIA H200\",\"numa_node\":null,\"nvlink_peers\":[],\"replicas\":1,"
+        "\"resources\":[],\"uuid\":\"lost-0\"},"
+        "{\"health\":\"Healthy\",\"index\":1,\"mem_mib\":143771,\"mig\":[],\"mode\":\"whole\","
+        "\"model\":\"NVIDIA H200\",\"numa_node\":0,\"nvlink_peers\":[0],\"replicas\":1,"
+        "\"resources\":[\"nvidia.com/gpu\"],\"uuid\":\"GPU-1\"}],\"version\":1}");
+    free(text);
+    gs_dp_model_fini(&m);
+}
+
 static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void **state)
 {
     (void)state;
@@ -409,9 +444,10 @@ static void test_preferred_follows_the_claim_only_when_offered_healthy_and_same(
     const char *no5[] = {"GPU-7", "GPU-6", "GPU-4", "GPU-3", "GPU-2", "GPU-1", "GPU-0"};
     assert_string_equal(prefer(&v, no5, 7, NULL, 0, 2), "GPU-6,GPU-7");
     assert_string_equal(k.why, "no device of assigned GPU 5 (GPU-5) is offered");
-    /* GPU 5 Unhealthy on our side although offered. */
+    /* GPU 5 Unhealthy on our side although offered: never proposed, so the topology choice
+     * is the one without GPU 5 above (before issue 9 it was GPU-0,GPU-1 over all eight). */
     h[5] = GS_HEALTH_UNHEALTHY;
-    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-0,GPU-1");
+    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-6,GPU-7");
     assert_string_equal(k.why, "assigned GPU 5 (GPU-5) is Unhealthy");
     h[5] = GS_HEALTH_HEALTHY;
     /* The scheduler's UUID is another GPU's: never follow an index alone then. */
@@ -449,6 +485,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inventory_names_modes_mig_instances_and_health),
+        cmocka_unit_test(test_inventory_of_a_gpu_lost_at_start_keeps_the_schema),
         cmocka_unit_test(test_assign_takes_oldest_pending_pod_of_that_resource_and_count),
         cmocka_unit_test(test_preferred_follows_the_claim_only_when_offered_healthy_and_same),
     };

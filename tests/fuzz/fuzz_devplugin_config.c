@@ -95,7 +95,17 @@ static void drive(const struct gs_dp_config *cfg, const struct gs_dp_model *m,
         V1beta1__PreferredAllocationResponse *resp =
             v1beta1__preferred_allocation_response__unpack(NULL, a.len, a.data);
         check(resp != NULL && resp->n_container_responses == 1);
-        check(resp->container_responses[0]->n_deviceids == n / 2 + 1);
+        /* Devices on Unhealthy GPUs are never proposed: the answer is must_include plus as
+         * many Healthy offered devices as fit. */
+        uint32_t healthy_others = 0;
+        for (uint32_t d = 1; d < n; d++)
+            healthy_others += health[res->devices[d].gpu] == GS_HEALTH_HEALTHY ? 1u : 0u;
+        uint32_t want = n / 2 + 1 < 1 + healthy_others ? n / 2 + 1 : 1 + healthy_others;
+        check(resp->container_responses[0]->n_deviceids == want);
+        for (size_t k = 1; k < resp->container_responses[0]->n_deviceids; k++) {
+            int32_t pos = gs_dp_model_find(res, resp->container_responses[0]->deviceids[k]);
+            check(pos >= 0 && health[res->devices[pos].gpu] == GS_HEALTH_HEALTHY);
+        }
         check(strcmp(resp->container_responses[0]->deviceids[0], ids[0]) == 0);
         v1beta1__preferred_allocation_response__free_unpacked(resp, NULL);
         gs_dp_answer_fini(&a);

@@ -116,6 +116,8 @@ static void test_scrape_of_one_gpu_is_exactly_the_dcgm_text(void **state)
     snprintf(g.info.model, sizeof g.info.model, "NVIDIA \"H200\"");
     g.have_health = true;
     g.health = GS_HEALTH_UNHEALTHY;
+    g.health_reason = GS_HEALTH_REASON_XID;
+    g.needs_reset = true;
     g.counters.to_unhealthy = 1;
     g.counters.n_xid = 2;
     g.counters.xid[0].xid = 13;
@@ -160,9 +162,14 @@ static void test_scrape_of_one_gpu_is_exactly_the_dcgm_text(void **state)
         "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\n"
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" L " 2\n"
         "# HELP gpusched_gpu_health 1 when the GPU is Healthy, 0 when Unhealthy (the state "
-        "kubelet is told).\n"
+        "kubelet is told); reason: none, xid, ecc_dbe or lost.\n"
         "# TYPE gpusched_gpu_health gauge\n"
-        "gpusched_gpu_health" L " 0\n"
+        "gpusched_gpu_health{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\","
+        "modelName=\"NVIDIA \\\"H200\\\"\",Hostname=\"node-1\",reason=\"xid\"} 0\n"
+        "# HELP gpusched_gpu_reset_required 1 while the GPU is Unhealthy until it is seen reset "
+        "or an operator clears it.\n"
+        "# TYPE gpusched_gpu_reset_required gauge\n"
+        "gpusched_gpu_reset_required" L " 1\n"
         "# HELP gpusched_gpu_xid_total XID errors seen on the GPU, by XID code, ignored "
         "(application) XIDs included.\n"
         "# TYPE gpusched_gpu_xid_total counter\n"
@@ -198,6 +205,8 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     snprintf(g[2].info.mig[0].profile, sizeof g[2].info.mig[0].profile, "3g.71gb");
     snprintf(g[2].info.mig[1].uuid, sizeof g[2].info.mig[1].uuid, "MIG-bbbb");
     snprintf(g[2].info.mig[1].profile, sizeof g[2].info.mig[1].profile, "1g.18gb");
+    g[2].info.mig[1].has_gi_id = true; /* dcgm-exporter's GPU_I_ID where NVML told it */
+    g[2].info.mig[1].gi_id = 9;
 
     struct gs_exporter_attr a[8];
     fill_attr(&a[0], "GPU-00000000::0", "train-a", "ml", "main");
@@ -215,25 +224,32 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
     const char *text = b.data;
-    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 5);
+    /* Five pod series and the three GPUs' own series (issue 9: the device series stays). */
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 8);
+    /* train-a holds replicas 0 and 2: one series, both replicas named. */
     assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
                                  "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                                 "container=\"main\",namespace=\"ml\",pod=\"train-a\"} 90\n"));
+                                 "container=\"main\",namespace=\"ml\",pod=\"train-a\","
+                                 "replica=\"0,2\"} 90\n"));
     assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
                                  "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                                 "container=\"main\",namespace=\"ml\",pod=\"train-b\"} 90\n"));
+                                 "container=\"main\",namespace=\"ml\",pod=\"train-b\","
+                                 "replica=\"1\"} 90\n"));
     assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000001\","
                                  "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h\","
                                  "container=\"server\",namespace=\"web\",pod=\"infer\"} 91\n"));
     assert_non_null(strstr(text, "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                                 "GPU_I_PROFILE=\"1g.18gb\",container=\"c\",namespace=\"ml\","
-                                 "pod=\"tiny\"} 92\n"));
+                                 "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",container=\"c\","
+                                 "namespace=\"ml\",pod=\"tiny\"} 92\n"));
     assert_non_null(strstr(text, "GPU_I_PROFILE=\"3g.71gb\",container=\"c\",namespace=\"ml\","
-                                 "pod=\"mid\"} 92\n"));
+                                 "pod=\"mid\",replica=\"3\"} 92\n"));
     assert_null(strstr(text, "nobody"));
     assert_int_equal(count_lines_with(text, "pod=\"train-a\""), 9); /* once per family */
-    /* An attributed GPU has no series without pod labels. */
-    assert_null(strstr(text, "Hostname=\"h\"} 90"));
+    /* Every GPU keeps its own series, without pod labels. */
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+                                 "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\"}"
+                                 " 90\n"));
+    assert_non_null(strstr(text, "Hostname=\"h\"} 92\n"));
     /* Health metrics are absent when no GPU carries health. */
     assert_null(strstr(text, "gpusched_gpu_health"));
     gs_textbuf_fini(&b);
@@ -361,7 +377,7 @@ static void test_scrape_of_8_gpus_with_32_pods_renders_every_series(void **state
     gs_textbuf_reset(&b);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
     assert_int_equal(b.len, first_len);
-    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 32);
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 32 + 8); /* + devices */
     gs_textbuf_fini(&b);
 }
 
@@ -433,14 +449,14 @@ static void test_http_server_serves_metrics_and_healthz(void **state)
     assert_int_equal(gs_exporter_update(e, &s), GS_OK);
     g.sample.util_pct = 0; /* the exporter holds its own copy */
     r = http(port, "GET", "/metrics");
-    assert_non_null(strstr(r, "pod=\"pod-a\"} 90\n"));
-    assert_non_null(strstr(r, "pod=\"pod-b\"} 90\n"));
+    assert_non_null(strstr(r, "pod=\"pod-a\",replica=\"0\"} 90\n"));
+    assert_non_null(strstr(r, "pod=\"pod-b\",replica=\"1\"} 90\n"));
     free(r);
 
     struct gs_textbuf b;
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_scrape(e, &b), GS_OK);
-    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 2);
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 2 + 1); /* + the device */
     gs_textbuf_fini(&b);
 
     r = http(port, "GET", "/nope");

@@ -253,8 +253,33 @@ static void test_fake_lost_gpu_fails_sample_until_found(void **state)
     assert_int_equal(gs_gpu_sample(b, 1, &s), GS_OK);
     assert_int_equal(s.xid_count, 1);
     assert_int_equal(s.last_xid, 79);
+    assert_int_equal(s.resets, 1); /* found again: a reset seen, for the health machine */
+    assert_int_equal(gs_gpu_sample(b, 0, &s), GS_OK);
+    assert_int_equal(s.resets, 0);
     assert_int_equal(gs_gpu_sample(b, 2, &s), GS_ERANGE);
     gs_gpu_close(b);
+}
+
+static void test_fake_deep_nesting_stops_at_the_limit(void **state)
+{
+    (void)state;
+    /* 1 MB of "[" kept libyaml's loader busy for 425 s (issue 9); the bounded walker stops at
+     * the 17th level, column 17 of line 1. */
+    struct tclock c = {0};
+    struct gs_clock k = make_clock(&c);
+    size_t n = 1024 * 1024;
+    char *y = malloc(n);
+    assert_non_null(y);
+    memset(y, '[', n);
+    struct gs_gpu_backend *b = NULL;
+    struct gs_diag d;
+    assert_int_equal(gs_gpu_parse_fake(y, n, "deep.yaml", &k, &b, &d), GS_EPARSE);
+    assert_null(b);
+    assert_string_equal(d.file, "deep.yaml");
+    assert_int_equal(d.line, 1);
+    assert_int_equal(d.column, 17);
+    assert_string_equal(d.msg, "nesting deeper than 16 levels");
+    free(y);
 }
 
 static void test_fake_example_node_of_the_deploy_directory_loads(void **state)
@@ -296,7 +321,7 @@ struct bad_case {
 
 static const struct bad_case bad_cases[] = {
     {"", 0, 0, "", "empty document"},
-    {"gpus: [\n", 2, 1, "", "not valid YAML"},
+    {"gpus: [\n", 2, 1, "", "malformed YAML: did not find expected node content"},
     {"- 1\n", 1, 1, "", "expected a mapping, found a list"},
     {"gpus: []\ngpus: []\n", 2, 1, "gpus", "key repeated"},
     {"gpu: []\n", 1, 1, "gpu", "unknown key in the top level"},
@@ -389,7 +414,7 @@ static const struct bad_case bad_cases[] = {
      "unknown key in set"},
     {HEAD "cuda_driver_version: 12.x\n", 3, 22, "cuda_driver_version", "not a CUDA version"},
     {HEAD "cuda_driver_version: 999\n", 3, 22, "cuda_driver_version", "not a CUDA version"},
-    {HEAD "---\ngpus: []\n", 4, 1, "", "more than one YAML document"},
+    {HEAD "---\ngpus: []\n", 3, 1, "", "a second YAML document; a fake node is one"},
     {"? [a]\n: 1\n", 1, 3, "the top level", "keys of the top level must be scalars"},
 };
 
@@ -474,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_fake_wait_event_sleeps_until_the_next_scripted_event),
         cmocka_unit_test(test_fake_wait_event_times_out_before_a_later_event),
         cmocka_unit_test(test_fake_lost_gpu_fails_sample_until_found),
+        cmocka_unit_test(test_fake_deep_nesting_stops_at_the_limit),
         cmocka_unit_test(test_fake_example_node_of_the_deploy_directory_loads),
         cmocka_unit_test(test_fake_bad_input_names_line_column_and_key),
         cmocka_unit_test(test_fake_minimal_file_is_accepted),

@@ -24,9 +24,10 @@
 
 struct harness {
     int64_t now_ms;
-    int probe_rc[GS_GPU_MAX]; /* what the probe answers per GPU */
-    int probes;               /* probe calls */
-    int logs;                 /* log calls */
+    int probe_rc[GS_GPU_MAX];    /* what the probe answers per GPU */
+    uint64_t resets[GS_GPU_MAX]; /* the reset count the probe hands back */
+    int probes;                  /* probe calls */
+    int logs;                    /* log calls */
     struct gs_health_transition last;
     char last_text[200];
     struct gs_gpu_backend *backend; /* when set, the probe samples the GPU */
@@ -42,14 +43,18 @@ static void h_sleep(void *ctx, int64_t ms)
     ((struct harness *)ctx)->now_ms += ms;
 }
 
-static int h_probe(void *ctx, uint32_t gpu)
+static int h_probe(void *ctx, uint32_t gpu, uint64_t *resets)
 {
     struct harness *t = ctx;
     t->probes++;
     if (t->backend != NULL) {
         struct gs_gpu_sample s;
-        return gs_gpu_sample(t->backend, gpu, &s);
+        int rc = gs_gpu_sample(t->backend, gpu, &s);
+        if (rc == GS_OK)
+            *resets = s.resets;
+        return rc;
     }
+    *resets = t->resets[gpu];
     return t->probe_rc[gpu];
 }
 
@@ -166,7 +171,7 @@ static void test_critical_xid_makes_gpu_unhealthy_and_logs_once(void **state)
     assert_int_equal(t.last.reason, GS_HEALTH_REASON_XID);
     assert_int_equal(t.last.xid, 79);
     assert_int_equal(t.last.t_ms, 1000);
-    assert_string_equal(t.last_text, "GPU 2: XID 79: Healthy -> Unhealthy");
+    assert_string_equal(t.last_text, "GPU 2: XID 79: Healthy -> Unhealthy (needs a GPU reset)");
 
     /* A second critical XID while Unhealthy is counted, not logged again. */
     e = xid(2, 48);
@@ -238,8 +243,9 @@ static void test_gpu_recovers_after_quiet_period_and_successful_probe(void **sta
     cfg.quiet_ms = 60000;
     cfg.probe_retry_ms = 10000;
     struct gs_health *h = make(&t, &cfg, 2);
-    struct gs_gpu_event e = xid(0, 79);
+    struct gs_gpu_event e = xid(0, 94); /* contained ECC error: no reset needed */
     assert_int_equal(gs_health_on_event(h, &e), GS_OK);
+    assert_false(gs_health_needs_reset(h, 0));
     assert_int_equal(gs_health_next_due_ms(h), 60000);
 
     /* Quiet period not over: no probe. */
@@ -249,27 +255,30 @@ static void test_gpu_recovers_after_quiet_period_and_successful_probe(void **sta
 
     /* A new critical error restarts the quiet period. */
     t.now_ms = 30000;
-    e = xid(0, 94);
+    e = xid(0, 8);
     assert_int_equal(gs_health_on_event(h, &e), GS_OK);
     t.now_ms = 60000;
     assert_int_equal(gs_health_tick(h), 0);
     assert_int_equal(t.probes, 0);
     assert_int_equal(gs_health_next_due_ms(h), 90000);
 
-    /* Quiet period over but the GPU does not answer: retry after probe_retry_ms. */
+    /* Quiet period over but the GPU does not answer: retry after probe_retry_ms. A GPU that
+     * stopped answering now needs a reset: a later answer alone is not enough. */
     t.now_ms = 90000;
     t.probe_rc[0] = GS_EIO;
     assert_int_equal(gs_health_tick(h), 0);
     assert_int_equal(t.probes, 1);
     assert_int_equal(gs_health_state(h, 0), GS_HEALTH_UNHEALTHY);
+    assert_true(gs_health_needs_reset(h, 0));
     assert_int_equal(gs_health_next_due_ms(h), 100000);
     t.now_ms = 99999;
     assert_int_equal(gs_health_tick(h), 0);
     assert_int_equal(t.probes, 1);
 
-    /* It answers: Healthy again, logged and counted. */
+    /* It answers, seen reset by the backend (count 0 -> 1): Healthy again, logged, counted. */
     t.now_ms = 100000;
     t.probe_rc[0] = GS_OK;
+    t.resets[0] = 1;
     int logs = t.logs;
     assert_int_equal(gs_health_tick(h), 1);
     assert_int_equal(t.probes, 2);
@@ -277,9 +286,9 @@ static void test_gpu_recovers_after_quiet_period_and_successful_probe(void **sta
     assert_int_equal(t.logs, logs + 1);
     assert_int_equal(t.last.from, GS_HEALTH_UNHEALTHY);
     assert_int_equal(t.last.to, GS_HEALTH_HEALTHY);
-    assert_int_equal(t.last.reason, GS_HEALTH_REASON_RECOVERED);
-    assert_string_equal(t.last_text, "GPU 0: no critical error for 70000 ms and the probe "
-                                     "succeeded: Unhealthy -> Healthy");
+    assert_int_equal(t.last.reason, GS_HEALTH_REASON_RESET);
+    assert_string_equal(t.last_text, "GPU 0: seen reset (lost and found again) and answering: "
+                                     "Unhealthy -> Healthy");
     struct gs_health_counters c;
     assert_int_equal(gs_health_counters(h, 0, &c), GS_OK);
     assert_int_equal(c.to_unhealthy, 1);
@@ -362,6 +371,160 @@ static void test_xid_codes_beyond_the_table_go_to_other(void **state)
     gs_health_free(h);
 }
 
+static void test_contained_xid_recovers_after_the_quiet_period(void **state)
+{
+    (void)state;
+    struct harness t = {.now_ms = 0};
+    struct gs_health_config cfg;
+    gs_health_config_default(&cfg);
+    cfg.quiet_ms = 1000;
+    struct gs_health *h = make(&t, &cfg, 1);
+    struct gs_gpu_event e = xid(0, 94);
+    assert_int_equal(gs_health_on_event(h, &e), GS_OK);
+    assert_int_equal(gs_health_reason_of(h, 0), GS_HEALTH_REASON_XID);
+    assert_string_equal(t.last_text, "GPU 0: XID 94: Healthy -> Unhealthy");
+    t.now_ms = 1000;
+    assert_int_equal(gs_health_tick(h), 1);
+    assert_int_equal(t.last.reason, GS_HEALTH_REASON_RECOVERED);
+    assert_string_equal(t.last_text, "GPU 0: no critical error for 1000 ms and the probe "
+                                     "succeeded: Unhealthy -> Healthy");
+    assert_int_equal(gs_health_reason_of(h, 0), 0);
+    gs_health_free(h);
+}
+
+static void test_reset_class_xid_stays_unhealthy_until_seen_reset(void **state)
+{
+    (void)state;
+    struct harness t = {.now_ms = 0};
+    struct gs_health_config cfg;
+    gs_health_config_default(&cfg);
+    cfg.quiet_ms = 1000;
+    cfg.probe_retry_ms = 500;
+    struct gs_health *h = make(&t, &cfg, 2);
+    /* The backend had already found GPU 0 again twice before (count 2). */
+    assert_int_equal(gs_health_on_sample(h, 0, GS_OK, 2), GS_OK);
+    t.resets[0] = 2;
+    struct gs_gpu_event e = xid(0, 79);
+    assert_int_equal(gs_health_on_event(h, &e), GS_OK);
+    assert_true(t.last.needs_reset);
+    assert_string_equal(t.last_text, "GPU 0: XID 79: Healthy -> Unhealthy (needs a GPU reset)");
+    assert_true(gs_health_needs_reset(h, 0));
+    /* A contained error later does not lift the need for a reset. */
+    t.now_ms = 100;
+    e = xid(0, 94);
+    assert_int_equal(gs_health_on_event(h, &e), GS_OK);
+    assert_true(gs_health_needs_reset(h, 0));
+
+    /* Quiet since 100: probes from 1100 on answer, but the count stays 2: no recovery, the
+     * probe is repeated every 500 ms (and none of this is a probe failure). */
+    for (int64_t at = 1100; at <= 3100; at += 500) {
+        t.now_ms = at;
+        assert_int_equal(gs_health_tick(h), 0);
+        assert_int_equal(gs_health_state(h, 0), GS_HEALTH_UNHEALTHY);
+        assert_int_equal(gs_health_next_due_ms(h), at + 500);
+    }
+    assert_int_equal(t.probes, 5);
+    /* Samples that answer without a reset change nothing either. */
+    assert_int_equal(gs_health_on_sample(h, 0, GS_OK, 2), GS_OK);
+    assert_int_equal(gs_health_state(h, 0), GS_HEALTH_UNHEALTHY);
+    /* Seen reset (count 3) in a sample: Healthy at once, without waiting for a probe. */
+    t.now_ms = 3200;
+    assert_int_equal(gs_health_on_sample(h, 0, GS_OK, 3), GS_OK);
+    assert_int_equal(gs_health_state(h, 0), GS_HEALTH_HEALTHY);
+    assert_int_equal(t.last.reason, GS_HEALTH_REASON_RESET);
+    assert_false(gs_health_needs_reset(h, 0));
+    struct gs_health_counters c;
+    assert_int_equal(gs_health_counters(h, 0, &c), GS_OK);
+    assert_int_equal(c.probe_failures, 0);
+    assert_int_equal(c.to_unhealthy, 1);
+    assert_int_equal(c.recoveries, 1);
+    /* GPU 1 was never touched. */
+    assert_int_equal(gs_health_state(h, 1), GS_HEALTH_HEALTHY);
+    gs_health_free(h);
+}
+
+static void test_failed_sample_makes_gpu_unhealthy_as_lost(void **state)
+{
+    (void)state;
+    struct harness t = {.now_ms = 0};
+    struct gs_health_config cfg;
+    gs_health_config_default(&cfg);
+    cfg.quiet_ms = 1000;
+    struct gs_health *h = make(&t, &cfg, 8);
+    /* GPU 5 answers no query and sends no XID. */
+    assert_int_equal(gs_health_on_sample(h, 5, GS_EIO, 0), GS_OK);
+    assert_int_equal(gs_health_state(h, 5), GS_HEALTH_UNHEALTHY);
+    assert_int_equal(gs_health_reason_of(h, 5), GS_HEALTH_REASON_LOST);
+    assert_string_equal(gs_health_reason_name(gs_health_reason_of(h, 5)), "lost");
+    assert_string_equal(t.last_text, "GPU 5: lost (does not answer): Healthy -> Unhealthy "
+                                     "(needs a GPU reset)");
+    assert_int_equal(gs_health_on_sample(h, 5, GS_EIO, 0), GS_OK);
+    assert_int_equal(t.logs, 1);
+    struct gs_health_counters c;
+    assert_int_equal(gs_health_counters(h, 5, &c), GS_OK);
+    assert_int_equal(c.failed_samples, 2);
+    assert_int_equal(c.to_unhealthy, 1);
+    for (uint32_t g = 0; g < 8; g++)
+        assert_int_equal(gs_health_state(h, g), g == 5 ? GS_HEALTH_UNHEALTHY : GS_HEALTH_HEALTHY);
+    /* The probe answers after the quiet period, but without a reset seen: still Unhealthy. */
+    t.now_ms = 5000;
+    assert_int_equal(gs_health_tick(h), 0);
+    assert_int_equal(gs_health_state(h, 5), GS_HEALTH_UNHEALTHY);
+    /* The probe sees it reset. */
+    t.now_ms = 5000 + GS_HEALTH_DEFAULT_PROBE_RETRY_MS;
+    t.resets[5] = 1;
+    assert_int_equal(gs_health_tick(h), 1);
+    assert_int_equal(gs_health_state(h, 5), GS_HEALTH_HEALTHY);
+    assert_int_equal(t.last.reason, GS_HEALTH_REASON_RESET);
+    assert_int_equal(gs_health_on_sample(h, 9, GS_OK, 0), GS_ERANGE);
+    assert_int_equal(gs_health_on_sample(NULL, 0, GS_OK, 0), GS_EINVAL);
+    gs_health_free(h);
+}
+
+static void test_lost_event_needs_reset_and_operator_clears(void **state)
+{
+    (void)state;
+    struct harness t = {.now_ms = 0};
+    struct gs_health_config cfg;
+    gs_health_config_default(&cfg);
+    struct gs_health *h = make(&t, &cfg, 2);
+    struct gs_gpu_event e = {.gpu_index = 1, .kind = GS_GPU_EVENT_LOST};
+    assert_int_equal(gs_health_on_event(h, &e), GS_OK);
+    assert_int_equal(gs_health_state(h, 1), GS_HEALTH_UNHEALTHY);
+    assert_int_equal(gs_health_reason_of(h, 1), GS_HEALTH_REASON_LOST);
+    assert_true(gs_health_needs_reset(h, 1));
+    assert_int_equal(gs_health_state(h, 0), GS_HEALTH_HEALTHY);
+    assert_int_equal(gs_health_clear(h, 0), 0); /* Healthy: nothing to clear */
+    assert_int_equal(gs_health_clear(h, 1), 1);
+    assert_int_equal(gs_health_state(h, 1), GS_HEALTH_HEALTHY);
+    assert_int_equal(t.last.reason, GS_HEALTH_REASON_CLEARED);
+    assert_string_equal(t.last_text, "GPU 1: cleared by an operator: Unhealthy -> Healthy");
+    assert_false(gs_health_needs_reset(h, 1));
+    assert_int_equal(gs_health_clear(h, 2), GS_ERANGE);
+    gs_health_free(h);
+}
+
+static void test_reset_list_default_and_parse(void **state)
+{
+    (void)state;
+    struct gs_health_config cfg;
+    gs_health_config_default(&cfg);
+    const uint64_t want[] = {48, 62, 64, 74, 79, 95, 119, 120, 140};
+    assert_int_equal(cfg.n_reset, 9);
+    for (uint32_t i = 0; i < 9; i++)
+        assert_true(gs_health_xid_needs_reset(&cfg, want[i]));
+    assert_false(gs_health_xid_needs_reset(&cfg, 94));
+    assert_false(gs_health_xid_needs_reset(&cfg, 63));
+    assert_int_equal(gs_health_config_set_reset(&cfg, "94, 8"), GS_OK);
+    assert_int_equal(cfg.n_reset, 2);
+    assert_true(gs_health_xid_needs_reset(&cfg, 94));
+    assert_false(gs_health_xid_needs_reset(&cfg, 79));
+    assert_int_equal(gs_health_config_set_reset(&cfg, "79,x"), GS_EPARSE);
+    assert_int_equal(cfg.n_reset, 2); /* unchanged on failure */
+    assert_int_equal(gs_health_config_set_reset(&cfg, ""), GS_OK);
+    assert_int_equal(cfg.n_reset, 0);
+}
+
 /* ---- with the fake backend ------------------------------------------------------------ */
 
 static void test_fake_xid79_lost_gpu_recovers_only_when_it_answers(void **state)
@@ -433,6 +596,11 @@ int main(void)
         cmocka_unit_test(test_negative_quiet_period_never_recovers),
         cmocka_unit_test(test_event_for_all_gpus_and_out_of_range),
         cmocka_unit_test(test_xid_codes_beyond_the_table_go_to_other),
+        cmocka_unit_test(test_contained_xid_recovers_after_the_quiet_period),
+        cmocka_unit_test(test_reset_class_xid_stays_unhealthy_until_seen_reset),
+        cmocka_unit_test(test_failed_sample_makes_gpu_unhealthy_as_lost),
+        cmocka_unit_test(test_lost_event_needs_reset_and_operator_clears),
+        cmocka_unit_test(test_reset_list_default_and_parse),
         cmocka_unit_test(test_fake_xid79_lost_gpu_recovers_only_when_it_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
