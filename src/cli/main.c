@@ -29,7 +29,14 @@ static const char *const usage_main =
     "  report     usage reports (GPU-hours per team, queue, ...) from an accounting database\n"
     "  version    print the version\n"
     "\n"
-    "Run 'gpusched <command> --help' for a command's options.\n";
+    "Run 'gpusched <command> --help' for a command's options.\n"
+    "\n"
+    "exit status (every command):\n"
+    "  0  done\n"
+    "  1  a runtime failure: internal error, results that cannot be written, GPUs or sockets\n"
+    "     (agent), a lost Lease (scheduler)\n"
+    "  2  bad usage or bad input (the message names the option, or the file, line and field)\n"
+    "  3  whatif only: the scheduling did not settle within --max-cycles\n";
 
 struct command {
     const char *name;
