@@ -439,8 +439,8 @@ int gs_cmd_simulate(int argc, char **argv)
         (void)fprintf(stderr, "gpusched simulate: --nodes and --pods are required (see --help)\n");
         goto out;
     }
-    if (!policy_given)
-        for (int p = 0; p < GS_POLICY_COUNT; p++)
+    if (!policy_given) /* the default is `all`: the paper's six */
+        for (int p = 0; p < GS_POLICY_PAPER_COUNT; p++)
             chosen[p] = 1;
     struct stat st_out;
     if (!*out_dir) {
