@@ -375,7 +375,9 @@ int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cf
     const double total_gpus = in->total_gpus;
     const double total_milli = total_gpus * GS_GPU_MILLI;
     int64_t arrived = 0;
-    int prev_col = 0; /* the column of the arrived workload before this pod */
+    /* The column of the arrived workload before this pod; -1 before the first, so that a first
+     * pod that jumps past column 0 (a small cluster) fills it too. */
+    int prev_col = -1;
     for (uint32_t k = 0; k < len; k++) {
         const struct gs_pod_req *r = &in->reqs[list[k]];
         arrived += gpu_request(r);
