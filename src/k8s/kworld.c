@@ -16,12 +16,14 @@
 #include "gpusched/kquantity.h"
 #include "kselect.h"
 
+#include "kworld_gpus.h"
 #include "kworld_inv.h"
 #include "kworld_xres.h"
 
 #define NO_ID UINT32_MAX
 #define WL_SAMPLES 4096u /* GPU pod requests the learned workload is built from */
 #define GPU_RES "nvidia.com/gpu"
+#define GPU_SHARED_RES "nvidia.com/gpu.shared"
 #define NO_CLASS "gpusched-no-priority-class"
 
 /* One pod of ours or another scheduler's bound pod, by ns/name. */
@@ -353,6 +355,7 @@ static int node_labels(struct gs_kworld *w, uint32_t idx, const json_t *obj)
 /* Allocatable (and GPU capacity) of a Node object. */
 struct node_res {
     int64_t cpu_milli, mem_mib, pods, gpus, gpus_alloc, gpu_mem_mib;
+    int64_t replicas; /* GFD nvidia.com/gpu.replicas: time-slicing slots per GPU, 1 if none */
 };
 
 static int node_resources(struct gs_kworld *w, const json_t *obj, const char *name,
@@ -383,8 +386,25 @@ static int node_resources(struct gs_kworld *w, const json_t *obj, const char *na
         r->gpus = r->gpus_alloc;
     if (!ga)
         r->gpus_alloc = r->gpus;
-    /* Time-slicing (label nvidia.com/gpu.replicas > 1: capacity is GPUs x replicas) is read
-     * as whole GPUs, one per replica, until the core models replicas (GPU sharing issue). */
+    /* Time-slicing (GFD label nvidia.com/gpu.replicas > 1): capacity is GPUs x replicas, under
+     * nvidia.com/gpu, or nvidia.com/gpu.shared when the device plugin renames it. A GPU that
+     * lost any of its replicas from allocatable is an unhealthy one. */
+    r->replicas = 1;
+    const char *rep = meta_kv(obj, "labels", "nvidia.com/gpu.replicas");
+    int64_t reps = 0;
+    if (rep && gs_kquantity(rep, 1.0, false, &reps) == 0 && reps > 1 && reps <= 255) {
+        int64_t sc = 0, sa = 0;
+        const json_t *shc = json_object_get(capy, GPU_SHARED_RES);
+        const json_t *sha = json_object_get(alloc, GPU_SHARED_RES);
+        if (r->gpus == 0 && (shc || sha) && (!shc || quantity(shc, 1.0, false, &sc) == 0) &&
+            (!sha || quantity(sha, 1.0, false, &sa) == 0)) {
+            r->gpus = shc ? sc : sa;
+            r->gpus_alloc = sha ? sa : sc;
+        }
+        r->replicas = reps;
+        r->gpus /= reps;
+        r->gpus_alloc /= reps;
+    }
     if (r->gpus > GS_NODE_GPUS_MAX)
         return fail(w, "node %s: more than 16 nvidia.com/gpu", name);
     if (r->gpus_alloc > r->gpus)
@@ -412,32 +432,43 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
     int err = node_resources(w, obj, name, &r);
     if (err)
         return err;
-    /* The agent's inventory, when there and good, says which GPUs there are (over capacity). */
+    /* The agent's inventory, when there and good, says which GPUs there are (over capacity)
+     * and each one's mode; without one, GFD's replicas label makes every GPU time-sliced. */
     struct gs__knode_gpus inv;
     int have_inv = 0;
     if (gs__kinv_read(&w->inv, obj, name, &inv, &have_inv, w->cfg.on_warning, w->cfg.ctx))
         return GS_ENOMEM;
+    const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
+    struct gs_gpu_mode modes[GS_NODE_GPUS_MAX];
+    bool usable[GS_NODE_GPUS_MAX];
+    bool set_modes = have_inv == 1 || r.replicas > 1;
     if (have_inv == 1) {
         r.gpus = r.gpus_alloc = inv.n;
         r.gpu_mem_mib = inv.mem_mib;
+        if (gs__kinv_modes(&w->inv, &inv, name, model, modes, usable, &model, w->cfg.on_warning,
+                           w->cfg.ctx))
+            return GS_ENOMEM;
+    } else {
+        for (int64_t g = 0; g < r.gpus; g++) {
+            modes[g] = (struct gs_gpu_mode){.sharing = GS_GPU_SHARE_TIMESLICE,
+                                            .replicas = (uint8_t)r.replicas};
+            usable[g] = g < r.gpus_alloc;
+        }
     }
     if (idx < 0) {
-        const char *model =
-            have_inv == 1 ? inv.model : meta_kv(obj, "labels", "nvidia.com/gpu.product");
         struct gs_node_spec s = {name,
                                  r.cpu_milli,
                                  r.mem_mib,
                                  (int32_t)r.pods,
                                  (uint32_t)r.gpus,
                                  model ? model : "nvidia-gpu",
-                                 r.gpu_mem_mib};
+                                 r.gpu_mem_mib,
+                                 set_modes ? modes : NULL};
         uint32_t id;
         if ((err = gs_cluster_add_node(w->c, &s, &id)) != GS_OK)
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added", name);
         idx = (int)id;
     } else {
-        const char *model =
-            have_inv == 1 ? inv.model : meta_kv(obj, "labels", "nvidia.com/gpu.product");
         struct gs_node_update u = {r.cpu_milli,
                                    r.mem_mib,
                                    (int32_t)r.pods,
@@ -457,13 +488,22 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
         }
         if (err)
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be updated", name);
+        /* A mode changes only on a GPU that holds no pod; one that holds pods keeps its mode
+         * until they leave (the next update of the Node sets it). */
+        const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
+        for (uint32_t g = 0; g < n->gpu_count; g++) {
+            struct gs_gpu_mode fr = {.sharing = GS_GPU_SHARE_MILLI, .replicas = 1};
+            const struct gs_gpu_mode *m = set_modes && g < (uint32_t)r.gpus ? &modes[g] : &fr;
+            if (n->gpus[g].pods == 0)
+                (void)gs_cluster_set_gpu_mode(w->c, (uint32_t)idx, g, m, NULL, 0);
+        }
     }
     uint32_t i = (uint32_t)idx;
     /* Allocatable below capacity: the highest indices are the unhealthy GPUs, unless the
      * inventory says which. */
     for (int64_t g = 0; g < r.gpus; g++)
         (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g,
-                                        have_inv == 1 ? inv.usable[g] : g < r.gpus_alloc);
+                                        set_modes ? usable[g] : g < r.gpus_alloc);
     const json_t *st = json_object_get(obj, "status");
     const json_t *alloc = json_object_get(st, "allocatable");
     char warn[256];
@@ -662,99 +702,6 @@ static void tr_free(struct tr *t)
     gs__kfilter_fini(&t->flt);
 }
 
-static bool has_prefix_key(const json_t *map, const char *prefix)
-{
-    const char *key;
-    const json_t *val;
-    json_object_foreach((json_t *)map, key, val)
-    {
-        (void)val;
-        if (strncmp(key, prefix, strlen(prefix)) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* Reads the GPU ask; writes a reason for asks the core does not place yet. */
-static int tr_gpus(struct tr *t, const json_t *obj, const json_t *spec)
-{
-    int64_t n = 0, cores = 0;
-    if (pod_request(spec, GPU_RES, 1.0, &n) != 0 ||
-        pod_request(spec, "nvidia.com/gpucores", 1.0, &cores) != 0) {
-        (void)snprintf(t->reason, sizeof(t->reason), "nvidia.com/gpu is not a count");
-        return 1;
-    }
-    int64_t gpumem = 0;
-    (void)pod_request(spec, "nvidia.com/gpumem", 1.0, &gpumem);
-    const json_t *conts = json_object_get(spec, "containers");
-    for (size_t i = 0; i < json_array_size(conts); i++) {
-        const json_t *r = json_object_get(json_array_get(conts, i), "resources");
-        if (has_prefix_key(json_object_get(r, "limits"), "nvidia.com/mig-") ||
-            has_prefix_key(json_object_get(r, "requests"), "nvidia.com/mig-")) {
-            (void)snprintf(t->reason, sizeof(t->reason),
-                           "MIG profiles are not placed by gpusched yet");
-            return 1;
-        }
-    }
-    const char *frac = meta_kv(obj, "annotations", "gpu-fraction");
-    if (meta_kv(obj, "annotations", "gpu-memory") || gpumem > 0 ||
-        meta_kv(obj, "annotations", "nvidia.com/gpumem-percentage")) {
-        (void)snprintf(t->reason, sizeof(t->reason),
-                       "GPU memory fractions are not placed by gpusched yet");
-        return 1;
-    }
-    struct gs_pod_req *rq = &t->spec.req;
-    if (frac) {
-        int64_t milli;
-        const char *devs = meta_kv(obj, "annotations", "gpu-fraction-num-devices");
-        if (gs_kquantity(frac, 1e-3, true, &milli) != 0 || milli <= 0 || milli > 1000) {
-            (void)snprintf(t->reason, sizeof(t->reason),
-                           "annotation gpu-fraction must be a number in (0, 1]");
-            return 1;
-        }
-        if (devs && strcmp(devs, "1") != 0) {
-            (void)snprintf(t->reason, sizeof(t->reason),
-                           "gpu-fraction-num-devices above 1 is not placed by gpusched yet");
-            return 1;
-        }
-        rq->num_gpu = 1;
-        rq->gpu_milli = (int32_t)milli;
-        return 0;
-    }
-    if (n > GS_NODE_GPUS_MAX) {
-        (void)snprintf(t->reason, sizeof(t->reason), "asks %lld GPUs, more than any node has",
-                       (long long)n);
-        return 1;
-    }
-    rq->num_gpu = (uint32_t)n;
-    rq->gpu_milli = n ? GS_GPU_MILLI : 0;
-    if (cores > 0 && n == 1 && cores < 100)
-        rq->gpu_milli = (int32_t)(cores * 10); /* HAMi gpucores: percent of one GPU */
-    return 0;
-}
-
-/* The GPUs of annotation gpusched.io/assigned-gpus: {"gpus":[{"index":i,"milli":m},...]}. */
-static void tr_assigned(struct tr *t, const json_t *obj)
-{
-    const char *a = meta_kv(obj, "annotations", "gpusched.io/assigned-gpus");
-    if (!a)
-        return;
-    json_t *doc = json_loads(a, 0, NULL);
-    const json_t *gpus = json_object_get(doc, "gpus");
-    uint32_t n = 0;
-    for (size_t i = 0; i < json_array_size(gpus) && n < GS_NODE_GPUS_MAX; i++) {
-        const json_t *g = json_object_get(json_array_get(gpus, i), "index");
-        if (json_is_integer(g) && json_integer_value(g) >= 0 &&
-            json_integer_value(g) < GS_NODE_GPUS_MAX)
-            t->pl.gpu_index[n++] = (uint8_t)json_integer_value(g);
-    }
-    if (n == t->spec.req.num_gpu) {
-        t->pl.num_gpu = n;
-        t->pl.gpu_milli = t->spec.req.gpu_milli;
-    }
-    json_decref(doc);
-}
-
 static int pod_class(struct gs_kworld *w, const json_t *spec, uint32_t *id)
 {
     const char *cname = jstr(spec, "priorityClassName");
@@ -813,7 +760,7 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         (void)snprintf(t->reason, sizeof(t->reason), "a cpu or memory request is not a quantity");
         return 1;
     }
-    if (tr_gpus(t, obj, spec))
+    if (gs__kworld_pod_gpus(obj, spec, &t->spec.req, t->reason, sizeof(t->reason)))
         return 1;
     int err = gs__kxres_pod(w->c, spec, &t->spec.req, t->reason, sizeof(t->reason));
     if (err)
@@ -822,7 +769,6 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
     if (err)
         return err;
     if (t->node) {
-        tr_assigned(t, obj);
         int idx = gs_cluster_find_node(w->c, t->node);
         if (idx < 0) {
             (void)snprintf(t->reason, sizeof(t->reason), "bound to node %s, which is unknown",
@@ -830,6 +776,7 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
             return 1;
         }
         t->pl.node = (uint32_t)idx;
+        gs__kworld_assigned(obj, &t->spec.req, w->c, t->pl.node, &t->pl);
     }
     if (t->foreign) { /* capacity only: any queue will do for the books it skips */
         const char *k;
@@ -1121,7 +1068,8 @@ static const char *kind_of(const json_t *obj)
 /* Records the request of a GPU pod seen (ours or another scheduler's) for the workload. */
 static void wl_note(struct gs_kworld *w, const struct gs_pod_req *req)
 {
-    if (req->num_gpu == 0)
+    /* The FGD target workload is milli-GPU task types (frag.h); other kinds do not enter it. */
+    if (req->num_gpu == 0 || gs_req_kind(req) != GS_REQ_MILLI)
         return;
     if (!w->wl_seen && !(w->wl_seen = calloc(WL_SAMPLES, sizeof(*w->wl_seen))))
         return; /* the workload only guides scores: keep the one we have */
@@ -1179,7 +1127,8 @@ static int build_workload(struct gs_kworld *w)
         t.spec.req.gpu_model_mask = GS_MODEL_ANY;
         const json_t *spec = json_object_get(obj, "spec");
         if (pod_request(spec, "cpu", 1e-3, &t.spec.req.cpu_milli) != 0 ||
-            tr_gpus(&t, obj, spec) != 0 || t.spec.req.num_gpu == 0)
+            gs__kworld_pod_gpus(obj, spec, &t.spec.req, t.reason, sizeof(t.reason)) != 0 ||
+            t.spec.req.num_gpu == 0 || gs_req_kind(&t.spec.req) != GS_REQ_MILLI)
             continue;
         reqs[k] = t.spec.req;
         specs[k++] = "";
