@@ -194,13 +194,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         a->gpus = json_array();
         /* The UUID when the node's agent published its inventory, for the agent to check. */
         for (uint32_t g = 0; g < ev->n_gpus && a->gpus; g++)
-            json_array_append_new(
-                a->gpus,
-                ev->gpus[g].uuid
-                    ? json_pack("{s:I,s:I,s:s}", "index", (json_int_t)ev->gpus[g].index, "milli",
-                                (json_int_t)ev->gpus[g].milli, "uuid", ev->gpus[g].uuid)
-                    : json_pack("{s:I,s:I}", "index", (json_int_t)ev->gpus[g].index, "milli",
-                                (json_int_t)ev->gpus[g].milli));
+            json_array_append_new(a->gpus, gs__sched_assigned_gpu(&ev->gpus[g]));
     }
     if (!a->ns || !a->name) {
         free(a->ns);
