@@ -11,6 +11,7 @@
 #include "kworld_gpus.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -108,8 +109,9 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
     if (frac && kmem)
         REFUSE("annotations gpu-fraction and gpu-memory: give a fraction one way only");
 
-    /* Every word is written into the request as it stands; out-of-range counts are clamped
-     * to one past the field's limit so that the validation names them rather than a wrap. */
+    /* Every word is written into the request as it stands, so that the validation judges and
+     * names it; a count beyond its field's type is clamped to the type's largest value (255, or
+     * 100% of compute) rather than wrapped into a valid-looking one. */
 #define CLAMP(v, hi) ((v) > (hi) ? (hi) : (v))
     rq->num_gpu = 0;
     rq->gpu_milli = 0;
@@ -140,17 +142,17 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
         rq->num_gpu = (uint32_t)n;
         if (gpumem > 0 || pct > 0) {
             rq->gpu_mem_mib = gpumem;
-            rq->gpu_mem_pct = (uint8_t)CLAMP(pct, 101);
-            rq->gpu_milli = (int32_t)CLAMP(cores * 10, GS_GPU_MILLI);
+            rq->gpu_mem_pct = (uint8_t)CLAMP(pct, UINT8_MAX);
+            rq->gpu_milli = (int32_t)(CLAMP(cores, 100) * 10);
         } else {
             rq->gpu_milli = n ? GS_GPU_MILLI : 0;
             if (cores > 0 && n == 1 && cores < 100)
                 rq->gpu_milli = (int32_t)(cores * 10); /* HAMi gpucores: percent of one GPU */
         }
     }
-    rq->timeslice_slots = (uint8_t)CLAMP(shared, GS_NODE_GPUS_MAX + 1);
+    rq->timeslice_slots = (uint8_t)CLAMP(shared, UINT8_MAX);
     if (n_mig == 1 && mig > 0) {
-        rq->mig_count = (uint8_t)CLAMP(mig, GS_PLACEMENT_MIG_MAX + 1);
+        rq->mig_count = (uint8_t)CLAMP(mig, UINT8_MAX);
         (void)snprintf(rq->mig_profile, sizeof(rq->mig_profile), "%s",
                        names[0] + strlen(MIG_PREFIX));
     }
