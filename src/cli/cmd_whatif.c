@@ -151,9 +151,8 @@ static void on_event(void *ctx, const struct gs_kevent *ev)
                                 kg->uuid ? json_string(kg->uuid) : json_null(), "milli",
                                 (json_int_t)kg->milli, "mem_mib",
                                 kg->mem_mib > 0 ? json_integer(kg->mem_mib) : json_null(), "mig",
-                                kg->mig_profile ? json_pack("{s:s,s:i}", "profile",
-                                                            kg->mig_profile, "start",
-                                                            kg->mig_start)
+                                kg->mig_profile ? json_pack("{s:s,s:i}", "profile", kg->mig_profile,
+                                                            "start", kg->mig_start)
                                                 : json_null()));
         }
         json_object_set_new(o, "gpus", gpus);

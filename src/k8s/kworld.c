@@ -285,21 +285,23 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
             const struct gs_gpu *gp = n && gi < n->gpu_count ? &n->gpus[gi] : NULL;
             /* Memory is named for a memory share (MEMORY placements record it per GPU). */
             bool mem = gp && gp->sharing == GS_GPU_SHARE_MILLI && ev->pl->gpu_mem_mib[g] > 0;
-            k.gpus[g] = (struct gs_kgpu){gi,
-                                         gp && gp->sharing == GS_GPU_SHARE_TIMESLICE
-                                             ? 0
-                                             : ev->pl->gpu_milli,
-                                         gs__kinv_uuid(&w->inv, k.node, gi),
-                                         mem ? ev->pl->gpu_mem_mib[g] : 0,
-                                         NULL,
-                                         -1};
+            k.gpus[g] = (struct gs_kgpu){
+                gi,
+                gp && gp->sharing == GS_GPU_SHARE_TIMESLICE ? 0 : ev->pl->gpu_milli,
+                gs__kinv_uuid(&w->inv, k.node, gi),
+                mem ? ev->pl->gpu_mem_mib[g] : 0,
+                NULL,
+                -1};
         }
         for (uint32_t m = 0; m < ev->pl->mig_count && k.n_gpus < GS_NODE_GPUS_MAX; m++) {
             const struct gs_placement_mig *pm = &ev->pl->mig[m];
             const struct gs_gpu *gp = n && pm->gpu < n->gpu_count ? &n->gpus[pm->gpu] : NULL;
             const struct gs_mig_model *mm = gp ? gp->mig_model : NULL;
             k.gpus[k.n_gpus++] = (struct gs_kgpu){
-                pm->gpu, 0, gs__kinv_uuid(&w->inv, k.node, pm->gpu), 0,
+                pm->gpu,
+                0,
+                gs__kinv_uuid(&w->inv, k.node, pm->gpu),
+                0,
                 mm && pm->profile < mm->n_profiles ? mm->profiles[pm->profile].name : NULL,
                 pm->start};
         }

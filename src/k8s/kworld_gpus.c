@@ -66,8 +66,8 @@ static int mig_names(const json_t *spec, const char *names[2])
         return 1;                                                                                  \
     } while (0)
 
-int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req *rq,
-                        char *reason, size_t cap)
+int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req *rq, char *reason,
+                        size_t cap)
 {
     int64_t n = 0, cores = 0, gpumem = 0, pct = 0, shared = 0;
     if (gs__kpod_request(spec, "nvidia.com/gpu", 1.0, &n) != 0)
@@ -99,8 +99,8 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
     const char *frac = annotation(obj, "gpu-fraction");
     const char *kmem = annotation(obj, "gpu-memory");
     const char *kdevs = annotation(obj, "gpu-fraction-num-devices");
-    if (frac && (gs_kquantity(frac, 1e-3, true, &frac_milli) != 0 || frac_milli <= 0 ||
-                 frac_milli > 1000))
+    if (frac &&
+        (gs_kquantity(frac, 1e-3, true, &frac_milli) != 0 || frac_milli <= 0 || frac_milli > 1000))
         REFUSE("annotation gpu-fraction must be a number in (0, 1]");
     if (kmem && (gs_kquantity(kmem, 1.0, true, &kai_mem) != 0 || kai_mem <= 0))
         REFUSE("annotation gpu-memory must be a positive number of MiB");
@@ -109,9 +109,9 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
     if (frac && kmem)
         REFUSE("annotations gpu-fraction and gpu-memory: give a fraction one way only");
 
-    /* Every word is written into the request as it stands, so that the validation judges and
-     * names it; a count beyond its field's type is clamped to the type's largest value (255, or
-     * 100% of compute) rather than wrapped into a valid-looking one. */
+        /* Every word is written into the request as it stands, so that the validation judges and
+         * names it; a count beyond its field's type is clamped to the type's largest value (255, or
+         * 100% of compute) rather than wrapped into a valid-looking one. */
 #define CLAMP(v, hi) ((v) > (hi) ? (hi) : (v))
     rq->num_gpu = 0;
     rq->gpu_milli = 0;
@@ -165,8 +165,8 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
 
 #undef REFUSE
 
-void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq,
-                         const struct gs_cluster *c, uint32_t node, struct gs_placement *pl)
+void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq, const struct gs_cluster *c,
+                         uint32_t node, struct gs_placement *pl)
 {
     const char *a = annotation(obj, "gpusched.io/assigned-gpus");
     const struct gs_node *nd = gs_cluster_node(c, node);
@@ -193,14 +193,15 @@ void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq,
             const json_t *m = json_object_get(e, "mig");
             const json_t *st = json_object_get(m, "start");
             const struct gs_mig_model *mm = nd->gpus[g].mig_model;
-            int p = mm ? gs_mig_profile_find(mm, json_string_value(json_object_get(m, "profile")))
-                       : -1;
+            int p =
+                mm ? gs_mig_profile_find(mm, json_string_value(json_object_get(m, "profile"))) : -1;
             if (p < 0 || !json_is_integer(st) || json_integer_value(st) < 0 ||
                 json_integer_value(st) > 7 || n >= GS_PLACEMENT_MIG_MAX) {
                 bad = true;
                 break;
             }
-            got.mig[n++] = (struct gs_placement_mig){g, (uint8_t)p, (uint8_t)json_integer_value(st)};
+            got.mig[n++] =
+                (struct gs_placement_mig){g, (uint8_t)p, (uint8_t)json_integer_value(st)};
             continue;
         }
         if (n >= GS_NODE_GPUS_MAX) {

@@ -27,8 +27,8 @@
  * @param reason  receives why the ask is not a request; cap bytes.
  * @return 0 read; 1 not a request (reason filled). Never crashes on any input.
  */
-int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req *rq,
-                        char *reason, size_t cap);
+int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req *rq, char *reason,
+                        size_t cap);
 
 /**
  * Reads annotation gpusched.io/assigned-gpus of a bound Pod into `pl` (whose node is set by
@@ -38,7 +38,7 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
  * the request's count, `pl` keeps no GPUs ("GPUs unknown": the core charges the first that
  * fit, gs_engine_adopt()).
  */
-void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq,
-                         const struct gs_cluster *c, uint32_t node, struct gs_placement *pl);
+void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq, const struct gs_cluster *c,
+                         uint32_t node, struct gs_placement *pl);
 
 #endif /* GPUSCHED_K8S_KWORLD_GPUS_H */

@@ -19,14 +19,14 @@
 
 /** A Node's GPUs as its agent published them. Plain value record. */
 struct gs__knode_gpus {
-    uint32_t n;                      /**< GPUs, indices 0..n-1, <= GS_NODE_GPUS_MAX */
-    char model[96];                  /**< model of GPU 0 (the core has one per node) */
-    int64_t mem_mib;                 /**< smallest memory of the GPUs, MiB */
-    bool usable[GS_NODE_GPUS_MAX];   /**< health "Healthy" (a MIG GPU may still be unusable
-                                          when its layout does not check: gs__kinv_modes) */
-    char uuid[GS_NODE_GPUS_MAX][96]; /**< "GPU-..." by index */
-    uint8_t mode[GS_NODE_GPUS_MAX];  /**< enum gs_gpu_sharing of member `mode`: whole WHOLE,
-                                          replicas TIMESLICE, fractions MILLI, mig MIG */
+    uint32_t n;                         /**< GPUs, indices 0..n-1, <= GS_NODE_GPUS_MAX */
+    char model[96];                     /**< model of GPU 0 (the core has one per node) */
+    int64_t mem_mib;                    /**< smallest memory of the GPUs, MiB */
+    bool usable[GS_NODE_GPUS_MAX];      /**< health "Healthy" (a MIG GPU may still be unusable
+                                             when its layout does not check: gs__kinv_modes) */
+    char uuid[GS_NODE_GPUS_MAX][96];    /**< "GPU-..." by index */
+    uint8_t mode[GS_NODE_GPUS_MAX];     /**< enum gs_gpu_sharing of member `mode`: whole WHOLE,
+                                             replicas TIMESLICE, fractions MILLI, mig MIG */
     int64_t replicas[GS_NODE_GPUS_MAX]; /**< member `replicas`; 1 when absent, -1 when not an
                                              integer */
     uint8_t mig_n[GS_NODE_GPUS_MAX];    /**< entries of member `mig`, 0..GS_MIG_INSTANCES_MAX,
@@ -92,8 +92,8 @@ int gs__kinv_read(struct gs__kinv *k, const json_t *node, const char *name,
  * @return GS_OK; GS_ENOMEM.
  */
 int gs__kinv_modes(struct gs__kinv *k, const struct gs__knode_gpus *inv, const char *name,
-                   const char *product, struct gs_gpu_mode *out, bool *usable,
-                   const char **model, void (*warn)(void *ctx, const char *msg), void *ctx);
+                   const char *product, struct gs_gpu_mode *out, bool *usable, const char **model,
+                   void (*warn)(void *ctx, const char *msg), void *ctx);
 
 /** Forgets a node (DELETED). */
 void gs__kinv_forget(struct gs__kinv *k, const char *name);

@@ -122,10 +122,10 @@ int gs__kworld_node_gpus(const json_t *node, const char *name, struct gs__knode_
             const char *prof = member_str(d, "profile", GS_MIG_NAME_MAX);
             const json_t *st = json_object_get(d, "start");
             (void)snprintf(out->mig[i][m].profile, GS_MIG_NAME_MAX, "%s", prof ? prof : "");
-            out->mig[i][m].start = json_is_integer(st) && json_integer_value(st) >= 0 &&
-                                           json_integer_value(st) <= 7
-                                       ? (int)json_integer_value(st)
-                                       : -1;
+            out->mig[i][m].start =
+                json_is_integer(st) && json_integer_value(st) >= 0 && json_integer_value(st) <= 7
+                    ? (int)json_integer_value(st)
+                    : -1;
         }
     }
 #undef BAD
@@ -251,8 +251,8 @@ static bool mig_mode(const struct gs__knode_gpus *inv, uint32_t g, const struct 
 }
 
 int gs__kinv_modes(struct gs__kinv *k, const struct gs__knode_gpus *inv, const char *name,
-                   const char *product, struct gs_gpu_mode *out, bool *usable,
-                   const char **model, void (*warn)(void *ctx, const char *msg), void *ctx)
+                   const char *product, struct gs_gpu_mode *out, bool *usable, const char **model,
+                   void (*warn)(void *ctx, const char *msg), void *ctx)
 {
     *model = inv->model;
     const struct gs_mig_model *mm = gs_mig_model_find(inv->model);

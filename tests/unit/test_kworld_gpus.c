@@ -49,22 +49,25 @@ static void test_each_vocabulary_becomes_its_request_kind(void **state)
     assert_int_equal(rq.gpu_mem_mib, 40000);
     assert_int_equal(rq.gpu_milli, 0);
     /* ... on 3 devices. */
-    assert_int_equal(read_ask(pod(NULL, "{\"gpu-memory\":\"1000\",\"gpu-fraction-num-devices\":\"3\"}"),
-                              &rq, why, sizeof why),
-                     0);
+    assert_int_equal(
+        read_ask(pod(NULL, "{\"gpu-memory\":\"1000\",\"gpu-fraction-num-devices\":\"3\"}"), &rq,
+                 why, sizeof why),
+        0);
     assert_int_equal(rq.num_gpu, 3);
     assert_int_equal(rq.gpu_mem_mib, 1000);
     /* KAI gpu-fraction 0.25 on 2 devices: 250 milli and 25 % of memory on each. */
-    assert_int_equal(read_ask(pod(NULL, "{\"gpu-fraction\":\"0.25\",\"gpu-fraction-num-devices\":\"2\"}"),
-                              &rq, why, sizeof why),
-                     0);
+    assert_int_equal(
+        read_ask(pod(NULL, "{\"gpu-fraction\":\"0.25\",\"gpu-fraction-num-devices\":\"2\"}"), &rq,
+                 why, sizeof why),
+        0);
     assert_int_equal(rq.num_gpu, 2);
     assert_int_equal(rq.gpu_milli, 250);
     assert_int_equal(rq.gpu_mem_pct, 25);
     /* ... 0.333 rounds the memory share up to 34 %. */
-    assert_int_equal(read_ask(pod(NULL, "{\"gpu-fraction\":\"0.333\",\"gpu-fraction-num-devices\":\"2\"}"),
-                              &rq, why, sizeof why),
-                     0);
+    assert_int_equal(
+        read_ask(pod(NULL, "{\"gpu-fraction\":\"0.333\",\"gpu-fraction-num-devices\":\"2\"}"), &rq,
+                 why, sizeof why),
+        0);
     assert_int_equal(rq.gpu_mem_pct, 34);
     /* KAI gpu-fraction 0.5 on one device: the milli request it always was. */
     assert_int_equal(read_ask(pod(NULL, "{\"gpu-fraction\":\"0.5\"}"), &rq, why, sizeof why), 0);
@@ -81,13 +84,15 @@ static void test_each_vocabulary_becomes_its_request_kind(void **state)
     assert_int_equal(rq.gpu_mem_mib, 30000);
     assert_int_equal(rq.gpu_milli, 300);
     /* HAMi percentage as a resource. */
-    assert_int_equal(read_ask(pod("{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem-percentage\":15}", NULL),
-                              &rq, why, sizeof why),
-                     0);
+    assert_int_equal(
+        read_ask(pod("{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem-percentage\":15}", NULL), &rq, why,
+                 sizeof why),
+        0);
     assert_int_equal(rq.gpu_mem_pct, 15);
     assert_int_equal(rq.gpu_mem_mib, 0);
     /* Two MIG instances of one profile. */
-    assert_int_equal(read_ask(pod("{\"nvidia.com/mig-3g.40gb\":2}", NULL), &rq, why, sizeof why), 0);
+    assert_int_equal(read_ask(pod("{\"nvidia.com/mig-3g.40gb\":2}", NULL), &rq, why, sizeof why),
+                     0);
     assert_int_equal(gs_req_kind(&rq), GS_REQ_MIG);
     assert_int_equal(rq.mig_count, 2);
     assert_string_equal(rq.mig_profile, "3g.40gb");
@@ -112,21 +117,24 @@ static void test_mixes_that_are_no_request_say_why(void **state)
                      1);
     assert_string_equal(why, "not a GPU request: timeslice_slots 1 with num_gpu, gpu_milli or gpu "
                              "memory: a time-sliced pod asks for slots only");
-    assert_int_equal(read_ask(pod("{\"nvidia.com/mig-1g.10gb\":1,\"nvidia.com/mig-2g.20gb\":1}", NULL),
-                              &rq, why, sizeof why),
-                     1);
-    assert_string_equal(why, "asks MIG instances of two profiles (1g.10gb and 2g.20gb): one profile "
-                             "per pod");
+    assert_int_equal(
+        read_ask(pod("{\"nvidia.com/mig-1g.10gb\":1,\"nvidia.com/mig-2g.20gb\":1}", NULL), &rq, why,
+                 sizeof why),
+        1);
+    assert_string_equal(why,
+                        "asks MIG instances of two profiles (1g.10gb and 2g.20gb): one profile "
+                        "per pod");
     /* 300 % is not wrapped to 44: the type's largest value is what validation sees. */
-    assert_int_equal(read_ask(pod("{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem-percentage\":300}", NULL),
-                              &rq, why, sizeof why),
-                     1);
+    assert_int_equal(
+        read_ask(pod("{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem-percentage\":300}", NULL), &rq, why,
+                 sizeof why),
+        1);
     assert_string_equal(why, "not a GPU request: gpu_mem_pct 255: above 100");
     assert_int_equal(read_ask(pod("{\"nvidia.com/gpumem\":100}", NULL), &rq, why, sizeof why), 1);
     assert_string_equal(why, "not a GPU request: gpu memory asked with num_gpu 0: name the GPUs");
-    assert_int_equal(read_ask(pod("{\"nvidia.com/gpu\":3}", "{\"gpu-memory\":\"10\"}"), &rq, why,
-                              sizeof why),
-                     1);
+    assert_int_equal(
+        read_ask(pod("{\"nvidia.com/gpu\":3}", "{\"gpu-memory\":\"10\"}"), &rq, why, sizeof why),
+        1);
     assert_non_null(strstr(why, "nvidia.com/gpu 3 beside a KAI fraction of 1 device(s)"));
     assert_int_equal(read_ask(pod(NULL, "{\"gpu-memory\":\"lots\"}"), &rq, why, sizeof why), 1);
     assert_string_equal(why, "annotation gpu-memory must be a positive number of MiB");
@@ -170,31 +178,40 @@ static void test_assignments_read_back_exactly(void **state)
     struct gs_placement pl;
     struct gs_pod_req mig = {.mig_count = 1};
     (void)snprintf(mig.mig_profile, sizeof mig.mig_profile, "3g.40gb");
-    assigned(c, "\"{\\\"gpus\\\":[{\\\"index\\\":1,\\\"milli\\\":0,\\\"mig\\\":{\\\"profile\\\":\\\"3g.40gb\\\",\\\"start\\\":4}}]}\"",
+    assigned(c,
+             "\"{\\\"gpus\\\":[{\\\"index\\\":1,\\\"milli\\\":0,\\\"mig\\\":{\\\"profile\\\":"
+             "\\\"3g.40gb\\\",\\\"start\\\":4}}]}\"",
              &mig, &pl);
     assert_int_equal(pl.mig_count, 1);
     assert_int_equal(pl.num_gpu, 0);
     assert_int_equal(pl.mig[0].gpu, 1);
     assert_int_equal(pl.mig[0].start, 4);
-    assert_int_equal(pl.mig[0].profile, gs_mig_profile_find(gs_mig_model_find("H100-80GB"), "3g.40gb"));
+    assert_int_equal(pl.mig[0].profile,
+                     gs_mig_profile_find(gs_mig_model_find("H100-80GB"), "3g.40gb"));
     /* A profile GPU 1's model does not have: GPUs unknown. */
-    assigned(c, "\"{\\\"gpus\\\":[{\\\"index\\\":1,\\\"milli\\\":0,\\\"mig\\\":{\\\"profile\\\":\\\"9g.1gb\\\",\\\"start\\\":0}}]}\"",
+    assigned(c,
+             "\"{\\\"gpus\\\":[{\\\"index\\\":1,\\\"milli\\\":0,\\\"mig\\\":{\\\"profile\\\":"
+             "\\\"9g.1gb\\\",\\\"start\\\":0}}]}\"",
              &mig, &pl);
     assert_int_equal(pl.mig_count, 0);
     /* Memory: mem_mib per GPU. */
     struct gs_pod_req mem = {.num_gpu = 1, .gpu_mem_mib = 50000};
-    assigned(c, "\"{\\\"gpus\\\":[{\\\"index\\\":0,\\\"milli\\\":0,\\\"mem_mib\\\":50000}]}\"", &mem, &pl);
+    assigned(c, "\"{\\\"gpus\\\":[{\\\"index\\\":0,\\\"milli\\\":0,\\\"mem_mib\\\":50000}]}\"",
+             &mem, &pl);
     assert_int_equal(pl.num_gpu, 1);
     assert_int_equal(pl.gpu_index[0], 0);
     assert_int_equal(pl.gpu_mem_mib[0], 50000);
     /* A memory entry without mem_mib, or two entries for one GPU asked: GPUs unknown. */
     assigned(c, "\"{\\\"gpus\\\":[{\\\"index\\\":0,\\\"milli\\\":0}]}\"", &mem, &pl);
     assert_int_equal(pl.num_gpu, 0);
-    assigned(c, "\"{\\\"gpus\\\":[{\\\"index\\\":0,\\\"milli\\\":0,\\\"mem_mib\\\":1},{\\\"index\\\":1,\\\"milli\\\":0,\\\"mem_mib\\\":1}]}\"",
+    assigned(c,
+             "\"{\\\"gpus\\\":[{\\\"index\\\":0,\\\"milli\\\":0,\\\"mem_mib\\\":1},{\\\"index\\\":"
+             "1,\\\"milli\\\":0,\\\"mem_mib\\\":1}]}\"",
              &mem, &pl);
     assert_int_equal(pl.num_gpu, 0);
     /* An index past the node's GPUs, and text that is not JSON. */
-    assigned(c, "\"{\\\"gpus\\\":[{\\\"index\\\":7,\\\"milli\\\":0,\\\"mem_mib\\\":1}]}\"", &mem, &pl);
+    assigned(c, "\"{\\\"gpus\\\":[{\\\"index\\\":7,\\\"milli\\\":0,\\\"mem_mib\\\":1}]}\"", &mem,
+             &pl);
     assert_int_equal(pl.num_gpu, 0);
     assigned(c, "\"{gpus\"", &mem, &pl);
     assert_int_equal(pl.num_gpu, 0);

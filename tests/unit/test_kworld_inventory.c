@@ -143,7 +143,7 @@ static void on_warn(void *ctx, const char *msg)
 }
 
 #define GM(i, mode, extra)                                                                         \
-    "{\"index\":" #i ",\"uuid\":\"GPU-" #i "\",\"model\":\"NVIDIA H200\",\"mem_mib\":143771"    \
+    "{\"index\":" #i ",\"uuid\":\"GPU-" #i "\",\"model\":\"NVIDIA H200\",\"mem_mib\":143771"       \
     ",\"mode\":\"" mode "\",\"health\":\"Healthy\"" extra "}"
 
 /* H200-141GB's profiles by index (src/core/mig.c): 1g.18gb 0, 1g.18gb+me 1, 1g.35gb 2,
@@ -151,13 +151,23 @@ static void on_warn(void *ctx, const char *msg)
 static void test_modes_come_from_the_inventory_and_bad_mig_layouts_warn(void **state)
 {
     (void)state;
-    json_t *n = node_text(
-        "{\"version\":1,\"gpus\":[" GM(0, "whole", "") "," GM(1, "replicas", ",\"replicas\":4") ","
-        GM(2, "fractions", "") ","
-        GM(3, "mig", ",\"mig\":[{\"profile\":\"3g.71gb\",\"start\":4},{\"profile\":\"3g.71gb\",\"start\":0}]") ","
-        GM(4, "mig", ",\"mig\":[{\"profile\":\"3g.71gb\",\"start\":0},{\"profile\":\"2g.35gb\",\"start\":2}]") ","
-        GM(5, "mig", ",\"mig\":[{\"profile\":\"1g.18gb\",\"start\":null}]") ","
-        GM(6, "mig", "") "]}");
+    json_t *n =
+        node_text(
+            "{\"version\":1,\"gpus\":[" GM(0, "whole", "") "," GM(1, "replicas", ",\"replicas\":4") "," GM(
+                2, "fractions",
+                "") "," GM(3, "mig",
+                           ",\"mig\":[{\"profile\":\"3g.71gb\",\"start\":4},{\"profile\":\"3g."
+                           "71gb\",\"start\":0}]") "," GM(4, "mig",
+                                                          ",\"mig\":[{\"profile\":\"3g.71gb\","
+                                                          "\"start\":0},{\"profile\":\"2g.35gb\","
+                                                          "\"start\":2}]") "," GM(5, "mig",
+                                                                                  ",\"mig\":[{"
+                                                                                  "\"profile\":"
+                                                                                  "\"1g.18gb\","
+                                                                                  "\"start\":null}"
+                                                                                  "]") "," GM(6,
+                                                                                              "mig",
+                                                                                              "") "]}");
     struct gs__kinv k;
     assert_int_equal(gs__kinv_init(&k), GS_OK);
     struct gs__knode_gpus g;
