@@ -36,6 +36,7 @@ case_ sharing_mig
 case_ sharing_timeslice
 case_ sharing_adopt
 case_ sharing_refused
+case_ sharing_modes --timeline "$d/sharing_modes.timeline.yaml"
 # The broken inventory of inventory.yaml's n2 is one warning naming the node and the field.
 want="gpusched whatif: warning: node n2: annotation gpusched.io/gpus: gpus[1].uuid: not a non-empty string of at most 95 bytes; GPUs read from status.capacity"
 if [ "$(cat "$tmp/inventory.err")" != "$want" ]; then
