@@ -465,6 +465,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
     struct gs_gpu_mode modes[GS_NODE_GPUS_MAX];
     bool usable[GS_NODE_GPUS_MAX];
     bool set_modes = have_inv == 1 || r.replicas > 1;
+    uint32_t n_modes = 0; /* entries of modes and usable filled */
     if (have_inv == 1) {
         r.gpus = r.gpus_alloc = inv.n;
         r.gpu_mem_mib = inv.mem_mib;
@@ -478,6 +479,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
             usable[g] = g < r.gpus_alloc;
         }
     }
+    n_modes = set_modes ? (uint32_t)r.gpus : 0;
     if (idx < 0) {
         struct gs_node_spec s = {name,
                                  r.cpu_milli,
@@ -516,7 +518,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
         const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
         for (uint32_t g = 0; g < n->gpu_count; g++) {
             struct gs_gpu_mode fr = {.sharing = GS_GPU_SHARE_MILLI, .replicas = 1};
-            const struct gs_gpu_mode *m = set_modes && g < (uint32_t)r.gpus ? &modes[g] : &fr;
+            const struct gs_gpu_mode *m = g < n_modes ? &modes[g] : &fr;
             if (n->gpus[g].pods == 0)
                 (void)gs_cluster_set_gpu_mode(w->c, (uint32_t)idx, g, m, NULL, 0);
         }
@@ -526,7 +528,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
      * inventory says which. */
     for (int64_t g = 0; g < r.gpus; g++)
         (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g,
-                                        set_modes ? usable[g] : g < r.gpus_alloc);
+                                        set_modes ? g < n_modes && usable[g] : g < r.gpus_alloc);
     const json_t *st = json_object_get(obj, "status");
     const json_t *alloc = json_object_get(st, "allocatable");
     char warn[256];

@@ -76,7 +76,8 @@ int gs__kinv_read(struct gs__kinv *k, const json_t *node, const char *name,
                   void *ctx);
 
 /**
- * The core's mode of each GPU of a good inventory: whole, time-sliced with its replicas,
+ * The core's mode of each GPU of a good inventory: whole, time-sliced with its replicas (a
+ * replicas GPU of one replica is whole),
  * fractions, or MIG with its instances (profile and start), the MIG model found by
  * gs_mig_model_find() of the inventory's model, else of `product` (the node's
  * nvidia.com/gpu.product label). A MIG GPU without instances is unusable; one whose model is

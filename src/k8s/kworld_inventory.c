@@ -276,10 +276,10 @@ int gs__kinv_modes(struct gs__kinv *k, const struct gs__knode_gpus *inv, const c
             if (inv->replicas[g] < 1 || inv->replicas[g] > 255) {
                 (void)snprintf(why, sizeof why, "replicas is not a count in 1..255");
                 usable[g] = false;
-            } else {
+            } else if (inv->replicas[g] > 1) {
                 out[g].sharing = GS_GPU_SHARE_TIMESLICE;
                 out[g].replicas = (uint8_t)inv->replicas[g];
-            }
+            } /* one replica: the GPU is whole */
             break;
         case GS_GPU_SHARE_MILLI:
             out[g].sharing = GS_GPU_SHARE_MILLI;

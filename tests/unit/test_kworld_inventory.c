@@ -146,28 +146,33 @@ static void on_warn(void *ctx, const char *msg)
     "{\"index\":" #i ",\"uuid\":\"GPU-" #i "\",\"model\":\"NVIDIA H200\",\"mem_mib\":143771"       \
     ",\"mode\":\"" mode "\",\"health\":\"Healthy\"" extra "}"
 
+/* GM with the extra members from a variable (the MIG lists are too long for a literal). */
+static char gmx_buf[8][400];
+static const char *gmx(int slot, const char *head, const char *extra)
+{
+    (void)snprintf(gmx_buf[slot], sizeof gmx_buf[slot], "%.*s%s}", (int)strlen(head) - 1, head,
+                   extra);
+    return gmx_buf[slot];
+}
+#define GMX(i, mode, extra) gmx(i, GM(i, mode, ""), extra)
+
 /* H200-141GB's profiles by index (src/core/mig.c): 1g.18gb 0, 1g.18gb+me 1, 1g.35gb 2,
  * 2g.35gb 3, 3g.71gb 4, 4g.71gb 5, 7g.141gb 6; 3g starts at 0 or 4, 2g at 0, 2 or 4. */
 static void test_modes_come_from_the_inventory_and_bad_mig_layouts_warn(void **state)
 {
     (void)state;
-    json_t *n =
-        node_text(
-            "{\"version\":1,\"gpus\":[" GM(0, "whole", "") "," GM(1, "replicas", ",\"replicas\":4") "," GM(
-                2, "fractions",
-                "") "," GM(3, "mig",
-                           ",\"mig\":[{\"profile\":\"3g.71gb\",\"start\":4},{\"profile\":\"3g."
-                           "71gb\",\"start\":0}]") "," GM(4, "mig",
-                                                          ",\"mig\":[{\"profile\":\"3g.71gb\","
-                                                          "\"start\":0},{\"profile\":\"2g.35gb\","
-                                                          "\"start\":2}]") "," GM(5, "mig",
-                                                                                  ",\"mig\":[{"
-                                                                                  "\"profile\":"
-                                                                                  "\"1g.18gb\","
-                                                                                  "\"start\":null}"
-                                                                                  "]") "," GM(6,
-                                                                                              "mig",
-                                                                                              "") "]}");
+    /* GPU 3: 3g at 4 and at 0 (valid); 4: 3g at 0 and 2g at 2 (overlap); 5: start unknown. */
+    static const char mig3[] = ",\"mig\":[{\"profile\":\"3g.71gb\",\"start\":4},"
+                               "{\"profile\":\"3g.71gb\",\"start\":0}]";
+    static const char mig4[] = ",\"mig\":[{\"profile\":\"3g.71gb\",\"start\":0},"
+                               "{\"profile\":\"2g.35gb\",\"start\":2}]";
+    static const char mig5[] = ",\"mig\":[{\"profile\":\"1g.18gb\",\"start\":null}]";
+    char text[2048];
+    (void)snprintf(text, sizeof text, "{\"version\":1,\"gpus\":[%s,%s,%s,%s,%s,%s,%s,%s]}",
+                   GM(0, "whole", ""), GM(1, "replicas", ",\"replicas\":4"), GM(2, "fractions", ""),
+                   GMX(3, "mig", mig3), GMX(4, "mig", mig4), GMX(5, "mig", mig5), GM(6, "mig", ""),
+                   GM(7, "replicas", ",\"replicas\":1"));
+    json_t *n = node_text(text);
     struct gs__kinv k;
     assert_int_equal(gs__kinv_init(&k), GS_OK);
     struct gs__knode_gpus g;
@@ -196,6 +201,9 @@ static void test_modes_come_from_the_inventory_and_bad_mig_layouts_warn(void **s
     assert_false(usable[5]);
     assert_false(usable[6]);
     assert_int_equal(m[4].sharing, GS_GPU_SHARE_WHOLE);
+    /* 7: one replica is a whole GPU. */
+    assert_int_equal(m[7].sharing, GS_GPU_SHARE_WHOLE);
+    assert_true(usable[7]);
     assert_int_equal(n_warned, 2);
     assert_non_null(strstr(warned[0], "node n1: GPU 4: MIG layout: "));
     assert_non_null(strstr(warned[0], "overlaps"));
