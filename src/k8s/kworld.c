@@ -65,6 +65,7 @@ struct gs_kworld {
     json_t *gangs;       /* "ns/name" -> engine gang id */
     json_t *podgroups;   /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
     json_t *avoid;       /* "ns/name" -> array of node names its placement must avoid */
+    json_t *mode_due;    /* node name -> its Node, while a GPU's new mode waits for pods to go */
     struct gs__kinv inv; /* the node agents' inventories: UUIDs, warnings given */
     uint32_t changes;
     uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
@@ -144,10 +145,11 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->gangs = json_object();
     w->podgroups = json_object();
     w->avoid = json_object();
+    w->mode_due = json_object();
     int err = gs_cluster_new(&w->c);
     if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->staged_at ||
                  !w->pod_keys || !w->queues || !w->pclasses || !w->pc_ids || !w->gangs ||
-                 !w->podgroups || !w->avoid || gs__kinv_init(&w->inv) != GS_OK))
+                 !w->podgroups || !w->avoid || !w->mode_due || gs__kinv_init(&w->inv) != GS_OK))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -186,6 +188,7 @@ void gs_kworld_free(struct gs_kworld *w)
     json_decref(w->gangs);
     json_decref(w->podgroups);
     json_decref(w->avoid);
+    json_decref(w->mode_due);
     gs__kinv_fini(&w->inv);
     free(w->sched_name);
     free(w->default_queue);
@@ -447,6 +450,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
     if (!name || !*name)
         return fail(w, "a Node without metadata.name");
     int idx = gs_cluster_find_node(w->c, name);
+    (void)json_object_del(w->mode_due, name);
     if (change == GS_KDELETED) {
         gs__kinv_forget(&w->inv, name);
         return idx < 0 ? GS_OK : gs_engine_remove_node(w->e, (uint32_t)idx, now_ms);
@@ -514,14 +518,21 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
         if (err)
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be updated", name);
         /* A mode changes only on a GPU that holds no pod; one that holds pods keeps its mode
-         * until they leave (the next update of the Node sets it). */
+         * until they leave: the Node is kept and applied again at each cycle until then. */
         const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
+        bool due = false;
         for (uint32_t g = 0; g < n->gpu_count; g++) {
             struct gs_gpu_mode fr = {.sharing = GS_GPU_SHARE_MILLI, .replicas = 1};
             const struct gs_gpu_mode *m = g < n_modes ? &modes[g] : &fr;
+            if (gs__kinv_mode_equal(&n->gpus[g], m))
+                continue;
             if (n->gpus[g].pods == 0)
                 (void)gs_cluster_set_gpu_mode(w->c, (uint32_t)idx, g, m, NULL, 0);
+            else
+                due = true;
         }
+        if (due && json_object_set(w->mode_due, name, (json_t *)obj) != 0)
+            return GS_ENOMEM;
     }
     uint32_t i = (uint32_t)idx;
     /* Allocatable below capacity: the highest indices are the unhealthy GPUs, unless the
@@ -1319,6 +1330,22 @@ int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char
     int rc;
     if (!w->started && (rc = start(w, now_ms)) != GS_OK)
         return rc;
+    /* GPU modes that waited for their pods to leave (apply_node). */
+    if (json_object_size(w->mode_due)) {
+        json_t *due = json_copy(w->mode_due);
+        const char *k;
+        json_t *v;
+        rc = due ? GS_OK : GS_ENOMEM;
+        json_object_foreach(due, k, v)
+        {
+            (void)k;
+            if (rc == GS_OK)
+                rc = apply_node(w, GS_KMODIFIED, v, now_ms);
+        }
+        json_decref(due);
+        if (rc)
+            return rc;
+    }
     /* Parked pods may fit in now (a queue, node or PodGroup arrived). */
     for (uint32_t i = 0; i < w->npods; i++) {
         struct kpod *p = &w->pods[i];

@@ -96,6 +96,9 @@ int gs__kinv_modes(struct gs__kinv *k, const struct gs__knode_gpus *inv, const c
                    const char *product, struct gs_gpu_mode *out, bool *usable, const char **model,
                    void (*warn)(void *ctx, const char *msg), void *ctx);
 
+/** Whether GPU `g` is in mode `m` already (sharing, replicas, and the MIG layout in any order). */
+bool gs__kinv_mode_equal(const struct gs_gpu *g, const struct gs_gpu_mode *m);
+
 /** Forgets a node (DELETED). */
 void gs__kinv_forget(struct gs__kinv *k, const char *name);
 

@@ -323,3 +323,24 @@ int gs__kinv_modes(struct gs__kinv *k, const struct gs__knode_gpus *inv, const c
     }
     return GS_OK;
 }
+
+bool gs__kinv_mode_equal(const struct gs_gpu *g, const struct gs_gpu_mode *m)
+{
+    if (g->sharing != m->sharing)
+        return false;
+    if (m->sharing == GS_GPU_SHARE_TIMESLICE)
+        return g->replicas == m->replicas;
+    if (m->sharing != GS_GPU_SHARE_MIG)
+        return true;
+    if (g->mig_count != m->mig_count)
+        return false;
+    /* The core keeps a layout by start; starts of one layout are distinct (no overlap). */
+    for (uint32_t i = 0; i < m->mig_count; i++) {
+        bool found = false;
+        for (uint32_t j = 0; j < g->mig_count && !found; j++)
+            found = g->mig[j].start == m->mig[i].start && g->mig[j].profile == m->mig[i].profile;
+        if (!found)
+            return false;
+    }
+    return true;
+}
