@@ -65,9 +65,17 @@ enum gs_kevent_kind {
 
 /** One GPU of a decision. */
 struct gs_kgpu {
-    uint32_t index;   /**< device index on the node, 0-based */
-    int32_t milli;    /**< milli-GPU taken on it */
-    const char *uuid; /**< its UUID from the node agent's inventory; NULL when unknown */
+    uint32_t index;          /**< device index on the node, 0-based */
+    int32_t milli;           /**< milli-GPU taken on it: 1000 whole, 1..999 a compute share;
+                                  0 for a memory-only share, a time-sliced slot or a MIG
+                                  instance */
+    const char *uuid;        /**< its UUID from the node agent's inventory; NULL when unknown */
+    int64_t mem_mib;         /**< device memory taken on it for a memory request, MiB; 0 for
+                                  other kinds */
+    const char *mig_profile; /**< MIG: the instance's profile, "3g.71gb" (static storage);
+                                  NULL for other kinds. One entry per instance, so a GPU with
+                                  two of the pod's instances appears twice */
+    int32_t mig_start;       /**< MIG: the instance's start slot; -1 for other kinds */
 };
 
 /** One decision, valid during the callback. Strings borrowed. */

@@ -67,9 +67,10 @@ static const char *const usage =
     "       gpusched scheduler --version\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
-    "gpusched (whole GPUs and milli fractions, queues, quotas, PriorityClasses, gangs), binds\n"
-    "them with their GPU choice in annotation gpusched.io/assigned-gpus, evicts victims\n"
-    "through the Eviction API, and writes why a pod waits in its PodScheduled condition.\n"
+    "gpusched (whole GPUs, milli and memory fractions, MIG instances, time-sliced slots,\n"
+    "queues, quotas, PriorityClasses, gangs), binds them with their GPU choice in annotation\n"
+    "gpusched.io/assigned-gpus, evicts victims through the Eviction API, and writes why a pod\n"
+    "waits in its PodScheduled condition.\n"
     "\n"
     "  --kubeconfig FILE     API server and credentials (default: $KUBECONFIG, then the\n"
     "                        in-cluster service account)\n"
@@ -194,13 +195,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         a->gpus = json_array();
         /* The UUID when the node's agent published its inventory, for the agent to check. */
         for (uint32_t g = 0; g < ev->n_gpus && a->gpus; g++)
-            json_array_append_new(
-                a->gpus,
-                ev->gpus[g].uuid
-                    ? json_pack("{s:I,s:I,s:s}", "index", (json_int_t)ev->gpus[g].index, "milli",
-                                (json_int_t)ev->gpus[g].milli, "uuid", ev->gpus[g].uuid)
-                    : json_pack("{s:I,s:I}", "index", (json_int_t)ev->gpus[g].index, "milli",
-                                (json_int_t)ev->gpus[g].milli));
+            json_array_append_new(a->gpus, gs__sched_assigned_gpu(&ev->gpus[g]));
     }
     if (!a->ns || !a->name) {
         free(a->ns);

@@ -77,21 +77,37 @@ static void print_line(struct run *r, json_t *o)
         const char *pod = json_string_value(json_object_get(o, "pod"));
         const char *node = json_string_value(json_object_get(o, "node"));
         const char *why = json_string_value(json_object_get(o, "reason"));
-        char gpus[160] = "";
+        char gpus[400] = "";
         size_t len = 0;
         json_t *arr = json_object_get(o, "gpus");
-        for (size_t i = 0; i < json_array_size(arr) && len + 16 < sizeof(gpus); i++) {
+        for (size_t i = 0; i < json_array_size(arr) && len + 48 < sizeof(gpus); i++) {
             json_t *g = json_array_get(arr, i);
             long long milli = json_integer_value(json_object_get(g, "milli"));
-            int w = snprintf(gpus + len, sizeof(gpus) - len, "%s%lld%s", i ? "," : "",
-                             json_integer_value(json_object_get(g, "index")), "");
+            json_t *mem = json_object_get(g, "mem_mib");
+            json_t *mig = json_object_get(g, "mig");
+            int w = snprintf(gpus + len, sizeof(gpus) - len, "%s%lld", i ? "," : "",
+                             json_integer_value(json_object_get(g, "index")));
             if (w > 0)
                 len += (size_t)w;
-            if (milli < 1000) {
+            /* index(300m) a compute share, index(300m+20000MiB) with memory, index(3g.71gb@4)
+             * a MIG instance, index(slot) a time-sliced slot; a bare index is a whole GPU. */
+            if (json_is_object(mig))
+                w = snprintf(gpus + len, sizeof(gpus) - len, "(%s@%lld)",
+                             json_string_value(json_object_get(mig, "profile")),
+                             json_integer_value(json_object_get(mig, "start")));
+            else if (json_is_integer(mem) && milli > 0)
+                w = snprintf(gpus + len, sizeof(gpus) - len, "(%lldm+%lldMiB)", milli,
+                             json_integer_value(mem));
+            else if (json_is_integer(mem))
+                w = snprintf(gpus + len, sizeof(gpus) - len, "(%lldMiB)", json_integer_value(mem));
+            else if (milli == 0)
+                w = snprintf(gpus + len, sizeof(gpus) - len, "(slot)");
+            else if (milli < 1000)
                 w = snprintf(gpus + len, sizeof(gpus) - len, "(%lldm)", milli);
-                if (w > 0)
-                    len += (size_t)w;
-            }
+            else
+                w = 0;
+            if (w > 0)
+                len += (size_t)w;
         }
         if (r->lines++ == 0)
             (void)printf("%8s %5s  %-7s %-40s %-20s %-12s %s\n", "t_s", "cycle", "event", "pod",
@@ -128,12 +144,17 @@ static void on_event(void *ctx, const struct gs_kevent *ev)
         json_object_set_new(o, "node", ev->node ? json_string(ev->node) : json_null());
     if (ev->kind == GS_KEV_BIND) {
         json_t *gpus = json_array();
-        for (uint32_t g = 0; g < ev->n_gpus; g++)
+        for (uint32_t g = 0; g < ev->n_gpus; g++) {
+            const struct gs_kgpu *kg = &ev->gpus[g];
             json_array_append_new(
-                gpus,
-                json_pack("{s:I,s:o,s:I,s:n,s:n}", "index", (json_int_t)ev->gpus[g].index, "uuid",
-                          ev->gpus[g].uuid ? json_string(ev->gpus[g].uuid) : json_null(), "milli",
-                          (json_int_t)ev->gpus[g].milli, "mem_mib", "mig"));
+                gpus, json_pack("{s:I,s:o,s:I,s:o,s:o}", "index", (json_int_t)kg->index, "uuid",
+                                kg->uuid ? json_string(kg->uuid) : json_null(), "milli",
+                                (json_int_t)kg->milli, "mem_mib",
+                                kg->mem_mib > 0 ? json_integer(kg->mem_mib) : json_null(), "mig",
+                                kg->mig_profile ? json_pack("{s:s,s:i}", "profile", kg->mig_profile,
+                                                            "start", kg->mig_start)
+                                                : json_null()));
+        }
         json_object_set_new(o, "gpus", gpus);
         if (adopted)
             json_object_set_new(o, "adopted", json_true());

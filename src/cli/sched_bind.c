@@ -210,16 +210,24 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
                                a->ns, a->name);
             free(gk);
         }
-        char gl[GS_NODE_GPUS_MAX * 12 + 16] = "", note[900];
+        char gl[GS_NODE_GPUS_MAX * 28 + 16] = "", note[900];
         size_t n = 0;
         for (size_t g = 0; g < json_array_size(a->gpus) && n < sizeof(gl) - 16; g++) {
             json_t *e = json_array_get(a->gpus, g);
             json_int_t idx = json_integer_value(json_object_get(e, "index"));
             json_int_t milli = json_integer_value(json_object_get(e, "milli"));
-            int w = milli == 1000
-                        ? snprintf(gl + n, sizeof(gl) - n, "%s%lld", n ? "," : "", (long long)idx)
-                        : snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldm", n ? "," : "",
-                                   (long long)idx, (long long)milli);
+            const json_t *mig = json_object_get(e, "mig");
+            const json_t *mem = json_object_get(e, "mem_mib");
+            int w =
+                mig   ? snprintf(gl + n, sizeof(gl) - n, "%s%lld:%s@%lld", n ? "," : "",
+                                 (long long)idx, json_string_value(json_object_get(mig, "profile")),
+                                 (long long)json_integer_value(json_object_get(mig, "start")))
+                : mem ? snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldMiB", n ? "," : "",
+                                 (long long)idx, (long long)json_integer_value(mem))
+                : milli == 1000
+                    ? snprintf(gl + n, sizeof(gl) - n, "%s%lld", n ? "," : "", (long long)idx)
+                    : snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldm", n ? "," : "", (long long)idx,
+                               (long long)milli);
             if (w < 0)
                 break;
             n += (size_t)w;
@@ -250,6 +258,24 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
  * GPUs to anyone else, and a refusal (bind_done) forgets the pod, releasing them at once. Takes
  * the action over (it is left empty).
  */
+json_t *gs__sched_assigned_gpu(const struct gs_kgpu *g)
+{
+    json_t *o =
+        json_pack("{s:I,s:I}", "index", (json_int_t)g->index, "milli", (json_int_t)g->milli);
+    if (!o)
+        return NULL;
+    /* The UUID when the node's agent published its inventory, for the agent to check. */
+    if ((g->uuid && json_object_set_new(o, "uuid", json_string(g->uuid)) != 0) ||
+        (g->mem_mib > 0 && json_object_set_new(o, "mem_mib", json_integer(g->mem_mib)) != 0) ||
+        (g->mig_profile && json_object_set_new(o, "mig",
+                                               json_pack("{s:s,s:i}", "profile", g->mig_profile,
+                                                         "start", g->mig_start)) != 0)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 void gs__sched_bind(struct sched *s, struct action *a)
 {
     send_bind(s, a, 0, 0);

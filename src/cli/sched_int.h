@@ -141,6 +141,14 @@ int gs__sched_patch_scheduled_false(struct sched *s, const char *ns, const char 
                                     const char *reason, const char *msg);
 
 /**
+ * One GPU of the gpusched.io/assigned-gpus annotation (docs/schemas/assigned-gpus.schema.json):
+ * {"index", "milli", "uuid"?, "mem_mib"? (memory requests), "mig"? {"profile", "start"} (MIG)}.
+ * @param g  borrowed.
+ * @return a new object the caller owns; NULL when out of memory.
+ */
+json_t *gs__sched_assigned_gpu(const struct gs_kgpu *g);
+
+/**
  * Sends a pod's Binding without waiting (the engine has assumed the placement); the answer is
  * handled inside gs_kube_client_step(). Takes the action over (it is left empty).
  */

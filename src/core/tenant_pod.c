@@ -385,7 +385,9 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
      * runs there takes precedence, and the node's holds are given up when they stand in its
      * way. */
     bool unknown = sp.req.num_gpu > 0 && where.num_gpu == 0;
-    if (sp.req.num_gpu == 0) {
+    /* A time-sliced pod's slots are num_gpu GPUs of the placement with num_gpu 0 in the request:
+     * only a pod that asks for no GPU at all has its GPUs cleared. */
+    if (!gs_req_wants_gpu(&sp.req)) {
         where.num_gpu = 0;
         where.gpu_milli = 0;
     } else if (unknown && !pick_unknown_gpus(n, &sp.req, &where)) {

@@ -14,14 +14,17 @@
 #include "gpusched/filter.h"
 #include "gpusched/frag.h"
 #include "gpusched/kquantity.h"
+#include "gpusched/mig.h"
 #include "kselect.h"
 
+#include "kworld_gpus.h"
 #include "kworld_inv.h"
 #include "kworld_xres.h"
 
 #define NO_ID UINT32_MAX
 #define WL_SAMPLES 4096u /* GPU pod requests the learned workload is built from */
 #define GPU_RES "nvidia.com/gpu"
+#define GPU_SHARED_RES "nvidia.com/gpu.shared"
 #define NO_CLASS "gpusched-no-priority-class"
 
 /* One pod of ours or another scheduler's bound pod, by ns/name. */
@@ -62,6 +65,7 @@ struct gs_kworld {
     json_t *gangs;       /* "ns/name" -> engine gang id */
     json_t *podgroups;   /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
     json_t *avoid;       /* "ns/name" -> array of node names its placement must avoid */
+    json_t *mode_due;    /* node name -> its Node, while a GPU's new mode waits for pods to go */
     struct gs__kinv inv; /* the node agents' inventories: UUIDs, warnings given */
     uint32_t changes;
     uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
@@ -141,10 +145,11 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     w->gangs = json_object();
     w->podgroups = json_object();
     w->avoid = json_object();
+    w->mode_due = json_object();
     int err = gs_cluster_new(&w->c);
     if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->staged_at ||
                  !w->pod_keys || !w->queues || !w->pclasses || !w->pc_ids || !w->gangs ||
-                 !w->podgroups || !w->avoid || gs__kinv_init(&w->inv) != GS_OK))
+                 !w->podgroups || !w->avoid || !w->mode_due || gs__kinv_init(&w->inv) != GS_OK))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -183,6 +188,7 @@ void gs_kworld_free(struct gs_kworld *w)
     json_decref(w->gangs);
     json_decref(w->podgroups);
     json_decref(w->avoid);
+    json_decref(w->mode_due);
     gs__kinv_fini(&w->inv);
     free(w->sched_name);
     free(w->default_queue);
@@ -277,9 +283,31 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
         const struct gs_node *n = gs_cluster_node(w->c, ev->pl->node);
         k.node = n && n->present ? n->name : NULL;
         k.n_gpus = ev->pl->num_gpu;
-        for (uint32_t g = 0; g < ev->pl->num_gpu; g++)
-            k.gpus[g] = (struct gs_kgpu){ev->pl->gpu_index[g], ev->pl->gpu_milli,
-                                         gs__kinv_uuid(&w->inv, k.node, ev->pl->gpu_index[g])};
+        for (uint32_t g = 0; g < ev->pl->num_gpu; g++) {
+            uint8_t gi = ev->pl->gpu_index[g];
+            const struct gs_gpu *gp = n && gi < n->gpu_count ? &n->gpus[gi] : NULL;
+            /* Memory is named for a memory share (MEMORY placements record it per GPU). */
+            bool mem = gp && gp->sharing == GS_GPU_SHARE_MILLI && ev->pl->gpu_mem_mib[g] > 0;
+            k.gpus[g] = (struct gs_kgpu){
+                gi,
+                gp && gp->sharing == GS_GPU_SHARE_TIMESLICE ? 0 : ev->pl->gpu_milli,
+                gs__kinv_uuid(&w->inv, k.node, gi),
+                mem ? ev->pl->gpu_mem_mib[g] : 0,
+                NULL,
+                -1};
+        }
+        for (uint32_t m = 0; m < ev->pl->mig_count && k.n_gpus < GS_NODE_GPUS_MAX; m++) {
+            const struct gs_placement_mig *pm = &ev->pl->mig[m];
+            const struct gs_gpu *gp = n && pm->gpu < n->gpu_count ? &n->gpus[pm->gpu] : NULL;
+            const struct gs_mig_model *mm = gp ? gp->mig_model : NULL;
+            k.gpus[k.n_gpus++] = (struct gs_kgpu){
+                pm->gpu,
+                0,
+                gs__kinv_uuid(&w->inv, k.node, pm->gpu),
+                0,
+                mm && pm->profile < mm->n_profiles ? mm->profiles[pm->profile].name : NULL,
+                pm->start};
+        }
     }
     if (w->cfg.on_event)
         w->cfg.on_event(w->cfg.ctx, &k);
@@ -353,6 +381,7 @@ static int node_labels(struct gs_kworld *w, uint32_t idx, const json_t *obj)
 /* Allocatable (and GPU capacity) of a Node object. */
 struct node_res {
     int64_t cpu_milli, mem_mib, pods, gpus, gpus_alloc, gpu_mem_mib;
+    int64_t replicas; /* GFD nvidia.com/gpu.replicas: time-slicing slots per GPU, 1 if none */
 };
 
 static int node_resources(struct gs_kworld *w, const json_t *obj, const char *name,
@@ -383,8 +412,25 @@ static int node_resources(struct gs_kworld *w, const json_t *obj, const char *na
         r->gpus = r->gpus_alloc;
     if (!ga)
         r->gpus_alloc = r->gpus;
-    /* Time-slicing (label nvidia.com/gpu.replicas > 1: capacity is GPUs x replicas) is read
-     * as whole GPUs, one per replica, until the core models replicas (GPU sharing issue). */
+    /* Time-slicing (GFD label nvidia.com/gpu.replicas > 1): capacity is GPUs x replicas, under
+     * nvidia.com/gpu, or nvidia.com/gpu.shared when the device plugin renames it. A GPU that
+     * lost any of its replicas from allocatable is an unhealthy one. */
+    r->replicas = 1;
+    const char *rep = meta_kv(obj, "labels", "nvidia.com/gpu.replicas");
+    int64_t reps = 0;
+    if (rep && gs_kquantity(rep, 1.0, false, &reps) == 0 && reps > 1 && reps <= 255) {
+        int64_t sc = 0, sa = 0;
+        const json_t *shc = json_object_get(capy, GPU_SHARED_RES);
+        const json_t *sha = json_object_get(alloc, GPU_SHARED_RES);
+        if (r->gpus == 0 && (shc || sha) && (!shc || quantity(shc, 1.0, false, &sc) == 0) &&
+            (!sha || quantity(sha, 1.0, false, &sa) == 0)) {
+            r->gpus = shc ? sc : sa;
+            r->gpus_alloc = sha ? sa : sc;
+        }
+        r->replicas = reps;
+        r->gpus /= reps;
+        r->gpus_alloc /= reps;
+    }
     if (r->gpus > GS_NODE_GPUS_MAX)
         return fail(w, "node %s: more than 16 nvidia.com/gpu", name);
     if (r->gpus_alloc > r->gpus)
@@ -404,6 +450,7 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
     if (!name || !*name)
         return fail(w, "a Node without metadata.name");
     int idx = gs_cluster_find_node(w->c, name);
+    (void)json_object_del(w->mode_due, name);
     if (change == GS_KDELETED) {
         gs__kinv_forget(&w->inv, name);
         return idx < 0 ? GS_OK : gs_engine_remove_node(w->e, (uint32_t)idx, now_ms);
@@ -412,32 +459,45 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
     int err = node_resources(w, obj, name, &r);
     if (err)
         return err;
-    /* The agent's inventory, when there and good, says which GPUs there are (over capacity). */
+    /* The agent's inventory, when there and good, says which GPUs there are (over capacity)
+     * and each one's mode; without one, GFD's replicas label makes every GPU time-sliced. */
     struct gs__knode_gpus inv;
     int have_inv = 0;
     if (gs__kinv_read(&w->inv, obj, name, &inv, &have_inv, w->cfg.on_warning, w->cfg.ctx))
         return GS_ENOMEM;
+    const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
+    struct gs_gpu_mode modes[GS_NODE_GPUS_MAX];
+    bool usable[GS_NODE_GPUS_MAX];
+    bool set_modes = have_inv == 1 || r.replicas > 1;
+    uint32_t n_modes = 0; /* entries of modes and usable filled */
     if (have_inv == 1) {
         r.gpus = r.gpus_alloc = inv.n;
         r.gpu_mem_mib = inv.mem_mib;
+        if (gs__kinv_modes(&w->inv, &inv, name, model, modes, usable, &model, w->cfg.on_warning,
+                           w->cfg.ctx))
+            return GS_ENOMEM;
+    } else {
+        for (int64_t g = 0; g < r.gpus; g++) {
+            modes[g] = (struct gs_gpu_mode){.sharing = GS_GPU_SHARE_TIMESLICE,
+                                            .replicas = (uint8_t)r.replicas};
+            usable[g] = g < r.gpus_alloc;
+        }
     }
+    n_modes = set_modes ? (uint32_t)r.gpus : 0;
     if (idx < 0) {
-        const char *model =
-            have_inv == 1 ? inv.model : meta_kv(obj, "labels", "nvidia.com/gpu.product");
         struct gs_node_spec s = {name,
                                  r.cpu_milli,
                                  r.mem_mib,
                                  (int32_t)r.pods,
                                  (uint32_t)r.gpus,
                                  model ? model : "nvidia-gpu",
-                                 r.gpu_mem_mib};
+                                 r.gpu_mem_mib,
+                                 set_modes ? modes : NULL};
         uint32_t id;
         if ((err = gs_cluster_add_node(w->c, &s, &id)) != GS_OK)
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added", name);
         idx = (int)id;
     } else {
-        const char *model =
-            have_inv == 1 ? inv.model : meta_kv(obj, "labels", "nvidia.com/gpu.product");
         struct gs_node_update u = {r.cpu_milli,
                                    r.mem_mib,
                                    (int32_t)r.pods,
@@ -457,13 +517,29 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
         }
         if (err)
             return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be updated", name);
+        /* A mode changes only on a GPU that holds no pod; one that holds pods keeps its mode
+         * until they leave: the Node is kept and applied again at each cycle until then. */
+        const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
+        bool due = false;
+        for (uint32_t g = 0; g < n->gpu_count; g++) {
+            struct gs_gpu_mode fr = {.sharing = GS_GPU_SHARE_MILLI, .replicas = 1};
+            const struct gs_gpu_mode *m = g < n_modes ? &modes[g] : &fr;
+            if (gs__kinv_mode_equal(&n->gpus[g], m))
+                continue;
+            if (n->gpus[g].pods == 0)
+                (void)gs_cluster_set_gpu_mode(w->c, (uint32_t)idx, g, m, NULL, 0);
+            else
+                due = true;
+        }
+        if (due && json_object_set(w->mode_due, name, (json_t *)obj) != 0)
+            return GS_ENOMEM;
     }
     uint32_t i = (uint32_t)idx;
     /* Allocatable below capacity: the highest indices are the unhealthy GPUs, unless the
      * inventory says which. */
     for (int64_t g = 0; g < r.gpus; g++)
         (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g,
-                                        have_inv == 1 ? inv.usable[g] : g < r.gpus_alloc);
+                                        set_modes ? g < n_modes && usable[g] : g < r.gpus_alloc);
     const json_t *st = json_object_get(obj, "status");
     const json_t *alloc = json_object_get(st, "allocatable");
     char warn[256];
@@ -662,99 +738,6 @@ static void tr_free(struct tr *t)
     gs__kfilter_fini(&t->flt);
 }
 
-static bool has_prefix_key(const json_t *map, const char *prefix)
-{
-    const char *key;
-    const json_t *val;
-    json_object_foreach((json_t *)map, key, val)
-    {
-        (void)val;
-        if (strncmp(key, prefix, strlen(prefix)) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* Reads the GPU ask; writes a reason for asks the core does not place yet. */
-static int tr_gpus(struct tr *t, const json_t *obj, const json_t *spec)
-{
-    int64_t n = 0, cores = 0;
-    if (pod_request(spec, GPU_RES, 1.0, &n) != 0 ||
-        pod_request(spec, "nvidia.com/gpucores", 1.0, &cores) != 0) {
-        (void)snprintf(t->reason, sizeof(t->reason), "nvidia.com/gpu is not a count");
-        return 1;
-    }
-    int64_t gpumem = 0;
-    (void)pod_request(spec, "nvidia.com/gpumem", 1.0, &gpumem);
-    const json_t *conts = json_object_get(spec, "containers");
-    for (size_t i = 0; i < json_array_size(conts); i++) {
-        const json_t *r = json_object_get(json_array_get(conts, i), "resources");
-        if (has_prefix_key(json_object_get(r, "limits"), "nvidia.com/mig-") ||
-            has_prefix_key(json_object_get(r, "requests"), "nvidia.com/mig-")) {
-            (void)snprintf(t->reason, sizeof(t->reason),
-                           "MIG profiles are not placed by gpusched yet");
-            return 1;
-        }
-    }
-    const char *frac = meta_kv(obj, "annotations", "gpu-fraction");
-    if (meta_kv(obj, "annotations", "gpu-memory") || gpumem > 0 ||
-        meta_kv(obj, "annotations", "nvidia.com/gpumem-percentage")) {
-        (void)snprintf(t->reason, sizeof(t->reason),
-                       "GPU memory fractions are not placed by gpusched yet");
-        return 1;
-    }
-    struct gs_pod_req *rq = &t->spec.req;
-    if (frac) {
-        int64_t milli;
-        const char *devs = meta_kv(obj, "annotations", "gpu-fraction-num-devices");
-        if (gs_kquantity(frac, 1e-3, true, &milli) != 0 || milli <= 0 || milli > 1000) {
-            (void)snprintf(t->reason, sizeof(t->reason),
-                           "annotation gpu-fraction must be a number in (0, 1]");
-            return 1;
-        }
-        if (devs && strcmp(devs, "1") != 0) {
-            (void)snprintf(t->reason, sizeof(t->reason),
-                           "gpu-fraction-num-devices above 1 is not placed by gpusched yet");
-            return 1;
-        }
-        rq->num_gpu = 1;
-        rq->gpu_milli = (int32_t)milli;
-        return 0;
-    }
-    if (n > GS_NODE_GPUS_MAX) {
-        (void)snprintf(t->reason, sizeof(t->reason), "asks %lld GPUs, more than any node has",
-                       (long long)n);
-        return 1;
-    }
-    rq->num_gpu = (uint32_t)n;
-    rq->gpu_milli = n ? GS_GPU_MILLI : 0;
-    if (cores > 0 && n == 1 && cores < 100)
-        rq->gpu_milli = (int32_t)(cores * 10); /* HAMi gpucores: percent of one GPU */
-    return 0;
-}
-
-/* The GPUs of annotation gpusched.io/assigned-gpus: {"gpus":[{"index":i,"milli":m},...]}. */
-static void tr_assigned(struct tr *t, const json_t *obj)
-{
-    const char *a = meta_kv(obj, "annotations", "gpusched.io/assigned-gpus");
-    if (!a)
-        return;
-    json_t *doc = json_loads(a, 0, NULL);
-    const json_t *gpus = json_object_get(doc, "gpus");
-    uint32_t n = 0;
-    for (size_t i = 0; i < json_array_size(gpus) && n < GS_NODE_GPUS_MAX; i++) {
-        const json_t *g = json_object_get(json_array_get(gpus, i), "index");
-        if (json_is_integer(g) && json_integer_value(g) >= 0 &&
-            json_integer_value(g) < GS_NODE_GPUS_MAX)
-            t->pl.gpu_index[n++] = (uint8_t)json_integer_value(g);
-    }
-    if (n == t->spec.req.num_gpu) {
-        t->pl.num_gpu = n;
-        t->pl.gpu_milli = t->spec.req.gpu_milli;
-    }
-    json_decref(doc);
-}
-
 static int pod_class(struct gs_kworld *w, const json_t *spec, uint32_t *id)
 {
     const char *cname = jstr(spec, "priorityClassName");
@@ -813,7 +796,7 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         (void)snprintf(t->reason, sizeof(t->reason), "a cpu or memory request is not a quantity");
         return 1;
     }
-    if (tr_gpus(t, obj, spec))
+    if (gs__kworld_pod_gpus(obj, spec, &t->spec.req, t->reason, sizeof(t->reason)))
         return 1;
     int err = gs__kxres_pod(w->c, spec, &t->spec.req, t->reason, sizeof(t->reason));
     if (err)
@@ -822,7 +805,6 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
     if (err)
         return err;
     if (t->node) {
-        tr_assigned(t, obj);
         int idx = gs_cluster_find_node(w->c, t->node);
         if (idx < 0) {
             (void)snprintf(t->reason, sizeof(t->reason), "bound to node %s, which is unknown",
@@ -830,6 +812,7 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
             return 1;
         }
         t->pl.node = (uint32_t)idx;
+        gs__kworld_assigned(obj, &t->spec.req, w->c, t->pl.node, &t->pl);
     }
     if (t->foreign) { /* capacity only: any queue will do for the books it skips */
         const char *k;
@@ -1121,7 +1104,8 @@ static const char *kind_of(const json_t *obj)
 /* Records the request of a GPU pod seen (ours or another scheduler's) for the workload. */
 static void wl_note(struct gs_kworld *w, const struct gs_pod_req *req)
 {
-    if (req->num_gpu == 0)
+    /* The FGD target workload is milli-GPU task types (frag.h); other kinds do not enter it. */
+    if (req->num_gpu == 0 || gs_req_kind(req) != GS_REQ_MILLI)
         return;
     if (!w->wl_seen && !(w->wl_seen = calloc(WL_SAMPLES, sizeof(*w->wl_seen))))
         return; /* the workload only guides scores: keep the one we have */
@@ -1179,7 +1163,8 @@ static int build_workload(struct gs_kworld *w)
         t.spec.req.gpu_model_mask = GS_MODEL_ANY;
         const json_t *spec = json_object_get(obj, "spec");
         if (pod_request(spec, "cpu", 1e-3, &t.spec.req.cpu_milli) != 0 ||
-            tr_gpus(&t, obj, spec) != 0 || t.spec.req.num_gpu == 0)
+            gs__kworld_pod_gpus(obj, spec, &t.spec.req, t.reason, sizeof(t.reason)) != 0 ||
+            t.spec.req.num_gpu == 0 || gs_req_kind(&t.spec.req) != GS_REQ_MILLI)
             continue;
         reqs[k] = t.spec.req;
         specs[k++] = "";
@@ -1345,6 +1330,22 @@ int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char
     int rc;
     if (!w->started && (rc = start(w, now_ms)) != GS_OK)
         return rc;
+    /* GPU modes that waited for their pods to leave (apply_node). */
+    if (json_object_size(w->mode_due)) {
+        json_t *due = json_copy(w->mode_due);
+        const char *k;
+        json_t *v;
+        rc = due ? GS_OK : GS_ENOMEM;
+        json_object_foreach(due, k, v)
+        {
+            (void)k;
+            if (rc == GS_OK)
+                rc = apply_node(w, GS_KMODIFIED, v, now_ms);
+        }
+        json_decref(due);
+        if (rc)
+            return rc;
+    }
     /* Parked pods may fit in now (a queue, node or PodGroup arrived). */
     for (uint32_t i = 0; i < w->npods; i++) {
         struct kpod *p = &w->pods[i];

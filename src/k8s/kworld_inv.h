@@ -11,20 +11,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpusched/cluster.h" /* GS_NODE_GPUS_MAX */
+#include "gpusched/cluster.h" /* GS_NODE_GPUS_MAX, struct gs_gpu_mode */
+#include "gpusched/mig.h"
 
 /** The annotation. */
 #define GS_KWORLD_INVENTORY "gpusched.io/gpus"
 
 /** A Node's GPUs as its agent published them. Plain value record. */
 struct gs__knode_gpus {
-    uint32_t n;                      /**< GPUs, indices 0..n-1, <= GS_NODE_GPUS_MAX */
-    char model[96];                  /**< model of GPU 0 (the core has one per node) */
-    int64_t mem_mib;                 /**< smallest memory of the GPUs, MiB */
-    bool usable[GS_NODE_GPUS_MAX];   /**< Healthy and placeable as a whole GPU: mode
-                                          "whole" or "replicas" (MIG and fraction slices
-                                          wait for the core's GPU sharing) */
-    char uuid[GS_NODE_GPUS_MAX][96]; /**< "GPU-..." by index */
+    uint32_t n;                         /**< GPUs, indices 0..n-1, <= GS_NODE_GPUS_MAX */
+    char model[96];                     /**< model of GPU 0 (the core has one per node) */
+    int64_t mem_mib;                    /**< smallest memory of the GPUs, MiB */
+    bool usable[GS_NODE_GPUS_MAX];      /**< health "Healthy" (a MIG GPU may still be unusable
+                                             when its layout does not check: gs__kinv_modes) */
+    char uuid[GS_NODE_GPUS_MAX][96];    /**< "GPU-..." by index */
+    uint8_t mode[GS_NODE_GPUS_MAX];     /**< enum gs_gpu_sharing of member `mode`: whole WHOLE,
+                                             replicas TIMESLICE, fractions MILLI, mig MIG */
+    int64_t replicas[GS_NODE_GPUS_MAX]; /**< member `replicas`; 1 when absent, -1 when not an
+                                             integer */
+    uint8_t mig_n[GS_NODE_GPUS_MAX];    /**< entries of member `mig`, 0..GS_MIG_INSTANCES_MAX,
+                                             or GS_MIG_INSTANCES_MAX + 1 for more */
+    struct gs__kmig {
+        char profile[GS_MIG_NAME_MAX]; /**< "1g.18gb"; "" when absent, empty or too long */
+        int start;                     /**< member `start`, 0..7; -1 when null or absent */
+    } mig[GS_NODE_GPUS_MAX][GS_MIG_INSTANCES_MAX]; /**< the MIG devices, in the given order */
 };
 
 /**
@@ -43,8 +53,9 @@ int gs__kworld_node_gpus(const json_t *node, const char *name, struct gs__knode_
 
 /** What the translation keeps of the inventories: UUIDs by node, the warnings given. */
 struct gs__kinv {
-    json_t *uuids;  /**< node name -> [GPU UUID by index] of its last good inventory */
-    json_t *warned; /**< node name -> the last warning given about it (said once) */
+    json_t *uuids;       /**< node name -> [GPU UUID by index] of its last good inventory */
+    json_t *warned;      /**< node name -> the last warning given about it (said once) */
+    json_t *mode_warned; /**< node name -> the last GPU-mode warnings given (said once) */
 };
 
 /** @return GS_OK; GS_ENOMEM. */
@@ -63,6 +74,30 @@ void gs__kinv_fini(struct gs__kinv *k);
 int gs__kinv_read(struct gs__kinv *k, const json_t *node, const char *name,
                   struct gs__knode_gpus *out, int *have, void (*warn)(void *ctx, const char *msg),
                   void *ctx);
+
+/**
+ * The core's mode of each GPU of a good inventory: whole, time-sliced with its replicas (a
+ * replicas GPU of one replica is whole),
+ * fractions, or MIG with its instances (profile and start), the MIG model found by
+ * gs_mig_model_find() of the inventory's model, else of `product` (the node's
+ * nvidia.com/gpu.product label). A MIG GPU without instances is unusable; one whose model is
+ * not in the MIG table, whose instances name an unknown profile, lack a start, or do not pass
+ * gs_mig_layout_check(), and a replicas GPU without a count in 1..255, is unusable with one
+ * warning naming node, GPU and fault (said once per node and text; `warn` may be NULL).
+ * @param inv      a good inventory (gs__kinv_read's *have == 1); borrowed.
+ * @param out      receives inv->n modes (an unusable GPU's is WHOLE).
+ * @param usable   receives inv->n flags: Healthy and a mode that checks.
+ * @param model    receives the model name for the core (the inventory's, or `product` when only
+ *                 that one is in the MIG table and the node has MIG GPUs); borrowed from inv or
+ *                 product.
+ * @return GS_OK; GS_ENOMEM.
+ */
+int gs__kinv_modes(struct gs__kinv *k, const struct gs__knode_gpus *inv, const char *name,
+                   const char *product, struct gs_gpu_mode *out, bool *usable, const char **model,
+                   void (*warn)(void *ctx, const char *msg), void *ctx);
+
+/** Whether GPU `g` is in mode `m` already (sharing, replicas, and the MIG layout in any order). */
+bool gs__kinv_mode_equal(const struct gs_gpu *g, const struct gs_gpu_mode *m);
 
 /** Forgets a node (DELETED). */
 void gs__kinv_forget(struct gs__kinv *k, const char *name);

@@ -104,8 +104,29 @@ int gs__kworld_node_gpus(const json_t *node, const char *name, struct gs__knode_
             (void)snprintf(out->model, sizeof out->model, "%s", model);
         if (i == 0 || json_integer_value(mem) < out->mem_mib)
             out->mem_mib = json_integer_value(mem);
-        out->usable[i] = strcmp(health, "Healthy") == 0 &&
-                         (strcmp(mode, "whole") == 0 || strcmp(mode, "replicas") == 0);
+        out->usable[i] = strcmp(health, "Healthy") == 0;
+        static const uint8_t sharing[] = {GS_GPU_SHARE_WHOLE, GS_GPU_SHARE_TIMESLICE,
+                                          GS_GPU_SHARE_MILLI, GS_GPU_SHARE_MIG};
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+            if (strcmp(mode, modes[m]) == 0)
+                out->mode[i] = sharing[m];
+        const json_t *rep = json_object_get(g, "replicas");
+        out->replicas[i] = rep == NULL ? 1 : json_is_integer(rep) ? json_integer_value(rep) : -1;
+        /* The MIG devices are read as given; gs__kinv_modes judges them per GPU, so a bad
+         * layout costs that GPU, not the node. */
+        const json_t *mig = json_object_get(g, "mig");
+        size_t nm = json_array_size(mig);
+        out->mig_n[i] = (uint8_t)(nm > GS_MIG_INSTANCES_MAX ? GS_MIG_INSTANCES_MAX + 1 : nm);
+        for (size_t m = 0; m < nm && m < GS_MIG_INSTANCES_MAX; m++) {
+            const json_t *d = json_array_get(mig, m);
+            const char *prof = member_str(d, "profile", GS_MIG_NAME_MAX);
+            const json_t *st = json_object_get(d, "start");
+            (void)snprintf(out->mig[i][m].profile, GS_MIG_NAME_MAX, "%s", prof ? prof : "");
+            out->mig[i][m].start =
+                json_is_integer(st) && json_integer_value(st) >= 0 && json_integer_value(st) <= 7
+                    ? (int)json_integer_value(st)
+                    : -1;
+        }
     }
 #undef BAD
     rc = 1;
@@ -125,7 +146,8 @@ int gs__kinv_init(struct gs__kinv *k)
 {
     k->uuids = json_object();
     k->warned = json_object();
-    if (k->uuids == NULL || k->warned == NULL) {
+    k->mode_warned = json_object();
+    if (k->uuids == NULL || k->warned == NULL || k->mode_warned == NULL) {
         gs__kinv_fini(k);
         return GS_ENOMEM;
     }
@@ -136,13 +158,15 @@ void gs__kinv_fini(struct gs__kinv *k)
 {
     json_decref(k->uuids);
     json_decref(k->warned);
-    k->uuids = k->warned = NULL;
+    json_decref(k->mode_warned);
+    k->uuids = k->warned = k->mode_warned = NULL;
 }
 
 void gs__kinv_forget(struct gs__kinv *k, const char *name)
 {
     (void)json_object_del(k->uuids, name);
     (void)json_object_del(k->warned, name);
+    (void)json_object_del(k->mode_warned, name);
 }
 
 const char *gs__kinv_uuid(const struct gs__kinv *k, const char *node, uint32_t index)
@@ -183,4 +207,140 @@ int gs__kinv_read(struct gs__kinv *k, const json_t *node, const char *name,
     if (uuids == NULL || json_object_set_new(k->uuids, name, uuids) != 0)
         return GS_ENOMEM;
     return GS_OK;
+}
+
+/* ---- per-GPU modes --------------------------------------------------------------------- */
+
+/* The MIG layout of GPU g, or why it is not one ("" when the GPU has no instances). */
+static bool mig_mode(const struct gs__knode_gpus *inv, uint32_t g, const struct gs_mig_model *mm,
+                     struct gs_gpu_mode *mode, char *why, size_t cap)
+{
+    why[0] = '\0';
+    if (inv->mig_n[g] == 0)
+        return false; /* MIG on, no instance made yet: nothing to place, nothing wrong */
+    if (inv->mig_n[g] > GS_MIG_INSTANCES_MAX) {
+        (void)snprintf(why, cap, "more than %d MIG devices", GS_MIG_INSTANCES_MAX);
+        return false;
+    }
+    if (mm == NULL) {
+        (void)snprintf(why, cap, "model %s is not in the MIG table", inv->model);
+        return false;
+    }
+    mode->sharing = GS_GPU_SHARE_MIG;
+    mode->mig_count = inv->mig_n[g];
+    for (uint32_t m = 0; m < inv->mig_n[g]; m++) {
+        const struct gs__kmig *d = &inv->mig[g][m];
+        int p = d->profile[0] ? gs_mig_profile_find(mm, d->profile) : -1;
+        if (p < 0) {
+            (void)snprintf(why, cap, "mig[%u].profile %s is not a profile of %s", (unsigned)m,
+                           d->profile[0] ? d->profile : "(none)", mm->name);
+            return false;
+        }
+        if (d->start < 0) {
+            (void)snprintf(why, cap, "mig[%u].start is unknown", (unsigned)m);
+            return false;
+        }
+        mode->mig[m] = (struct gs_mig_instance){(uint8_t)p, (uint8_t)d->start};
+    }
+    char r[GS_REQ_REASON_MAX];
+    if (gs_mig_layout_check(mm, mode->mig, mode->mig_count, r, sizeof r) != 0) {
+        (void)snprintf(why, cap, "MIG layout: %s", r);
+        return false;
+    }
+    return true;
+}
+
+int gs__kinv_modes(struct gs__kinv *k, const struct gs__knode_gpus *inv, const char *name,
+                   const char *product, struct gs_gpu_mode *out, bool *usable, const char **model,
+                   void (*warn)(void *ctx, const char *msg), void *ctx)
+{
+    *model = inv->model;
+    const struct gs_mig_model *mm = gs_mig_model_find(inv->model);
+    bool has_mig = false;
+    for (uint32_t g = 0; g < inv->n; g++)
+        has_mig = has_mig || inv->mode[g] == GS_GPU_SHARE_MIG;
+    if (mm == NULL && has_mig && gs_mig_model_find(product) != NULL) {
+        mm = gs_mig_model_find(product);
+        *model = product;
+    }
+    char text[600] = "";
+    size_t len = 0;
+    for (uint32_t g = 0; g < inv->n; g++) {
+        memset(&out[g], 0, sizeof out[g]);
+        out[g].sharing = GS_GPU_SHARE_WHOLE;
+        out[g].replicas = 1;
+        usable[g] = inv->usable[g];
+        char why[200] = "";
+        switch (inv->mode[g]) {
+        case GS_GPU_SHARE_TIMESLICE:
+            if (inv->replicas[g] < 1 || inv->replicas[g] > 255) {
+                (void)snprintf(why, sizeof why, "replicas is not a count in 1..255");
+                usable[g] = false;
+            } else if (inv->replicas[g] > 1) {
+                out[g].sharing = GS_GPU_SHARE_TIMESLICE;
+                out[g].replicas = (uint8_t)inv->replicas[g];
+            } /* one replica: the GPU is whole */
+            break;
+        case GS_GPU_SHARE_MILLI:
+            out[g].sharing = GS_GPU_SHARE_MILLI;
+            break;
+        case GS_GPU_SHARE_MIG:
+            if (!mig_mode(inv, g, mm, &out[g], why, sizeof why)) {
+                memset(&out[g], 0, sizeof out[g]);
+                out[g].sharing = GS_GPU_SHARE_WHOLE;
+                out[g].replicas = 1;
+                usable[g] = false;
+            }
+            break;
+        default:
+            break;
+        }
+        if (why[0] && len < sizeof text) {
+            int w = snprintf(text + len, sizeof text - len, "%snode %s: GPU %u: %s; unusable",
+                             len ? "\n" : "", name, (unsigned)g, why);
+            len += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (!text[0]) {
+        (void)json_object_del(k->mode_warned, name);
+        return GS_OK;
+    }
+    const char *last = json_string_value(json_object_get(k->mode_warned, name));
+    if (last != NULL && strcmp(last, text) == 0)
+        return GS_OK;
+    if (json_object_set_new(k->mode_warned, name, json_string(text)) != 0)
+        return GS_ENOMEM;
+    if (warn != NULL) {
+        /* One warning per GPU, each its own line. */
+        char *line = text;
+        while (line != NULL) {
+            char *nl = strchr(line, '\n');
+            if (nl != NULL)
+                *nl = '\0';
+            warn(ctx, line);
+            line = nl != NULL ? nl + 1 : NULL;
+        }
+    }
+    return GS_OK;
+}
+
+bool gs__kinv_mode_equal(const struct gs_gpu *g, const struct gs_gpu_mode *m)
+{
+    if (g->sharing != m->sharing)
+        return false;
+    if (m->sharing == GS_GPU_SHARE_TIMESLICE)
+        return g->replicas == m->replicas;
+    if (m->sharing != GS_GPU_SHARE_MIG)
+        return true;
+    if (g->mig_count != m->mig_count)
+        return false;
+    /* The core keeps a layout by start; starts of one layout are distinct (no overlap). */
+    for (uint32_t i = 0; i < m->mig_count; i++) {
+        bool found = false;
+        for (uint32_t j = 0; j < g->mig_count && !found; j++)
+            found = g->mig[j].start == m->mig[i].start && g->mig[j].profile == m->mig[i].profile;
+        if (!found)
+            return false;
+    }
+    return true;
 }

@@ -31,6 +31,12 @@ case_ lifecycle --timeline "$d/lifecycle.timeline.yaml" --policy bestfit
 case_ gang_loss --timeline "$d/gang_loss.timeline.yaml" --policy bestfit
 case_ inventory
 case_ xres --policy bestfit
+case_ sharing_memory
+case_ sharing_mig
+case_ sharing_timeslice
+case_ sharing_adopt
+case_ sharing_refused
+case_ sharing_modes --timeline "$d/sharing_modes.timeline.yaml"
 # The broken inventory of inventory.yaml's n2 is one warning naming the node and the field.
 want="gpusched whatif: warning: node n2: annotation gpusched.io/gpus: gpus[1].uuid: not a non-empty string of at most 95 bytes; GPUs read from status.capacity"
 if [ "$(cat "$tmp/inventory.err")" != "$want" ]; then
@@ -41,10 +47,34 @@ else
     echo "ok: inventory warning: $want"
 fi
 
+# sharing_mig.yaml's GPU 2 has overlapping instances: one warning naming node, GPU and fault.
+want="gpusched whatif: warning: node n1: GPU 2: MIG layout: instance 1 (2g.20gb at 2) overlaps instance 0 (3g.40gb at 0) in memory slices 2-3; unusable"
+if [ "$(cat "$tmp/sharing_mig.err")" != "$want" ]; then
+    echo "FAIL: sharing_mig: stderr is not the one warning"
+    cat "$tmp/sharing_mig.err"
+    fail=1
+else
+    echo "ok: sharing_mig warning"
+fi
+
 # The table form says the same as the JSON form.
 "$bin" whatif --cluster "$d/preempt.yaml" >"$tmp/table" 2>&1
 if ! grep -qE '^ +0\.0 +1 +evict +t/low-b +n1 +- +preemption by t/urgent$' "$tmp/table"; then
     echo "FAIL: table form"
+    cat "$tmp/table"
+    fail=1
+fi
+
+# ... with what each sharing kind took on each GPU.
+"$bin" whatif --cluster "$d/sharing_mig.yaml" >"$tmp/table" 2>/dev/null
+if ! grep -qE '^ +0\.0 +1 +bind +t/pair +n1 +0\(3g\.40gb@0\),0\(3g\.40gb@4\) *$' "$tmp/table"; then
+    echo "FAIL: table form of MIG instances"
+    cat "$tmp/table"
+    fail=1
+fi
+"$bin" whatif --cluster "$d/sharing_memory.yaml" >"$tmp/table" 2>/dev/null
+if ! grep -qE '^ +0\.0 +1 +bind +t/hami +n1 +0\(300m\+30000MiB\) *$' "$tmp/table"; then
+    echo "FAIL: table form of memory fractions"
     cat "$tmp/table"
     fail=1
 fi

@@ -137,15 +137,23 @@ def play_kubelet(live):
                     "--grace-period=0", "--force", check=False)
 
 
+def gpu_of(g):
+    """One GPU of a whatif line or of the assignment annotation: index, milli, and the memory
+    and MIG instance a sharing pod took (None when absent or null)."""
+    mig = g.get("mig")
+    return (g["index"], g.get("milli", 1000), g.get("mem_mib"),
+            (mig["profile"], mig["start"]) if mig else None)
+
+
 def want_state(expected):
-    """From whatif's lines: pod -> ("bound", node, [(index, milli)]) | ("gone",) |
+    """From whatif's lines: pod -> ("bound", node, [gpu_of]) | ("gone",) |
     ("pending", reason), for every pod the file names. An adopted pod's GPUs are the core's
     charge, not an annotation the cluster holds: only its node is compared (GPUs None)."""
     want = {}
     for ev in expected:
         pod = ev["pod"]
         if ev["event"] == "bind":
-            gpus = None if ev.get("adopted") else [(g["index"], g["milli"]) for g in ev["gpus"]]
+            gpus = None if ev.get("adopted") else [gpu_of(g) for g in ev["gpus"]]
             want[pod] = ("bound", ev["node"], gpus)
         elif ev["event"] in ("evict", "delete", "finish"):
             want[pod] = ("gone",)
@@ -163,7 +171,7 @@ def live_state(live):
         node = p["spec"].get("nodeName")
         if node:
             a = (p["metadata"].get("annotations") or {}).get("gpusched.io/assigned-gpus")
-            gpus = [(g["index"], g.get("milli", 1000)) for g in json.loads(a)["gpus"]] if a else []
+            gpus = [gpu_of(g) for g in json.loads(a)["gpus"]] if a else []
             got[key(p)] = ("bound", node, gpus)
             continue
         msg = None

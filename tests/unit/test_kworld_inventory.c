@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "gpusched/err.h"
 #include "k8s/kworld_inv.h"
 
 /* A Node named n1 whose annotation is `text` (a JSON value given as JSON text). */
@@ -60,11 +61,16 @@ static void test_good_inventory_gives_gpus_uuids_and_usable_ones(void **state)
     assert_int_equal(g.n, 4);
     assert_string_equal(g.model, "NVIDIA H200");
     assert_int_equal(g.mem_mib, 81920); /* the smallest */
-    /* whole and replicas Healthy: usable; MIG not yet; Unhealthy never. */
+    /* Healthy: usable (a MIG GPU's layout is judged by gs__kinv_modes); Unhealthy never. */
     assert_true(g.usable[0]);
     assert_true(g.usable[1]);
-    assert_false(g.usable[2]);
+    assert_true(g.usable[2]);
     assert_false(g.usable[3]);
+    assert_int_equal(g.mode[0], GS_GPU_SHARE_WHOLE);
+    assert_int_equal(g.mode[1], GS_GPU_SHARE_TIMESLICE);
+    assert_int_equal(g.mode[2], GS_GPU_SHARE_MIG);
+    assert_int_equal(g.replicas[1], 1); /* absent: 1 */
+    assert_int_equal(g.mig_n[2], 0);
     assert_string_equal(g.uuid[3], "GPU-d");
     json_decref(n);
     /* No annotation: 0, nothing said. */
@@ -125,11 +131,96 @@ static void test_bad_inventories_name_the_node_and_field(void **state)
     bad(node_text(many), "gpus: 17 GPUs, more than the 16 a node holds here");
 }
 
+static int n_warned;
+static char warned[4][200];
+
+static void on_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    if (n_warned < 4)
+        (void)snprintf(warned[n_warned], sizeof warned[0], "%s", msg);
+    n_warned++;
+}
+
+#define GM(i, mode, extra)                                                                         \
+    "{\"index\":" #i ",\"uuid\":\"GPU-" #i "\",\"model\":\"NVIDIA H200\",\"mem_mib\":143771"       \
+    ",\"mode\":\"" mode "\",\"health\":\"Healthy\"" extra "}"
+
+/* GM with the extra members from a variable (the MIG lists are too long for a literal). */
+static char gmx_buf[8][400];
+static const char *gmx(int slot, const char *head, const char *extra)
+{
+    (void)snprintf(gmx_buf[slot], sizeof gmx_buf[slot], "%.*s%s}", (int)strlen(head) - 1, head,
+                   extra);
+    return gmx_buf[slot];
+}
+#define GMX(i, mode, extra) gmx(i, GM(i, mode, ""), extra)
+
+/* H200-141GB's profiles by index (src/core/mig.c): 1g.18gb 0, 1g.18gb+me 1, 1g.35gb 2,
+ * 2g.35gb 3, 3g.71gb 4, 4g.71gb 5, 7g.141gb 6; 3g starts at 0 or 4, 2g at 0, 2 or 4. */
+static void test_modes_come_from_the_inventory_and_bad_mig_layouts_warn(void **state)
+{
+    (void)state;
+    /* GPU 3: 3g at 4 and at 0 (valid); 4: 3g at 0 and 2g at 2 (overlap); 5: start unknown. */
+    static const char mig3[] = ",\"mig\":[{\"profile\":\"3g.71gb\",\"start\":4},"
+                               "{\"profile\":\"3g.71gb\",\"start\":0}]";
+    static const char mig4[] = ",\"mig\":[{\"profile\":\"3g.71gb\",\"start\":0},"
+                               "{\"profile\":\"2g.35gb\",\"start\":2}]";
+    static const char mig5[] = ",\"mig\":[{\"profile\":\"1g.18gb\",\"start\":null}]";
+    char text[2048];
+    (void)snprintf(text, sizeof text, "{\"version\":1,\"gpus\":[%s,%s,%s,%s,%s,%s,%s,%s]}",
+                   GM(0, "whole", ""), GM(1, "replicas", ",\"replicas\":4"), GM(2, "fractions", ""),
+                   GMX(3, "mig", mig3), GMX(4, "mig", mig4), GMX(5, "mig", mig5), GM(6, "mig", ""),
+                   GM(7, "replicas", ",\"replicas\":1"));
+    json_t *n = node_text(text);
+    struct gs__kinv k;
+    assert_int_equal(gs__kinv_init(&k), GS_OK);
+    struct gs__knode_gpus g;
+    int have = 0;
+    assert_int_equal(gs__kinv_read(&k, n, "n1", &g, &have, on_warn, NULL), GS_OK);
+    assert_int_equal(have, 1);
+    struct gs_gpu_mode m[GS_NODE_GPUS_MAX];
+    bool usable[GS_NODE_GPUS_MAX];
+    const char *model = NULL;
+    n_warned = 0;
+    assert_int_equal(gs__kinv_modes(&k, &g, "n1", NULL, m, usable, &model, on_warn, NULL), GS_OK);
+    assert_string_equal(model, "NVIDIA H200");
+    assert_int_equal(m[0].sharing, GS_GPU_SHARE_WHOLE);
+    assert_int_equal(m[1].sharing, GS_GPU_SHARE_TIMESLICE);
+    assert_int_equal(m[1].replicas, 4);
+    assert_int_equal(m[2].sharing, GS_GPU_SHARE_MILLI);
+    assert_int_equal(m[3].sharing, GS_GPU_SHARE_MIG);
+    assert_int_equal(m[3].mig_count, 2);
+    assert_int_equal(m[3].mig[0].profile, 4);
+    assert_int_equal(m[3].mig[0].start, 4);
+    assert_int_equal(m[3].mig[1].start, 0);
+    for (int i = 0; i < 4; i++)
+        assert_true(usable[i]);
+    /* 4: overlapping instances; 5: a start unknown; 6: MIG without instances (no warning). */
+    assert_false(usable[4]);
+    assert_false(usable[5]);
+    assert_false(usable[6]);
+    assert_int_equal(m[4].sharing, GS_GPU_SHARE_WHOLE);
+    /* 7: one replica is a whole GPU. */
+    assert_int_equal(m[7].sharing, GS_GPU_SHARE_WHOLE);
+    assert_true(usable[7]);
+    assert_int_equal(n_warned, 2);
+    assert_non_null(strstr(warned[0], "node n1: GPU 4: MIG layout: "));
+    assert_non_null(strstr(warned[0], "overlaps"));
+    assert_string_equal(warned[1], "node n1: GPU 5: mig[0].start is unknown; unusable");
+    /* Said once: the same inventory again warns no more. */
+    assert_int_equal(gs__kinv_modes(&k, &g, "n1", NULL, m, usable, &model, on_warn, NULL), GS_OK);
+    assert_int_equal(n_warned, 2);
+    gs__kinv_fini(&k);
+    json_decref(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_inventory_gives_gpus_uuids_and_usable_ones),
         cmocka_unit_test(test_bad_inventories_name_the_node_and_field),
+        cmocka_unit_test(test_modes_come_from_the_inventory_and_bad_mig_layouts_warn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

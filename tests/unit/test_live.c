@@ -238,6 +238,32 @@ static void test_adopt_after_restart_keeps_assignments(void **state)
     world_fini(&w);
 }
 
+/* A time-sliced pod asks num_gpu 0 and timeslice_slots 2: its placement's two GPUs are kept on
+ * adopt (they were cleared as "no GPU" before), one slot taken on each. */
+static void test_adopt_keeps_time_sliced_slots(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, GS_UNLIMITED, false);
+    add_node(&w, "a", 2);
+    struct gs_gpu_mode ts = {.sharing = GS_GPU_SHARE_TIMESLICE, .replicas = 4};
+    assert_int_equal(gs_cluster_set_gpu_mode(w.c, 0, 0, &ts, NULL, 0), GS_OK);
+    assert_int_equal(gs_cluster_set_gpu_mode(w.c, 0, 1, &ts, NULL, 0), GS_OK);
+    struct gs_tpod_spec s = pod_spec(w.q1, w.pc_low, 0, 0);
+    s.req.timeslice_slots = 2;
+    struct gs_pod_ident i1 = {"u1", "ns", "p1", GS_FILTER_DEFAULT, 0, false};
+    struct gs_placement on = {0, 2, {0, 1}, 0};
+    uint32_t p1;
+    assert_int_equal(gs_engine_adopt(w.e, &s, &i1, &on, 100, &p1), GS_OK);
+    struct gs_tpod_info info;
+    assert_int_equal(gs_engine_pod_info(w.e, p1, &info), GS_OK);
+    assert_int_equal(info.pl.num_gpu, 2);
+    const struct gs_node *n = gs_cluster_node(w.c, 0);
+    assert_int_equal(n->gpus[0].replicas_used, 1);
+    assert_int_equal(n->gpus[1].replicas_used, 1);
+    world_fini(&w);
+}
+
 static void test_foreign_pods_hold_capacity_and_are_never_victims(void **state)
 {
     (void)state;
@@ -421,6 +447,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uid_lookup_and_selector_placement),
         cmocka_unit_test(test_adopt_after_restart_keeps_assignments),
+        cmocka_unit_test(test_adopt_keeps_time_sliced_slots),
         cmocka_unit_test(test_foreign_pods_hold_capacity_and_are_never_victims),
         cmocka_unit_test(test_remove_node_evicts_node_lost),
         cmocka_unit_test(test_unschedulable_is_emitted_once_per_change),
