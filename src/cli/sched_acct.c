@@ -124,6 +124,8 @@ int gs__sched_acct_start(struct gs__sched_acct *a, char *msg, size_t cap)
         a->store = NULL;
         return GS_EIO;
     }
+    gs__sched_logf("info", "accounting: recording to %s (%zu interval(s) open in it from before)",
+                   a->path, json_object_size(a->open));
     return GS_OK;
 }
 
