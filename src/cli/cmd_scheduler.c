@@ -942,7 +942,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                               "does not make\n");
         return 2;
     }
-    if (!team_label[0]) {
+    if (!team_label || !team_label[0]) {
         (void)fprintf(stderr, "gpusched scheduler: --team-label must not be empty\n");
         return 2;
     }
@@ -1178,7 +1178,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         last_cycle = now;
         uint32_t changes = 0;
         char err[512] = "";
-        if (s.acct && cycles == 0 && (rc = gs__sched_acct_start(s.acct, err, sizeof(err)))) {
+        if (s.acct && cycles == 0 && gs__sched_acct_start(s.acct, err, sizeof(err)) != GS_OK) {
             gs__sched_logf("error", "--accounting: %s", err);
             exit_code = 2;
             break;

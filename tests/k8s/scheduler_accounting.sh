@@ -106,6 +106,16 @@ grep -q "accounting: opened=2 closed=3 kept=2 recovered=1" "$log" ||
     fail "second run's accounting line: $(grep 'accounting: opened' "$log" | tail -n 1)"
 echo "ok: fin finished, del deleted, vic preempted by high; second run kept 2 and recovered 1"
 
+# A file that is not a database: the scheduler says so, naming it, and exits 2 (no crash).
+printf 'not a database, just text\n%.0s' $(seq 1 200) >"$tmp/bad.db"
+rc=0
+"$bin" scheduler --kubeconfig "$KUBECONFIG" --scheduler-name "gs-$run" --leader-elect=false \
+    --max-runtime-s 30 --accounting "$tmp/bad.db" >"$tmp/bad.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { cat "$tmp/bad.log" >&2; fail "a foreign --accounting file: exit $rc, want 2"; }
+grep -q "error --accounting: $tmp/bad.db: " "$tmp/bad.log" ||
+    { cat "$tmp/bad.log" >&2; fail "the message does not name the file"; }
+echo "ok: a file that is not a database: exit 2, $(grep -o 'error --accounting: .*' "$tmp/bad.log" | sed "s|$tmp/||")"
+
 # 4. The database and the report against the timestamps taken here.
 "$bin" report usage --db "$db" --format json --out "$tmp/team.json" 2>"$tmp/report.err" ||
     { cat "$tmp/report.err" >&2; fail "report usage"; }
