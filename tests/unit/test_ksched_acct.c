@@ -1,8 +1,8 @@
 /*
  * The live scheduler's accountant (src/cli/sched_acct.c) over a real translation (kworld.h) and
  * a real store file: the end reason of each way a pod's hold ends, the times it is told, the team
- * from the namespace label, and the restart reconcile (an adopted pod keeps its one interval, a
- * pod gone while nothing recorded is closed at the last heartbeat, "recovered").
+ * from the pod's label, else its namespace's, and the restart reconcile (an adopted pod keeps its
+ * one interval, a pod gone while nothing recorded is closed at the last heartbeat, "recovered").
  *
  * Worked by hand with best fit: node a has 2 GPUs, b has 4. p1 and p2 (1 GPU each) fill a (best
  * fit leaves 1 then 0 free there, against 3 on b); a is deleted at t=3000, so p2 ends node-lost
@@ -154,7 +154,11 @@ static void test_end_reasons_and_restart_reconcile(void **state)
     apply(&c, node("a", 2));
     apply(&c, node("b", 4));
     apply(&c, pod("ml", "p1", "uid-1", NULL));
-    apply(&c, pod("ml", "p2", "uid-2", NULL));
+    /* p2's own label wins over its namespace's. */
+    json_t *p2 = pod("ml", "p2", "uid-2", NULL);
+    json_object_set_new(json_object_get(p2, "metadata"), "labels",
+                        json_pack("{s:s}", "gpusched.io/team", "nlp"));
+    apply(&c, p2);
     cycle(&c, 1000);
     assert_int_equal(gs__sched_acct_reconcile(c.acct, c.w, 1000), GS_OK);
     assert_int_equal(gs_kworld_finish_pod(c.w, "ml", "p1", 2000), GS_OK);
@@ -171,7 +175,7 @@ static void test_end_reasons_and_restart_reconcile(void **state)
     assert_int_equal(st.opened, 5);
     assert_int_equal(st.closed, 3);
     expect(path, "p1", "1000 2000 finished vision a 1.0");
-    expect(path, "p2", "1000 3000 node-lost vision a 1.0");
+    expect(path, "p2", "1000 3000 node-lost nlp a 1.0");
     /* No namespace label: the queue's top-level ancestor, the default queue. */
     expect(path, "p3", "3000 4000 deleted default b 1.0");
     expect(path, "p4", "3000 - open default b 1.0");
