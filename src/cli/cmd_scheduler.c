@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "cli/sched_acct.h"
 #include "cli/sched_int.h"
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
@@ -64,6 +65,7 @@ static const char *const usage =
     "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
     "                          [--webhook-addr HOST:PORT --webhook-cert FILE\n"
     "                           --webhook-key FILE]\n"
+    "                          [--accounting FILE [--team-label KEY]]\n"
     "       gpusched scheduler --version\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
@@ -98,6 +100,14 @@ static const char *const usage =
     "                        it, leader or not (default: not served)\n"
     "  --webhook-cert FILE   the webhook's PEM certificate (chain), e.g. tls.crt\n"
     "  --webhook-key FILE    its PEM private key, e.g. tls.key\n"
+    "  --accounting FILE     record every allocation interval (bind or adoption to finish,\n"
+    "                        delete or eviction, with the reason) in the SQLite usage store\n"
+    "                        FILE (created; read by gpusched report usage); only the leader\n"
+    "                        writes, committing at most once a second; at a restart the\n"
+    "                        intervals of pods still running stay open, the others close at\n"
+    "                        the last commit with reason recovered (default: not recorded)\n"
+    "  --team-label KEY      the pod, else namespace, label naming a pod's team in the store\n"
+    "                        (default gpusched.io/team; else the queue's top-level ancestor)\n"
     "  --version             print the version and exit\n"
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
@@ -167,6 +177,8 @@ static void on_world_warning(void *ctx, const char *msg)
 static void on_world_event(void *ctx, const struct gs_kevent *ev)
 {
     struct sched *s = ctx;
+    if (s->acct)
+        gs__sched_acct_event(s->acct, s->world, ev);
     if (ev->kind == GS_KEV_FINISH || ev->kind == GS_KEV_DELETE ||
         (ev->kind == GS_KEV_BIND && ev->adopted))
         return; /* what the API server told us, or already bound there */
@@ -745,6 +757,8 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
             json_object_set_new(f->seen, k, json_true());
     }
     bool is_pod = strcmp(f->kind, "Pod") == 0;
+    if (s->acct)
+        gs__sched_acct_observe(s->acct, f->kind, ch == GS_KDELETED, obj);
     if (is_pod && k && ch == GS_KDELETED)
         pod_gone(s, k);
     else if (is_pod && k && json_object_get(s->held, k)) {
@@ -825,6 +839,7 @@ static const struct watched watched[] = {
     {"/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", true},
     {"/apis/scheduling.gpusched.io/v1alpha1/queues", "Queue", false},
     {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", "PodGroup", false},
+    {"/api/v1/namespaces", "Namespace", false}, /* team labels for --accounting */
 };
 #define N_WATCHED (sizeof(watched) / sizeof(watched[0]))
 
@@ -833,6 +848,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     const char *kubeconfig = NULL, *name = NULL, *dq = NULL, *policy = "fgd";
     const char *lease_ns = "kube-system", *lease_name = "gpusched", *metrics_addr = NULL;
     const char *wh_addr = NULL, *wh_cert = NULL, *wh_key = NULL;
+    const char *acct_path = NULL, *team_label = "gpusched.io/team";
     double qps = 0;
     long burst = 0, max_runtime_s = 0;
     bool dry = false;
@@ -845,7 +861,8 @@ int gs_cmd_scheduler(int argc, char **argv)
                      strcmp(a, "--max-runtime-s") == 0 || strcmp(a, "--lease-namespace") == 0 ||
                      strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0 ||
                      strcmp(a, "--webhook-addr") == 0 || strcmp(a, "--webhook-cert") == 0 ||
-                     strcmp(a, "--webhook-key") == 0;
+                     strcmp(a, "--webhook-key") == 0 || strcmp(a, "--accounting") == 0 ||
+                     strcmp(a, "--team-label") == 0;
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
@@ -878,6 +895,10 @@ int gs_cmd_scheduler(int argc, char **argv)
             wh_cert = val;
         } else if (strcmp(a, "--webhook-key") == 0) {
             wh_key = val;
+        } else if (strcmp(a, "--accounting") == 0) {
+            acct_path = val;
+        } else if (strcmp(a, "--team-label") == 0) {
+            team_label = val;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             kubeconfig = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
@@ -909,6 +930,15 @@ int gs_cmd_scheduler(int argc, char **argv)
     if ((wh_addr || wh_cert || wh_key) && !(wh_addr && wh_cert && wh_key)) {
         (void)fprintf(stderr, "gpusched scheduler: --webhook-addr, --webhook-cert and "
                               "--webhook-key go together\n");
+        return 2;
+    }
+    if (acct_path && dry) {
+        (void)fprintf(stderr, "gpusched scheduler: --accounting records binds, which --dry-run "
+                              "does not make\n");
+        return 2;
+    }
+    if (!team_label || !team_label[0]) {
+        (void)fprintf(stderr, "gpusched scheduler: --team-label must not be empty\n");
         return 2;
     }
     if (gs_policy_find(policy) < 0) {
@@ -1038,7 +1068,8 @@ int gs_cmd_scheduler(int argc, char **argv)
         exit_code = 1;
         goto out;
     }
-    if (gs_kworld_new(&wc, &s.world) != GS_OK) {
+    if (gs_kworld_new(&wc, &s.world) != GS_OK ||
+        (acct_path && gs__sched_acct_new(acct_path, team_label, &s.acct) != GS_OK)) {
         exit_code = 1;
         goto out;
     }
@@ -1133,15 +1164,27 @@ int gs_cmd_scheduler(int argc, char **argv)
                 write_queue_status(&s, queues_known);
             last_flush = now;
         }
+        if (s.acct && gs__sched_acct_step(s.acct, gs__sched_wall_ms()) != GS_OK)
+            gs__sched_logf("error", "accounting: %s (the last second of intervals is lost)",
+                           gs__sched_acct_errmsg(s.acct));
         if (!s.dirty && now - last_cycle < 1000)
             continue;
         s.dirty = false;
         last_cycle = now;
         uint32_t changes = 0;
         char err[512] = "";
+        if (s.acct && cycles == 0 && gs__sched_acct_start(s.acct, err, sizeof(err)) != GS_OK) {
+            gs__sched_logf("error", "--accounting: %s", err);
+            exit_code = 2;
+            break;
+        }
         int64_t c0_ns = mono_ns();
         rc = gs_kworld_cycle(s.world, gs__sched_wall_ms(), &changes, err, sizeof(err));
         cycles++;
+        if (s.acct && rc == GS_OK &&
+            gs__sched_acct_reconcile(s.acct, s.world, gs__sched_wall_ms()) != GS_OK)
+            gs__sched_logf("error", "accounting: reconciling the open intervals: %s",
+                           gs__sched_acct_errmsg(s.acct));
         if (s.metrics) {
             uint32_t pending = 0;
             gs_kworld_each_pending(s.world, count_pending, &pending);
@@ -1195,6 +1238,18 @@ int gs_cmd_scheduler(int argc, char **argv)
                    (unsigned long long)es.created, (unsigned long long)es.counted,
                    (unsigned long long)es.patched);
 out:
+    if (s.acct) {
+        struct gs__sched_acct_stats as = {0};
+        int arc = gs__sched_acct_free(s.acct, gs__sched_wall_ms(), &as);
+        gs__sched_logf(arc ? "error" : "info",
+                       "accounting: opened=%llu closed=%llu kept=%llu recovered=%llu commits=%llu "
+                       "commit_ms_mean=%.3f commit_ms_max=%.3f%s",
+                       (unsigned long long)as.opened, (unsigned long long)as.closed,
+                       (unsigned long long)as.kept, (unsigned long long)as.recovered,
+                       (unsigned long long)as.commits,
+                       as.commits ? as.commit_ms_total / (double)as.commits : 0.0, as.commit_ms_max,
+                       arc ? " (the last commit failed)" : "");
+    }
     for (size_t i = 0; i < s.nacts; i++)
         gs__sched_action_fini(&s.acts[i]);
     free(s.acts);

@@ -19,6 +19,8 @@
 #include "gpusched/schedmetrics.h"
 #include "gpusched/webhook.h"
 
+struct gs__sched_acct; /* sched_acct.h */
+
 /* A decision of the last cycle, sent after it. */
 struct action {
     enum gs_kevent_kind kind;
@@ -81,7 +83,8 @@ struct sched {
     size_t nnoms, capnoms;
     struct gang_retry *gretry; /* gang members waiting to send their Binding again */
     size_t ngretry, capgretry;
-    json_t *gang_bound; /* gang "ns/pg" -> {"ns/name": true}: its members bound by us */
+    json_t *gang_bound;          /* gang "ns/pg" -> {"ns/name": true}: its members bound by us */
+    struct gs__sched_acct *acct; /* --accounting (sched_acct.h); NULL when not recorded */
 };
 
 /* kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds. */

@@ -47,6 +47,18 @@ echo "ok: $("$helm" version --short)"
     --set priorityClasses.create=false --set 'queues=null' >"$tmp/lint2.log" 2>&1 ||
     { cat "$tmp/lint2.log" >&2; fail "helm lint with everything optional off"; }
 echo "ok: helm lint --strict (defaults; webhook, agent, election, classes, queues off)"
+# Accounting: one writer on a claim; two replicas or no claim are refused at render time.
+"$helm" lint --strict "$CHART" --set scheduler.accounting.enabled=true --set scheduler.replicas=1 \
+    --set scheduler.accounting.claimName=usage >"$tmp/lint3.log" 2>&1 ||
+    { cat "$tmp/lint3.log" >&2; fail "helm lint with accounting on"; }
+"$helm" template gpusched "$CHART" -n gpusched-system --set scheduler.accounting.enabled=true \
+    --set scheduler.replicas=1 --set scheduler.accounting.claimName=usage >"$tmp/acct.yaml"
+grep -q -- "- --accounting=/var/lib/gpusched/usage.db" "$tmp/acct.yaml" &&
+    grep -q "claimName: usage" "$tmp/acct.yaml" || fail "accounting render lacks its flag or claim"
+! "$helm" template gpusched "$CHART" --set scheduler.accounting.enabled=true \
+    --set scheduler.accounting.claimName=usage >/dev/null 2>"$tmp/acct.err" &&
+    grep -q "needs scheduler.replicas: 1" "$tmp/acct.err" || fail "accounting with 2 replicas was not refused"
+echo "ok: accounting renders its flag and claim, and refuses two writers"
 
 # 2. The defaults render the plain manifests.
 "$helm" template gpusched "$CHART" -n gpusched-system --include-crds >"$tmp/chart.yaml"

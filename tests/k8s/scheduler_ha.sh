@@ -11,7 +11,9 @@
 #      and the third takes it at its next retry (want <= 5 s), binding one more pod;
 #   5. the Lease written to another holder: the leader stops and exits 1, nothing more is bound;
 #   6. no pod was bound twice across the three logs, and every leader renewed within the renew
-#      deadline (the longest gap between renewals is printed).
+#      deadline (the longest gap between renewals is printed);
+#   7. all replicas run with --accounting on one file: only a leader opens it (a standby never
+#      logs "accounting: recording"), and across both takeovers each pod has one interval.
 # The replicas serve their own schedulerName and Lease, so no other test's pods are theirs.
 #
 # Usage: scheduler_ha.sh GPUSCHED_BINARY  (GPUSCHED_K8S_STATE names a plane that is up)
@@ -51,7 +53,8 @@ trap cleanup EXIT
 start() { # start REPLICA
     "$bin" scheduler --kubeconfig "$KUBECONFIG" --scheduler-name "$sn" --policy bestfit \
         --qps 500 --burst 1000 --max-runtime-s 280 --lease-namespace "$ns" \
-        --lease-name "gpusched-$run" --metrics-addr 127.0.0.1:0 >>"$tmp/$1.log" 2>&1 &
+        --lease-name "gpusched-$run" --metrics-addr 127.0.0.1:0 --accounting "$tmp/usage.db" \
+        >>"$tmp/$1.log" 2>&1 &
     pid[$1]=$!
 }
 
@@ -148,6 +151,8 @@ wait_bound 30 p1 p2 p3 p4 p5 p6
 sleep 1
 [ "$(binds "$tmp/$lead.log")" = 6 ] || fail "leader logged $(binds "$tmp/$lead.log") binds, want 6"
 [ "$(binds "$tmp/$standby.log")" = 0 ] || fail "standby bound $(binds "$tmp/$standby.log") pods"
+grep -q "accounting: recording to" "$tmp/$lead.log" || fail "the leader does not record"
+! grep -q "accounting: recording to" "$tmp/$standby.log" || fail "the standby opened the accounting file"
 kill -0 "${pid[$standby]}" 2>/dev/null || fail "the standby $standby exited"
 echo "ok: 6 pods bound once each by the leader, 0 by the standby"
 
@@ -170,6 +175,7 @@ echo "ok: failover: SIGKILL of $lead to $standby's first bind ${failover}s (leas
 start c
 sleep 3
 [ -z "$(leader_of c)" ] || fail "replica c acquired the Lease while $standby held it"
+! grep -q "accounting: recording to" "$tmp/c.log" || fail "standby c opened the accounting file"
 t_term=$(date +%s.%N)
 kill -TERM "${pid[$standby]}"
 wait "${pid[$standby]}" || fail "replica $standby exited $? on SIGTERM, want 0"
@@ -219,3 +225,11 @@ while read -r g; do
     [ -n "$g" ] && [ "$g" -lt 10000 ] || fail "a renewal gap of ${g} ms reached the renew deadline"
 done < <(grep -h "longest gap between renewals" "$tmp"/*.log | sed 's/.* renewals=\([0-9]*\) ms$/\1/')
 echo "ok: 9 pods bound once each across the replicas; renewals: $gaps"
+
+# 7. One interval per pod across the takeovers (p10 was never bound: none), all still open.
+ivs=$(python3 -c 'import sqlite3,sys
+c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro",uri=True)
+print(" ".join("%s:%d:%d" % r for r in c.execute("SELECT name, count(*), sum(end_ms IS NULL) FROM allocation GROUP BY name ORDER BY name")))' "$tmp/usage.db")
+[ "$ivs" = "p1:1:1 p2:1:1 p3:1:1 p4:1:1 p5:1:1 p6:1:1 p7:1:1 p8:1:1 p9:1:1" ] ||
+    fail "intervals (name:count:open): '$ivs'"
+echo "ok: accounting: one open interval per pod across both takeovers; $(grep -h 'accounting: opened' "$tmp"/c.log | sed 's/.*accounting: //' | cut -d' ' -f1-4)"

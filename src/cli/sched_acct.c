@@ -1,0 +1,493 @@
+/*
+ * The live scheduler's accountant (sched_acct.h): world decisions into allocation intervals in
+ * the usage store (usage.h), through the store's one interface that the replay's recorder also
+ * writes through.
+ *
+ * Writes go into the store's open transaction as the decisions come (an INSERT or UPDATE in
+ * WAL mode: microseconds, no sync), and the loop commits at most once a second, off the
+ * scheduling cycle (gs__sched_acct_step() runs between cycles). A commit is one fsync, its cost
+ * is measured and logged at exit. A crash loses at most the last second of decisions; each
+ * commit's heartbeat is the wall time, so an interval whose pod vanished while no scheduler
+ * ran is closed at most a second after it was last known running.
+ *
+ * Restart: the intervals open in the file are read at start, by pod uid. A pod adopted in the
+ * first cycle (already bound, running) keeps its interval; the others are closed at the last
+ * heartbeat with reason "recovered" (gs_usage_recover()).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "sched_acct.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpusched/err.h"
+#include "gpusched/usage.h"
+#include "sched_int.h"
+
+/* Deepest queue tree a path is written for. */
+#define PATH_DEPTH_MAX 32
+/* The longest a batch stays open, wall ms. */
+#define COMMIT_EVERY_MS 1000
+/* How often capacity (nodes, GPUs, health) and queue quota snapshots are brought in line. */
+#define SYNC_EVERY_MS 60000
+
+struct gs__sched_acct {
+    const char *path;
+    const char *team_label;
+    struct gs_usage_store *store;  /* NULL until started */
+    struct gs_usage_recorder *rec; /* capacity and quota snapshots (gs_usage_recorder_sync()) */
+    const struct gs_kworld *world; /* the world last seen, for the syncs */
+    int64_t last_sync_ms;
+    json_t *open;       /* pod uid -> open interval id */
+    json_t *candidates; /* pod uid -> true: open at start, not yet seen running */
+    json_t *ns_team;    /* namespace -> its team label's value */
+    json_t *pods;       /* pod uid -> {"team": label, "pc": priorityClassName} */
+    bool reconciled;
+    int64_t last_commit_ms;
+    struct gs__sched_acct_stats st;
+};
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int gs__sched_acct_new(const char *path, const char *team_label, struct gs__sched_acct **out)
+{
+    *out = NULL;
+    struct gs__sched_acct *a = calloc(1, sizeof(*a));
+    if (!a)
+        return GS_ENOMEM;
+    a->path = path;
+    a->team_label = team_label;
+    a->open = json_object();
+    a->candidates = json_object();
+    a->ns_team = json_object();
+    a->pods = json_object();
+    if (!a->open || !a->candidates || !a->ns_team || !a->pods) {
+        (void)gs__sched_acct_free(a, 0, NULL);
+        return GS_ENOMEM;
+    }
+    *out = a;
+    return GS_OK;
+}
+
+int gs__sched_acct_start(struct gs__sched_acct *a, char *msg, size_t cap)
+{
+    if (a->store)
+        return GS_OK;
+    struct gs_usage_options opt = {.batch_events = 1000, .batch_ms = COMMIT_EVERY_MS};
+    int err = gs_usage_open(a->path, &opt, &a->store, msg, cap);
+    if (err)
+        return err;
+    /* World times are wall ms already: the recorder's epoch is 0. */
+    struct gs_usage_recorder_config rcfg = {.store = a->store, .epoch_ms = 0, .uid_prefix = NULL};
+    if ((err = gs_usage_recorder_new(&rcfg, &a->rec)) != GS_OK) {
+        (void)snprintf(msg, cap, "%s: %s", a->path, gs_strerror(err));
+        (void)gs_usage_close(a->store);
+        a->store = NULL;
+        return err;
+    }
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(gs_usage_db(a->store),
+                           "SELECT id, pod_uid FROM allocation WHERE end_ms IS NULL", -1, &st,
+                           NULL) != SQLITE_OK) {
+        (void)snprintf(msg, cap, "%s: reading open intervals: %s", a->path,
+                       sqlite3_errmsg(gs_usage_db(a->store)));
+        gs_usage_recorder_free(a->rec);
+        a->rec = NULL;
+        (void)gs_usage_close(a->store);
+        a->store = NULL;
+        return GS_EIO;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *uid = (const char *)sqlite3_column_text(st, 1);
+        if (!uid)
+            continue;
+        json_object_set_new(a->open, uid, json_integer(sqlite3_column_int64(st, 0)));
+        json_object_set_new(a->candidates, uid, json_true());
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        (void)snprintf(msg, cap, "%s: reading open intervals: %s", a->path,
+                       sqlite3_errmsg(gs_usage_db(a->store)));
+        gs_usage_recorder_free(a->rec);
+        a->rec = NULL;
+        (void)gs_usage_close(a->store);
+        a->store = NULL;
+        return GS_EIO;
+    }
+    gs__sched_logf("info", "accounting: recording to %s (%zu interval(s) open in it from before)",
+                   a->path, json_object_size(a->open));
+    return GS_OK;
+}
+
+static const char *label_of(const json_t *obj, const char *key)
+{
+    const json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    return json_string_value(json_object_get(labels, key));
+}
+
+void gs__sched_acct_observe(struct gs__sched_acct *a, const char *kind, bool deleted,
+                            const json_t *obj)
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    if (strcmp(kind, "Namespace") == 0) {
+        const char *ns = json_string_value(json_object_get(md, "name"));
+        const char *team = label_of(obj, a->team_label);
+        if (!ns)
+            return;
+        if (deleted || !team)
+            (void)json_object_del(a->ns_team, ns);
+        else
+            json_object_set_new(a->ns_team, ns, json_string(team));
+    } else if (strcmp(kind, "Pod") == 0) {
+        const char *uid = json_string_value(json_object_get(md, "uid"));
+        if (!uid)
+            return;
+        const char *team = label_of(obj, a->team_label);
+        const char *pc =
+            json_string_value(json_object_get(json_object_get(obj, "spec"), "priorityClassName"));
+        if (deleted || (!team && !pc)) {
+            (void)json_object_del(a->pods, uid);
+            return;
+        }
+        json_t *v = json_object();
+        if (team)
+            json_object_set_new(v, "team", json_string(team));
+        if (pc)
+            json_object_set_new(v, "pc", json_string(pc));
+        json_object_set_new(a->pods, uid, v);
+    }
+}
+
+/* Writes "top/mid/leaf" of queue q and points *top at the top-level queue's name. */
+static void queue_path(const struct gs_engine *e, uint32_t q, char *buf, size_t cap,
+                       const char **top)
+{
+    const char *names[PATH_DEPTH_MAX];
+    uint32_t depth = 0;
+    struct gs_queue_info in;
+    *top = NULL;
+    buf[0] = '\0';
+    while (q != GS_QUEUE_ROOT && depth < PATH_DEPTH_MAX && gs_engine_queue_info(e, q, &in) == 0) {
+        names[depth++] = in.name;
+        q = in.parent;
+    }
+    size_t len = 0;
+    for (uint32_t i = depth; i-- > 0;) {
+        int n = snprintf(buf + len, cap - len, "%s%s", len ? "/" : "", names[i]);
+        if (n < 0 || (size_t)n >= cap - len)
+            break;
+        len += (size_t)n;
+    }
+    if (depth)
+        *top = names[depth - 1];
+}
+
+/* The UUID of GPU `index` in the event, or NULL. */
+static const char *uuid_of(const struct gs_kevent *ev, uint32_t index)
+{
+    for (uint32_t k = 0; k < ev->n_gpus && k < GS_NODE_GPUS_MAX; k++)
+        if (ev->gpus[k].index == index)
+            return ev->gpus[k].uuid;
+    return NULL;
+}
+
+/*
+ * What the engine's placement grants per GPU, in the store's terms (charge.h says how each is
+ * charged): a MIG GPU's instances of the pod on it as one grant of their compute slices (the
+ * first instance's profile and start named); a time-sliced GPU one replica of its N; otherwise
+ * the milli and, for a memory request, the MiB, with the GPU's memory. Returns the count.
+ */
+static uint32_t grants_of(const struct gs_placement *pl, const struct gs_node *node,
+                          const struct gs_kevent *ev, struct gs_usage_gpu *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < pl->mig_count && i < GS_PLACEMENT_MIG_MAX; i++) {
+        const struct gs_placement_mig *m = &pl->mig[i];
+        const struct gs_gpu *g = m->gpu < node->gpu_count ? &node->gpus[m->gpu] : NULL;
+        if (!g || !g->mig_model || m->profile >= g->mig_model->n_profiles)
+            continue;
+        const struct gs_mig_profile *pr = &g->mig_model->profiles[m->profile];
+        if (n > 0 && out[n - 1].gpu_index == m->gpu) { /* another instance on the same GPU */
+            out[n - 1].mig_slices = (uint8_t)(out[n - 1].mig_slices + pr->compute_slices);
+            out[n - 1].mem_mib += pr->mem_mib;
+            continue;
+        }
+        if (n == GS_NODE_GPUS_MAX)
+            break;
+        out[n++] = (struct gs_usage_gpu){
+            .gpu_uuid = uuid_of(ev, m->gpu),
+            .mig_profile = pr->name,
+            .mem_mib = pr->mem_mib,
+            .gpu_mem_mib = g->mem_mib,
+            .gpu_index = m->gpu,
+            .mig_instance = m->start,
+            .replica_slot = -1,
+            .sharing = GS_GPU_SHARE_MIG,
+            .mig_slices = pr->compute_slices,
+            .gpu_mig_slices = g->mig_model->compute_slices,
+            .replicas = 1,
+        };
+    }
+    for (uint32_t k = 0; k < pl->num_gpu && k < GS_NODE_GPUS_MAX && n < GS_NODE_GPUS_MAX; k++) {
+        uint32_t gi = pl->gpu_index[k];
+        const struct gs_gpu *g = gi < node->gpu_count ? &node->gpus[gi] : NULL;
+        if (!g || g->sharing == GS_GPU_SHARE_MIG)
+            continue; /* its instances are above */
+        bool ts = g->sharing == GS_GPU_SHARE_TIMESLICE && g->replicas > 0;
+        out[n++] = (struct gs_usage_gpu){
+            .gpu_uuid = uuid_of(ev, gi),
+            .mem_mib = ts ? 0 : pl->gpu_mem_mib[k],
+            .gpu_mem_mib = g->mem_mib,
+            .gpu_index = gi,
+            .gpu_milli = ts ? 0 : pl->gpu_milli,
+            .mig_instance = -1,
+            .replica_slot = -1,
+            .sharing = ts ? GS_GPU_SHARE_TIMESLICE : GS_GPU_SHARE_MILLI,
+            .replicas = ts ? g->replicas : 1,
+        };
+    }
+    return n;
+}
+
+static int begin(struct gs__sched_acct *a, const struct gs_kworld *w, const struct gs_kevent *ev)
+{
+    const struct gs_engine *e = gs_kworld_engine(w);
+    const struct gs_cluster *c = gs_kworld_cluster(w);
+    char path[512] = "";
+    const char *top = NULL, *queue = NULL, *model = NULL;
+    int64_t queued_ms = ev->now_ms;
+    int64_t pod = e ? gs_engine_find_pod(e, ev->uid) : -1;
+    struct gs_tpod_info pi;
+    bool running = false;
+    if (pod >= 0 && gs_engine_pod_info(e, (uint32_t)pod, &pi) == GS_OK) {
+        running = pi.state == GS_TPOD_RUNNING;
+        struct gs_queue_info qi;
+        queue_path(e, pi.queue, path, sizeof(path), &top);
+        if (gs_engine_queue_info(e, pi.queue, &qi) == GS_OK)
+            queue = qi.name;
+        if (!ev->adopted && pi.submit_ms >= 0 && pi.submit_ms <= ev->now_ms)
+            queued_ms = pi.submit_ms;
+    }
+    int ni = c && ev->node ? gs_cluster_find_node(c, ev->node) : -1;
+    const struct gs_node *node = ni >= 0 ? gs_cluster_node(c, (uint32_t)ni) : NULL;
+    if (node && node->gpu_count)
+        model = gs_cluster_model_name(c, node->model_id);
+    const json_t *pinfo = json_object_get(a->pods, ev->uid);
+    const char *team = json_string_value(json_object_get(pinfo, "team"));
+    if (!team && ev->ns)
+        team = json_string_value(json_object_get(a->ns_team, ev->ns));
+    if (!team)
+        team = top;
+    struct gs_usage_gpu gpus[GS_NODE_GPUS_MAX];
+    uint32_t n = 0;
+    if (running && node)
+        n = grants_of(&pi.pl, node, ev, gpus);
+    if (!running) {
+        /* Not running in the engine (cannot happen for a decision it made): the event's word. */
+        for (uint32_t k = 0; k < ev->n_gpus && k < GS_NODE_GPUS_MAX; k++) {
+            const struct gs_kgpu *g = &ev->gpus[k];
+            const struct gs_gpu *ng =
+                node && g->index < node->gpu_count ? &node->gpus[g->index] : NULL;
+            gpus[n++] = (struct gs_usage_gpu){
+                .gpu_uuid = g->uuid,
+                .gpu_index = g->index,
+                .gpu_milli = g->milli,
+                .gpu_mem_mib = ng ? ng->mem_mib : 0,
+                .sharing = GS_GPU_SHARE_MILLI,
+                .mig_instance = -1,
+                .replica_slot = -1,
+                .replicas = 1,
+            };
+        }
+    }
+    struct gs_usage_interval iv = {
+        .pod_uid = ev->uid,
+        .ns = ev->ns,
+        .name = ev->name,
+        .queue = queue,
+        .queue_path = path[0] ? path : NULL,
+        .team = team,
+        .priority_class = json_string_value(json_object_get(pinfo, "pc")),
+        .node = ev->node,
+        .model = model,
+        .queued_ms = queued_ms,
+        .start_ms = ev->now_ms,
+    };
+    int64_t id = 0;
+    int err = gs_usage_begin_interval(a->store, &iv, gpus, n, &id);
+    if (err)
+        return err;
+    a->st.opened++;
+    return json_object_set_new(a->open, ev->uid, json_integer(id)) ? GS_ENOMEM : GS_OK;
+}
+
+static enum gs_usage_end end_reason(const struct gs_kevent *ev)
+{
+    if (ev->kind == GS_KEV_FINISH)
+        return GS_USAGE_END_FINISHED;
+    if (ev->kind == GS_KEV_DELETE)
+        return GS_USAGE_END_DELETED;
+    const char *r = ev->reason ? ev->reason : "";
+    if (strcmp(r, "reclaim") == 0)
+        return GS_USAGE_END_RECLAIMED;
+    if (strcmp(r, "gang") == 0)
+        return GS_USAGE_END_GANG;
+    if (strcmp(r, "node-lost") == 0)
+        return GS_USAGE_END_NODE_LOST;
+    return GS_USAGE_END_PREEMPTED;
+}
+
+static void count_commit(struct gs__sched_acct *a, double t0, int64_t now_ms)
+{
+    double ms = mono_ms() - t0;
+    a->st.commits++;
+    a->st.commit_ms_total += ms;
+    if (ms > a->st.commit_ms_max)
+        a->st.commit_ms_max = ms;
+    a->last_commit_ms = now_ms;
+}
+
+void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
+                          const struct gs_kevent *ev)
+{
+    a->world = w;
+    if (!a->store || !ev->uid || !ev->uid[0] || ev->kind == GS_KEV_PENDING)
+        return;
+    int err = GS_OK;
+    const json_t *row = json_object_get(a->open, ev->uid);
+    if (ev->kind == GS_KEV_BIND) {
+        if (row) {
+            /* Open in the file from before a restart: the pod still runs, one interval. */
+            if (json_object_get(a->candidates, ev->uid)) {
+                (void)json_object_del(a->candidates, ev->uid);
+                a->st.kept++;
+            }
+        } else {
+            err = begin(a, w, ev);
+        }
+    } else if (row) {
+        /* The preemptor as the world names it, "ns/name". */
+        const char *by = ev->kind == GS_KEV_EVICT ? ev->by : NULL;
+        err = gs_usage_end_interval(a->store, json_integer_value(row), ev->now_ms, end_reason(ev),
+                                    by);
+        /* GS_EINVAL: the wall clock stepped back past its start; it stays open in the file
+         * until the next restart's recovery closes it, and the error is logged. */
+        (void)json_object_del(a->candidates, ev->uid);
+        (void)json_object_del(a->open, ev->uid);
+        a->st.closed++;
+    }
+    if (err) {
+        gs__sched_logf("error", "accounting: %s/%s: %s", ev->ns ? ev->ns : "",
+                       ev->name ? ev->name : "",
+                       gs_usage_errmsg(a->store)[0] ? gs_usage_errmsg(a->store) : gs_strerror(err));
+        return;
+    }
+    double t0 = mono_ms();
+    bool committed = false;
+    if (gs_usage_tick(a->store, ev->now_ms, &committed) == GS_OK && committed)
+        count_commit(a, t0, ev->now_ms);
+}
+
+/* Capacity intervals and quota snapshots from the world's cluster and engine at now_ms. */
+static int sync_capacity(struct gs__sched_acct *a, const struct gs_kworld *w, int64_t now_ms)
+{
+    a->last_sync_ms = now_ms;
+    const struct gs_cluster *c = w ? gs_kworld_cluster(w) : NULL;
+    if (!c)
+        return GS_OK;
+    return gs_usage_recorder_sync(a->rec, c, gs_kworld_engine(w), now_ms);
+}
+
+int gs__sched_acct_reconcile(struct gs__sched_acct *a, const struct gs_kworld *w, int64_t now_ms)
+{
+    if (!a->store || a->reconciled)
+        return GS_OK;
+    a->world = w;
+    a->reconciled = true;
+    size_t n = json_object_size(a->open), k = 0;
+    const char **running = calloc(n ? n : 1, sizeof(*running));
+    if (!running)
+        return GS_ENOMEM;
+    const char *uid;
+    json_t *v, *tmp;
+    json_object_foreach(a->open, uid, v)
+    {
+        if (!json_object_get(a->candidates, uid))
+            running[k++] = uid;
+    }
+    uint32_t closed = 0;
+    double t0 = mono_ms();
+    int err = gs_usage_recover(a->store, running, (uint32_t)k, &closed);
+    free(running);
+    if (err)
+        return err;
+    count_commit(a, t0, a->last_commit_ms);
+    a->st.recovered += closed;
+    json_object_foreach_safe(a->candidates, tmp, uid, v)
+    {
+        (void)json_object_del(a->open, uid);
+    }
+    json_object_clear(a->candidates);
+    /* After the recovery, which closes the capacity the old writer left open. */
+    return sync_capacity(a, w, now_ms);
+}
+
+int gs__sched_acct_step(struct gs__sched_acct *a, int64_t now_ms)
+{
+    if (!a->store || !a->reconciled)
+        return GS_OK;
+    if (now_ms - a->last_sync_ms >= SYNC_EVERY_MS) {
+        int err = sync_capacity(a, a->world, now_ms);
+        if (err)
+            return err;
+    }
+    if (now_ms - a->last_commit_ms < COMMIT_EVERY_MS)
+        return GS_OK;
+    double t0 = mono_ms();
+    int err = gs_usage_commit(a->store, now_ms);
+    count_commit(a, t0, now_ms);
+    return err;
+}
+
+int gs__sched_acct_free(struct gs__sched_acct *a, int64_t now_ms,
+                        struct gs__sched_acct_stats *stats)
+{
+    if (!a)
+        return GS_OK;
+    int err = GS_OK;
+    if (a->store) {
+        double t0 = mono_ms();
+        /* Capacity ends with the recording (a restart's recovery would end it at the same
+         * heartbeat); allocation intervals of running pods stay open. */
+        err = a->reconciled ? gs_usage_recorder_finish(a->rec, now_ms)
+                            : gs_usage_commit(a->store, now_ms);
+        count_commit(a, t0, now_ms);
+        int cerr = gs_usage_close(a->store);
+        if (!err)
+            err = cerr;
+    }
+    gs_usage_recorder_free(a->rec);
+    if (stats)
+        *stats = a->st;
+    json_decref(a->open);
+    json_decref(a->candidates);
+    json_decref(a->ns_team);
+    json_decref(a->pods);
+    free(a);
+    return err;
+}
+
+const char *gs__sched_acct_errmsg(const struct gs__sched_acct *a)
+{
+    return a->store ? gs_usage_errmsg(a->store) : "";
+}

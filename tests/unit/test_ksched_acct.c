@@ -1,0 +1,216 @@
+/*
+ * The live scheduler's accountant (src/cli/sched_acct.c) over a real translation (kworld.h) and
+ * a real store file: the end reason of each way a pod's hold ends, the times it is told, the team
+ * from the pod's label, else its namespace's, and the restart reconcile (an adopted pod keeps its
+ * one interval, a pod gone while nothing recorded is closed at the last heartbeat, "recovered").
+ *
+ * Worked by hand with best fit: node a has 2 GPUs, b has 4. p1 and p2 (1 GPU each) fill a (best
+ * fit leaves 1 then 0 free there, against 3 on b); a is deleted at t=3000, so p2 ends node-lost
+ * (p1 finished at 2000). p3, p4 and p6 then go to b. Times are the now_ms given to the world.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/sched_acct.h"
+#include "cli/sched_int.h"
+#include "gpusched/err.h"
+#include "gpusched/kworld.h"
+
+static int errors_logged;
+
+/* The scheduler's log (cmd_scheduler.c), here: errors are counted, and none is expected. */
+void gs__sched_logf(const char *level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    (void)fprintf(stderr, "%s: ", level);
+    (void)vfprintf(stderr, fmt, ap);
+    (void)fputc('\n', stderr);
+    va_end(ap);
+    if (strcmp(level, "error") == 0)
+        errors_logged++;
+}
+
+struct ctx {
+    struct gs__sched_acct *acct;
+    struct gs_kworld *w;
+};
+
+static void on_event(void *ud, const struct gs_kevent *ev)
+{
+    struct ctx *c = ud;
+    gs__sched_acct_event(c->acct, c->w, ev);
+}
+
+static json_t *node(const char *name, int gpus)
+{
+    char g[16];
+    (void)snprintf(g, sizeof(g), "%d", gpus);
+    return json_pack("{s:s,s:s,s:{s:s},s:{s:{s:s,s:s,s:s,s:s}}}", "apiVersion", "v1", "kind",
+                     "Node", "metadata", "name", name, "status", "allocatable", "cpu", "32",
+                     "memory", "256Gi", "pods", "110", "nvidia.com/gpu", g);
+}
+
+/* A 1-GPU pod of gpusched in namespace ns; on_node: already bound there (NULL: pending). */
+static json_t *pod(const char *ns, const char *name, const char *uid, const char *on_node)
+{
+    json_t *p =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s},s:{s:s,s:[{s:s,s:{s:{s:s}}}]}}", "apiVersion", "v1",
+                  "kind", "Pod", "metadata", "name", name, "namespace", ns, "uid", uid,
+                  "creationTimestamp", "2026-01-01T00:00:00Z", "spec", "schedulerName", "gpusched",
+                  "containers", "name", "c", "resources", "limits", "nvidia.com/gpu", "1");
+    if (on_node) {
+        json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(on_node));
+        json_object_set_new(p, "status", json_pack("{s:s}", "phase", "Running"));
+    }
+    return p;
+}
+
+static void apply(struct ctx *c, json_t *obj)
+{
+    char err[256] = "";
+    gs__sched_acct_observe(c->acct, json_string_value(json_object_get(obj, "kind")), false, obj);
+    int rc = gs_kworld_apply(c->w, GS_KADDED, obj, 0, err, sizeof(err));
+    if (rc != GS_OK)
+        fail_msg("apply: %s (%s)", gs_strerror(rc), err);
+    json_decref(obj);
+}
+
+static void cycle(struct ctx *c, int64_t now_ms)
+{
+    char err[256] = "";
+    assert_int_equal(gs_kworld_cycle(c->w, now_ms, NULL, err, sizeof(err)), GS_OK);
+}
+
+static void start(struct ctx *c, const char *path)
+{
+    char msg[256] = "";
+    assert_int_equal(gs__sched_acct_new(path, "gpusched.io/team", &c->acct), GS_OK);
+    assert_int_equal(gs__sched_acct_start(c->acct, msg, sizeof(msg)), GS_OK);
+    struct gs_kworld_config cfg = {.policy = "bestfit", .on_event = on_event, .ctx = c};
+    assert_int_equal(gs_kworld_new(&cfg, &c->w), GS_OK);
+    apply(c, json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind", "Namespace",
+                       "metadata", "name", "ml", "labels", "gpusched.io/team", "vision"));
+}
+
+/* One interval of pod `name`: "start end reason team node" (end "-" while open). */
+static void row_of(const char *path, const char *name, char *out, size_t cap, int *count)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT start_ms, coalesce(end_ms, '-'),"
+                                        " coalesce(end_reason, 'open'), team, node, gpus_charged"
+                                        " FROM allocation WHERE name = ?1",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    *count = 0;
+    out[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        (*count)++;
+        (void)snprintf(out, cap, "%s %s %s %s %s %.1f", sqlite3_column_text(st, 0),
+                       sqlite3_column_text(st, 1), sqlite3_column_text(st, 2),
+                       sqlite3_column_text(st, 3), sqlite3_column_text(st, 4),
+                       sqlite3_column_double(st, 5));
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void expect(const char *path, const char *name, const char *want)
+{
+    char got[256];
+    int n;
+    row_of(path, name, got, sizeof(got), &n);
+    if (n != 1 || strcmp(got, want) != 0)
+        fail_msg("%s: %d interval(s), '%s'; want one, '%s'", name, n, got, want);
+}
+
+static void test_end_reasons_and_restart_reconcile(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gs-ksched-acct-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    (void)snprintf(path, sizeof(path), "%s/usage.db", dir);
+    errors_logged = 0;
+
+    /* The first scheduler. */
+    struct ctx c = {0};
+    start(&c, path);
+    apply(&c, node("a", 2));
+    apply(&c, node("b", 4));
+    apply(&c, pod("ml", "p1", "uid-1", NULL));
+    /* p2's own label wins over its namespace's. */
+    json_t *p2 = pod("ml", "p2", "uid-2", NULL);
+    json_object_set_new(json_object_get(p2, "metadata"), "labels",
+                        json_pack("{s:s}", "gpusched.io/team", "nlp"));
+    apply(&c, p2);
+    cycle(&c, 1000);
+    assert_int_equal(gs__sched_acct_reconcile(c.acct, c.w, 1000), GS_OK);
+    assert_int_equal(gs_kworld_finish_pod(c.w, "ml", "p1", 2000), GS_OK);
+    assert_int_equal(gs_kworld_delete_node(c.w, "a", 3000), GS_OK);
+    apply(&c, pod("other", "p3", "uid-3", NULL));
+    apply(&c, pod("other", "p4", "uid-4", NULL));
+    apply(&c, pod("other", "p6", "uid-6", NULL));
+    cycle(&c, 3000);
+    assert_int_equal(gs_kworld_delete_pod(c.w, "other", "p3", 4000), GS_OK);
+    assert_int_equal(gs__sched_acct_step(c.acct, 5000), GS_OK);
+    struct gs__sched_acct_stats st;
+    assert_int_equal(gs__sched_acct_free(c.acct, 5000, &st), GS_OK);
+    gs_kworld_free(c.w);
+    assert_int_equal(st.opened, 5);
+    assert_int_equal(st.closed, 3);
+    expect(path, "p1", "1000 2000 finished vision a 1.0");
+    expect(path, "p2", "1000 3000 node-lost nlp a 1.0");
+    /* No namespace label: the queue's top-level ancestor, the default queue. */
+    expect(path, "p3", "3000 4000 deleted default b 1.0");
+    expect(path, "p4", "3000 - open default b 1.0");
+    expect(path, "p6", "3000 - open default b 1.0");
+
+    /* The restart: p4 is still bound on b, p6 went while nothing recorded. */
+    memset(&c, 0, sizeof(c));
+    start(&c, path);
+    apply(&c, node("b", 4));
+    apply(&c, pod("other", "p4", "uid-4", "b"));
+    cycle(&c, 10000);
+    assert_int_equal(gs__sched_acct_reconcile(c.acct, c.w, 10000), GS_OK);
+    assert_int_equal(gs__sched_acct_free(c.acct, 11000, &st), GS_OK);
+    gs_kworld_free(c.w);
+    assert_int_equal(st.opened, 0); /* p4 adopted: not opened twice */
+    assert_int_equal(st.kept, 1);
+    assert_int_equal(st.recovered, 1);
+    expect(path, "p4", "3000 - open default b 1.0");
+    /* Closed at the first writer's last heartbeat, its final commit at 5000. */
+    expect(path, "p6", "3000 5000 recovered default b 1.0");
+    assert_int_equal(errors_logged, 0);
+
+    const char *const files[] = {"usage.db", "usage.db-wal", "usage.db-shm"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char f[96];
+        (void)snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
+        (void)unlink(f); /* the WAL files are gone after a clean close */
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_end_reasons_and_restart_reconcile),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
