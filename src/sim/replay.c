@@ -257,9 +257,9 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     int64_t cap_gpu = 0;
     for (uint32_t k = 0; k < nodes->n; k++) {
         const struct gs_trace_node *tn = &nodes->v[order[k]];
-        struct gs_node_spec ns = {
-            tn->name, tn->cpu_milli, tn->mem_mib, REPLAY_NODE_PODS_MAX, tn->gpu_count, tn->model,
-            0};
+        struct gs_gpu_mode modes[GS_NODE_GPUS_MAX];
+        struct gs_node_spec ns;
+        gs_trace_node_spec(tn, REPLAY_NODE_PODS_MAX, modes, &ns);
         if ((err = gs_cluster_add_node(c, &ns, NULL)) != GS_OK) {
             free(order);
             goto out;
@@ -291,12 +291,9 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         goto out;
     for (uint32_t i = 0; i < n; i++) {
         const struct gs_trace_pod *p = &pods->v[i];
-        reqs[i] = (struct gs_pod_req){
-            .cpu_milli = p->cpu_milli,
-            .mem_mib = p->mem_mib,
-            .num_gpu = p->num_gpu,
-            .gpu_milli = p->gpu_milli,
-            .gpu_model_mask = gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
+        /* Valid: the reader checked every row with the same rule. */
+        (void)gs_trace_pod_req(p, gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec)),
+                               &reqs[i]);
         specs[i] = p->gpu_spec;
         s.engine_of[i] = UINT32_MAX;
         s.first_start[i] = -1;

@@ -61,8 +61,9 @@ static int build_cluster(const struct gs_sim_input *in, struct gs_cluster **out)
         return err;
     for (uint32_t k = 0; k < in->nodes.n; k++) {
         const struct gs_trace_node *tn = &in->nodes.v[in->nodes_by_name[k]];
-        struct gs_node_spec spec = {
-            tn->name, tn->cpu_milli, tn->mem_mib, SIM_NODE_PODS_MAX, tn->gpu_count, tn->model, 0};
+        struct gs_gpu_mode modes[GS_NODE_GPUS_MAX];
+        struct gs_node_spec spec;
+        gs_trace_node_spec(tn, SIM_NODE_PODS_MAX, modes, &spec);
         err = gs_cluster_add_node(*out, &spec, NULL);
         if (err) {
             gs_cluster_free(*out);
@@ -141,12 +142,9 @@ int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char 
     }
     for (uint32_t i = 0; i < in->pods.n; i++) {
         const struct gs_trace_pod *p = &in->pods.v[i];
-        in->reqs[i] = (struct gs_pod_req){
-            .cpu_milli = p->cpu_milli,
-            .mem_mib = p->mem_mib,
-            .num_gpu = p->num_gpu,
-            .gpu_milli = p->gpu_milli,
-            .gpu_model_mask = gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
+        /* Valid: the reader checked every row with the same rule. */
+        (void)gs_trace_pod_req(p, gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec)),
+                               &in->reqs[i]);
         specs[i] = p->gpu_spec;
     }
     err = gs_workload_build(in->reqs, specs, in->pods.n, SIM_THRESHOLD_PCT, &in->workload);
