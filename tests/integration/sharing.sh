@@ -67,5 +67,14 @@ rc=$?
 if [ $rc != 2 ] || ! grep -q "badpod.csv:2:12: field 'mig_profile': not a valid request" "$tmp/err2"; then
     echo "FAIL: bad pod: rc $rc"; cat "$tmp/err2"; fail=1
 fi
+# simulate on the same example: --tune 0.9 asks 7200 milli against the pods' 6980 and no
+# pod's charge fits in the 220 left, so each run places exactly these ten pods, never leaving.
+# Whatever the order, the MIG pods fill both cards (1998 of 2000 milli: 99.9 %, 4 pods), w1
+# holds both V100s (100 %) and t1 one slot of four on each H100 (25 %).
+"$bin" simulate --nodes "$d/nodes.csv" --pods "$d/pods.csv" --policy fgd --seeds 42-44 \
+    --tune 0.9 --no-plot --out "$tmp/sim" >"$tmp/sim.txt" ||
+    { echo "FAIL: simulate exited $?"; cat "$tmp/sim.txt"; fail=1; }
+grep -Eq '^  fgd +[0-9.]+ \([0-9.]+\) +25\.0 \(1\.0\) +99\.9 \(4\.0\) +100\.0 \(1\.0\)$' "$tmp/sim.txt" ||
+    { echo "FAIL: simulate mode summary"; cat "$tmp/sim.txt"; fail=1; }
 [ $fail = 0 ] && echo "replay sharing: all checks passed"
 exit $fail
