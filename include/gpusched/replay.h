@@ -136,18 +136,18 @@ void gs_replay_gangs(const struct gs_replay *r, uint32_t *formed, uint32_t *star
 
 /** What one GPU sharing mode did over a replay. Plain value record. */
 struct gs_replay_mode {
-    uint32_t gpus;          /**< GPUs of the cluster in this mode */
-    uint32_t pods_started;  /**< starts (binds, backfills) that landed on GPUs of this mode */
-    uint64_t gpu_milli_ms;  /**< charged milli-GPU x ms: the engine's rule per pod
-                                 (gs_charge_milli() of gs_charge_placement()), so the modes add
-                                 up to the queues' GPU-hours exactly */
-    double gpu_hours;       /**< gpu_milli_ms in GPU-hours */
-    double alloc_pct;       /**< gpu_milli_ms over the mode's GPUs x 1000 x the replay's length,
-                                 %; NaN without GPUs in the mode or replay time */
-    double peak_fill_pct;   /**< the fullest any GPU of the mode was right after a pod landed on
-                                 it: fractions the larger of milli and memory used, whole milli,
-                                 time-sliced slots, MIG compute slices held, % of its capacity
-                                 (never above 100 unless a GPU was over-granted) */
+    uint32_t gpus;         /**< GPUs of the cluster in this mode */
+    uint32_t pods_started; /**< starts (binds, backfills) that landed on GPUs of this mode */
+    uint64_t gpu_milli_ms; /**< charged milli-GPU x ms: the engine's rule per pod
+                                (gs_charge_milli() of gs_charge_placement()), so the modes add
+                                up to the queues' GPU-hours exactly */
+    double gpu_hours;      /**< gpu_milli_ms in GPU-hours */
+    double alloc_pct;      /**< gpu_milli_ms over the mode's GPUs x 1000 x the replay's length,
+                                %; NaN without GPUs in the mode or replay time */
+    double peak_fill_pct;  /**< the fullest any GPU of the mode was right after a pod landed on
+                                it: fractions the larger of milli and memory used, whole milli,
+                                time-sliced slots, MIG compute slices held, % of its capacity
+                                (never above 100 unless a GPU was over-granted) */
 };
 
 /**

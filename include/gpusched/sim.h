@@ -100,10 +100,10 @@ struct gs_sim_result {
     /** 1 when the input names sharing (a node list gpu_mode column or a pod list sharing
      *  column, docs/trace-format.md); the mode members below are 0 otherwise. */
     int mixed;
-    uint32_t mode_gpus[GS_SIM_MODES];       /**< GPUs per mode (enum gs_gpu_sharing) */
-    uint32_t mode_pods[GS_SIM_MODES];       /**< pods placed on GPUs of each mode */
-    int64_t mode_used_milli[GS_SIM_MODES];  /**< GPU charged at the end per mode, milli: each
-                                                 pod's gs_charge_milli(gs_charge_placement()) */
+    uint32_t mode_gpus[GS_SIM_MODES];      /**< GPUs per mode (enum gs_gpu_sharing) */
+    uint32_t mode_pods[GS_SIM_MODES];      /**< pods placed on GPUs of each mode */
+    int64_t mode_used_milli[GS_SIM_MODES]; /**< GPU charged at the end per mode, milli: each
+                                                pod's gs_charge_milli(gs_charge_placement()) */
 };
 
 /**

@@ -63,11 +63,11 @@
 
 /** One node of a node list. */
 struct gs_trace_node {
-    char *name;         /**< `sn`; owned by the list */
-    int64_t cpu_milli;  /**< CPU capacity, milli-cores */
-    int64_t mem_mib;    /**< memory capacity, MiB */
-    uint32_t gpu_count; /**< GPUs, 0..16 */
-    char *model;        /**< GPU model; "" iff gpu_count == 0; owned by the list */
+    char *name;          /**< `sn`; owned by the list */
+    int64_t cpu_milli;   /**< CPU capacity, milli-cores */
+    int64_t mem_mib;     /**< memory capacity, MiB */
+    uint32_t gpu_count;  /**< GPUs, 0..16 */
+    char *model;         /**< GPU model; "" iff gpu_count == 0; owned by the list */
     int64_t gpu_mem_mib; /**< optional `gpu_mem_mib`: device memory per GPU, MiB; 0 unknown */
     struct gs_gpu_mode gpu_mode; /**< optional `gpu_mode`, the mode of every GPU of the node;
                                       fractions (GS_GPU_SHARE_MILLI) when absent or empty */
@@ -110,8 +110,8 @@ struct gs_trace_pod {
 struct gs_trace_pods {
     struct gs_trace_pod *v; /**< n entries, file order */
     uint32_t n;
-    int has_times; /**< 1 when the file has all three time columns (any one present is
-                        still read into its member) */
+    int has_times;   /**< 1 when the file has all three time columns (any one present is
+                          still read into its member) */
     int has_sharing; /**< 1 when the header has any of gpu_mem_mib, mig_profile,
                           timeslice_slots */
     /** Header names that are not pod-list columns, comma-separated ("" when none): a user's own
@@ -190,8 +190,8 @@ int gs_trace_pod_req(const struct gs_trace_pod *p, uint64_t model_mask, struct g
  * @param pods_max  the pod limit to give the node.
  * @param modes     caller storage of GS_NODE_GPUS_MAX entries, borrowed by out->gpu_modes.
  */
-void gs_trace_node_spec(const struct gs_trace_node *tn, int32_t pods_max,
-                        struct gs_gpu_mode *modes, struct gs_node_spec *out);
+void gs_trace_node_spec(const struct gs_trace_node *tn, int32_t pods_max, struct gs_gpu_mode *modes,
+                        struct gs_node_spec *out);
 
 /** Frees a node list and zeroes it. NULL is a no-op. */
 void gs_trace_nodes_fini(struct gs_trace_nodes *nodes);

@@ -186,8 +186,7 @@ struct task {
 static void print_modes(const struct gs_sim_input *in, const struct gs_report_agg *agg,
                         size_t n_agg, const char *name, const struct task *tasks, size_t n_tasks)
 {
-    static const char *const mode_names[GS_SIM_MODES] = {"fractions", "replicas", "mig",
-                                                         "whole"};
+    static const char *const mode_names[GS_SIM_MODES] = {"fractions", "replicas", "mig", "whole"};
     const struct gs_sim_result *first = NULL;
     for (size_t j = 0; j < n_tasks && !first; j++)
         if (tasks[j].in == in)

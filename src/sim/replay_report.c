@@ -82,8 +82,7 @@ static int write_modes(const struct gs_replay_mode *m, const char *path, char *e
         started += m[k].pods_started;
         milli_ms += m[k].gpu_milli_ms;
     }
-    (void)fprintf(f, "all,%u,%u,%.3f,,\n", gpus, started,
-                  (double)milli_ms / 1000.0 / 3600000.0);
+    (void)fprintf(f, "all,%u,%u,%.3f,,\n", gpus, started, (double)milli_ms / 1000.0 / 3600000.0);
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 

@@ -34,8 +34,8 @@ struct gs_sim_input {
                                 gs_charge_request() for memory, MIG and time-sliced kinds) */
     struct gs_workload workload;
     uint32_t total_gpus;
-    int mixed;                          /* the input names sharing (gpu_mode, sharing columns) */
-    uint32_t mode_gpus[GS_SIM_MODES];   /* GPUs per enum gs_gpu_sharing */
+    int mixed;                        /* the input names sharing (gpu_mode, sharing columns) */
+    uint32_t mode_gpus[GS_SIM_MODES]; /* GPUs per enum gs_gpu_sharing */
 };
 
 static const struct gs_trace_nodes *sort_nodes_ctx;

@@ -51,10 +51,14 @@ struct column {
 enum node_col { NC_SN, NC_CPU, NC_MEM, NC_GPU, NC_MODEL, NC_GPU_MEM, NC_MODE, NC_COUNT };
 
 static const struct column node_cols[NC_COUNT] = {
-    [NC_SN] = {"sn", true},   [NC_CPU] = {"cpu_milli", true}, [NC_MEM] = {"memory_mib", true},
-    [NC_GPU] = {"gpu", true}, [NC_MODEL] = {"model", true},
+    [NC_SN] = {"sn", true},
+    [NC_CPU] = {"cpu_milli", true},
+    [NC_MEM] = {"memory_mib", true},
+    [NC_GPU] = {"gpu", true},
+    [NC_MODEL] = {"model", true},
     /* Optional: the GPUs' memory and sharing mode (docs/trace-format.md). */
-    [NC_GPU_MEM] = {"gpu_mem_mib", false}, [NC_MODE] = {"gpu_mode", false},
+    [NC_GPU_MEM] = {"gpu_mem_mib", false},
+    [NC_MODE] = {"gpu_mode", false},
 };
 
 enum pod_col {
@@ -450,8 +454,14 @@ static int pod_row(struct reader *r)
         (void)gs_trace_pod_req(&q, GS_MODEL_ANY, &req);
         if (gs_pod_req_validate(&req, why, sizeof(why)) != GS_OK)
             return fail(r, GS_EPARSE, r->rec_line,
-                        (uint32_t)r->col_of[gmem > 0 ? PC_GPU_MEM : slots > 0 ? PC_TS : PC_MIG] + 1u,
-                        r->cols[gmem > 0 ? PC_GPU_MEM : slots > 0 ? PC_TS : PC_MIG].name,
+                        (uint32_t)r->col_of[gmem > 0    ? PC_GPU_MEM
+                                            : slots > 0 ? PC_TS
+                                                        : PC_MIG] +
+                            1u,
+                        r->cols[gmem > 0    ? PC_GPU_MEM
+                                : slots > 0 ? PC_TS
+                                            : PC_MIG]
+                            .name,
                         "not a valid request (num_gpu %" PRId64 ", gpu_milli %" PRId64 "): %s",
                         num_gpu, milli, why);
         p.gpu_mem_mib = q.gpu_mem_mib;
@@ -1052,8 +1062,9 @@ int gs_trace_unfit(const struct gs_trace_nodes *nodes, const struct gs_trace_pod
         const struct gs_trace_pod *p = &pods->v[i];
         /* A MIG pod needs one GPU at least (instances may share a card), a time-sliced one a
          * GPU per slot. */
-        uint32_t need_gpus = p->mig_profile[0] ? 1 : p->timeslice_slots ? p->timeslice_slots
-                                                                        : p->num_gpu;
+        uint32_t need_gpus = p->mig_profile[0]    ? 1
+                             : p->timeslice_slots ? p->timeslice_slots
+                                                  : p->num_gpu;
         bool gpu = need_gpus > 0;
         bool any_model = !gpu || !p->gpu_spec[0], model_ok = any_model, folded = false;
         bool fits = false;

@@ -112,8 +112,8 @@ int gs_trace_parse_gpu_mode(const char *text, size_t len, const char *model,
             unsigned long s = strtoul(at + 1, &end, 10);
             if (at[1] < '0' || at[1] > '9' || *end != '\0' || s >= m->mem_slices) {
                 if (reason)
-                    (void)snprintf(reason, cap, "instance %u (%.16s): bad start '%.8s'", n + 1,
-                                   tok, at + 1);
+                    (void)snprintf(reason, cap, "instance %u (%.16s): bad start '%.8s'", n + 1, tok,
+                                   at + 1);
                 return GS_EINVAL;
             }
             out->mig[n].start = (uint8_t)s;
@@ -137,10 +137,24 @@ int gs_trace_parse_gpu_mode(const char *text, size_t len, const char *model,
     struct gs_mig_instance tried[GS_MIG_INSTANCES_MAX];
     memcpy(tried, out->mig, sizeof(tried));
     if (!place_from(m, out->mig, fixed, 0, n, 0)) {
+        /* Each at its lowest start free of the ones before (or its first start), so that
+         * the check reports the first instance with no room. */
+        uint32_t taken = 0;
         memcpy(out->mig, tried, sizeof(tried));
-        for (uint32_t k = 0; k < n; k++)
-            if (!fixed[k])
-                out->mig[k].start = m->profiles[out->mig[k].profile].starts[0];
+        for (uint32_t k = 0; k < n; k++) {
+            const struct gs_mig_profile *p = &m->profiles[out->mig[k].profile];
+            if (!fixed[k]) {
+                out->mig[k].start = p->starts[0];
+                for (uint32_t s = 0; s < p->n_starts; s++) {
+                    struct gs_mig_instance cand = {out->mig[k].profile, p->starts[s]};
+                    if (!(gs_mig_mem_mask(m, cand) & taken)) {
+                        out->mig[k].start = cand.start;
+                        break;
+                    }
+                }
+            }
+            taken |= gs_mig_mem_mask(m, out->mig[k]);
+        }
     }
     char why[160];
     if (gs_mig_layout_check(m, out->mig, n, why, sizeof(why)) != GS_OK) {
@@ -177,8 +191,8 @@ int gs_trace_pod_req(const struct gs_trace_pod *p, uint64_t model_mask, struct g
     return gs_pod_req_validate(out, NULL, 0);
 }
 
-void gs_trace_node_spec(const struct gs_trace_node *tn, int32_t pods_max,
-                        struct gs_gpu_mode *modes, struct gs_node_spec *out)
+void gs_trace_node_spec(const struct gs_trace_node *tn, int32_t pods_max, struct gs_gpu_mode *modes,
+                        struct gs_node_spec *out)
 {
     bool plain = tn->gpu_mode.sharing == GS_GPU_SHARE_MILLI;
     for (uint32_t g = 0; !plain && g < tn->gpu_count && g < GS_NODE_GPUS_MAX; g++)

@@ -792,11 +792,15 @@ static void test_nodes_bad_gpu_mode_names_line_and_field(void **state)
                "replicas:N needs N in 1..255");
     nodes_fail(MODE_HDR "t,1000,1024,2,H100-80GB,,halves\n", 2, 7, "gpu_mode", "unknown mode");
     nodes_fail(MODE_HDR "c,1000,1024,0,,,whole\n", 2, 7, "gpu_mode", "without GPUs");
-    nodes_fail(MODE_HDR "m,1000,1024,1,A100-40GB,,mig:3g.20gb@1\n", 2, 7, "gpu_mode",
-               "start slot");
+    nodes_fail(MODE_HDR "m,1000,1024,1,A100-40GB,,mig:3g.20gb@1\n", 2, 7, "gpu_mode", "start slot");
+    /* 1g.10gb fits seven times on an H100-80GB: the eighth is the one named. */
+    nodes_fail(MODE_HDR "h,1000,1024,1,H100-80GB,,mig:1g.10gb+1g.10gb+1g.10gb+1g.10gb+1g.10gb+"
+                        "1g.10gb+1g.10gb+1g.10gb\n",
+               2, 7, "gpu_mode", "instance 7 (1g.10gb at 0): more than 7 instance(s) of 1g.10gb");
 }
 
-#define SHARE_HDR "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_mem_mib,mig_profile,timeslice_slots\n"
+#define SHARE_HDR                                                                                  \
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_mem_mib,mig_profile,timeslice_slots\n"
 
 static void test_pods_sharing_columns_become_requests_of_their_kind(void **state)
 {
