@@ -31,7 +31,9 @@ static const char *const usage_replay =
     "saw running is deleted after waiting as long as it did in the trace. Queues, quotas and\n"
     "PriorityClasses come from the queues file, which also maps trace pods to queues; its\n"
     "podGroups rules, if any, group like pods that arrive together into gangs, placed all or\n"
-    "nothing (docs/queues.md, \"Pod groups\").\n"
+    "nothing (docs/queues.md, \"Pod groups\"); its sharing rules, if any, turn part of the\n"
+    "trace's GPU pods into memory, MIG or time-sliced requests, drawn by --seed (\"Sharing\n"
+    "rules\").\n"
     "\n"
     "options:\n"
     "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model; optional\n"
@@ -273,6 +275,14 @@ int gs_cmd_replay(int argc, char **argv)
                       "gpusched replay: note: %s: ignoring columns that are not in the pod list "
                       "format: %s\n",
                       pods_path, pods.ignored_columns);
+    if (gs_qconfig_sharing_rules(qc) > 0) {
+        /* The queues file's sharing rules turn part of the trace into other request kinds. */
+        uint32_t turned[3];
+        (void)gs_qconfig_apply_sharing(qc, &pods, cfg.seed, turned);
+        printf("sharing rules: %u pods turned into memory, %u into MIG, %u into time-sliced "
+               "requests (seed %llu)\n",
+               turned[0], turned[1], turned[2], (unsigned long long)cfg.seed);
+    }
     if (!pods.has_times) {
         (void)fprintf(stderr,
                       "gpusched replay: %s: the pod list has no creation_time, deletion_time and "

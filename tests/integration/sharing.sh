@@ -67,6 +67,19 @@ rc=$?
 if [ $rc != 2 ] || ! grep -q "badpod.csv:2:12: field 'mig_profile': not a valid request" "$tmp/err2"; then
     echo "FAIL: bad pod: rc $rc"; cat "$tmp/err2"; fail=1
 fi
+# A sharing rule of the queues file turns the plain whole-GPU pod w1 (2 GPUs) into 2 time-sliced
+# slots (its gpu_spec emptied): only the H100s (replicas:4) take slots, 2 x 1/4 = 0.5 GPU-h in
+# the hour the replay lasts (25 % of 2 GPUs), and the V100s stay idle.
+cp "$d/queues.yaml" "$tmp/rule.yaml"
+printf 'sharing:\n  - {kind: timeslice, pods: whole}\n' >>"$tmp/rule.yaml"
+cut -d, -f1-10 "$d/pods.csv" | grep -E '^(name|f2|w1),' | sed 's/,V100M16,/,,/' >"$tmp/rule_pods.csv"
+"$bin" replay --nodes "$d/nodes.csv" --pods "$tmp/rule_pods.csv" --queues "$tmp/rule.yaml" \
+    --no-plot --out "$tmp/r" >"$tmp/r.txt" || { echo "FAIL: rule replay exited $?"; cat "$tmp/r.txt"; fail=1; }
+grep -qx 'sharing rules: 0 pods turned into memory, 0 into MIG, 1 into time-sliced requests (seed 42)' \
+    "$tmp/r.txt" || { echo "FAIL: sharing rule line"; cat "$tmp/r.txt"; fail=1; }
+grep -qx 'replicas,2,1,0.500,25.000,25.0' "$tmp/r/modes.csv" &&
+    grep -qx 'whole,2,0,0.000,0.000,0.0' "$tmp/r/modes.csv" ||
+    { echo "FAIL: modes after the rule"; cat "$tmp/r/modes.csv"; fail=1; }
 # simulate on the same example: --tune 0.9 asks 7200 milli against the pods' 6980 and no
 # pod's charge fits in the 220 left, so each run places exactly these ten pods, never leaving.
 # Whatever the order, the MIG pods fill both cards (1998 of 2000 milli: 99.9 %, 4 pods), w1
