@@ -122,7 +122,7 @@ static double gpu_fill_pct(const struct gs_gpu *g)
         return g->replicas ? 100.0 * g->replicas_used / g->replicas : 0.0;
     case GS_GPU_SHARE_MIG: {
         uint32_t held = 0, all = g->mig_model ? g->mig_model->compute_slices : 0;
-        for (uint32_t k = 0; k < g->mig_count; k++)
+        for (uint32_t k = 0; all && k < g->mig_count; k++)
             if (g->mig_held & (1u << k))
                 held += g->mig_model->profiles[g->mig[k].profile].compute_slices;
         return all ? 100.0 * held / all : 0.0;
