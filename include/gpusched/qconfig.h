@@ -161,6 +161,24 @@ int gs_qconfig_form_gangs(const struct gs_qconfig *qc, const struct gs_trace_pod
 /** Frees what gs_qconfig_form_gangs() filled and zeroes it. NULL is a no-op. */
 void gs_qconfig_gangs_fini(struct gs_qconfig_gangs *g);
 
+/** The number of sharing rules (0 when there are none or qc is NULL). */
+uint32_t gs_qconfig_sharing_rules(const struct gs_qconfig *qc);
+
+/**
+ * Turns part of a trace's GPU pods into memory, MIG or time-sliced requests by the sharing
+ * rules (docs/queues.md, "Sharing rules"), in place. A pod is turned by the first rule that
+ * looks at it (pods: shared, whole or any) and draws it (share %, from the seed, the pod's
+ * index and the rule's); memory: gpu_mem_mib = gpuMemMib x gpu_milli / 1000 (at least 1) and
+ * no compute share; mig: num_gpu instances of migProfile; timeslice: num_gpu slots. A result
+ * gs_pod_req_validate() refuses (more than 8 instances) leaves the pod as it was, and so do
+ * pods that ask no GPU or whose row already names a kind. Sets pods->has_sharing when there is
+ * a rule. The same seed turns the same pods.
+ * @param converted  receives the pods turned, by kind: memory, mig, timeslice.
+ * @return GS_OK (no rule: nothing changes).
+ */
+int gs_qconfig_apply_sharing(const struct gs_qconfig *qc, struct gs_trace_pods *pods, uint64_t seed,
+                             uint32_t converted[3]);
+
 /** The number of podGroups rules (0 when there are none or qc is NULL). */
 uint32_t gs_qconfig_pod_group_rules(const struct gs_qconfig *qc);
 

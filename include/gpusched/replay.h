@@ -131,6 +131,36 @@ void gs_replay_evictions_by_reason(const struct gs_replay *r,
 void gs_replay_gangs(const struct gs_replay *r, uint32_t *formed, uint32_t *started,
                      uint32_t *timed_out);
 
+/** Entries of gs_replay_modes(): one per enum gs_gpu_sharing value. */
+#define GS_REPLAY_MODES 4
+
+/** What one GPU sharing mode did over a replay. Plain value record. */
+struct gs_replay_mode {
+    uint32_t gpus;         /**< GPUs of the cluster in this mode */
+    uint32_t pods_started; /**< starts (binds, backfills) that landed on GPUs of this mode */
+    uint64_t gpu_milli_ms; /**< charged milli-GPU x ms: the engine's rule per pod
+                                (gs_charge_milli() of gs_charge_placement()), so the modes add
+                                up to the queues' GPU-hours exactly */
+    double gpu_hours;      /**< gpu_milli_ms in GPU-hours */
+    double alloc_pct;      /**< gpu_milli_ms over the mode's GPUs x 1000 x the replay's length,
+                                %; NaN without GPUs in the mode or replay time */
+    double peak_fill_pct;  /**< the fullest any GPU of the mode was right after a pod landed on
+                                it: fractions the larger of milli and memory used, whole milli,
+                                time-sliced slots, MIG compute slices held, % of its capacity
+                                (never above 100 unless a GPU was over-granted) */
+};
+
+/**
+ * Per-mode results, kept when the input names sharing: the node list has a `gpu_mode` column
+ * or the pod list a sharing column (docs/trace-format.md).
+ * @param out  receives GS_REPLAY_MODES entries by enum gs_gpu_sharing (zeroed when not kept).
+ * @return 1 when kept, 0 when the input named no sharing (reports then show no modes).
+ */
+int gs_replay_modes(const struct gs_replay *r, struct gs_replay_mode out[GS_REPLAY_MODES]);
+
+/** The name of a mode in reports ("fractions", "replicas", "mig", "whole"); "" past the end. */
+const char *gs_replay_mode_name(uint32_t mode);
+
 /** Totals: pods replayed, bind events, evictions, cycles run, final virtual time. */
 void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds,
                       uint64_t *evictions, uint64_t *cycles, int64_t *end_ms);

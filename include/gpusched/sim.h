@@ -79,6 +79,9 @@ struct gs_sim_run_config {
 };
 
 /** What one run produced. Plain value record. */
+/** Entries of the per-mode members of gs_sim_result: one per enum gs_gpu_sharing value. */
+#define GS_SIM_MODES 4
+
 struct gs_sim_result {
     uint32_t policy; /**< registry index */
     uint64_t seed;
@@ -94,6 +97,13 @@ struct gs_sim_result {
     double frag_pct[GS_SIM_COLUMNS];
     /** Fragmented / idle GPU, %, per column; NaN where no event. */
     double frag_ratio_pct[GS_SIM_COLUMNS];
+    /** 1 when the input names sharing (a node list gpu_mode column or a pod list sharing
+     *  column, docs/trace-format.md); the mode members below are 0 otherwise. */
+    int mixed;
+    uint32_t mode_gpus[GS_SIM_MODES];      /**< GPUs per mode (enum gs_gpu_sharing) */
+    uint32_t mode_pods[GS_SIM_MODES];      /**< pods placed on GPUs of each mode */
+    int64_t mode_used_milli[GS_SIM_MODES]; /**< GPU charged at the end per mode, milli: each
+                                                pod's gs_charge_milli(gs_charge_placement()) */
 };
 
 /**

@@ -50,7 +50,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpusched/diag.h" /* struct gs_diag, gs_diag_format */
+#include "gpusched/cluster.h" /* struct gs_gpu_mode, struct gs_pod_req */
+#include "gpusched/diag.h"    /* struct gs_diag, gs_diag_format */
 
 /**
  * Longest accepted line, bytes, its line end (LF or CRLF) not counted; also the longest
@@ -62,17 +63,21 @@
 
 /** One node of a node list. */
 struct gs_trace_node {
-    char *name;         /**< `sn`; owned by the list */
-    int64_t cpu_milli;  /**< CPU capacity, milli-cores */
-    int64_t mem_mib;    /**< memory capacity, MiB */
-    uint32_t gpu_count; /**< GPUs, 0..16 */
-    char *model;        /**< GPU model; "" iff gpu_count == 0; owned by the list */
+    char *name;          /**< `sn`; owned by the list */
+    int64_t cpu_milli;   /**< CPU capacity, milli-cores */
+    int64_t mem_mib;     /**< memory capacity, MiB */
+    uint32_t gpu_count;  /**< GPUs, 0..16 */
+    char *model;         /**< GPU model; "" iff gpu_count == 0; owned by the list */
+    int64_t gpu_mem_mib; /**< optional `gpu_mem_mib`: device memory per GPU, MiB; 0 unknown */
+    struct gs_gpu_mode gpu_mode; /**< optional `gpu_mode`, the mode of every GPU of the node;
+                                      fractions (GS_GPU_SHARE_MILLI) when absent or empty */
 };
 
 /** A node list. Caller storage: zero it or let a reader fill it; release with _fini. */
 struct gs_trace_nodes {
     struct gs_trace_node *v; /**< n entries, file order */
     uint32_t n;
+    int has_modes; /**< 1 when the header has a `gpu_mode` column (reports then show modes) */
 };
 
 /** One pod of a pod list. */
@@ -89,6 +94,13 @@ struct gs_trace_pod {
     int64_t creation_time_s;  /**< seconds from trace start; -1 when absent or empty */
     int64_t deletion_time_s;  /**< -1 when absent or empty */
     int64_t scheduled_time_s; /**< -1 when absent or empty (never scheduled) */
+    /* Optional sharing columns; at most one of the three is set on a row. */
+    int64_t gpu_mem_mib;               /**< `gpu_mem_mib`: memory request per GPU, MiB (0 none);
+                                            num_gpu GPUs, gpu_milli 0..999 compute each */
+    char mig_profile[GS_MIG_NAME_MAX]; /**< `mig_profile`: MIG profile ("" none); num_gpu is
+                                            the instance count, gpu_milli 0 */
+    uint8_t timeslice_slots;           /**< `timeslice_slots`: time-sliced slots (0 none);
+                                            num_gpu and gpu_milli 0 */
 };
 
 /** A pod list. Caller storage: zero it or let a reader fill it; release with _fini. */
@@ -98,8 +110,10 @@ struct gs_trace_pod {
 struct gs_trace_pods {
     struct gs_trace_pod *v; /**< n entries, file order */
     uint32_t n;
-    int has_times; /**< 1 when the file has all three time columns (any one present is
-                        still read into its member) */
+    int has_times;   /**< 1 when the file has all three time columns (any one present is
+                          still read into its member) */
+    int has_sharing; /**< 1 when the header has any of gpu_mem_mib, mig_profile,
+                          timeslice_slots */
     /** Header names that are not pod-list columns, comma-separated ("" when none): a user's own
      *  columns are ignored, and the caller names them in one note. */
     char ignored_columns[GS_TRACE_IGNORED_MAX];
@@ -145,6 +159,39 @@ int gs_trace_parse_pods(const char *buf, size_t len, const char *name, struct gs
  * @return GS_OK or GS_ENOMEM (order untouched).
  */
 int gs_trace_nodes_order_by_name(const struct gs_trace_node *nodes, uint32_t n, uint32_t *order);
+
+/**
+ * Reads one `gpu_mode` value (docs/trace-format.md): "" or `fractions`, `whole`,
+ * `replicas:N` (N 1..255), or `mig:<profile>[@start]+...`. A MIG layout's missing starts are
+ * found by a search (see src/sim/trace_mode.c) and the layout is then judged by
+ * gs_mig_layout_check() for the MIG model gs_mig_model_find(model) names.
+ * @param text    the value, len bytes, borrowed (need not be NUL-terminated).
+ * @param model   the node's GPU model name; borrowed; for MIG it must be in the MIG table.
+ * @param out     receives the mode (fractions on failure).
+ * @param reason  receives a sentence on failure ("" on success); may be NULL; cut to cap.
+ * @return GS_OK or GS_EINVAL. Pure.
+ */
+int gs_trace_parse_gpu_mode(const char *text, size_t len, const char *model,
+                            struct gs_gpu_mode *out, char *reason, size_t cap);
+
+/**
+ * Turns a pod of a pod list into a core request of its kind: MIG when mig_profile is set
+ * (mig_count = num_gpu), TIMESLICE when timeslice_slots is, else MILLI or MEMORY.
+ * @param model_mask  the pod's allowed models (gs_cluster_model_mask() of its gpu_spec).
+ * @param out         receives the request (filled even when invalid).
+ * @return gs_pod_req_validate()'s answer: GS_OK or GS_EINVAL.
+ */
+int gs_trace_pod_req(const struct gs_trace_pod *p, uint64_t model_mask, struct gs_pod_req *out);
+
+/**
+ * The core's spec of a node of a node list, with its GPU memory and (when not fractions) its
+ * mode on every GPU.
+ * @param tn        borrowed; out borrows its strings.
+ * @param pods_max  the pod limit to give the node.
+ * @param modes     caller storage of GS_NODE_GPUS_MAX entries, borrowed by out->gpu_modes.
+ */
+void gs_trace_node_spec(const struct gs_trace_node *tn, int32_t pods_max, struct gs_gpu_mode *modes,
+                        struct gs_node_spec *out);
 
 /** Frees a node list and zeroes it. NULL is a no-op. */
 void gs_trace_nodes_fini(struct gs_trace_nodes *nodes);

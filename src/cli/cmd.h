@@ -14,11 +14,16 @@
 #define GS_CLI_TRACE_FORMAT_HELP                                                                   \
     "input files: CSV with a header line naming the columns, in any order (RFC 4180 quoting).\n"   \
     "  node list: sn (node name), cpu_milli (milli-cores), memory_mib (MiB), gpu (GPU count),\n"   \
-    "    model (GPU model, e.g. V100M16; empty without GPUs); no other columns.\n"                 \
+    "    model (GPU model, e.g. V100M16; empty without GPUs); optional gpu_mem_mib (MiB per\n"     \
+    "    GPU) and gpu_mode (every GPU of the node: fractions (default), whole, replicas:N, or\n"   \
+    "    mig:<profile>[@start]+... with model a MIG table name such as A100-40GB).\n"              \
     "  pod list:  name, cpu_milli, memory_mib, num_gpu (GPUs), gpu_milli (per GPU: 1000 for\n"     \
     "    whole GPUs, 1-999 a share of one GPU with num_gpu 1, 0 with num_gpu 0); optional\n"       \
     "    gpu_spec (GPU models the pod accepts, joined by '|'; empty: any), qos, pod_phase,\n"      \
     "    creation_time, deletion_time, scheduled_time (seconds; replay needs all three).\n"        \
+    "    Sharing, at most one per row: gpu_mem_mib (MiB on each of num_gpu GPUs, gpu_milli\n"      \
+    "    0-999 compute), mig_profile (num_gpu instances, gpu_milli 0), timeslice_slots\n"          \
+    "    (slots on distinct time-sliced GPUs, num_gpu and gpu_milli 0).\n"                         \
     "    Other columns are ignored, with a note naming them.\n"
 
 /** `gpusched simulate`: replay trace pod lists through the placement policies. */

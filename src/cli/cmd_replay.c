@@ -31,10 +31,13 @@ static const char *const usage_replay =
     "saw running is deleted after waiting as long as it did in the trace. Queues, quotas and\n"
     "PriorityClasses come from the queues file, which also maps trace pods to queues; its\n"
     "podGroups rules, if any, group like pods that arrive together into gangs, placed all or\n"
-    "nothing (docs/queues.md, \"Pod groups\").\n"
+    "nothing (docs/queues.md, \"Pod groups\"); its sharing rules, if any, turn part of the\n"
+    "trace's GPU pods into memory, MIG or time-sliced requests, drawn by --seed (\"Sharing\n"
+    "rules\").\n"
     "\n"
     "options:\n"
-    "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model)\n"
+    "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model; optional\n"
+    "                      gpu_mem_mib, gpu_mode)\n"
     "  --pods FILE         pod list with time columns\n"
     "  --queues FILE       queue configuration (YAML; see docs/queues.md)\n"
     "  --policy P          the one placement policy of the replay (default fgd; random, dotprod,\n"
@@ -62,8 +65,10 @@ static const char *const usage_replay =
     "                      CSV files are written and a warning says the plots are missing)\n"
     "  -h, --help          this text\n"
     "\n"
-    "writes DIR/queues.csv, share.csv, utilisation.csv, waits.csv, share.png and wait.png, and\n"
-    "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
+    "writes DIR/queues.csv, share.csv, utilisation.csv, waits.csv, share.png and wait.png,\n"
+    "modes.csv (GPU-hours per sharing mode) when the node list has a gpu_mode column or the\n"
+    "pod list a sharing column, and last DIR/MANIFEST, the list of this set: files an earlier\n"
+    "set listed and this one does not\n"
     "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
     "\n" GS_CLI_TRACE_FORMAT_HELP "\n"
@@ -270,6 +275,14 @@ int gs_cmd_replay(int argc, char **argv)
                       "gpusched replay: note: %s: ignoring columns that are not in the pod list "
                       "format: %s\n",
                       pods_path, pods.ignored_columns);
+    if (gs_qconfig_sharing_rules(qc) > 0) {
+        /* The queues file's sharing rules turn part of the trace into other request kinds. */
+        uint32_t turned[3];
+        (void)gs_qconfig_apply_sharing(qc, &pods, cfg.seed, turned);
+        printf("sharing rules: %u pods turned into memory, %u into MIG, %u into time-sliced "
+               "requests (seed %llu)\n",
+               turned[0], turned[1], turned[2], (unsigned long long)cfg.seed);
+    }
     if (!pods.has_times) {
         (void)fprintf(stderr,
                       "gpusched replay: %s: the pod list has no creation_time, deletion_time and "
@@ -467,6 +480,33 @@ int gs_cmd_replay(int argc, char **argv)
         printf("  %-16s %6u %7u %6u %7u %8s %8s %8s %9s %10.0f %7s %7s %9llu\n", q[i].name,
                q[i].pods, q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, j50,
                q[i].gpu_hours, sh, fa, (unsigned long long)q[i].evictions_suffered);
+    }
+    struct gs_replay_mode modes[GS_REPLAY_MODES];
+    if (gs_replay_modes(r, modes)) {
+        /* Only when the input names sharing, so plain runs print what they always did. */
+        printf("  %-16s %6s %7s %10s %7s %9s\n", "GPU mode", "GPUs", "started", "GPU-hours",
+               "alloc%", "peak%");
+        uint32_t gpus = 0, started = 0;
+        uint64_t milli_ms = 0;
+        for (uint32_t k = 0; k < GS_REPLAY_MODES; k++) {
+            char al[16];
+            if (isnan(modes[k].alloc_pct))
+                (void)snprintf(al, sizeof(al), "-");
+            else
+                (void)snprintf(al, sizeof(al), "%.1f", modes[k].alloc_pct);
+            printf("  %-16s %6u %7u %10.3f %7s %9.1f\n", gs_replay_mode_name(k), modes[k].gpus,
+                   modes[k].pods_started, modes[k].gpu_hours, al, modes[k].peak_fill_pct);
+            gpus += modes[k].gpus;
+            started += modes[k].pods_started;
+            milli_ms += modes[k].gpu_milli_ms;
+        }
+        printf("  %-16s %6u %7u %10.3f\n", "all", gpus, started,
+               (double)milli_ms / 1000.0 / 3600000.0);
+        printf("GPU mode: the node list's gpu_mode; GPU-hours charged by what pods take (a 3g MIG "
+               "instance of 7\nslices is 3/7 GPU, a slot of 4 replicas 1/4, a memory share its "
+               "share of the GPU's memory);\nalloc%%: those GPU-hours over the mode's GPUs x the "
+               "replay's length; peak%%: the fullest one GPU\nof the mode was (slots, slices, "
+               "the larger of compute and memory).\n");
     }
     const struct gs_replay_sample *smp;
     uint32_t ns = gs_replay_samples(r, &smp);

@@ -36,7 +36,8 @@ static const char *const usage_simulate =
     "the cluster's GPU capacity, pods placed one at a time, never leaving, one attempt each.\n"
     "\n"
     "options:\n"
-    "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model)\n"
+    "  --nodes FILE        node list (sn,cpu_milli,memory_mib,gpu,model; optional\n"
+    "                      gpu_mem_mib, gpu_mode)\n"
     "  --pods FILE[,...]   pod list(s); repeat the option or separate with commas\n"
     "  --policy P[,P...]   random, dotprod, clustering, packing, bestfit, fgd (the paper's six;\n"
     "                      `all` is those, the default), fgdband (ours, docs/fgd-policies.md)\n"
@@ -57,6 +58,8 @@ static const char *const usage_simulate =
     "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
     "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
+    "When the node list has a gpu_mode column or the pod list a sharing column, the summary\n"
+    "adds the GPU charged at the end per sharing mode (% of the mode's GPUs, pods placed).\n"
     "\n" GS_CLI_TRACE_FORMAT_HELP "\n"
     "exit status:\n"
     "  0  done (also when only the plot is missing)\n"
@@ -175,6 +178,54 @@ struct task {
     double wall_s;
     int err;
 };
+
+/*
+ * Per sharing mode, when the input names sharing: GPU charged at the end as % of the mode's
+ * GPUs and the pods placed there, means over the seeds of each policy (docs/trace-format.md).
+ */
+static void print_modes(const struct gs_sim_input *in, const struct gs_report_agg *agg,
+                        size_t n_agg, const char *name, const struct task *tasks, size_t n_tasks)
+{
+    static const char *const mode_names[GS_SIM_MODES] = {"fractions", "replicas", "mig", "whole"};
+    const struct gs_sim_result *first = NULL;
+    for (size_t j = 0; j < n_tasks && !first; j++)
+        if (tasks[j].in == in)
+            first = &tasks[j].res;
+    if (!first || !first->mixed)
+        return;
+    printf("  GPU charged at the end, %% of the mode's GPUs (pods placed), mean over seeds:\n");
+    printf("  %-11s", "policy");
+    for (int m = 0; m < GS_SIM_MODES; m++) {
+        char h[40];
+        (void)snprintf(h, sizeof(h), "%s (%u GPUs)", mode_names[m], first->mode_gpus[m]);
+        printf(" %22s", h);
+    }
+    printf("\n");
+    for (size_t k = 0; k < n_agg; k++) {
+        if (strcmp(agg[k].workload, name) != 0)
+            continue;
+        printf("  %-11s", gs_policy_name(agg[k].policy));
+        for (int m = 0; m < GS_SIM_MODES; m++) {
+            double used = 0, pods = 0;
+            uint32_t runs = 0;
+            for (size_t j = 0; j < n_tasks; j++) {
+                if (tasks[j].in != in || tasks[j].cfg.policy != agg[k].policy)
+                    continue;
+                used += (double)tasks[j].res.mode_used_milli[m];
+                pods += tasks[j].res.mode_pods[m];
+                runs++;
+            }
+            char cell[40];
+            if (first->mode_gpus[m] == 0 || runs == 0)
+                (void)snprintf(cell, sizeof(cell), "-");
+            else
+                (void)snprintf(cell, sizeof(cell), "%.1f (%.1f)",
+                               100.0 * used / runs / (first->mode_gpus[m] * 1000.0), pods / runs);
+            printf(" %22s", cell);
+        }
+        printf("\n");
+    }
+}
 
 struct pool {
     struct task *tasks;
@@ -673,6 +724,7 @@ int gs_cmd_simulate(int argc, char **argv)
             printf("  %-11s %s %s %12.1f %11.3f\n", gs_policy_name(agg[k].policy), un, fr,
                    agg[k].failed_mean, wall / agg[k].seeds);
         }
+        print_modes(inputs[w], agg, n_agg, name, tasks, n_tasks);
     }
     printf("%zu run%s in %.2f s with %d job%s; results in %s/\n", n_tasks, n_tasks == 1 ? "" : "s",
            wall_total, n_threads, n_threads == 1 ? "" : "s", out_dir);

@@ -609,13 +609,87 @@ static int parse_pod_groups(struct pctx *c, const struct gs_yaml_node *seq)
     return GS_OK;
 }
 
+/* ---- sharing ---------------------------------------------------------------------------- */
+
+static int parse_sharing(struct pctx *c, const struct gs_yaml_node *seq)
+{
+    static const char *const keys[] = {"kind", "pods", "share", "gpuMemMib", "migProfile", NULL};
+    static const char *const kinds[] = {"memory", "mig", "timeslice"};
+    static const char *const pods[] = {"shared", "whole", "any"};
+    struct gs_qconfig *qc = c->qc;
+    int rc = gs__qc_need_kind(c, seq, "sharing", GS_YAML_SEQ);
+    if (rc)
+        return rc;
+    if (seq->n > RULES_MAX)
+        return FAIL(c, seq->u.items[RULES_MAX], "sharing", "more than %u sharing rules", RULES_MAX);
+    qc->sh = gs__arena_alloc(&qc->ar, (seq->n ? seq->n : 1) * sizeof *qc->sh);
+    if (qc->sh == NULL)
+        return gs__qc_oom(c);
+    for (uint32_t i = 0; i < seq->n; i++) {
+        const struct gs_yaml_node *m = seq->u.items[i], *n;
+        struct qshare *r = &qc->sh[i];
+        const char *text;
+        int64_t v;
+        memset(r, 0, sizeof *r);
+        r->share_pct = 100;
+        if ((rc = gs__qc_check_map(c, m, "sharing", keys)) != GS_OK)
+            return rc;
+        if ((rc = gs__qc_require(c, m, "kind", &n)) != GS_OK ||
+            (rc = gs__qc_get_name(c, n, "kind", &text)) != GS_OK)
+            return rc;
+        uint32_t k = 0;
+        while (k < 3 && strcmp(text, kinds[k]) != 0)
+            k++;
+        if (k == 3)
+            return FAIL(c, n, "kind", "unknown kind '%s'; one of memory, mig, timeslice", text);
+        r->kind = (uint8_t)k;
+        if ((n = gs__qc_get(m, "pods")) != NULL) {
+            if ((rc = gs__qc_get_name(c, n, "pods", &text)) != GS_OK)
+                return rc;
+            k = 0;
+            while (k < 3 && strcmp(text, pods[k]) != 0)
+                k++;
+            if (k == 3)
+                return FAIL(c, n, "pods", "unknown pods '%s'; one of shared, whole, any", text);
+            r->pods = (uint8_t)k;
+        }
+        if ((n = gs__qc_get(m, "share")) != NULL) {
+            if ((rc = gs__qc_get_int(c, n, "share", 1, 100, &v)) != GS_OK)
+                return rc;
+            r->share_pct = (uint32_t)v;
+        }
+        n = gs__qc_get(m, "gpuMemMib");
+        if (r->kind == QSHARE_MEMORY) {
+            if ((rc = gs__qc_require(c, m, "gpuMemMib", &n)) != GS_OK ||
+                (rc = gs__qc_get_int(c, n, "gpuMemMib", 1, INT64_C(1) << 40, &r->gpu_mem_mib)) !=
+                    GS_OK)
+                return rc;
+        } else if (n != NULL) {
+            return FAIL(c, n, "gpuMemMib", "gpuMemMib is for kind memory only");
+        }
+        n = gs__qc_get(m, "migProfile");
+        if (r->kind == QSHARE_MIG) {
+            if ((rc = gs__qc_require(c, m, "migProfile", &n)) != GS_OK ||
+                (rc = gs__qc_get_name(c, n, "migProfile", &r->mig_profile)) != GS_OK)
+                return rc;
+            if (strlen(r->mig_profile) >= GS_MIG_NAME_MAX)
+                return FAIL(c, n, "migProfile", "profile name of %zu bytes; at most %d",
+                            strlen(r->mig_profile), GS_MIG_NAME_MAX - 1);
+        } else if (n != NULL) {
+            return FAIL(c, n, "migProfile", "migProfile is for kind mig only");
+        }
+        qc->nsh = i + 1;
+    }
+    return GS_OK;
+}
+
 /* ---- top level -------------------------------------------------------------------------- */
 
 static int parse_root(struct pctx *c, const struct gs_yaml_node *root)
 {
     static const char *const keys[] = {
-        "apiVersion",      "kind",       "preemptMinRuntime", "queues",
-        "priorityClasses", "assignment", "podGroups",         NULL};
+        "apiVersion", "kind",      "preemptMinRuntime", "queues", "priorityClasses",
+        "assignment", "podGroups", "sharing",           NULL};
     struct gs_qconfig *qc = c->qc;
     const struct gs_yaml_node *n;
     char buf[64];
@@ -646,6 +720,8 @@ static int parse_root(struct pctx *c, const struct gs_yaml_node *root)
     if ((n = gs__qc_get(root, "assignment")) != NULL && (rc = parse_assignment(c, n)) != GS_OK)
         return rc;
     if ((n = gs__qc_get(root, "podGroups")) != NULL && (rc = parse_pod_groups(c, n)) != GS_OK)
+        return rc;
+    if ((n = gs__qc_get(root, "sharing")) != NULL && (rc = parse_sharing(c, n)) != GS_OK)
         return rc;
     return GS_OK;
 }

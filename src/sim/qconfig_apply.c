@@ -339,3 +339,65 @@ const char *gs_qconfig_queue_gpu(const struct gs_qconfig *qc, uint32_t i, int64_
     *limit_milli = qc->q[i].limit[GS_RES_GPU];
     return qc->q[i].name;
 }
+
+/* splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA
+ * 2014): one well-mixed 64-bit value per (seed, pod, rule), so a pod's draw does not depend on
+ * the others. */
+static uint64_t mix64(uint64_t x)
+{
+    x += UINT64_C(0x9E3779B97F4A7C15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return x ^ (x >> 31);
+}
+
+uint32_t gs_qconfig_sharing_rules(const struct gs_qconfig *qc)
+{
+    return qc ? qc->nsh : 0;
+}
+
+int gs_qconfig_apply_sharing(const struct gs_qconfig *qc, struct gs_trace_pods *pods, uint64_t seed,
+                             uint32_t converted[3])
+{
+    for (int k = 0; k < 3; k++)
+        converted[k] = 0;
+    if (qc == NULL || qc->nsh == 0)
+        return GS_OK;
+    for (uint32_t i = 0; i < pods->n; i++) {
+        struct gs_trace_pod *p = &pods->v[i];
+        if (p->num_gpu == 0 || p->gpu_mem_mib > 0 || p->mig_profile[0] || p->timeslice_slots)
+            continue; /* no GPU, or a kind the pod list gave already */
+        bool shared = p->gpu_milli < GS_GPU_MILLI;
+        for (uint32_t r = 0; r < qc->nsh; r++) {
+            const struct qshare *sh = &qc->sh[r];
+            if ((sh->pods == QSHARE_PODS_SHARED && !shared) ||
+                (sh->pods == QSHARE_PODS_WHOLE && shared))
+                continue;
+            uint64_t draw = mix64(seed ^ mix64(((uint64_t)i << 8) | r));
+            if (draw % 100 >= sh->share_pct)
+                continue;
+            struct gs_trace_pod q = *p;
+            if (sh->kind == QSHARE_MEMORY) {
+                q.gpu_mem_mib = sh->gpu_mem_mib * p->gpu_milli / GS_GPU_MILLI;
+                if (q.gpu_mem_mib < 1)
+                    q.gpu_mem_mib = 1;
+                q.gpu_milli = 0;
+            } else if (sh->kind == QSHARE_MIG) {
+                (void)snprintf(q.mig_profile, sizeof q.mig_profile, "%s", sh->mig_profile);
+                q.gpu_milli = 0;
+            } else {
+                q.timeslice_slots = (uint8_t)p->num_gpu;
+                q.num_gpu = 0;
+                q.gpu_milli = 0;
+            }
+            struct gs_pod_req req;
+            if (gs_trace_pod_req(&q, GS_MODEL_ANY, &req) != GS_OK)
+                continue; /* e.g. more than GS_PLACEMENT_MIG_MAX instances: left as it is */
+            *p = q;
+            converted[sh->kind]++;
+            break;
+        }
+    }
+    pods->has_sharing = 1;
+    return GS_OK;
+}

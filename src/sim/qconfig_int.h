@@ -111,6 +111,20 @@ struct qpgroup {
     int64_t timeout_ms; /**< the gangs' timeout; 0: none */
 };
 
+/** Kinds a sharing rule turns pods into (docs/queues.md, "Sharing rules"). */
+enum qshare_kind { QSHARE_MEMORY, QSHARE_MIG, QSHARE_TIMESLICE };
+/** Which pods a sharing rule looks at. */
+enum qshare_pods { QSHARE_PODS_SHARED, QSHARE_PODS_WHOLE, QSHARE_PODS_ANY };
+
+/** One sharing rule. */
+struct qshare {
+    uint8_t kind;            /**< enum qshare_kind */
+    uint8_t pods;            /**< enum qshare_pods */
+    uint32_t share_pct;      /**< % of the pods looked at that it turns, 1..100 */
+    int64_t gpu_mem_mib;     /**< MEMORY: the GPU memory a whole GPU stands for, MiB */
+    const char *mig_profile; /**< MIG: the profile (arena), else NULL */
+};
+
 /** QoS names of the openb trace, in the order of qos_map. */
 extern const char *const gs__qc_qos_names[];
 #define QOS_COUNT 4
@@ -131,6 +145,8 @@ struct gs_qconfig {
     int64_t min_runtime_ms;        /**< top-level preemptMinRuntime, 0 when unset */
     struct qpgroup *pg;            /**< npg podGroups rules, file order */
     uint32_t npg;
+    struct qshare *sh; /**< nsh sharing rules, file order */
+    uint32_t nsh;
 };
 
 extern const char *const gs__qc_res_names[GS_RES_COUNT];

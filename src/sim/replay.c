@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpusched/charge.h"
 #include "gpusched/err.h"
 #include "gpusched/frag.h"
 #include "gpusched/sched.h"
@@ -53,6 +54,8 @@ struct gs_replay {
     uint64_t binds, evictions, cycles;
     int64_t end_ms;
     uint32_t gangs, gangs_started, gangs_timed_out; /* formed by podGroups rules */
+    int mixed; /* 1: the input named sharing modes or kinds, and modes[] is kept */
+    struct gs_replay_mode modes[GS_REPLAY_MODES]; /* by enum gs_gpu_sharing */
 };
 
 struct run_state {
@@ -74,6 +77,12 @@ struct run_state {
     int err;
     const struct gs_replay_config *cfg; /* for its taps */
     struct gs_cluster *c;
+    const struct gs_pod_req *reqs; /* per trace pod */
+    /* Per-mode books, kept when r->mixed: what each running pod is charged (the engine's own
+     * rule, gs_charge_milli() of gs_charge_placement()) and in which mode, and the sums. */
+    int64_t *charge_milli;                   /* per trace pod, while it runs */
+    uint8_t *mode_of;                        /* per trace pod, while it runs */
+    int64_t mode_now_milli[GS_REPLAY_MODES]; /* charged now, per mode */
 };
 
 /* Arrival of a pod in replay time: its creation time, divided by the arrival speed-up. */
@@ -105,12 +114,79 @@ static int64_t next_t_ms(const struct run_state *s)
     return ((const struct event *)gs__heap_top(&s->h))->t_ms;
 }
 
+/* How full one GPU is, in % of the capacity of its mode. */
+static double gpu_fill_pct(const struct gs_gpu *g)
+{
+    switch (g->sharing) {
+    case GS_GPU_SHARE_TIMESLICE:
+        return g->replicas ? 100.0 * g->replicas_used / g->replicas : 0.0;
+    case GS_GPU_SHARE_MIG: {
+        uint32_t held = 0, all = g->mig_model ? g->mig_model->compute_slices : 0;
+        for (uint32_t k = 0; all && k < g->mig_count; k++)
+            if (g->mig_held & (1u << k))
+                held += g->mig_model->profiles[g->mig[k].profile].compute_slices;
+        return all ? 100.0 * held / all : 0.0;
+    }
+    default: {
+        double f = 100.0 * g->gpu_milli_used / GS_GPU_MILLI;
+        if (g->mem_mib > 0 && 100.0 * (double)g->mem_mib_used / (double)g->mem_mib > f)
+            f = 100.0 * (double)g->mem_mib_used / (double)g->mem_mib;
+        return f;
+    }
+    }
+}
+
+/* Per-mode books of a pod that starts (start) or stops running. */
+static void book_mode(struct run_state *s, uint32_t tp, const struct gs_placement *pl, bool start)
+{
+    if (!start) {
+        if (s->mode_of[tp] < GS_REPLAY_MODES) {
+            s->mode_now_milli[s->mode_of[tp]] -= s->charge_milli[tp];
+            s->mode_of[tp] = UINT8_MAX;
+        }
+        return;
+    }
+    const struct gs_node *n = gs_cluster_node(s->c, pl->node);
+    if (n == NULL || (pl->num_gpu == 0 && pl->mig_count == 0))
+        return;
+    uint8_t mode = pl->mig_count ? (uint8_t)GS_GPU_SHARE_MIG : n->gpus[pl->gpu_index[0]].sharing;
+    double gpus = 0;
+    if (mode >= GS_REPLAY_MODES || gs_charge_placement(s->c, &s->reqs[tp], pl, &gpus) != GS_OK) {
+        s->err = GS_EINVAL;
+        return;
+    }
+    s->charge_milli[tp] = gs_charge_milli(gpus);
+    s->mode_of[tp] = mode;
+    s->mode_now_milli[mode] += s->charge_milli[tp];
+    struct gs_replay_mode *m = &s->r->modes[mode];
+    m->pods_started++;
+    /* The GPUs the pod landed on, after its bind: the fullest one any pod ever saw. */
+    for (uint32_t k = 0; k < pl->num_gpu; k++) {
+        double f = gpu_fill_pct(&n->gpus[pl->gpu_index[k]]);
+        if (f > m->peak_fill_pct)
+            m->peak_fill_pct = f;
+    }
+    for (uint32_t k = 0; k < pl->mig_count; k++) {
+        double f = gpu_fill_pct(&n->gpus[pl->mig[k].gpu]);
+        if (f > m->peak_fill_pct)
+            m->peak_fill_pct = f;
+    }
+}
+
 static void on_event(void *ctx, const struct gs_event *ev)
 {
     struct run_state *s = ctx;
     if (s->err)
         return;
     uint32_t tp = s->trace_of[ev->pod];
+    if (s->r->mixed && ev->pl != NULL) {
+        if (ev->kind == GS_EV_BIND || ev->kind == GS_EV_BACKFILL || ev->kind == GS_EV_ADOPT)
+            book_mode(s, tp, ev->pl, true);
+        else if (ev->kind == GS_EV_EVICT || ev->kind == GS_EV_FINISH || ev->kind == GS_EV_DELETE)
+            book_mode(s, tp, ev->pl, false);
+        if (s->err)
+            return;
+    }
     if (ev->kind == GS_EV_BIND || ev->kind == GS_EV_BACKFILL) {
         s->r->binds++;
         s->token[tp]++;
@@ -257,15 +333,19 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     int64_t cap_gpu = 0;
     for (uint32_t k = 0; k < nodes->n; k++) {
         const struct gs_trace_node *tn = &nodes->v[order[k]];
-        struct gs_node_spec ns = {
-            tn->name, tn->cpu_milli, tn->mem_mib, REPLAY_NODE_PODS_MAX, tn->gpu_count, tn->model,
-            0};
+        struct gs_gpu_mode modes[GS_NODE_GPUS_MAX];
+        struct gs_node_spec ns;
+        gs_trace_node_spec(tn, REPLAY_NODE_PODS_MAX, modes, &ns);
         if ((err = gs_cluster_add_node(c, &ns, NULL)) != GS_OK) {
             free(order);
             goto out;
         }
         cap_gpu += (int64_t)tn->gpu_count * GS_GPU_MILLI;
+        if (nodes->has_modes || pods->has_sharing)
+            r->modes[tn->gpu_mode.sharing < GS_REPLAY_MODES ? tn->gpu_mode.sharing : 0].gpus +=
+                tn->gpu_count;
     }
+    r->mixed = nodes->has_modes || pods->has_sharing;
     free(order);
     if (cap_gpu == 0) {
         if (diag)
@@ -286,17 +366,20 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     s.token = calloc(n + 1, sizeof(uint32_t));
     s.first_start = malloc((n + 1) * sizeof(int64_t));
     s.jct_s = malloc((n + 1) * sizeof(double));
+    s.charge_milli = calloc(n + 1, sizeof(int64_t));
+    s.mode_of = malloc(n + 1);
+    if (!s.charge_milli || !s.mode_of)
+        goto out;
+    memset(s.mode_of, UINT8_MAX, n + 1);
+    s.reqs = reqs;
     if (!reqs || !specs || !rank || !qid || !pcid || !s.engine_of || !s.trace_of || !s.runtime_ms ||
         !s.token || !s.first_start || !s.jct_s)
         goto out;
     for (uint32_t i = 0; i < n; i++) {
         const struct gs_trace_pod *p = &pods->v[i];
-        reqs[i] = (struct gs_pod_req){
-            .cpu_milli = p->cpu_milli,
-            .mem_mib = p->mem_mib,
-            .num_gpu = p->num_gpu,
-            .gpu_milli = p->gpu_milli,
-            .gpu_model_mask = gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
+        /* Valid: the reader checked every row with the same rule. */
+        (void)gs_trace_pod_req(p, gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec)),
+                               &reqs[i]);
         specs[i] = p->gpu_spec;
         s.engine_of[i] = UINT32_MAX;
         s.first_start[i] = -1;
@@ -411,6 +494,7 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     uint32_t idle_retries = 0;
     uint64_t last_progress = 0;
     uint64_t *gpu_milli_ms = calloc(r->nqueues + 1, sizeof(*gpu_milli_ms));
+    uint64_t mode_milli_ms[GS_REPLAY_MODES] = {0};
     if (!gpu_milli_ms) {
         err = GS_ENOMEM;
         goto out;
@@ -426,6 +510,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
             gpu_milli_ms[r->leaf_of[qi]] +=
                 (uint64_t)in.allocated[GS_RES_GPU] * (uint64_t)(t - last_t);
         }
+        for (uint32_t m = 0; r->mixed && m < GS_REPLAY_MODES; m++)
+            mode_milli_ms[m] += (uint64_t)s.mode_now_milli[m] * (uint64_t)(t - last_t);
         while (next_sample <= t && !err) {
             if (r->nsamples < GS_REPLAY_SAMPLES_MAX)
                 err = take_sample(&s, next_sample, cap_gpu);
@@ -514,6 +600,15 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     for (uint32_t li = 0; li < r->nqueues; li++)
         r->queues[li].gpu_hours = (double)gpu_milli_ms[li] / 1000.0 / 3600000.0;
     free(gpu_milli_ms);
+    for (uint32_t m = 0; r->mixed && m < GS_REPLAY_MODES; m++) {
+        struct gs_replay_mode *md = &r->modes[m];
+        md->gpu_milli_ms = mode_milli_ms[m];
+        md->gpu_hours = (double)mode_milli_ms[m] / 1000.0 / 3600000.0;
+        md->alloc_pct = md->gpus && r->end_ms > 0
+                            ? 100.0 * (double)mode_milli_ms[m] /
+                                  ((double)md->gpus * GS_GPU_MILLI * (double)r->end_ms)
+                            : NAN;
+    }
     err = GS_ENOMEM;
     r->wait_queue = malloc((n + 1) * sizeof(*r->wait_queue));
     r->wait_s = malloc((n + 1) * sizeof(*r->wait_s));
@@ -606,6 +701,8 @@ out:
     free(s.token);
     free(s.first_start);
     free(s.jct_s);
+    free(s.charge_milli);
+    free(s.mode_of);
     free(s.gang_id);
     free(s.gang_timed_out);
     gs_qconfig_gangs_fini(&gangs);
@@ -689,4 +786,13 @@ const char *const *gs_replay_wait_pods(const struct gs_replay *r)
 void gs_replay_evictions_by_reason(const struct gs_replay *r, uint64_t out[GS_REPLAY_EVICT_REASONS])
 {
     memcpy(out, r->evict_by, sizeof(r->evict_by));
+}
+
+int gs_replay_modes(const struct gs_replay *r, struct gs_replay_mode out[GS_REPLAY_MODES])
+{
+    memset(out, 0, sizeof(struct gs_replay_mode) * GS_REPLAY_MODES);
+    if (!r->mixed)
+        return 0;
+    memcpy(out, r->modes, sizeof(r->modes));
+    return 1;
 }

@@ -56,6 +56,36 @@ static int write_queues(const struct gs_replay *r, const char *path, char *err, 
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
+/* Names of the modes as the node list's gpu_mode column spells them, by enum gs_gpu_sharing. */
+static const char *const mode_names[GS_REPLAY_MODES] = {"fractions", "replicas", "mig", "whole"};
+
+const char *gs_replay_mode_name(uint32_t mode)
+{
+    return mode < GS_REPLAY_MODES ? mode_names[mode] : "";
+}
+
+static int write_modes(const struct gs_replay_mode *m, const char *path, char *err, size_t cap)
+{
+    char *tmp;
+    FILE *f = gs_report_tmp_open(path, &tmp, err, cap);
+    if (!f)
+        return GS_EIO;
+    (void)fputs("mode,gpus,pods_started,gpu_hours,alloc_pct,peak_gpu_fill_pct\n", f);
+    uint32_t gpus = 0, started = 0;
+    uint64_t milli_ms = 0;
+    for (uint32_t k = 0; k < GS_REPLAY_MODES; k++) {
+        char al[32];
+        fmt(m[k].alloc_pct, al, sizeof(al));
+        (void)fprintf(f, "%s,%u,%u,%.3f,%s,%.1f\n", mode_names[k], m[k].gpus, m[k].pods_started,
+                      m[k].gpu_hours, al, m[k].peak_fill_pct);
+        gpus += m[k].gpus;
+        started += m[k].pods_started;
+        milli_ms += m[k].gpu_milli_ms;
+    }
+    (void)fprintf(f, "all,%u,%u,%.3f,,\n", gpus, started, (double)milli_ms / 1000.0 / 3600000.0);
+    return gs_report_tmp_commit(f, tmp, path, err, cap);
+}
+
 static int write_shares(const struct gs_replay *r, const char *path, char *err, size_t cap)
 {
     char *tmp;
@@ -385,6 +415,12 @@ int gs_report_write_replay(const struct gs_replay *r, const char *dir, int with_
     (void)snprintf(path, len, "%s/waits.csv", dir);
     if ((rc = write_waits(r, path, err, cap)) != GS_OK)
         goto out;
+    struct gs_replay_mode modes[GS_REPLAY_MODES];
+    if (gs_replay_modes(r, modes)) {
+        (void)snprintf(path, len, "%s/modes.csv", dir);
+        if ((rc = write_modes(modes, path, err, cap)) != GS_OK)
+            goto out;
+    }
     if (with_plot) {
         /* The CSV files are the results; a plot that cannot be drawn (no gnuplot) is reported
          * and left out, never a reason to throw them away. */

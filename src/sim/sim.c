@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpusched/charge.h"
 #include "gpusched/cluster.h"
 #include "gpusched/err.h"
 #include "gpusched/sched.h"
@@ -29,8 +30,12 @@ struct gs_sim_input {
     uint32_t *nodes_by_name; /* node indices in name order: the cluster's node order */
     uint32_t *pods_by_name;  /* pod indices in name order */
     struct gs_pod_req *reqs; /* per pod (file order), model masks for the run clusters */
+    int64_t *req_milli;      /* per pod: GPU asked in milli (num_gpu x gpu_milli; the charge of
+                                gs_charge_request() for memory, MIG and time-sliced kinds) */
     struct gs_workload workload;
     uint32_t total_gpus;
+    int mixed;                        /* the input names sharing (gpu_mode, sharing columns) */
+    uint32_t mode_gpus[GS_SIM_MODES]; /* GPUs per enum gs_gpu_sharing */
 };
 
 static const struct gs_trace_nodes *sort_nodes_ctx;
@@ -61,8 +66,9 @@ static int build_cluster(const struct gs_sim_input *in, struct gs_cluster **out)
         return err;
     for (uint32_t k = 0; k < in->nodes.n; k++) {
         const struct gs_trace_node *tn = &in->nodes.v[in->nodes_by_name[k]];
-        struct gs_node_spec spec = {
-            tn->name, tn->cpu_milli, tn->mem_mib, SIM_NODE_PODS_MAX, tn->gpu_count, tn->model, 0};
+        struct gs_gpu_mode modes[GS_NODE_GPUS_MAX];
+        struct gs_node_spec spec;
+        gs_trace_node_spec(tn, SIM_NODE_PODS_MAX, modes, &spec);
         err = gs_cluster_add_node(*out, &spec, NULL);
         if (err) {
             gs_cluster_free(*out);
@@ -107,8 +113,10 @@ int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char 
     in->nodes_by_name = malloc((in->nodes.n + 1) * sizeof(uint32_t));
     in->pods_by_name = malloc((in->pods.n + 1) * sizeof(uint32_t));
     in->reqs = calloc(in->pods.n + 1, sizeof(*in->reqs));
+    in->req_milli = calloc(in->pods.n + 1, sizeof(*in->req_milli));
     specs = calloc(in->pods.n + 1, sizeof(*specs));
-    if (!in->name || !in->nodes_by_name || !in->pods_by_name || !in->reqs || !specs)
+    if (!in->name || !in->nodes_by_name || !in->pods_by_name || !in->reqs || !in->req_milli ||
+        !specs)
         goto out;
     memcpy(in->name, nm, nlen);
     in->name[nlen] = '\0';
@@ -141,14 +149,20 @@ int gs_sim_input_load(const char *nodes_path, const char *pods_path, const char 
     }
     for (uint32_t i = 0; i < in->pods.n; i++) {
         const struct gs_trace_pod *p = &in->pods.v[i];
-        in->reqs[i] = (struct gs_pod_req){
-            .cpu_milli = p->cpu_milli,
-            .mem_mib = p->mem_mib,
-            .num_gpu = p->num_gpu,
-            .gpu_milli = p->gpu_milli,
-            .gpu_model_mask = gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec))};
+        /* Valid: the reader checked every row with the same rule. */
+        (void)gs_trace_pod_req(p, gs_cluster_model_mask(c, p->gpu_spec, strlen(p->gpu_spec)),
+                               &in->reqs[i]);
         specs[i] = p->gpu_spec;
+        const struct gs_pod_req *r = &in->reqs[i];
+        double gpus = 0;
+        if (gs_req_kind(r) == GS_REQ_MILLI)
+            in->req_milli[i] = (int64_t)r->num_gpu * r->gpu_milli;
+        else if (gs_charge_request(c, r, &gpus) == GS_OK)
+            in->req_milli[i] = gs_charge_milli(gpus);
     }
+    in->mixed = in->nodes.has_modes || in->pods.has_sharing;
+    for (uint32_t i = 0; in->mixed && i < in->nodes.n; i++)
+        in->mode_gpus[in->nodes.v[i].gpu_mode.sharing % GS_SIM_MODES] += in->nodes.v[i].gpu_count;
     err = gs_workload_build(in->reqs, specs, in->pods.n, SIM_THRESHOLD_PCT, &in->workload);
 out:
     free(specs);
@@ -171,6 +185,7 @@ void gs_sim_input_free(struct gs_sim_input *in)
     free(in->nodes_by_name);
     free(in->pods_by_name);
     free(in->reqs);
+    free(in->req_milli);
     gs_workload_fini(&in->workload);
     free(in);
 }
@@ -209,9 +224,10 @@ double gs_round_half_even(double x, int decimals)
     return strtod(buf, NULL);
 }
 
-static int64_t gpu_request(const struct gs_pod_req *r)
+/* GPU a pod asks, milli: num_gpu x gpu_milli for milli requests, as the FGD experiments count. */
+static int64_t gpu_request(const struct gs_sim_input *in, uint32_t pod)
 {
-    return (int64_t)r->num_gpu * r->gpu_milli;
+    return in->req_milli[pod];
 }
 
 /*
@@ -251,7 +267,7 @@ static int shrink_pod_list(const struct gs_sim_input *in, double target, int64_t
         }
         /* Position pos (0-based) is the k-th present pod. */
         gone[pos] = 1;
-        total -= gpu_request(&in->reqs[list[pos]]);
+        total -= gpu_request(in, list[pos]);
         for (uint32_t i = pos + 1; i <= n; i += i & (0u - i))
             tree[i]--;
         remaining--;
@@ -287,15 +303,17 @@ static int make_pod_list(const struct gs_sim_input *in, double tune, struct gs_r
     double target = tune * (double)in->total_gpus * GS_GPU_MILLI;
     int64_t total = 0, trace_gpu = 0;
     for (uint32_t i = 0; i < n; i++)
-        total += gpu_request(&in->reqs[list[i]]);
+        total += gpu_request(in, list[i]);
     trace_gpu = total;
     if ((double)total < target && trace_gpu > 0) {
         for (;;) {
             uint32_t pick = in->pods_by_name[gs_rng_below(rng, n)];
             const struct gs_pod_req *r = &in->reqs[pick];
-            if ((double)(total + r->gpu_milli) > target)
+            /* The reference adds one GPU's milli here; other kinds their charge. */
+            int64_t step = gs_req_kind(r) == GS_REQ_MILLI ? r->gpu_milli : in->req_milli[pick];
+            if ((double)(total + step) > target)
                 break;
-            total += gpu_request(r);
+            total += gpu_request(in, pick);
             if (len == GS_SIM_PODS_MAX) {
                 /* A list of tiny GPU requests and CPU-only pods would need without end. */
                 free(list);
@@ -380,11 +398,21 @@ int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cf
     int prev_col = -1;
     for (uint32_t k = 0; k < len; k++) {
         const struct gs_pod_req *r = &in->reqs[list[k]];
-        arrived += gpu_request(r);
+        arrived += gpu_request(in, list[k]);
         struct gs_placement pl;
         err = gs_sched_place(s, r, &rng, &pl);
         if (err == GS_OK)
             err = gs_cluster_bind(c, r, &pl);
+        if (err == GS_OK && in->mixed && (pl.num_gpu > 0 || pl.mig_count > 0)) {
+            /* Per-mode books: the mode of the GPUs it took, charged as the engine charges. */
+            const struct gs_node *nd = gs_cluster_node(c, pl.node);
+            uint32_t mode = pl.mig_count ? GS_GPU_SHARE_MIG : nd->gpus[pl.gpu_index[0]].sharing;
+            double gpus = 0;
+            if ((err = gs_charge_placement(c, r, &pl, &gpus)) != GS_OK)
+                goto out;
+            res->mode_pods[mode % GS_SIM_MODES]++;
+            res->mode_used_milli[mode % GS_SIM_MODES] += gs_charge_milli(gpus);
+        }
         if (err == GS_EUNSCHEDULABLE) {
             res->pods_failed++;
         } else if (err) {
@@ -420,6 +448,8 @@ int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cf
     res->pods = len;
     res->arrived_gpu_milli = arrived;
     res->used_gpu_milli = gs_cluster_gpu_milli_used(c);
+    res->mixed = in->mixed;
+    memcpy(res->mode_gpus, in->mode_gpus, sizeof(res->mode_gpus));
     for (int col = 0; col < GS_SIM_COLUMNS; col++) {
         /* An empty column takes the events of its neighbours (the reference's discretiser). */
         struct bucket m = b[col];

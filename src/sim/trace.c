@@ -48,11 +48,17 @@ struct column {
     bool required;    /**< the header must name it */
 };
 
-enum node_col { NC_SN, NC_CPU, NC_MEM, NC_GPU, NC_MODEL, NC_COUNT };
+enum node_col { NC_SN, NC_CPU, NC_MEM, NC_GPU, NC_MODEL, NC_GPU_MEM, NC_MODE, NC_COUNT };
 
 static const struct column node_cols[NC_COUNT] = {
-    [NC_SN] = {"sn", true},   [NC_CPU] = {"cpu_milli", true}, [NC_MEM] = {"memory_mib", true},
-    [NC_GPU] = {"gpu", true}, [NC_MODEL] = {"model", true},
+    [NC_SN] = {"sn", true},
+    [NC_CPU] = {"cpu_milli", true},
+    [NC_MEM] = {"memory_mib", true},
+    [NC_GPU] = {"gpu", true},
+    [NC_MODEL] = {"model", true},
+    /* Optional: the GPUs' memory and sharing mode (docs/trace-format.md). */
+    [NC_GPU_MEM] = {"gpu_mem_mib", false},
+    [NC_MODE] = {"gpu_mode", false},
 };
 
 enum pod_col {
@@ -67,6 +73,9 @@ enum pod_col {
     PC_CTIME,
     PC_DTIME,
     PC_STIME,
+    PC_GPU_MEM,
+    PC_MIG,
+    PC_TS,
     PC_COUNT
 };
 
@@ -82,6 +91,9 @@ static const struct column pod_cols[PC_COUNT] = {
     [PC_CTIME] = {"creation_time", false},
     [PC_DTIME] = {"deletion_time", false},
     [PC_STIME] = {"scheduled_time", false},
+    [PC_GPU_MEM] = {"gpu_mem_mib", false},
+    [PC_MIG] = {"mig_profile", false},
+    [PC_TS] = {"timeslice_slots", false},
 };
 
 _Static_assert(PC_COUNT <= MAX_COLS && NC_COUNT <= MAX_COLS, "MAX_COLS too small");
@@ -318,6 +330,25 @@ static int node_row(struct reader *r)
         return FIELD_FAIL(r, NC_MODEL, "a node with %" PRId64 " GPUs needs a GPU model", gpu);
     if (gpu == 0 && len > 0)
         return FIELD_FAIL(r, NC_MODEL, "model '%.40s' given for a node without GPUs", model);
+    if ((rc = get_int(r, NC_GPU_MEM, true, &n.gpu_mem_mib)) != GS_OK)
+        return rc;
+    if (n.gpu_mem_mib < 0)
+        n.gpu_mem_mib = 0;
+    if (gpu == 0 && n.gpu_mem_mib > 0)
+        return FIELD_FAIL(r, NC_GPU_MEM, "GPU memory given for a node without GPUs");
+    {
+        size_t mlen = 0;
+        const char *mode = field_text(r, NC_MODE, &mlen);
+        char why[200];
+        char model_z[128];
+        (void)snprintf(model_z, sizeof(model_z), "%.*s", (int)(len < 127 ? len : 127),
+                       model ? model : "");
+        if (mode && mlen > 0 && gpu == 0)
+            return FIELD_FAIL(r, NC_MODE, "a GPU mode given for a node without GPUs");
+        if (gs_trace_parse_gpu_mode(mode ? mode : "", mode ? mlen : 0, model_z, &n.gpu_mode, why,
+                                    sizeof(why)) != GS_OK)
+            return FIELD_FAIL(r, NC_MODE, "%s", why);
+    }
     if (out->n == UINT32_MAX)
         return fail(r, GS_EPARSE, r->rec_line, 0, NULL, "too many rows");
 
@@ -388,16 +419,66 @@ static int pod_row(struct reader *r)
         return rc;
     if (milli > 1000)
         return FIELD_FAIL(r, PC_GPU_MILLI, "%" PRId64 " milli-GPU per GPU is over 1000", milli);
-    if (num_gpu > 0 && milli == 0)
-        return FIELD_FAIL(r, PC_GPU_MILLI, "0 milli-GPU per GPU for a request of %" PRId64 " GPUs",
-                          num_gpu);
-    if (num_gpu == 0 && milli > 0)
-        return FIELD_FAIL(r, PC_GPU_MILLI, "%" PRId64 " milli-GPU but num_gpu is 0", milli);
-    if (milli < 1000 && num_gpu > 1)
-        return FIELD_FAIL(r, PC_GPU_MILLI,
-                          "a shared GPU (%" PRId64 " milli) with num_gpu %" PRId64
-                          "; sharing is for one GPU only",
-                          milli, num_gpu);
+    /* The sharing columns: at most one per row, each with its own reading of num_gpu and
+     * gpu_milli (docs/trace-format.md); the request is then checked by the core's rule. */
+    int64_t gmem = -1, slots = -1;
+    size_t miglen = 0;
+    const char *mig = field_text(r, PC_MIG, &miglen);
+    if (mig == NULL)
+        miglen = 0;
+    if ((rc = get_int(r, PC_GPU_MEM, true, &gmem)) != GS_OK ||
+        (rc = get_int(r, PC_TS, true, &slots)) != GS_OK)
+        return rc;
+    if (gmem == 0)
+        return FIELD_FAIL(r, PC_GPU_MEM, "0 MiB; leave it empty for no memory request");
+    if (slots == 0)
+        return FIELD_FAIL(r, PC_TS, "0 slots; leave it empty for no time-sliced request");
+    if ((gmem > 0) + (slots > 0) + (miglen > 0) > 1)
+        return fail(r, GS_EPARSE, r->rec_line, 0, "gpu_mem_mib",
+                    "a row sets more than one of gpu_mem_mib, mig_profile, timeslice_slots");
+    if (miglen >= GS_MIG_NAME_MAX)
+        return FIELD_FAIL(r, PC_MIG, "profile name of %zu bytes; at most %d", miglen,
+                          GS_MIG_NAME_MAX - 1);
+    if (slots > MAX_GPUS)
+        return FIELD_FAIL(r, PC_TS, "%" PRId64 " slots; at most %d", slots, MAX_GPUS);
+    if (gmem > 0 || miglen > 0 || slots > 0) {
+        struct gs_trace_pod q = {.cpu_milli = p.cpu_milli,
+                                 .mem_mib = p.mem_mib,
+                                 .num_gpu = (uint32_t)num_gpu,
+                                 .gpu_milli = (int32_t)milli,
+                                 .gpu_mem_mib = gmem > 0 ? gmem : 0,
+                                 .timeslice_slots = (uint8_t)(slots > 0 ? slots : 0)};
+        memcpy(q.mig_profile, mig ? mig : "", miglen);
+        struct gs_pod_req req;
+        char why[GS_REQ_REASON_MAX];
+        (void)gs_trace_pod_req(&q, GS_MODEL_ANY, &req);
+        if (gs_pod_req_validate(&req, why, sizeof(why)) != GS_OK)
+            return fail(r, GS_EPARSE, r->rec_line,
+                        (uint32_t)r->col_of[gmem > 0    ? PC_GPU_MEM
+                                            : slots > 0 ? PC_TS
+                                                        : PC_MIG] +
+                            1u,
+                        r->cols[gmem > 0    ? PC_GPU_MEM
+                                : slots > 0 ? PC_TS
+                                            : PC_MIG]
+                            .name,
+                        "not a valid request (num_gpu %" PRId64 ", gpu_milli %" PRId64 "): %s",
+                        num_gpu, milli, why);
+        p.gpu_mem_mib = q.gpu_mem_mib;
+        p.timeslice_slots = q.timeslice_slots;
+        memcpy(p.mig_profile, q.mig_profile, sizeof(p.mig_profile));
+    } else {
+        if (num_gpu > 0 && milli == 0)
+            return FIELD_FAIL(r, PC_GPU_MILLI,
+                              "0 milli-GPU per GPU for a request of %" PRId64 " GPUs", num_gpu);
+        if (num_gpu == 0 && milli > 0)
+            return FIELD_FAIL(r, PC_GPU_MILLI, "%" PRId64 " milli-GPU but num_gpu is 0", milli);
+        if (milli < 1000 && num_gpu > 1)
+            return FIELD_FAIL(r, PC_GPU_MILLI,
+                              "a shared GPU (%" PRId64 " milli) with num_gpu %" PRId64
+                              "; sharing is for one GPU only",
+                              milli, num_gpu);
+    }
     {
         /* A cluster has at most 64 GPU models, so a longer list only costs time downstream. */
         size_t slen = 0, parts = 1;
@@ -833,6 +914,7 @@ void gs_trace_nodes_fini(struct gs_trace_nodes *nodes)
     free(nodes->v);
     nodes->v = NULL;
     nodes->n = 0;
+    nodes->has_modes = 0;
 }
 
 void gs_trace_pods_fini(struct gs_trace_pods *pods)
@@ -845,6 +927,7 @@ void gs_trace_pods_fini(struct gs_trace_pods *pods)
     pods->v = NULL;
     pods->n = 0;
     pods->has_times = 0;
+    pods->has_sharing = 0;
 }
 
 /* Feeds a file (path != NULL) or a buffer through a set-up reader, frees the reader and returns
@@ -874,6 +957,7 @@ static int read_nodes(const char *path, const char *buf, size_t len, const char 
         return rc;
     r.nodes = out;
     rc = run_reader(&r, path, buf, len);
+    out->has_modes = r.col_of[NC_MODE] >= 0;
     if (rc != GS_OK)
         gs_trace_nodes_fini(out);
     else if (out->n < r.node_cap && out->n > 0) {
@@ -904,6 +988,7 @@ static int read_pods(const char *path, const char *buf, size_t len, const char *
         return rc;
     }
     out->has_times = r.col_of[PC_CTIME] >= 0 && r.col_of[PC_DTIME] >= 0 && r.col_of[PC_STIME] >= 0;
+    out->has_sharing = r.col_of[PC_GPU_MEM] >= 0 || r.col_of[PC_MIG] >= 0 || r.col_of[PC_TS] >= 0;
     (void)snprintf(out->ignored_columns, sizeof(out->ignored_columns), "%s", r.ignored);
     if (out->n < r.pod_cap && out->n > 0) {
         struct gs_trace_pod *v = realloc(out->v, (size_t)out->n * sizeof *v);
@@ -975,7 +1060,12 @@ int gs_trace_unfit(const struct gs_trace_nodes *nodes, const struct gs_trace_pod
     }
     for (uint32_t i = 0; i < pods->n; i++) {
         const struct gs_trace_pod *p = &pods->v[i];
-        bool gpu = p->num_gpu > 0;
+        /* A MIG pod needs one GPU at least (instances may share a card), a time-sliced one a
+         * GPU per slot. */
+        uint32_t need_gpus = p->mig_profile[0]    ? 1
+                             : p->timeslice_slots ? p->timeslice_slots
+                                                  : p->num_gpu;
+        bool gpu = need_gpus > 0;
         bool any_model = !gpu || !p->gpu_spec[0], model_ok = any_model, folded = false;
         bool fits = false;
         uint32_t max_gpus = 0;
@@ -994,7 +1084,7 @@ int gs_trace_unfit(const struct gs_trace_nodes *nodes, const struct gs_trace_pod
                 max_cpu = sh[k].cpu_milli;
             if (sh[k].mem_mib > max_mem)
                 max_mem = sh[k].mem_mib;
-            fits |= p->num_gpu <= sh[k].gpu_count && p->cpu_milli <= sh[k].cpu_milli &&
+            fits |= need_gpus <= sh[k].gpu_count && p->cpu_milli <= sh[k].cpu_milli &&
                     p->mem_mib <= sh[k].mem_mib;
         }
         if (!model_ok && folded) {

@@ -4,6 +4,7 @@
  * record keeps the documented invariants, on failure the output is empty and the diagnostic
  * has a message. A broken promise aborts, which the fuzzer reports as a crash.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +50,12 @@ static void fuzz_nodes(const char *buf, size_t size)
         check(n->name != NULL && n->name[0] != '\0' && n->model != NULL);
         check(n->cpu_milli >= 0 && n->mem_mib >= 0 && n->gpu_count <= 16);
         check((n->gpu_count > 0) == (n->model[0] != '\0'));
+        check(n->gpu_mem_mib >= 0);
+        if (n->gpu_mode.sharing == GS_GPU_SHARE_MIG)
+            check(gs_mig_layout_check(gs_mig_model_find(n->model), n->gpu_mode.mig,
+                                      n->gpu_mode.mig_count, NULL, 0) == GS_OK);
+        else
+            check(n->gpu_mode.sharing <= GS_GPU_SHARE_WHOLE && n->gpu_mode.replicas >= 1);
         for (uint32_t j = 0; j < i && j < 64; j++)
             check(strcmp(nodes.v[j].name, n->name) != 0);
     }
@@ -73,8 +80,13 @@ static void fuzz_pods(const char *buf, size_t size)
         check(p->gpu_spec != NULL && p->qos != NULL && p->phase != NULL);
         check(p->cpu_milli >= 0 && p->mem_mib >= 0);
         check(p->num_gpu <= 16 && p->gpu_milli >= 0 && p->gpu_milli <= 1000);
-        check((p->num_gpu == 0) == (p->gpu_milli == 0));
-        check(p->gpu_milli == 1000 || p->num_gpu <= 1);
+        struct gs_pod_req req;
+        bool sharing = p->gpu_mem_mib > 0 || p->mig_profile[0] || p->timeslice_slots;
+        check((p->gpu_mem_mib > 0) + (p->mig_profile[0] != '\0') + (p->timeslice_slots > 0) <= 1);
+        /* Every row is a request the core accepts; plain rows keep the milli rules. */
+        check(gs_trace_pod_req(p, GS_MODEL_ANY, &req) == GS_OK);
+        check(sharing || (p->num_gpu == 0) == (p->gpu_milli == 0));
+        check(sharing || p->gpu_milli == 1000 || p->num_gpu <= 1);
         check(p->creation_time_s >= -1 && p->deletion_time_s >= -1 && p->scheduled_time_s >= -1);
     }
     gs_trace_pods_fini(&pods);

@@ -747,7 +747,7 @@ static void test_errors_keys_and_types(void **state)
         {HDR "queues: []\n", 3, 9, "queues", "no queues"},
         {HDR "queue:\n  - name: a\n", 3, 1, "queue",
          "unknown key 'queue' (allowed: apiVersion, kind, preemptMinRuntime, queues, "
-         "priorityClasses, assignment, podGroups)"},
+         "priorityClasses, assignment, podGroups, sharing)"},
         {HDR QA "    resources:\n      gpu: {quota: 1, limt: 2}\n", 6, 23, "limt",
          "unknown key 'limt' (allowed: quota, limit, overQuotaWeight)"},
         {HDR QA "    resources:\n      gpus: {quota: 1}\n", 6, 7, "gpus",
@@ -1214,6 +1214,95 @@ static void test_errors_bounds(void **state)
     gs_qconfig_free(qc);
 }
 
+/* ---- sharing rules ---------------------------------------------------------------------- */
+
+static void test_sharing_rules_are_checked(void **state)
+{
+    (void)state;
+#define SH HDR QA "sharing:\n"
+    static const struct err_case cases[] = {
+        {SH "  - {share: 10}\n", 6, 5, "kind", "missing required key 'kind'"},
+        {SH "  - {kind: halves}\n", 6, 12, "kind", "unknown kind 'halves'"},
+        {SH "  - {kind: memory}\n", 6, 5, "gpuMemMib", "missing required key 'gpuMemMib'"},
+        {SH "  - {kind: mig}\n", 6, 5, "migProfile", "missing required key 'migProfile'"},
+        {SH "  - {kind: timeslice, share: 0}\n", 6, 30, "share", "'0' is out of range (1 to 100)"},
+        {SH "  - {kind: timeslice, gpuMemMib: 5}\n", 6, 34, "gpuMemMib",
+         "gpuMemMib is for kind memory only"},
+        {SH "  - {kind: timeslice, pods: some}\n", 6, 29, "pods", "unknown pods 'some'"},
+    };
+#undef SH
+    RUN(cases);
+}
+
+/* Sharing rules worked by hand on four GPU pods and one CPU pod: with share 100 every pod a
+ * rule looks at is turned, by the first rule that looks at it. */
+static void test_sharing_rules_turn_pods_by_kind(void **state)
+{
+    (void)state;
+    struct gs_qconfig *qc = parse_ok(HDR QA "sharing:\n"
+                                            "  - {kind: memory, pods: shared, gpuMemMib: 16384}\n"
+                                            "  - {kind: mig, pods: whole, migProfile: 1g.10gb}\n");
+    assert_int_equal(gs_qconfig_sharing_rules(qc), 2);
+    static const char csv[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                              "half,1,1,1,500\n"  /* memory: 16384 x 500 / 1000 = 8192 MiB */
+                              "tiny,1,1,1,1\n"    /* memory: 16384 x 1 / 1000 = 16 MiB */
+                              "two,1,1,2,1000\n"  /* mig: 2 instances of 1g.10gb */
+                              "nine,1,1,9,1000\n" /* mig of 9 instances is refused: unchanged */
+                              "cpu,1,1,0,0\n";    /* no GPU: unchanged */
+    struct gs_trace_pods pods;
+    struct gs_diag d;
+    assert_int_equal(gs_trace_parse_pods(csv, strlen(csv), "p.csv", &pods, &d), GS_OK);
+    uint32_t turned[3];
+    assert_int_equal(gs_qconfig_apply_sharing(qc, &pods, 42, turned), GS_OK);
+    assert_int_equal(turned[0], 2);
+    assert_int_equal(turned[1], 1);
+    assert_int_equal(turned[2], 0);
+    assert_int_equal(pods.has_sharing, 1);
+    assert_int_equal(pods.v[0].gpu_mem_mib, 8192);
+    assert_int_equal(pods.v[0].gpu_milli, 0);
+    assert_int_equal(pods.v[1].gpu_mem_mib, 16);
+    assert_string_equal(pods.v[2].mig_profile, "1g.10gb");
+    assert_int_equal(pods.v[2].num_gpu, 2);
+    assert_string_equal(pods.v[3].mig_profile, "");
+    assert_int_equal(pods.v[3].gpu_milli, 1000);
+    assert_int_equal(pods.v[4].num_gpu, 0);
+    gs_trace_pods_fini(&pods);
+    gs_qconfig_free(qc);
+}
+
+/* share 50 over 200 like pods: the same seed turns the same pods; the count is near half. */
+static void test_sharing_rules_draw_by_seed(void **state)
+{
+    (void)state;
+    struct gs_qconfig *qc =
+        parse_ok(HDR QA "sharing:\n  - {kind: timeslice, pods: any, share: 50}\n");
+    char csv[16384];
+    size_t len = (size_t)snprintf(csv, sizeof csv, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n");
+    for (int i = 0; i < 200; i++)
+        len += (size_t)snprintf(csv + len, sizeof csv - len, "p%d,1,1,1,1000\n", i);
+    struct gs_trace_pods a, b, c;
+    struct gs_diag d;
+    uint32_t ta[3], tb[3], tc[3];
+    assert_int_equal(gs_trace_parse_pods(csv, len, "p.csv", &a, &d), GS_OK);
+    assert_int_equal(gs_trace_parse_pods(csv, len, "p.csv", &b, &d), GS_OK);
+    assert_int_equal(gs_trace_parse_pods(csv, len, "p.csv", &c, &d), GS_OK);
+    (void)gs_qconfig_apply_sharing(qc, &a, 7, ta);
+    (void)gs_qconfig_apply_sharing(qc, &b, 7, tb);
+    (void)gs_qconfig_apply_sharing(qc, &c, 8, tc);
+    assert_int_equal(ta[2], tb[2]);
+    assert_in_range(ta[2], 70, 130);
+    bool same = true;
+    for (uint32_t i = 0; i < a.n; i++) {
+        assert_int_equal(a.v[i].timeslice_slots, b.v[i].timeslice_slots);
+        same &= a.v[i].timeslice_slots == c.v[i].timeslice_slots;
+    }
+    assert_false(same); /* another seed, other pods */
+    gs_trace_pods_fini(&a);
+    gs_trace_pods_fini(&b);
+    gs_trace_pods_fini(&c);
+    gs_qconfig_free(qc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1235,6 +1324,9 @@ int main(void)
         cmocka_unit_test(test_names_are_dns1123_subdomains),
         cmocka_unit_test(test_pod_groups_rules_are_checked),
         cmocka_unit_test(test_pod_groups_form_gangs_of_consecutive_like_pods),
+        cmocka_unit_test(test_sharing_rules_are_checked),
+        cmocka_unit_test(test_sharing_rules_turn_pods_by_kind),
+        cmocka_unit_test(test_sharing_rules_draw_by_seed),
         cmocka_unit_test(test_errors_values),
         cmocka_unit_test(test_errors_tree),
         cmocka_unit_test(test_errors_tree_limits),

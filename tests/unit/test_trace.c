@@ -740,6 +740,109 @@ static void test_reads_the_published_openb_trace(void **state)
     gs_trace_pods_fini(&pods);
 }
 
+/* ---- sharing columns (node gpu_mode, pod gpu_mem_mib / mig_profile / timeslice_slots) ---- */
+
+#define MODE_HDR "sn,cpu_milli,memory_mib,gpu,model,gpu_mem_mib,gpu_mode\n"
+
+static void test_nodes_gpu_mode_column_reads_every_mode(void **state)
+{
+    (void)state;
+    struct gs_trace_nodes nodes;
+    nodes_ok(MODE_HDR "f,1000,1024,2,A100-40GB,40960,fractions\n"
+                      "m,1000,1024,2,A100-40GB,40960,mig:3g.20gb+2g.10gb+2g.10gb\n"
+                      "t,1000,1024,2,H100-80GB,81920,replicas:4\n"
+                      "w,1000,1024,2,V100M16,,whole\n"
+                      "e,1000,1024,1,T4,,\n",
+             &nodes);
+    assert_int_equal(nodes.has_modes, 1);
+    assert_int_equal(nodes.v[0].gpu_mode.sharing, GS_GPU_SHARE_MILLI);
+    assert_int_equal(nodes.v[0].gpu_mem_mib, 40960);
+    /* 3g.20gb may start at 0 or 4 and 2g.10gb at 0, 2 or 4: in the order written, 3g at 0
+     * leaves no room for the second 2g, so the search settles on 3g at 4, 2g at 0 and 2. */
+    const struct gs_trace_node *m = &nodes.v[1];
+    const struct gs_mig_model *mm = gs_mig_model_find("A100-40GB");
+    assert_int_equal(m->gpu_mode.sharing, GS_GPU_SHARE_MIG);
+    assert_int_equal(m->gpu_mode.mig_count, 3);
+    assert_string_equal(mm->profiles[m->gpu_mode.mig[0].profile].name, "3g.20gb");
+    assert_int_equal(m->gpu_mode.mig[0].start, 4);
+    assert_string_equal(mm->profiles[m->gpu_mode.mig[1].profile].name, "2g.10gb");
+    assert_int_equal(m->gpu_mode.mig[1].start, 0);
+    assert_int_equal(m->gpu_mode.mig[2].start, 2);
+    assert_int_equal(nodes.v[2].gpu_mode.sharing, GS_GPU_SHARE_TIMESLICE);
+    assert_int_equal(nodes.v[2].gpu_mode.replicas, 4);
+    assert_int_equal(nodes.v[3].gpu_mode.sharing, GS_GPU_SHARE_WHOLE);
+    assert_int_equal(nodes.v[3].gpu_mem_mib, 0);
+    assert_int_equal(nodes.v[4].gpu_mode.sharing, GS_GPU_SHARE_MILLI);
+    gs_trace_nodes_fini(&nodes);
+    nodes_ok(NODE_HDR "n,1,1,1,T4\n", &nodes);
+    assert_int_equal(nodes.has_modes, 0);
+    gs_trace_nodes_fini(&nodes);
+}
+
+static void test_nodes_bad_gpu_mode_names_line_and_field(void **state)
+{
+    (void)state;
+    nodes_fail(MODE_HDR "m,1000,1024,2,A100-40GB,40960,mig:4g.20gb+4g.20gb\n", 2, 7, "gpu_mode",
+               "A100-40GB cannot hold this layout");
+    nodes_fail(MODE_HDR "m,1000,1024,2,A100,40960,mig:3g.20gb\n", 2, 7, "gpu_mode",
+               "model 'A100' has no MIG geometry");
+    nodes_fail(MODE_HDR "m,1000,1024,2,A100-40GB,40960,mig:5g.20gb\n", 2, 7, "gpu_mode",
+               "no MIG profile '5g.20gb'");
+    nodes_fail(MODE_HDR "t,1000,1024,2,H100-80GB,,replicas:0\n", 2, 7, "gpu_mode",
+               "replicas:N needs N in 1..255");
+    nodes_fail(MODE_HDR "t,1000,1024,2,H100-80GB,,halves\n", 2, 7, "gpu_mode", "unknown mode");
+    nodes_fail(MODE_HDR "c,1000,1024,0,,,whole\n", 2, 7, "gpu_mode", "without GPUs");
+    nodes_fail(MODE_HDR "m,1000,1024,1,A100-40GB,,mig:3g.20gb@1\n", 2, 7, "gpu_mode", "start slot");
+    /* 1g.10gb fits seven times on an H100-80GB: the eighth is the one named. */
+    nodes_fail(MODE_HDR "h,1000,1024,1,H100-80GB,,mig:1g.10gb+1g.10gb+1g.10gb+1g.10gb+1g.10gb+"
+                        "1g.10gb+1g.10gb+1g.10gb\n",
+               2, 7, "gpu_mode", "instance 7 (1g.10gb at 0): more than 7 instance(s) of 1g.10gb");
+}
+
+#define SHARE_HDR                                                                                  \
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_mem_mib,mig_profile,timeslice_slots\n"
+
+static void test_pods_sharing_columns_become_requests_of_their_kind(void **state)
+{
+    (void)state;
+    struct gs_trace_pods pods;
+    pods_ok(SHARE_HDR "mem,1,1,2,100,20480,,\n"
+                      "mig,1,1,2,0,,2g.10gb,\n"
+                      "ts,1,1,0,0,,,3\n"
+                      "plain,1,1,1,500,,,\n",
+            &pods);
+    assert_int_equal(pods.has_sharing, 1);
+    struct gs_pod_req q;
+    assert_int_equal(gs_trace_pod_req(&pods.v[0], GS_MODEL_ANY, &q), GS_OK);
+    assert_int_equal(gs_req_kind(&q), GS_REQ_MEMORY);
+    assert_int_equal(q.num_gpu, 2);
+    assert_int_equal(q.gpu_milli, 100);
+    assert_int_equal(q.gpu_mem_mib, 20480);
+    assert_int_equal(gs_trace_pod_req(&pods.v[1], GS_MODEL_ANY, &q), GS_OK);
+    assert_int_equal(gs_req_kind(&q), GS_REQ_MIG);
+    assert_int_equal(q.mig_count, 2);
+    assert_int_equal(q.num_gpu, 0);
+    assert_string_equal(q.mig_profile, "2g.10gb");
+    assert_int_equal(gs_trace_pod_req(&pods.v[2], GS_MODEL_ANY, &q), GS_OK);
+    assert_int_equal(gs_req_kind(&q), GS_REQ_TIMESLICE);
+    assert_int_equal(q.timeslice_slots, 3);
+    assert_int_equal(gs_trace_pod_req(&pods.v[3], GS_MODEL_ANY, &q), GS_OK);
+    assert_int_equal(gs_req_kind(&q), GS_REQ_MILLI);
+    assert_int_equal(q.gpu_milli, 500);
+    gs_trace_pods_fini(&pods);
+}
+
+static void test_pods_bad_sharing_rows_name_line_and_field(void **state)
+{
+    (void)state;
+    pods_fail(SHARE_HDR "a,1,1,1,0,100,2g.10gb,\n", 2, 0, "gpu_mem_mib", "more than one of");
+    pods_fail(SHARE_HDR "a,1,1,0,0,100,,\n", 2, 6, "gpu_mem_mib", "not a valid request");
+    pods_fail(SHARE_HDR "a,1,1,1,500,,2g.10gb,\n", 2, 7, "mig_profile", "not a valid request");
+    pods_fail(SHARE_HDR "a,1,1,1,0,,,2\n", 2, 8, "timeslice_slots", "not a valid request");
+    pods_fail(SHARE_HDR "a,1,1,0,0,,,17\n", 2, 8, "timeslice_slots", "at most 16");
+    pods_fail(SHARE_HDR "a,1,1,1,0,0,,\n", 2, 6, "gpu_mem_mib", "leave it empty");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -763,6 +866,10 @@ int main(void)
         cmocka_unit_test(test_pods_limits_at_the_edge_are_accepted),
         cmocka_unit_test(test_pods_row_field_count_errors),
         cmocka_unit_test(test_pods_number_errors),
+        cmocka_unit_test(test_nodes_gpu_mode_column_reads_every_mode),
+        cmocka_unit_test(test_nodes_bad_gpu_mode_names_line_and_field),
+        cmocka_unit_test(test_pods_sharing_columns_become_requests_of_their_kind),
+        cmocka_unit_test(test_pods_bad_sharing_rows_name_line_and_field),
         cmocka_unit_test(test_pods_gpu_request_errors),
         cmocka_unit_test(test_pods_empty_name_fails),
         cmocka_unit_test(test_pods_header_names_are_checked),
