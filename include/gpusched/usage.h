@@ -62,6 +62,21 @@ struct gs_usage_gpu {
     uint8_t replicas;        /**< time-slicing: replicas the GPU offers */
 };
 
+/**
+ * What an engine placement grants per GPU, in the store's terms (charge.h says how each is
+ * charged): a MIG GPU's instances of the pod as one grant of their compute slices (the first
+ * instance's profile and start named); a time-sliced GPU one replica of its N; otherwise the
+ * milli and, for a memory request, the MiB, with the GPU's memory. The live scheduler's
+ * accountant and the replay's recorder both write what it returns.
+ * @param pl     the placement; borrowed.
+ * @param node   its node as the cluster holds it now; borrowed.
+ * @param uuids  GS_NODE_GPUS_MAX GPU UUIDs by device index (NULL entries: unknown), or NULL.
+ * @param out    room for GS_NODE_GPUS_MAX grants.
+ * @return the grants written. Pure.
+ */
+uint32_t gs_usage_grants(const struct gs_placement *pl, const struct gs_node *node,
+                         const char *const *uuids, struct gs_usage_gpu *out);
+
 /** An allocation interval as written. Strings borrowed, copied by the store. */
 struct gs_usage_interval {
     const char *pod_uid;        /**< unique per pod; non-empty */

@@ -201,64 +201,6 @@ static const char *uuid_of(const struct gs_kevent *ev, uint32_t index)
     return NULL;
 }
 
-/*
- * What the engine's placement grants per GPU, in the store's terms (charge.h says how each is
- * charged): a MIG GPU's instances of the pod on it as one grant of their compute slices (the
- * first instance's profile and start named); a time-sliced GPU one replica of its N; otherwise
- * the milli and, for a memory request, the MiB, with the GPU's memory. Returns the count.
- */
-static uint32_t grants_of(const struct gs_placement *pl, const struct gs_node *node,
-                          const struct gs_kevent *ev, struct gs_usage_gpu *out)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < pl->mig_count && i < GS_PLACEMENT_MIG_MAX; i++) {
-        const struct gs_placement_mig *m = &pl->mig[i];
-        const struct gs_gpu *g = m->gpu < node->gpu_count ? &node->gpus[m->gpu] : NULL;
-        if (!g || !g->mig_model || m->profile >= g->mig_model->n_profiles)
-            continue;
-        const struct gs_mig_profile *pr = &g->mig_model->profiles[m->profile];
-        if (n > 0 && out[n - 1].gpu_index == m->gpu) { /* another instance on the same GPU */
-            out[n - 1].mig_slices = (uint8_t)(out[n - 1].mig_slices + pr->compute_slices);
-            out[n - 1].mem_mib += pr->mem_mib;
-            continue;
-        }
-        if (n == GS_NODE_GPUS_MAX)
-            break;
-        out[n++] = (struct gs_usage_gpu){
-            .gpu_uuid = uuid_of(ev, m->gpu),
-            .mig_profile = pr->name,
-            .mem_mib = pr->mem_mib,
-            .gpu_mem_mib = g->mem_mib,
-            .gpu_index = m->gpu,
-            .mig_instance = m->start,
-            .replica_slot = -1,
-            .sharing = GS_GPU_SHARE_MIG,
-            .mig_slices = pr->compute_slices,
-            .gpu_mig_slices = g->mig_model->compute_slices,
-            .replicas = 1,
-        };
-    }
-    for (uint32_t k = 0; k < pl->num_gpu && k < GS_NODE_GPUS_MAX && n < GS_NODE_GPUS_MAX; k++) {
-        uint32_t gi = pl->gpu_index[k];
-        const struct gs_gpu *g = gi < node->gpu_count ? &node->gpus[gi] : NULL;
-        if (!g || g->sharing == GS_GPU_SHARE_MIG)
-            continue; /* its instances are above */
-        bool ts = g->sharing == GS_GPU_SHARE_TIMESLICE && g->replicas > 0;
-        out[n++] = (struct gs_usage_gpu){
-            .gpu_uuid = uuid_of(ev, gi),
-            .mem_mib = ts ? 0 : pl->gpu_mem_mib[k],
-            .gpu_mem_mib = g->mem_mib,
-            .gpu_index = gi,
-            .gpu_milli = ts ? 0 : pl->gpu_milli,
-            .mig_instance = -1,
-            .replica_slot = -1,
-            .sharing = ts ? GS_GPU_SHARE_TIMESLICE : GS_GPU_SHARE_MILLI,
-            .replicas = ts ? g->replicas : 1,
-        };
-    }
-    return n;
-}
-
 static int begin(struct gs__sched_acct *a, const struct gs_kworld *w, const struct gs_kevent *ev)
 {
     const struct gs_engine *e = gs_kworld_engine(w);
@@ -290,8 +232,12 @@ static int begin(struct gs__sched_acct *a, const struct gs_kworld *w, const stru
         team = top;
     struct gs_usage_gpu gpus[GS_NODE_GPUS_MAX];
     uint32_t n = 0;
-    if (running && node)
-        n = grants_of(&pi.pl, node, ev, gpus);
+    if (running && node) {
+        const char *uuids[GS_NODE_GPUS_MAX] = {0};
+        for (uint32_t k = 0; k < GS_NODE_GPUS_MAX; k++)
+            uuids[k] = uuid_of(ev, k);
+        n = gs_usage_grants(&pi.pl, node, uuids, gpus);
+    }
     if (!running) {
         /* Not running in the engine (cannot happen for a decision it made): the event's word. */
         for (uint32_t k = 0; k < ev->n_gpus && k < GS_NODE_GPUS_MAX; k++) {

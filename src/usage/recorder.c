@@ -80,6 +80,65 @@ int gs_usage_recorder_error(const struct gs_usage_recorder *r)
     return r->err;
 }
 
+/*
+ * What the engine's placement grants per GPU, in the store's terms (charge.h says how each is
+ * charged): a MIG GPU's instances of the pod on it as one grant of their compute slices (the
+ * first instance's profile and start named); a time-sliced GPU one replica of its N; otherwise
+ * the milli and, for a memory request, the MiB, with the GPU's memory. Returns the count.
+ * (usage.h; the live scheduler's accountant and the replay's recorder both use it.)
+ */
+uint32_t gs_usage_grants(const struct gs_placement *pl, const struct gs_node *node,
+                         const char *const *uuids, struct gs_usage_gpu *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < pl->mig_count && i < GS_PLACEMENT_MIG_MAX; i++) {
+        const struct gs_placement_mig *m = &pl->mig[i];
+        const struct gs_gpu *g = m->gpu < node->gpu_count ? &node->gpus[m->gpu] : NULL;
+        if (!g || !g->mig_model || m->profile >= g->mig_model->n_profiles)
+            continue;
+        const struct gs_mig_profile *pr = &g->mig_model->profiles[m->profile];
+        if (n > 0 && out[n - 1].gpu_index == m->gpu) { /* another instance on the same GPU */
+            out[n - 1].mig_slices = (uint8_t)(out[n - 1].mig_slices + pr->compute_slices);
+            out[n - 1].mem_mib += pr->mem_mib;
+            continue;
+        }
+        if (n == GS_NODE_GPUS_MAX)
+            break;
+        out[n++] = (struct gs_usage_gpu){
+            .gpu_uuid = uuids ? uuids[m->gpu] : NULL,
+            .mig_profile = pr->name,
+            .mem_mib = pr->mem_mib,
+            .gpu_mem_mib = g->mem_mib,
+            .gpu_index = m->gpu,
+            .mig_instance = m->start,
+            .replica_slot = -1,
+            .sharing = GS_GPU_SHARE_MIG,
+            .mig_slices = pr->compute_slices,
+            .gpu_mig_slices = g->mig_model->compute_slices,
+            .replicas = 1,
+        };
+    }
+    for (uint32_t k = 0; k < pl->num_gpu && k < GS_NODE_GPUS_MAX && n < GS_NODE_GPUS_MAX; k++) {
+        uint32_t gi = pl->gpu_index[k];
+        const struct gs_gpu *g = gi < node->gpu_count ? &node->gpus[gi] : NULL;
+        if (!g || g->sharing == GS_GPU_SHARE_MIG)
+            continue; /* its instances are above */
+        bool ts = g->sharing == GS_GPU_SHARE_TIMESLICE && g->replicas > 0;
+        out[n++] = (struct gs_usage_gpu){
+            .gpu_uuid = uuids ? uuids[gi] : NULL,
+            .mem_mib = ts ? 0 : pl->gpu_mem_mib[k],
+            .gpu_mem_mib = g->mem_mib,
+            .gpu_index = gi,
+            .gpu_milli = ts ? 0 : pl->gpu_milli,
+            .mig_instance = -1,
+            .replica_slot = -1,
+            .sharing = ts ? GS_GPU_SHARE_TIMESLICE : GS_GPU_SHARE_MILLI,
+            .replicas = ts ? g->replicas : 1,
+        };
+    }
+    return n;
+}
+
 static struct pod_slot *pod_slot(struct gs_usage_recorder *r, uint32_t pod)
 {
     if (pod >= r->npods) {
@@ -161,23 +220,7 @@ static int open_interval(struct gs_usage_recorder *r, const struct gs_cluster *c
     const struct gs_placement *pl = ev->pl;
     const struct gs_node *node = pl ? gs_cluster_node(c, pl->node) : NULL;
     struct gs_usage_gpu gpus[GS_NODE_GPUS_MAX];
-    uint32_t n = 0;
-    for (uint32_t k = 0; node && k < pl->num_gpu && k < GS_NODE_GPUS_MAX; k++) {
-        uint32_t gi = pl->gpu_index[k];
-        const struct gs_gpu *g = gi < node->gpu_count ? &node->gpus[gi] : NULL;
-        /* The core places milli-GPU shares; a time-sliced GPU's pods each hold one replica.
-         * A MIG GPU's instance is not named by a placement yet, so it is charged by the milli
-         * the core debited for it. */
-        bool ts = g && g->sharing == GS_GPU_SHARE_TIMESLICE && g->replicas > 0;
-        gpus[n++] = (struct gs_usage_gpu){
-            .gpu_index = gi,
-            .sharing = ts ? GS_GPU_SHARE_TIMESLICE : GS_GPU_SHARE_MILLI,
-            .gpu_milli = pl->gpu_milli,
-            .mig_instance = -1,
-            .replica_slot = -1,
-            .replicas = ts ? g->replicas : 1,
-        };
-    }
+    uint32_t n = node ? gs_usage_grants(pl, node, NULL, gpus) : 0;
     struct gs_usage_interval iv = {
         .pod_uid = uid,
         .ns = in.ns,

@@ -89,5 +89,15 @@ grep -qx 'replicas,2,1,0.500,25.000,25.0' "$tmp/r/modes.csv" &&
     { echo "FAIL: simulate exited $?"; cat "$tmp/sim.txt"; fail=1; }
 grep -Eq '^  fgd +[0-9.]+ \([0-9.]+\) +25\.0 \(1\.0\) +99\.9 \(4\.0\) +100\.0 \(1\.0\)$' "$tmp/sim.txt" ||
     { echo "FAIL: simulate mode summary"; cat "$tmp/sim.txt"; fail=1; }
+# The same replay with --accounting: the usage store charges the memory, MIG and time-sliced
+# grants as the replay's table does, 6.98 GPU-hours in all (it refused MIG and memory grants
+# before they were read from the placement).
+"$bin" replay --nodes "$d/nodes.csv" --pods "$d/pods.csv" --queues "$d/queues.yaml" --no-plot \
+    --accounting "$tmp/acct.db" --out "$tmp/acct" >"$tmp/acct.txt" 2>&1 ||
+    { echo "FAIL: replay --accounting exited $?"; cat "$tmp/acct.txt"; fail=1; }
+"$bin" report usage --db "$tmp/acct.db" --from 1970-01-01 --to 2100-01-01 --by queue \
+    >"$tmp/acct_report.txt" 2>&1 || { echo "FAIL: report usage"; cat "$tmp/acct_report.txt"; fail=1; }
+grep -Eq '^team +6\.98 ' "$tmp/acct_report.txt" ||
+    { echo "FAIL: the store does not charge 6.98 GPU-hours"; cat "$tmp/acct_report.txt"; fail=1; }
 [ $fail = 0 ] && echo "replay sharing: all checks passed"
 exit $fail
