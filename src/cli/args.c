@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cmd.h"
+#include "util/file.h"
 #include "gpusched/sched.h"
 #include "gpusched/trace.h"
 
@@ -59,4 +60,21 @@ void gs__cli_warn_unfit(const char *cmd, const char *pods_path, const struct gs_
                       u->too_big == 1 ? "s" : "", u->big_pod, u->big_num_gpu,
                       (long long)u->big_cpu_milli, (long long)u->big_mem_mib, u->max_gpus,
                       (long long)u->max_cpu_milli, (long long)u->max_mem_mib);
+}
+
+void gs__cli_stage_notes(const char *cmd, const char *dir, const struct gs__stage_report *rep)
+{
+    if (rep->had_set && rep->removed)
+        (void)fprintf(stderr,
+                      "gpusched %s: note: %s: replaced the earlier result set (%u files written "
+                      "again); removed %u of its files this run does not write: %s\n",
+                      cmd, dir, rep->replaced, rep->removed, rep->removed_names);
+    else if (rep->had_set)
+        (void)fprintf(stderr,
+                      "gpusched %s: note: %s: replaced the earlier result set (%u files written "
+                      "again)\n",
+                      cmd, dir, rep->replaced);
+    if (rep->unvouched[0])
+        (void)fprintf(stderr, "gpusched %s: note: %s also holds files this run did not write: %s\n",
+                      cmd, dir, rep->unvouched);
 }

@@ -54,6 +54,16 @@ int gs__cli_split(const char *arg, char *name, size_t cap, const char **value);
 /** gs_policy_find() on the name in lower case ("FGD" finds fgd); -1 when unknown. */
 int gs__cli_policy_find(const char *name);
 
+struct gs__stage_report;
+
+/**
+ * Says on stderr what committing a result set into `dir` did (gs__stage_commit()): the earlier
+ * set it replaced, with the files of it this run does not write (removed), and other files
+ * left in place. Nothing when `dir` was new and empty.
+ * @param cmd  the command's name for the prefix ("simulate").
+ */
+void gs__cli_stage_notes(const char *cmd, const char *dir, const struct gs__stage_report *rep);
+
 struct gs_kube_config;
 
 /**

@@ -69,7 +69,8 @@ static const char *const usage_replay =
     "modes.csv (GPU-hours per sharing mode) when the node list has a gpu_mode column or the\n"
     "pod list a sharing column, and last DIR/MANIFEST, the list of this set: files an earlier\n"
     "set listed and this one does not\n"
-    "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
+    "write are removed (stderr says what was replaced and removed), other files are named on\n"
+    "stderr and left. An interrupted run (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
     "\n" GS_CLI_TRACE_FORMAT_HELP "\n"
     "exit status:\n"
@@ -405,7 +406,7 @@ int gs_cmd_replay(int argc, char **argv)
         goto out;
     }
     int plot_failed = 0;
-    char note[512] = "";
+    struct gs__stage_report rep;
     if (gs_report_write_replay(r, stage, plot, msg, sizeof(msg), &plot_failed) != GS_OK) {
         (void)fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
         gs__stage_discard(stage);
@@ -417,16 +418,13 @@ int gs_cmd_replay(int argc, char **argv)
                       "gpusched replay: warning: %s; the CSV files are written, the plots are "
                       "missing (--no-plot skips them)\n",
                       msg);
-    if (gs__stage_commit(stage, out_dir, msg, sizeof(msg), note, sizeof(note)) != 0) {
+    if (gs__stage_commit(stage, out_dir, msg, sizeof(msg), &rep) != 0) {
         (void)fprintf(stderr, "gpusched replay: cannot write results: %s\n", msg);
         free(stage);
         goto out;
     }
     free(stage);
-    if (note[0])
-        (void)fprintf(stderr,
-                      "gpusched replay: note: %s also holds files this run did not write: %s\n",
-                      out_dir, note);
+    gs__cli_stage_notes("replay", out_dir, &rep);
     uint32_t npods;
     uint64_t binds, evictions, cycles;
     int64_t end_ms;

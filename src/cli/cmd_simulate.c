@@ -56,7 +56,8 @@ static const char *const usage_simulate =
     "DIR/allocation.png and DIR/fragmentation.png (DIR/allocation-<workload>.png and\n"
     "DIR/fragmentation-<workload>.png for each of several pod lists), and\n"
     "last DIR/MANIFEST, the list of this set: files an earlier set listed and this one does not\n"
-    "write are removed, other files are named on stderr and left. An interrupted run (SIGINT,\n"
+    "write are removed (stderr says what was replaced and removed), other files are named on\n"
+    "stderr and left. An interrupted run (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
     "When the node list has a gpu_mode column or the pod list a sharing column, the summary\n"
     "adds the GPU charged at the end per sharing mode (% of the mode's GPUs, pods placed).\n"
@@ -676,18 +677,15 @@ int gs_cmd_simulate(int argc, char **argv)
                       "gpusched simulate: warning: %s; the CSV files are written, the "
                       "plots are missing (--no-plot skips them)\n",
                       pt.err);
-    char note[512];
-    if (gs__stage_commit(stage, out_dir, err, sizeof(err), note, sizeof(note)) != 0) {
+    struct gs__stage_report rep;
+    if (gs__stage_commit(stage, out_dir, err, sizeof(err), &rep) != 0) {
         free(stage);
         stage = NULL;
         goto write_failed;
     }
     free(stage);
     stage = NULL;
-    if (note[0])
-        (void)fprintf(stderr,
-                      "gpusched simulate: note: %s also holds files this run did not write: %s\n",
-                      out_dir, note);
+    gs__cli_stage_notes("simulate", out_dir, &rep);
 
     /* The summary table. */
     char stext[64];

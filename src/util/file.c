@@ -438,13 +438,31 @@ static void manifest_names(const char *dir, struct names *s)
     free(buf);
 }
 
-int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap, char *note,
-                     size_t note_cap)
+/* Appends name to a comma-separated list of cap bytes; "..." once it is full. */
+static void list_add(char *list, size_t cap, const char *name)
+{
+    size_t used = strlen(list);
+    if (used >= 3 && strcmp(list + used - 3, "...") == 0)
+        return;
+    int w = snprintf(list + used, cap - used, "%s%s", used ? ", " : "", name);
+    if (w < 0 || (size_t)w >= cap - used) {
+        list[used] = '\0';
+        if (cap - used > 5)
+            (void)snprintf(list + used, cap - used, "%s...", used ? ", " : "");
+    }
+}
+
+int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap,
+                     struct gs__stage_report *rep)
 {
     struct names fresh = {.n = 0}, old = {.n = 0};
     char *mpath = NULL, *dpath = NULL;
-    if (note && note_cap)
-        note[0] = '\0';
+    struct gs__stage_report local;
+    if (!rep)
+        rep = &local;
+    memset(rep, 0, sizeof(*rep));
+    char *note = rep->unvouched;
+    size_t note_cap = sizeof(rep->unvouched);
     int rc = -1;
     if (stage_names(stage, &fresh) != 0) {
         (void)snprintf(err, cap, "%s: %s", stage, strerror(errno ? errno : ENOMEM));
@@ -476,16 +494,23 @@ int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap, 
         goto out;
     }
     manifest_names(dir, &old);
+    (void)snprintf(dpath, plen, "%s/%s", dir, GS_MANIFEST);
+    struct stat mst;
+    rep->had_set = lstat(dpath, &mst) == 0;
     if (each_file(stage, dir, move_file, err, cap) != 0)
         goto out;
     /* Files of the previous set that this set does not write would pass for its results. */
     for (size_t i = 0; i < old.n; i++) {
-        if (names_has(&fresh, old.v[i]))
+        if (names_has(&fresh, old.v[i])) {
+            rep->replaced++;
             continue;
+        }
         (void)snprintf(dpath, plen, "%s/%s", dir, old.v[i]);
         struct stat st;
-        if (lstat(dpath, &st) == 0 && S_ISREG(st.st_mode))
-            (void)unlink(dpath);
+        if (lstat(dpath, &st) == 0 && S_ISREG(st.st_mode) && unlink(dpath) == 0) {
+            rep->removed++;
+            list_add(rep->removed_names, sizeof(rep->removed_names), old.v[i]);
+        }
     }
     (void)snprintf(dpath, plen, "%s/%s", dir, GS_MANIFEST);
     if (rename(mpath, dpath) != 0) {

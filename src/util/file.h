@@ -65,18 +65,28 @@ void gs__stage_child_del(pid_t pid);
 /** In a child just forked: forgets the parent's children (they are not its own). */
 void gs__stage_children_forget(void);
 
+/** What gs__stage_commit() found in `dir`. Plain value record. */
+struct gs__stage_report {
+    bool had_set;            /**< `dir` held an earlier set (its MANIFEST) */
+    uint32_t replaced;       /**< files of the earlier set this set wrote again */
+    uint32_t removed;        /**< files of the earlier set this set does not write: removed */
+    char removed_names[512]; /**< their names, comma-separated (cut short with "..."), or "" */
+    char unvouched[512];     /**< other regular files no manifest vouched for (left in place),
+                                  comma-separated, or "" */
+};
+
 /**
  * Commits the stage as one result set: writes `MANIFEST` (the stage's file names, sorted) into
  * it, moves every other file into `dir` (rename, replacing files of the same name), removes the
  * regular files that the previous `dir/MANIFEST` listed and this set does not hold, moves the
  * manifest in last, and removes `stage`. The stage is on the same file system, so each move is
  * atomic.
- * @param note  receives the comma-separated names of other regular files in `dir` that no
- *              manifest vouched for (left in place; "" when none); may be NULL.
+ * @param rep  receives what was replaced, removed and left (see struct gs__stage_report); may be
+ *             NULL.
  * @return 0, or -1 with a message in err (files not yet moved stay in the stage, then removed).
  */
-int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap, char *note,
-                     size_t note_cap);
+int gs__stage_commit(const char *stage, const char *dir, char *err, size_t cap,
+                     struct gs__stage_report *rep);
 
 /**
  * mkstemp(), then gives the file the mode an ordinary open would: 0666 less the umask (mkstemp

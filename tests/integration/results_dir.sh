@@ -70,6 +70,9 @@ echo mine >"$out/notes.txt"
 [ -e "$out/allocation.png" ] && say "the previous run's allocation.png is left beside the new set"
 [ -e "$out/notes.txt" ] || say "a file no manifest lists was removed"
 grep -q "also holds files this run did not write: notes.txt" "$tmp/err" || say "notes.txt not named: $(cat "$tmp/err")"
+# ... and says what it replaced: the five CSV files written again, the two plots removed.
+grep -q "replaced the earlier result set (5 files written again); removed 2 of its files this run does not write: allocation.png, fragmentation.png" "$tmp/err" ||
+    say "the replaced set is not told: $(cat "$tmp/err")"
 want="allocation.csv frag_ratio.csv fragmentation.csv runs.csv summary.csv"
 [ "$(grep -v '^#' "$out/MANIFEST" | tr '\n' ' ')" = "$want " ] || say "MANIFEST: $(cat "$out/MANIFEST")"
 
