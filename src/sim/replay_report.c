@@ -284,14 +284,17 @@ static int plot_share(const struct gs_replay *r, const char *dir, char *err, siz
     int rc = GS_ENOMEM;
     /* Show the busy part: up to a quarter past the last sample with waiting pods (the trace's
      * long tail of single long-running pods would squeeze it into one pixel column). */
-    int64_t t_last = ns ? s[ns - 1].t_ms : 0;
+    int64_t t_end = ns ? s[ns - 1].t_ms : 0, t_last = t_end;
     for (uint32_t k = ns; k-- > 0;) {
         if (s[k].pending > 0) {
             t_last = s[k].t_ms;
             break;
         }
     }
-    double end_h = (double)t_last * 1.25 / 3600000.0;
+    /* Never past the replay's end (when nothing waited, the whole replay). */
+    double end_ms = (double)t_last * 1.25 < (double)t_end ? (double)t_last * 1.25 : (double)t_end;
+    bool cut = end_ms < (double)t_end;
+    double end_h = end_ms / 3600000.0;
     bool days = end_h > 72;
     double unit = days ? 86400000.0 : 3600000.0;
     for (uint32_t k = 0; k < ns; k++) {
@@ -305,10 +308,11 @@ static int plot_share(const struct gs_replay *r, const char *dir, char *err, siz
     }
     if (text_add(
             &script,
-            "set title 'GPU share per queue over time (solid: allocated, dashed: fair share)'\n"
+            "set title 'GPU share per queue over time (solid: allocated, dashed: fair share)%s'\n"
             "set xlabel 'replay time, %s'\nset ylabel '%% of cluster GPUs'\n"
             "set xrange [0:%.4f]\nset key outside right\nset grid\nplot ",
-            days ? "days" : "hours", end_h > 0 ? (days ? end_h / 24 : end_h) : 1.0))
+            cut ? "; shown: to a quarter past the last wait" : "", days ? "days" : "hours",
+            end_h > 0 ? (days ? end_h / 24 : end_h) : 1.0))
         goto out;
     for (uint32_t i = 0; i < nq; i++) {
         char *qn = gs_report_gp_quote(q[i].name);
@@ -320,7 +324,8 @@ static int plot_share(const struct gs_replay *r, const char *dir, char *err, siz
         if (bad)
             goto out;
     }
-    if (text_add(&script, "\n"))
+    /* A key entry for the dashed lines, which carry no title of their own. */
+    if (text_add(&script, ", 1/0 with lines dt 2 lc rgb 'black' title 'dashed: fair share'\n"))
         goto out;
     rc = plot(dir, "share", data.s ? data.s : "", script.s, err, cap);
 out:
