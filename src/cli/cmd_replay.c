@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/acct.h"
 #include "cli/cmd.h"
@@ -98,6 +99,54 @@ static void fmt_s(double s, char *buf, size_t cap)
         (void)snprintf(buf, cap, "%.1fm", s / 60);
     else
         (void)snprintf(buf, cap, "%.1fh", s / 3600);
+}
+
+/* Progress on a terminal (issue 10: long runs are not silent): pods ended of the trace's pods
+ * and the virtual day, at most five times a second, through the event tap; the taps already set
+ * (accounting) are called first. */
+struct progress {
+    void (*tap_event)(void *, const struct gs_cluster *, const struct gs_engine *,
+                      const struct gs_event *, const struct gs_trace_pod *);
+    void (*tap_sample)(void *, const struct gs_cluster *, const struct gs_engine *, int64_t);
+    void *tap_ctx;
+    double t0_s, last_s;
+    uint32_t pods, ended, calls;
+    bool shown;
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void progress_event(void *ctx, const struct gs_cluster *c, const struct gs_engine *e,
+                           const struct gs_event *ev, const struct gs_trace_pod *pod)
+{
+    struct progress *p = ctx;
+    if (p->tap_event)
+        p->tap_event(p->tap_ctx, c, e, ev, pod);
+    if (ev->kind == GS_EV_FINISH || ev->kind == GS_EV_DELETE)
+        p->ended++;
+    if (++p->calls % 256 != 0)
+        return;
+    double now = mono_s();
+    if (now - p->last_s < 0.2 || now - p->t0_s < 1.0)
+        return;
+    p->last_s = now;
+    (void)fprintf(stderr, "\rreplay: %u of %u pods ended (%.0f%%), day %.1f, %.0f s elapsed ",
+                  p->ended, p->pods, p->pods ? 100.0 * p->ended / p->pods : 0.0,
+                  (double)ev->now_ms / 86400000.0, now - p->t0_s);
+    p->shown = true;
+}
+
+static void progress_sample(void *ctx, const struct gs_cluster *c, const struct gs_engine *e,
+                            int64_t t_ms)
+{
+    struct progress *p = ctx;
+    if (p->tap_sample)
+        p->tap_sample(p->tap_ctx, c, e, t_ms);
 }
 
 int gs_cmd_replay(int argc, char **argv)
@@ -381,10 +430,19 @@ int gs_cmd_replay(int argc, char **argv)
             goto out;
         }
     }
+    struct progress prog = {cfg.tap_event, cfg.tap_sample, cfg.tap_ctx, mono_s(), 0, pods.n, 0, 0,
+                            false};
+    if (isatty(STDERR_FILENO)) {
+        cfg.tap_event = progress_event;
+        cfg.tap_sample = progress_sample;
+        cfg.tap_ctx = &prog;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&d, 0, sizeof(d));
     err = gs_replay_run(&view, &pods, qc, &cfg, &r, &d);
+    if (prog.shown)
+        (void)fprintf(stderr, "\r%*s\r", 72, "");
     free(kept);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (err) {
