@@ -501,14 +501,14 @@ int gs_cmd_replay(int argc, char **argv)
     }
     uint64_t by[GS_REPLAY_EVICT_REASONS];
     gs_replay_evictions_by_reason(r, by);
-    printf("replayed %u pod%s over %.1f days of replay time with %s%s%s%s: %llu starts, %llu "
-           "evictions (preemption %llu, reclaim %llu, gang %llu), %llu cycles, %.2f s\n",
+    printf("replayed %u pod%s over %.1f days of replay time with %s%s%s%s: %llu start%s, %llu "
+           "eviction%s (preemption %llu, reclaim %llu, gang %llu), %llu cycles, %.2f s\n",
            npods, npods == 1 ? "" : "s", (double)end_ms / 86400000.0, cfg.policy,
            cfg.preemption ? ", preemption" : "", cfg.reclaim ? ", reclaim" : "",
-           cfg.backfill ? ", backfill" : "", (unsigned long long)binds,
-           (unsigned long long)evictions, (unsigned long long)by[GS_EVICT_PREEMPT],
-           (unsigned long long)by[GS_EVICT_RECLAIM], (unsigned long long)by[GS_EVICT_GANG],
-           (unsigned long long)cycles, wall);
+           cfg.backfill ? ", backfill" : "", (unsigned long long)binds, binds == 1 ? "" : "s",
+           (unsigned long long)evictions, evictions == 1 ? "" : "s",
+           (unsigned long long)by[GS_EVICT_PREEMPT], (unsigned long long)by[GS_EVICT_RECLAIM],
+           (unsigned long long)by[GS_EVICT_GANG], (unsigned long long)cycles, wall);
     uint32_t ngangs, gangs_started, gangs_timed_out;
     gs_replay_gangs(r, &ngangs, &gangs_started, &gangs_timed_out);
     if (ngangs > 0)
