@@ -73,6 +73,11 @@ grep -q "gang $ns/b released whole" "$log" || fail "gang b was never released"
 n=$(tries b-2)
 [ "$n" -ge 6 ] && [ "$n" -le 8 ] || fail "b-2 was tried $n times in 30 s, want 7 (1, 2, 4, 8, 10, 5 s apart)"
 for p in b-0 b-1; do
+    # The evictions are sent after the release line, one by one (seconds apart under ASan).
+    for ((i = 0; i < 100; i++)); do
+        grep -q "evicted pod=$ns/$p reason=gang" "$log" && break
+        sleep 0.2
+    done
     grep -q "evicted pod=$ns/$p reason=gang" "$log" || fail "$p was not evicted with reason gang"
 done
 for ((i = 0; i < 50; i++)); do
