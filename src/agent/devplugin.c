@@ -39,6 +39,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -1054,6 +1055,16 @@ static int fail_new(char *err, size_t cap, int rc, const char *fmt, ...)
         (void)vsnprintf(err, cap, fmt, ap);
         va_end(ap);
     }
+    return rc;
+}
+
+int gs__dp_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, saved;
+    (void)sigfillset(&all);
+    (void)pthread_sigmask(SIG_BLOCK, &all, &saved);
+    int rc = pthread_create(t, NULL, fn, arg);
+    (void)pthread_sigmask(SIG_SETMASK, &saved, NULL);
     return rc;
 }
 

@@ -5,6 +5,7 @@
 #ifndef GPUSCHED_AGENT_DEVPLUGIN_INT_H
 #define GPUSCHED_AGENT_DEVPLUGIN_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -160,5 +161,16 @@ uint64_t gs__dp_kube_patches(struct gs__dp_kube *k);
  * flight) and frees everything. NULL is a no-op.
  */
 void gs__dp_kube_free(struct gs__dp_kube *k);
+
+/*
+ * pthread_create() for the agent's helper threads (the registration and pod-resources
+ * workers, the Kubernetes watcher): the thread starts with every signal blocked, so SIGTERM
+ * and the like reach the thread that runs gs_dp_agent_run() and stops it from its handler.
+ * (A signal delivered to a worker blocked in pthread_cond_wait may wait there until the
+ * worker wakes: ThreadSanitizer's runtime does so, and the agent ignored SIGTERM once in about
+ * eight runs of agent_devplugin_grpcio.) The caller's mask is left as it was.
+ * @return pthread_create()'s result.
+ */
+int gs__dp_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #endif /* GPUSCHED_AGENT_DEVPLUGIN_INT_H */

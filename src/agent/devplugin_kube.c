@@ -326,7 +326,7 @@ int gs__dp_kube_new(const struct gs_kube_config *cfg, const char *node, gs_dp_lo
     if (rc == GS_OK)
         rc = gs_kube_informer_new(k->client, &po, on_pod, k, &k->pod_inf);
     if (rc == GS_OK) {
-        if (pthread_create(&k->thread, NULL, kube_main, k) != 0)
+        if (gs__dp_thread_start(&k->thread, kube_main, k) != 0)
             rc = GS_EIO;
         else
             k->started = true;

@@ -88,7 +88,7 @@ int gs__dp_worker_new(int notify_fd, gs__dp_job_fn fn, struct gs__dp_worker **ou
         free(w);
         return GS_EIO;
     }
-    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    if (gs__dp_thread_start(&w->thread, worker_main, w) != 0) {
         pthread_cond_destroy(&w->cv);
         pthread_mutex_destroy(&w->mu);
         free(w);
