@@ -83,7 +83,7 @@ static void stop_signals(sigset_t *set)
 static void *stopper_main(void *arg)
 {
     struct stopper *st = arg;
-    const struct timespec tick = {0, 200 * 1000 * 1000};
+    const struct timespec tick = {0, 200000000L}; /* 200 ms */
     while (!atomic_load(&st->done))
         if (sigtimedwait(&st->set, NULL, &tick) > 0)
             gs_dp_agent_stop(st->agent); /* again on a second signal: still a clean stop */
