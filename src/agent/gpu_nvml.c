@@ -24,6 +24,7 @@
 
 #include "gpu_internal.h"
 #include "gpusched/err.h"
+#include "nvml_abi.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -32,85 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the NVML ABI subset ------------------------------------------------------------- */
+/* The NVML ABI subset: nvml_abi.h. */
 
-typedef int nvml_ret; /* nvmlReturn_t */
-typedef struct nvml_device_opaque *nvml_device;
-typedef struct nvml_event_set_opaque *nvml_event_set;
-
-enum {
-    NVML_OK = 0,
-    NVML_ERR_NOT_SUPPORTED = 3,
-    NVML_ERR_NO_PERMISSION = 4,
-    NVML_ERR_NOT_FOUND = 6,
-    NVML_ERR_TIMEOUT = 10,
-    NVML_ERR_FUNCTION_NOT_FOUND = 13,
-    NVML_ERR_GPU_IS_LOST = 15,
-};
-
-enum {
-    NVML_TEMPERATURE_GPU = 0,
-    NVML_CLOCK_SM = 1,
-    NVML_CLOCK_MEM = 2,
-    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
-    NVML_VOLATILE_ECC = 0,
-    NVML_DEVICE_MIG_ENABLE = 1,
-    NVML_P2P_CAPS_INDEX_NVLINK = 2,
-    NVML_P2P_STATUS_OK = 0,
-};
-
-#define NVML_EVENT_DOUBLE_BIT_ECC 0x2ULL
-#define NVML_EVENT_XID_CRITICAL 0x8ULL
-
-/* nvmlMemory_t: bytes. */
-struct nvml_memory {
-    unsigned long long total;
-    unsigned long long free;
-    unsigned long long used;
-};
-
-/* nvmlUtilization_t: percent over the last sample period. */
-struct nvml_utilization {
-    unsigned int gpu;
-    unsigned int memory;
-};
-
-/* nvmlPciInfo_t (filled by nvmlDeviceGetPciInfo_v3). */
-struct nvml_pci_info {
-    char bus_id_legacy[16];
-    unsigned int domain;
-    unsigned int bus;
-    unsigned int device;
-    unsigned int pci_device_id;
-    unsigned int pci_subsystem_id;
-    char bus_id[32];
-};
-
-/* nvmlEventData_t. */
-struct nvml_event_data {
-    nvml_device device;
-    unsigned long long event_type;
-    unsigned long long event_data;
-    unsigned int gpu_instance_id;
-    unsigned int compute_instance_id;
-};
-
-/* nvmlGpuInstance_t: an opaque handle. */
-typedef struct nvml_gpu_instance_st *nvml_gpu_instance;
-
-/* nvmlGpuInstancePlacement_t and nvmlGpuInstanceInfo_t (NVML 11.0 and later). */
-struct nvml_gpu_instance_placement {
-    unsigned int start;
-    unsigned int size;
-};
-struct nvml_gpu_instance_info {
-    nvml_device device;
-    unsigned int id;
-    unsigned int profile_id;
-    struct nvml_gpu_instance_placement placement;
-};
-
-/** The entry points used, filled by dlsym(). */
 struct nvml_api {
     nvml_ret (*init_v2)(void);
     nvml_ret (*shutdown)(void);

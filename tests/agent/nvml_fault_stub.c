@@ -15,7 +15,7 @@
  *   uuid_lost G       nvmlDeviceGetUUID of G answers GPU_IS_LOST
  *   query_lost G      name, memory, utilisation, temperature, power, clocks and ECC of G
  *                     answer GPU_IS_LOST
- *   query_fail G      the sample queries of G answer UNKNOWN (999), not GPU_IS_LOST
+ *   query_fail G      the sample queries of G answer NVML_ERR_UNKNOWN (999), not GPU_IS_LOST
  *   wait_lost G       nvmlEventSetWait_v2 answers GPU_IS_LOST naming G; G = -1 names none
  *   xid G CODE N      event N (any number, delivered once) is XID CODE on G
  * Without STUB_NVML_FAULTS nothing fails.
@@ -27,38 +27,21 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef int nvml_ret;
-struct stub_dev {
+/* The backend's declarations (src/agent/nvml_abi.h); the opaque handles are defined here. */
+#include "nvml_abi.h"
+
+struct nvml_device_opaque {
     int gpu;
 };
-typedef struct stub_dev *nvml_device;
-typedef struct stub_set *nvml_event_set;
-struct nvml_memory {
-    unsigned long long total, free, used;
-};
-struct nvml_utilization {
-    unsigned int gpu, memory;
-};
-struct nvml_pci_info {
-    char bus_id_legacy[16];
-    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
-    char bus_id[32];
-};
-struct nvml_event_data {
-    nvml_device device;
-    unsigned long long event_type, event_data;
-    unsigned int gpu_instance_id, compute_instance_id;
-};
-struct stub_set {
+struct nvml_event_set_opaque {
     int unused;
 };
 
-enum { OK = 0, INVALID = 2, NOT_SUPPORTED = 3, TIMEOUT = 10, LOST = 15, UNKNOWN = 999 };
 enum { N_GPUS = 8, MAX_XIDS = 64 };
 #define MIB (1024ULL * 1024ULL)
 
-static struct stub_dev devs[N_GPUS] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
-static struct stub_set the_set;
+static struct nvml_device_opaque devs[N_GPUS] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+static struct nvml_event_set_opaque the_set;
 
 /** The faults as last read. */
 static struct {
@@ -124,13 +107,13 @@ static void reload(void)
     (void)fclose(fp);
 }
 
-/* The answer of a sample query of d: LOST, UNKNOWN or OK. */
+/* The answer of a sample query of d: NVML_ERR_GPU_IS_LOST, NVML_ERR_UNKNOWN or NVML_OK. */
 static nvml_ret query(nvml_device d)
 {
     reload();
     if (f.query_lost[d->gpu])
-        return LOST;
-    return f.query_fail[d->gpu] ? UNKNOWN : OK;
+        return NVML_ERR_GPU_IS_LOST;
+    return f.query_fail[d->gpu] ? NVML_ERR_UNKNOWN : NVML_OK;
 }
 
 nvml_ret nvmlInit_v2(void);
@@ -155,34 +138,36 @@ nvml_ret nvmlEventSetFree(nvml_event_set s);
 
 nvml_ret nvmlInit_v2(void)
 {
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlShutdown(void)
 {
-    return OK;
+    return NVML_OK;
 }
 
 const char *nvmlErrorString(nvml_ret rc)
 {
-    return rc == LOST ? "GPU is lost" : rc == UNKNOWN ? "Unknown Error" : "stub";
+    return rc == NVML_ERR_GPU_IS_LOST ? "GPU is lost"
+           : rc == NVML_ERR_UNKNOWN   ? "Unknown Error"
+                                      : "stub";
 }
 
 nvml_ret nvmlDeviceGetCount_v2(unsigned int *n)
 {
     *n = N_GPUS;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvml_device *d)
 {
     if (i >= N_GPUS)
-        return INVALID;
+        return NVML_ERR_INVALID_ARGUMENT;
     reload();
     if (f.handle_lost[i])
-        return LOST;
+        return NVML_ERR_GPU_IS_LOST;
     *d = &devs[i];
-    return OK;
+    return NVML_OK;
 }
 
 static nvml_ret copy(char *buf, unsigned int len, const char *s)
@@ -190,20 +175,20 @@ static nvml_ret copy(char *buf, unsigned int len, const char *s)
     if (strlen(s) + 1 > len)
         return 7; /* INSUFFICIENT_SIZE */
     memcpy(buf, s, strlen(s) + 1);
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetName(nvml_device d, char *buf, unsigned int len)
 {
     reload();
-    return f.query_lost[d->gpu] ? LOST : copy(buf, len, "NVIDIA H200");
+    return f.query_lost[d->gpu] ? NVML_ERR_GPU_IS_LOST : copy(buf, len, "NVIDIA H200");
 }
 
 nvml_ret nvmlDeviceGetUUID(nvml_device d, char *buf, unsigned int len)
 {
     reload();
     if (f.uuid_lost[d->gpu])
-        return LOST;
+        return NVML_ERR_GPU_IS_LOST;
     char uuid[64];
     (void)snprintf(uuid, sizeof uuid, "GPU-f0000000-0000-4000-8000-00000000000%d", d->gpu);
     return copy(buf, len, uuid);
@@ -228,7 +213,7 @@ nvml_ret nvmlDeviceGetUtilizationRates(nvml_device d, struct nvml_utilization *u
 nvml_ret nvmlDeviceGetTemperature(nvml_device d, int sensor, unsigned int *t)
 {
     if (sensor != 0)
-        return INVALID;
+        return NVML_ERR_INVALID_ARGUMENT;
     *t = 40;
     return query(d);
 }
@@ -249,7 +234,7 @@ nvml_ret nvmlDeviceGetPciInfo_v3(nvml_device d, struct nvml_pci_info *p)
 {
     memset(p, 0, sizeof *p);
     (void)snprintf(p->bus_id, sizeof p->bus_id, "0000FFF0:%02X:00.0", (unsigned)d->gpu);
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetTotalEccErrors(nvml_device d, int type, int counter, unsigned long long *n)
@@ -268,14 +253,14 @@ nvml_ret nvmlSystemGetDriverVersion(char *buf, unsigned int len)
 nvml_ret nvmlEventSetCreate(nvml_event_set *s)
 {
     *s = &the_set;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceRegisterEvents(nvml_device d, unsigned long long types, nvml_event_set s)
 {
     (void)d;
     (void)types;
-    return s == &the_set ? OK : INVALID;
+    return s == &the_set ? NVML_OK : NVML_ERR_INVALID_ARGUMENT;
 }
 
 nvml_ret nvmlEventSetWait_v2(nvml_event_set s, struct nvml_event_data *e, unsigned int ms)
@@ -294,16 +279,16 @@ nvml_ret nvmlEventSetWait_v2(nvml_event_set s, struct nvml_event_data *e, unsign
         e->device = &devs[f.xid_gpu[i]];
         e->event_type = 0x8; /* XID critical error */
         e->event_data = (unsigned long long)f.xid_code[i];
-        return OK;
+        return NVML_OK;
     }
     if (f.wait_lost >= -1) {
         e->device = f.wait_lost >= 0 ? &devs[f.wait_lost] : NULL;
-        return LOST;
+        return NVML_ERR_GPU_IS_LOST;
     }
-    return TIMEOUT;
+    return NVML_ERR_TIMEOUT;
 }
 
 nvml_ret nvmlEventSetFree(nvml_event_set s)
 {
-    return s == &the_set ? OK : INVALID;
+    return s == &the_set ? NVML_OK : NVML_ERR_INVALID_ARGUMENT;
 }

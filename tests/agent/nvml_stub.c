@@ -18,50 +18,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Same declarations as the backend (src/agent/gpu_nvml.c). */
-typedef int nvml_ret;
-struct stub_dev {
+/* The backend's declarations (src/agent/nvml_abi.h); the opaque handles are defined here. */
+#include "nvml_abi.h"
+
+struct nvml_device_opaque {
     int gpu; /* 0 or 1 */
     int mig; /* -1 for the GPU itself, else the MIG device's slot */
 };
-typedef struct stub_dev *nvml_device;
-typedef struct stub_set *nvml_event_set;
-struct nvml_memory {
-    unsigned long long total, free, used;
-};
-struct nvml_utilization {
-    unsigned int gpu, memory;
-};
-struct nvml_pci_info {
-    char bus_id_legacy[16];
-    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
-    char bus_id[32];
-};
-struct nvml_event_data {
-    nvml_device device;
-    unsigned long long event_type, event_data;
-    unsigned int gpu_instance_id, compute_instance_id;
-};
-struct stub_set {
+struct nvml_event_set_opaque {
     int delivered;
 };
-struct stub_gi {
+struct nvml_gpu_instance_st {
     unsigned int id, start, size;
 };
-typedef struct stub_gi *nvml_gpu_instance;
-struct nvml_gpu_instance_info {
-    nvml_device device;
-    unsigned int id, profile_id;
-    unsigned int start, size; /* placement */
-};
 
-enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, TIMEOUT = 10, DRIVER_NOT_LOADED = 9, LOST = 15 };
 #define MIB (1024ULL * 1024ULL)
 
-static struct stub_dev devs[2] = {{0, -1}, {1, -1}};
-static struct stub_dev migs[2] = {{1, 0}, {1, 1}};
-static struct stub_set the_set;
-static struct stub_gi gis[2] = {{9, 0, 1}, {2, 4, 4}};
+static struct nvml_device_opaque devs[2] = {{0, -1}, {1, -1}};
+static struct nvml_device_opaque migs[2] = {{1, 0}, {1, 1}};
+static struct nvml_event_set_opaque the_set;
+static struct nvml_gpu_instance_st gis[2] = {{9, 0, 1}, {2, 4, 4}};
 
 /* The declarations the compiler wants for exported functions (-Wmissing-prototypes). */
 nvml_ret nvmlInit_v2(void);
@@ -94,7 +70,7 @@ nvml_ret nvmlDeviceGetGpuInstanceId(nvml_device d, unsigned int *id)
     if (d->mig < 0)
         return 2; /* INVALID_ARGUMENT: not a MIG device */
     *id = gis[d->mig].id;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetGpuInstanceById(nvml_device d, unsigned int id, nvml_gpu_instance *gi)
@@ -102,9 +78,9 @@ nvml_ret nvmlDeviceGetGpuInstanceById(nvml_device d, unsigned int id, nvml_gpu_i
     for (int k = 0; k < 2 && d->gpu == 1 && d->mig < 0; k++)
         if (gis[k].id == id) {
             *gi = &gis[k];
-            return OK;
+            return NVML_OK;
         }
-    return NOT_FOUND;
+    return NVML_ERR_NOT_FOUND;
 }
 
 nvml_ret nvmlGpuInstanceGetInfo(nvml_gpu_instance gi, struct nvml_gpu_instance_info *info)
@@ -112,9 +88,9 @@ nvml_ret nvmlGpuInstanceGetInfo(nvml_gpu_instance gi, struct nvml_gpu_instance_i
     memset(info, 0, sizeof *info);
     info->device = &devs[1];
     info->id = gi->id;
-    info->start = gi->start;
-    info->size = gi->size;
-    return OK;
+    info->placement.start = gi->start;
+    info->placement.size = gi->size;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetMaxMigDeviceCount(nvml_device d, unsigned int *n);
@@ -133,29 +109,31 @@ static nvml_ret copy(char *buf, unsigned int len, const char *s)
     if (strlen(s) + 1 > len)
         return 7; /* INSUFFICIENT_SIZE */
     memcpy(buf, s, strlen(s) + 1);
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlInit_v2(void)
 {
     const char *e = getenv("STUB_NVML_INIT_FAIL");
-    return e != NULL && strcmp(e, "1") == 0 ? DRIVER_NOT_LOADED : OK;
+    return e != NULL && strcmp(e, "1") == 0 ? NVML_ERR_DRIVER_NOT_LOADED : NVML_OK;
 }
 
 nvml_ret nvmlShutdown(void)
 {
-    return OK;
+    return NVML_OK;
 }
 
 const char *nvmlErrorString(nvml_ret rc)
 {
-    return rc == DRIVER_NOT_LOADED ? "Driver Not Loaded" : rc == LOST ? "GPU is lost" : "stub";
+    return rc == NVML_ERR_DRIVER_NOT_LOADED ? "Driver Not Loaded"
+           : rc == NVML_ERR_GPU_IS_LOST     ? "GPU is lost"
+                                            : "stub";
 }
 
 nvml_ret nvmlDeviceGetCount_v2(unsigned int *n)
 {
     *n = 2;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvml_device *d)
@@ -163,7 +141,7 @@ nvml_ret nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvml_device *d)
     if (i > 1)
         return 2;
     *d = &devs[i];
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetName(nvml_device d, char *buf, unsigned int len)
@@ -186,18 +164,18 @@ nvml_ret nvmlDeviceGetMemoryInfo(nvml_device d, struct nvml_memory *m)
     m->total = total * MIB;
     m->used = (d->gpu == 0 ? 1024 : 2048) * MIB;
     m->free = m->total - m->used;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetUtilizationRates(nvml_device d, struct nvml_utilization *u)
 {
     if (lost(d))
-        return LOST;
+        return NVML_ERR_GPU_IS_LOST;
     if (d->gpu == 1)
-        return NOT_SUPPORTED; /* MIG mode */
+        return NVML_ERR_NOT_SUPPORTED; /* MIG mode */
     u->gpu = 55;
     u->memory = 20;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetTemperature(nvml_device d, int sensor, unsigned int *t)
@@ -205,13 +183,13 @@ nvml_ret nvmlDeviceGetTemperature(nvml_device d, int sensor, unsigned int *t)
     if (sensor != 0)
         return 2;
     *t = d->gpu == 0 ? 40 : 41;
-    return lost(d) ? LOST : OK;
+    return lost(d) ? NVML_ERR_GPU_IS_LOST : NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetPowerUsage(nvml_device d, unsigned int *mw)
 {
     *mw = d->gpu == 0 ? 300250 : 95000;
-    return lost(d) ? LOST : OK;
+    return lost(d) ? NVML_ERR_GPU_IS_LOST : NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetClockInfo(nvml_device d, int type, unsigned int *mhz)
@@ -219,7 +197,7 @@ nvml_ret nvmlDeviceGetClockInfo(nvml_device d, int type, unsigned int *mhz)
     if (type != 1 && type != 2)
         return 2;
     *mhz = type == 1 ? 1980 : 2619;
-    return lost(d) ? LOST : OK;
+    return lost(d) ? NVML_ERR_GPU_IS_LOST : NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetPciInfo_v3(nvml_device d, struct nvml_pci_info *p)
@@ -233,7 +211,7 @@ nvml_ret nvmlDeviceGetTotalEccErrors(nvml_device d, int type, int counter, unsig
     if (type != 1 || counter != 0)
         return 2;
     *n = d->gpu == 0 ? 0 : 3;
-    return lost(d) ? LOST : OK;
+    return lost(d) ? NVML_ERR_GPU_IS_LOST : NVML_OK;
 }
 
 nvml_ret nvmlSystemGetDriverVersion(char *buf, unsigned int len)
@@ -244,27 +222,27 @@ nvml_ret nvmlSystemGetDriverVersion(char *buf, unsigned int len)
 nvml_ret nvmlSystemGetCudaDriverVersion_v2(int *v)
 {
     *v = 12040;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlEventSetCreate(nvml_event_set *s)
 {
     the_set.delivered = 0;
     *s = &the_set;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceRegisterEvents(nvml_device d, unsigned long long types, nvml_event_set s)
 {
     (void)d;
-    return s == &the_set && types == 0xaULL ? OK : 2;
+    return s == &the_set && types == 0xaULL ? NVML_OK : NVML_ERR_INVALID_ARGUMENT;
 }
 
 nvml_ret nvmlDeviceGetSupportedEventTypes(nvml_device d, unsigned long long *types)
 {
     (void)d;
     *types = 0x1fULL;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlEventSetWait_v2(nvml_event_set s, struct nvml_event_data *e, unsigned int ms)
@@ -276,39 +254,39 @@ nvml_ret nvmlEventSetWait_v2(nvml_event_set s, struct nvml_event_data *e, unsign
         e->device = &devs[1];
         e->event_type = 0x8; /* XID critical error */
         e->event_data = 79;
-        return OK;
+        return NVML_OK;
     case 1:
         e->device = &devs[0];
         e->event_type = 0x2; /* double-bit ECC */
-        return OK;
+        return NVML_OK;
     default:
-        return TIMEOUT;
+        return NVML_ERR_TIMEOUT;
     }
 }
 
 nvml_ret nvmlEventSetFree(nvml_event_set s)
 {
-    return s == &the_set ? OK : 2;
+    return s == &the_set ? NVML_OK : NVML_ERR_INVALID_ARGUMENT;
 }
 
 nvml_ret nvmlDeviceGetMigMode(nvml_device d, unsigned int *cur, unsigned int *pending)
 {
     *cur = *pending = d->gpu == 1 ? 1 : 0;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetMaxMigDeviceCount(nvml_device d, unsigned int *n)
 {
     *n = d->gpu == 1 ? 7 : 0;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetMigDeviceHandleByIndex(nvml_device d, unsigned int i, nvml_device *m)
 {
     if (d->gpu != 1 || (i != 0 && i != 3))
-        return NOT_FOUND;
+        return NVML_ERR_NOT_FOUND;
     *m = &migs[i == 0 ? 0 : 1];
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetCudaComputeCapability(nvml_device d, int *major, int *minor)
@@ -316,11 +294,11 @@ nvml_ret nvmlDeviceGetCudaComputeCapability(nvml_device d, int *major, int *mino
     (void)d;
     *major = 9;
     *minor = 0;
-    return OK;
+    return NVML_OK;
 }
 
 nvml_ret nvmlDeviceGetP2PStatus(nvml_device a, nvml_device b, int index, int *status)
 {
     *status = index == 2 && a != b ? 0 : 5;
-    return OK;
+    return NVML_OK;
 }
