@@ -458,6 +458,19 @@ uint32_t gs_engine_queue_count(const struct gs_engine *e);
 /** Fills `out` for queue `id`. @return GS_OK or GS_EINVAL. */
 int gs_engine_queue_info(const struct gs_engine *e, uint32_t id, struct gs_queue_info *out);
 
+/**
+ * Writes queue `id`'s path from its top-level queue down, names joined by '/' ("org/team/dev";
+ * a top-level queue is its own name; the root is ""), as usage records and reports name queues.
+ * @param buf  receives the path, NUL-terminated, cut at cap - 1 bytes on a name boundary
+ *             (cap > 0).
+ * @param top  if not NULL, receives the top-level queue's name (owned by the engine, valid until
+ *             it is freed), or NULL for the root or a bad id.
+ * @return GS_OK; GS_EINVAL for a bad id (buf "") or a path longer than cap (buf holds the whole
+ *         names that fit).
+ */
+int gs_engine_queue_path(const struct gs_engine *e, uint32_t id, char *buf, size_t cap,
+                         const char **top);
+
 /** Returns the number of gangs added. */
 uint32_t gs_engine_gang_count(const struct gs_engine *e);
 

@@ -29,7 +29,6 @@
 #include "sched_int.h"
 
 /* Deepest queue tree a path is written for. */
-#define PATH_DEPTH_MAX 32
 /* The longest a batch stays open, wall ms. */
 #define COMMIT_EVERY_MS 1000
 /* How often capacity (nodes, GPUs, health) and queue quota snapshots are brought in line. */
@@ -168,30 +167,6 @@ void gs__sched_acct_observe(struct gs__sched_acct *a, const char *kind, bool del
     }
 }
 
-/* Writes "top/mid/leaf" of queue q and points *top at the top-level queue's name. */
-static void queue_path(const struct gs_engine *e, uint32_t q, char *buf, size_t cap,
-                       const char **top)
-{
-    const char *names[PATH_DEPTH_MAX];
-    uint32_t depth = 0;
-    struct gs_queue_info in;
-    *top = NULL;
-    buf[0] = '\0';
-    while (q != GS_QUEUE_ROOT && depth < PATH_DEPTH_MAX && gs_engine_queue_info(e, q, &in) == 0) {
-        names[depth++] = in.name;
-        q = in.parent;
-    }
-    size_t len = 0;
-    for (uint32_t i = depth; i-- > 0;) {
-        int n = snprintf(buf + len, cap - len, "%s%s", len ? "/" : "", names[i]);
-        if (n < 0 || (size_t)n >= cap - len)
-            break;
-        len += (size_t)n;
-    }
-    if (depth)
-        *top = names[depth - 1];
-}
-
 /* The UUID of GPU `index` in the event, or NULL. */
 static const char *uuid_of(const struct gs_kevent *ev, uint32_t index)
 {
@@ -214,7 +189,7 @@ static int begin(struct gs__sched_acct *a, const struct gs_kworld *w, const stru
     if (pod >= 0 && gs_engine_pod_info(e, (uint32_t)pod, &pi) == GS_OK) {
         running = pi.state == GS_TPOD_RUNNING;
         struct gs_queue_info qi;
-        queue_path(e, pi.queue, path, sizeof(path), &top);
+        (void)gs_engine_queue_path(e, pi.queue, path, sizeof(path), &top);
         if (gs_engine_queue_info(e, pi.queue, &qi) == GS_OK)
             queue = qi.name;
         if (!ev->adopted && pi.submit_ms >= 0 && pi.submit_ms <= ev->now_ms)

@@ -380,6 +380,37 @@ int gs_engine_queue_info(const struct gs_engine *e, uint32_t id, struct gs_queue
     return GS_OK;
 }
 
+int gs_engine_queue_path(const struct gs_engine *e, uint32_t id, char *buf, size_t cap,
+                         const char **top)
+{
+    if (top)
+        *top = NULL;
+    if (cap)
+        buf[0] = '\0';
+    if (id >= e->nq || cap == 0)
+        return GS_EINVAL;
+    /* Parents have lower ids than their children (added first), so the walk ends; the chain is
+     * reversed in place by writing from the top down, one level per pass. */
+    uint32_t depth = 0;
+    for (uint32_t q = id; q != GS_QUEUE_ROOT; q = e->q[q].parent)
+        depth++;
+    size_t len = 0;
+    for (uint32_t level = depth; level > 0; level--) {
+        uint32_t q = id; /* the ancestor `level - 1` steps above the top: walk up from id */
+        for (uint32_t k = 1; k < level; k++)
+            q = e->q[q].parent;
+        if (level == depth && top)
+            *top = e->q[q].name;
+        int w = snprintf(buf + len, cap - len, "%s%s", len ? "/" : "", e->q[q].name);
+        if (w < 0 || (size_t)w >= cap - len) {
+            buf[len] = '\0';
+            return GS_EINVAL;
+        }
+        len += (size_t)w;
+    }
+    return GS_OK;
+}
+
 uint32_t gs_engine_gang_count(const struct gs_engine *e)
 {
     return e->ng;

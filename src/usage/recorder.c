@@ -17,7 +17,6 @@
 #include "gpusched/err.h"
 
 /* Deepest queue tree the path is written for (the engine bounds nesting far below this). */
-#define PATH_DEPTH_MAX 32
 
 struct pod_slot {
     uint64_t handle;   /* the engine's handle of the pod this slot describes */
@@ -178,30 +177,6 @@ static void pod_uid(struct gs_usage_recorder *r, const struct gs_engine *e, uint
         (void)snprintf(buf, cap, "%s%" PRIu64, r->uid_prefix, gs_engine_pod_handle(e, pod));
 }
 
-/* Writes "top/mid/leaf" for queue q into buf and points *top at the top-level queue's name. */
-static void queue_path(const struct gs_engine *e, uint32_t q, char *buf, size_t cap,
-                       const char **top)
-{
-    const char *names[PATH_DEPTH_MAX];
-    uint32_t depth = 0;
-    struct gs_queue_info in;
-    *top = NULL;
-    buf[0] = '\0';
-    while (q != GS_QUEUE_ROOT && depth < PATH_DEPTH_MAX && gs_engine_queue_info(e, q, &in) == 0) {
-        names[depth++] = in.name;
-        q = in.parent;
-    }
-    size_t len = 0;
-    for (uint32_t i = depth; i-- > 0;) {
-        int w = snprintf(buf + len, cap - len, "%s%s", len ? "/" : "", names[i]);
-        if (w < 0 || (size_t)w >= cap - len)
-            break;
-        len += (size_t)w;
-    }
-    if (depth)
-        *top = names[depth - 1];
-}
-
 static int open_interval(struct gs_usage_recorder *r, const struct gs_cluster *c,
                          const struct gs_engine *e, const struct gs_event *ev,
                          const struct gs_usage_pod_names *names, struct pod_slot *ps,
@@ -214,7 +189,7 @@ static int open_interval(struct gs_usage_recorder *r, const struct gs_cluster *c
     char uid[128], path[512];
     const char *top;
     pod_uid(r, e, ev->pod, &in, uid, sizeof(uid));
-    queue_path(e, in.queue, path, sizeof(path), &top);
+    (void)gs_engine_queue_path(e, in.queue, path, sizeof(path), &top);
     struct gs_queue_info qi;
     const char *queue = gs_engine_queue_info(e, in.queue, &qi) == 0 ? qi.name : NULL;
     const struct gs_placement *pl = ev->pl;
@@ -348,7 +323,7 @@ int gs_usage_recorder_sync(struct gs_usage_recorder *r, const struct gs_cluster 
         const char *top;
         if (gs_engine_queue_info(e, q, &in) != GS_OK)
             continue;
-        queue_path(e, q, path, sizeof(path), &top);
+        (void)gs_engine_queue_path(e, q, path, sizeof(path), &top);
         struct gs_usage_quota qs = {now,
                                     in.name,
                                     path,

@@ -842,10 +842,42 @@ static void test_queue_tree_validation(void **state_)
     world_fini(&w);
 }
 
+/* Queue paths as usage records name them: top-level first, '/' between, cut on a name. */
+static void test_queue_path(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "n0", 8, "A100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t org = queue(&w, "org", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t team = queue(&w, "team", org, 0, INF, 1);
+    uint32_t dev = queue(&w, "dev", team, 0, INF, 1);
+    char buf[64];
+    const char *top = "x";
+    assert_int_equal(gs_engine_queue_path(w.e, dev, buf, sizeof buf, &top), GS_OK);
+    assert_string_equal(buf, "org/team/dev");
+    assert_string_equal(top, "org");
+    assert_int_equal(gs_engine_queue_path(w.e, org, buf, sizeof buf, &top), GS_OK);
+    assert_string_equal(buf, "org");
+    assert_string_equal(top, "org");
+    assert_int_equal(gs_engine_queue_path(w.e, GS_QUEUE_ROOT, buf, sizeof buf, &top), GS_OK);
+    assert_string_equal(buf, "");
+    assert_null(top);
+    /* "org/team" is 8 bytes: with cap 12 the third name does not fit and is left out whole. */
+    assert_int_equal(gs_engine_queue_path(w.e, dev, buf, 12, NULL), GS_EINVAL);
+    assert_string_equal(buf, "org/team");
+    assert_int_equal(gs_engine_queue_path(w.e, 99, buf, sizeof buf, &top), GS_EINVAL);
+    assert_string_equal(buf, "");
+    assert_null(top);
+    world_fini(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queue_borrows_idle_quota),
+        cmocka_unit_test(test_queue_path),
         cmocka_unit_test(test_owner_reclaims_lent_quota),
         cmocka_unit_test(test_limit_caps_borrowing),
         cmocka_unit_test(test_over_quota_split_by_weight_1_to_3),
