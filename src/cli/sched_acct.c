@@ -94,26 +94,19 @@ int gs__sched_acct_start(struct gs__sched_acct *a, char *msg, size_t cap)
         return err;
     }
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(gs_usage_db(a->store),
-                           "SELECT id, pod_uid FROM allocation WHERE end_ms IS NULL", -1, &st,
-                           NULL) != SQLITE_OK) {
-        (void)snprintf(msg, cap, "%s: reading open intervals: %s", a->path,
-                       sqlite3_errmsg(gs_usage_db(a->store)));
-        gs_usage_recorder_free(a->rec);
-        a->rec = NULL;
-        (void)gs_usage_close(a->store);
-        a->store = NULL;
-        return GS_EIO;
+    int rc = sqlite3_prepare_v2(gs_usage_db(a->store),
+                                "SELECT id, pod_uid FROM allocation WHERE end_ms IS NULL", -1, &st,
+                                NULL);
+    if (rc == SQLITE_OK) {
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *uid = (const char *)sqlite3_column_text(st, 1);
+            if (!uid)
+                continue;
+            json_object_set_new(a->open, uid, json_integer(sqlite3_column_int64(st, 0)));
+            json_object_set_new(a->candidates, uid, json_true());
+        }
+        sqlite3_finalize(st);
     }
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *uid = (const char *)sqlite3_column_text(st, 1);
-        if (!uid)
-            continue;
-        json_object_set_new(a->open, uid, json_integer(sqlite3_column_int64(st, 0)));
-        json_object_set_new(a->candidates, uid, json_true());
-    }
-    sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
         (void)snprintf(msg, cap, "%s: reading open intervals: %s", a->path,
                        sqlite3_errmsg(gs_usage_db(a->store)));
