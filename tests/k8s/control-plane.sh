@@ -42,23 +42,14 @@ KCM_CONTROLLERS=disruption,serviceaccount,serviceaccount-token,namespace,root-ca
 SERVICE_CIDR=10.0.0.0/24
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-CACHE_ROOT=${GPUSCHED_K8S_CACHE:-/var/cache/gpusched/k8s}
 STATE=${GPUSCHED_K8S_STATE:-/tmp/gpusched-k8s}
-JOBS=${GPUSCHED_K8S_BUILD_JOBS:-2}
 READY_TIMEOUT_S=${GPUSCHED_K8S_READY_TIMEOUT_S:-120}
 WANT_SCHED=${GPUSCHED_K8S_SCHEDULER:-1}
 WANT_KCM=${GPUSCHED_K8S_CONTROLLER_MANAGER:-1}
 
-log() { echo "control-plane: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-now_ms() { date +%s%3N; }
-secs_since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
-
-need_go() {
-    # install-deps.sh puts Go in /usr/local/go, which a fresh shell may not have on PATH.
-    command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-    command -v go >/dev/null || die "go not found on PATH; run scripts/install-deps.sh (it installs a Go toolchain)"
-}
+LOG_TAG=control-plane
+# shellcheck source=tests/k8s/build_lib.sh
+. "$HERE/build_lib.sh"
 
 # ---- build -------------------------------------------------------------------------------
 
@@ -89,45 +80,19 @@ cache_key() {
 
 bin_dir() { echo "$CACHE_ROOT/$(cache_key)/bin"; }
 
+build_k8s() {
+    local t0
+    t0=$(now_ms)
+    log "building Kubernetes $K8S_VERSION and etcd $ETCD_VERSION (go build -p $JOBS; the first build takes long)"
+    (cd "$HERE/kube" && go build -p "$JOBS" -trimpath -ldflags "$(k8s_ldflags)" -o "$1/bin/" "${K8S_TOOLS[@]}")
+    log "kube binaries built in $(secs_since "$t0") s"
+    (cd "$HERE/etcd" && go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$1/bin/etcd" "$ETCD_MODULE")
+    printf 'k8s %s\netcd %s\n%s\n' "$K8S_VERSION" "$ETCD_VERSION" "$(go env GOVERSION)" >"$1/VERSIONS"
+}
+
 cmd_build() {
     need_go
-    mkdir -p "$CACHE_ROOT" 2>/dev/null || die "cannot create $CACHE_ROOT; set GPUSCHED_K8S_CACHE"
-    local key dest
-    key=$(cache_key)
-    dest=$CACHE_ROOT/$key
-    if [ -x "$dest/bin/kube-apiserver" ]; then
-        log "binaries cached in $dest/bin"
-        return 0
-    fi
-    # One build at a time per cache (the plain and ASan ctest runs may both ask for it).
-    exec 9>"$CACHE_ROOT/.lock"
-    flock 9
-    if [ -x "$dest/bin/kube-apiserver" ]; then
-        exec 9>&-
-        log "binaries cached in $dest/bin (built by another process)"
-        return 0
-    fi
-    # Under the lock any .build-* directory is left from a build that was killed.
-    rm -rf "$CACHE_ROOT"/.build-*
-    local t0
-    BUILD_TMP=$(mktemp -d "$CACHE_ROOT/.build-$key.XXXXXX")
-    local tmp=$BUILD_TMP
-    trap 'rm -rf "$BUILD_TMP"' EXIT
-    t0=$(now_ms)
-    log "building Kubernetes $K8S_VERSION and etcd $ETCD_VERSION into $dest (go build -p $JOBS; the first build takes long)"
-    export CGO_ENABLED=0 GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly"
-    (cd "$HERE/kube" && go build -p "$JOBS" -trimpath -ldflags "$(k8s_ldflags)" -o "$tmp/bin/" "${K8S_TOOLS[@]}")
-    log "kube binaries built in $(secs_since "$t0") s"
-    (cd "$HERE/etcd" && go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$tmp/bin/etcd" "$ETCD_MODULE")
-    printf 'k8s %s\netcd %s\n%s\n' "$K8S_VERSION" "$ETCD_VERSION" "$(go env GOVERSION)" >"$tmp/VERSIONS"
-    chmod 755 "$tmp" # mktemp made it 0700; the cache is for every user of the machine
-    # A rename is atomic: an interrupted build leaves only a .build-* directory, never a
-    # half-filled cache entry.
-    mv "$tmp" "$dest"
-    trap - EXIT
-    # Release the lock: the daemons `up` starts next would otherwise inherit it and hold it.
-    exec 9>&-
-    log "build time $(secs_since "$t0") s; binaries in $dest/bin"
+    cached_build k8s "$(cache_key)" bin/kube-apiserver build_k8s
 }
 
 cmd_gomod() {

@@ -20,18 +20,9 @@ HELM_VERSION=v3.22.0 # newest v3 served by the module proxy on 2026-12-02
 HELM_TOOL=helm.sh/helm/v3/cmd/helm
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-CACHE_ROOT=${GPUSCHED_K8S_CACHE:-/var/cache/gpusched/k8s}
-JOBS=${GPUSCHED_K8S_BUILD_JOBS:-2}
-
-log() { echo "helm.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-now_ms() { date +%s%3N; }
-secs_since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
-
-need_go() {
-    command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-    command -v go >/dev/null || die "go not found on PATH; run scripts/install-deps.sh (it installs a Go toolchain)"
-}
+LOG_TAG=helm.sh
+# shellcheck source=tests/k8s/build_lib.sh
+. "$HERE/build_lib.sh"
 
 # The Kubernetes version helm assumes when it has no cluster (`helm template`, `helm lint`'s
 # deprecation checks): the k8s.io/client-go minor helm's go.mod requires, as helm's Makefile sets.
@@ -54,37 +45,15 @@ cache_key() {
     echo "helm-$HELM_VERSION-$h"
 }
 
+build_helm() {
+    log "building helm $HELM_VERSION (go build -p $JOBS)"
+    (cd "$HERE/helm" && go build -p "$JOBS" -trimpath -ldflags "$(helm_ldflags)" -o "$1/bin/helm" "$HELM_TOOL")
+    printf 'helm %s\n%s\n' "$HELM_VERSION" "$(go env GOVERSION)" >"$1/VERSIONS"
+}
+
 cmd_build() {
     need_go
-    mkdir -p "$CACHE_ROOT" 2>/dev/null || die "cannot create $CACHE_ROOT; set GPUSCHED_K8S_CACHE"
-    local key dest
-    key=$(cache_key)
-    dest=$CACHE_ROOT/$key
-    if [ -x "$dest/bin/helm" ]; then
-        log "helm cached in $dest/bin"
-        return 0
-    fi
-    exec 9>"$CACHE_ROOT/.lock-helm"
-    flock 9
-    if [ -x "$dest/bin/helm" ]; then
-        exec 9>&-
-        log "helm cached in $dest/bin (built by another process)"
-        return 0
-    fi
-    rm -rf "$CACHE_ROOT"/.build-helm-*
-    local t0
-    BUILD_TMP=$(mktemp -d "$CACHE_ROOT/.build-$key.XXXXXX")
-    trap 'rm -rf "$BUILD_TMP"' EXIT
-    t0=$(now_ms)
-    log "building helm $HELM_VERSION into $dest (go build -p $JOBS)"
-    export CGO_ENABLED=0 GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly"
-    (cd "$HERE/helm" && go build -p "$JOBS" -trimpath -ldflags "$(helm_ldflags)" -o "$BUILD_TMP/bin/helm" "$HELM_TOOL")
-    printf 'helm %s\n%s\n' "$HELM_VERSION" "$(go env GOVERSION)" >"$BUILD_TMP/VERSIONS"
-    chmod 755 "$BUILD_TMP"
-    mv "$BUILD_TMP" "$dest" # atomic: a killed build leaves only a .build-* directory
-    trap - EXIT
-    exec 9>&-
-    log "build time $(secs_since "$t0") s; helm in $dest/bin"
+    cached_build helm "$(cache_key)" bin/helm build_helm
 }
 
 cmd_bin() {
