@@ -338,6 +338,16 @@ typedef void (*gs_kube_done_fn)(void *ud, int err, struct gs_kube_response *resp
 int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
                           const json_t *body, gs_kube_done_fn done, void *ud);
 
+/**
+ * As gs_kube_request_async, for a request that may wait behind the others (an Event): it waits
+ * in its own FIFO and starts only while no gs_kube_request_async request is waiting for a slot,
+ * with at most 8 background requests running at once. So while Bindings queue, Events wait; they
+ * are never dropped. Same parameters, return codes and callback contract.
+ */
+int gs_kube_request_async_background(struct gs_kube_client *c, enum gs_kube_method method,
+                                     const char *path, const json_t *body, gs_kube_done_fn done,
+                                     void *ud);
+
 /** Async requests not finished yet: running, and waiting for one of the 64 slots. */
 size_t gs_kube_client_in_flight(const struct gs_kube_client *c);
 

@@ -112,7 +112,8 @@ static const char *const usage =
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
     "Preempted; the same reason about a pod within 10 min is one Event whose series.count\n"
-    "grows, written at most every 10 s.\n"
+    "grows, written at most every 10 s. Events wait behind Bindings (none is dropped),\n"
+    "so on a loaded API server the requests that place pods go first.\n"
     "Preemption: the preemptor gets status.nominatedNodeName and binds once its victims are\n"
     "gone; victims are marked DisruptionTarget, then evicted; a PodDisruptionBudget that\n"
     "refuses (429) sends the preemptor to the next node, else it waits \"blocked by\n"
@@ -1211,7 +1212,9 @@ int gs_cmd_scheduler(int argc, char **argv)
         if (gs_kube_client_step(s.client, 50) != GS_OK)
             break;
     if (gs_kube_client_in_flight(s.client) > 0)
-        gs__sched_logf("warn", "%zu Binding(s) still in flight at exit; their answers are not read",
+        gs__sched_logf("warn",
+                       "%zu request(s) (Bindings, Events) still in flight at exit; their "
+                       "answers are not read",
                        gs_kube_client_in_flight(s.client));
     if (!s.lost && (!s.leader || leading(&s)))
         gs_kevents_flush(s.events, true); /* the counts not written yet */

@@ -3,6 +3,11 @@
  * over HTTP/2 they share one connection with them, and finished inside gs_kube_client_step,
  * which calls each one's callback. The scheduler sends its Bindings this way, so a slow Binding
  * (an admission webhook, a loaded server) never holds up the next cycle. Contract in kube.h.
+ *
+ * Two FIFOs wait for a slot: foreground requests (Bindings) and background ones
+ * (Events). A background request starts only while no foreground one waits, and at most
+ * ASYNC_BG_IN_FLIGHT of them run at once, so on a loaded API server the requests that place
+ * pods are served first and the Events that tell of them follow.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -22,6 +27,7 @@ struct gs__kube_async {
     char *url, *body;             /* kept for the transfer's life */
     char errbuf[CURL_ERROR_SIZE]; /* libcurl's text of a failure */
     enum gs_kube_method method;   /* what to send */
+    bool background;              /* gs_kube_request_async_background */
     gs_kube_done_fn done;         /* the caller's callback */
     void *ud;                     /* its argument */
 };
@@ -30,6 +36,10 @@ struct gs__kube_async {
  * one HTTP/2 connection (the API server allows 100-1000 streams on one) instead of opening a
  * TLS connection each: 10,000 Bindings added at once timed out in their TLS handshakes. */
 #define ASYNC_IN_FLIGHT 64
+
+/* Background requests at once, of those: enough to keep Events flowing between cycles, few
+ * enough that Bindings of the next cycle find slots. */
+#define ASYNC_BG_IN_FLIGHT 8
 
 static void async_free(struct gs__kube_async *a)
 {
@@ -55,11 +65,31 @@ static int async_start(struct gs_kube_client *c, struct gs__kube_async *a)
     a->next = c->asyncs;
     c->asyncs = a;
     c->n_active++;
+    if (a->background)
+        c->n_bg_active++;
     return GS_OK;
 }
 
-int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
-                          const json_t *body, gs_kube_done_fn done, void *ud)
+/* Whether a background request may start now. */
+static bool bg_may_start(const struct gs_kube_client *c)
+{
+    return c->queue_head == NULL && c->n_active < ASYNC_IN_FLIGHT &&
+           c->n_bg_active < ASYNC_BG_IN_FLIGHT;
+}
+
+static void enqueue(struct gs__kube_async **head, struct gs__kube_async **tail,
+                    struct gs__kube_async *a)
+{
+    a->next = NULL;
+    if (*tail)
+        (*tail)->next = a;
+    else
+        *head = a;
+    *tail = a;
+}
+
+static int request_async(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
+                         const json_t *body, bool background, gs_kube_done_fn done, void *ud)
 {
     if (c == NULL || path == NULL || path[0] != '/' || done == NULL)
         return GS_EINVAL;
@@ -77,19 +107,17 @@ int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, 
     if ((a->h = curl_easy_init()) == NULL)
         goto fail;
     a->method = method;
+    a->background = background;
     a->done = done;
     a->ud = ud;
-    if (c->n_active < ASYNC_IN_FLIGHT) {
+    bool start = background ? bg_may_start(c) : c->n_active < ASYNC_IN_FLIGHT;
+    if (start) {
         if ((rc = async_start(c, a)) != GS_OK)
             goto fail;
+    } else if (background) {
+        enqueue(&c->bg_head, &c->bg_tail, a); /* started by gs__kube_async_done, in order */
     } else {
-        /* Started by gs__kube_async_done when a transfer ends, in the order of the calls. */
-        a->next = NULL;
-        if (c->queue_tail)
-            c->queue_tail->next = a;
-        else
-            c->queue_head = a;
-        c->queue_tail = a;
+        enqueue(&c->queue_head, &c->queue_tail, a);
     }
     c->n_async++;
     return GS_OK;
@@ -98,15 +126,41 @@ fail:
     return rc;
 }
 
-/* Starts queued requests while there is room; one that cannot start is finished at once with
- * its error, as a transfer that failed would be. */
+int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, const char *path,
+                          const json_t *body, gs_kube_done_fn done, void *ud)
+{
+    return request_async(c, method, path, body, false, done, ud);
+}
+
+int gs_kube_request_async_background(struct gs_kube_client *c, enum gs_kube_method method,
+                                     const char *path, const json_t *body, gs_kube_done_fn done,
+                                     void *ud)
+{
+    return request_async(c, method, path, body, true, done, ud);
+}
+
+/* Takes the oldest request of a FIFO. */
+static struct gs__kube_async *dequeue(struct gs__kube_async **head, struct gs__kube_async **tail)
+{
+    struct gs__kube_async *a = *head;
+    *head = a->next;
+    if (*head == NULL)
+        *tail = NULL;
+    return a;
+}
+
+/* Starts queued requests while there is room, foreground ones first; one that cannot start is
+ * finished at once with its error, as a transfer that failed would be. */
 static void async_start_queued(struct gs_kube_client *c)
 {
-    while (c->queue_head != NULL && c->n_active < ASYNC_IN_FLIGHT) {
-        struct gs__kube_async *a = c->queue_head;
-        c->queue_head = a->next;
-        if (c->queue_head == NULL)
-            c->queue_tail = NULL;
+    for (;;) {
+        struct gs__kube_async *a;
+        if (c->queue_head != NULL && c->n_active < ASYNC_IN_FLIGHT)
+            a = dequeue(&c->queue_head, &c->queue_tail);
+        else if (c->bg_head != NULL && bg_may_start(c))
+            a = dequeue(&c->bg_head, &c->bg_tail);
+        else
+            return;
         int rc = async_start(c, a);
         if (rc != GS_OK) {
             c->n_async--;
@@ -136,6 +190,8 @@ bool gs__kube_async_done(struct gs_kube_client *c, CURL *h, CURLcode res)
     *pp = a->next;
     c->n_async--;
     c->n_active--;
+    if (a->background)
+        c->n_bg_active--;
     (void)curl_multi_remove_handle(c->multi, h);
     struct gs_kube_response r;
     memset(&r, 0, sizeof(r));
@@ -162,6 +218,9 @@ void gs__kube_async_abort_all(struct gs_kube_client *c)
         async_free(a);
     }
     c->queue_tail = NULL;
+    while (c->bg_head != NULL)
+        async_free(dequeue(&c->bg_head, &c->bg_tail));
     c->n_async = 0;
     c->n_active = 0;
+    c->n_bg_active = 0;
 }

@@ -27,7 +27,7 @@ struct slot {
     char observed[80];  /* MicroTime of the last occurrence */
 };
 
-/* An Event create in flight (gs_kube_request_async): what its answer updates. */
+/* An Event create in flight (gs_kube_request_async_background): what its answer updates. */
 struct pending {
     struct pending *prev, *next; /* the recorder's list, freed with it if never answered */
     struct gs_kevents *r;
@@ -231,7 +231,7 @@ void gs_kevents_post(struct gs_kevents *r, const char *ns, const char *pod, cons
         p->key = k;
         p->slot = (size_t)(e - r->slots);
         (void)snprintf(p->what, sizeof(p->what), "%s for pod=%s/%s", reason, ns, pod);
-        err = gs_kube_request_async(r->c, GS_KUBE_POST, path, body, created, p);
+        err = gs_kube_request_async_background(r->c, GS_KUBE_POST, path, body, created, p);
     }
     if (err == GS_OK) {
         p->next = r->pending;

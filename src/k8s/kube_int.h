@@ -104,7 +104,10 @@ struct gs_kube_client {
     size_t n_async;                     /**< how many, the queued ones included */
     struct gs__kube_async *queue_head;  /**< async requests waiting for a slot, oldest first */
     struct gs__kube_async *queue_tail;
+    struct gs__kube_async *bg_head; /**< background ones waiting, oldest first */
+    struct gs__kube_async *bg_tail;
     size_t n_active;                /**< async transfers in the multi handle */
+    size_t n_bg_active;             /**< of which background */
     char curl_err[CURL_ERROR_SIZE]; /**< libcurl's error text of the last blocking request */
 };
 

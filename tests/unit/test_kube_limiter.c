@@ -317,6 +317,93 @@ static void async_requests_beyond_the_slots_wait_their_turn(void **state)
     assert_int_equal(d.calls, 200);
 }
 
+/* The order in which async requests were called back: 'f' foreground, 'b' background. */
+struct lane_log {
+    char seq[512];
+    int n;
+};
+
+struct lane {
+    struct lane_log *log;
+    char tag;
+};
+
+static void on_lane_done(void *ud, int err, struct gs_kube_response *r)
+{
+    (void)err;
+    (void)r;
+    struct lane *l = ud;
+    if (l->log->n < (int)sizeof(l->log->seq) - 1)
+        l->log->seq[l->log->n++] = l->tag;
+}
+
+/* Events go behind Bindings: 10 background requests, then 100 foreground, then 10 background.
+ * Eight background ones start at once (their cap), then 56 foreground fill the 64 slots; the
+ * 44 foreground left wait, and every waiting background request starts only after they all
+ * started, that is after 44 completions. All 120 are called back, none dropped. */
+static void background_requests_wait_behind_foreground_ones(void **state)
+{
+    (void)state;
+    struct fake_clock fc = {.now_ms = 0};
+    struct gs_kube_client *c = refusing_client(&fc, -1, 0);
+    struct lane_log log = {.n = 0};
+    struct lane fg = {&log, 'f'}, bg = {&log, 'b'};
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(
+            gs_kube_request_async_background(c, GS_KUBE_POST, "/e", NULL, on_lane_done, &bg),
+            GS_OK);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(gs_kube_request_async(c, GS_KUBE_POST, "/b", NULL, on_lane_done, &fg),
+                         GS_OK);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(
+            gs_kube_request_async_background(c, GS_KUBE_POST, "/e", NULL, on_lane_done, &bg),
+            GS_OK);
+    assert_int_equal(gs_kube_client_in_flight(c), 120);
+    assert_int_equal(gs_kube_request_async_background(c, GS_KUBE_GET, "x", NULL, on_lane_done, &bg),
+                     GS_EINVAL);
+    for (int i = 0; i < 1000 && gs_kube_client_in_flight(c) > 0; i++)
+        assert_int_equal(gs_kube_client_step(c, 50), GS_OK);
+    assert_int_equal(log.n, 120);
+    int nb = 0, nf = 0;
+    for (int k = 0; k < log.n; k++) {
+        if (log.seq[k] == 'f') {
+            nf++;
+            continue;
+        }
+        if (++nb > 8) /* one that waited */
+            assert_true(k >= 44);
+    }
+    assert_int_equal(nb, 20);
+    assert_int_equal(nf, 100);
+    /* Foreground requests sent after waiting background ones still go first: 100, then 10
+     * background, then 100 more; the background ones start once all 200 have, after 136
+     * completions (200 - 64). */
+    log.n = 0;
+    for (int i = 0; i < 210; i++) {
+        struct lane *l = i >= 100 && i < 110 ? &bg : &fg;
+        int rc = l == &bg ? gs_kube_request_async_background(c, GS_KUBE_POST, "/e", NULL,
+                                                             on_lane_done, l)
+                          : gs_kube_request_async(c, GS_KUBE_POST, "/b", NULL, on_lane_done, l);
+        assert_int_equal(rc, GS_OK);
+    }
+    for (int i = 0; i < 1000 && gs_kube_client_in_flight(c) > 0; i++)
+        assert_int_equal(gs_kube_client_step(c, 50), GS_OK);
+    assert_int_equal(log.n, 210);
+    for (int k = 0; k < 136; k++)
+        assert_int_equal(log.seq[k], 'f');
+    /* Background requests queued when the client goes are dropped without a call or a leak. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(gs_kube_request_async(c, GS_KUBE_GET, "/late", NULL, on_lane_done, &fg),
+                         GS_OK);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(
+            gs_kube_request_async_background(c, GS_KUBE_GET, "/late", NULL, on_lane_done, &bg),
+            GS_OK);
+    gs_kube_client_free(c);
+    assert_int_equal(log.n, 210);
+}
+
 struct calls {
     int relist, synced, other;
 };
@@ -489,6 +576,7 @@ int main(void)
         cmocka_unit_test(requests_are_throttled_on_the_injected_clock),
         cmocka_unit_test(async_requests_call_back_once_each_from_the_step),
         cmocka_unit_test(async_requests_beyond_the_slots_wait_their_turn),
+        cmocka_unit_test(background_requests_wait_behind_foreground_ones),
         cmocka_unit_test(failing_informer_retries_after_its_backoff),
         cmocka_unit_test(watch_failure_keeps_the_rv_and_backs_off),
         cmocka_unit_test(status_bodies_fill_reason_message_and_retry),
