@@ -28,7 +28,6 @@
 #include "gpusched/usage.h"
 #include "sched_int.h"
 
-/* Deepest queue tree a path is written for. */
 /* The longest a batch stays open, wall ms. */
 #define COMMIT_EVERY_MS 1000
 /* How often capacity (nodes, GPUs, health) and queue quota snapshots are brought in line. */

@@ -16,8 +16,6 @@
 
 #include "gpusched/err.h"
 
-/* Deepest queue tree the path is written for (the engine bounds nesting far below this). */
-
 struct pod_slot {
     uint64_t handle;   /* the engine's handle of the pod this slot describes */
     int64_t row;       /* open interval id, 0 when none */
