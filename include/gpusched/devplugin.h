@@ -243,6 +243,19 @@ struct gs_dp_claim {
     uint32_t gpu[GS_DP_ASSIGN_GPUS_MAX]; /**< their indices on the node */
     char uuid[GS_DP_ASSIGN_GPUS_MAX][GS_GPU_UUID_LEN]; /**< their UUIDs; "" when the
                                                             assignment named none */
+    int32_t milli[GS_DP_ASSIGN_GPUS_MAX];   /**< milli-GPU taken on each: 1000 whole, 1..999 a
+                                                 compute share, 0 a memory-only share, slot or
+                                                 MIG instance; -1 when the entry says none */
+    int64_t mem_mib[GS_DP_ASSIGN_GPUS_MAX]; /**< device memory taken on each, MiB, for a
+                                                 memory request; 0 when the entry says none */
+    char mig_profile[GS_DP_ASSIGN_GPUS_MAX][GS_GPU_PROFILE_LEN]; /**< the MIG instance's
+                                                                      profile ("1g.18gb");
+                                                                      "" for other kinds: the
+                                                                      entry is a MIG entry iff
+                                                                      this is set */
+    int32_t mig_start[GS_DP_ASSIGN_GPUS_MAX]; /**< the MIG instance's start slot 0..7 (NVML
+                                                   placement.start); read only for a MIG
+                                                   entry (-1 otherwise from the table) */
 };
 
 /** What became of a claim in one call (told through gs_dp_view.on_claim). */
@@ -290,9 +303,12 @@ int gs_dp_handle_list(const struct gs_dp_view *v, struct gs_dp_answer *out);
 
 /**
  * GetPreferredAllocation, per container request: must_include first (in the given order),
- * then a deterministic choice among the available IDs. Whole GPUs: the set with the most
- * NVLink links inside it, then the most GPUs on one NUMA node, then the fewest NVLink links
- * to available GPUs left outside (leaving connected groups whole), then the lowest seed
+ * then, when view.claim answers a claim of allocation_size devices of the resource and each
+ * claimed unit (a GPU; for a MIG entry the MIG device of that GPU with that profile and start
+ * slot) is offered, Healthy and the same GPU as the claim's UUID, its devices; else (the reason
+ * told to view.on_claim) a deterministic choice among the available IDs. Whole GPUs: the set with
+ * the most NVLink links inside it, then the most GPUs on one NUMA node, then the fewest NVLink
+ * links to available GPUs left outside (leaving connected groups whole), then the lowest seed
  * index. Replicas and MIG devices are packed by the unit whose capacity they share (the GPU;
  * for replicas of a MIG device, that device): units already holding the container's devices
  * first, then the same NUMA node, then a unit that fits the rest of the request, then units
@@ -315,6 +331,15 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
  * names nvidia.com/gpu=<uuid or index> when the cdi-cri list strategy is on, and for replicas
  * GPUSCHED_GPU_REPLICAS / annotation gpusched.io/replicas ("<uuid>=<k>/<R>,…") and
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (100 k / R, the smallest over the GPUs, at least 1).
+ * With a claim (view.claim answers one for the container's count of the resource, looked up
+ * after every container is built, in request order): CUDA_DEVICE_MEMORY_LIMIT_<i>=<MiB>m for the
+ * i-th unit of NVIDIA_VISIBLE_DEVICES whose claim entry has mem_mib, and CUDA_DEVICE_SM_LIMIT
+ * (percent: the smallest milli of 1..999 among the entries, / 10, at least 1), HAMi's names for
+ * its in-container limiter; each unit takes the entry of the same GPU (MIG: GPU and start), else
+ * the next one left. Then view.on_claim hears whether the units kubelet chose are the claim's
+ * (as multisets of GPU, or GPU and MIG start), with the reason when not ("kubelet allocated GPUs
+ * 0,1, the scheduler assigned 2,5"; "kubelet allocated MIG instances 6:1g.18gb@0, the scheduler
+ * assigned 6:1g.18gb@3"). A refused call reports nothing.
  * @return GS_OK with status OK; or status INVALID_ARGUMENT (undecodable request, a container
  *         with no IDs or an ID twice, an ID the resource does not have, more than one replica
  *         under failRequestsGreaterThanOne), FAILED_PRECONDITION (an ID on an Unhealthy GPU);

@@ -74,7 +74,10 @@ void gs_dp_assign_clear(struct gs_dp_assign *t);
  * kept out of the table. A gpusched.io/allocated-gpus annotation of N (decimal) counts N of
  * its GPUs as handed out already (what an earlier run of the agent wrote). An assignment that is
  * not JSON {"gpus":[{"index":N,...}]} with indices 0..63 is ignored (the pod cannot be claimed) and
- * reported through `why`.
+ * reported through `why`; so is one whose entry has a "milli" outside 0..1000, a "mem_mib" that
+ * is not a positive integer (at most 2^40), or a "mig" without a non-empty "profile" (under 32
+ * bytes) and a "start" slot 0..7 (docs/schemas/assigned-gpus.schema.json). These members are
+ * optional here; what an entry has is copied into the claims made of it.
  * @param pod   a Pod object (borrowed).
  * @param why   receives a sentence when the pod's assignment is unreadable ("" otherwise);
  *              cap bytes; may be NULL.
@@ -91,7 +94,8 @@ void gs_dp_assign_remove(struct gs_dp_assign *t, const char *uid);
  * yet allocated, the oldest (metadata.creationTimestamp, then order of arrival in the table)
  * that has a container or init container whose limit (else request) of `resource` is `count`
  * and at least `count` assigned GPUs not yet handed out; the claim is the next `count` of
- * them in the assignment's order.
+ * them in the assignment's order, each with its milli, mem_mib and MIG instance (a pod asking
+ * `nvidia.com/mig-1g.18gb: 2` claims two entries, which may be on one GPU).
  * @return GS_OK (out filled); GS_ENOENT (no such pod); GS_EINVAL (NULL arguments, count 0).
  */
 int gs_dp_assign_match(const struct gs_dp_assign *t, const char *resource, uint32_t count,

@@ -256,11 +256,8 @@ static void on_claim(void *ctx, const struct gs_dp_claim_outcome *o)
 {
     struct gs_dp_agent *a = ctx;
     const struct gs_dp_claim *c = o->claim;
-    char gpus[GS_DP_ASSIGN_GPUS_MAX * 4 + 1] = "";
-    for (uint32_t i = 0; i < c->n_gpus; i++) {
-        size_t n = strlen(gpus);
-        (void)snprintf(gpus + n, sizeof gpus - n, "%s%u", i ? "," : "", (unsigned)c->gpu[i]);
-    }
+    char gpus[GS_DP_ASSIGN_GPUS_MAX * (GS_GPU_PROFILE_LEN + 32)];
+    gs__dp_claim_units(c, gpus, sizeof gpus);
     if (!o->allocate) {
         if (o->honoured) {
             logf_(a, "GetPreferredAllocation for pod %s: the scheduler's GPUs %s (%s)", c->pod,

@@ -6,7 +6,10 @@
  * A node holds tens of pods, so the table is an array searched linearly. A pod is claimable
  * while it is Pending, carries a readable assignment and has GPUs of it not yet handed out;
  * what was handed out is kept by uid in `given` (a jansson object) so that a relist, which
- * clears the rows, does not make an allocated pod claimable again.
+ * clears the rows, does not make an allocated pod claimable again. Each assigned GPU keeps the
+ * share the scheduler recorded on it (milli, memory, the MIG instance's profile and start), so
+ * that GetPreferredAllocation can find the very MIG instance and Allocate can pass the memory
+ * limit on.
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 
@@ -27,6 +30,10 @@ struct row {
     uint32_t n_gpus;    /**< GPUs in the assignment */
     uint32_t gpu[GS_DP_ASSIGN_GPUS_MAX];
     char uuid[GS_DP_ASSIGN_GPUS_MAX][GS_GPU_UUID_LEN];
+    int32_t milli[GS_DP_ASSIGN_GPUS_MAX];   /**< per GPU entry: "milli", -1 absent */
+    int64_t mem_mib[GS_DP_ASSIGN_GPUS_MAX]; /**< per GPU entry: "mem_mib", 0 absent */
+    char mig_profile[GS_DP_ASSIGN_GPUS_MAX][GS_GPU_PROFILE_LEN]; /**< "mig.profile", "" */
+    int32_t mig_start[GS_DP_ASSIGN_GPUS_MAX];                    /**< "mig.start", -1 */
     bool pending; /**< status.phase Pending (or none yet) */
 };
 
@@ -121,7 +128,67 @@ static uint32_t allocated_mark(const json_t *meta)
     return n <= GS_DP_ASSIGN_GPUS_MAX ? n : 0;
 }
 
-/* Reads {"gpus":[{"index":N,"uuid":"..."},...]} into the row; false with a reason if not. */
+/*
+ * Reads one entry's share: "milli" (0..1000), "mem_mib" (a positive MiB count) and "mig"
+ * ({"profile": a non-empty name, "start": slot 0..7}), each optional here (the scheduler always
+ * writes milli; the schema in docs/schemas/assigned-gpus.schema.json says which kind has which).
+ * False with a reason naming the member when one is there but wrong.
+ */
+static bool read_share(struct row *r, size_t i, const json_t *g, char *why, size_t cap)
+{
+    const json_t *milli = json_object_get(g, "milli");
+    const json_t *mem = json_object_get(g, "mem_mib");
+    const json_t *mig = json_object_get(g, "mig");
+    r->milli[i] = -1;
+    r->mem_mib[i] = 0;
+    r->mig_profile[i][0] = '\0';
+    r->mig_start[i] = -1;
+    if (milli != NULL) {
+        if (!json_is_integer(milli) || json_integer_value(milli) < 0 ||
+            json_integer_value(milli) > 1000) {
+            (void)snprintf(why, cap, "annotation %s: gpus[%zu].milli is not a count 0..1000",
+                           GS_DP_ASSIGNED_ANNOTATION, i);
+            return false;
+        }
+        r->milli[i] = (int32_t)json_integer_value(milli);
+    }
+    if (mem != NULL) {
+        /* 2^40 MiB is a petabyte: far above any GPU, far below overflow when printed. */
+        if (!json_is_integer(mem) || json_integer_value(mem) <= 0 ||
+            json_integer_value(mem) > ((json_int_t)1 << 40)) {
+            (void)snprintf(why, cap,
+                           "annotation %s: gpus[%zu].mem_mib is not a positive count "
+                           "of MiB",
+                           GS_DP_ASSIGNED_ANNOTATION, i);
+            return false;
+        }
+        r->mem_mib[i] = (int64_t)json_integer_value(mem);
+    }
+    if (mig != NULL) {
+        const char *prof = json_string_value(json_object_get(mig, "profile"));
+        const json_t *st = json_object_get(mig, "start");
+        if (prof == NULL || prof[0] == '\0' || strlen(prof) >= GS_GPU_PROFILE_LEN) {
+            (void)snprintf(why, cap,
+                           "annotation %s: gpus[%zu].mig.profile is not a profile name of 1..%d "
+                           "bytes",
+                           GS_DP_ASSIGNED_ANNOTATION, i, GS_GPU_PROFILE_LEN - 1);
+            return false;
+        }
+        if (!json_is_integer(st) || json_integer_value(st) < 0 || json_integer_value(st) > 7) {
+            (void)snprintf(why, cap, "annotation %s: gpus[%zu].mig.start is not a slot 0..7",
+                           GS_DP_ASSIGNED_ANNOTATION, i);
+            return false;
+        }
+        (void)snprintf(r->mig_profile[i], sizeof r->mig_profile[i], "%s", prof);
+        r->mig_start[i] = (int32_t)json_integer_value(st);
+    }
+    return true;
+}
+
+/*
+ * Reads {"gpus":[{"index":N,"uuid":"...","milli":M,"mem_mib":B,"mig":{...}},...]} into the row;
+ * false with a reason if not.
+ */
 static bool read_assignment(struct row *r, const char *text, char *why, size_t cap)
 {
     json_error_t jerr;
@@ -150,6 +217,8 @@ static bool read_assignment(struct row *r, const char *text, char *why, size_t c
         }
         r->gpu[i] = (uint32_t)json_integer_value(idx);
         (void)snprintf(r->uuid[i], sizeof r->uuid[i], "%s", uuid != NULL ? uuid : "");
+        if (!read_share(r, i, g, why, cap))
+            goto out;
     }
     r->n_gpus = (uint32_t)json_array_size(gpus);
     ok = true;
@@ -287,8 +356,13 @@ int gs_dp_assign_match(const struct gs_dp_assign *t, const char *resource, uint3
     uint32_t given = given_of(t, best->uid);
     out->n_gpus = count;
     for (uint32_t k = 0; k < count; k++) {
-        out->gpu[k] = best->gpu[given + k];
-        memcpy(out->uuid[k], best->uuid[given + k], sizeof out->uuid[k]);
+        uint32_t j = given + k;
+        out->gpu[k] = best->gpu[j];
+        memcpy(out->uuid[k], best->uuid[j], sizeof out->uuid[k]);
+        out->milli[k] = best->milli[j];
+        out->mem_mib[k] = best->mem_mib[j];
+        memcpy(out->mig_profile[k], best->mig_profile[j], sizeof out->mig_profile[k]);
+        out->mig_start[k] = best->mig_start[j];
     }
     return GS_OK;
 }

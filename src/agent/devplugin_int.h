@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gpusched/devplugin.h"
@@ -25,6 +26,16 @@
 int gs__dp_prefer(const struct gs_dp_model *m, const struct gs_dp_resource *r,
                   const uint32_t *avail, uint32_t n_avail, const uint32_t *must, uint32_t n_must,
                   uint32_t want, uint32_t *out, uint32_t *n_out);
+
+/**
+ * The name of a claim's entry k in log lines and mismatch reasons: its GPU index ("6"), or for a
+ * MIG instance GPU, profile and start slot ("6:1g.18gb@3").
+ * @param buf  receives the name; cap bytes (GS_GPU_PROFILE_LEN + 32 always suffice).
+ */
+void gs__dp_claim_unit_name(const struct gs_dp_claim *cl, uint32_t k, char *buf, size_t cap);
+
+/** Every entry of a claim named as by gs__dp_claim_unit_name, comma-joined; cut to cap bytes. */
+void gs__dp_claim_units(const struct gs_dp_claim *cl, char *buf, size_t cap);
 
 /* ---- helper threads for blocking calls to kubelet (devplugin_kubelet.c) ------------------ */
 

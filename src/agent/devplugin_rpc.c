@@ -135,10 +135,53 @@ out:
 static void join(char *dst, const char *s);
 
 /*
- * The claimed GPUs' devices among those kubelet offers: for each claimed GPU (its UUID, when
- * the assignment names one, must be the node's GPU at that index; it must be Healthy) the
- * first offered device of it that is not a MIG device and not taken yet, must_include first.
- * False, with the reason in why, when one is missing; true with the positions (after the
+ * Whether device d is the unit that entry k of a claim names: a device of that GPU that is not a
+ * MIG device for a whole-GPU, fraction or slot entry; for a MIG entry (mig_profile set) a device
+ * of the MIG device of that profile at that start slot, so that two instances of one profile on
+ * one GPU are told apart.
+ */
+static bool is_claimed_unit(const struct gs_dp_model *m, const struct gs_dp_device *d,
+                            const struct gs_dp_claim *cl, uint32_t k)
+{
+    if (d->gpu != cl->gpu[k] || d->gpu >= m->n_gpus)
+        return false;
+    if (cl->mig_profile[k][0] == '\0')
+        return d->mig < 0;
+    if (d->mig < 0)
+        return false;
+    const struct gs_gpu_mig *mg = &m->gpus[d->gpu].mig[d->mig];
+    return mg->has_start && (int32_t)mg->start_slot == cl->mig_start[k] &&
+           strcmp(mg->profile, cl->mig_profile[k]) == 0;
+}
+
+void gs__dp_claim_unit_name(const struct gs_dp_claim *cl, uint32_t k, char *buf, size_t cap)
+{
+    if (cl->mig_profile[k][0] != '\0')
+        (void)snprintf(buf, cap, "%u:%s@%d", (unsigned)cl->gpu[k], cl->mig_profile[k],
+                       (int)cl->mig_start[k]);
+    else
+        (void)snprintf(buf, cap, "%u", (unsigned)cl->gpu[k]);
+}
+
+void gs__dp_claim_units(const struct gs_dp_claim *cl, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (uint32_t k = 0; k < cl->n_gpus && k < GS_DP_ASSIGN_GPUS_MAX && n + 1 < cap; k++) {
+        char one[GS_GPU_PROFILE_LEN + 32];
+        gs__dp_claim_unit_name(cl, k, one, sizeof one);
+        int w = snprintf(buf + n, cap - n, "%s%s", k ? "," : "", one);
+        if (w < 0)
+            break;
+        n += (size_t)w < cap - n ? (size_t)w : cap - n - 1;
+    }
+}
+
+/*
+ * The claimed units' devices among those kubelet offers: for each claimed entry (its GPU's UUID,
+ * when the assignment names one, must be the node's GPU at that index; the GPU must be Healthy)
+ * the first offered device of the unit it names (is_claimed_unit) not taken yet, must_include
+ * first. False, with the reason in why, when one is missing; true with the positions (after the
  * must ones) in out.
  */
 static bool honour_claim(const struct gs_dp_view *v, const struct gs_dp_resource *r,
@@ -173,25 +216,34 @@ static bool honour_claim(const struct gs_dp_view *v, const struct gs_dp_resource
         }
         bool found = false;
         for (uint32_t i = 0; i < n_must && !found; i++) {
-            const struct gs_dp_device *d = &r->devices[must[i]];
-            if (!used_must[i] && d->gpu == g && d->mig < 0)
+            if (!used_must[i] && is_claimed_unit(v->model, &r->devices[must[i]], cl, k))
                 found = used_must[i] = true;
         }
         for (uint32_t i = 0; i < n_avail && !found; i++) {
-            const struct gs_dp_device *d = &r->devices[avail[i]];
             bool taken = false;
             for (uint32_t j = 0; j < *n_out && !taken; j++)
                 taken = out[j] == avail[i];
-            if (!taken && d->gpu == g && d->mig < 0) {
+            if (!taken && is_claimed_unit(v->model, &r->devices[avail[i]], cl, k)) {
                 out[(*n_out)++] = avail[i];
                 found = true;
             }
         }
-        if (!found) {
+        if (found)
+            continue;
+        if (cl->mig_profile[k][0] == '\0') {
             (void)snprintf(why, cap, "no device of assigned GPU %u (%.96s) is offered", (unsigned)g,
                            uuid);
             return false;
         }
+        /* A MIG instance: say whether the node has it at all (a layout changed under the
+         * scheduler) or kubelet left it out (held by another pod, or its list lags). */
+        bool here = false;
+        for (uint32_t i = 0; i < r->n_devices && !here; i++)
+            here = is_claimed_unit(v->model, &r->devices[i], cl, k);
+        (void)snprintf(why, cap, "assigned MIG instance %.31s at start %d of GPU %u (%.96s) %s",
+                       cl->mig_profile[k], (int)cl->mig_start[k], (unsigned)g, uuid,
+                       here ? "is not offered" : "is not a device of this resource here");
+        return false;
     }
     for (uint32_t i = 0; i < n_must; i++)
         if (!used_must[i]) {
@@ -362,11 +414,17 @@ out:
 
 /* ---- Allocate ------------------------------------------------------------------------------ */
 
+/**
+ * Most environment variables of one container: NVIDIA_VISIBLE_DEVICES, the two of replicas,
+ * CUDA_DEVICE_SM_LIMIT and one CUDA_DEVICE_MEMORY_LIMIT_<i> per claimed unit.
+ */
+#define CTR_ENV_MAX (4 + GS_DP_ASSIGN_GPUS_MAX)
+
 /** Per-container building space; strings live in `text`, pointers into it. */
 struct ctr {
     V1beta1__ContainerAllocateResponse resp;
-    V1beta1__ContainerAllocateResponse__EnvsEntry env[3];
-    V1beta1__ContainerAllocateResponse__EnvsEntry *envp[3];
+    V1beta1__ContainerAllocateResponse__EnvsEntry env[CTR_ENV_MAX];
+    V1beta1__ContainerAllocateResponse__EnvsEntry *envp[CTR_ENV_MAX];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry ann[4];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry *annp[4];
     V1beta1__DeviceSpec *specs; /**< GPU nodes + control nodes */
@@ -380,6 +438,12 @@ struct ctr {
     char *replicas;                          /**< GPUSCHED_GPU_REPLICAS */
     char (*cdi_names)[GS_GPU_UUID_LEN + 32]; /**< CDI names */
     char percent[16];                        /**< CUDA_MPS_ACTIVE_THREAD_PERCENTAGE */
+    uint32_t n_units;                        /**< units recorded in unit_pos (at most 16) */
+    int32_t unit_pos[GS_DP_ASSIGN_GPUS_MAX]; /**< a device of each distinct unit, in the order
+                                                  of NVIDIA_VISIBLE_DEVICES */
+    char mem_key[GS_DP_ASSIGN_GPUS_MAX][40]; /**< "CUDA_DEVICE_MEMORY_LIMIT_<i>" */
+    char mem_val[GS_DP_ASSIGN_GPUS_MAX][24]; /**< "<MiB>m" */
+    char sm_limit[16];                       /**< CUDA_DEVICE_SM_LIMIT, percent */
 };
 
 static void ctr_free(struct ctr *c)
@@ -507,6 +571,8 @@ static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerA
         unit_name(v, d, name, sizeof name);
         join(c->visible, name);
         join(c->uuids, uuid);
+        if (c->n_units < GS_DP_ASSIGN_GPUS_MAX)
+            c->unit_pos[c->n_units++] = pos[i];
         if (v->cfg->list_cdi) {
             V1beta1__CDIDevice *cd = &c->cdi[resp->n_cdi_devices];
             v1beta1__cdidevice__init(cd);
@@ -594,12 +660,93 @@ out:
     return rc;
 }
 
+/* Sort key of a unit: GPU, then MIG start + 1 (0 a whole GPU or its slots; 15 a MIG device of
+ * unknown start, which no claim names). */
+static uint32_t unit_key_of_device(const struct gs_dp_model *m, const struct gs_dp_device *d)
+{
+    if (d->mig < 0)
+        return d->gpu * 16u;
+    const struct gs_gpu_mig *mg = &m->gpus[d->gpu].mig[d->mig];
+    return d->gpu * 16u + (mg->has_start ? mg->start_slot + 1u : 15u);
+}
+
+static void sort_keys(uint32_t *k, uint32_t *idx, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && k[j - 1] > k[j]; j--) {
+            uint32_t t = k[j];
+            k[j] = k[j - 1];
+            k[j - 1] = t;
+            t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+}
+
+/* Appends one environment variable to a built container. */
+static void add_env(struct ctr *c, const char *key, char *value)
+{
+    V1beta1__ContainerAllocateResponse *resp = &c->resp;
+    size_t ne = resp->n_envs;
+    if (ne >= CTR_ENV_MAX)
+        return; /* sized above for every variable there can be */
+    v1beta1__container_allocate_response__envs_entry__init(&c->env[ne]);
+    c->env[ne].key = (char *)key;
+    c->env[ne].value = value;
+    c->envp[ne] = &c->env[ne];
+    resp->n_envs = ne + 1;
+}
+
+/*
+ * The claim's shares into the container's environment, as HAMi's device plugin passes them to
+ * its in-container library (HAMi-core): CUDA_DEVICE_MEMORY_LIMIT_<i>=<MiB>m for the i-th unit of
+ * NVIDIA_VISIBLE_DEVICES whose claim entry has mem_mib, and CUDA_DEVICE_SM_LIMIT=<percent>, the
+ * smallest compute share (milli / 10, at least 1) among entries of 1..999 milli. Each unit takes
+ * the claim entry of the same unit, else the first entry left: kubelet decides which GPU the
+ * container gets, and the pod's share goes with it.
+ */
+static void claim_env(const struct gs_dp_view *v, const struct gs_dp_claim *cl, struct ctr *c)
+{
+    const struct gs_dp_resource *r = &v->model->resources[v->resource];
+    bool used[GS_DP_ASSIGN_GPUS_MAX] = {false};
+    int32_t min_milli = 1000;
+    for (uint32_t i = 0; i < c->n_units; i++) {
+        const struct gs_dp_device *d = &r->devices[c->unit_pos[i]];
+        int32_t k = -1;
+        for (uint32_t j = 0; j < cl->n_gpus && k < 0; j++)
+            if (!used[j] && is_claimed_unit(v->model, d, cl, j))
+                k = (int32_t)j;
+        for (uint32_t j = 0; j < cl->n_gpus && k < 0; j++)
+            if (!used[j])
+                k = (int32_t)j;
+        if (k < 0)
+            break;
+        used[k] = true;
+        if (cl->mem_mib[k] > 0) {
+            (void)snprintf(c->mem_key[i], sizeof c->mem_key[i], "CUDA_DEVICE_MEMORY_LIMIT_%u",
+                           (unsigned)i);
+            (void)snprintf(c->mem_val[i], sizeof c->mem_val[i], "%lldm", (long long)cl->mem_mib[k]);
+            add_env(c, c->mem_key[i], c->mem_val[i]);
+        }
+        if (cl->milli[k] > 0 && cl->milli[k] < 1000 && cl->milli[k] < min_milli)
+            min_milli = cl->milli[k];
+    }
+    if (min_milli < 1000) {
+        (void)snprintf(c->sm_limit, sizeof c->sm_limit, "%d",
+                       min_milli / 10 > 0 ? (int)(min_milli / 10) : 1);
+        add_env(c, "CUDA_DEVICE_SM_LIMIT", c->sm_limit);
+    }
+}
+
 /*
  * After a container's Allocate is built: the claim of a pod that asks for this many devices of
- * the resource, compared with the GPUs behind the IDs kubelet chose (as multisets: order does
- * not matter). Kubelet decides; the outcome only reports (and marks the claim handed out).
+ * the resource, compared with the units (GPUs, MIG instances by GPU and start) behind the IDs
+ * kubelet chose, as multisets (order does not matter). Kubelet decides; the outcome only reports
+ * (and marks the claim handed out), and the claim's memory and compute shares join the
+ * container's environment (claim_env).
  */
-static int check_allocation(const struct gs_dp_view *v, const V1beta1__ContainerAllocateRequest *q)
+static int check_allocation(const struct gs_dp_view *v, const V1beta1__ContainerAllocateRequest *q,
+                            struct ctr *c)
 {
     const struct gs_dp_resource *r = &v->model->resources[v->resource];
     struct gs_dp_claim claim;
@@ -607,42 +754,52 @@ static int check_allocation(const struct gs_dp_view *v, const V1beta1__Container
     if (n == 0 || n > GS_DP_ASSIGN_GPUS_MAX ||
         v->claim(v->claim_ctx, r->name, (uint32_t)n, &claim) != GS_OK)
         return GS_OK;
+    claim_env(v, &claim, c);
     uint32_t got[GS_DP_ASSIGN_GPUS_MAX], want[GS_DP_ASSIGN_GPUS_MAX];
+    uint32_t got_at[GS_DP_ASSIGN_GPUS_MAX], want_at[GS_DP_ASSIGN_GPUS_MAX];
+    bool mig = false;
     for (size_t i = 0; i < n; i++) {
         const struct gs_dp_device *d = &r->devices[gs_dp_model_find(r, q->devices_ids[i])];
-        got[i] = d->gpu;
-        want[i] = claim.gpu[i];
+        got[i] = unit_key_of_device(v->model, d);
+        got_at[i] = (uint32_t)gs_dp_model_find(r, q->devices_ids[i]);
+        bool inst = claim.mig_profile[i][0] != '\0';
+        /* A start outside 0..7 (only a hand-made claim has one) names no device: 15. */
+        uint32_t st = inst && claim.mig_start[i] >= 0 && claim.mig_start[i] <= 7
+                          ? (uint32_t)claim.mig_start[i] + 1u
+                          : 15u;
+        want[i] = claim.gpu[i] * 16u + (inst ? st : 0u);
+        want_at[i] = (uint32_t)i;
+        mig = mig || inst || d->mig >= 0;
     }
-    /* Sort both (n <= 16) and compare. */
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && got[j - 1] > got[j]; j--) {
-            uint32_t t = got[j];
-            got[j] = got[j - 1];
-            got[j - 1] = t;
-        }
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && want[j - 1] > want[j]; j--) {
-            uint32_t t = want[j];
-            want[j] = want[j - 1];
-            want[j - 1] = t;
-        }
+    sort_keys(got, got_at, n);
+    sort_keys(want, want_at, n);
     bool same = true;
-    for (size_t i = 0; i < n; i++) {
-        const struct gs_dp_device *d = &r->devices[gs_dp_model_find(r, q->devices_ids[i])];
-        same = same && got[i] == want[i] && d->mig < 0;
-    }
-    char why[256] = "", gl[GS_DP_ASSIGN_GPUS_MAX * 4 + 1] = "",
-         wl[GS_DP_ASSIGN_GPUS_MAX * 4 + 1] = "";
+    for (size_t i = 0; i < n; i++)
+        same = same && got[i] == want[i];
+    enum { LABEL = GS_GPU_PROFILE_LEN + 32 };
+    char why[320] = "", gl[GS_DP_ASSIGN_GPUS_MAX * LABEL] = "",
+         wl[GS_DP_ASSIGN_GPUS_MAX * LABEL] = "";
     if (!same) {
         for (size_t i = 0; i < n; i++) {
-            char one[8];
-            (void)snprintf(one, sizeof one, "%u", (unsigned)got[i]);
+            char one[LABEL];
+            const struct gs_dp_device *d = &r->devices[got_at[i]];
+            if (d->mig >= 0) {
+                const struct gs_gpu_mig *mg = &v->model->gpus[d->gpu].mig[d->mig];
+                if (mg->has_start)
+                    (void)snprintf(one, sizeof one, "%u:%s@%u", (unsigned)d->gpu, mg->profile,
+                                   (unsigned)mg->start_slot);
+                else
+                    (void)snprintf(one, sizeof one, "%u:%s@?", (unsigned)d->gpu, mg->profile);
+            } else {
+                (void)snprintf(one, sizeof one, "%u", (unsigned)d->gpu);
+            }
             join(gl, one);
-            (void)snprintf(one, sizeof one, "%u", (unsigned)want[i]);
+            gs__dp_claim_unit_name(&claim, want_at[i], one, sizeof one);
             join(wl, one);
         }
-        (void)snprintf(why, sizeof why, "kubelet allocated GPUs %s, the scheduler assigned %s", gl,
-                       wl);
+        (void)snprintf(why, sizeof why,
+                       "kubelet allocated %s %.100s, the scheduler assigned %.100s",
+                       mig ? "MIG instances" : "GPUs", gl, wl);
     }
     if (v->on_claim == NULL)
         return GS_OK;
@@ -677,7 +834,7 @@ int gs_dp_handle_allocate(const struct gs_dp_view *v, const uint8_t *req, size_t
         cp[c] = &cs[c].resp;
     }
     for (size_t c = 0; c < nc && v->claim != NULL; c++) {
-        rc = check_allocation(v, ar->container_requests[c]);
+        rc = check_allocation(v, ar->container_requests[c], &cs[c]);
         if (rc != GS_OK)
             goto out;
     }

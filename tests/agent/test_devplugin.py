@@ -20,6 +20,9 @@ opens ListAndWatch, recording every list it receives with its arrival time.
      2's replicas turn Unhealthy, within 1 s, on the shared resource's stream; Healthy again
      after the quiet period (not before, and within 1 s after it); CDI names, index naming
      and failRequestsGreaterThanOne.
+  M. tests/agent/data/mig-node.yaml (a whole GPU and one split into seven 1g.18gb instances)
+     under migStrategy mixed: the seven device IDs, packing, two instances of one card in one
+     container, no limits without an assignment (the Kubernetes side: tests/k8s/agent_e2e.py).
 Plus command-line checks: a bad configuration names file:line:column and key, `agent labels`,
 and the Kubernetes side: none without a configuration, a bad --kubeconfig named, an API server
 that refuses connections logged while the device plugin serves.
@@ -883,6 +886,69 @@ def run_c(env):
         r.agent.stop()
 
 
+# ---- M: seven MIG instances of one profile on one GPU --------------------------------------------
+
+def mig_node(src):
+    node = yaml.safe_load(open(os.path.join(src, "tests/agent/data/mig-node.yaml")))
+    return ([g["uuid"] for g in node["gpus"]],
+            [(m["uuid"], m["start"]) for m in node["gpus"][1]["mig"]["instances"]])
+
+
+def m_mig_devices(r):
+    """One profile, seven devices told apart only by their start: what an assignment of a MIG
+    instance names (tests/k8s/agent_e2e.py follows one through the real API server; without a
+    Kubernetes side here there is no assignment, so no limits and the packing's choice)."""
+    regs = r.kubelet.registrations()
+    assert sorted(q.resource_name for _, q in regs) == ["nvidia.com/gpu",
+                                                        "nvidia.com/mig-1g.18gb"], regs
+    _, _, lst = r.kubelet.watch("nvidia.com/mig-1g.18gb").wait()
+    ids = [u for u, _ in r.migs]
+    assert [(i, t) for i, h, t in devices_of(lst)] == [(u, [0]) for u in ids], devices_of(lst)
+    assert [s for _, s in r.migs] == list(range(7))
+    mig = r.plugins["nvidia.com/mig-1g.18gb"]
+    # Packing without an assignment: the first devices of the GPU, whatever the offer's order.
+    assert mig.preferred((ids[::-1], [], 2)) == [[ids[0], ids[1]]]
+    # Two instances of one card in one container: both visible in request order, the GPU's
+    # device node once, no memory or SM limit (a MIG instance has its own memory and SMs).
+    c = mig.allocate([ids[5], ids[2]]).container_responses[0]
+    check_container(c, "%s,%s" % (ids[5], ids[2]), ["/dev/nvidia1"],
+                    {"gpusched.io/resource": "nvidia.com/mig-1g.18gb",
+                     "gpusched.io/devices": "%s,%s" % (ids[5], ids[2]),
+                     "gpusched.io/gpus": "%s,%s" % (ids[5], ids[2])})
+    # The whole GPU beside it is its own resource; without an assignment no limits either.
+    c = r.plugins["nvidia.com/gpu"].allocate([r.gpus[0]]).container_responses[0]
+    assert dict(c.envs) == {"NVIDIA_VISIBLE_DEVICES": r.gpus[0]}, dict(c.envs)
+
+
+def run_m(env):
+    tmp = env["tmp"]
+    r = RunA()
+    r.pb = env["dp"]
+    r.gpus, r.migs = mig_node(env["src"])
+    r.dir = os.path.join(tmp, "m-device-plugins")
+    os.mkdir(r.dir)
+    cfg = os.path.join(tmp, "m-config.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nflags:\n  migStrategy: mixed\n")
+    r.kubelet = Kubelet(r.pb, r.dir)
+    r.agent = Agent(env["bin"], ["--gpu-backend", "fake", "--fake-gpus",
+                                 os.path.join(env["src"], "tests/agent/data/mig-node.yaml"),
+                                 "--config", cfg, "--kubelet-dir", r.dir,
+                                 "--pod-resources-socket", "", "--metrics-addr", "",
+                                 "--node-name", "node-m"], "M")
+    r.plugins = {}
+    try:
+        for res in ("nvidia.com/gpu", "nvidia.com/mig-1g.18gb"):
+            r.kubelet.watch(res)
+            r.plugins[res] = Plugin(r.pb, os.path.join(r.dir, endpoint(res)))
+        yield (m_mig_devices, r)
+    finally:
+        for p in r.plugins.values():
+            p.close()
+        r.kubelet.stop()
+        r.agent.stop()
+
+
 # ---- command line -------------------------------------------------------------------------------
 
 def run_cli(env):
@@ -1001,14 +1067,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpusched", required=True)
     ap.add_argument("--source-dir", required=True)
-    ap.add_argument("--only", default="abcx", help="runs to do: a, b, c, x (command line)")
+    ap.add_argument("--only", default="abcmx", help="runs to do: a, b, c, m, x (command line)")
     args = ap.parse_args()
     failures = 0
     t_all = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gsagent-") as tmp:
         dp, pr = load_protos(os.path.join(args.source_dir, "proto"), tmp)
         env = {"tmp": tmp, "bin": args.gpusched, "src": args.source_dir, "dp": dp, "pr": pr}
-        runs = {"a": run_a, "b": run_b, "c": run_c, "x": run_cli}
+        runs = {"a": run_a, "b": run_b, "c": run_c, "m": run_m, "x": run_cli}
         for key in args.only:
             gen = runs[key](env)
             try:

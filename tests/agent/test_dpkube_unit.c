@@ -3,7 +3,9 @@
  * claim hooks of the handlers in devplugin.h): the inventory text of a node with whole,
  * time-sliced and MIG GPUs; the assignment table choosing the oldest pending pod of a resource
  * and count; GetPreferredAllocation following a claim only when its GPUs are offered, healthy
- * and the same GPUs; Allocate reporting a mismatch. Expected values are worked out by hand
+ * and the same GPUs; Allocate reporting a mismatch; MIG claims naming the instance by GPU and
+ * start (two on one card); the claim's memory and compute shares in the container's
+ * environment. Expected values are worked out by hand
  * beside each assertion. The daemon's side against a real API server is tests/k8s/agent_e2e.sh.
  */
 #include <setjmp.h>
@@ -322,6 +324,7 @@ static void test_assign_takes_oldest_pending_pod_of_that_resource_and_count(void
 /* ---- handlers following a claim ----------------------------------------------------------- */
 
 struct hook {
+    const char *resource;     /* the resource claim() answers for; NULL: nvidia.com/gpu */
     struct gs_dp_claim claim; /* what claim() answers */
     bool have;                /* false: claim() says GS_ENOENT */
     int calls;                /* outcomes told */
@@ -332,7 +335,8 @@ struct hook {
 static int hook_claim(void *ctx, const char *resource, uint32_t count, struct gs_dp_claim *out)
 {
     struct hook *h = ctx;
-    if (!h->have || strcmp(resource, "nvidia.com/gpu") != 0 || count != h->claim.n_gpus)
+    if (!h->have || strcmp(resource, h->resource ? h->resource : "nvidia.com/gpu") != 0 ||
+        count != h->claim.n_gpus)
         return GS_ENOENT;
     *out = h->claim;
     return GS_OK;
@@ -398,6 +402,306 @@ static int allocate(const struct gs_dp_view *v, const char *const *ids, size_t n
     int status = a.status;
     gs_dp_answer_fini(&a);
     return status;
+}
+
+/* Allocate of one container; *env receives its environment as "K=V;..." sorted by key (static
+ * storage), "" for a refused call. Returns the gRPC status. */
+static int allocate_env(const struct gs_dp_view *v, const char *const *ids, size_t n,
+                        const char **env)
+{
+    static char out[2048];
+    V1beta1__ContainerAllocateRequest q = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+    q.n_devices_ids = n;
+    q.devices_ids = (char **)ids;
+    V1beta1__ContainerAllocateRequest *qp = &q;
+    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+    req.n_container_requests = 1;
+    req.container_requests = &qp;
+    uint8_t buf[4096];
+    size_t len = v1beta1__allocate_request__pack(&req, buf);
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_allocate(v, buf, len, &a), GS_OK);
+    out[0] = '\0';
+    *env = out;
+    int status = a.status;
+    if (status == 0) {
+        V1beta1__AllocateResponse *r = v1beta1__allocate_response__unpack(NULL, a.len, a.data);
+        assert_non_null(r);
+        const V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
+        /* Sorted by key: a handful of entries, so a selection by the smallest unprinted key. */
+        const char *last = "";
+        for (size_t k = 0; k < c->n_envs; k++) {
+            const char *best = NULL, *val = NULL;
+            for (size_t i = 0; i < c->n_envs; i++)
+                if (strcmp(c->envs[i]->key, last) > 0 &&
+                    (best == NULL || strcmp(c->envs[i]->key, best) < 0)) {
+                    best = c->envs[i]->key;
+                    val = c->envs[i]->value;
+                }
+            size_t used = strlen(out);
+            (void)snprintf(out + used, sizeof out - used, "%s%s=%s", k ? ";" : "", best, val);
+            last = best;
+        }
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+    }
+    gs_dp_answer_fini(&a);
+    return status;
+}
+
+#define MIG1G2 "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/mig-1g.18gb\":\"2\"}}}]"
+#define MIG1G1 "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/mig-1g.18gb\":1}}}]"
+
+static void test_assign_carries_mig_instances_and_memory_shares(void **state)
+{
+    (void)state;
+    struct gs_dp_assign *t = NULL;
+    assert_int_equal(gs_dp_assign_new(&t), GS_OK);
+    /* m1 (newer) asks two 1g.18gb instances, both on GPU 6 at starts 3 and 5; m2 (older by one
+     * second) asks one, at start 0 of GPU 6; f is a memory fraction on GPU 1. */
+    add(t,
+        pod("m1", "2026-12-01T10:00:01Z", "Pending", MIG1G2,
+            "{\"gpus\":[{\"index\":6,\"milli\":0,\"uuid\":\"GPU-6\",\"mig\":{\"profile\":"
+            "\"1g.18gb\",\"start\":3}},{\"index\":6,\"milli\":0,\"uuid\":\"GPU-6\","
+            "\"mig\":{\"profile\":\"1g.18gb\",\"start\":5}}]}"),
+        NULL);
+    add(t,
+        pod("m2", "2026-12-01T10:00:00Z", "Pending", MIG1G1,
+            "{\"gpus\":[{\"index\":6,\"milli\":0,\"mig\":{\"profile\":\"1g.18gb\","
+            "\"start\":0}}]}"),
+        NULL);
+    add(t,
+        pod("f", "2026-12-01T09:00:00Z", "Pending", GPU1,
+            "{\"gpus\":[{\"index\":1,\"milli\":300,\"mem_mib\":20000}]}"),
+        NULL);
+    /* Entries whose share is wrong are refused with the member named. */
+    add(t,
+        pod("b1", "2026-12-01T08:00:00Z", "Pending", MIG1G1,
+            "{\"gpus\":[{\"index\":6,\"mig\":{\"profile\":\"1g.18gb\",\"start\":8}}]}"),
+        "gpus[0].mig.start is not a slot 0..7");
+    add(t,
+        pod("b2", "2026-12-01T08:00:00Z", "Pending", MIG1G1,
+            "{\"gpus\":[{\"index\":6,\"mig\":{\"start\":1}}]}"),
+        "gpus[0].mig.profile is not a profile name of 1..31 bytes");
+    add(t,
+        pod("b3", "2026-12-01T08:00:00Z", "Pending", GPU1,
+            "{\"gpus\":[{\"index\":1,\"milli\":1001}]}"),
+        "gpus[0].milli is not a count 0..1000");
+    add(t,
+        pod("b4", "2026-12-01T08:00:00Z", "Pending", GPU2,
+            "{\"gpus\":[{\"index\":1,\"milli\":0,\"mem_mib\":512},{\"index\":2,\"milli\":0,"
+            "\"mem_mib\":0}]}"),
+        "gpus[1].mem_mib is not a positive count of MiB");
+    assert_int_equal(gs_dp_assign_count(t), 3); /* m1, m2, f */
+
+    struct gs_dp_claim cl;
+    /* One instance: m2 (the only pod asking one; it is older anyway), start 0 of GPU 6. */
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/mig-1g.18gb", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/m2");
+    assert_int_equal(cl.n_gpus, 1);
+    assert_int_equal(cl.gpu[0], 6);
+    assert_string_equal(cl.mig_profile[0], "1g.18gb");
+    assert_int_equal(cl.mig_start[0], 0);
+    assert_int_equal(cl.milli[0], 0);
+    /* Two: m1's two entries in the assignment's order, both on GPU 6. */
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/mig-1g.18gb", 2, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/m1");
+    assert_int_equal(cl.gpu[0], 6);
+    assert_int_equal(cl.gpu[1], 6);
+    assert_int_equal(cl.mig_start[0], 3);
+    assert_int_equal(cl.mig_start[1], 5);
+    assert_string_equal(cl.uuid[1], "GPU-6");
+    /* The fraction: its milli and memory; no MIG. */
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/gpu", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/f");
+    assert_int_equal(cl.milli[0], 300);
+    assert_int_equal(cl.mem_mib[0], 20000);
+    assert_string_equal(cl.mig_profile[0], "");
+    assert_int_equal(cl.mig_start[0], -1);
+    /* Two pods asking one instance each: oldest first, the next after the first is handed out. */
+    add(t,
+        pod("m3", "2026-12-01T10:00:02Z", "Pending", MIG1G1,
+            "{\"gpus\":[{\"index\":6,\"milli\":0,\"mig\":{\"profile\":\"1g.18gb\","
+            "\"start\":6}}]}"),
+        NULL);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/mig-1g.18gb", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/m2");
+    assert_int_equal(gs_dp_assign_consume(t, "u-m2", 1, NULL), GS_OK);
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/mig-1g.18gb", 1, &cl), GS_OK);
+    assert_string_equal(cl.pod, "t/m3");
+    assert_int_equal(cl.mig_start[0], 6);
+    gs_dp_assign_free(t);
+}
+
+/* n H200s; GPU `mig_gpu` runs MIG with seven 1g.18gb devices "MIG-<g>-<s>" at starts 0..6. */
+static void make_mig_node(struct gs_gpu_info *g, uint32_t n, uint32_t mig_gpu)
+{
+    make_node(g, n, n, 0);
+    struct gs_gpu_info *m = &g[mig_gpu];
+    m->mig_capable = m->mig_enabled = true;
+    m->mig_count = 7;
+    for (uint32_t s = 0; s < 7; s++) {
+        (void)snprintf(m->mig[s].profile, sizeof m->mig[s].profile, "1g.18gb");
+        (void)snprintf(m->mig[s].uuid, sizeof m->mig[s].uuid, "MIG-%u-%u", (unsigned)mig_gpu,
+                       (unsigned)s);
+        m->mig[s].mem_mib = 16384;
+        m->mig[s].has_start = true;
+        m->mig[s].start_slot = s;
+    }
+}
+
+static void mig_entry(struct gs_dp_claim *cl, uint32_t k, uint32_t gpu, int32_t start)
+{
+    cl->gpu[k] = gpu;
+    (void)snprintf(cl->uuid[k], sizeof cl->uuid[k], "GPU-%u", (unsigned)gpu);
+    (void)snprintf(cl->mig_profile[k], sizeof cl->mig_profile[k], "1g.18gb");
+    cl->mig_start[k] = start;
+}
+
+static void test_preferred_and_allocate_follow_the_claimed_mig_instances(void **state)
+{
+    (void)state;
+    /* GPU 0 whole, GPU 1 MIG: 1g.18gb at starts 0..6 under nvidia.com/mig-1g.18gb (mixed), the
+     * resources sorted by name: nvidia.com/gpu is 0, nvidia.com/mig-1g.18gb 1. */
+    struct gs_gpu_info g[2];
+    make_mig_node(g, 2, 1);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_resource(&m, "nvidia.com/mig-1g.18gb"), 1);
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    struct hook k;
+    memset(&k, 0, sizeof k);
+    k.resource = "nvidia.com/mig-1g.18gb";
+    k.have = true;
+    (void)snprintf(k.claim.pod, sizeof k.claim.pod, "t/p");
+    (void)snprintf(k.claim.uid, sizeof k.claim.uid, "u-p");
+    k.claim.n_gpus = 1;
+    mig_entry(&k.claim, 0, 1, 3);
+    struct gs_dp_view v = {&c, &m, 1, h, hook_claim, hook_outcome, &k};
+    const char *all[] = {"MIG-1-0", "MIG-1-1", "MIG-1-2", "MIG-1-3",
+                         "MIG-1-4", "MIG-1-5", "MIG-1-6"};
+
+    /* Without a claim the packing takes the first device of the GPU (MIG-1-0)... */
+    k.have = false;
+    assert_string_equal(prefer(&v, all, 7, NULL, 0, 1), "MIG-1-0");
+    /* ...with one, the instance at start 3, not another 1g.18gb of the same GPU. */
+    k.have = true;
+    assert_string_equal(prefer(&v, all, 7, NULL, 0, 1), "MIG-1-3");
+    assert_true(k.honoured);
+    /* Start 3 held by another pod (not offered): the packing's choice, and why. */
+    const char *no3[] = {"MIG-1-0", "MIG-1-1", "MIG-1-2", "MIG-1-4", "MIG-1-5", "MIG-1-6"};
+    assert_string_equal(prefer(&v, no3, 6, NULL, 0, 1), "MIG-1-0");
+    assert_false(k.honoured);
+    assert_string_equal(k.why,
+                        "assigned MIG instance 1g.18gb at start 3 of GPU 1 (GPU-1) is not offered");
+    /* A start the node has no such instance at (its layout changed under the scheduler). */
+    k.claim.mig_start[0] = 7;
+    assert_string_equal(prefer(&v, all, 7, NULL, 0, 1), "MIG-1-0");
+    assert_string_equal(k.why, "assigned MIG instance 1g.18gb at start 7 of GPU 1 (GPU-1) is not "
+                               "a device of this resource here");
+    /* Two instances on one card: starts 5 and 2, in the assignment's order. */
+    k.claim.n_gpus = 2;
+    mig_entry(&k.claim, 0, 1, 5);
+    mig_entry(&k.claim, 1, 1, 2);
+    assert_string_equal(prefer(&v, all, 7, NULL, 0, 2), "MIG-1-5,MIG-1-2");
+    assert_true(k.honoured);
+    /* must_include one of them: it first, then the other. */
+    const char *must2[] = {"MIG-1-2"};
+    assert_string_equal(prefer(&v, all, 7, must2, 1, 2), "MIG-1-2,MIG-1-5");
+    assert_true(k.honoured);
+
+    /* Allocate of both, in any order: as assigned; the environment names both MIG devices and
+     * sets no limit (a MIG instance is its own isolation). */
+    const char *env = NULL;
+    const char *both[] = {"MIG-1-2", "MIG-1-5"};
+    assert_int_equal(allocate_env(&v, both, 2, &env), 0);
+    assert_true(k.allocate);
+    assert_true(k.honoured);
+    assert_string_equal(env, "NVIDIA_VISIBLE_DEVICES=MIG-1-2,MIG-1-5");
+    /* Another instance of the same profile on the same GPU is a mismatch, told with the
+     * instances on both sides (sorted by GPU and start); kubelet's choice stands. */
+    const char *other[] = {"MIG-1-0", "MIG-1-5"};
+    assert_int_equal(allocate_env(&v, other, 2, &env), 0);
+    assert_false(k.honoured);
+    assert_string_equal(k.why, "kubelet allocated MIG instances 1:1g.18gb@0,1:1g.18gb@5, the "
+                               "scheduler assigned 1:1g.18gb@2,1:1g.18gb@5");
+    assert_string_equal(k.ids, "MIG-1-0,MIG-1-5");
+    gs_dp_model_fini(&m);
+}
+
+static void test_allocate_passes_the_claimed_memory_and_compute_shares(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[4];
+    make_node(g, 4, 4, 0);
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 4, &m, NULL, 0), GS_OK);
+    enum gs_health_state h[4] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY,
+                                 GS_HEALTH_HEALTHY};
+    struct hook k;
+    memset(&k, 0, sizeof k);
+    k.have = true;
+    (void)snprintf(k.claim.pod, sizeof k.claim.pod, "t/f");
+    (void)snprintf(k.claim.uid, sizeof k.claim.uid, "u-f");
+    struct gs_dp_view v = {&c, &m, 0, h, hook_claim, hook_outcome, &k};
+    const char *env = NULL;
+
+    /* No claim: no limits. */
+    k.have = false;
+    const char *g0[] = {"GPU-0"};
+    assert_int_equal(allocate_env(&v, g0, 1, &env), 0);
+    assert_string_equal(env, "NVIDIA_VISIBLE_DEVICES=GPU-0");
+    k.have = true;
+    /* 300 milli and 20,000 MiB on GPU 0: the memory limit of visible device 0 in MiB with
+     * HAMi's "m" suffix, and 300 / 10 = 30 % of the SMs. */
+    k.claim.n_gpus = 1;
+    k.claim.gpu[0] = 0;
+    k.claim.milli[0] = 300;
+    k.claim.mem_mib[0] = 20000;
+    assert_int_equal(allocate_env(&v, g0, 1, &env), 0);
+    assert_true(k.honoured);
+    assert_string_equal(env, "CUDA_DEVICE_MEMORY_LIMIT_0=20000m;CUDA_DEVICE_SM_LIMIT=30;"
+                             "NVIDIA_VISIBLE_DEVICES=GPU-0");
+    /* Kubelet gave GPU 2 instead: a mismatch, and the pod's share goes with the GPU it got. */
+    const char *g2[] = {"GPU-2"};
+    assert_int_equal(allocate_env(&v, g2, 1, &env), 0);
+    assert_false(k.honoured);
+    assert_string_equal(k.why, "kubelet allocated GPUs 2, the scheduler assigned 0");
+    assert_string_equal(env, "CUDA_DEVICE_MEMORY_LIMIT_0=20000m;CUDA_DEVICE_SM_LIMIT=30;"
+                             "NVIDIA_VISIBLE_DEVICES=GPU-2");
+    /* A memory-only share (milli 0): no SM limit. */
+    k.claim.milli[0] = 0;
+    assert_int_equal(allocate_env(&v, g0, 1, &env), 0);
+    assert_string_equal(env, "CUDA_DEVICE_MEMORY_LIMIT_0=20000m;NVIDIA_VISIBLE_DEVICES=GPU-0");
+    /* The same pod on two GPUs, assigned 3 (8,000 MiB, memory only) then 1 (12,000 MiB, 250
+     * milli); kubelet lists GPU-1 first, so visible device 0 is GPU 1 and gets GPU 1's entry:
+     * LIMIT_0 = 12000m, LIMIT_1 = 8000m; SM limit the smallest compute share, 250 / 10 = 25. */
+    k.claim.n_gpus = 2;
+    k.claim.gpu[0] = 3;
+    k.claim.milli[0] = 0;
+    k.claim.mem_mib[0] = 8000;
+    k.claim.gpu[1] = 1;
+    k.claim.milli[1] = 250;
+    k.claim.mem_mib[1] = 12000;
+    const char *g13[] = {"GPU-1", "GPU-3"};
+    assert_int_equal(allocate_env(&v, g13, 2, &env), 0);
+    assert_true(k.honoured);
+    assert_string_equal(env, "CUDA_DEVICE_MEMORY_LIMIT_0=12000m;CUDA_DEVICE_MEMORY_LIMIT_1=8000m;"
+                             "CUDA_DEVICE_SM_LIMIT=25;NVIDIA_VISIBLE_DEVICES=GPU-1,GPU-3");
+    /* A whole-GPU claim (1000 milli, no memory) adds nothing; 5 milli is at least 1 %. */
+    k.claim.n_gpus = 1;
+    k.claim.gpu[0] = 0;
+    k.claim.milli[0] = 1000;
+    k.claim.mem_mib[0] = 0;
+    assert_int_equal(allocate_env(&v, g0, 1, &env), 0);
+    assert_string_equal(env, "NVIDIA_VISIBLE_DEVICES=GPU-0");
+    k.claim.milli[0] = 5;
+    assert_int_equal(allocate_env(&v, g0, 1, &env), 0);
+    assert_string_equal(env, "CUDA_DEVICE_SM_LIMIT=1;NVIDIA_VISIBLE_DEVICES=GPU-0");
+    gs_dp_model_fini(&m);
 }
 
 static void test_preferred_follows_the_claim_only_when_offered_healthy_and_same(void **state)
@@ -488,6 +792,9 @@ int main(void)
         cmocka_unit_test(test_inventory_of_a_gpu_lost_at_start_keeps_the_schema),
         cmocka_unit_test(test_assign_takes_oldest_pending_pod_of_that_resource_and_count),
         cmocka_unit_test(test_preferred_follows_the_claim_only_when_offered_healthy_and_same),
+        cmocka_unit_test(test_assign_carries_mig_instances_and_memory_shares),
+        cmocka_unit_test(test_preferred_and_allocate_follow_the_claimed_mig_instances),
+        cmocka_unit_test(test_allocate_passes_the_claimed_memory_and_compute_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,14 @@ first free ones: a test that passes because both happen to agree is impossible h
      Admitting b: kubelet offers only GPU-3, the agent proposes it and logs why (GPU 2
      Unhealthy), kubelet allocates GPU-3 and the agent logs the mismatch; /metrics counts one
      allocation as assigned, one mismatch, one preferred fallback.
+  5. A second agent on tests/agent/data/mig-node.yaml (migStrategy mixed: GPU 0 whole, GPU 1
+     seven 1g.18gb instances at starts 0..6) and its own Node. Pods c (one instance) and d (two)
+     are bound by the scheduler to instances by start; the agent's own choice of two (starts 0
+     and 1) must differ from d's, and admitting d gives exactly d's two MIG devices of one card;
+     c's kubelet allocates another instance than proposed, and the mismatch is logged by GPU
+     and start. Pod e, bound by the test with a memory share (300 milli, 20,000 MiB on GPU 0,
+     as the scheduler writes it: the agent advertises no fractions GPU yet, so the scheduler
+     puts none here), gets CUDA_DEVICE_MEMORY_LIMIT_0=20000m and CUDA_DEVICE_SM_LIMIT=30.
 """
 import argparse
 import json
@@ -104,17 +112,23 @@ def allocated(ns, pod):
     return ann.get("gpusched.io/allocated-gpus")
 
 
-def admit(kubelet, plugin, pb, in_use, count):
-    """What kubelet's devicemanager does for one container: the healthy devices of the latest
-    ListAndWatch list not held by others, GetPreferredAllocation, then Allocate of the answer."""
-    w = kubelet.watch("nvidia.com/gpu")
+def offered(kubelet, in_use, resource="nvidia.com/gpu"):
+    """The healthy devices of the latest ListAndWatch list of a resource not held by others."""
+    w = kubelet.watch(resource)
     w.wait()
     with w.cv:
         last = w.msgs[-1][1]
-    avail = [d.ID for d in last.devices if d.health == "Healthy" and d.ID not in in_use]
+    return [d.ID for d in last.devices if d.health == "Healthy" and d.ID not in in_use]
+
+
+def admit(kubelet, plugin, pb, in_use, count, resource="nvidia.com/gpu", allocate=None):
+    """What kubelet's devicemanager does for one container: the healthy devices of the latest
+    ListAndWatch list not held by others, GetPreferredAllocation, then Allocate of the answer
+    (or of `allocate`, when the test plays a kubelet that decides otherwise)."""
+    avail = offered(kubelet, in_use, resource)
     pref = plugin.preferred((avail, [], count))[0]
     assert len(pref) == count and set(pref) <= set(avail), (pref, avail)
-    resp = plugin.allocate(pref)
+    resp = plugin.allocate(allocate if allocate is not None else pref)
     return avail, pref, dict(resp.container_responses[0].envs)
 
 
@@ -144,6 +158,8 @@ def main():
     ns, node, sched_name = "gs-agent-%d" % run, "agent-%d" % run, "gpusched-agent-e2e"
     t_all = time.monotonic()
     agent = sched = kubelet = plugin = None
+    agent2 = kubelet2 = whole2 = mig2 = None
+    node2 = None
     sched_log = None
     with tempfile.TemporaryDirectory(prefix="gsagente2e-") as tmp:
         try:
@@ -279,9 +295,138 @@ def main():
             patches = len(re.findall(r"annotation gpusched\.io/gpus written", agent.text()))
             assert patches == 2, "%d PATCHes of the Node, want 2 (start, GPU 2)" % patches
             print("ok   metrics: as_assigned 1, mismatch 1, fallbacks 1; Node PATCHed twice")
+
+            # 5. MIG instances and a memory share, on a second Node with its own agent.
+            mig_run = "%d-mig" % run
+            node2 = node + "-mig"
+            mig_gpus, migs = tdp.mig_node(args.source_dir)
+            mig_ids = [u for u, _ in migs]
+            by_start = {st: u for u, st in migs}
+            dp2 = os.path.join(tmp, "dp2")
+            os.mkdir(dp2)
+            cfg2 = os.path.join(tmp, "mig-config.yaml")
+            with open(cfg2, "w") as f:
+                f.write("version: v1\nflags:\n  migStrategy: mixed\n")
+            kubelet2 = tdp.Kubelet(pb, dp2)
+            agent2 = tdp.Agent(args.gpusched, [
+                "--gpu-backend", "fake", "--fake-gpus",
+                os.path.join(args.source_dir, "tests", "agent", "data", "mig-node.yaml"),
+                "--config", cfg2, "--kubelet-dir", dp2, "--pod-resources-socket", "",
+                "--metrics-addr", "", "--node-name", node2, "--kubeconfig", agent_kc], "agent-mig")
+            for r_ in ("nvidia.com/gpu", "nvidia.com/mig-1g.18gb"):
+                kubelet2.watch(r_)
+            whole2 = tdp.Plugin(pb, os.path.join(dp2, "gpusched-nvidia.com-gpu.sock"))
+            mig2 = tdp.Plugin(pb, os.path.join(dp2, "gpusched-nvidia.com-mig-1g.18gb.sock"))
+            kubectl("apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node2, "labels": {"gpusched.test/agent-run": mig_run}},
+                "spec": {"taints": [{"key": "gpusched.test/agent", "effect": "NoSchedule"}]}}))
+            res2 = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "1",
+                    "nvidia.com/mig-1g.18gb": "7"}
+            kubectl("patch", "node", node2, "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"capacity": res2, "allocatable": res2}}))
+            inv2 = wait_until(lambda: inventory(node2), "the MIG agent's annotation")
+            assert [(g["index"], g["uuid"], g["mode"]) for g in inv2["gpus"]] == \
+                [(0, mig_gpus[0], "whole"), (1, mig_gpus[1], "mig")], inv2
+            assert [(m["profile"], m["start"], m["uuid"]) for m in inv2["gpus"][1]["mig"]] == \
+                [("1g.18gb", st, u) for u, st in migs], inv2
+            schema_check(args.source_dir, "node-gpus.schema.json", inv2)
+            # The agent's own choice of two, with no pod to claim them: the first two starts.
+            own = mig2.preferred((mig_ids, [], 2))[0]
+            assert own == mig_ids[:2], own
+            for name, count in (("c", 1), ("d", 2)):
+                kubectl("-n", ns, "apply", "-f", "-", stdin=json.dumps({
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                    "spec": {"schedulerName": sched_name, "terminationGracePeriodSeconds": 0,
+                             "nodeSelector": {"gpusched.test/agent-run": mig_run},
+                             "tolerations": [{"key": "gpusched.test/agent",
+                                              "operator": "Exists"}],
+                             "containers": [{"name": "c", "image": "registry.invalid/none:1",
+                                             "resources": {"limits": {
+                                                 "nvidia.com/mig-1g.18gb": str(count)}}}]}}))
+                time.sleep(1.1)  # c is older than d
+            got_c = wait_until(lambda: assignment(ns, "c"), "c bound")
+            got_d = wait_until(lambda: assignment(ns, "d"), "d bound")
+            schema_check(args.source_dir, "assigned-gpus.schema.json", {"gpus": got_d})
+            for got in (got_c, got_d):
+                assert all(g["index"] == 1 and g["mig"]["profile"] == "1g.18gb" and
+                           g.get("uuid") == mig_gpus[1] for g in got), got
+            starts_c = [g["mig"]["start"] for g in got_c]
+            starts_d = [g["mig"]["start"] for g in got_d]
+            assert len(starts_c) == 1 and len(starts_d) == 2 and \
+                len(set(starts_c + starts_d)) == 3, (got_c, got_d)
+            want_d = [by_start[st] for st in starts_d]
+            # Following the assignment must make a difference: the scheduler's two are not the
+            # agent's own two (else this step would pass with the assignment ignored).
+            assert set(want_d) != set(own), (starts_d, own)
+            print("ok   bound: c -> 1g.18gb at start %d, d -> starts %s of GPU 1"
+                  % (starts_c[0], starts_d))
+
+            time.sleep(1.0)  # the agent's pod watch delivers c and d in milliseconds
+            # d (two instances on one card) first: kubelet offers all seven; the agent answers
+            # the scheduler's two, and the container gets exactly those MIG devices, no limits.
+            units_d = ",".join("1:1g.18gb@%d" % st for st in starts_d)
+            avail, pref, envs = admit(kubelet2, mig2, pb, set(), 2, "nvidia.com/mig-1g.18gb")
+            assert avail == mig_ids, avail
+            assert pref == want_d, (pref, want_d)
+            assert envs == {"NVIDIA_VISIBLE_DEVICES": ",".join(want_d)}, envs
+            agent2.wait_line(r"GetPreferredAllocation for pod %s/d: the scheduler's GPUs %s "
+                             % (ns, units_d))
+            agent2.wait_line(r"Allocate for pod %s/d: %s, the GPUs %s the scheduler assigned"
+                             % (ns, ",".join(want_d), units_d))
+            wait_until(lambda: allocated(ns, "d") == "2", "gpusched.io/allocated-gpus 2 on d")
+            # c: the agent proposes c's instance; this kubelet decides otherwise (it may) and
+            # allocates another free one: followed, and the mismatch logged by start.
+            want_c = by_start[starts_c[0]]
+            rest = offered(kubelet2, set(want_d), "nvidia.com/mig-1g.18gb")
+            other = [u for u in rest if u != want_c][0]
+            start_other = [st for u, st in migs if u == other][0]
+            _, pref, envs = admit(kubelet2, mig2, pb, set(want_d), 1, "nvidia.com/mig-1g.18gb",
+                                  allocate=[other])
+            assert pref == [want_c], (pref, want_c)
+            assert envs == {"NVIDIA_VISIBLE_DEVICES": other}, envs
+            agent2.wait_line(r"Allocate for pod %s/c: mismatch: kubelet allocated MIG instances "
+                             r"1:1g\.18gb@%d, the scheduler assigned 1:1g\.18gb@%d; following "
+                             r"kubelet \(%s\)" % (ns, start_other, starts_c[0], other))
+            wait_until(lambda: allocated(ns, "c") == "1", "gpusched.io/allocated-gpus 1 on c")
+            print("ok   d admitted on its two instances (%s); c's mismatch logged by start"
+                  % units_d)
+
+            # A memory share: the agent advertises no fractions GPU yet, so no scheduler places
+            # one on its Node; the test binds pod e as the scheduler binds (the Binding carries
+            # the assignment, checked against its schema) and admits it on GPU 0.
+            kubectl("-n", ns, "apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "e"},
+                "spec": {"schedulerName": "gpusched-agent-e2e-by-hand",
+                         "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "c", "image": "registry.invalid/none:1",
+                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}))
+            share = {"gpus": [{"index": 0, "milli": 300, "mem_mib": 20000, "uuid": mig_gpus[0]}]}
+            schema_check(args.source_dir, "assigned-gpus.schema.json", share)
+            kubectl("create", "--raw", "/api/v1/namespaces/%s/pods/e/binding" % ns, "-f", "-",
+                    stdin=json.dumps({
+                        "apiVersion": "v1", "kind": "Binding",
+                        "metadata": {"name": "e", "annotations": {
+                            "gpusched.io/assigned-gpus": json.dumps(share)}},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": node2}}))
+            wait_until(lambda: assignment(ns, "e"), "e bound")
+            time.sleep(1.0)  # the agent's pod watch delivers e in milliseconds; slack for load
+            _, pref, envs = admit(kubelet2, whole2, pb, set(), 1)
+            assert pref == [mig_gpus[0]], pref
+            # 20,000 MiB with HAMi's "m" suffix for visible device 0; 300 milli = 30 % of SMs.
+            assert envs == {"NVIDIA_VISIBLE_DEVICES": mig_gpus[0],
+                            "CUDA_DEVICE_MEMORY_LIMIT_0": "20000m",
+                            "CUDA_DEVICE_SM_LIMIT": "30"}, envs
+            agent2.wait_line(r"Allocate for pod %s/e: %s, the GPUs 0 the scheduler assigned"
+                             % (ns, mig_gpus[0]))
+            print("ok   e admitted with CUDA_DEVICE_MEMORY_LIMIT_0=20000m CUDA_DEVICE_SM_LIMIT=30")
+            assert "forbidden" not in agent2.text().lower(), agent2.text()
         except BaseException:
             if agent is not None:
                 print("--- agent log (last 40 lines)\n" + "\n".join(agent.text().splitlines()[-40:]))
+            if agent2 is not None:
+                print("--- MIG agent log (last 40 lines)\n" +
+                      "\n".join(agent2.text().splitlines()[-40:]))
             if sched_log is not None:
                 sched_log.flush()
                 print("--- scheduler log (last 40 lines)\n" + "\n".join(
@@ -296,8 +441,13 @@ def main():
                 if rc != 0 or "Sanitizer" in text or "runtime error" in text:
                     print("scheduler exit %s; log:\n%s" % (rc, text))
                     raise AssertionError("scheduler did not stop cleanly")
-            if plugin is not None:
-                plugin.close()
+            for p_ in (plugin, whole2, mig2):
+                if p_ is not None:
+                    p_.close()
+            if kubelet2 is not None:
+                kubelet2.stop()
+            if agent2 is not None:
+                agent2.stop()
             if kubelet is not None:
                 kubelet.stop()
             if agent is not None:
@@ -306,6 +456,8 @@ def main():
                     check=False)
             kubectl("delete", "namespace", ns, "--wait=false", check=False)
             kubectl("delete", "node", node, check=False)
+            if node2 is not None:
+                kubectl("delete", "node", node2, check=False)
     print("ok   agent e2e in %.1f s" % (time.monotonic() - t_all))
 
 
