@@ -75,7 +75,10 @@ struct gs_kgpu {
     const char *mig_profile; /**< MIG: the instance's profile, "3g.71gb" (static storage);
                                   NULL for other kinds. One entry per instance, so a GPU with
                                   two of the pod's instances appears twice */
-    int32_t mig_start;       /**< MIG: the instance's start slot; -1 for other kinds */
+    int32_t mig_start;       /**< MIG: the instance's start slot; -1 for other kinds, and
+                                  on a node whose MIG was read from capacity (no inventory:
+                                  the start there is the core's reconstruction, unknown to the
+                                  node, whose device plugin picks the instance) */
 };
 
 /** One decision, valid during the callback. Strings borrowed. */
