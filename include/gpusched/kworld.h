@@ -8,8 +8,13 @@
  * What users write, and what it becomes:
  *  - Node: status.allocatable cpu, memory, pods; `nvidia.com/gpu` capacity N is N whole GPUs of
  *    the model in label `nvidia.com/gpu.product` with memory `nvidia.com/gpu.memory` (MiB);
- *    allocatable below capacity marks the highest GPU indices unhealthy; labels, spec.taints,
- *    spec.unschedulable. When the node agent's inventory (annotation `gpusched.io/gpus`,
+ *    allocatable below capacity marks the highest GPU indices unhealthy;
+ *    `nvidia.com/mig-<profile>` capacities (the device plugin's mixed strategy) are MIG
+ *    instances, packed onto the fewest GPUs after the N whose layouts hold exactly those
+ *    counts, and with label `nvidia.com/mig.strategy: single` the N are MIG devices, each
+ *    placed whole (src/k8s/kworld_capmig.h; a count no layout holds is a warning naming node
+ *    and profile, and the node keeps its N GPUs); labels, spec.taints, spec.unschedulable.
+ *    When the node agent's inventory (annotation `gpusched.io/gpus`,
  *    docs/schemas/node-gpus.schema.json) is there it is preferred: its GPUs by index, the
  *    model of GPU 0, the smallest memory, UUIDs (BIND events carry them), and a GPU is usable
  *    only when Healthy in mode whole or replicas; a bad one is a warning naming the node and
