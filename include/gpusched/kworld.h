@@ -196,6 +196,10 @@ int gs_kworld_gpu_health(struct gs_kworld *w, const char *node, uint32_t gpu, bo
 /** Removes a node (its pods evicted node-lost). @return GS_OK; GS_ENOENT. */
 int gs_kworld_delete_node(struct gs_kworld *w, const char *node, int64_t now_ms);
 
+/** The reason of a pod that waits for its spec.schedulingGates to go (Kubernetes' own
+ * PodScheduled reason for it is SchedulingGated). */
+#define GS_KWORLD_REASON_GATED "scheduling gates"
+
 /**
  * Calls fn for every pod of ours that neither runs nor has ended, with its reason (for a pod no
  * cycle has judged: "waiting in its queue: a pod ahead of it (higher priority or older) cannot

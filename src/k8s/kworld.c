@@ -871,7 +871,7 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         return 1;
     }
     if (!t->node && json_array_size(json_object_get(spec, "schedulingGates"))) {
-        (void)snprintf(t->reason, sizeof(t->reason), "scheduling gates");
+        (void)snprintf(t->reason, sizeof(t->reason), "%s", GS_KWORLD_REASON_GATED);
         return 1;
     }
     if ((err = gs__kfilter_read(&t->flt, spec)) != GS_OK) {
