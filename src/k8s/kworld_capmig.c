@@ -9,7 +9,9 @@
  * f(v) = 1 + min f(v - L) over layouts L <= v is the fewest GPUs that hold exactly the counts v,
  * memoized over the states v. Each packing has some GPU holding an instance of the first profile
  * v still needs, so only layouts with one are tried first: every packing is found once, in one
- * order, and the first minimum in layout order is the answer, the same on every run.
+ * order, and the first minimum in layout order is the answer, the same on every run. Profiles
+ * are taken largest first (most compute slices), since few layouts hold a large one, and a
+ * state that needs more GPUs than there are by a lower bound is cut (bench/bench_capmig).
  */
 #include "kworld_capmig.h"
 
@@ -48,8 +50,14 @@ struct search {
     bool too_many;
     /* The DP over states: mixed radix over the profiles, radix want->n[p] + 1. */
     uint64_t radix[GS_MIG_PROFILES_MAX];
-    uint8_t *f;       /* GPUs for the state, F_UNKNOWN or F_NONE */
-    uint16_t *choice; /* the layout taken first from the state */
+    uint8_t *f;                       /* GPUs for the state, F_UNKNOWN or F_NONE */
+    uint16_t *choice;                 /* the layout taken first from the state */
+    uint32_t max_gpus;                /* a state needing more is no use: F_NONE */
+    uint8_t ord[GS_MIG_PROFILES_MAX]; /* profiles asked, most compute slices first */
+    uint32_t n_ord;
+    /* The layouts holding profile p, in enumeration order: with[p][0..n_with[p]). */
+    uint16_t *with[GS_MIG_PROFILES_MAX];
+    uint32_t n_with[GS_MIG_PROFILES_MAX];
 };
 
 /* Adds the current set as a layout unless its counts are known already. */
@@ -97,23 +105,46 @@ static uint64_t state_of(const struct search *s, const uint16_t *v)
     return x;
 }
 
-/* Fewest GPUs holding exactly v (F_NONE: none), memoized. Depth: one level per GPU. */
+/* GPUs v needs at least: its compute and memory slices, and each profile's most per GPU. */
+static uint32_t lower_bound(const struct search *s, const uint16_t *v)
+{
+    uint32_t compute = 0, mem = 0, lb = 0;
+    for (uint32_t i = 0; i < s->n_ord; i++) {
+        const struct gs_mig_profile *pr = &s->m->profiles[s->ord[i]];
+        uint32_t n = v[s->ord[i]], per = (n + pr->max_count - 1) / pr->max_count;
+        compute += n * pr->compute_slices;
+        mem += n * pr->mem_slices;
+        lb = per > lb ? per : lb;
+    }
+    uint32_t c = (compute + s->m->compute_slices - 1) / s->m->compute_slices;
+    uint32_t m = (mem + s->m->mem_slices - 1) / s->m->mem_slices;
+    lb = c > lb ? c : lb;
+    return m > lb ? m : lb;
+}
+
+/*
+ * Fewest GPUs holding exactly v, memoized; F_NONE when more than max_gpus (such a state is in
+ * no packing that fits, so cutting it loses none). The first profile in `ord` that v still
+ * needs is on some GPU of every packing: only layouts holding it are tried, so each packing is
+ * found in one order. Depth: one level per GPU.
+ */
 static uint8_t solve(struct search *s, uint16_t *v)
 {
     uint64_t x = state_of(s, v);
     if (s->f[x] != F_UNKNOWN)
         return s->f[x];
     int first = -1;
-    for (int p = 0; p < GS_MIG_PROFILES_MAX && first < 0; p++)
-        if (v[p] > 0)
-            first = p;
+    for (uint32_t i = 0; i < s->n_ord && first < 0; i++)
+        if (v[s->ord[i]] > 0)
+            first = s->ord[i];
     if (first < 0)
         return s->f[x] = 0;
+    if (lower_bound(s, v) > s->max_gpus)
+        return s->f[x] = F_NONE;
     uint8_t best = F_NONE;
-    for (uint32_t i = 0; i < s->n_lay; i++) {
+    for (uint32_t j = 0; j < s->n_with[first]; j++) {
+        uint32_t i = s->with[first][j];
         const struct layout *l = &s->lay[i];
-        if (l->count[first] == 0)
-            continue;
         bool fits = true;
         for (int p = 0; p < GS_MIG_PROFILES_MAX && fits; p++)
             fits = l->count[p] <= v[p];
@@ -124,7 +155,7 @@ static uint8_t solve(struct search *s, uint16_t *v)
         uint8_t r = solve(s, v);
         for (int p = 0; p < GS_MIG_PROFILES_MAX; p++)
             v[p] = (uint16_t)(v[p] + l->count[p]);
-        if (r != F_NONE && r + 1 < best) {
+        if (r != F_NONE && r + 1 < best && r + 1u <= s->max_gpus) {
             best = (uint8_t)(r + 1);
             s->choice[x] = (uint16_t)i;
         }
@@ -151,6 +182,21 @@ int gs__kcap_pack(const struct gs__kcap_counts *want, uint32_t max_gpus,
     memset(&s, 0, sizeof s);
     s.want = want;
     s.m = m;
+    s.max_gpus = max_gpus;
+    for (uint32_t p = 0; p < m->n_profiles && p < GS_MIG_PROFILES_MAX; p++) {
+        if (want->n[p] == 0)
+            continue;
+        /* Insertion by compute slices, then memory slices, descending; ties by index. */
+        uint32_t i = s.n_ord++;
+        for (; i > 0; i--) {
+            const struct gs_mig_profile *a = &m->profiles[s.ord[i - 1]], *b = &m->profiles[p];
+            if (a->compute_slices > b->compute_slices ||
+                (a->compute_slices == b->compute_slices && a->mem_slices >= b->mem_slices))
+                break;
+            s.ord[i] = s.ord[i - 1];
+        }
+        s.ord[i] = (uint8_t)p;
+    }
     uint64_t total = 0, states = 1;
     for (uint32_t p = 0; p < GS_MIG_PROFILES_MAX; p++) {
         if (want->n[p] > 0 && p >= m->n_profiles)
@@ -189,6 +235,16 @@ int gs__kcap_pack(const struct gs__kcap_counts *want, uint32_t max_gpus,
     rc = GS_ELIMIT;
     if (s.too_many)
         goto out;
+    rc = GS_ENOMEM;
+    for (uint32_t p = 0; p < GS_MIG_PROFILES_MAX; p++) {
+        if (want->n[p] == 0)
+            continue;
+        if (!(s.with[p] = malloc(sizeof(*s.with[p]) * s.n_lay)))
+            goto out;
+        for (uint32_t i = 0; i < s.n_lay; i++)
+            if (s.lay[i].count[p] > 0)
+                s.with[p][s.n_with[p]++] = (uint16_t)i;
+    }
     uint16_t v[GS_MIG_PROFILES_MAX];
     memcpy(v, want->n, sizeof v);
     uint8_t k = solve(&s, v);
@@ -213,6 +269,8 @@ out:
     free(s.lay);
     free(s.f);
     free(s.choice);
+    for (uint32_t p = 0; p < GS_MIG_PROFILES_MAX; p++)
+        free(s.with[p]);
     return rc;
 }
 

@@ -47,7 +47,10 @@ struct gs__kcap_counts {
 /**
  * Packs MIG instances onto the fewest GPUs of one model: a list of per-GPU layouts, each passing
  * gs_mig_layout_check(), whose instances of each profile add up to exactly `want->n`. Among
- * packings of as many GPUs the first found in a fixed order is returned (deterministic).
+ * packings of as many GPUs the first found in a fixed order is returned (deterministic): the
+ * first GPU holds the profile with the most compute slices, in the first layout (instances by
+ * profile index, then start, enumerated depth first) that a packing completes. Cost: 0.006 ms
+ * for a usual node, 14 ms for the slowest mix bench/bench_capmig found (Release).
  * @param want        borrowed; profiles with n = 0 are never placed.
  * @param max_gpus    most GPUs the packing may use, 0..GS_NODE_GPUS_MAX.
  * @param layouts     receives the layouts of the GPUs 0..*n_gpus-1 (any order of instances,

@@ -85,7 +85,7 @@ if ! grep -qE '^ +0\.0 +1 +bind +t/pair +n1 +0\(3g\.40gb@0\),0\(3g\.40gb@4\) *$'
 fi
 # ... and a MIG instance read from capacity, whose start the node does not publish.
 "$bin" whatif --cluster "$d/mig_capacity.yaml" >"$tmp/table" 2>/dev/null
-if ! grep -qE '^ +0\.0 +1 +bind +t/b +n1 +6\(1g\.10gb\) *$' "$tmp/table"; then
+if ! grep -qE '^ +0\.0 +1 +bind +t/b +n1 +7\(1g\.10gb\) *$' "$tmp/table"; then
     echo "FAIL: table form of MIG instances without a start"
     cat "$tmp/table"
     fail=1

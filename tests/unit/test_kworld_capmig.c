@@ -60,8 +60,10 @@ static void layout_text(const struct gs_gpu_mode *m, char *out, size_t cap)
 static void test_seven_1g_and_two_3g_take_two_h100s(void **state)
 {
     (void)state;
-    /* 7 x 1 + 2 x 3 = 13 compute slices > 7: not one GPU. Two: the seven 1g's at 0..6 on one
-     * and the two 3g's at 0 and 4 (all 8 memory slices) on the other. */
+    /* 7 x 1 + 2 x 3 = 13 compute slices > 7: not one GPU; two. The search takes the profile
+     * with the most compute slices (3g) first: the first layout holding a 3g in enumeration
+     * order (profile, then start, depth first) whose rest fits one GPU is 1g at 0..3 with 3g
+     * at 4 (memory 4-7); the rest, 3 x 1g and a 3g, is 1g at 0..2 with 3g at 4. */
     struct gs__kcap_counts c = counts(2, "1g.10gb", 7, "3g.40gb", 2);
     struct gs_gpu_mode l[GS_NODE_GPUS_MAX];
     uint32_t n = 99;
@@ -69,9 +71,9 @@ static void test_seven_1g_and_two_3g_take_two_h100s(void **state)
     assert_int_equal(n, 2);
     char t[200];
     layout_text(&l[0], t, sizeof t);
-    assert_string_equal(t, "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6");
+    assert_string_equal(t, "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,3g.40gb@4");
     layout_text(&l[1], t, sizeof t);
-    assert_string_equal(t, "3g.40gb@0,3g.40gb@4");
+    assert_string_equal(t, "1g.10gb@0,1g.10gb@1,1g.10gb@2,3g.40gb@4");
     for (uint32_t g = 0; g < n; g++) {
         assert_int_equal(l[g].sharing, GS_GPU_SHARE_MIG);
         assert_int_equal(gs_mig_layout_check(c.model, l[g].mig, l[g].mig_count, NULL, 0), GS_OK);
@@ -203,12 +205,14 @@ static void test_mixed_node_puts_whole_gpus_first_then_mig_then_leftovers(void *
     assert_int_equal(s.n, 0);
     assert_int_equal(modes[0].sharing, GS_GPU_SHARE_MILLI);
     assert_true(usable[0]);
+    /* GPU 1: 4 x 1g and a 3g; GPU 2: 3 x 1g and a 3g (the packing above). */
     assert_int_equal(modes[1].sharing, GS_GPU_SHARE_MIG);
-    assert_int_equal(modes[1].mig_count, 7);
+    assert_int_equal(modes[1].mig_count, 5);
     assert_true(usable[1]);
-    /* 3g.40gb allocatable 1 of 2: the GPU holding them (2) is unusable. */
+    /* 3g.40gb allocatable 1 of 2: the highest GPU holding one (2) is unusable; GPU 1's 3g is
+     * the one left. */
     assert_int_equal(modes[2].sharing, GS_GPU_SHARE_MIG);
-    assert_int_equal(modes[2].mig_count, 2);
+    assert_int_equal(modes[2].mig_count, 4);
     assert_false(usable[2]);
     /* Left over: its instances were packed elsewhere; it takes nothing. */
     assert_int_equal(modes[3].sharing, GS_GPU_SHARE_WHOLE);
