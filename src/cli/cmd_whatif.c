@@ -90,7 +90,8 @@ static void print_line(struct run *r, json_t *o)
             if (w > 0)
                 len += (size_t)w;
             /* index(300m) a compute share, index(300m+20000MiB) with memory, index(3g.71gb@4)
-             * a MIG instance, index(slot) a time-sliced slot; a bare index is a whole GPU. */
+             * a MIG instance (index(3g.71gb) on a node read from capacity, start unknown),
+             * index(slot) a time-sliced slot; a bare index is a whole GPU. */
             if (json_is_object(mig) && !json_is_integer(json_object_get(mig, "start")))
                 w = snprintf(gpus + len, sizeof(gpus) - len, "(%s)", /* start unknown */
                              json_string_value(json_object_get(mig, "profile")));
