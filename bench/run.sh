@@ -4,6 +4,7 @@
 #   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores;
 #   3. one run on a 1.4M-pod list that tuning must shrink (the Fenwick-tree removal).
 #   4. usage accounting: intervals/s written, MiB per million intervals, a year's report.
+#   (and after the engine: the MIG packing of nodes read from capacity, ms per node.)
 #   usage: bench/run.sh [BUILD_DIR]   (a Release build: make bench)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +15,8 @@ echo "== one run per policy, default trace"
 "$build/bench/bench_sim" "$trace/openb_node_list_gpu_node.csv" "$trace/openb_pod_list_default.csv" --repeat 5
 echo "== multi-tenant engine: 10,000 nodes, 80,000 GPUs, 100,000 pending pods in 50 queues"
 "$build/bench/bench_tenant"
+echo "== MIG layouts rebuilt from a node's capacity (no agent inventory)"
+"$build/bench/bench_capmig"
 echo "== full sweep: 13 traces x 6 policies x 10 seeds"
 pods=$(ls "$trace"/openb_pod_list_*.csv | paste -sd, -)
 out=$(mktemp -d)

@@ -8,8 +8,13 @@
  * What users write, and what it becomes:
  *  - Node: status.allocatable cpu, memory, pods; `nvidia.com/gpu` capacity N is N whole GPUs of
  *    the model in label `nvidia.com/gpu.product` with memory `nvidia.com/gpu.memory` (MiB);
- *    allocatable below capacity marks the highest GPU indices unhealthy; labels, spec.taints,
- *    spec.unschedulable. When the node agent's inventory (annotation `gpusched.io/gpus`,
+ *    allocatable below capacity marks the highest GPU indices unhealthy;
+ *    `nvidia.com/mig-<profile>` capacities (the device plugin's mixed strategy) are MIG
+ *    instances, packed onto the fewest GPUs after the N whose layouts hold exactly those
+ *    counts, and with label `nvidia.com/mig.strategy: single` the N are MIG devices, each
+ *    placed whole (src/k8s/kworld_capmig.h; a count no layout holds is a warning naming node
+ *    and profile, and the node keeps its N GPUs); labels, spec.taints, spec.unschedulable.
+ *    When the node agent's inventory (annotation `gpusched.io/gpus`,
  *    docs/schemas/node-gpus.schema.json) is there it is preferred: its GPUs by index, the
  *    model of GPU 0, the smallest memory, UUIDs (BIND events carry them), and a GPU is usable
  *    only when Healthy in mode whole or replicas; a bad one is a warning naming the node and
@@ -75,7 +80,10 @@ struct gs_kgpu {
     const char *mig_profile; /**< MIG: the instance's profile, "3g.71gb" (static storage);
                                   NULL for other kinds. One entry per instance, so a GPU with
                                   two of the pod's instances appears twice */
-    int32_t mig_start;       /**< MIG: the instance's start slot; -1 for other kinds */
+    int32_t mig_start;       /**< MIG: the instance's start slot; -1 for other kinds, and
+                                  on a node whose MIG was read from capacity (no inventory:
+                                  the start there is the core's reconstruction, unknown to the
+                                  node, whose device plugin picks the instance) */
 };
 
 /** One decision, valid during the callback. Strings borrowed. */
@@ -187,6 +195,10 @@ int gs_kworld_gpu_health(struct gs_kworld *w, const char *node, uint32_t gpu, bo
 
 /** Removes a node (its pods evicted node-lost). @return GS_OK; GS_ENOENT. */
 int gs_kworld_delete_node(struct gs_kworld *w, const char *node, int64_t now_ms);
+
+/** The reason of a pod that waits for its spec.schedulingGates to go (Kubernetes' own
+ * PodScheduled reason for it is SchedulingGated). */
+#define GS_KWORLD_REASON_GATED "scheduling gates"
 
 /**
  * Calls fn for every pod of ours that neither runs nor has ended, with its reason (for a pod no

@@ -71,8 +71,8 @@ static const char *const usage =
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
     "gpusched (whole GPUs, milli and memory fractions, MIG instances, time-sliced slots,\n"
     "queues, quotas, PriorityClasses, gangs), binds them with their GPU choice in annotation\n"
-    "gpusched.io/assigned-gpus, evicts victims through the Eviction API, and writes why a pod\n"
-    "waits in its PodScheduled condition.\n"
+    "gpusched.io/assigned-gpus, evicts victims through the Eviction API, and writes why each\n"
+    "pod waits in its PodScheduled condition (once per change of reason).\n"
     "\n"
     "  --kubeconfig FILE     API server and credentials (default: $KUBECONFIG, then the\n"
     "                        in-cluster service account)\n"
@@ -390,12 +390,64 @@ static void do_pending(struct sched *s, const struct action *a)
     const char *blocked = k ? json_string_value(json_object_get(s->pdb_blocked, k)) : NULL;
     char text[1200];
     (void)snprintf(text, sizeof(text), "%s", blocked ? blocked : a->text ? a->text : "");
+    const char *said = k ? json_string_value(json_object_get(s->pending_said, k)) : NULL;
+    int err = GS_OK;
+    if (!said || strcmp(said, text) != 0) {
+        err = gs__sched_patch_scheduled_false(s, a->ns, a->name, "Unschedulable", text);
+        if (k && (err == GS_OK || err == GS_ENOENT))
+            (void)json_object_set_new(s->pending_said, k, json_string(text));
+    }
     free(k);
-    int err = gs__sched_patch_scheduled_false(s, a->ns, a->name, "Unschedulable", text);
     gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);
     gs__sched_logf("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, text);
     if (err != GS_ENOENT)
         gs__sched_post_event(s, a, "Warning", "FailedScheduling", "Scheduling", text);
+}
+
+/*
+ * PodScheduled=False for every pod of ours that waits, not only those the core tried (whose
+ * reasons come as PENDING decisions, do_pending): a pod behind its scheduling gates, one the
+ * translation refused, one waiting behind a pod ahead of it in its queue. Each gets the reason
+ * `whatif` prints in its pending line (gs_kworld_each_pending), under Kubernetes' reason
+ * SchedulingGated for gates and Unschedulable otherwise, written when it differs from the last
+ * one written, never once per cycle. A PATCH that fails (but for 404) is tried at the next
+ * cycle.
+ */
+struct pending_walk {
+    struct sched *s;
+    json_t *now; /* the pods waiting now -> their message */
+};
+
+static void say_pending(void *ctx, const char *ns, const char *name, const char *reason)
+{
+    struct pending_walk *pw = ctx;
+    char *k = gs__sched_key_of(ns, name);
+    if (!k)
+        return;
+    const char *blocked = json_string_value(json_object_get(pw->s->pdb_blocked, k));
+    const char *text = blocked ? blocked : reason;
+    const char *said = json_string_value(json_object_get(pw->s->pending_said, k));
+    int err = GS_OK;
+    if (!said || strcmp(said, text) != 0) {
+        bool gated = strcmp(text, GS_KWORLD_REASON_GATED) == 0;
+        err = gs__sched_patch_scheduled_false(pw->s, ns, name,
+                                              gated ? "SchedulingGated" : "Unschedulable", text);
+        if (err == GS_OK)
+            gs__sched_logf("info", "pending pod=%s/%s reason=\"%s\"", ns, name, text);
+    }
+    if (err == GS_OK || err == GS_ENOENT)
+        (void)json_object_set_new(pw->now, k, json_string(text));
+    free(k);
+}
+
+static void say_all_pending(struct sched *s)
+{
+    struct pending_walk pw = {s, json_object()};
+    if (!pw.now)
+        return;
+    gs_kworld_each_pending(s->world, say_pending, &pw);
+    json_decref(s->pending_said);
+    s->pending_said = pw.now; /* pods no longer waiting are forgotten */
 }
 
 /* True while this replica may write decisions: no election, or it holds a live Lease. */
@@ -1061,11 +1113,12 @@ int gs_cmd_scheduler(int argc, char **argv)
     s.held = json_object();
     s.bind_attempts = json_object();
     s.pdb_blocked = json_object();
+    s.pending_said = json_object();
     s.unblock = json_object();
     s.queue_status = json_object();
     s.gang_bound = json_object();
-    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.unblock || !s.queue_status ||
-        !s.gang_bound) {
+    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.pending_said || !s.unblock ||
+        !s.queue_status || !s.gang_bound) {
         exit_code = 1;
         goto out;
     }
@@ -1202,6 +1255,8 @@ int gs_cmd_scheduler(int argc, char **argv)
             break;
         }
         send_actions(&s);
+        if (!s.dry_run && leading(&s))
+            say_all_pending(&s);
         if (changes)
             s.dirty = true; /* settle: cycle again until nothing changes */
     }
@@ -1266,6 +1321,7 @@ out:
     json_decref(s.held);
     json_decref(s.bind_attempts);
     json_decref(s.pdb_blocked);
+    json_decref(s.pending_said);
     json_decref(s.unblock);
     json_decref(s.queue_status);
     gs__sched_gang_fini(&s);

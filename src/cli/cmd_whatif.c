@@ -90,8 +90,12 @@ static void print_line(struct run *r, json_t *o)
             if (w > 0)
                 len += (size_t)w;
             /* index(300m) a compute share, index(300m+20000MiB) with memory, index(3g.71gb@4)
-             * a MIG instance, index(slot) a time-sliced slot; a bare index is a whole GPU. */
-            if (json_is_object(mig))
+             * a MIG instance (index(3g.71gb) on a node read from capacity, start unknown),
+             * index(slot) a time-sliced slot; a bare index is a whole GPU. */
+            if (json_is_object(mig) && !json_is_integer(json_object_get(mig, "start")))
+                w = snprintf(gpus + len, sizeof(gpus) - len, "(%s)", /* start unknown */
+                             json_string_value(json_object_get(mig, "profile")));
+            else if (json_is_object(mig))
                 w = snprintf(gpus + len, sizeof(gpus) - len, "(%s@%lld)",
                              json_string_value(json_object_get(mig, "profile")),
                              json_integer_value(json_object_get(mig, "start")));
@@ -151,8 +155,11 @@ static void on_event(void *ctx, const struct gs_kevent *ev)
                                 kg->uuid ? json_string(kg->uuid) : json_null(), "milli",
                                 (json_int_t)kg->milli, "mem_mib",
                                 kg->mem_mib > 0 ? json_integer(kg->mem_mib) : json_null(), "mig",
-                                kg->mig_profile ? json_pack("{s:s,s:i}", "profile", kg->mig_profile,
-                                                            "start", kg->mig_start)
+                                kg->mig_profile ? json_pack("{s:s,s:o}", "profile", kg->mig_profile,
+                                                            "start",
+                                                            kg->mig_start >= 0
+                                                                ? json_integer(kg->mig_start)
+                                                                : json_null())
                                                 : json_null()));
         }
         json_object_set_new(o, "gpus", gpus);

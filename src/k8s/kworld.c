@@ -17,6 +17,7 @@
 #include "gpusched/mig.h"
 #include "kselect.h"
 
+#include "kworld_capmig.h"
 #include "kworld_gpus.h"
 #include "kworld_inv.h"
 #include "kworld_xres.h"
@@ -306,7 +307,8 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
                 gs__kinv_uuid(&w->inv, k.node, pm->gpu),
                 0,
                 mm && pm->profile < mm->n_profiles ? mm->profiles[pm->profile].name : NULL,
-                pm->start};
+                /* Read from capacity (no inventory, no UUID) the start is the core's guess. */
+                gs__kinv_uuid(&w->inv, k.node, pm->gpu) ? pm->start : -1};
         }
     }
     if (w->cfg.on_event)
@@ -431,7 +433,7 @@ static int node_resources(struct gs_kworld *w, const json_t *obj, const char *na
         r->gpus /= reps;
         r->gpus_alloc /= reps;
     }
-    if (r->gpus > GS_NODE_GPUS_MAX)
+    if (r->gpus > GS_NODE_GPUS_MAX && !gs__kcap_single(obj)) /* MIG devices: gs__kcap_read */
         return fail(w, "node %s: more than 16 nvidia.com/gpu", name);
     if (r->gpus_alloc > r->gpus)
         r->gpus_alloc = r->gpus;
@@ -460,7 +462,8 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
     if (err)
         return err;
     /* The agent's inventory, when there and good, says which GPUs there are (over capacity)
-     * and each one's mode; without one, GFD's replicas label makes every GPU time-sliced. */
+     * and each one's mode; without one, GFD's replicas label makes every GPU time-sliced, and
+     * MIG is read as the device plugin advertises it (kworld_capmig.h). */
     struct gs__knode_gpus inv;
     int have_inv = 0;
     if (gs__kinv_read(&w->inv, obj, name, &inv, &have_inv, w->cfg.on_warning, w->cfg.ctx))
@@ -477,11 +480,13 @@ static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t 
                            w->cfg.ctx))
             return GS_ENOMEM;
     } else {
-        for (int64_t g = 0; g < r.gpus; g++) {
-            modes[g] = (struct gs_gpu_mode){.sharing = GS_GPU_SHARE_TIMESLICE,
-                                            .replicas = (uint8_t)r.replicas};
-            usable[g] = g < r.gpus_alloc;
-        }
+        struct gs_gpu_mode plain = {r.replicas > 1 ? GS_GPU_SHARE_TIMESLICE : GS_GPU_SHARE_MILLI,
+                                    (uint8_t)r.replicas};
+        uint32_t n_cap = 0;
+        if (gs__kcap_read(&w->inv, obj, name, model, (uint32_t)r.gpus, (uint32_t)r.gpus_alloc,
+                          &plain, modes, usable, &n_cap, &set_modes, w->cfg.on_warning, w->cfg.ctx))
+            return GS_ENOMEM;
+        r.gpus = n_cap;
     }
     n_modes = set_modes ? (uint32_t)r.gpus : 0;
     if (idx < 0) {
@@ -866,7 +871,7 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         return 1;
     }
     if (!t->node && json_array_size(json_object_get(spec, "schedulingGates"))) {
-        (void)snprintf(t->reason, sizeof(t->reason), "scheduling gates");
+        (void)snprintf(t->reason, sizeof(t->reason), "%s", GS_KWORLD_REASON_GATED);
         return 1;
     }
     if ((err = gs__kfilter_read(&t->flt, spec)) != GS_OK) {

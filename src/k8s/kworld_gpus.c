@@ -165,6 +165,21 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
 
 #undef REFUSE
 
+/* For an assignment without a start (the node's MIG read from capacity): the first instance of
+ * profile p on GPU g that no pod holds and `got` has not taken yet; -1 when none. */
+static int free_start(const struct gs_gpu *gp, uint8_t p, uint8_t g, const struct gs_placement *got,
+                      uint32_t n)
+{
+    for (uint32_t i = 0; i < gp->mig_count; i++) {
+        bool taken = gp->mig[i].profile != p || (gp->mig_held & (1u << i)) != 0;
+        for (uint32_t j = 0; j < n && !taken; j++)
+            taken = got->mig[j].gpu == g && got->mig[j].start == gp->mig[i].start;
+        if (!taken)
+            return gp->mig[i].start;
+    }
+    return -1;
+}
+
 void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq, const struct gs_cluster *c,
                          uint32_t node, struct gs_placement *pl)
 {
@@ -195,13 +210,17 @@ void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq, const s
             const struct gs_mig_model *mm = nd->gpus[g].mig_model;
             int p =
                 mm ? gs_mig_profile_find(mm, json_string_value(json_object_get(m, "profile"))) : -1;
-            if (p < 0 || !json_is_integer(st) || json_integer_value(st) < 0 ||
-                json_integer_value(st) > 7 || n >= GS_PLACEMENT_MIG_MAX) {
+            int start = json_is_integer(st) && json_integer_value(st) >= 0 &&
+                                json_integer_value(st) <= 7
+                            ? (int)json_integer_value(st)
+                            : -1;
+            if (json_is_null(st) && p >= 0)
+                start = free_start(&nd->gpus[g], (uint8_t)p, g, &got, n);
+            if (p < 0 || start < 0 || n >= GS_PLACEMENT_MIG_MAX) {
                 bad = true;
                 break;
             }
-            got.mig[n++] =
-                (struct gs_placement_mig){g, (uint8_t)p, (uint8_t)json_integer_value(st)};
+            got.mig[n++] = (struct gs_placement_mig){g, (uint8_t)p, (uint8_t)start};
             continue;
         }
         if (n >= GS_NODE_GPUS_MAX) {

@@ -34,9 +34,10 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
  * Reads annotation gpusched.io/assigned-gpus of a bound Pod into `pl` (whose node is set by
  * the caller): per GPU `index` with `milli` (MILLI), `mem_mib` (MEMORY), one slot each
  * (TIMESLICE), or `mig: {"profile", "start"}` (MIG, the profile looked up in the model of GPU
- * `index` of node `node` of `c`). When the annotation is missing, malformed or does not match
- * the request's count, `pl` keeps no GPUs ("GPUs unknown": the core charges the first that
- * fit, gs_engine_adopt()).
+ * `index` of node `node` of `c`; a null `start`, written for a node whose MIG was read from
+ * capacity, takes the first instance of the profile on that GPU that no pod holds). When the
+ * annotation is missing, malformed or does not match the request's count, `pl` keeps no GPUs
+ * ("GPUs unknown": the core charges the first that fit, gs_engine_adopt()).
  */
 void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq, const struct gs_cluster *c,
                          uint32_t node, struct gs_placement *pl);

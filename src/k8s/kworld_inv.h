@@ -56,6 +56,8 @@ struct gs__kinv {
     json_t *uuids;       /**< node name -> [GPU UUID by index] of its last good inventory */
     json_t *warned;      /**< node name -> the last warning given about it (said once) */
     json_t *mode_warned; /**< node name -> the last GPU-mode warnings given (said once) */
+    json_t *cap_warned;  /**< node name -> the last MIG-from-capacity warning given
+                              (kworld_capmig.c; said once) */
 };
 
 /** @return GS_OK; GS_ENOMEM. */

@@ -147,7 +147,9 @@ int gs__kinv_init(struct gs__kinv *k)
     k->uuids = json_object();
     k->warned = json_object();
     k->mode_warned = json_object();
-    if (k->uuids == NULL || k->warned == NULL || k->mode_warned == NULL) {
+    k->cap_warned = json_object();
+    if (k->uuids == NULL || k->warned == NULL || k->mode_warned == NULL ||
+        k->cap_warned == NULL) {
         gs__kinv_fini(k);
         return GS_ENOMEM;
     }
@@ -159,7 +161,8 @@ void gs__kinv_fini(struct gs__kinv *k)
     json_decref(k->uuids);
     json_decref(k->warned);
     json_decref(k->mode_warned);
-    k->uuids = k->warned = k->mode_warned = NULL;
+    json_decref(k->cap_warned);
+    k->uuids = k->warned = k->mode_warned = k->cap_warned = NULL;
 }
 
 void gs__kinv_forget(struct gs__kinv *k, const char *name)
@@ -167,6 +170,7 @@ void gs__kinv_forget(struct gs__kinv *k, const char *name)
     (void)json_object_del(k->uuids, name);
     (void)json_object_del(k->warned, name);
     (void)json_object_del(k->mode_warned, name);
+    (void)json_object_del(k->cap_warned, name);
 }
 
 const char *gs__kinv_uuid(const struct gs__kinv *k, const char *node, uint32_t index)

@@ -37,6 +37,7 @@ case_ sharing_timeslice
 case_ sharing_adopt
 case_ sharing_refused
 case_ sharing_modes --timeline "$d/sharing_modes.timeline.yaml"
+case_ mig_capacity
 # The broken inventory of inventory.yaml's n2 is one warning naming the node and the field.
 want="gpusched whatif: warning: node n2: annotation gpusched.io/gpus: gpus[1].uuid: not a non-empty string of at most 95 bytes; GPUs read from status.capacity"
 if [ "$(cat "$tmp/inventory.err")" != "$want" ]; then
@@ -57,6 +58,16 @@ else
     echo "ok: sharing_mig warning"
 fi
 
+# mig_capacity.yaml's n2: counts no layout holds: one warning naming node and profiles.
+want="gpusched whatif: warning: node n2: nvidia.com/mig-7g.80gb: 1, nvidia.com/mig-1g.10gb: 1 fit no MIG layouts of H100-80GB on the 1 GPU(s) beside the 1 without MIG; its MIG capacity is unusable"
+if [ "$(cat "$tmp/mig_capacity.err")" != "$want" ]; then
+    echo "FAIL: mig_capacity: stderr is not the one warning"
+    cat "$tmp/mig_capacity.err"
+    fail=1
+else
+    echo "ok: mig_capacity warning"
+fi
+
 # The table form says the same as the JSON form.
 "$bin" whatif --cluster "$d/preempt.yaml" >"$tmp/table" 2>&1
 if ! grep -qE '^ +0\.0 +1 +evict +t/low-b +n1 +- +preemption by t/urgent$' "$tmp/table"; then
@@ -69,6 +80,13 @@ fi
 "$bin" whatif --cluster "$d/sharing_mig.yaml" >"$tmp/table" 2>/dev/null
 if ! grep -qE '^ +0\.0 +1 +bind +t/pair +n1 +0\(3g\.40gb@0\),0\(3g\.40gb@4\) *$' "$tmp/table"; then
     echo "FAIL: table form of MIG instances"
+    cat "$tmp/table"
+    fail=1
+fi
+# ... and a MIG instance read from capacity, whose start the node does not publish.
+"$bin" whatif --cluster "$d/mig_capacity.yaml" >"$tmp/table" 2>/dev/null
+if ! grep -qE '^ +0\.0 +1 +bind +t/b +n1 +7\(1g\.10gb\) *$' "$tmp/table"; then
+    echo "FAIL: table form of MIG instances without a start"
     cat "$tmp/table"
     fail=1
 fi

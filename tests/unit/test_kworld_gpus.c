@@ -218,12 +218,48 @@ static void test_assignments_read_back_exactly(void **state)
     gs_cluster_free(c);
 }
 
+/* A node whose MIG was read from capacity has assignments without starts: adoption takes the
+ * first instances of the profile on that GPU that no pod holds, each once. */
+static void test_assignments_without_start_take_free_instances(void **state)
+{
+    (void)state;
+    struct gs_cluster *c = mixed_node();
+    struct gs_placement pl;
+    struct gs_pod_req two = {.mig_count = 2};
+    (void)snprintf(two.mig_profile, sizeof two.mig_profile, "3g.40gb");
+#define NULL_3G                                                                                    \
+    "{\\\"index\\\":1,\\\"milli\\\":0,\\\"mig\\\":{\\\"profile\\\":\\\"3g.40gb\\\",\\\"start\\\":" \
+    "null}}"
+    /* Two on GPU 1's two 3g's (at 0 and 4): 0, then 4, not 0 twice. */
+    assigned(c, "\"{\\\"gpus\\\":[" NULL_3G "," NULL_3G "]}\"", &two, &pl);
+    assert_int_equal(pl.mig_count, 2);
+    assert_int_equal(pl.mig[0].gpu, 1);
+    assert_int_equal(pl.mig[0].start, 0);
+    assert_int_equal(pl.mig[1].gpu, 1);
+    assert_int_equal(pl.mig[1].start, 4);
+    /* With the 3g at 0 held by a pod, one without a start is the one at 4. */
+    struct gs_pod_req one = {.mig_count = 1, .gpu_model_mask = GS_MODEL_ANY};
+    (void)snprintf(one.mig_profile, sizeof one.mig_profile, "3g.40gb");
+    struct gs_placement held = {.node = 0, .mig_count = 1};
+    held.mig[0] = (struct gs_placement_mig){1, pl.mig[0].profile, 0};
+    assert_int_equal(gs_cluster_bind(c, &one, &held), GS_OK);
+    assigned(c, "\"{\\\"gpus\\\":[" NULL_3G "]}\"", &one, &pl);
+    assert_int_equal(pl.mig_count, 1);
+    assert_int_equal(pl.mig[0].start, 4);
+    /* Two asked, one free: GPUs unknown (the core charges the first that fit). */
+    assigned(c, "\"{\\\"gpus\\\":[" NULL_3G "," NULL_3G "]}\"", &two, &pl);
+    assert_int_equal(pl.mig_count, 0);
+#undef NULL_3G
+    gs_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_vocabulary_becomes_its_request_kind),
         cmocka_unit_test(test_mixes_that_are_no_request_say_why),
         cmocka_unit_test(test_assignments_read_back_exactly),
+        cmocka_unit_test(test_assignments_without_start_take_free_instances),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

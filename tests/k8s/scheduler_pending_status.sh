@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# PodScheduled=False for every pod of ours that waits, on a real API server, including the pods
+# the core never tries: one behind its schedulingGates (reason SchedulingGated, as Kubernetes
+# names it), one the translation refuses (pod affinity), one waiting behind an older pod of its
+# flavor that cannot fit, a gang short of its minMember, beside the pods the core tried (a queue
+# over its limit, one asking more GPUs than the node has). One node of 2 GPUs; every pod is
+# created before the scheduler starts, so each reason is final at the first cycle:
+#   q1 (1 GPU, queue lim: limit 1 GPU) binds; q2 (1 GPU, queue lim) waits over the limit;
+#   big (3 GPUs) waits: Insufficient nvidia.com/gpu; after (1 GPU, younger, same flavor) waits
+#   behind it, never tried; gated (1 GPU, a scheduling gate); podaff (pod affinity: refused);
+#   g-0 (PodGroup pg, minMember 3, its only member; in queue gang of its own, not behind big).
+# Each pending pod's condition message must equal the reason of its `pending` line from
+# `gpusched whatif --kubeconfig` on the same cluster, and the API server's own count of
+# PATCHes of pods/status (apiserver_request_total; nothing else patches pod status on this
+# plane) must be one per waiting pod, and stay so over several cycles (once per change of
+# reason, not once per cycle). Removing gated's gate changes its reason: one PATCH more.
+#
+# Usage: scheduler_pending_status.sh GPUSCHED_BINARY
+set -euo pipefail
+
+bin=$1
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+run=$$
+ns=gs-pending-$run
+tmp=$(mktemp -d)
+log=$tmp/gpusched.log
+# shellcheck source=tests/k8s/fault_lib.sh
+source "$HERE/fault_lib.sh"
+
+cleanup() {
+    stop_sched
+    bash "$HERE/control-plane.sh" down --state "$tmp/cp" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+private_plane
+kubectl apply -f "$SRC/deploy/crds/" >/dev/null
+for i in $(seq 1 50); do
+    kubectl get crd queues.scheduling.gpusched.io podgroups.scheduling.x-k8s.io >/dev/null 2>&1 && break
+    sleep 0.2
+done
+setup_ns
+mknode "n-$run" 2
+kubectl apply -f - >/dev/null <<JSON
+{"apiVersion": "scheduling.gpusched.io/v1alpha1", "kind": "Queue",
+ "metadata": {"name": "lim-$run"}, "spec": {"resources": {"gpu": {"quota": 1, "limit": 1}}}}
+JSON
+kubectl apply -f - >/dev/null <<JSON
+{"apiVersion": "scheduling.gpusched.io/v1alpha1", "kind": "Queue", "metadata": {"name": "gang-$run"}}
+JSON
+kubectl -n "$ns" apply -f - >/dev/null <<JSON
+{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+ "metadata": {"name": "pg"}, "spec": {"minMember": 3}}
+JSON
+q=", \"labels\": {\"gpusched.io/queue\": \"lim-$run\"}"
+mkpod q1 1 "" "$q"
+sleep 1.1 # creation times a second apart: the queue's order is by age
+mkpod q2 1 "" "$q"
+mkpod big 3
+sleep 1.1
+mkpod after 1
+mkpod gated 1 ', "schedulingGates": [{"name": "gpusched.test/hold"}]'
+mkpod podaff 1 ', "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}'
+mkpod g-0 1 "" ", \"labels\": {\"scheduling.x-k8s.io/pod-group\": \"pg\", \"gpusched.io/queue\": \"gang-$run\"}"
+waiting="q2 big after gated podaff g-0"
+
+patches() { # PATCHes of pods/status the API server has answered, any code
+    kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="pods"/ &&
+        /subresource="status"/ && /verb="PATCH"/ {n += $2} END {print n + 0}'
+}
+cond() { jp "$1" "{.status.conditions[?(@.type==\"PodScheduled\")].$2}"; }
+
+p0=$(patches)
+start_sched
+wait_bound 30 q1
+for p in $waiting; do wait_reason "$p" '.' 30; done
+
+# What whatif says of the same cluster, pod by pod.
+"$bin" whatif --kubeconfig "$KUBECONFIG" --json --policy bestfit --scheduler-name "gs-$run" \
+    >"$tmp/whatif.json" 2>"$tmp/whatif.err" || { cat "$tmp/whatif.err" >&2; fail "whatif --kubeconfig failed"; }
+want_of() {
+    python3 - "$tmp/whatif.json" "$ns/$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["event"] == "pending" and e["pod"] == sys.argv[2]:
+        print(e["reason"])
+PY
+}
+for p in $waiting; do
+    want=$(want_of "$p")
+    [ -n "$want" ] || fail "whatif has no pending line for $p"
+    got=$(cond "$p" message)
+    [ "$got" = "$want" ] || fail "$p: PodScheduled message '$got', whatif says '$want'"
+    kind=Unschedulable
+    [ "$p" = gated ] && kind=SchedulingGated
+    [ "$(cond "$p" reason)" = "$kind" ] || fail "$p: PodScheduled reason '$(cond "$p" reason)', want $kind"
+    [ "$(cond "$p" status)" = False ] || fail "$p: PodScheduled status '$(cond "$p" status)'"
+    echo "ok: $p: $kind: $got"
+done
+
+# Once per change: one PATCH per waiting pod, none more while nothing changes.
+n_wait=$(wc -w <<<"$waiting")
+c1=$(($(patches) - p0))
+[ "$c1" -eq "$n_wait" ] || fail "$c1 status PATCHes for $n_wait waiting pods"
+sleep 4 # the scheduler cycles at least once a second
+c2=$(($(patches) - p0))
+[ "$c2" -eq "$c1" ] || fail "status PATCHes went from $c1 to $c2 while nothing changed"
+echo "ok: $c1 status PATCHes for $n_wait waiting pods, still $c2 after 4 s"
+
+# A change of reason is written once: the gate goes, gated waits behind big as after does.
+kubectl -n "$ns" patch pod gated --type=json -p '[{"op": "remove", "path": "/spec/schedulingGates"}]' >/dev/null
+for ((i = 0; i < 100; i++)); do [ "$(cond gated reason)" = Unschedulable ] && break; sleep 0.2; done
+[ "$(cond gated reason)" = Unschedulable ] || fail "gated: reason '$(cond gated reason)' after its gate went"
+[ "$(cond gated message)" = "$(cond after message)" ] ||
+    fail "gated: '$(cond gated message)', want after's '$(cond after message)'"
+sleep 3
+c3=$(($(patches) - p0))
+[ "$c3" -eq $((c1 + 1)) ] || fail "status PATCHes went from $c1 to $c3 after one change of reason"
+echo "ok: gated ungated: Unschedulable: $(cond gated message); $c3 status PATCHes in all"
+stop_sched
+echo "ok: every waiting pod has PodScheduled=False with whatif's reason, written once per change"
