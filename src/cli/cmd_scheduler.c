@@ -839,6 +839,7 @@ static const struct watched watched[] = {
     {"/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", true},
     {"/apis/scheduling.gpusched.io/v1alpha1/queues", "Queue", false},
     {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", "PodGroup", false},
+    {"/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", false}, /* victim choice */
     {"/api/v1/namespaces", "Namespace", false}, /* team labels for --accounting */
 };
 #define N_WATCHED (sizeof(watched) / sizeof(watched[0]))
