@@ -72,13 +72,14 @@ static int sel_check(const json_t *sel, const char *who, char *err, size_t cap)
         const json_t *vals = json_object_get(x, "values");
         if (!key)
             return fail(err, cap, "%s: spec.selector.matchExpressions[%zu].key is missing", who, i);
-        if (!op || (strcmp(op, "In") && strcmp(op, "NotIn") && strcmp(op, "Exists") &&
-                    strcmp(op, "DoesNotExist")))
+        bool known = op && (strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0 ||
+                            strcmp(op, "Exists") == 0 || strcmp(op, "DoesNotExist") == 0);
+        if (!known)
             return fail(err, cap,
                         "%s: spec.selector.matchExpressions[%zu].operator \"%s\" is not In, "
                         "NotIn, Exists or DoesNotExist",
                         who, i, op ? op : "");
-        bool set_op = op[0] == 'I' || op[0] == 'N';
+        bool set_op = strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0;
         if (vals && !json_is_null(vals) && !json_is_array(vals))
             return fail(err, cap, "%s: spec.selector.matchExpressions[%zu].values is not a list",
                         who, i);
@@ -215,7 +216,7 @@ int gs__kpdb_apply(struct gs__kpdbs *s, struct gs_engine *e, enum gs_kchange cha
     } else if ((rc = gs_engine_add_budget(e, key, (int32_t)allowed, &id)) != GS_OK) {
         return rc;
     }
-    json_t *selc = sel && json_is_object(sel) ? json_deep_copy(sel) : json_object();
+    json_t *selc = json_is_object(sel) ? json_deep_copy(sel) : json_object();
     bool same = old && json_equal(json_object_get(old, "sel"), selc);
     json_t *rec = json_pack("{s:s, s:o, s:I}", "ns", ns, "sel", selc, "id", (json_int_t)id);
     if (!rec || json_object_set_new(s->pdbs, key, rec))
