@@ -134,8 +134,8 @@ static bool sel_matches(const json_t *sel, const json_t *labels)
     return true;
 }
 
-uint32_t gs__kpdb_match(const struct gs__kpdbs *s, const char *ns, const json_t *labels,
-                        uint32_t out[GS_POD_BUDGETS_MAX])
+uint32_t gs__kpdb_match(const struct gs__kpdbs *s, const char *ns, const char *name,
+                        const json_t *labels, uint32_t out[GS_POD_BUDGETS_MAX])
 {
     memset(out, 0, GS_POD_BUDGETS_MAX * sizeof(*out));
     uint32_t n = 0;
@@ -145,6 +145,8 @@ uint32_t gs__kpdb_match(const struct gs__kpdbs *s, const char *ns, const json_t 
     {
         if (strcmp(jstr(v, "ns"), ns) != 0 || !sel_matches(json_object_get(v, "sel"), labels))
             continue;
+        if (name && json_object_get(json_object_get(v, "dis"), name))
+            continue; /* its eviction was admitted: it takes nothing more of this budget */
         if (n < GS_POD_BUDGETS_MAX)
             out[n] = (uint32_t)json_integer_value(json_object_get(v, "id"));
         n++;
@@ -159,7 +161,8 @@ static bool refresh_pod(const struct gs__kpdbs *s, struct gs_engine *e, const js
     if (gs_engine_pod_resolve(e, (uint64_t)json_integer_value(json_object_get(rec, "h")), &pod))
         return false;
     uint32_t ids[GS_POD_BUDGETS_MAX];
-    uint32_t n = gs__kpdb_match(s, jstr(rec, "ns"), json_object_get(rec, "labels"), ids);
+    uint32_t n =
+        gs__kpdb_match(s, jstr(rec, "ns"), jstr(rec, "name"), json_object_get(rec, "labels"), ids);
     (void)gs_engine_set_pod_budgets(e, pod, ids, n < GS_POD_BUDGETS_MAX ? n : GS_POD_BUDGETS_MAX);
     return true;
 }
@@ -217,8 +220,18 @@ int gs__kpdb_apply(struct gs__kpdbs *s, struct gs_engine *e, enum gs_kchange cha
         return rc;
     }
     json_t *selc = json_is_object(sel) ? json_deep_copy(sel) : json_object();
-    bool same = old && json_equal(json_object_get(old, "sel"), selc);
-    json_t *rec = json_pack("{s:s, s:o, s:I}", "ns", ns, "sel", selc, "id", (json_int_t)id);
+    /* status.disruptedPods: pods whose eviction the API server admitted and that are not gone
+     * yet; kube-scheduler counts them against the budget no more. */
+    const json_t *dp = json_object_get(json_object_get(obj, "status"), "disruptedPods");
+    if (dp && !json_is_null(dp) && !json_is_object(dp)) {
+        json_decref(selc);
+        return fail(err, cap, "%s: status.disruptedPods is not a mapping", who);
+    }
+    json_t *dis = json_is_object(dp) ? json_deep_copy(dp) : json_object();
+    bool same = old && json_equal(json_object_get(old, "sel"), selc) &&
+                json_equal(json_object_get(old, "dis"), dis);
+    json_t *rec =
+        json_pack("{s:s, s:o, s:o, s:I}", "ns", ns, "sel", selc, "dis", dis, "id", (json_int_t)id);
     if (!rec || json_object_set_new(s->pdbs, key, rec))
         return GS_ENOMEM;
     if (!same)
@@ -231,7 +244,9 @@ int gs__kpdb_track(struct gs__kpdbs *s, struct gs_engine *e, const char *key, co
 {
     json_int_t h = (json_int_t)gs_engine_pod_handle(e, pod);
     json_t *lab = json_is_object(labels) ? json_incref((json_t *)labels) : json_object();
-    json_t *rec = json_pack("{s:s, s:o, s:I}", "ns", ns, "labels", lab, "h", h);
+    const char *slash = strchr(key, '/');
+    json_t *rec = json_pack("{s:s, s:s, s:o, s:I}", "ns", ns, "name", slash ? slash + 1 : key,
+                            "labels", lab, "h", h);
     if (!rec || json_object_set_new(s->pods, key, rec))
         return GS_ENOMEM;
     if (!refresh_pod(s, e, rec))

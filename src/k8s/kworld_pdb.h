@@ -19,9 +19,10 @@
 
 /** The budgets and the pods they may cover. Zeroed, then gs__kpdb_init(). */
 struct gs__kpdbs {
-    json_t *pdbs; /**< "ns/name" -> {"ns", "sel" (the selector, a copy), "id" (budget id)} */
-    json_t *pods; /**< "ns/name" -> {"ns", "labels", "h" (gs_engine_pod_handle())}, pods in the
-                       engine */
+    json_t *pdbs; /**< "ns/name" -> {"ns", "sel" (the selector, a copy), "dis" (a copy of
+                       status.disruptedPods), "id" (budget id)} */
+    json_t *pods; /**< "ns/name" -> {"ns", "name", "labels", "h" (gs_engine_pod_handle())}, pods
+                       in the engine */
 };
 
 /** @return GS_OK; GS_ENOMEM. */
@@ -32,24 +33,26 @@ void gs__kpdb_fini(struct gs__kpdbs *s);
 
 /**
  * Applies one PodDisruptionBudget change: creates the engine's budget (or finds it again by
- * "ns/name" after a delete), sets its allowance, and when its selector changed (or it came or
- * went) gives every pod of its namespace in the engine its budgets again.
+ * "ns/name" after a delete), sets its allowance, and when its selector or status.disruptedPods
+ * changed (or it came or went) gives every pod of its namespace in the engine its budgets again.
  * @param e    the engine (after the first cycle); borrowed.
  * @param obj  the object; borrowed.
  * @param err  on GS_EINVAL: "PodDisruptionBudget ns/name: FIELD ..." (cap bytes).
- * @return GS_OK; GS_EINVAL a missing name, a selector or allowance that cannot be read (nothing
- *         changed); GS_ENOMEM.
+ * @return GS_OK; GS_EINVAL a missing name, a selector, allowance or disruptedPods that cannot be
+ *         read (nothing changed); GS_ENOMEM.
  */
 int gs__kpdb_apply(struct gs__kpdbs *s, struct gs_engine *e, enum gs_kchange change,
                    const json_t *obj, char *err, size_t cap);
 
 /**
- * The budgets covering a pod of namespace ns with metadata.labels `labels` (NULL: none): their
- * ids in out[0..), the rest 0; beyond GS_POD_BUDGETS_MAX the first ones in the order the budgets
- * arrived. @return how many budgets match (may exceed GS_POD_BUDGETS_MAX).
+ * The budgets covering pod ns/name with metadata.labels `labels` (NULL: none): their ids in
+ * out[0..), the rest 0; beyond GS_POD_BUDGETS_MAX the first ones in the order the budgets
+ * arrived. A budget listing the pod in status.disruptedPods (its eviction admitted, the pod not
+ * gone yet) does not cover it, as kube-scheduler skips it. `name` may be NULL (not checked).
+ * @return how many budgets match (may exceed GS_POD_BUDGETS_MAX).
  */
-uint32_t gs__kpdb_match(const struct gs__kpdbs *s, const char *ns, const json_t *labels,
-                        uint32_t out[GS_POD_BUDGETS_MAX]);
+uint32_t gs__kpdb_match(const struct gs__kpdbs *s, const char *ns, const char *name,
+                        const json_t *labels, uint32_t out[GS_POD_BUDGETS_MAX]);
 
 /**
  * Records a pod the engine holds (engine id `pod`) under key "ns/name" with its labels, so that

@@ -1,7 +1,8 @@
 /*
  * PodDisruptionBudgets through kworld, as the scheduler's watch delivers them after the first
  * cycle: a budget reaches the running pods its selector covers, and leaves them when it is
- * deleted, when its pod's labels change, or when its selector is empty. The cluster is that of
+ * deleted, when its pod's labels change, when its selector is empty, or when it lists the pod in
+ * status.disruptedPods. The cluster is that of
  * tests/data/whatif/pdb.yaml: nodes n1 and n2 with 1 GPU each run db (app=db, started 11:00) and
  * batch (app=batch, started 10:00), both of priority 10, and a pod of priority 50 asking 1 GPU
  * must evict one. Without a budget in the way every level ties but start: db started later, so
@@ -193,6 +194,21 @@ static void test_empty_selector_covers_no_pod(void **state_)
     gs_kworld_free(w);
 }
 
+/* db is in t/db's status.disruptedPods (its eviction admitted, not gone yet): kube-scheduler
+ * no longer counts it against the budget, so nothing protects it. */
+static void test_pod_in_disrupted_pods_is_not_protected(void **state_)
+{
+    (void)state_;
+    char evicted[64];
+    struct gs_kworld *w = world(evicted);
+    apply(w, GS_KADDED,
+          PDB("db", "{\"matchLabels\":{\"app\":\"db\"}}",
+              ",\"status\":{\"disruptionsAllowed\":0,\"disruptedPods\":{\"db\":"
+              "\"2026-12-01T23:59:00Z\"}}"));
+    preempt(w, evicted, "db");
+    gs_kworld_free(w);
+}
+
 /* A bad selector is refused naming the object and field; the world is unchanged. */
 static void test_bad_selector_is_refused_with_its_field(void **state_)
 {
@@ -220,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_deleted_budget_protects_nothing),
         cmocka_unit_test(test_relabelled_pod_leaves_its_budget),
         cmocka_unit_test(test_empty_selector_covers_no_pod),
+        cmocka_unit_test(test_pod_in_disrupted_pods_is_not_protected),
         cmocka_unit_test(test_bad_selector_is_refused_with_its_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
