@@ -3,7 +3,9 @@
  *   1. scheduling decisions on 10,000 nodes / 80,000 GPUs of four models with 100,000 pending
  *      pods in 50 queues (5 departments x 10 teams): median and p99 time per decision,
  *      including queue ordering (one job tried per cycle, timed around the cycle);
- *   2. one preemption decision with 20,000 running pods filling the cluster;
+ *   2. one preemption decision with 20,000 running pods filling the cluster; again with every pod
+ *      covered by one of 50 disruption budgets (one per queue, every other one spent), so that
+ *      each node's victims are classified and the violating ones ordered last;
  *   3. a 512-pod gang placed on a free cluster, and refused on a cluster with 300 free GPUs;
  *   4. the live cluster (the issue "The core for a live cluster"): decisions when half of the
  *      pending pods carry a nodeSelector (one of 4 zones) or a toleration (10% of the nodes
@@ -235,7 +237,7 @@ static void decisions(const char *policy, uint32_t to_find, int n_decisions)
     free_setup(&s);
 }
 
-static void preemption(const char *policy, uint32_t to_find)
+static void preemption(const char *policy, uint32_t to_find, bool budgets)
 {
     struct setup s;
     /* One job per cycle, so the timed cycle is the preemptor's decision alone (the victim's
@@ -243,6 +245,13 @@ static void preemption(const char *policy, uint32_t to_find)
     make_engine(&s, policy, to_find, true, 1);
     struct gs_rng rng;
     gs_rng_seed(&rng, 11);
+    uint32_t budget[QUEUES] = {0};
+    for (int q = 0; budgets && q < QUEUES; q++) {
+        char name[32];
+        (void)snprintf(name, sizeof(name), "ns/pdb-%d", q);
+        if (gs_engine_add_budget(s.e, name, q % 2 ? 0 : 100000, &budget[q]))
+            die();
+    }
     /* 20,000 low-priority 4-GPU pods fill the 80,000 GPUs, spread over the 50 queues. */
     for (int i = 0; i < 20000; i++) {
         struct gs_tpod_spec ps = {"low",
@@ -251,7 +260,9 @@ static void preemption(const char *policy, uint32_t to_find)
                                   GS_NO_GANG,
                                   GS_POD_REQ(8000, 16384, 4, 1000, GS_MODEL_ANY),
                                   -1};
-        if (gs_engine_submit(s.e, &ps, 0, NULL))
+        struct gs_pod_ident id = {
+            NULL, "ns", NULL, GS_FILTER_DEFAULT, 0, false, {budget[i % QUEUES]}};
+        if (gs_engine_submit_pod(s.e, &ps, &id, 0, NULL))
             die();
     }
     struct gs_cycle_stats st;
@@ -278,9 +289,9 @@ static void preemption(const char *policy, uint32_t to_find)
     double t = now_us() - a;
     struct gs_tpod_info in;
     gs_engine_pod_info(s.e, id, &in);
-    printf("preemption (%s): %u running pods (%.0f ms to place them); one preemption decision "
+    printf("preemption (%s%s): %u running pods (%.0f ms to place them); one preemption decision "
            "%.2f ms, %u evicted, preemptor %s\n",
-           policy, running, fill / 1000, t / 1000, st.evicted,
+           policy, budgets ? ", 50 budgets" : "", running, fill / 1000, t / 1000, st.evicted,
            in.state == GS_TPOD_RUNNING ? "running" : "NOT running");
     free_setup(&s);
 }
@@ -521,7 +532,8 @@ int main(int argc, char **argv)
     printf("cluster: %d nodes, %d GPUs (A100 40%%, H100 30%%, L40S 20%%, T4 10%%); node scan: %s\n",
            NODES, NODES * 8, full ? "every node" : "kube-scheduler adaptive (500 feasible nodes)");
     decisions(policy, to_find, n);
-    preemption(policy, to_find);
+    preemption(policy, to_find, false);
+    preemption(policy, to_find, true);
     gang(policy, to_find);
     live(policy, to_find, n);
     gs_workload_fini(&target_workload);

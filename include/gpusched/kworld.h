@@ -35,6 +35,12 @@
  *  - PriorityClass: value, globalDefault, label `gpusched.io/preemptible: "false"`.
  *  - PodGroup (`scheduling.x-k8s.io`, Volcano's `scheduling.volcano.sh`): spec.minMember,
  *    spec.scheduleTimeoutSeconds.
+ *  - PodDisruptionBudget (`policy/v1`): spec.selector (matchLabels, matchExpressions) over the
+ *    labels of the pods of its namespace (less those in status.disruptedPods, whose eviction
+ *    was admitted), status.disruptionsAllowed (0 until written); the
+ *    engine's disruption budgets (tenant.h), which preemption prefers not to exceed. As in
+ *    kube-scheduler's preemption, an empty selector covers no pod; at most GS_POD_BUDGETS_MAX
+ *    budgets count per pod.
  * Pods that ask for what the core does not place yet (GPU memory fractions, MIG profiles, pod
  * affinity, topology spread) and pods with schedulingGates wait with a reason that says so.
  *

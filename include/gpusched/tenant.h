@@ -217,6 +217,11 @@ struct gs_tpod_info {
     const char *reason;    /**< why it waits (last UNSCHEDULABLE text), borrowed; NULL if none */
 };
 
+/** The most disruption budgets one pod may be covered by. Kubernetes allows any number (the
+ *  Eviction API then refuses the eviction outright); kube-scheduler counts a victim as violating
+ *  when any of them has no disruption left, which a few are enough to express. */
+#define GS_POD_BUDGETS_MAX 4
+
 /**
  * What a live cluster knows of a pod beyond its request. Borrowed by gs_engine_submit_pod() and
  * gs_engine_adopt(); strings copied.
@@ -229,6 +234,9 @@ struct gs_pod_ident {
                                 takes its own reference and drops it when the pod is forgotten */
     int64_t created_ms;    /**< metadata.creationTimestamp; orders "newest first" */
     bool foreign;          /**< adopt only: bound by another scheduler (see gs_engine_adopt()) */
+    /** The disruption budgets (gs_engine_add_budget() ids) whose selectors match the pod; 0 =
+     *  none, entries may be left 0 in any place. */
+    uint32_t budgets[GS_POD_BUDGETS_MAX];
 };
 
 struct gs_engine;
@@ -291,6 +299,57 @@ int gs_engine_add_priority_class(struct gs_engine *e, const struct gs_priority_c
 
 /** Finds a PriorityClass by name; returns its id or -1. */
 int gs_engine_find_priority_class(const struct gs_engine *e, const char *name);
+
+/**
+ * Adds a disruption budget (a policy/v1 PodDisruptionBudget): how many of the pods it covers may
+ * be disrupted now (its status.disruptionsAllowed). Pods name the budgets covering them in
+ * gs_pod_ident.budgets or through gs_engine_set_pod_budgets(). Budgets are a preference, as in
+ * kube-scheduler: victim selection reprieves pods whose eviction would exceed a budget first and
+ * prefers the node with the fewest such victims, but evicts them when nothing else makes room
+ * (the Eviction API then answers 429 and the caller decides; gs_engine_cycle()).
+ * A budget is never removed: for a deleted PodDisruptionBudget, drop it from its pods
+ * (gs_engine_set_pod_budgets()); its id then names nothing in use.
+ * @param name                 "namespace/name", non-empty, unique; copied.
+ * @param disruptions_allowed  >= 0.
+ * @param id                   receives the budget id (1, 2, ... in order of adding; 0 is "none");
+ *                             may be NULL.
+ * @return GS_OK; GS_EEXIST duplicate name; GS_EINVAL empty or NULL name, negative allowance;
+ *         GS_ENOMEM. Unchanged on failure.
+ */
+int gs_engine_add_budget(struct gs_engine *e, const char *name, int32_t disruptions_allowed,
+                         uint32_t *id);
+
+/** Finds a disruption budget by name ("namespace/name"). @return its id (>= 1), or -1. O(budgets).
+ */
+int64_t gs_engine_find_budget(const struct gs_engine *e, const char *name);
+
+/**
+ * Sets a budget's disruptions allowed now (its status.disruptionsAllowed changed). The engine
+ * also lowers it by one for each pod covered by it that a committed trial evicts (not below 0),
+ * as the Eviction API does; the caller's next value, read from the cluster, replaces that.
+ * @param id  a budget id.
+ * @param disruptions_allowed  >= 0.
+ * @return GS_OK; GS_EINVAL for an unknown id or a negative allowance (nothing changes).
+ */
+int gs_engine_set_budget_allowed(struct gs_engine *e, uint32_t id, int32_t disruptions_allowed);
+
+/**
+ * Reads a budget. @param name receives its name (borrowed, valid for the engine's life); may be
+ * NULL. @param disruptions_allowed receives the allowance now; may be NULL.
+ * @return GS_OK; GS_EINVAL for an unknown id.
+ */
+int gs_engine_budget_info(const struct gs_engine *e, uint32_t id, const char **name,
+                          int32_t *disruptions_allowed);
+
+/**
+ * Replaces the budgets covering a pod (a PodDisruptionBudget was created, changed its selector
+ * or was deleted, or the pod's labels changed).
+ * @param pod  a pod id in any state but forgotten.
+ * @param ids  n budget ids, each >= 1 (borrowed); may be NULL when n is 0.
+ * @param n    0 ..= GS_POD_BUDGETS_MAX.
+ * @return GS_OK; GS_EINVAL an unknown pod or budget, n too large (nothing changes).
+ */
+int gs_engine_set_pod_budgets(struct gs_engine *e, uint32_t pod, const uint32_t *ids, uint32_t n);
 
 /** Adds a PodGroup, with no grace period. @return GS_OK; GS_EEXIST; GS_EINVAL (min_member 0);
  *  GS_ENOMEM. */
@@ -435,6 +494,18 @@ const char *gs_engine_pod_reason(const struct gs_engine *e, uint32_t pod);
  * first, else with its whole gang; a job never evicts a member of its own gang or a pod it bound in
  * the same trial; reclaim is judged on what moves on both sides (the victim or its whole gang; the
  * preemptor and the gang members that start with it).
+ *
+ * Victims and their node follow kube-scheduler's DefaultPreemption (SelectVictimsOnNode and
+ * pickOneNodeForPreemption, pkg/scheduler/framework/plugins/defaultpreemption and
+ * framework/preemption). On each node the pods the preemptor may evict are ranked by importance
+ * (higher priority, then earlier start); walking them in that order, a pod *violates* a budget
+ * when one of its budgets has no disruption left after the more important ones took theirs.
+ * The preemptor fits with all of them gone, and pods are then given back (reprieved) while it
+ * still fits: violating ones first, each group most important first. The node chosen is, in
+ * order: the fewest violating victims; the lowest highest victim priority; the lowest sum of
+ * victim priorities (each counted as priority + 2^31, so a victim more never lowers it); the
+ * fewest victims; the latest start among the highest-priority victims' earliest one; the first
+ * node in node order. Victims count a gang's other members when it goes whole.
  * @param rng  for policies that draw; may be NULL for those that do not.
  * @param st   receives the cycle's counters; may be NULL.
  * @return GS_OK or GS_ENOMEM (then the cycle stopped part way; state is consistent).

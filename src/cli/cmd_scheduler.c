@@ -114,10 +114,15 @@ static const char *const usage =
     "Preempted; the same reason about a pod within 10 min is one Event whose series.count\n"
     "grows, written at most every 10 s. Events wait behind Bindings (none is dropped),\n"
     "so on a loaded API server the requests that place pods go first.\n"
-    "Preemption: the preemptor gets status.nominatedNodeName and binds once its victims are\n"
-    "gone; victims are marked DisruptionTarget, then evicted; a PodDisruptionBudget that\n"
-    "refuses (429) sends the preemptor to the next node, else it waits \"blocked by\n"
-    "PodDisruptionBudget NS/NAME\". A refused Binding backs off 1 s doubling to 10 s.\n"
+    "Preemption chooses as kube-scheduler: on each node the lower-priority pods that must go,\n"
+    "those whose PodDisruptionBudget (watched) has no disruption left given back first; the\n"
+    "node with the fewest such violations, then the lowest highest victim priority, the\n"
+    "lowest sum of victim priorities, the fewest victims, the latest start of the highest-\n"
+    "priority victims, then the first node. The preemptor gets status.nominatedNodeName and\n"
+    "binds once its victims are gone; victims are marked DisruptionTarget, then evicted; a\n"
+    "PodDisruptionBudget that refuses (429) sends the preemptor to the next node, else it\n"
+    "waits \"blocked by PodDisruptionBudget NS/NAME\". A refused Binding backs off 1 s\n"
+    "doubling to 10 s.\n"
     "A gang member whose Binding is refused is sent again on the GPUs held for it for 30 s;\n"
     "then its gang is released whole (members already bound are evicted, reason gang).\n"
     "Queue status (allocated, fairShare, running, pending) is written to each Queue's status.\n"
@@ -892,6 +897,7 @@ static const struct watched watched[] = {
     {"/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", true},
     {"/apis/scheduling.gpusched.io/v1alpha1/queues", "Queue", false},
     {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", "PodGroup", false},
+    {"/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", false}, /* victim choice */
     {"/api/v1/namespaces", "Namespace", false}, /* team labels for --accounting */
 };
 #define N_WATCHED (sizeof(watched) / sizeof(watched[0]))

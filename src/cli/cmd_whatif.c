@@ -31,7 +31,7 @@ static const char *const usage =
     "Runs a cluster dump through gpusched's scheduler offline and prints what it would bind,\n"
     "evict and leave pending, with reasons. The dump is what this command writes:\n"
     "  kubectl get nodes,pods,priorityclasses,queues.scheduling.gpusched.io,\\\n"
-    "      podgroups.scheduling.x-k8s.io -A -o yaml > cluster.yaml\n"
+    "      podgroups.scheduling.x-k8s.io,poddisruptionbudgets -A -o yaml > cluster.yaml\n"
     "(a List; YAML or JSON). Pods with spec.nodeName run there; pods with\n"
     "spec.schedulerName: gpusched and no node are placed.\n"
     "\n"
@@ -253,6 +253,7 @@ static const struct {
     {"/apis/scheduling.k8s.io/v1/priorityclasses", true},
     {"/apis/scheduling.gpusched.io/v1alpha1/queues", false},
     {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", false},
+    {"/apis/policy/v1/poddisruptionbudgets", false},
     {"/api/v1/pods", true},
 };
 

@@ -129,6 +129,8 @@ void gs_engine_free(struct gs_engine *e)
     gs__free(e->vals);
     gs__free(e->end_order);
     gs__free(e->keys);
+    gs__free(e->taken);
+    gs__budget_free(e);
     gs_sched_free(e->sched);
     gs__free(e);
 }

@@ -9,6 +9,7 @@
  *                   forget, node removal
  *   tenant_undo.c   the undo log: bind / evict with accounting, rollback, commit and events
  *   tenant_place.c  one job in one mode (plain, preempt, reclaim), victims, backfill, reasons
+ *   tenant_budget.c disruption budgets (PodDisruptionBudgets) and which victims violate them
  *   tenant_cycle.c  queue heaps, fair share, the cycle
  *
  * State is incremental: queue allocations and demands are kept up to date on every bind,
@@ -123,6 +124,14 @@ struct gang {
     uint32_t n_holds, cap_holds;
 };
 
+/* A disruption budget (gs_engine_add_budget()); id = index + 1. */
+struct budget {
+    char *name;      /* "namespace/name" */
+    int32_t allowed; /* disruptions allowed now, >= 0 */
+    int64_t left;    /* what the victim search e->vic_stamp left of it (valid when stamp is) */
+    uint32_t stamp;  /* victim search that `left` belongs to */
+};
+
 struct tpod {
     char *name;
     uint32_t queue, pclass, gang;
@@ -149,6 +158,10 @@ struct tpod {
     char *reason_text;      /* last UNSCHEDULABLE text, owned */
     uint64_t explained_at;  /* gs_cluster_changes() when last explained */
     uint64_t explained_aux; /* its gang's members and last_fit then (0 without a gang) */
+    uint32_t budgets[GS_POD_BUDGETS_MAX]; /* disruption budget ids covering it, 0-padded */
+    uint8_t nbudgets;                     /* entries used in budgets */
+    bool pdb_viol;      /* violates a budget in victim search pdb_stamp (gs__budget_classify) */
+    uint32_t pdb_stamp; /* victim search pdb_viol belongs to */
 };
 
 /* One change in the undo log. */
@@ -226,6 +239,10 @@ struct gs_engine {
     uint32_t *unb;   /* pods unbound while a victim set is tried on one node */
     int64_t *vals;   /* scratch for gang_judge(), as long as the largest gang */
     uint32_t vloss_cap, unb_cap, vals_cap;
+    uint32_t *taken; /* every pod a victim set on one node takes (gang mates included) */
+    uint32_t taken_cap;
+    struct budget *b; /* disruption budgets, id - 1 */
+    uint32_t nb, capb;
     uint32_t trial;     /* bumped by every job trial (try_job_mode) */
     uint32_t vic_stamp; /* bumped by every victim set tried on a node */
 };
@@ -266,6 +283,13 @@ char *gs__dup_str(const char *s);
 int gs__ensure_nodes(struct gs_engine *e);
 void gs__fmt_amount(char *buf, size_t cap, int r, int64_t v);
 int gs__grow(void **ptr, uint32_t *cap, uint32_t need, size_t elem);
+
+/* ---- tenant_budget.c ------------------------------------------------------------------------- */
+
+bool gs__budget_classify(struct gs_engine *e, uint32_t pod);
+void gs__budget_evicted(struct gs_engine *e, uint32_t pod);
+void gs__budget_free(struct gs_engine *e);
+int gs__budget_valid_ids(const struct gs_engine *e, const uint32_t *ids, uint32_t n);
 
 /* ---- tenant_gang.c --------------------------------------------------------------------------- */
 

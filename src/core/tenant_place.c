@@ -247,24 +247,29 @@ static bool victim_unit(const struct gs_engine *e, const struct tpod *p, const s
     return true;
 }
 
-/* Takes victim ci (alone or with its gang) in the current search: marks what moves and unbinds
- * from the cluster what of it sits on `node`, listing those in e->unb for the rebind. */
-static void take_unit(struct gs_engine *e, uint32_t ci, bool whole, uint32_t node, uint32_t *nunb)
+/* Takes victim ci (alone or with its gang) in the current search: marks what moves, lists it in
+ * e->taken[*ntaken..], and unbinds from the cluster what of it sits on `node`, listing those in
+ * e->unb for the rebind. GS_ENOMEM (nothing taken) when e->taken cannot grow. */
+static int take_unit(struct gs_engine *e, uint32_t ci, bool whole, uint32_t node, uint32_t *nunb,
+                     uint32_t *ntaken)
 {
     struct tpod *c = &e->p[ci];
     struct gang *g = c->gang != GS_NO_GANG ? &e->g[c->gang] : NULL;
+    bool all = whole && g; /* only a gang member goes whole */
+    uint32_t n = all ? g->n_members : 1;
+    if (gs__grow((void **)&e->taken, &e->taken_cap, *ntaken + n, sizeof(uint32_t)) != GS_OK)
+        return GS_ENOMEM;
     if (g && g->vic_stamp != e->vic_stamp) {
         g->vic_stamp = e->vic_stamp;
         g->vic_taken = 0;
     }
-    bool all = whole && g; /* only a gang member goes whole */
-    uint32_t n = all ? g->n_members : 1;
     for (uint32_t m = 0; m < n; m++) {
         uint32_t oi = all ? g->members[m] : ci;
         struct tpod *o = &e->p[oi];
         if (o->state != GS_TPOD_RUNNING || o->vic_stamp == e->vic_stamp)
             continue;
         o->vic_stamp = e->vic_stamp;
+        e->taken[(*ntaken)++] = oi;
         if (g)
             g->vic_taken++;
         if (o->pl.node != node)
@@ -272,14 +277,61 @@ static void take_unit(struct gs_engine *e, uint32_t ci, bool whole, uint32_t nod
         (void)gs_cluster_unbind(e->c, &o->req, &o->pl);
         e->unb[(*nunb)++] = oi;
     }
+    return GS_OK;
 }
 
+/* A node's victims, scored as kube-scheduler's pickOneNodeForPreemption compares them. */
 struct victim_set {
     uint32_t node;
-    uint32_t count;   /* pods evicted, whole gangs counted */
-    int32_t max_prio; /* highest victim priority */
-    uint32_t n;       /* entries in e->cand[0..n) */
+    uint32_t violations; /* victims that violate a disruption budget (gs__budget_classify) */
+    int32_t max_prio;    /* highest victim priority */
+    int64_t sum_prio;    /* sum over the victims of priority + 2^31 */
+    uint32_t count;      /* pods evicted, whole gangs counted */
+    int64_t start_ms;    /* earliest start among the victims of priority max_prio */
+    uint32_t n;          /* entries in e->cand[0..n) */
 };
+
+/* Whether victim set a is preferred to b: fewest budget violations, lowest highest priority,
+ * lowest sum of priorities, fewest victims, latest start of the highest-priority victims'
+ * earliest; equal sets keep the earlier node (the caller scans nodes in order). */
+static bool set_better(const struct victim_set *a, const struct victim_set *b)
+{
+    if (a->violations != b->violations)
+        return a->violations < b->violations;
+    if (a->max_prio != b->max_prio)
+        return a->max_prio < b->max_prio;
+    if (a->sum_prio != b->sum_prio)
+        return a->sum_prio < b->sum_prio;
+    if (a->count != b->count)
+        return a->count < b->count;
+    return a->start_ms > b->start_ms;
+}
+
+/* Scores what the current search (e->vic_stamp) still takes of e->taken[0..ntaken): pods given
+ * back were unmarked. A pod not classified yet (a gang mate on another node) is classified now,
+ * after the node's own candidates. */
+static void score_set(struct gs_engine *e, uint32_t ntaken, struct victim_set *vs)
+{
+    vs->violations = vs->count = 0;
+    vs->max_prio = INT32_MIN;
+    vs->sum_prio = 0;
+    vs->start_ms = INT64_MAX;
+    for (uint32_t i = 0; i < ntaken; i++) {
+        const struct tpod *o = &e->p[e->taken[i]];
+        if (o->vic_stamp != e->vic_stamp)
+            continue;
+        int32_t pr = prio_of(e, o);
+        vs->count++;
+        vs->violations += gs__budget_classify(e, e->taken[i]);
+        vs->sum_prio += (int64_t)pr + ((int64_t)INT32_MAX + 1);
+        if (pr > vs->max_prio) {
+            vs->max_prio = pr;
+            vs->start_ms = o->start_ms;
+        } else if (pr == vs->max_prio && o->start_ms < vs->start_ms) {
+            vs->start_ms = o->start_ms;
+        }
+    }
+}
 
 static int cmp_sort_key(const void *a, const void *b)
 {
@@ -310,20 +362,26 @@ static int sort_pods(struct gs_engine *e, uint32_t *pods, uint32_t n,
     return GS_OK;
 }
 
-/* Victim order on a node: lowest priority, then newest: shortest running (latest start), then
- * latest created (highest id), so a gang above min_member loses its newest members first. */
+/* Victim order on a node: pods that violate no disruption budget before those that do (once the
+ * search classified them), then lowest priority, then newest: shortest running (latest start),
+ * then latest created (highest id), so a gang above min_member loses its newest members first.
+ * The reverse is kube-scheduler's reprieve order (violating first, each most important first):
+ * taking victims in this order until the pod fits and giving back the taken ones in reverse
+ * while it still fits evicts the same pods as its "remove all, then reprieve". */
 static void victim_key(const struct gs_engine *e, uint32_t pod, struct sort_key *k)
 {
     const struct tpod *p = &e->p[pod];
-    *k = (struct sort_key){e->pc[p->pclass].value, -p->start_ms, -(int64_t)pod, pod};
+    int64_t viol = p->pdb_stamp == e->vic_stamp && p->pdb_viol;
+    *k = (struct sort_key){viol * ((int64_t)1 << 40) + e->pc[p->pclass].value, -p->start_ms,
+                           -(int64_t)pod, pod};
 }
 
 /*
- * Finds the cheapest set of victims that lets pod fit on one node: fewest pods evicted (a
- * victim's gang counted when it goes whole), then lowest highest priority, then node rank order
- * (node index). Victims are tried greedily in victim order on each node that could host the pod.
- * Never a member of pod's own gang, nor a pod bound earlier in the same trial. Returns true and
- * fills *best, leaving the victims' ids in e->cand[0..best->n).
+ * Finds the victims that let pod fit on one node, node and victims chosen as kube-scheduler's
+ * DefaultPreemption does (see gs_engine_cycle() for the order; set_better()). Victims are tried
+ * greedily in victim order (victim_key) on each node that could host the pod, then reprieved
+ * in reverse. Never a member of pod's own gang, nor a pod bound earlier in the same trial.
+ * Returns true and fills *best, leaving the victims' ids in e->cand[0..best->n).
  */
 static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct victim_set *best)
 {
@@ -338,7 +396,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
             return false;
     }
     int64_t gain = reclaim ? reclaim_gain(e, pod, fair_res(p)) : 0;
-    *best = (struct victim_set){0, 0, 0, 0};
+    memset(best, 0, sizeof(*best));
     uint32_t *bestv = NULL;
     uint32_t bestv_cap = 0;
     for (uint32_t n = 0; n < nn && n < e->nodes_cap; n++) {
@@ -358,6 +416,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
             break;
         e->vic_stamp++;
         uint32_t nc = 0;
+        bool budgets = false;
         for (uint32_t i = 0; i < k; i++) {
             uint32_t ci = e->node_pods[n][i];
             const struct tpod *c = &e->p[ci];
@@ -367,17 +426,26 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                 continue;
             /* The rules with nothing taken yet are necessary for any set containing c: taking
              * more only lowers the victim queue's allocation and grows what a victim moves. */
-            if (reclaim ? reclaim_ok(e, p, c, 0, u.loss, gain, u.whole) : preempt_ok(e, p, c))
+            if (reclaim ? reclaim_ok(e, p, c, 0, u.loss, gain, u.whole) : preempt_ok(e, p, c)) {
                 e->cand[nc++] = ci;
+                budgets |= c->nbudgets > 0;
+            }
         }
         if (nc == 0)
             continue;
         if (sort_pods(e, e->cand, nc, victim_key) != GS_OK)
             break;
+        if (budgets) {
+            /* kube-scheduler classifies the potential victims most important first (the reverse
+             * of victim order, nothing classified yet), then sorts the violating ones last. */
+            for (uint32_t i = nc; i-- > 0;)
+                (void)gs__budget_classify(e, e->cand[i]);
+            if (sort_pods(e, e->cand, nc, victim_key) != GS_OK)
+                break;
+        }
         /* Greedy: take victims in order until the pod fits, each judged on what it moves. */
-        uint32_t used = 0, count = 0, nunb = 0;
-        int32_t maxp = INT32_MIN;
-        bool fits = false;
+        uint32_t used = 0, nunb = 0, ntaken = 0;
+        bool fits = false, oom = false;
         for (uint32_t i = 0; i < nc && !fits; i++) {
             struct tpod *c = &e->p[e->cand[i]];
             struct victim_unit u;
@@ -391,20 +459,22 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                 if (!reclaim_ok(e, p, c, taken, u.loss, gain, u.whole))
                     continue;
             }
-            take_unit(e, e->cand[i], u.whole, n, &nunb);
+            if (take_unit(e, e->cand[i], u.whole, n, &nunb, &ntaken) != GS_OK) {
+                oom = true;
+                break;
+            }
             uint32_t tmp = e->cand[used];
             e->cand[used] = e->cand[i];
             e->cand[i] = tmp;
             e->vloss[used] = u.loss;
             used++;
-            count += u.pods;
-            maxp = u.max_prio > maxp ? u.max_prio : maxp;
             fits = gs_node_fits(nd, &p->req);
         }
         if (fits && used > 1) {
-            /* Reprieve, as kube-scheduler does: give back, most valuable first, each victim
-             * the pod fits without (one on an unhealthy GPU frees nothing usable). Only plain
-             * pods: a gang member stays with the unit it was taken in. */
+            /* Reprieve, as kube-scheduler does: give back, in reverse of the order taken (so
+             * budget-violating victims first, then most valuable first), each victim the pod
+             * fits without (one on an unhealthy GPU frees nothing usable). Only plain pods: a
+             * gang member stays with the unit it was taken in. */
             uint32_t kept = 0;
             for (uint32_t i = used; i-- > 0;) {
                 struct tpod *c = &e->p[e->cand[i]];
@@ -420,24 +490,14 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                         e->unb[j] = e->unb[--nunb];
                         break;
                     }
+                c->vic_stamp = 0; /* no longer taken: score_set() skips it */
                 e->cand[i] = NO_ID;
             }
-            count = 0;
-            maxp = INT32_MIN;
             for (uint32_t i = 0; i < used; i++) { /* the victims left, in victim order */
                 if (e->cand[i] == NO_ID)
                     continue;
-                const struct tpod *c = &e->p[e->cand[i]];
-                struct victim_unit u;
                 e->cand[kept] = e->cand[i];
                 e->vloss[kept++] = e->vloss[i];
-                if (victim_unit(e, p, c, reclaim, &u)) {
-                    count += u.pods;
-                    maxp = u.max_prio > maxp ? u.max_prio : maxp;
-                } else {
-                    count += 1;
-                    maxp = prio_of(e, c) > maxp ? prio_of(e, c) : maxp;
-                }
             }
             used = kept;
         }
@@ -445,13 +505,19 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
             struct tpod *c = &e->p[e->unb[i]];
             (void)gs_cluster_adopt(e->c, &c->req, &c->pl); /* exact restore */
         }
+        if (oom)
+            break;
         if (!fits)
             continue;
-        if (!found || count < best->count || (count == best->count && maxp < best->max_prio)) {
+        struct victim_set vs;
+        score_set(e, ntaken, &vs);
+        vs.node = n;
+        vs.n = used;
+        if (!found || set_better(&vs, best)) {
             if (gs__grow((void **)&bestv, &bestv_cap, used, sizeof(uint32_t)) != GS_OK)
                 break;
             memcpy(bestv, e->cand, used * sizeof(uint32_t));
-            *best = (struct victim_set){n, count, maxp, used};
+            *best = vs;
             found = true;
         }
     }
@@ -493,7 +559,7 @@ static int place_with_victims(struct gs_engine *e, uint32_t pod, bool reclaim)
         return err;
     if (!within_limits(e, &e->p[pod]))
         return GS_EUNSCHEDULABLE;
-    struct victim_set vs = {0, 0, 0, 0};
+    struct victim_set vs;
     if (!find_victims(e, pod, reclaim, &vs))
         return GS_EUNSCHEDULABLE;
     enum gs_evict_reason why = reclaim ? GS_EVICT_RECLAIM : GS_EVICT_PREEMPT;

@@ -101,7 +101,8 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
                    const struct gs_pod_ident *ident, int64_t now_ms, uint32_t *out)
 {
     const char *uid = ident && ident->uid && *ident->uid ? ident->uid : NULL;
-    if (ident && !gs_filter_valid(e->c, ident->filter_class))
+    if (ident && (!gs_filter_valid(e->c, ident->filter_class) ||
+                  gs__budget_valid_ids(e, ident->budgets, GS_POD_BUDGETS_MAX) != GS_OK))
         return GS_EINVAL;
     if (uid && gs_engine_find_pod(e, uid) >= 0)
         return GS_EEXIST;
@@ -162,6 +163,9 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     p->created_ms = ident ? ident->created_ms : now_ms;
     p->fclass = ident ? ident->filter_class : GS_FILTER_DEFAULT;
     gs_filter_ref(e->c, p->fclass);
+    for (uint32_t i = 0; ident && i < GS_POD_BUDGETS_MAX; i++)
+        if (ident->budgets[i])
+            p->budgets[p->nbudgets++] = ident->budgets[i];
     if (uid) {
         uint32_t *slot = uid_slot(e, uid, true);
         if (*slot == 0)

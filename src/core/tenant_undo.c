@@ -240,6 +240,9 @@ int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
                 e->q[e->p[u->by].queue].ev_caused++;
             if (e->st)
                 e->st->evicted++;
+            if (p->reason == GS_EVICT_PREEMPT || p->reason == GS_EVICT_RECLAIM ||
+                p->reason == GS_EVICT_GANG)
+                gs__budget_evicted(e, u->pod); /* what the Eviction API will count */
             gs__emit(e, GS_EV_EVICT, u->pod, u->by, p->reason, &u->pl);
             if (p->gang != GS_NO_GANG && e->g[p->gang].running == 0)
                 gs__gang_settle(e, p->gang); /* nothing left running to keep a grace for */

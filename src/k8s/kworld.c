@@ -20,6 +20,7 @@
 #include "kworld_capmig.h"
 #include "kworld_gpus.h"
 #include "kworld_inv.h"
+#include "kworld_pdb.h"
 #include "kworld_xres.h"
 
 #define NO_ID UINT32_MAX
@@ -60,14 +61,15 @@ struct gs_kworld {
     uint32_t npods, cappods;
     uint32_t *of_engine; /* engine pod id -> index in pods */
     uint32_t cap_of_engine;
-    json_t *queues;      /* name -> engine queue id */
-    json_t *pclasses;    /* PriorityClass name -> {"value", "preemptible", "default"} */
-    json_t *pc_ids;      /* engine class name -> id */
-    json_t *gangs;       /* "ns/name" -> engine gang id */
-    json_t *podgroups;   /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
-    json_t *avoid;       /* "ns/name" -> array of node names its placement must avoid */
-    json_t *mode_due;    /* node name -> its Node, while a GPU's new mode waits for pods to go */
-    struct gs__kinv inv; /* the node agents' inventories: UUIDs, warnings given */
+    json_t *queues;       /* name -> engine queue id */
+    json_t *pclasses;     /* PriorityClass name -> {"value", "preemptible", "default"} */
+    json_t *pc_ids;       /* engine class name -> id */
+    json_t *gangs;        /* "ns/name" -> engine gang id */
+    json_t *podgroups;    /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
+    json_t *avoid;        /* "ns/name" -> array of node names its placement must avoid */
+    json_t *mode_due;     /* node name -> its Node, while a GPU's new mode waits for pods to go */
+    struct gs__kinv inv;  /* the node agents' inventories: UUIDs, warnings given */
+    struct gs__kpdbs pdb; /* PodDisruptionBudgets and the pods they may cover */
     uint32_t changes;
     uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
     char *err;         /* where messages go: the caller's buffer, or scratch */
@@ -150,7 +152,8 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     int err = gs_cluster_new(&w->c);
     if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->staged_at ||
                  !w->pod_keys || !w->queues || !w->pclasses || !w->pc_ids || !w->gangs ||
-                 !w->podgroups || !w->avoid || !w->mode_due || gs__kinv_init(&w->inv) != GS_OK))
+                 !w->podgroups || !w->avoid || !w->mode_due || gs__kinv_init(&w->inv) != GS_OK ||
+                 gs__kpdb_init(&w->pdb) != GS_OK))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -191,6 +194,7 @@ void gs_kworld_free(struct gs_kworld *w)
     json_decref(w->avoid);
     json_decref(w->mode_due);
     gs__kinv_fini(&w->inv);
+    gs__kpdb_fini(&w->pdb);
     free(w->sched_name);
     free(w->default_queue);
     free(w->policy);
@@ -991,7 +995,8 @@ static int enter_pod(struct gs_kworld *w, uint32_t pi, const json_t *obj_in, int
     p->park = NULL;
     json_decref(p->obj);
     p->obj = NULL;
-    return GS_OK;
+    const json_t *labels = json_object_get(json_object_get(obj_in, "metadata"), "labels");
+    return gs__kpdb_track(&w->pdb, w->e, p->key, p->ns, labels, id); /* its budgets */
 }
 
 static int new_kpod(struct gs_kworld *w, const char *key, const char *ns, const char *name,
@@ -1064,12 +1069,15 @@ static int apply_pod(struct gs_kworld *w, enum gs_kchange change, const json_t *
         p->ended = true;
         free(p->park);
         p->park = NULL;
+        gs__kpdb_untrack(&w->pdb, p->key);
         return GS_OK;
     }
     if (p && !p->ended) {
         if (p->park)
             return enter_pod(w, (uint32_t)(p - w->pods), obj, now_ms); /* e.g. gates removed */
-        return GS_OK; /* changes to a pod the engine holds: its binding is ours */
+        /* Changes to a pod the engine holds: its binding is ours; its labels pick budgets. */
+        return gs__kpdb_track(&w->pdb, w->e, p->key, ns, json_object_get(md, "labels"),
+                              p->engine_id);
     }
     if (done)
         return GS_OK;
@@ -1213,6 +1221,8 @@ static int start(struct gs_kworld *w, int64_t now_ms)
             err = apply_priority_class(w, o);
         else if (strcmp(kind_of(o), "PodGroup") == 0)
             err = apply_podgroup(w, o);
+        else if (strcmp(kind_of(o), "PodDisruptionBudget") == 0)
+            err = gs__kpdb_apply(&w->pdb, w->e, GS_KADDED, o, w->err, w->errcap);
     }
     bool *done = calloc(n + 1, sizeof(*done));
     if (!done)
@@ -1321,6 +1331,8 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
         return apply_priority_class(w, obj);
     if (strcmp(kind, "PodGroup") == 0 && change != GS_KDELETED)
         return apply_podgroup(w, obj);
+    if (strcmp(kind, "PodDisruptionBudget") == 0)
+        return gs__kpdb_apply(&w->pdb, w->e, change, obj, w->err, w->errcap);
     if (strcmp(kind, "Queue") == 0 && change == GS_KADDED) {
         char qn[256];
         int rc = add_queue(w, obj, qn, sizeof(qn));

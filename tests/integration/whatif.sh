@@ -24,6 +24,8 @@ case_() { # case_ NAME [extra args...]
 }
 case_ selector
 case_ preempt
+case_ pdb
+case_ pdb_late --timeline "$d/pdb_late.timeline.yaml"
 case_ foreign
 case_ reclaim
 case_ gang --timeline "$d/gang.timeline.yaml" --policy bestfit
@@ -114,6 +116,12 @@ bad() { # bad NAME EXPECTED-REGEX [args...]  (cluster file on stdin unless args 
 printf 'kind: List\nitems:\n  - {a: [1, 2}\n' | bad bad_yaml "bad_yaml\.yaml:3:[0-9]+: "
 printf 'kind: List\nitems: &x [*x]\n' | bad alias "aliases are not accepted"
 printf 'kind: Pod\nmetadata: {name: x}\n' | bad not_a_list "not a List of objects"
+printf 'kind: List\nitems:\n- {kind: PodDisruptionBudget, metadata: {name: x, namespace: t}, spec: {selector: {matchExpressions: [{key: app, operator: Has}]}}}\n' |
+    bad bad_pdb_operator 'bad_pdb_operator\.yaml: PodDisruptionBudget t/x: spec\.selector\.matchExpressions\[0\]\.operator "Has" is not In, NotIn, Exists or DoesNotExist'
+printf 'kind: List\nitems:\n- {kind: PodDisruptionBudget, metadata: {name: x, namespace: t}, spec: {selector: {matchLabels: {app: 3}}}, status: {disruptionsAllowed: 1}}\n' |
+    bad bad_pdb_label 'bad_pdb_label\.yaml: PodDisruptionBudget t/x: spec\.selector\.matchLabels\.app is not a string'
+printf 'kind: List\nitems:\n- {kind: PodDisruptionBudget, metadata: {name: x, namespace: t}, spec: {selector: {matchLabels: {app: db}}}, status: {disruptionsAllowed: -1}}\n' |
+    bad bad_pdb_allowed 'bad_pdb_allowed\.yaml: PodDisruptionBudget t/x: status\.disruptionsAllowed is not a whole number >= 0'
 printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n}, status: {allocatable: {cpu: lots}}}\n' |
     bad bad_quantity "bad_quantity\.yaml: node n: status\.allocatable\.cpu is not a quantity"
 printf 'kind: List\nitems:\n- {kind: Queue, apiVersion: scheduling.gpusched.io/v1alpha1, metadata: {name: q}, spec: {parentQueue: nope}}\n' |

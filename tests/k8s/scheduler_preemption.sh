@@ -6,10 +6,16 @@
 #      with it; the preemptor gets status.nominatedNodeName and stays unbound while the victim
 #      terminates (grace 30 s, no kubelet to end it), and binds there once it is gone;
 #   2. two nodes q1, q2 with one GPU each run v1 (priority 10) and v2 (priority 20); a PDB
-#      (minAvailable 1) protects v1. The engine prefers to preempt v1 (the lower victim); the
-#      Eviction's dry run is answered 429, so the preemptor gives q1 up untouched (v1 has no
-#      DisruptionTarget, is not terminating) and takes q2 from v2 instead;
-#   3. a preemptor that only fits q1 waits with reason "blocked by PodDisruptionBudget ns/prot".
+#      (minAvailable 1) protects v1. The scheduler watches PodDisruptionBudgets, so it picks as
+#      kube-scheduler does, fewest budget violations first: q2, though v1 is the lower victim.
+#      No Eviction of v1 is tried (no "gives node q1 up" line), v1 is untouched, v2 is evicted;
+#   3. a preemptor that only fits q1 waits with reason "blocked by PodDisruptionBudget ns/prot";
+#   4. the 429 path, for a budget the scheduler's view does not have: nodes r1, r2 run v3
+#      (priority 10, this namespace) and v4 (priority 20, a second namespace). PDB every has an
+#      empty selector, which the Eviction API reads as every pod of its namespace but
+#      kube-scheduler's preemption (and gpusched's) as none; so the engine picks r1 (lower
+#      victim), the Eviction's dry run is answered 429, the preemptor gives r1 up untouched (v3
+#      has no DisruptionTarget, is not terminating) and takes r2 from v4 instead.
 #
 # Usage: scheduler_preemption.sh GPUSCHED_BINARY  (GPUSCHED_K8S_STATE names a plane that is up)
 set -euo pipefail
@@ -31,6 +37,8 @@ cleanup() {
     [ -n "$watch_pid" ] && kill "$watch_pid" 2>/dev/null || true
     kubectl -n "$ns" delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
     kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+    kubectl -n "$ns-b" delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
+    kubectl delete namespace "$ns-b" --wait=false >/dev/null 2>&1 || true
     kubectl delete nodes -l "gpusched.test/run=$run" >/dev/null 2>&1 || true
     kubectl delete priorityclass "low-$run" "mid-$run" "high-$run" >/dev/null 2>&1 || true
     rm -rf "$tmp"
@@ -57,6 +65,8 @@ pclass high 1000
 mknode "p1-$run" 1
 mknode "q1-$run" 1
 mknode "q2-$run" 1
+mknode "r1-$run" 1
+mknode "r2-$run" 1
 start_sched
 
 # 1. DisruptionTarget before the Eviction; nominatedNodeName while the victim leaves.
@@ -107,7 +117,7 @@ wait_node high "p1-$run" 15
 grep -q "pod=$ns/high: its victims are gone; binding" "$log" || fail "no bind-after-victims line"
 echo "ok: low gone (force-deleted as its kubelet would end it) -> high bound to p1-$run"
 
-# 2. A PodDisruptionBudget: the preemptor tries the next node.
+# 2. A PodDisruptionBudget the scheduler watches: the preemptor picks the unprotected node.
 mkpod v1 1 "$(on_node "q1-$run"), \"priorityClassName\": \"low-$run\"" ', "labels": {"app": "prot"}'
 mkpod v2 1 "$(on_node "q2-$run"), \"priorityClassName\": \"mid-$run\""
 wait_node v1 "q1-$run"
@@ -125,15 +135,15 @@ done
 [ "$(kubectl -n "$ns" get pdb prot -o 'jsonpath={.status.expectedPods} {.status.currentHealthy} {.status.disruptionsAllowed}')" = "1 1 0" ] ||
     fail "PDB prot status: $(kubectl -n "$ns" get pdb prot -o 'jsonpath={.status}')"
 echo "ok: PDB prot protects v1 (expectedPods 1, currentHealthy 1, disruptionsAllowed 0)"
+sleep 1 # the scheduler's watch delivers the status too
 mkpod pre 1 ", \"affinity\": {\"nodeAffinity\": {\"requiredDuringSchedulingIgnoredDuringExecution\": {\"nodeSelectorTerms\": [{\"matchExpressions\": [{\"key\": \"gpusched.test/node\", \"operator\": \"In\", \"values\": [\"q1-$run\", \"q2-$run\"]}]}]}}}, \"priorityClassName\": \"high-$run\""
 wait_node pre "q2-$run" 30
-grep -q "pod=$ns/pre gives node q1-$run up: PodDisruptionBudget $ns/prot" "$log" ||
-    fail "pre did not try q1 first and give it up for the PDB"
+grep -q "pod=$ns/pre gives node" "$log" && fail "pre tried a node and gave it up: $(grep "pod=$ns/pre gives" "$log")"
 [ -z "$(jp v1 '{.metadata.deletionTimestamp}')" ] || fail "v1 (protected) is terminating"
 [ -z "$(cond v1 DisruptionTarget status)" ] || fail "v1 (protected) was marked DisruptionTarget"
 [ "$(jp v1 '{.spec.nodeName}')" = "q1-$run" ] || fail "v1 is gone"
 kubectl -n "$ns" get pod v2 >/dev/null 2>&1 && fail "v2 was not evicted"
-echo "ok: pre tried q1-$run first, its Eviction of v1 answered 429 (dry run): q1 given up untouched; pre took q2-$run from v2"
+echo "ok: pre took q2-$run from v2 at once: fewest PDB violations before lowest victim priority; q1 untouched"
 
 # 3. Only q1 fits: blocked by the PDB.
 mkpod pre2 1 "$(on_node "q1-$run"), \"priorityClassName\": \"high-$run\""
@@ -141,5 +151,35 @@ wait_reason pre2 "^blocked by PodDisruptionBudget $ns/prot \\(evicting $ns/v1 fr
 still=$(jp v1 '{.spec.nodeName}')
 [ "$still" = "q1-$run" ] && [ -z "$(jp v1 '{.metadata.deletionTimestamp}')" ] || fail "v1 was disturbed"
 echo "ok: pre2 waits: $(jp pre2 '{.status.conditions[?(@.type=="PodScheduled")].message}')"
+
+# 4. A budget only the Eviction API applies (an empty selector): 429, and the next node.
+kubectl create namespace "$ns-b" >/dev/null
+mkpod v3 1 "$(on_node "r1-$run"), \"priorityClassName\": \"low-$run\""
+ns=$ns-b mkpod v4 1 "$(on_node "r2-$run"), \"priorityClassName\": \"mid-$run\""
+wait_node v3 "r1-$run"
+ns=$ns-b wait_node v4 "r2-$run"
+running v3
+ns=$ns-b running v4
+kubectl -n "$ns" apply -f - >/dev/null <<JSON
+{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "every"},
+ "spec": {"minAvailable": 100, "selector": {}}}
+JSON
+for ((i = 0; i < 100; i++)); do
+    [ "$(kubectl -n "$ns" get pdb every -o 'jsonpath={.status.disruptionsAllowed}')" = "0" ] &&
+        [ -n "$(kubectl -n "$ns" get pdb every -o 'jsonpath={.status.observedGeneration}')" ] && break
+    sleep 0.2
+done
+[ "$(kubectl -n "$ns" get pdb every -o 'jsonpath={.status.disruptionsAllowed}')" = "0" ] ||
+    fail "PDB every status: $(kubectl -n "$ns" get pdb every -o 'jsonpath={.status}')"
+kubectl -n "$ns" delete pdb prot >/dev/null # v1 would have two budgets (an Eviction error, not 429)
+mkpod pre3 1 ", \"affinity\": {\"nodeAffinity\": {\"requiredDuringSchedulingIgnoredDuringExecution\": {\"nodeSelectorTerms\": [{\"matchExpressions\": [{\"key\": \"gpusched.test/node\", \"operator\": \"In\", \"values\": [\"r1-$run\", \"r2-$run\"]}]}]}}}, \"priorityClassName\": \"high-$run\""
+wait_node pre3 "r2-$run" 30
+grep -q "pod=$ns/pre3 gives node r1-$run up: PodDisruptionBudget $ns/every" "$log" ||
+    fail "pre3 did not try r1 first and give it up for the PDB"
+[ -z "$(jp v3 '{.metadata.deletionTimestamp}')" ] || fail "v3 (protected) is terminating"
+[ -z "$(cond v3 DisruptionTarget status)" ] || fail "v3 (protected) was marked DisruptionTarget"
+[ "$(jp v3 '{.spec.nodeName}')" = "r1-$run" ] || fail "v3 is gone"
+kubectl -n "$ns-b" get pod v4 >/dev/null 2>&1 && fail "v4 was not evicted"
+echo "ok: pre3 tried r1-$run first, its Eviction of v3 answered 429 (dry run): r1 given up untouched; pre3 took r2-$run from v4"
 no_double_use
 stop_sched

@@ -9,7 +9,9 @@
  *
  * Gangs with members of mixed PriorityClasses and a random grace period (0 or 5-20 s) come and
  * lose members to deletes and node removals; replacements arrive for gangs in their grace period.
- * Pods pinned to one node come too. Nothing of a trial that was rolled back may be reported: a
+ * Pods pinned to one node come too. Plain pods and gang members are covered by up to two of three
+ * disruption budgets whose allowances change at random (0-2), so victim search classifies and
+ * reprieves them in every world. Nothing of a trial that was rolled back may be reported: a
  * BIND is only of a pod that runs when the event comes, and of a gang member only while its gang
  * has min_member running or finished; an EVICT only of a pod that no longer runs; a
  * GANG_TIMEOUT only of a pod not bound.
@@ -38,6 +40,7 @@ struct world {
     struct gs_rng rng;
     bool bound[PODS_MAX];
     uint32_t queues[3], pcs[3], cls[4];
+    uint32_t budgets[3]; /* disruption budget ids */
     uint64_t binds, evicts, adopts, removed_nodes;
     uint32_t gangs[256], gang_queue[256], ngangs;
     uint64_t gang_binds, grace_releases, replacements, pinned;
@@ -187,6 +190,14 @@ static void check_all(struct world *w)
     }
 }
 
+/* Up to two of the world's three disruption budgets for a pod (0: none; a repeat is allowed). */
+static void pick_budgets(struct world *w, struct gs_pod_ident *id)
+{
+    for (int k = 0; k < 2; k++) {
+        uint32_t b = draw(w, 4);
+        id->budgets[k] = b ? w->budgets[b - 1] : 0;
+    }
+}
 /* A new gang of min_member 2-4 with 0-1 extra members, in one queue, each member of a random
  * PriorityClass and filter class; grace period 0 (a third of them) or 5-20 s. */
 static void submit_gang(struct world *w, int64_t now)
@@ -209,6 +220,7 @@ static void submit_gang(struct world *w, int64_t now)
     for (uint32_t m = 0; m < n; m++) {
         s.priority_class = w->pcs[draw(w, 3)];
         struct gs_pod_ident id = {NULL, "ns", NULL, w->cls[draw(w, 4)], now, false};
+        pick_budgets(w, &id);
         int rc = gs_engine_submit_pod(w->e, &s, &id, now, NULL);
         assert_true(rc == GS_OK || rc == GS_ELIMIT); /* a gang over q2's limit is refused */
     }
@@ -270,9 +282,14 @@ static void step(struct world *w, int64_t now)
     } else if (op < 30) {
         struct gs_tpod_spec s = pod_spec(w);
         struct gs_pod_ident id = {NULL, "ns", NULL, w->cls[draw(w, 4)], now, false};
+        pick_budgets(w, &id);
         uint32_t pod;
         if (np < PODS_MAX - 1 && gs_engine_submit_pod(w->e, &s, &id, now, &pod) == GS_OK)
             w->bound[pod] = false;
+        if (draw(w, 4) == 0) /* a budget's status.disruptionsAllowed changes */
+            assert_int_equal(
+                gs_engine_set_budget_allowed(w->e, w->budgets[draw(w, 3)], (int32_t)draw(w, 3)),
+                GS_OK);
     } else if (op < 36) {
         /* Adopt: a random placement, GPUs known (maybe over-committed: then refused) or not. */
         int node = some_node(w);
@@ -381,6 +398,9 @@ static void test_random_live_worlds_keep_every_invariant(void **state)
             assert_int_equal(gs_engine_add_queue(w.e, &qs, &w.queues[q]), GS_OK);
             struct gs_priority_class_spec pc = {name, (int32_t)(10 * q), 1};
             assert_int_equal(gs_engine_add_priority_class(w.e, &pc, &w.pcs[q]), GS_OK);
+            char bname[8];
+            (void)snprintf(bname, sizeof(bname), "ns/b%u", q);
+            assert_int_equal(gs_engine_add_budget(w.e, bname, (int32_t)q, &w.budgets[q]), GS_OK);
         }
         /* Four filter classes: default, pool=a, tolerate the taint, pool In (b) + toleration. */
         const char *sel[] = {"pool=a"};

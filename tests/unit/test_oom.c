@@ -135,6 +135,10 @@ static void scenario(void)
     struct gs_gang_spec gs = {"g", 2, 0};
     if (ok(gs_engine_add_gang(r.e, &gs, &g), GS_OK))
         assert_int_equal(gs_engine_set_gang_grace(r.e, g, 10000), GS_OK);
+    /* A disruption budget with no disruption left, covering every other pod below. */
+    uint32_t budget = 0;
+    if (!ok(gs_engine_add_budget(r.e, "ns/spent", 0, &budget), GS_OK))
+        budget = 0;
     check(&r);
     /* Filters: a zone selector with a toleration, and a pin to node b. */
     const char *sel[] = {"zone=y"};
@@ -152,7 +156,7 @@ static void scenario(void)
         g == UINT32_MAX)
         goto out;
     /* Pods: plain ones in both queues, three gang members, a selector pod, a pinned pod and a
-     * CPU-only pod. */
+     * CPU-only pod; the odd ones covered by the budget. */
     uint32_t pods[16], np = 0;
     for (uint32_t i = 0; i < 9; i++) {
         struct gs_tpod_spec s = {
@@ -172,7 +176,7 @@ static void scenario(void)
         }
         char uid[8];
         (void)snprintf(uid, sizeof(uid), "u%u", i);
-        struct gs_pod_ident id = {uid, "ns", uid, cls, 0, false};
+        struct gs_pod_ident id = {uid, "ns", uid, cls, 0, false, {i % 2 ? budget : 0}};
         uint32_t pod;
         if (ok(gs_engine_submit_pod(r.e, &s, &id, 0, &pod), GS_OK))
             pods[np++] = pod;
