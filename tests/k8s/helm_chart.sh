@@ -138,8 +138,10 @@ PY
 kubectl apply -f "$tmp/crds.yaml" >/dev/null # as the other tests apply deploy/crds/
 kubectl wait --for condition=established --timeout=30s \
     crd/queues.scheduling.gpusched.io crd/podgroups.scheduling.x-k8s.io >/dev/null
-kubectl apply --server-side --dry-run=server --field-manager=helm-chart-test -f "$tmp/rest.yaml" \
-    >"$tmp/apply.log" 2>&1 || { cat "$tmp/apply.log" >&2; fail "the API server refused the chart"; }
+# --force-conflicts: other tests on the shared plane may have applied deploy/ objects of the same
+# names (agent_e2e.py applies deploy/agent-rbac.yaml); field ownership is not what this checks.
+kubectl apply --server-side --dry-run=server --force-conflicts --field-manager=helm-chart-test \
+    -f "$tmp/rest.yaml" >"$tmp/apply.log" 2>&1 || { cat "$tmp/apply.log" >&2; fail "the API server refused the chart"; }
 n=$(grep -c 'serverside-applied (server dry run)' "$tmp/apply.log" || true)
 want=$(grep -c '^kind:' "$tmp/rest.yaml")
 [ "$n" = "$want" ] || { cat "$tmp/apply.log" >&2; fail "$n of $want objects accepted"; }
