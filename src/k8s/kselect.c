@@ -13,17 +13,7 @@
 #include <string.h>
 
 #include "gpusched/err.h"
-
-static const char *jstr(const json_t *o, const char *key)
-{
-    return json_string_value(json_object_get(o, key));
-}
-
-static const json_t *jpath(const json_t *o, const char *a, const char *b)
-{
-    const json_t *x = json_object_get(o, a);
-    return b ? json_object_get(x, b) : x;
-}
+#include "kjson.h"
 
 static int sel_op(const char *s)
 {

@@ -22,6 +22,7 @@
 #include "kworld_inv.h"
 #include "kworld_pdb.h"
 #include "kworld_xres.h"
+#include "kjson.h"
 
 #define NO_ID UINT32_MAX
 #define WL_SAMPLES 4096u /* GPU pod requests the learned workload is built from */
@@ -80,17 +81,6 @@ struct gs_kworld {
 static void wl_note(struct gs_kworld *w, const struct gs_pod_req *req);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-static const char *jstr(const json_t *o, const char *key)
-{
-    return json_string_value(json_object_get(o, key));
-}
-
-static const json_t *jpath(const json_t *o, const char *a, const char *b)
-{
-    const json_t *x = json_object_get(o, a);
-    return b ? json_object_get(x, b) : x;
-}
 
 /* A label or annotation value. */
 static const char *meta_kv(const json_t *obj, const char *map, const char *key)
@@ -306,10 +296,7 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
             const struct gs_gpu *gp = n && pm->gpu < n->gpu_count ? &n->gpus[pm->gpu] : NULL;
             const struct gs_mig_model *mm = gp ? gp->mig_model : NULL;
             k.gpus[k.n_gpus++] = (struct gs_kgpu){
-                pm->gpu,
-                0,
-                gs__kinv_uuid(&w->inv, k.node, pm->gpu),
-                0,
+                pm->gpu, 0, gs__kinv_uuid(&w->inv, k.node, pm->gpu), 0,
                 mm && pm->profile < mm->n_profiles ? mm->profiles[pm->profile].name : NULL,
                 /* Read from capacity (no inventory, no UUID) the start is the core's guess. */
                 gs__kinv_uuid(&w->inv, k.node, pm->gpu) ? pm->start : -1};

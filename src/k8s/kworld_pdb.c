@@ -10,6 +10,7 @@
 
 #include "gpusched/err.h"
 #include "kworld_pdb.h"
+#include "kjson.h"
 
 int gs__kpdb_init(struct gs__kpdbs *s)
 {
@@ -37,11 +38,6 @@ static int fail(char *err, size_t cap, const char *fmt, ...)
         (void)vsnprintf(err, cap, fmt, ap);
     va_end(ap);
     return GS_EINVAL;
-}
-
-static const char *jstr(const json_t *o, const char *key)
-{
-    return json_string_value(json_object_get(o, key));
 }
 
 /* Checks a LabelSelector (metav1): matchLabels strings, matchExpressions with a string key, an

@@ -13,6 +13,7 @@
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "gpusched/kquantity.h"
+#include "kjson.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -34,11 +35,6 @@ void gs_webhook_answer_fini(struct gs_webhook_answer *a)
         return;
     free(a->body);
     memset(a, 0, sizeof(*a));
-}
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
 }
 
 static void set_detail(struct gs_webhook_answer *a, const char *fmt, ...) GS_PRINTF(2, 3);

@@ -233,3 +233,22 @@ fault_test_cleanup() {
     kubectl delete nodes -l "gpusched.test/run=$run" >/dev/null 2>&1 || true
     rm -rf "$tmp"
 }
+
+# private_test_begin PREFIX: run, ns (gs-PREFIX-RUN), tmp and log for a test on a control plane of
+# its own, brought up here (private_plane), and an EXIT trap that stops its scheduler, runs the
+# test's private_test_extra_cleanup if it defines one, takes the plane down and removes tmp.
+private_test_begin() {
+    run=$$
+    ns=gs-$1-$run
+    tmp=$(mktemp -d)
+    log=$tmp/gpusched.log
+    trap private_test_cleanup EXIT
+    private_plane
+}
+
+private_test_cleanup() {
+    stop_sched
+    if declare -F private_test_extra_cleanup >/dev/null; then private_test_extra_cleanup; fi
+    bash "$HERE/control-plane.sh" down --state "$tmp/cp" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}

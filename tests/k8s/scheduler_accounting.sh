@@ -18,20 +18,11 @@ set -euo pipefail
 
 bin=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-run=$$
-ns=gs-acct-$run
-tmp=$(mktemp -d)
-log=$tmp/gpusched.log
-db=$tmp/usage.db
 # shellcheck source=tests/k8s/fault_lib.sh
 source "$HERE/fault_lib.sh"
 
-cleanup() {
-    stop_sched
-    bash "$HERE/control-plane.sh" down --state "$tmp/cp" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+private_test_begin acct
+db=$tmp/usage.db
 
 now_ms() { date +%s%3N; }
 pclass() {
@@ -55,7 +46,6 @@ wait_sql() {
 }
 reason_of() { echo "SELECT coalesce(end_reason, 'open') FROM allocation WHERE name = '$1'"; }
 
-private_plane
 setup_ns
 kubectl label namespace "$ns" gpusched.io/team=vision >/dev/null
 pclass low 10

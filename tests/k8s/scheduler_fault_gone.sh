@@ -15,21 +15,14 @@ set -euo pipefail
 
 bin=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-run=$$
-ns=gs-fg-$run
-tmp=$(mktemp -d)
-log=$tmp/gpusched.log
 proxy_pid=
 # shellcheck source=tests/k8s/fault_lib.sh
 source "$HERE/fault_lib.sh"
 
-cleanup() {
-    stop_sched
+private_test_extra_cleanup() {
     [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
-    bash "$HERE/control-plane.sh" down --state "$tmp/cp" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
 }
-trap cleanup EXIT
+private_test_begin fg
 
 start_proxy() {
     python3 "$HERE/tcp_proxy.py" "$pport" "$aport" &
@@ -41,7 +34,6 @@ start_proxy() {
     fail "the forwarder did not listen"
 }
 
-private_plane
 setup_ns
 aport=${GPUSCHED_K8S_SERVER##*:}
 pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

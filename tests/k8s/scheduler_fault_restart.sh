@@ -15,21 +15,11 @@ set -euo pipefail
 
 bin=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-run=$$
-ns=gs-fr-$run
-tmp=$(mktemp -d)
-log=$tmp/gpusched.log
 # shellcheck source=tests/k8s/fault_lib.sh
 source "$HERE/fault_lib.sh"
 
-cleanup() {
-    stop_sched
-    bash "$HERE/control-plane.sh" down --state "$tmp/cp" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+private_test_begin fr
 
-private_plane
 setup_ns
 mknode "r1-$run" 4
 mknode "r2-$run" 4

@@ -21,21 +21,11 @@ set -euo pipefail
 bin=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
-run=$$
-ns=gs-pending-$run
-tmp=$(mktemp -d)
-log=$tmp/gpusched.log
 # shellcheck source=tests/k8s/fault_lib.sh
 source "$HERE/fault_lib.sh"
 
-cleanup() {
-    stop_sched
-    bash "$HERE/control-plane.sh" down --state "$tmp/cp" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+private_test_begin pending
 
-private_plane
 kubectl apply -f "$SRC/deploy/crds/" >/dev/null
 for i in $(seq 1 50); do
     kubectl get crd queues.scheduling.gpusched.io podgroups.scheduling.x-k8s.io >/dev/null 2>&1 && break
