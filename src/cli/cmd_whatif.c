@@ -151,16 +151,15 @@ static void on_event(void *ctx, const struct gs_kevent *ev)
         for (uint32_t g = 0; g < ev->n_gpus; g++) {
             const struct gs_kgpu *kg = &ev->gpus[g];
             json_array_append_new(
-                gpus, json_pack("{s:I,s:o,s:I,s:o,s:o}", "index", (json_int_t)kg->index, "uuid",
-                                kg->uuid ? json_string(kg->uuid) : json_null(), "milli",
-                                (json_int_t)kg->milli, "mem_mib",
-                                kg->mem_mib > 0 ? json_integer(kg->mem_mib) : json_null(), "mig",
-                                kg->mig_profile ? json_pack("{s:s,s:o}", "profile", kg->mig_profile,
-                                                            "start",
-                                                            kg->mig_start >= 0
-                                                                ? json_integer(kg->mig_start)
-                                                                : json_null())
-                                                : json_null()));
+                gpus,
+                json_pack(
+                    "{s:I,s:o,s:I,s:o,s:o}", "index", (json_int_t)kg->index, "uuid",
+                    kg->uuid ? json_string(kg->uuid) : json_null(), "milli", (json_int_t)kg->milli,
+                    "mem_mib", kg->mem_mib > 0 ? json_integer(kg->mem_mib) : json_null(), "mig",
+                    kg->mig_profile
+                        ? json_pack("{s:s,s:o}", "profile", kg->mig_profile, "start",
+                                    kg->mig_start >= 0 ? json_integer(kg->mig_start) : json_null())
+                        : json_null()));
         }
         json_object_set_new(o, "gpus", gpus);
         if (adopted)

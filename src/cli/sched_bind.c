@@ -223,15 +223,16 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
                 mig && !json_is_integer(start) /* read from capacity: the agent picks */
                     ? snprintf(gl + n, sizeof(gl) - n, "%s%lld:%s", n ? "," : "", (long long)idx,
                                json_string_value(json_object_get(mig, "profile")))
-                : mig ? snprintf(gl + n, sizeof(gl) - n, "%s%lld:%s@%lld", n ? "," : "",
-                                 (long long)idx, json_string_value(json_object_get(mig, "profile")),
-                                 (long long)json_integer_value(start))
-                : mem ? snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldMiB", n ? "," : "",
-                                 (long long)idx, (long long)json_integer_value(mem))
-                : milli == 1000
-                    ? snprintf(gl + n, sizeof(gl) - n, "%s%lld", n ? "," : "", (long long)idx)
-                    : snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldm", n ? "," : "", (long long)idx,
-                               (long long)milli);
+                    : mig   ? snprintf(gl + n, sizeof(gl) - n, "%s%lld:%s@%lld", n ? "," : "",
+                                       (long long)idx,
+                                       json_string_value(json_object_get(mig, "profile")),
+                                       (long long)json_integer_value(start))
+                      : mem ? snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldMiB", n ? "," : "",
+                                       (long long)idx, (long long)json_integer_value(mem))
+                      : milli == 1000
+                          ? snprintf(gl + n, sizeof(gl) - n, "%s%lld", n ? "," : "", (long long)idx)
+                          : snprintf(gl + n, sizeof(gl) - n, "%s%lld:%lldm", n ? "," : "",
+                                     (long long)idx, (long long)milli);
             if (w < 0)
                 break;
             n += (size_t)w;
@@ -271,12 +272,11 @@ json_t *gs__sched_assigned_gpu(const struct gs_kgpu *g)
     /* The UUID when the node's agent published its inventory, for the agent to check. */
     if ((g->uuid && json_object_set_new(o, "uuid", json_string(g->uuid)) != 0) ||
         (g->mem_mib > 0 && json_object_set_new(o, "mem_mib", json_integer(g->mem_mib)) != 0) ||
-        (g->mig_profile && json_object_set_new(o, "mig",
-                                               json_pack("{s:s,s:o}", "profile", g->mig_profile,
-                                                         "start",
-                                                         g->mig_start >= 0
-                                                             ? json_integer(g->mig_start)
-                                                             : json_null())) != 0)) {
+        (g->mig_profile &&
+         json_object_set_new(
+             o, "mig",
+             json_pack("{s:s,s:o}", "profile", g->mig_profile, "start",
+                       g->mig_start >= 0 ? json_integer(g->mig_start) : json_null())) != 0)) {
         json_decref(o);
         return NULL;
     }

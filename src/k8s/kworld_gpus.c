@@ -210,10 +210,10 @@ void gs__kworld_assigned(const json_t *obj, const struct gs_pod_req *rq, const s
             const struct gs_mig_model *mm = nd->gpus[g].mig_model;
             int p =
                 mm ? gs_mig_profile_find(mm, json_string_value(json_object_get(m, "profile"))) : -1;
-            int start = json_is_integer(st) && json_integer_value(st) >= 0 &&
-                                json_integer_value(st) <= 7
-                            ? (int)json_integer_value(st)
-                            : -1;
+            int start =
+                json_is_integer(st) && json_integer_value(st) >= 0 && json_integer_value(st) <= 7
+                    ? (int)json_integer_value(st)
+                    : -1;
             if (json_is_null(st) && p >= 0)
                 start = free_start(&nd->gpus[g], (uint8_t)p, g, &got, n);
             if (p < 0 || start < 0 || n >= GS_PLACEMENT_MIG_MAX) {

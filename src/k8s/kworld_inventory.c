@@ -148,8 +148,7 @@ int gs__kinv_init(struct gs__kinv *k)
     k->warned = json_object();
     k->mode_warned = json_object();
     k->cap_warned = json_object();
-    if (k->uuids == NULL || k->warned == NULL || k->mode_warned == NULL ||
-        k->cap_warned == NULL) {
+    if (k->uuids == NULL || k->warned == NULL || k->mode_warned == NULL || k->cap_warned == NULL) {
         gs__kinv_fini(k);
         return GS_ENOMEM;
     }
