@@ -426,7 +426,7 @@ int gs__kcap_read(struct gs__kinv *k, const json_t *obj, const char *name, const
         room = GS_NODE_GPUS_MAX - whole;
     struct gs_gpu_mode mig[GS_NODE_GPUS_MAX];
     uint32_t k_mig = 0;
-    if (!text[0]) {
+    if (!text[0] && mm) { /* no model said so in text already */
         int rc = gs__kcap_pack(&want, room, mig, &k_mig);
         if (rc == GS_ENOMEM)
             return rc;
