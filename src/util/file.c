@@ -23,8 +23,18 @@
 static void say_errno(struct gs_diag *d, const char *what, int e)
 {
     char why[128];
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+    /* _GNU_SOURCE (needed above) gives glibc's strerror_r: it returns the text, which may be a
+     * static string rather than why. */
+    const char *text = strerror_r(e, why, sizeof why);
+    if (text != why)
+        (void)snprintf(why, sizeof why, "%s", text ? text : "");
+    if (!why[0])
+        (void)snprintf(why, sizeof why, "error %d", e);
+#else
     if (strerror_r(e, why, sizeof why) != 0)
         (void)snprintf(why, sizeof why, "error %d", e);
+#endif
     if (d)
         (void)snprintf(d->msg, sizeof d->msg, "%s: %s", what, why);
 }

@@ -19,6 +19,7 @@
 #include "gpusched/err.h"
 #include "gpusched/log.h"
 #include "gpusched/names.h"
+#include "util/file.h"
 #include "util/heap.h"
 #include "util/yaml.h"
 
@@ -306,10 +307,26 @@ static void test_yaml_load_counts_aliases_by_what_they_expand_to(void **state)
     gs__yaml_doc_fini(&doc);
 }
 
+/* A file that is not there: the reason in words, as strerror gives it (glibc's strerror_r under
+ * _GNU_SOURCE returns the text rather than 0, which once made it "error 2"). */
+static void test_read_file_says_why_it_cannot_open(void **state)
+{
+    (void)state;
+    char *buf = (char *)1;
+    size_t len = 7;
+    struct gs_diag d;
+    memset(&d, 0, sizeof d);
+    assert_int_equal(gs__read_file("/nonexistent/gpusched-test", 1024, &buf, &len, &d), GS_EIO);
+    assert_null(buf);
+    assert_int_equal(len, 0);
+    assert_string_equal(d.msg, "cannot open: No such file or directory");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heap_pops_in_order_of_before),
+        cmocka_unit_test(test_read_file_says_why_it_cannot_open),
         cmocka_unit_test(test_heap_grows_past_its_first_allocation),
         cmocka_unit_test(test_log_formats_one_line_for_the_sink),
         cmocka_unit_test(test_log_cuts_long_lines_to_the_limit),
