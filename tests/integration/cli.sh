@@ -25,6 +25,11 @@ expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 2 "unknown option '--bogus'" -- simulate --bogus
 expect 2 '--nodes and --pods are required' -- simulate --nodes "$nodes"
 expect 2 "unknown policy 'fastest'" -- simulate --nodes "$nodes" --pods "$pods" --policy fgd,fastest
+# whatif and scheduler read --policy as simulate and replay do: any case, the names listed.
+w=$src/tests/data/whatif/preempt.yaml
+expect 0 'bind +t/low-a' -- whatif --cluster "$w" --policy FGD
+expect 2 "unknown policy 'fastest' \(random, dotprod" -- whatif --cluster "$w" --policy fastest
+expect 2 "unknown policy 'fastest' \(random, dotprod" -- scheduler --policy fastest
 expect 2 "--seeds: expected" -- simulate --nodes "$nodes" --pods "$pods" --seeds 9-3
 expect 2 "--tune: expected" -- simulate --nodes "$nodes" --pods "$pods" --tune -1
 expect 2 "--jobs: expected" -- simulate --nodes "$nodes" --pods "$pods" --jobs 0
