@@ -902,6 +902,37 @@ static const struct watched watched[] = {
 };
 #define N_WATCHED (sizeof(watched) / sizeof(watched[0]))
 
+/* How often a required watch that keeps failing is told of again. */
+#define WATCH_WARN_EVERY_MS 30000
+
+/*
+ * Tells of failing lists and watches, so an API server that cannot be reached (or RBAC that
+ * refuses) is seen in the log, not only in /readyz: a required kind at its first failure and
+ * then at most every WATCH_WARN_EVERY_MS while it keeps failing; an optional one (a CRD that may
+ * not be installed) once.
+ */
+static void warn_watch_failures(struct gs_kube_informer *const *inf, uint64_t *seen,
+                                int64_t *warned_ms, int64_t now_ms)
+{
+    for (size_t i = 0; i < N_WATCHED; i++) {
+        struct gs_kube_informer_stats st;
+        gs_kube_informer_get_stats(inf[i], &st);
+        if (st.failures == seen[i])
+            continue;
+        bool first = seen[i] == 0;
+        seen[i] = st.failures;
+        if (!first && (!watched[i].required || now_ms - warned_ms[i] < WATCH_WARN_EVERY_MS))
+            continue;
+        warned_ms[i] = now_ms;
+        const char *why = gs_kube_informer_last_error(inf[i]);
+        gs__sched_logf(watched[i].required ? "warn" : "info",
+                       "watch %s: %s (%llu failure(s) so far; retrying with backoff)%s",
+                       watched[i].kind, why && why[0] ? why : "failed",
+                       (unsigned long long)st.failures,
+                       watched[i].required ? "" : "; optional: scheduling does not wait for it");
+    }
+}
+
 int gs_cmd_scheduler(int argc, char **argv)
 {
     const char *kubeconfig = NULL, *name = NULL, *dq = NULL, *policy = "fgd";
@@ -1119,6 +1150,8 @@ int gs_cmd_scheduler(int argc, char **argv)
                                   .on_warning = on_world_warning,
                                   .ctx = &s};
     struct gs_kube_informer *inf[N_WATCHED] = {0};
+    uint64_t watch_failures_seen[N_WATCHED] = {0};
+    int64_t watch_warned_ms[N_WATCHED] = {0};
     struct feed feeds[N_WATCHED];
     memset(feeds, 0, sizeof(feeds));
     int exit_code = 0;
@@ -1200,6 +1233,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                 break;
             }
         }
+        warn_watch_failures(inf, watch_failures_seen, watch_warned_ms, gs__sched_mono_ms());
         if (!started) {
             bool ready = true;
             for (size_t i = 0; i < N_WATCHED; i++) {

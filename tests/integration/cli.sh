@@ -30,6 +30,17 @@ w=$src/tests/data/whatif/preempt.yaml
 expect 0 'bind +t/low-a' -- whatif --cluster "$w" --policy FGD
 expect 2 "unknown policy 'fastest' \(random, dotprod" -- whatif --cluster "$w" --policy fastest
 expect 2 "unknown policy 'fastest' \(random, dotprod" -- scheduler --policy fastest
+# An API server that cannot be reached is told in the log, not only by /readyz (port 1 refuses).
+cat >"$tmp/kc.yaml" <<'EOF'
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+EOF
+expect 0 'warn watch Node: list /api/v1/nodes: .*(refused|connect)' -- \
+    scheduler --kubeconfig "$tmp/kc.yaml" --dry-run --max-runtime-s 1
 expect 2 "--seeds: expected" -- simulate --nodes "$nodes" --pods "$pods" --seeds 9-3
 expect 2 "--tune: expected" -- simulate --nodes "$nodes" --pods "$pods" --tune -1
 expect 2 "--jobs: expected" -- simulate --nodes "$nodes" --pods "$pods" --jobs 0
