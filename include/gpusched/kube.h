@@ -341,8 +341,9 @@ int gs_kube_request_async(struct gs_kube_client *c, enum gs_kube_method method, 
 /**
  * As gs_kube_request_async, for a request that may wait behind the others (an Event): it waits
  * in its own FIFO and starts only while no gs_kube_request_async request is waiting for a slot,
- * with at most 8 background requests running at once. So while Bindings queue, Events wait; they
- * are never dropped. Same parameters, return codes and callback contract.
+ * with at most 8 background requests running at once while any other async request runs (up to
+ * the 64 slots when none does). So while Bindings queue, Events wait; they are not dropped (only
+ * freeing the client drops what is left). Same parameters, return codes and callback contract.
  */
 int gs_kube_request_async_background(struct gs_kube_client *c, enum gs_kube_method method,
                                      const char *path, const json_t *body, gs_kube_done_fn done,

@@ -6,8 +6,9 @@
  *
  * Two FIFOs wait for a slot: foreground requests (Bindings) and background ones
  * (Events). A background request starts only while no foreground one waits, and at most
- * ASYNC_BG_IN_FLIGHT of them run at once, so on a loaded API server the requests that place
- * pods are served first and the Events that tell of them follow.
+ * ASYNC_BG_IN_FLIGHT of them run at once while any foreground one runs (all 64 slots when none
+ * does), so on a loaded API server the requests that place pods are served first and the Events
+ * that tell of them follow, and once the Bindings are done the Events catch up at full width.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -37,8 +38,8 @@ struct gs__kube_async {
  * TLS connection each: 10,000 Bindings added at once timed out in their TLS handshakes. */
 #define ASYNC_IN_FLIGHT 64
 
-/* Background requests at once, of those: enough to keep Events flowing between cycles, few
- * enough that Bindings of the next cycle find slots. */
+/* Background requests at once while a foreground one runs: enough to keep Events flowing
+ * beside Bindings, few enough that the next Bindings find slots. */
 #define ASYNC_BG_IN_FLIGHT 8
 
 static void async_free(struct gs__kube_async *a)
@@ -73,8 +74,9 @@ static int async_start(struct gs_kube_client *c, struct gs__kube_async *a)
 /* Whether a background request may start now. */
 static bool bg_may_start(const struct gs_kube_client *c)
 {
+    bool fg_running = c->n_active > c->n_bg_active;
     return c->queue_head == NULL && c->n_active < ASYNC_IN_FLIGHT &&
-           c->n_bg_active < ASYNC_BG_IN_FLIGHT;
+           (!fg_running || c->n_bg_active < ASYNC_BG_IN_FLIGHT);
 }
 
 static void enqueue(struct gs__kube_async **head, struct gs__kube_async **tail,
