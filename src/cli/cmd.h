@@ -68,7 +68,7 @@ struct gs_kube_config;
 
 /**
  * Loads the API server configuration: the kubeconfig file, or with kubeconfig NULL the
- * default search ($KUBECONFIG, ~/.kube/config, the pod's service account). On failure it says
+ * default search ($KUBECONFIG; in a pod its service account; ~/.kube/config). On failure it says
  * why on stderr, prefixed "gpusched CMD: ".
  * @param cfg  receives it; release with gs_kube_config_fini() after a 0 return.
  * @return 0; 2 (cannot be read: bad usage or input).

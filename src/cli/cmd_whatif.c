@@ -388,7 +388,8 @@ static int settle(struct gs_kworld *w, struct run *r, uint32_t max_cycles)
     }
     (void)fprintf(stderr,
                   "gpusched whatif: the scheduler did not settle within %u cycles at t=%.1fs: it "
-                  "keeps binding or evicting (a bug to look at, not to hide)\n",
+                  "keeps binding or evicting (raise --max-cycles if this case needs more; one "
+                  "that never settles is a bug to report)\n",
                   max_cycles, (double)r->t_ms / 1000.0);
     return 3;
 }
