@@ -405,25 +405,107 @@ static int split_pod(const char *s, char *ns, size_t cap, const char **name)
     return 0;
 }
 
-static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64_t now_ms,
-                      size_t step)
+/* Whether a name action's entry is well formed: "namespace/name" for pods, a node name else. */
+static bool name_ok(const char *what, const json_t *v)
 {
-    if (!json_is_array(list)) {
-        (void)fprintf(stderr, "gpusched whatif: timeline step %zu: %s must be a list\n", step + 1,
-                      what);
+    const char *s = json_string_value(v);
+    char ns[256];
+    const char *name;
+    bool pod = strcmp(what, "finish") == 0 || strcmp(what, "delete") == 0;
+    return s && s[0] && (!pod || split_pod(s, ns, sizeof(ns), &name) == 0);
+}
+
+static bool health_ok(const json_t *h)
+{
+    json_t *gpu = json_object_get(h, "gpu");
+    return json_string_value(json_object_get(h, "node")) && json_is_integer(gpu) &&
+           json_integer_value(gpu) >= 0 && json_is_boolean(json_object_get(h, "healthy"));
+}
+
+/*
+ * Checks the timeline's shape before anything runs, so that a bad step is said before any
+ * output and with the file's name: a list of mappings, each with `at` (a duration, never going
+ * back) and exactly one known action whose value has the action's shape. What depends on the
+ * cluster's state (does that pod exist, is it running) is checked as the step runs.
+ * @return 0, or 2 with the message on stderr.
+ */
+static int check_timeline(const json_t *steps, const char *path)
+{
+    static const char *const names[] = {"finish", "delete", "cordon", "uncordon", "deleteNode"};
+    if (!json_is_array(steps)) {
+        (void)fprintf(stderr, "gpusched whatif: %s: the timeline must be a YAML list of steps\n",
+                      path);
         return 2;
     }
+    int64_t last = 0;
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        const json_t *st = json_array_get(steps, i);
+        int64_t at = 0;
+        char what[160] = "";
+        if (!json_is_object(st) || duration_ms(json_object_get(st, "at"), &at) != 0)
+            (void)snprintf(what, sizeof what, "`at` must be a duration such as 90s, 5m or 1h30m");
+        else if (at < last)
+            (void)snprintf(what, sizeof what, "`at` goes back in time");
+        else if (json_object_size(st) != 2)
+            (void)snprintf(what, sizeof what, "needs exactly one action beside `at`");
+        if (!what[0])
+            last = at;
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)st, key, val)
+        {
+            if (what[0] || strcmp(key, "at") == 0)
+                continue;
+            bool is_name = false;
+            for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+                is_name = is_name || strcmp(key, names[k]) == 0;
+            if (strcmp(key, "create") == 0) {
+                if (!json_is_array(val) && !items_of(val))
+                    (void)snprintf(what, sizeof what,
+                                   "create must be a list of objects (or a List)");
+            } else if (is_name) {
+                if (!json_is_array(val))
+                    (void)snprintf(what, sizeof what, "%s must be a list", key);
+                for (size_t k = 0; !what[0] && k < json_array_size(val); k++)
+                    if (!name_ok(key, json_array_get(val, k)))
+                        (void)snprintf(what, sizeof what, "%s[%zu] must be %s", key, k,
+                                       strcmp(key, "finish") == 0 || strcmp(key, "delete") == 0
+                                           ? "namespace/name"
+                                           : "a node name");
+            } else if (strcmp(key, "gpuHealth") == 0) {
+                bool ok = json_is_array(val) ? json_array_size(val) > 0 : health_ok(val);
+                for (size_t k = 0; ok && json_is_array(val) && k < json_array_size(val); k++)
+                    ok = health_ok(json_array_get(val, k));
+                if (!ok)
+                    (void)snprintf(what, sizeof what,
+                                   "gpuHealth needs node, gpu (an index) and healthy (true or "
+                                   "false), or a list of those");
+            } else {
+                (void)snprintf(what, sizeof what,
+                               "unknown action %.40s (create, finish, delete, cordon, uncordon, "
+                               "deleteNode, gpuHealth)",
+                               key);
+            }
+        }
+        if (what[0]) {
+            (void)fprintf(stderr, "gpusched whatif: %s: step %zu: %s\n", path, i + 1, what);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* Applies a name action (its shape checked by check_timeline). */
+static int step_names(struct gs_kworld *w, const char *path, const char *what, json_t *list,
+                      int64_t now_ms, size_t step)
+{
     for (size_t i = 0; i < json_array_size(list); i++) {
         const char *s = json_string_value(json_array_get(list, i));
         char ns[256] = "";
         const char *name = "";
         int rc = GS_OK;
-        bool pod = strcmp(what, "finish") == 0 || strcmp(what, "delete") == 0;
-        if (!s || (pod && split_pod(s, ns, sizeof(ns), &name) != 0)) {
-            (void)fprintf(stderr, "gpusched whatif: timeline step %zu: %s[%zu] must be %s\n",
-                          step + 1, what, i, pod ? "namespace/name" : "a node name");
-            return 2;
-        }
+        if (strcmp(what, "finish") == 0 || strcmp(what, "delete") == 0)
+            (void)split_pod(s, ns, sizeof(ns), &name);
         if (strcmp(what, "finish") == 0)
             rc = gs_kworld_finish_pod(w, ns, name, now_ms);
         else if (strcmp(what, "delete") == 0)
@@ -433,8 +515,8 @@ static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64
         else
             rc = gs_kworld_delete_node(w, s, now_ms);
         if (rc == GS_ENOENT || rc == GS_EINVAL) {
-            (void)fprintf(stderr, "gpusched whatif: timeline step %zu: %s %s: %s\n", step + 1, what,
-                          s, rc == GS_ENOENT ? "no such pod or node" : "not running");
+            (void)fprintf(stderr, "gpusched whatif: %s: step %zu: %s %s: %s\n", path, step + 1,
+                          what, s, rc == GS_ENOENT ? "no such pod or node" : "not running");
             return 2;
         }
         if (rc)
@@ -443,103 +525,65 @@ static int step_names(struct gs_kworld *w, const char *what, json_t *list, int64
     return 0;
 }
 
-static int step_health(struct gs_kworld *w, json_t *v, size_t step)
+/* Applies gpuHealth (its shape checked by check_timeline). */
+static int step_health(struct gs_kworld *w, const char *path, json_t *v, size_t step)
 {
     json_t *one = json_is_array(v) ? NULL : v;
     size_t n = one ? 1 : json_array_size(v);
     for (size_t i = 0; i < n; i++) {
         json_t *h = one ? one : json_array_get(v, i);
         const char *node = json_string_value(json_object_get(h, "node"));
-        json_t *gpu = json_object_get(h, "gpu"), *ok = json_object_get(h, "healthy");
-        if (!node || !json_is_integer(gpu) || json_integer_value(gpu) < 0 || !json_is_boolean(ok)) {
-            (void)fprintf(
-                stderr,
-                "gpusched whatif: timeline step %zu: gpuHealth needs node, gpu (an index) "
-                "and healthy (true or false)\n",
-                step + 1);
-            return 2;
-        }
-        int rc = gs_kworld_gpu_health(w, node, (uint32_t)json_integer_value(gpu), json_is_true(ok));
+        json_int_t gpu = json_integer_value(json_object_get(h, "gpu"));
+        int rc = gs_kworld_gpu_health(w, node, (uint32_t)gpu,
+                                      json_is_true(json_object_get(h, "healthy")));
         if (rc) {
-            (void)fprintf(stderr,
-                          "gpusched whatif: timeline step %zu: gpuHealth: node %s GPU %lld: %s\n",
-                          step + 1, node, json_integer_value(gpu),
-                          rc == GS_ENOENT ? "no such node" : "no such GPU");
+            (void)fprintf(
+                stderr, "gpusched whatif: %s: step %zu: gpuHealth: node %s GPU %lld: %s\n", path,
+                step + 1, node, (long long)gpu, rc == GS_ENOENT ? "no such node" : "no such GPU");
             return 2;
         }
     }
     return 0;
 }
 
-static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, uint32_t max_cycles)
+/* Runs the steps of a timeline that check_timeline() accepted. */
+static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, const char *path,
+                        uint32_t max_cycles)
 {
-    if (!json_is_array(steps)) {
-        (void)fprintf(stderr, "gpusched whatif: the timeline must be a YAML list of steps\n");
-        return 2;
-    }
-    int64_t last = 0;
     for (size_t i = 0; i < json_array_size(steps); i++) {
         json_t *st = json_array_get(steps, i);
-        int64_t at;
-        if (!json_is_object(st) || duration_ms(json_object_get(st, "at"), &at) != 0) {
-            (void)fprintf(stderr,
-                          "gpusched whatif: timeline step %zu: `at` must be a duration such as "
-                          "90s, 5m or 1h30m\n",
-                          i + 1);
-            return 2;
-        }
-        if (at < last) {
-            (void)fprintf(stderr, "gpusched whatif: timeline step %zu: `at` goes back in time\n",
-                          i + 1);
-            return 2;
-        }
-        last = at;
+        int64_t at = 0;
+        (void)duration_ms(json_object_get(st, "at"), &at);
         r->t_ms = at;
         const char *key;
         json_t *val;
-        int actions = 0, rc = 0;
+        int rc = 0;
         json_object_foreach(st, key, val)
         {
             if (strcmp(key, "at") == 0)
                 continue;
-            actions++;
             if (strcmp(key, "create") == 0) {
                 json_t *items = json_is_array(val) ? val : items_of(val);
-                for (size_t k = 0; items && k < json_array_size(items) && !rc; k++) {
+                for (size_t k = 0; k < json_array_size(items) && !rc; k++) {
                     json_t *o = json_array_get(items, k);
                     /* Without creationTimestamp, its creation time is the step's. */
                     char err[512] = "";
                     int arc = gs_kworld_apply(w, GS_KADDED, o, r->base_ms + at, err, sizeof(err));
                     if (arc == GS_EINVAL) {
-                        (void)fprintf(stderr, "gpusched whatif: timeline step %zu: %s\n", i + 1,
-                                      err);
+                        (void)fprintf(stderr, "gpusched whatif: %s: step %zu: create[%zu]: %s\n",
+                                      path, i + 1, k, err);
                         rc = 2;
                     } else if (arc) {
                         rc = 1;
                     }
                 }
-                if (!items)
-                    rc = 2;
-            } else if (strcmp(key, "finish") == 0 || strcmp(key, "delete") == 0 ||
-                       strcmp(key, "cordon") == 0 || strcmp(key, "uncordon") == 0 ||
-                       strcmp(key, "deleteNode") == 0) {
-                rc = step_names(w, key, val, r->base_ms + at, i);
             } else if (strcmp(key, "gpuHealth") == 0) {
-                rc = step_health(w, val, i);
+                rc = step_health(w, path, val, i);
             } else {
-                (void)fprintf(stderr, "gpusched whatif: timeline step %zu: unknown action %s\n",
-                              i + 1, key);
-                rc = 2;
+                rc = step_names(w, path, key, val, r->base_ms + at, i);
             }
-            if (rc)
-                return rc;
         }
-        if (actions != 1) {
-            (void)fprintf(stderr, "gpusched whatif: timeline step %zu: needs exactly one action\n",
-                          i + 1);
-            return 2;
-        }
-        if ((rc = settle(w, r, max_cycles)) != 0)
+        if (rc || (rc = settle(w, r, max_cycles)) != 0)
             return rc;
     }
     return 0;
@@ -638,8 +682,9 @@ int gs_cmd_whatif(int argc, char **argv)
         json_decref(doc);
         return 2;
     }
-    if (timeline && (rc = load(timeline, &tl)) != 0) {
+    if (timeline && ((rc = load(timeline, &tl)) != 0 || (rc = check_timeline(tl, timeline)) != 0)) {
         json_decref(doc);
+        json_decref(tl);
         return rc;
     }
     struct gs_kworld_config cfg = {.scheduler_name = sn,
@@ -678,7 +723,7 @@ int gs_cmd_whatif(int argc, char **argv)
         rc = settle(w, &r, (uint32_t)max_cycles);
     r.where = timeline;
     if (!rc && tl)
-        rc = run_timeline(w, &r, tl, (uint32_t)max_cycles);
+        rc = run_timeline(w, &r, tl, timeline, (uint32_t)max_cycles);
     if (rc == 0 || rc == 3)
         gs_kworld_each_pending(w, on_pending, &r);
 out:

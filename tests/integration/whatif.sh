@@ -131,12 +131,21 @@ printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v
 printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v1alpha1, metadata: {name: g}, spec: {minMember: 2, scheduleTimeoutSeconds: -5}}\n' |
     bad bad_timeout "bad_timeout\.yaml: PodGroup g: spec\.scheduleTimeoutSeconds must be a whole number >= 0"
 printf -- '- {at: 10s, explode: [x]}\n' >"$tmp/tl.yaml"
-printf 'kind: List\nitems: []\n' | bad bad_step "timeline step 1: unknown action explode" --timeline "$tmp/tl.yaml"
+printf 'kind: List\nitems: []\n' | bad bad_step "tl\.yaml: step 1: unknown action explode" --timeline "$tmp/tl.yaml"
 printf -- '- {at: 10s, finish: [nobody]}\n' >"$tmp/tl2.yaml"
 printf 'kind: List\nitems: []\n' | bad bad_pod_name "finish\[0\] must be namespace/name" --timeline "$tmp/tl2.yaml"
 printf -- '- {at: 20s, create: []}\n- {at: 10s, create: []}\n' >"$tmp/tl3.yaml"
-printf 'kind: List\nitems: []\n' | bad backwards "timeline step 2: .at. goes back in time" --timeline "$tmp/tl3.yaml"
+printf 'kind: List\nitems: []\n' | bad backwards "tl3\.yaml: step 2: .at. goes back in time" --timeline "$tmp/tl3.yaml"
 printf 'kind: List\nitems: []\n' | bad bad_option "max-cycles must be" --max-cycles 0
+# A timeline's shape is checked before anything runs: a bad step after a dump that binds pods
+# prints no table before its error.
+printf -- '- {at: 5s, create: []}\n- {at: 10s, cordon: n1}\n' >"$tmp/tl4.yaml"
+if "$bin" whatif --cluster "$d/preempt.yaml" --timeline "$tmp/tl4.yaml" >"$tmp/out" 2>"$tmp/err" ||
+    [ -s "$tmp/out" ] || ! grep -q "tl4.yaml: step 2: cordon must be a list" "$tmp/err"; then
+    echo "FAIL: timeline checked up front"; cat "$tmp/out" "$tmp/err"; fail=1
+else
+    echo "ok: timeline checked up front: $(cat "$tmp/err")"
+fi
 
 # A scheduling that does not settle within --max-cycles exits 3 and says so.
 "$bin" whatif --cluster "$d/preempt.yaml" --max-cycles 1 >"$tmp/out" 2>"$tmp/err"
