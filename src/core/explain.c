@@ -194,7 +194,8 @@ size_t gs_explain_format(const struct gs_unsched *u, const struct gs_pod_req *re
     qsort(r, nr, sizeof(r[0]), cmp_reason);
     size_t len = 0;
     char tmp[64];
-    (void)snprintf(tmp, sizeof(tmp), "%u/%u nodes are available:", u->fit, u->nodes);
+    (void)snprintf(tmp, sizeof(tmp), "%u/%u nodes are available%s", u->fit, u->nodes,
+                   nr > 0 || u->nodes == 0 ? ":" : "");
     if (cap)
         buf[0] = '\0';
 #define APPEND(s)                                                                                  \
@@ -208,6 +209,8 @@ size_t gs_explain_format(const struct gs_unsched *u, const struct gs_pod_req *re
         len += l_;                                                                                 \
     } while (0)
     APPEND(tmp);
+    if (u->nodes == 0)
+        APPEND(" no nodes to schedule on"); /* an empty cluster, not a refusal by every node */
     for (uint32_t i = 0; i < nr; i++) {
         APPEND(i ? ", " : " ");
         APPEND(r[i].text);

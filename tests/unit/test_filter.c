@@ -455,6 +455,10 @@ static void test_reasons_name_each_filter(void **state)
                    "0/2 nodes are available: 2 node(s) didn't match Pod's GPU model.");
     gs_cluster_free(d);
     gs_cluster_free(c);
+    /* No node at all: said as such, not as a refusal with no reason ("0/0 ... available:."). */
+    struct gs_cluster *e = cluster(0, 8);
+    expect_message(e, &one, GS_FILTER_DEFAULT, "0/0 nodes are available: no nodes to schedule on.");
+    gs_cluster_free(e);
 }
 
 static void test_classes_are_bounded_and_recycled(void **state)
