@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpusched/compiler.h"
 #include "gpusched/err.h"
 #include "kworld_pdb.h"
 #include "kjson.h"
@@ -30,7 +31,7 @@ void gs__kpdb_fini(struct gs__kpdbs *s)
     s->pdbs = s->pods = NULL;
 }
 
-static int fail(char *err, size_t cap, const char *fmt, ...)
+GS_PRINTF(3, 4) static int fail(char *err, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
