@@ -34,6 +34,20 @@ int gs__cli_policy_find(const char *name)
     return gs_policy_find(low);
 }
 
+int gs__cli_policy_arg(const char *cmd, const char **name)
+{
+    int id = gs__cli_policy_find(*name);
+    if (id < 0) {
+        (void)fprintf(stderr,
+                      "gpusched %s: --policy: unknown policy '%s' (random, dotprod, clustering, "
+                      "packing, bestfit, fgd, fgdband)\n",
+                      cmd, *name);
+        return 2;
+    }
+    *name = gs_policy_name((uint32_t)id);
+    return 0;
+}
+
 void gs__cli_warn_unfit(const char *cmd, const char *pods_path, const struct gs_trace_unfit *u)
 {
     if (u->unknown_model)

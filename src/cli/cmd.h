@@ -54,6 +54,13 @@ int gs__cli_split(const char *arg, char *name, size_t cap, const char **value);
 /** gs_policy_find() on the name in lower case ("FGD" finds fgd); -1 when unknown. */
 int gs__cli_policy_find(const char *name);
 
+/**
+ * Reads a --policy value for command `cmd` ("whatif"): any case, as gs__cli_policy_find().
+ * @param name  the value; on success *name is pointed at the canonical name (static storage).
+ * @return 0, or 2 after printing "gpusched CMD: --policy: unknown policy 'X' (the names)".
+ */
+int gs__cli_policy_arg(const char *cmd, const char **name);
+
 struct gs__stage_report;
 
 /**

@@ -1032,16 +1032,8 @@ int gs_cmd_scheduler(int argc, char **argv)
         (void)fprintf(stderr, "gpusched scheduler: --team-label must not be empty\n");
         return 2;
     }
-    int policy_id = gs__cli_policy_find(policy); /* any case, as simulate and replay */
-    if (policy_id < 0) {
-        (void)fprintf(
-            stderr,
-            "gpusched scheduler: --policy: unknown policy '%s' (random, dotprod, clustering, "
-            "packing, bestfit, fgd, fgdband)\n",
-            policy);
+    if (gs__cli_policy_arg("scheduler", &policy) != 0)
         return 2;
-    }
-    policy = gs_policy_name((uint32_t)policy_id);
     struct gs_kube_config cfg;
     int rc = gs__cli_kube_config("scheduler", kubeconfig, &cfg);
     if (rc)

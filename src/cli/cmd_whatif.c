@@ -658,16 +658,8 @@ int gs_cmd_whatif(int argc, char **argv)
                       usage);
         return 2;
     }
-    int policy_id = gs__cli_policy_find(policy); /* any case, as simulate and replay */
-    if (policy_id < 0) {
-        (void)fprintf(
-            stderr,
-            "gpusched whatif: --policy: unknown policy '%s' (random, dotprod, clustering, "
-            "packing, bestfit, fgd, fgdband)\n",
-            policy);
+    if (gs__cli_policy_arg("whatif", &policy) != 0)
         return 2;
-    }
-    policy = gs_policy_name((uint32_t)policy_id);
     json_t *doc = NULL, *tl = NULL;
     int rc = live ? load_live(kubeconfig, &doc) : load(cluster, &doc);
     if (rc)
