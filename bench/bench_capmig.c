@@ -17,18 +17,7 @@
 #include "gpusched/err.h"
 #include "k8s/kworld_capmig.h"
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_util.h"
 
 /* Instances per profile, in the H100-80GB table's order: 1g.10gb, 1g.10gb+me, 1g.20gb,
  * 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb. */

@@ -22,21 +22,10 @@
 #include "gpusched/rng.h"
 #include "gpusched/sched.h"
 
+#include "bench_util.h"
+
 #define NODES 10000
 #define GPUS 8
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static struct gs_cluster *make_cluster(void)
 {

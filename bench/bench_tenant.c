@@ -34,6 +34,8 @@
 #include "gpusched/sched.h"
 #include "gpusched/tenant.h"
 
+#include "bench_util.h"
+
 #define NODES 10000
 #define QUEUES 50
 
@@ -47,19 +49,6 @@ static _Noreturn void die_at(int line)
 
 /* The target workload of an fgd engine (make_engine); built in main. */
 static struct gs_workload target_workload;
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static const char *models[] = {"A100", "H100", "L40S", "T4"};
 

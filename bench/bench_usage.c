@@ -27,6 +27,8 @@
 #include "gpusched/usage.h"
 #include "gpusched/usage_report.h"
 
+#include "bench_util.h"
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -99,12 +101,6 @@ static int exec(sqlite3 *db, const char *sql)
         return 1;
     }
     return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static int bench_year(const char *replay_db, const char *dir)
