@@ -204,14 +204,19 @@ alive() {
 }
 
 # starting NAME: alive, or its process not yet exec'd (a forked copy of this script, or setsid):
-# right after `start`, on a loaded machine, /proc/PID/cmdline can still show this script.
+# right after `start`, on a loaded machine, /proc/PID/cmdline can still show this script. While
+# the kernel is inside execve() (between the new address space and its argument pages) cmdline
+# reads empty, so an empty one counts as starting unless the process is a zombie (whose cmdline
+# is empty too): /proc/PID/stat's state, the field after the parenthesised command name.
 starting() {
-    local f=$STATE/pids/$1 pid cmd
+    local f=$STATE/pids/$1 pid cmd state
     alive "$1" && return 0
     [ -f "$f" ] || return 1
     pid=$(cat "$f")
+    state=$(sed 's/.*) //; s/ .*//' "/proc/$pid/stat" 2>/dev/null) || return 1
+    case $state in '' | Z | X) return 1 ;; esac
     cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-    case $cmd in *control-plane.sh* | setsid*) return 0 ;; esac
+    case $cmd in '' | *control-plane.sh* | setsid*) return 0 ;; esac
     return 1
 }
 
