@@ -43,7 +43,9 @@ static const char *const usage =
     "  --timeline FILE      a YAML list of steps, each with `at` (90s, 5m, 1h30m) and one of:\n"
     "                       create: [objects], finish: [ns/name], delete: [ns/name],\n"
     "                       cordon: [node], uncordon: [node], deleteNode: [node],\n"
-    "                       gpuHealth: {node: N, gpu: INDEX, healthy: BOOL} (or a list)\n"
+    "                       gpuHealth: {node: N, gpu: INDEX, healthy: BOOL} (or a list);\n"
+    "                       a create of a Node or Queue that exists updates it, of a Pod\n"
+    "                       that exists is refused (deleted pods may be created again)\n"
     "  --json               one JSON object per line instead of a table\n"
     "  --max-cycles N       cycles after the dump and after each step before giving up\n"
     "                       (default 100)\n"
@@ -62,6 +64,8 @@ struct run {
     const char *where; /* the file whose objects the next cycle reads: named in messages */
     uint32_t cycle;
     uint32_t lines;
+    json_t *seen;  /* object key (object_key()) -> where it was created ("items[3]") */
+    json_t *ended; /* "ns/name" of a pod, or "node NAME" -> what ended it and when */
 };
 
 static void print_line(struct run *r, json_t *o)
@@ -120,12 +124,29 @@ static void print_line(struct run *r, json_t *o)
         char reason[1200];
         (void)snprintf(reason, sizeof(reason), "%s%s%s%s", why ? why : "", by ? " by " : "",
                        by ? by : "", json_is_true(json_object_get(o, "adopted")) ? "adopted" : "");
-        (void)printf("%8.1f %5lld  %-7s %-40s %-20s %-12s %s\n",
-                     json_number_value(json_object_get(o, "t_s")),
-                     json_integer_value(json_object_get(o, "cycle")), ev ? ev : "", pod ? pod : "",
-                     node ? node : "-", gpus[0] ? gpus : "-", reason);
+        /* Columns padded to width, but no line ends in spaces (an empty reason). */
+        char line[2048];
+        int n = snprintf(line, sizeof(line), "%8.1f %5lld  %-7s %-40s %-20s %-12s %s",
+                         json_number_value(json_object_get(o, "t_s")),
+                         json_integer_value(json_object_get(o, "cycle")), ev ? ev : "",
+                         pod ? pod : "", node ? node : "-", gpus[0] ? gpus : "-", reason);
+        size_t end = n < 0 ? 0 : (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+        while (end > 0 && line[end - 1] == ' ')
+            end--;
+        line[end] = '\0';
+        (void)puts(line);
     }
     json_decref(o);
+}
+
+/* Remembers what ended a pod ("ns/name") or a node ("node NAME") and when, for the message of
+ * a later timeline action on it. */
+static void note_ended(struct run *r, const char *key, const char *how)
+{
+    char v[160];
+    (void)snprintf(v, sizeof(v), "%s at t_s %.1f", how, (double)r->t_ms / 1000.0);
+    if (r->ended)
+        (void)json_object_set_new(r->ended, key, json_string(v));
 }
 
 static void on_event(void *ctx, const struct gs_kevent *ev)
@@ -168,6 +189,13 @@ static void on_event(void *ctx, const struct gs_kevent *ev)
     if (ev->kind == GS_KEV_EVICT) {
         json_object_set_new(o, "reason", json_string(ev->reason));
         json_object_set_new(o, "by", ev->by ? json_string(ev->by) : json_null());
+        char how[96];
+        (void)snprintf(how, sizeof(how), "evicted (%s)", ev->reason ? ev->reason : "?");
+        note_ended(r, pod, how);
+    } else if (ev->kind == GS_KEV_FINISH) {
+        note_ended(r, pod, "finished");
+    } else if (ev->kind == GS_KEV_DELETE) {
+        note_ended(r, pod, "deleted");
     }
     print_line(r, o);
 }
@@ -495,17 +523,74 @@ static int check_timeline(const json_t *steps, const char *path)
     return 0;
 }
 
-/* Applies a name action (its shape checked by check_timeline). */
-static int step_names(struct gs_kworld *w, const char *path, const char *what, json_t *list,
-                      int64_t now_ms, size_t step)
+/* The key under which a run remembers an object: "Kind ns/name" (cluster-scoped: "Kind name");
+ * a Pod is "ns/name" and a Node "node NAME", the keys of ended. 0; -1 without kind or name. */
+static int object_key(const json_t *o, char *key, size_t cap)
+{
+    const char *kind = json_string_value(json_object_get(o, "kind"));
+    const json_t *md = json_object_get(o, "metadata");
+    const char *name = json_string_value(json_object_get(md, "name"));
+    const char *ns = json_string_value(json_object_get(md, "namespace"));
+    if (!kind || !name)
+        return -1;
+    if (strcmp(kind, "Pod") == 0)
+        (void)snprintf(key, cap, "%s/%s", ns && ns[0] ? ns : "default", name);
+    else if (strcmp(kind, "Node") == 0)
+        (void)snprintf(key, cap, "node %s", name);
+    else if (ns && ns[0])
+        (void)snprintf(key, cap, "%s %s/%s", kind, ns, name);
+    else
+        (void)snprintf(key, cap, "%s %s", kind, name);
+    return 0;
+}
+
+/* Refuses a second object of one name, as the API server does (AlreadyExists): in the dump any
+ * kind; in a timeline's create a Pod that exists and has not ended (other kinds, Nodes included,
+ * are applied as updates: a node's new inventory, a queue's new quota). where names the object
+ * ("items[3]"). 0; 2 after the message. */
+static int check_new(struct run *r, const char *path, const json_t *o, const char *where, bool dump)
+{
+    char key[700];
+    if (!r->seen || object_key(o, key, sizeof(key)) != 0)
+        return 0; /* gs_kworld_apply says what is missing */
+    const char *kind = json_string_value(json_object_get(o, "kind"));
+    bool counted = dump || strcmp(kind, "Pod") == 0;
+    const char *first = json_string_value(json_object_get(r->seen, key));
+    if (counted && first && !json_object_get(r->ended, key)) {
+        (void)fprintf(
+            stderr, "gpusched whatif: %s: %s: %s %s already exists (%s)\n", path, where, kind,
+            strchr(key, ' ') && strcmp(kind, "Pod") != 0 ? strchr(key, ' ') + 1 : key, first);
+        return 2;
+    }
+    (void)json_object_set_new(r->seen, key, json_string(where));
+    (void)json_object_del(r->ended, key);
+    return 0;
+}
+
+/* Applies a name action (its shape checked by check_timeline). Deleting a pod that finished
+ * is allowed, as in Kubernetes (it removes a Succeeded pod, which holds nothing); any other
+ * action on a pod or node that is gone says what ended it. */
+static int step_names(struct gs_kworld *w, struct run *r, const char *path, const char *what,
+                      json_t *list, int64_t now_ms, size_t step)
 {
     for (size_t i = 0; i < json_array_size(list); i++) {
         const char *s = json_string_value(json_array_get(list, i));
         char ns[256] = "";
         const char *name = "";
+        char key[600];
         int rc = GS_OK;
-        if (strcmp(what, "finish") == 0 || strcmp(what, "delete") == 0)
+        bool pod = strcmp(what, "finish") == 0 || strcmp(what, "delete") == 0;
+        if (pod) {
             (void)split_pod(s, ns, sizeof(ns), &name);
+            (void)snprintf(key, sizeof(key), "%s/%s", ns, name);
+        } else {
+            (void)snprintf(key, sizeof(key), "node %s", s);
+        }
+        const char *ended = json_string_value(json_object_get(r->ended, key));
+        if (ended && strcmp(what, "delete") == 0 && strncmp(ended, "finished", 8) == 0) {
+            note_ended(r, key, "deleted");
+            continue;
+        }
         if (strcmp(what, "finish") == 0)
             rc = gs_kworld_finish_pod(w, ns, name, now_ms);
         else if (strcmp(what, "delete") == 0)
@@ -514,13 +599,23 @@ static int step_names(struct gs_kworld *w, const char *path, const char *what, j
             rc = gs_kworld_cordon(w, s, what[0] == 'c');
         else
             rc = gs_kworld_delete_node(w, s, now_ms);
+        if (rc == GS_ENOENT && ended) {
+            (void)fprintf(stderr, "gpusched whatif: %s: step %zu: %s %s: %s was already %s\n", path,
+                          step + 1, what, s, pod ? "the pod" : "the node", ended);
+            return 2;
+        }
         if (rc == GS_ENOENT || rc == GS_EINVAL) {
             (void)fprintf(stderr, "gpusched whatif: %s: step %zu: %s %s: %s\n", path, step + 1,
-                          what, s, rc == GS_ENOENT ? "no such pod or node" : "not running");
+                          what, s,
+                          rc == GS_EINVAL ? "not running"
+                          : pod           ? "no such pod"
+                                          : "no such node");
             return 2;
         }
         if (rc)
             return 1;
+        if (strcmp(what, "deleteNode") == 0)
+            note_ended(r, key, "deleted");
     }
     return 0;
 }
@@ -567,7 +662,10 @@ static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, const
                 for (size_t k = 0; k < json_array_size(items) && !rc; k++) {
                     json_t *o = json_array_get(items, k);
                     /* Without creationTimestamp, its creation time is the step's. */
-                    char err[512] = "";
+                    char err[512] = "", where[96];
+                    (void)snprintf(where, sizeof(where), "step %zu: create[%zu]", i + 1, k);
+                    if ((rc = check_new(r, path, o, where, false)) != 0)
+                        break;
                     int arc = gs_kworld_apply(w, GS_KADDED, o, r->base_ms + at, err, sizeof(err));
                     if (arc == GS_EINVAL) {
                         (void)fprintf(stderr, "gpusched whatif: %s: step %zu: create[%zu]: %s\n",
@@ -580,7 +678,7 @@ static int run_timeline(struct gs_kworld *w, struct run *r, json_t *steps, const
             } else if (strcmp(key, "gpuHealth") == 0) {
                 rc = step_health(w, path, val, i);
             } else {
-                rc = step_names(w, path, key, val, r->base_ms + at, i);
+                rc = step_names(w, r, path, key, val, r->base_ms + at, i);
             }
         }
         if (rc || (rc = settle(w, r, max_cycles)) != 0)
@@ -699,8 +797,13 @@ int gs_cmd_whatif(int argc, char **argv)
         (void)clock_gettime(CLOCK_REALTIME, &ts);
         r.base_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     }
+    r.seen = json_object();
+    r.ended = json_object();
     for (size_t i = 0; i < json_array_size(items) && !rc; i++) {
-        char err[512] = "";
+        char err[512] = "", where[48];
+        (void)snprintf(where, sizeof(where), "items[%zu]", i);
+        if ((rc = check_new(&r, cluster, json_array_get(items, i), where, true)) != 0)
+            break;
         int arc =
             gs_kworld_apply(w, GS_KADDED, json_array_get(items, i), r.base_ms, err, sizeof(err));
         if (arc == GS_EINVAL) {
@@ -718,8 +821,26 @@ int gs_cmd_whatif(int argc, char **argv)
         rc = run_timeline(w, &r, tl, timeline, (uint32_t)max_cycles);
     if (rc == 0 || rc == 3)
         gs_kworld_each_pending(w, on_pending, &r);
+    if (rc == 0 && !r.json && r.lines == 0) {
+        /* A table with no line would look like a failure: say what was read. */
+        size_t nodes = 0, pods = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach(r.seen, key, val)
+        {
+            if (strncmp(key, "node ", 5) == 0)
+                nodes++;
+            else if (!strchr(key, ' '))
+                pods++;
+        }
+        (void)printf("nothing to bind, evict or leave pending: %zu node(s) and %zu pod(s) read, "
+                     "none of the pods for scheduler %s\n",
+                     nodes, pods, sn ? sn : "gpusched");
+    }
 out:
     gs_kworld_free(w);
+    json_decref(r.seen);
+    json_decref(r.ended);
     json_decref(doc);
     json_decref(tl);
     if (fflush(stdout) != 0 && rc == 0)

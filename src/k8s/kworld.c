@@ -385,17 +385,21 @@ static int node_resources(struct gs_kworld *w, const json_t *obj, const char *na
     const json_t *capy = json_object_get(st, "capacity");
     if (!alloc)
         alloc = capy;
+    char shown[64];
     memset(r, 0, sizeof(*r));
     r->pods = 110;
     if (json_object_get(alloc, "cpu") &&
         quantity(json_object_get(alloc, "cpu"), 1e-3, false, &r->cpu_milli) != 0)
-        return fail(w, "node %s: status.allocatable.cpu is not a quantity", name);
+        return fail(w, "node %s: status.allocatable.cpu is %s, not a quantity", name,
+                    jshow(json_object_get(alloc, "cpu"), shown, sizeof(shown)));
     if (json_object_get(alloc, "memory") &&
         quantity(json_object_get(alloc, "memory"), 1048576.0, false, &r->mem_mib) != 0)
-        return fail(w, "node %s: status.allocatable.memory is not a quantity", name);
+        return fail(w, "node %s: status.allocatable.memory is %s, not a quantity", name,
+                    jshow(json_object_get(alloc, "memory"), shown, sizeof(shown)));
     if (json_object_get(alloc, "pods") &&
         quantity(json_object_get(alloc, "pods"), 1.0, false, &r->pods) != 0)
-        return fail(w, "node %s: status.allocatable.pods is not a quantity", name);
+        return fail(w, "node %s: status.allocatable.pods is %s, not a quantity", name,
+                    jshow(json_object_get(alloc, "pods"), shown, sizeof(shown)));
     const json_t *gc = json_object_get(capy, GPU_RES);
     const json_t *ga = json_object_get(alloc, GPU_RES);
     if ((gc && quantity(gc, 1.0, false, &r->gpus) != 0) ||
@@ -787,11 +791,11 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
     t->start_ms = t->ident.created_ms;
     if (st)
         (void)gs_ktime_ms(st, &t->start_ms);
-    if (pod_request(spec, "cpu", 1e-3, &t->spec.req.cpu_milli) != 0 ||
-        pod_request(spec, "memory", 1048576.0, &t->spec.req.mem_mib) != 0) {
-        (void)snprintf(t->reason, sizeof(t->reason), "a cpu or memory request is not a quantity");
+    if (gs__kpod_request_why(spec, "cpu", 1e-3, &t->spec.req.cpu_milli, t->reason,
+                             sizeof(t->reason)) != 0 ||
+        gs__kpod_request_why(spec, "memory", 1048576.0, &t->spec.req.mem_mib, t->reason,
+                             sizeof(t->reason)) != 0)
         return 1;
-    }
     if (gs__kworld_pod_gpus(obj, spec, &t->spec.req, t->reason, sizeof(t->reason)))
         return 1;
     int err = gs__kxres_pod(w->c, spec, &t->spec.req, t->reason, sizeof(t->reason));

@@ -70,16 +70,16 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
                         size_t cap)
 {
     int64_t n = 0, cores = 0, gpumem = 0, pct = 0, shared = 0;
-    if (gs__kpod_request(spec, "nvidia.com/gpu", 1.0, &n) != 0)
-        REFUSE("nvidia.com/gpu is not a count");
-    if (gs__kpod_request(spec, "nvidia.com/gpucores", 1.0, &cores) != 0)
-        REFUSE("nvidia.com/gpucores is not a count");
-    if (gs__kpod_request(spec, "nvidia.com/gpumem", 1.0, &gpumem) != 0)
-        REFUSE("nvidia.com/gpumem is not a count of MiB");
-    if (gs__kpod_request(spec, "nvidia.com/gpumem-percentage", 1.0, &pct) != 0)
-        REFUSE("nvidia.com/gpumem-percentage is not a count");
-    if (gs__kpod_request(spec, "nvidia.com/gpu.shared", 1.0, &shared) != 0)
-        REFUSE("nvidia.com/gpu.shared is not a count");
+    if (gs__kpod_request_why(spec, "nvidia.com/gpu", 1.0, &n, reason, cap) != 0)
+        return 1;
+    if (gs__kpod_request_why(spec, "nvidia.com/gpucores", 1.0, &cores, reason, cap) != 0)
+        return 1;
+    if (gs__kpod_request_why(spec, "nvidia.com/gpumem", 1.0, &gpumem, reason, cap) != 0)
+        return 1;
+    if (gs__kpod_request_why(spec, "nvidia.com/gpumem-percentage", 1.0, &pct, reason, cap) != 0)
+        return 1;
+    if (gs__kpod_request_why(spec, "nvidia.com/gpu.shared", 1.0, &shared, reason, cap) != 0)
+        return 1;
     const char *pct_ann = annotation(obj, "nvidia.com/gpumem-percentage");
     if (pct == 0 && pct_ann && gs_kquantity(pct_ann, 1.0, true, &pct) != 0)
         REFUSE("annotation nvidia.com/gpumem-percentage must be a number of percent");
@@ -89,8 +89,8 @@ int gs__kworld_pod_gpus(const json_t *obj, const json_t *spec, struct gs_pod_req
         REFUSE("asks MIG instances of two profiles (%s and %s): one profile per pod",
                names[0] + strlen(MIG_PREFIX), names[1] + strlen(MIG_PREFIX));
     int64_t mig = 0;
-    if (n_mig == 1 && gs__kpod_request(spec, names[0], 1.0, &mig) != 0)
-        REFUSE("%s is not a count", names[0]);
+    if (n_mig == 1 && gs__kpod_request_why(spec, names[0], 1.0, &mig, reason, cap) != 0)
+        return 1;
     if (n_mig == 1 && strlen(names[0] + strlen(MIG_PREFIX)) >= sizeof(rq->mig_profile))
         REFUSE("%s: profile name longer than %zu bytes", names[0], sizeof(rq->mig_profile) - 1);
 

@@ -1,6 +1,7 @@
 /*
  * Other resources of Node and Pod objects (kworld_xres.h).
  */
+#include "kjson.h"
 #include "kworld_xres.h"
 
 #include <stdio.h>
@@ -61,8 +62,9 @@ int gs__kxres_node(struct gs_cluster *c, uint32_t node, const json_t *alloc, con
             continue;
         int64_t q = 0;
         if (qty(val, false, &q) != 0) {
-            (void)snprintf(err, errcap, "node %s: status.allocatable.%s is not a quantity", name,
-                           key);
+            char shown[64];
+            (void)snprintf(err, errcap, "node %s: status.allocatable.%s is %s, not a quantity",
+                           name, key, jshow(val, shown, sizeof(shown)));
             return GS_EINVAL;
         }
         uint32_t id;
@@ -86,21 +88,39 @@ int gs__kxres_node(struct gs_cluster *c, uint32_t node, const json_t *alloc, con
 
 int gs__kpod_request(const json_t *spec, const char *res, double unit, int64_t *out)
 {
+    return gs__kpod_request_why(spec, res, unit, out, NULL, 0);
+}
+
+int gs__kpod_request_why(const json_t *spec, const char *res, double unit, int64_t *out, char *why,
+                         size_t cap)
+{
     int64_t sum = 0, init_max = 0;
     const char *lists[2] = {"containers", "initContainers"};
+    char shown[64];
     for (int l = 0; l < 2; l++) {
         const json_t *arr = json_object_get(spec, lists[l]);
         for (size_t i = 0; i < json_array_size(arr); i++) {
             const json_t *r = json_object_get(json_array_get(arr, i), "resources");
+            const char *field = "requests";
             const json_t *v = json_object_get(json_object_get(r, "requests"), res);
-            if (!v)
+            if (!v) {
+                field = "limits";
                 v = json_object_get(json_object_get(r, "limits"), res);
+            }
             int64_t x = 0;
-            if (v && gs__kquantity_json(v, unit, true, &x) != 0)
+            if (v && gs__kquantity_json(v, unit, true, &x) != 0) {
+                if (why)
+                    (void)snprintf(why, cap, "spec.%s[%zu].resources.%s.%s is %s, not a quantity",
+                                   lists[l], i, field, res, jshow(v, shown, sizeof(shown)));
                 return -1;
+            }
             if (l == 0) {
-                if (x > INT64_MAX - sum)
+                if (x > INT64_MAX - sum) {
+                    if (why)
+                        (void)snprintf(why, cap, "the containers' %s adds up past %lld", res,
+                                       (long long)INT64_MAX);
                     return -1;
+                }
                 sum += x;
             } else if (x > init_max) {
                 init_max = x;
@@ -109,11 +129,19 @@ int gs__kpod_request(const json_t *spec, const char *res, double unit, int64_t *
     }
     int64_t over = 0;
     const json_t *ov = json_object_get(json_object_get(spec, "overhead"), res);
-    if (ov && gs__kquantity_json(ov, unit, true, &over) != 0)
+    if (ov && gs__kquantity_json(ov, unit, true, &over) != 0) {
+        if (why)
+            (void)snprintf(why, cap, "spec.overhead.%s is %s, not a quantity", res,
+                           jshow(ov, shown, sizeof(shown)));
         return -1;
+    }
     int64_t m = sum > init_max ? sum : init_max;
-    if (over > INT64_MAX - m)
+    if (over > INT64_MAX - m) {
+        if (why)
+            (void)snprintf(why, cap, "%s with spec.overhead adds up past %lld", res,
+                           (long long)INT64_MAX);
         return -1;
+    }
     *out = m + over;
     return 0;
 }
@@ -137,10 +165,8 @@ static int add_one(struct gs_cluster *c, const json_t *spec, const char *res,
         if (req->xres[r].id == id)
             return 0; /* seen in an earlier container */
     int64_t q = 0;
-    if (gs__kpod_request(spec, res, 1.0, &q) != 0) {
-        (void)snprintf(reason, cap, "a request for %s is not a quantity", res);
+    if (gs__kpod_request_why(spec, res, 1.0, &q, reason, cap) != 0)
         return 1;
-    }
     if (q == 0)
         return 0;
     if (req->xres_count == GS_POD_XRES_MAX) {

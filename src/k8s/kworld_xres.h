@@ -31,6 +31,16 @@ int gs__kquantity_json(const json_t *v, double unit, bool up, int64_t *out);
  */
 int gs__kpod_request(const json_t *spec, const char *res, double unit, int64_t *out);
 
+/**
+ * gs__kpod_request() that says why it failed.
+ * @param why  on -1 receives the field and value at fault ("spec.containers[0].resources.limits.
+ *             memory is \"12Qi\", not a quantity") or the sum that overflows; cap bytes; may be
+ *             NULL (then as gs__kpod_request()).
+ * @return 0; -1.
+ */
+int gs__kpod_request_why(const json_t *spec, const char *res, double unit, int64_t *out, char *why,
+                         size_t cap);
+
 /** Whether a resource name is read by the translation itself (not an other resource). */
 bool gs__kxres_own(const char *name);
 
@@ -39,7 +49,8 @@ bool gs__kxres_own(const char *name);
  * quantity, rounded down to the base unit: a count, or bytes).
  * @param alloc  the allocatable (or capacity) object; borrowed; NULL means none.
  * @param name   the node's name, for messages.
- * @param err    on GS_EINVAL: "node N: status.allocatable.R is not a quantity"; errcap bytes.
+ * @param err    on GS_EINVAL: "node N: status.allocatable.R is \"V\", not a quantity"; errcap
+ * bytes.
  * @param warn   set (warncap bytes, else "") when resources beyond GS_NODE_XRES_MAX or the
  *               cluster's GS_XRES_MAX names were left out.
  * @return GS_OK; GS_EINVAL; GS_ENOMEM.

@@ -123,7 +123,12 @@ printf 'kind: List\nitems:\n- {kind: PodDisruptionBudget, metadata: {name: x, na
 printf 'kind: List\nitems:\n- {kind: PodDisruptionBudget, metadata: {name: x, namespace: t}, spec: {selector: {matchLabels: {app: db}}}, status: {disruptionsAllowed: -1}}\n' |
     bad bad_pdb_allowed 'bad_pdb_allowed\.yaml: PodDisruptionBudget t/x: status\.disruptionsAllowed is not a whole number >= 0'
 printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n}, status: {allocatable: {cpu: lots}}}\n' |
-    bad bad_quantity "bad_quantity\.yaml: node n: status\.allocatable\.cpu is not a quantity"
+    bad bad_quantity 'bad_quantity\.yaml: node n: status\.allocatable\.cpu is "lots", not a quantity$'
+printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n}, status: {allocatable: {example.com/fpga: [1]}}}\n' |
+    bad bad_other_quantity 'node n: status\.allocatable\.example\.com/fpga is a list, not a quantity$'
+# The API server keeps one object per name: a dump with two is refused, naming both places.
+printf 'kind: List\nitems:\n- {kind: Pod, metadata: {name: p, namespace: t}}\n- {kind: Node, metadata: {name: p}}\n- {kind: Pod, metadata: {name: p, namespace: t}}\n' |
+    bad duplicate_pod 'duplicate_pod\.yaml: items\[2\]: Pod t/p already exists \(items\[0\]\)$'
 printf 'kind: List\nitems:\n- {kind: Queue, apiVersion: scheduling.gpusched.io/v1alpha1, metadata: {name: q}, spec: {parentQueue: nope}}\n' |
     bad missing_parent "missing_parent\.yaml: Queue q: spec\.parentQueue nope does not exist"
 printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v1alpha1, metadata: {name: g, annotations: {gpusched.io/gang-grace-seconds: soon}}, spec: {minMember: 2}}\n' |
@@ -137,6 +142,44 @@ printf 'kind: List\nitems: []\n' | bad bad_pod_name "finish\[0\] must be namespa
 printf -- '- {at: 20s, create: []}\n- {at: 10s, create: []}\n' >"$tmp/tl3.yaml"
 printf 'kind: List\nitems: []\n' | bad backwards "tl3\.yaml: step 2: .at. goes back in time" --timeline "$tmp/tl3.yaml"
 printf 'kind: List\nitems: []\n' | bad bad_option "max-cycles must be" --max-cycles 0
+# A pod whose request is not a quantity waits, and its reason names the field and the value.
+printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n1}, status: {allocatable: {nvidia.com/gpu: "1"}}}\n- {kind: Pod, metadata: {name: p, namespace: t}, spec: {schedulerName: gpusched, containers: [{name: a}, {name: b, resources: {limits: {nvidia.com/gpu: "1", memory: 12Qi}}}]}}\n' >"$tmp/badreq.yaml"
+"$bin" whatif --cluster "$tmp/badreq.yaml" --json >"$tmp/out" 2>"$tmp/err"
+want='{"t_s":0.0,"cycle":1,"event":"pending","pod":"t/p","reason":"spec.containers[1].resources.limits.memory is \"12Qi\", not a quantity"}'
+if [ "$(cat "$tmp/out")" != "$want" ]; then
+    echo "FAIL: bad request reason"; cat "$tmp/out" "$tmp/err"; fail=1
+else
+    echo "ok: bad request reason"
+fi
+# Actions on a pod that is gone say what ended it; deleting a finished pod is allowed.
+printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n1}, status: {allocatable: {nvidia.com/gpu: "1"}}}\n- {kind: Pod, metadata: {name: p, namespace: t}, spec: {schedulerName: gpusched, containers: [{name: a, resources: {limits: {nvidia.com/gpu: "1"}}}]}}\n' >"$tmp/one.yaml"
+printf -- '- {at: 10s, finish: [t/p]}\n- {at: 15s, delete: [t/p]}\n- {at: 20s, finish: [t/p]}\n' >"$tmp/tl5.yaml"
+"$bin" whatif --cluster "$tmp/one.yaml" --timeline "$tmp/tl5.yaml" --json >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc != 2 ] || [ "$(wc -l <"$tmp/out")" != 2 ] ||
+    [ "$(cat "$tmp/err")" != "gpusched whatif: $tmp/tl5.yaml: step 3: finish t/p: the pod was already deleted at t_s 15.0" ]; then
+    echo "FAIL: action on an ended pod: rc $rc"; cat "$tmp/out" "$tmp/err"; fail=1
+else
+    echo "ok: action on an ended pod: $(cat "$tmp/err")"
+fi
+# A pod deleted can be created again under its name; one still there cannot.
+printf -- '- {at: 10s, delete: [t/p]}\n- {at: 20s, create: [{kind: Pod, metadata: {name: p, namespace: t}, spec: {schedulerName: gpusched}}]}\n- {at: 30s, create: [{kind: Pod, metadata: {name: p, namespace: t}}]}\n' >"$tmp/tl6.yaml"
+"$bin" whatif --cluster "$tmp/one.yaml" --timeline "$tmp/tl6.yaml" --json >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc != 2 ] || [ "$(grep -c '"event":"bind"' "$tmp/out")" != 2 ] ||
+    [ "$(cat "$tmp/err")" != "gpusched whatif: $tmp/tl6.yaml: step 3: create[0]: Pod t/p already exists (step 2: create[0])" ]; then
+    echo "FAIL: create again: rc $rc"; cat "$tmp/out" "$tmp/err"; fail=1
+else
+    echo "ok: create again: $(cat "$tmp/err")"
+fi
+# An empty dump says so in the table form (the JSON form has no line to print).
+printf 'kind: List\nitems: []\n' >"$tmp/empty.yaml"
+if [ "$("$bin" whatif --cluster "$tmp/empty.yaml")" != "nothing to bind, evict or leave pending: 0 node(s) and 0 pod(s) read, none of the pods for scheduler gpusched" ] ||
+    [ -n "$("$bin" whatif --cluster "$tmp/empty.yaml" --json)" ]; then
+    echo "FAIL: empty dump"; fail=1
+else
+    echo "ok: empty dump"
+fi
 # A timeline's shape is checked before anything runs: a bad step after a dump that binds pods
 # prints no table before its error.
 printf -- '- {at: 5s, create: []}\n- {at: 10s, cordon: n1}\n' >"$tmp/tl4.yaml"
