@@ -283,12 +283,15 @@ static int parse_u64(const char *s, unsigned long long *v)
     return (errno || *end) ? -1 : 0;
 }
 
-/* Parses "42-51", "42", "1,5,7-9" into seeds[]. Returns the count or -1. */
-static int parse_seeds(const char *arg, uint64_t *seeds, int cap)
+/* Parses "42-51", "42", "1,5,7-9" into seeds[]. Returns the count, or -1 with why (whycap
+ * bytes) saying what is wrong. */
+static int parse_seeds(const char *arg, uint64_t *seeds, int cap, char *why, size_t whycap)
 {
     char *copy = strdup(arg);
-    if (!copy)
+    if (!copy) {
+        (void)snprintf(why, whycap, "out of memory");
         return -1;
+    }
     int n = 0;
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -296,11 +299,21 @@ static int parse_seeds(const char *arg, uint64_t *seeds, int cap)
         unsigned long long a, b;
         if (dash) {
             *dash = '\0';
-            if (parse_u64(tok, &a) || parse_u64(dash + 1, &b) || b < a)
+            if (parse_u64(tok, &a) || parse_u64(dash + 1, &b)) {
+                (void)snprintf(why, whycap, "'%s-%s' is not a range N-M of whole numbers", tok,
+                               dash + 1);
                 goto bad;
+            }
+            if (b < a) {
+                (void)snprintf(why, whycap, "the range %llu-%llu goes down (write %llu-%llu)", a, b,
+                               b, a);
+                goto bad;
+            }
         } else {
-            if (parse_u64(tok, &a))
+            if (parse_u64(tok, &a)) {
+                (void)snprintf(why, whycap, "'%s' is not a whole number", tok);
                 goto bad;
+            }
             b = a;
         }
         for (unsigned long long s = a; s <= b; s++) {
@@ -308,8 +321,10 @@ static int parse_seeds(const char *arg, uint64_t *seeds, int cap)
             for (int k = 0; k < n && !dup; k++)
                 dup = seeds[k] == s;
             if (!dup) {
-                if (n == cap)
+                if (n == cap) {
+                    (void)snprintf(why, whycap, "more than %d seeds", cap);
                     goto bad;
+                }
                 seeds[n++] = s;
             }
             if (s == ULLONG_MAX)
@@ -317,6 +332,8 @@ static int parse_seeds(const char *arg, uint64_t *seeds, int cap)
         }
     }
     free(copy);
+    if (n == 0)
+        (void)snprintf(why, whycap, "no seed given");
     return n > 0 ? n : -1;
 bad:
     free(copy);
@@ -377,7 +394,8 @@ int gs_cmd_simulate(int argc, char **argv)
     int chosen[GS_POLICY_COUNT] = {0};
     int policy_given = 0;
     uint64_t seeds[MAX_SEEDS];
-    int n_seeds = parse_seeds("42-51", seeds, MAX_SEEDS);
+    char why[160]; /* what is wrong with --seeds */
+    int n_seeds = parse_seeds("42-51", seeds, MAX_SEEDS, why, sizeof(why));
     double tune = 1.3;
     int rc = 2;
     struct gs_sim_input *inputs[MAX_WORKLOADS] = {0};
@@ -457,13 +475,13 @@ int gs_cmd_simulate(int argc, char **argv)
             }
             policy_given = 1;
         } else if (strcmp(a, "--seeds") == 0) {
-            n_seeds = parse_seeds(v, seeds, MAX_SEEDS);
+            why[0] = '\0';
+            n_seeds = parse_seeds(v, seeds, MAX_SEEDS, why, sizeof(why));
             if (n_seeds < 0) {
-                (void)fprintf(
-                    stderr,
-                    "gpusched simulate: --seeds: expected N, N-M or a comma list (at most "
-                    "%d seeds), got '%s'\n",
-                    MAX_SEEDS, v);
+                (void)fprintf(stderr,
+                              "gpusched simulate: --seeds '%s': %s; expected N, N-M or a comma "
+                              "list of those (at most %d seeds)\n",
+                              v, why, MAX_SEEDS);
                 goto out;
             }
         } else if (strcmp(a, "--tune") == 0) {

@@ -8,10 +8,12 @@
  */
 #include "gpusched/usage.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sqlite3.h>
 
@@ -278,7 +280,14 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
             err = GS_ENOMEM;
             goto out;
         }
-        set_msg(s, "cannot open: %s", sqlite3_errmsg(s->db));
+        struct stat sb;
+        int e = sqlite3_system_errno(s->db); /* the OS's reason, 0 when there is none */
+        if (opt->read_only && rc == SQLITE_CANTOPEN && stat(path, &sb) != 0 && errno == ENOENT)
+            set_msg(s, "no such file (a store is written by 'gpusched replay --accounting FILE' "
+                       "or 'gpusched scheduler --accounting FILE')");
+        else
+            set_msg(s, "cannot open: %s%s%s", sqlite3_errmsg(s->db), e ? ": " : "",
+                    e ? strerror(e) : "");
         err = opt->read_only && rc == SQLITE_CANTOPEN ? GS_ENOENT : GS_EIO;
         goto out;
     }

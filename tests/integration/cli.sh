@@ -41,7 +41,8 @@ current-context: x
 EOF
 expect 0 'warn watch Node: list /api/v1/nodes: .*(refused|connect)' -- \
     scheduler --kubeconfig "$tmp/kc.yaml" --dry-run --max-runtime-s 1
-expect 2 "--seeds: expected" -- simulate --nodes "$nodes" --pods "$pods" --seeds 9-3
+expect 2 "--seeds '9-3': the range 9-3 goes down \\(write 3-9\\)" -- simulate --nodes "$nodes" --pods "$pods" --seeds 9-3
+expect 2 "--seeds 'x1': 'x1' is not a whole number" -- simulate --nodes "$nodes" --pods "$pods" --seeds x1
 expect 2 "--tune: expected" -- simulate --nodes "$nodes" --pods "$pods" --tune -1
 expect 2 "--jobs: expected" -- simulate --nodes "$nodes" --pods "$pods" --jobs 0
 expect 2 "--out needs a value" -- simulate --nodes "$nodes" --pods "$pods" --out

@@ -161,6 +161,8 @@ for f in garbage foreign missing; do
         echo "FAIL: $f database: rc $rc"; cat "$tmp/err"; fail=1
     fi
 done
+grep -q "missing.db: no such file (a store is written by 'gpusched replay --accounting FILE'" "$tmp/err" ||
+    { echo "FAIL: a missing database is not said so"; cat "$tmp/err"; fail=1; }
 "$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$src/tests/data/slice_pods.csv" \
     --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --no-plot --out "$tmp/r2" \
     --accounting "$tmp/foreign.db" >/dev/null 2>"$tmp/err"
