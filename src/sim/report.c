@@ -20,25 +20,68 @@
 
 int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t cap)
 {
+    /* gnuplot's stderr comes back through a pipe: its warnings on a plot it draws ("empty y
+     * range") are not ours to print, and when it fails its last line goes into err. */
+    int fds[2];
+    if (pipe(fds) != 0) {
+        (void)snprintf(err, cap, "pipe: %s", strerror(errno));
+        return GS_EIO;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         (void)snprintf(err, cap, "fork: %s", strerror(errno));
+        (void)close(fds[0]);
+        (void)close(fds[1]);
         return GS_EIO;
     }
     if (pid == 0) {
+        (void)close(fds[0]);
+        if (dup2(fds[1], STDERR_FILENO) < 0)
+            _exit(126);
         execlp(gnuplot, gnuplot, script, (char *)NULL);
         _exit(127);
     }
+    (void)close(fds[1]);
     /* An interrupt stops gnuplot before the stage it writes into is removed. */
     gs__stage_child(pid);
+    char tail[1024]; /* the last bytes gnuplot wrote to stderr */
+    size_t len = 0;
+    for (;;) {
+        char buf[512];
+        ssize_t n = read(fds[0], buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        size_t k = (size_t)n; /* < sizeof(tail): buf is the smaller */
+        if (len + k >= sizeof(tail)) {
+            size_t drop = len + k - (sizeof(tail) - 1);
+            memmove(tail, tail + drop, len - drop);
+            len -= drop;
+        }
+        memcpy(tail + len, buf, k);
+        len += k;
+    }
+    (void)close(fds[0]);
+    tail[len] = '\0';
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     gs__stage_child(0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        (void)snprintf(err, cap, "%s failed (%s); no plot written", gnuplot,
-                       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "not installed?"
-                                                                       : "see its message");
+        /* The last non-empty line of what it said, control characters made spaces. */
+        while (len > 0 && (tail[len - 1] == '\n' || tail[len - 1] == ' '))
+            tail[--len] = '\0';
+        char *last = strrchr(tail, '\n');
+        last = last ? last + 1 : tail;
+        for (char *c = last; *c; c++)
+            if ((unsigned char)*c < ' ')
+                *c = ' ';
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+            (void)snprintf(err, cap, "%s failed (not installed?); no plot written", gnuplot);
+        else
+            (void)snprintf(err, cap, "%s failed (%s); no plot written", gnuplot,
+                           last[0] ? last : "no message");
         return GS_EIO;
     }
     return GS_OK;

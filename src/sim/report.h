@@ -99,7 +99,11 @@ int gs_report_tmp_commit(FILE *f, char *tmp, const char *path, char *err, size_t
 char *gs_report_gp_quote(const char *in);
 
 /**
- * Runs gnuplot on a script file and waits for it.
+ * Runs gnuplot on a script file and waits for it. Its stderr is read, not passed on: warnings
+ * about a plot it draws are dropped, and when it fails its last line goes into err.
+ * @param gnuplot  the program (looked up in PATH).
+ * @param script   path of the script file.
+ * @param err      on failure "gnuplot failed (WHAT IT SAID); no plot written"; cap bytes.
  * @return GS_OK, or GS_EIO when it cannot run or fails (message in err).
  */
 int gs_report_gnuplot(const char *gnuplot, const char *script, char *err, size_t cap);

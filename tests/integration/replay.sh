@@ -69,5 +69,27 @@ PATH=$tmp/gp:$PATH "$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pod
     --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --out "$tmp/e" >/dev/null 2>&1
 grep -q "no pod waited 1 s or more" "$tmp/scripts.gp" 2>/dev/null ||
     { echo "FAIL: wait.png of a replay where nothing waited has no note"; fail=1; }
+# What gnuplot warns about on a plot it draws ("empty y range" on a plot of zeros) is not passed
+# on (a stand-in warns, then the real one draws), and a gnuplot that fails is named with its
+# last line.
+if real=$(command -v gnuplot); then
+    printf '#!/bin/sh\necho "Warning: empty y range [0:0], adjusting to [-1:1]" >&2\nexec %s "$@"\n' \
+        "$real" >"$tmp/gp/gnuplot"
+    PATH=$tmp/gp:$PATH "$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$tmp/few.csv" \
+        --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --out "$tmp/f" >/dev/null 2>"$tmp/err"
+    [ $? = 0 ] && ! grep -q "empty y range" "$tmp/err" && [ -s "$tmp/f/wait.png" ] ||
+        { echo "FAIL: gnuplot's warnings reach the user"; cat "$tmp/err"; fail=1; }
+fi
+cat >"$tmp/gp/gnuplot" <<'GP'
+#!/bin/sh
+echo 'Warning: something first' >&2
+printf '"%s" line 3: undefined variable: nope\n\n' "$1" >&2
+exit 1
+GP
+PATH=$tmp/gp:$PATH "$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$tmp/few.csv" \
+    --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --out "$tmp/g" >/dev/null 2>"$tmp/err"
+grep -q 'gnuplot failed (".*" line 3: undefined variable: nope); no plot written' "$tmp/err" &&
+    ! grep -q "something first" "$tmp/err" ||
+    { echo "FAIL: a failing gnuplot is not named with its last line"; cat "$tmp/err"; fail=1; }
 [ $fail = 0 ] && echo "replay: all checks passed"
 exit $fail
