@@ -145,11 +145,11 @@ static int parse_args(int argc, char **argv, struct args *a)
         else if (strcmp(o, "--kubeconfig") == 0 && !a->labels)
             slot = &a->kubeconfig;
         if (slot == NULL) {
-            (void)fprintf(stderr, "gpusched agent: unknown option '%s'\n%s", o, usage_agent);
+            (void)fprintf(stderr, "gpusched agent: unknown option '%s' (see --help)\n", o);
             return 2;
         }
         if (i + 1 >= argc) {
-            (void)fprintf(stderr, "gpusched agent: option %s needs a value\n", o);
+            (void)fprintf(stderr, "gpusched agent: %s needs a value\n", o);
             return 2;
         }
         *slot = argv[++i];

@@ -957,7 +957,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
-                (void)fprintf(stderr, "gpusched scheduler: %s needs a value\n%s", a, usage);
+                (void)fprintf(stderr, "gpusched scheduler: %s needs a value\n", a);
                 return 2;
             }
             val = argv[++i];
@@ -1014,7 +1014,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             else
                 max_runtime_s = (long)v;
         } else {
-            (void)fprintf(stderr, "gpusched scheduler: unknown option %s\n%s", a, usage);
+            (void)fprintf(stderr, "gpusched scheduler: unknown option '%s' (see --help)\n", a);
             return 2;
         }
     }

@@ -711,7 +711,7 @@ int gs_cmd_whatif(int argc, char **argv)
                      strcmp(a, "--scheduler-name") == 0;
         if (takes && !val) {
             if (i + 1 >= argc) {
-                (void)fprintf(stderr, "gpusched whatif: %s needs a value\n%s", a, usage);
+                (void)fprintf(stderr, "gpusched whatif: %s needs a value\n", a);
                 return 2;
             }
             val = argv[++i];
@@ -745,7 +745,7 @@ int gs_cmd_whatif(int argc, char **argv)
                 return 2;
             }
         } else {
-            (void)fprintf(stderr, "gpusched whatif: unknown option %s\n%s", argv[i], usage);
+            (void)fprintf(stderr, "gpusched whatif: unknown option '%s' (see --help)\n", argv[i]);
             return 2;
         }
     }

@@ -23,6 +23,16 @@ expect 0 'simulate' -- --help
 expect 0 '^gpusched [0-9]' -- version
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 2 "unknown option '--bogus'" -- simulate --bogus
+# Every command answers an unknown option with the same one line.
+for c in simulate replay whatif scheduler agent "report usage" "report export" "report compact"; do
+    # shellcheck disable=SC2086 # "report usage" is two words
+    "$bin" $c --bogus >"$tmp/stdout" 2>"$tmp/stderr"
+    got=$?
+    if [ $got != 2 ] || [ -s "$tmp/stdout" ] ||
+        [ "$(cat "$tmp/stderr")" != "gpusched $c: unknown option '--bogus' (see --help)" ]; then
+        echo "FAIL: gpusched $c --bogus -> rc $got:"; cat "$tmp/stdout" "$tmp/stderr"; fail=1
+    fi
+done
 expect 2 '--nodes and --pods are required' -- simulate --nodes "$nodes"
 expect 2 "unknown policy 'fastest'" -- simulate --nodes "$nodes" --pods "$pods" --policy fgd,fastest
 # whatif and scheduler read --policy as simulate and replay do: any case, the names listed.
