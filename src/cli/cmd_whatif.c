@@ -54,7 +54,8 @@ static const char *const usage =
     "  --scheduler-name S   spec.schedulerName of gpusched's pods (default: gpusched)\n"
     "\n"
     "Preemption and reclaim are on, backfill off, as in the scheduler.\n"
-    "Exit: 0 settled; 2 bad usage or input; 3 a scheduling did not settle within --max-cycles;\n"
+    "Exit: 0 settled; 2 bad usage or input (then only the message is printed, none of the\n"
+    "report); 3 a scheduling did not settle within --max-cycles (the report up to there);\n"
     "1 internal error.\n";
 
 struct run {
@@ -64,6 +65,7 @@ struct run {
     const char *where; /* the file whose objects the next cycle reads: named in messages */
     uint32_t cycle;
     uint32_t lines;
+    FILE *out;     /* the report, held until the run ends: bad input prints none of it */
     json_t *seen;  /* object key (object_key()) -> where it was created ("items[3]") */
     json_t *ended; /* "ns/name" of a pod, or "node NAME" -> what ended it and when */
 };
@@ -73,7 +75,7 @@ static void print_line(struct run *r, json_t *o)
     if (r->json) {
         char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         if (s) {
-            (void)puts(s);
+            (void)fprintf(r->out, "%s\n", s);
             free(s);
         }
     } else {
@@ -118,8 +120,8 @@ static void print_line(struct run *r, json_t *o)
                 len += (size_t)w;
         }
         if (r->lines++ == 0)
-            (void)printf("%8s %5s  %-7s %-40s %-20s %-12s %s\n", "t_s", "cycle", "event", "pod",
-                         "node", "gpus", "reason");
+            (void)fprintf(r->out, "%8s %5s  %-7s %-40s %-20s %-12s %s\n", "t_s", "cycle", "event",
+                          "pod", "node", "gpus", "reason");
         const char *by = json_string_value(json_object_get(o, "by"));
         char reason[1200];
         (void)snprintf(reason, sizeof(reason), "%s%s%s%s", why ? why : "", by ? " by " : "",
@@ -134,7 +136,7 @@ static void print_line(struct run *r, json_t *o)
         while (end > 0 && line[end - 1] == ' ')
             end--;
         line[end] = '\0';
-        (void)puts(line);
+        (void)fprintf(r->out, "%s\n", line);
     }
     json_decref(o);
 }
@@ -694,6 +696,8 @@ int gs_cmd_whatif(int argc, char **argv)
     bool live = false;
     unsigned long max_cycles = 100;
     struct run r = {0};
+    char *report = NULL; /* r.out's buffer */
+    size_t report_len = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *eq = strchr(a, '=');
@@ -799,6 +803,12 @@ int gs_cmd_whatif(int argc, char **argv)
     }
     r.seen = json_object();
     r.ended = json_object();
+    r.out = open_memstream(&report, &report_len);
+    if (!r.seen || !r.ended || !r.out) {
+        (void)fprintf(stderr, "gpusched whatif: out of memory\n");
+        rc = 1;
+        goto out;
+    }
     for (size_t i = 0; i < json_array_size(items) && !rc; i++) {
         char err[512] = "", where[48];
         (void)snprintf(where, sizeof(where), "items[%zu]", i);
@@ -833,11 +843,22 @@ int gs_cmd_whatif(int argc, char **argv)
             else if (!strchr(key, ' '))
                 pods++;
         }
-        (void)printf("nothing to bind, evict or leave pending: %zu node(s) and %zu pod(s) read, "
-                     "none of the pods for scheduler %s\n",
-                     nodes, pods, sn ? sn : "gpusched");
+        (void)fprintf(r.out,
+                      "nothing to bind, evict or leave pending: %zu node(s) and %zu pod(s) read, "
+                      "none of the pods for scheduler %s\n",
+                      nodes, pods, sn ? sn : "gpusched");
     }
 out:
+    /* The report goes out whole, or, after bad input (exit 2), not at all: a consumer never
+     * reads half a run as if it were one. A run that did not settle (3) shows how far it got. */
+    if (r.out) {
+        bool bad = fclose(r.out) != 0;
+        if (bad && rc != 2)
+            rc = 1;
+        if (rc != 2 && report_len > 0 && fwrite(report, 1, report_len, stdout) != report_len)
+            rc = rc ? rc : 1;
+        free(report);
+    }
     gs_kworld_free(w);
     json_decref(r.seen);
     json_decref(r.ended);
