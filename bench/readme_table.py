@@ -100,7 +100,7 @@ def rows(text):
     out.append(("usage store size", m and f"{num(m.group(5)):.0f} MiB per million intervals", ""))
     m = find(r"^report usage --by team over the year: ([\d.]+) s")
     y = find(r"^year: .* = ([\d.]+) days, (\d+) intervals")
-    out.append(("`report usage --by team` over one year of the README's replay, at the default `--sample-s 3600` (median of 5)",
+    out.append(("`report usage --by team` over one year of the README's replay (median of 5)",
                 m and f"{m.group(1)} s" + (f" ({fmt_int(num(y.group(2)))} intervals)" if y else ""),
                 "under 1 s"))
 

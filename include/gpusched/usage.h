@@ -266,8 +266,10 @@ void gs_usage_recorder_on_event(struct gs_usage_recorder *r, const struct gs_clu
 /**
  * Brings capacity intervals in line with the cluster at now_ms (engine time): opens one for each
  * GPU that is new or changed health, ends those of GPUs that went away or changed health. Also
- * records a quota snapshot of every queue. Call at the start and whenever nodes may have changed
- * (the replay calls it on each sample).
+ * records a quota snapshot of each queue whose quota, limit, fair share, allocation, name or path
+ * changed since the recorder's last snapshot of it (the report reads snapshots as a step
+ * function, so an unchanged one is not written). Call at the start and whenever nodes may have
+ * changed (the replay calls it on each sample).
  * @return GS_OK, or the first error (kept as for events).
  */
 int gs_usage_recorder_sync(struct gs_usage_recorder *r, const struct gs_cluster *c,

@@ -29,6 +29,22 @@ struct cap_slot {
     bool healthy;    /* health it was opened with */
 };
 
+/* A queue's last quota snapshot, so that only changes are written: the report reads the
+ * snapshots as a step function (each value holds until the next, the last until the store's
+ * heartbeat), so an unchanged one adds a row and no information. */
+struct quota_last {
+    bool have;
+    uint64_t name_hash; /* FNV-1a of name and path: a renamed or moved queue is a change */
+    int64_t quota, limit, fair, allocated;
+};
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL; /* a separator, so "ab"+"c" differs from "a"+"bc" */
+}
+
 struct gs_usage_recorder {
     struct gs_usage_store *store;
     int64_t epoch_ms;
@@ -37,6 +53,8 @@ struct gs_usage_recorder {
     uint32_t npods;
     struct cap_slot *caps; /* node slots x GS_NODE_GPUS_MAX */
     uint32_t nnodes;
+    struct quota_last *qlast; /* by engine queue id: the last snapshot written */
+    uint32_t nqlast;
     int err;
 };
 
@@ -69,6 +87,7 @@ void gs_usage_recorder_free(struct gs_usage_recorder *r)
     free(r->uid_prefix);
     free(r->pods);
     free(r->caps);
+    free(r->qlast);
     free(r);
 }
 
@@ -315,13 +334,33 @@ int gs_usage_recorder_sync(struct gs_usage_recorder *r, const struct gs_cluster 
             }
         }
     }
-    for (uint32_t q = 1; e && q < gs_engine_queue_count(e) && !err; q++) {
+    uint32_t nq = e ? gs_engine_queue_count(e) : 0;
+    if (nq > r->nqlast) {
+        struct quota_last *v = realloc(r->qlast, nq * sizeof(*v));
+        if (!v)
+            return r->err = GS_ENOMEM;
+        memset(v + r->nqlast, 0, (nq - r->nqlast) * sizeof(*v));
+        r->qlast = v;
+        r->nqlast = nq;
+    }
+    for (uint32_t q = 1; q < nq && !err; q++) {
         struct gs_queue_info in;
         char path[512];
         const char *top;
         if (gs_engine_queue_info(e, q, &in) != GS_OK)
             continue;
         (void)gs_engine_queue_path(e, q, path, sizeof(path), &top);
+        struct quota_last now_q = {true,
+                                   fnv1a(fnv1a(14695981039346656037ULL, in.name), path),
+                                   in.quota[GS_RES_GPU],
+                                   in.limit[GS_RES_GPU],
+                                   in.fair[GS_RES_GPU],
+                                   in.allocated[GS_RES_GPU]};
+        struct quota_last *last = &r->qlast[q];
+        if (last->have && last->name_hash == now_q.name_hash && last->quota == now_q.quota &&
+            last->limit == now_q.limit && last->fair == now_q.fair &&
+            last->allocated == now_q.allocated)
+            continue; /* unchanged: the step function already says it */
         struct gs_usage_quota qs = {now,
                                     in.name,
                                     path,
@@ -330,6 +369,8 @@ int gs_usage_recorder_sync(struct gs_usage_recorder *r, const struct gs_cluster 
                                     in.fair[GS_RES_GPU],
                                     in.allocated[GS_RES_GPU]};
         err = gs_usage_add_quota(r->store, &qs);
+        if (!err)
+            *last = now_q;
     }
     if (err)
         r->err = err;

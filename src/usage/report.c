@@ -675,43 +675,74 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     if (r->nidle > 1)
         qsort(r->idle, r->nidle, sizeof(*r->idle), cmp_idle);
 
-    /* Per-queue mean allocated and fair share over the period's snapshots. */
+    /* Per-queue allocated and fair share over the period, % of its capacity-hours: each queue's
+     * snapshots are a step function (a value holds until the next snapshot, the last until the
+     * heartbeat; the recorder writes only changes), integrated over the period as quota_hours()
+     * does, and the snapshot before the period gives its value at the start. */
     {
-        double period_h = (double)(r->to_ms - r->from_ms) / H_MS;
-        double mean_gpus = period_h > 0 ? r->capacity_gpu_h / period_h : 0;
         if ((err = prepare(&b,
-                           "SELECT queue, avg(gpu_allocated_milli), avg(gpu_fair_milli) FROM "
-                           "quota_snapshot WHERE t_ms >= ?1 AND t_ms < ?2 AND queue IN (SELECT "
-                           "DISTINCT queue FROM allocation) GROUP BY queue ORDER BY queue",
+                           "SELECT queue, t_ms, gpu_allocated_milli, gpu_fair_milli FROM "
+                           "quota_snapshot WHERE t_ms < ?1 AND queue IN (SELECT DISTINCT queue "
+                           "FROM allocation) ORDER BY queue, t_ms",
                            &st)) != GS_OK)
             goto out;
-        (void)sqlite3_bind_int64(st, 1, r->from_ms);
-        (void)sqlite3_bind_int64(st, 2, r->to_ms);
+        int64_t end_ms = r->to_ms < hb ? r->to_ms : hb;
+        (void)sqlite3_bind_int64(st, 1, end_ms);
         uint32_t qcap = 0;
+        char *cur = NULL; /* the queue whose rows are being read */
+        int64_t prev_t = 0;
+        double prev_a = 0, prev_f = 0, alloc_ms = 0, fair_ms = 0;
+        double cap_milli_ms = r->capacity_gpu_h * H_MS * 1000.0;
         err = GS_ENOMEM;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (r->nqueues == qcap) {
-                qcap = qcap ? qcap * 2 : 8;
-                char **nv = realloc(r->queue_names, qcap * sizeof(*nv));
-                if (nv)
-                    r->queue_names = nv;
-                double *av = realloc(r->queue_alloc_pct, qcap * sizeof(*av));
-                if (av)
-                    r->queue_alloc_pct = av;
-                double *fv = realloc(r->queue_fair_pct, qcap * sizeof(*fv));
-                if (fv)
-                    r->queue_fair_pct = fv;
-                if (!nv || !av || !fv)
-                    goto out;
+        for (;;) {
+            rc = sqlite3_step(st);
+            const char *qn = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+            if (rc == SQLITE_ROW && !qn)
+                qn = "-";
+            if (cur && (!qn || strcmp(qn, cur) != 0)) { /* cur's last step runs to the end */
+                alloc_ms +=
+                    prev_a * (double)gs_charge_overlap_ms(prev_t, end_ms, r->from_ms, end_ms);
+                fair_ms +=
+                    prev_f * (double)gs_charge_overlap_ms(prev_t, end_ms, r->from_ms, end_ms);
+                if (r->nqueues == qcap) {
+                    qcap = qcap ? qcap * 2 : 8;
+                    char **nv = realloc(r->queue_names, qcap * sizeof(*nv));
+                    if (nv)
+                        r->queue_names = nv;
+                    double *av = realloc(r->queue_alloc_pct, qcap * sizeof(*av));
+                    if (av)
+                        r->queue_alloc_pct = av;
+                    double *fv = realloc(r->queue_fair_pct, qcap * sizeof(*fv));
+                    if (fv)
+                        r->queue_fair_pct = fv;
+                    if (!nv || !av || !fv) {
+                        free(cur);
+                        goto out;
+                    }
+                }
+                r->queue_names[r->nqueues] = cur;
+                r->queue_alloc_pct[r->nqueues] =
+                    cap_milli_ms > 0 ? 100.0 * alloc_ms / cap_milli_ms : 0;
+                r->queue_fair_pct[r->nqueues] =
+                    cap_milli_ms > 0 ? 100.0 * fair_ms / cap_milli_ms : 0;
+                r->nqueues++;
+                cur = NULL;
             }
-            const char *qn = (const char *)sqlite3_column_text(st, 0);
-            r->queue_names[r->nqueues] = strdup(qn ? qn : "-");
-            if (!r->queue_names[r->nqueues])
-                goto out;
-            double denom = mean_gpus > 0 ? mean_gpus * 1000.0 : 1;
-            r->queue_alloc_pct[r->nqueues] = 100.0 * sqlite3_column_double(st, 1) / denom;
-            r->queue_fair_pct[r->nqueues] = 100.0 * sqlite3_column_double(st, 2) / denom;
-            r->nqueues++;
+            if (rc != SQLITE_ROW)
+                break;
+            int64_t t = sqlite3_column_int64(st, 1);
+            double a = sqlite3_column_double(st, 2), f = sqlite3_column_double(st, 3);
+            if (!cur) {
+                if (!(cur = strdup(qn)))
+                    goto out;
+                alloc_ms = fair_ms = 0;
+            } else {
+                alloc_ms += prev_a * (double)gs_charge_overlap_ms(prev_t, t, r->from_ms, end_ms);
+                fair_ms += prev_f * (double)gs_charge_overlap_ms(prev_t, t, r->from_ms, end_ms);
+            }
+            prev_t = t;
+            prev_a = a;
+            prev_f = f;
         }
         if (rc != SQLITE_DONE) {
             err = fail(&b, "reading quota snapshots");

@@ -343,6 +343,101 @@ static void test_three_quarter_pods_leave_a_quarter_idle_and_shares_by_mode(void
     assert_int_equal(gs_usage_close(s), GS_OK);
 }
 
+/* Rows of table in the store file name (a second, read-only connection). */
+static int64_t count_rows(const char *name, const char *sql)
+{
+    char path[128];
+    db_path(path, sizeof(path), name);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/*
+ * The per-queue share is a time integral of the snapshots' step function, not a mean of rows.
+ * 4 GPUs from 0:00 to 4:00 (16 GPU-hours). Queue qa: allocated 1 GPU and fair 2 GPUs from 0:00,
+ * allocated 3 GPUs from 1:00 (one snapshot each; the last holds to the heartbeat at 4:00).
+ * Whole period: allocated 1 x 1 h + 3 x 3 h = 10 GPU-hours = 62.5 % of 16 (a mean of the two
+ * rows would say 2 GPUs = 50 %); fair 2 x 4 = 8 = 50 %. From 2:00 to 4:00 no snapshot falls in
+ * the period: the 1:00 one gives 3 x 2 h = 6 of 8 GPU-hours = 75 %, fair 4 of 8 = 50 %.
+ */
+static void test_queue_share_integrates_snapshots_over_time(void **state)
+{
+    (void)state;
+    struct gs_usage_store *s = open_new("steps.db");
+    int64_t t0 = EPOCH_MS;
+    capacity(s, 4, t0, t0 + 4 * H_MS);
+    int64_t id = begin(s, "a", "qa", t0, milli_gpu(0, 1000));
+    assert_int_equal(gs_usage_end_interval(s, id, t0 + 4 * H_MS, GS_USAGE_END_FINISHED, NULL),
+                     GS_OK);
+    struct gs_usage_quota q0 = {t0, "qa", "qa", 0, -1, 2000, 1000};
+    struct gs_usage_quota q1 = {t0 + H_MS, "qa", "qa", 0, -1, 2000, 3000};
+    assert_int_equal(gs_usage_add_quota(s, &q0), GS_OK);
+    assert_int_equal(gs_usage_add_quota(s, &q1), GS_OK);
+    assert_int_equal(gs_usage_commit(s, t0 + 4 * H_MS), GS_OK);
+    struct gs_usage_report *r = report(s, INT64_MIN, INT64_MAX, GS_USAGE_BY_QUEUE);
+    assert_int_equal(r->nqueues, 1);
+    assert_string_equal(r->queue_names[0], "qa");
+    assert_near(r->capacity_gpu_h, 16.0, 1e-9);
+    assert_near(r->queue_alloc_pct[0], 62.5, 1e-9);
+    assert_near(r->queue_fair_pct[0], 50.0, 1e-9);
+    gs_usage_report_free(r);
+    r = report(s, t0 + 2 * H_MS, t0 + 4 * H_MS, GS_USAGE_BY_QUEUE);
+    assert_int_equal(r->nqueues, 1);
+    assert_near(r->queue_alloc_pct[0], 75.0, 1e-9);
+    assert_near(r->queue_fair_pct[0], 50.0, 1e-9);
+    gs_usage_report_free(r);
+    assert_int_equal(gs_usage_close(s), GS_OK);
+}
+
+/*
+ * The recorder writes a queue's snapshot only when it changed: one queue q (quota 1 GPU) on a
+ * 1-GPU node; syncs at 0 s and 60 s with nothing running write one row; a 1-GPU pod started at
+ * 90 s changes allocated (0 -> 1000 milli), so the sync at 120 s writes a second; the syncs at
+ * 180 s and 240 s write none. Two rows, where a row per sync would make five.
+ */
+static void test_recorder_writes_quota_snapshots_only_on_change(void **state)
+{
+    (void)state;
+    struct gs_usage_store *s = open_new("changes.db");
+    struct world w = {0};
+    assert_int_equal(gs_cluster_new(&w.c), GS_OK);
+    struct gs_node_spec n1 = {"n1", 64000, 1 << 20, 110, 1, "A100", 0};
+    assert_int_equal(gs_cluster_add_node(w.c, &n1, NULL), GS_OK);
+    struct gs_usage_recorder_config rc = {s, EPOCH_MS, "uid-"};
+    assert_int_equal(gs_usage_recorder_new(&rc, &w.rec), GS_OK);
+    struct gs_engine_config ec = {.policy = "bestfit", .on_event = world_event, .ctx = &w};
+    assert_int_equal(gs_engine_new(w.c, &ec, &w.e), GS_OK);
+    const int64_t inf = GS_UNLIMITED;
+    struct gs_queue_spec qs = {"q", GS_QUEUE_ROOT, {1000, inf, inf}, {inf, inf, inf}, 1, 0};
+    struct gs_priority_class_spec pc = {"normal", 0, -1};
+    uint32_t q, cls;
+    assert_int_equal(gs_engine_add_queue(w.e, &qs, &q), GS_OK);
+    assert_int_equal(gs_engine_add_priority_class(w.e, &pc, &cls), GS_OK);
+    assert_int_equal(gs_usage_recorder_sync(w.rec, w.c, w.e, 0), GS_OK);
+    assert_int_equal(gs_usage_recorder_sync(w.rec, w.c, w.e, 60000), GS_OK);
+    (void)submit(&w, q, cls, 1, 1000, UINT64_MAX, 90000);
+    assert_int_equal(gs_engine_cycle(w.e, 90000, NULL, NULL), GS_OK);
+    for (int64_t t = 120000; t <= 240000; t += 60000)
+        assert_int_equal(gs_usage_recorder_sync(w.rec, w.c, w.e, t), GS_OK);
+    assert_int_equal(gs_usage_recorder_finish(w.rec, 300000), GS_OK);
+    assert_int_equal(gs_usage_recorder_error(w.rec), GS_OK);
+    gs_usage_recorder_free(w.rec);
+    gs_engine_free(w.e);
+    gs_cluster_free(w.c);
+    assert_int_equal(gs_usage_close(s), GS_OK);
+    assert_int_equal(count_rows("changes.db", "SELECT count(*) FROM quota_snapshot"), 2);
+    assert_int_equal(count_rows("changes.db", "SELECT max(gpu_allocated_milli) FROM quota_snapshot "
+                                              "WHERE t_ms = 1796083200000 + 120000"),
+                     1000);
+}
+
 static void test_utilisation_names_idle_allocations(void **state)
 {
     (void)state;
@@ -631,6 +726,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recorded_engine_gives_hand_worked_gpu_hours),
         cmocka_unit_test(test_three_quarter_pods_leave_a_quarter_idle_and_shares_by_mode),
+        cmocka_unit_test(test_queue_share_integrates_snapshots_over_time),
+        cmocka_unit_test(test_recorder_writes_quota_snapshots_only_on_change),
         cmocka_unit_test(test_utilisation_names_idle_allocations),
         cmocka_unit_test(test_recover_closes_open_intervals_at_the_last_heartbeat),
         cmocka_unit_test(test_compact_keeps_hourly_means_and_deletes_only_when_asked),
