@@ -53,6 +53,10 @@
 #define GS_DP_SELECT_MAX 64
 /** Most replicas of one device. */
 #define GS_DP_REPLICAS_MAX 256
+/** The resource of fraction tickets (added to pods by the webhook). */
+#define GS_DP_SLICE_RESOURCE "gpusched.io/gpu-slice"
+/** Slice devices per fractions GPU when sharing.fractions.slicesPerGpu is not given. */
+#define GS_DP_SLICES_DEFAULT 10
 /** Most resources one node advertises. */
 #define GS_DP_RESOURCES_MAX 32
 /** Most devices of one resource (keeps a ListAndWatch message far below 4 MiB). */
@@ -104,6 +108,10 @@ struct gs_dp_config {
     bool fail_requests_greater_than_one;    /**< sharing.timeSlicing.failRequestsGreaterThanOne */
     uint32_t n_ts;                          /**< entries used in ts */
     struct gs_dp_ts_entry ts[GS_DP_TS_MAX]; /**< sharing.timeSlicing.resources */
+    bool has_fractions;                     /**< sharing.fractions is present */
+    struct gs_dp_ts_entry fractions;        /**< sharing.fractions: name GS_DP_SLICE_RESOURCE,
+                                                 replicas = slicesPerGpu, devices = the GPUs
+                                                 advertised as slices (mode fractions) */
     struct gs_health_config health;         /**< health.{ignoredXids, recoveryQuietPeriod,
                                                  probeInterval} */
     char metrics_addr[GS_DP_PATH_LEN];      /**< exporter.listenAddress "HOST:PORT"; "" = off */
@@ -157,6 +165,8 @@ struct gs_dp_device {
     int32_t mig;                  /**< position in gs_gpu_info.mig, -1 for a whole GPU */
     uint32_t replica;             /**< n of "::<n>", 0 when not a replica */
     uint32_t replicas;            /**< replicas of the underlying device, 0 when not shared */
+    uint32_t slices;              /**< slices of a fractions GPU ("<uuid>::slice-<n>", n in
+                                       replica), 0 when not a slice */
     int32_t numa_node;            /**< NUMA node of the GPU, -1 unknown (no topology sent) */
 };
 

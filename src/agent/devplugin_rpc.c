@@ -150,13 +150,17 @@ static bool is_claimed_unit(const struct gs_dp_model *m, const struct gs_dp_devi
     if (d->mig < 0)
         return false;
     const struct gs_gpu_mig *mg = &m->gpus[d->gpu].mig[d->mig];
-    return mg->has_start && (int32_t)mg->start_slot == cl->mig_start[k] &&
+    /* start -1 (the annotation's null): any instance of the profile on that GPU. */
+    return (cl->mig_start[k] < 0 ||
+            (mg->has_start && (int32_t)mg->start_slot == cl->mig_start[k])) &&
            strcmp(mg->profile, cl->mig_profile[k]) == 0;
 }
 
 void gs__dp_claim_unit_name(const struct gs_dp_claim *cl, uint32_t k, char *buf, size_t cap)
 {
-    if (cl->mig_profile[k][0] != '\0')
+    if (cl->mig_profile[k][0] != '\0' && cl->mig_start[k] < 0)
+        (void)snprintf(buf, cap, "%u:%s@any", (unsigned)cl->gpu[k], cl->mig_profile[k]);
+    else if (cl->mig_profile[k][0] != '\0')
         (void)snprintf(buf, cap, "%u:%s@%d", (unsigned)cl->gpu[k], cl->mig_profile[k],
                        (int)cl->mig_start[k]);
     else
@@ -770,6 +774,22 @@ static int check_allocation(const struct gs_dp_view *v, const V1beta1__Container
         want[i] = claim.gpu[i] * 16u + (inst ? st : 0u);
         want_at[i] = (uint32_t)i;
         mig = mig || inst || d->mig >= 0;
+    }
+    /* A start of null: the entry wants a device kubelet handed of that GPU and profile (each
+     * handed device answering one such entry, first come first served). */
+    bool used[GS_DP_ASSIGN_GPUS_MAX] = {false};
+    for (size_t i = 0; i < n; i++) {
+        if (claim.mig_profile[i][0] == '\0' || claim.mig_start[i] >= 0)
+            continue;
+        for (size_t j = 0; j < n; j++) {
+            const struct gs_dp_device *d = &r->devices[got_at[j]];
+            if (used[j] || d->mig < 0 || d->gpu != claim.gpu[i] ||
+                strcmp(v->model->gpus[d->gpu].mig[d->mig].profile, claim.mig_profile[i]) != 0)
+                continue;
+            used[j] = true;
+            want[i] = got[j];
+            break;
+        }
     }
     sort_keys(got, got_at, n);
     sort_keys(want, want_at, n);
