@@ -270,11 +270,18 @@ struct gs_dp_claim {
 
 /** What became of a claim in one call (told through gs_dp_view.on_claim). */
 struct gs_dp_claim_outcome {
-    const struct gs_dp_claim *claim; /**< the claim (borrowed for the callback) */
+    const struct gs_dp_claim *claim; /**< the claim (borrowed for the callback); NULL only for an
+                                          Allocate of gpusched.io/gpu-slice devices that no claim
+                                          answers: the container got the GPUs of the slices
+                                          kubelet handed, why says so (a warning to log) */
     bool allocate;                   /**< false: GetPreferredAllocation; true: Allocate */
     bool honoured;                   /**< the devices are those of the claimed GPUs */
     const char *why;                 /**< when not honoured: a sentence; "" otherwise */
     const char *ids;                 /**< the device IDs answered or allocated, comma-joined */
+    bool gave_assigned;              /**< Allocate of slices of other GPUs than claimed (not
+                                          honoured): the container got the claim's GPUs, not
+                                          the slices' (false when one of them could not be
+                                          given: why then says which and why) */
 };
 
 /**
@@ -314,8 +321,9 @@ int gs_dp_handle_list(const struct gs_dp_view *v, struct gs_dp_answer *out);
 /**
  * GetPreferredAllocation, per container request: must_include first (in the given order),
  * then, when view.claim answers a claim of allocation_size devices of the resource and each
- * claimed unit (a GPU; for a MIG entry the MIG device of that GPU with that profile and start
- * slot) is offered, Healthy and the same GPU as the claim's UUID, its devices; else (the reason
+ * claimed unit (a GPU, or a slice of it for gpusched.io/gpu-slice; for a MIG entry the MIG
+ * device of that GPU with that profile and start slot, any instance of the profile for start -1)
+ * is offered, Healthy and the same GPU as the claim's UUID, its devices; else (the reason
  * told to view.on_claim) a deterministic choice among the available IDs. Whole GPUs: the set with
  * the most NVLink links inside it, then the most GPUs on one NUMA node, then the fewest NVLink
  * links to available GPUs left outside (leaving connected groups whole), then the lowest seed
@@ -347,9 +355,16 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
  * (percent: the smallest milli of 1..999 among the entries, / 10, at least 1), HAMi's names for
  * its in-container limiter; each unit takes the entry of the same GPU (MIG: GPU and start), else
  * the next one left. Then view.on_claim hears whether the units kubelet chose are the claim's
- * (as multisets of GPU, or GPU and MIG start), with the reason when not ("kubelet allocated GPUs
- * 0,1, the scheduler assigned 2,5"; "kubelet allocated MIG instances 6:1g.18gb@0, the scheduler
- * assigned 6:1g.18gb@3"). A refused call reports nothing.
+ * (as multisets of GPU, or GPU and MIG start; a MIG entry of start -1 matches any instance of its
+ * profile on its GPU), with the reason when not ("kubelet allocated GPUs 0,1, the scheduler
+ * assigned 2,5"; "kubelet allocated MIG instances 6:1g.18gb@0, the scheduler assigned
+ * 6:1g.18gb@3"). Kubelet's choice stands, except for gpusched.io/gpu-slice devices (tickets of a
+ * fractions GPU, which kubelet picks without knowing the assignment): slices of other GPUs than
+ * claimed give the container the claim's GPUs (NVIDIA_VISIBLE_DEVICES, device nodes, CDI names
+ * and annotation gpusched.io/gpus of those; gpusched.io/devices keeps kubelet's IDs; outcome
+ * gave_assigned) when each is on the node, the same UUID, Healthy and has a slice device here;
+ * else, and for slices no claim answers (outcome claim NULL), the GPUs of the slices kubelet
+ * handed. A refused call reports nothing.
  * @return GS_OK with status OK; or status INVALID_ARGUMENT (undecodable request, a container
  *         with no IDs or an ID twice, an ID the resource does not have, more than one replica
  *         under failRequestsGreaterThanOne), FAILED_PRECONDITION (an ID on an Unhealthy GPU);

@@ -280,7 +280,11 @@ static int expand(const struct gs_gpu_info *gpus, const struct unit *units, uint
                                   : snprintf(d->id, sizeof d->id, "%s", base_id);
             if (len < 0 || (size_t)len >= sizeof d->id)
                 return fail(err, cap, "device ID '%s%s' of GPU %u is longer than 63 characters",
-                            base_id, u->replicas > 0 ? "::N" : "", (unsigned)u->gpu);
+                            base_id,
+                            u->slices > 0     ? "::slice-N"
+                            : u->replicas > 0 ? "::N"
+                                              : "",
+                            (unsigned)u->gpu);
             d->gpu = u->gpu;
             d->mig = u->mig;
             d->replica = c;
