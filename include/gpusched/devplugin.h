@@ -109,9 +109,13 @@ struct gs_dp_config {
     uint32_t n_ts;                          /**< entries used in ts */
     struct gs_dp_ts_entry ts[GS_DP_TS_MAX]; /**< sharing.timeSlicing.resources */
     bool has_fractions;                     /**< sharing.fractions is present */
-    struct gs_dp_ts_entry fractions;        /**< sharing.fractions: name GS_DP_SLICE_RESOURCE,
-                                                 replicas = slicesPerGpu, devices = the GPUs
-                                                 advertised as slices (mode fractions) */
+    struct gs_dp_ts_entry fractions;        /**< sharing.fractions, read only when
+                                                 has_fractions: name GS_DP_SLICE_RESOURCE,
+                                                 replicas = slicesPerGpu (1..256, default
+                                                 GS_DP_SLICES_DEFAULT), devices = the GPUs
+                                                 advertised as slices (mode fractions; indices
+                                                 or GPU UUIDs, all_devices for `all` or no
+                                                 key), line = the mapping's line */
     struct gs_health_config health;         /**< health.{ignoredXids, recoveryQuietPeriod,
                                                  probeInterval} */
     char metrics_addr[GS_DP_PATH_LEN];      /**< exporter.listenAddress "HOST:PORT"; "" = off */
@@ -131,7 +135,10 @@ void gs_dp_config_default(struct gs_dp_config *cfg);
 /**
  * Parses a configuration (format: deploy/agent-config.yaml, docs/agent.md). Keys absent from
  * the text keep their defaults. Every key is checked: unknown or repeated keys, wrong types
- * and values out of range are errors.
+ * and values out of range are errors; so is one GPU taken by sharing.fractions and a
+ * sharing.timeSlicing entry of nvidia.com/gpu with the same selector (or either by `all`),
+ * reported at the document with both lines (selectors of different spellings are told apart
+ * by gs_dp_model_build).
  * @param buf   the YAML text, len bytes (need not be NUL-terminated); at most
  *              GS_DP_CONFIG_FILE_MAX bytes.
  * @param name  file name for diagnostics; may be NULL.
@@ -160,7 +167,8 @@ uint32_t gs_dp_config_gpu_replicas(const struct gs_dp_config *cfg);
 
 /** One device as kubelet sees it. Plain value record. */
 struct gs_dp_device {
-    char id[GS_DP_DEVICE_ID_LEN]; /**< GPU UUID, MIG UUID, or "<either>::<n>" for a replica */
+    char id[GS_DP_DEVICE_ID_LEN]; /**< GPU UUID, MIG UUID, "<either>::<n>" for a replica, or
+                                       "<GPU UUID>::slice-<n>" for a slice */
     uint32_t gpu;                 /**< index of the physical GPU */
     int32_t mig;                  /**< position in gs_gpu_info.mig, -1 for a whole GPU */
     uint32_t replica;             /**< n of "::<n>", 0 when not a replica */
@@ -198,15 +206,19 @@ struct gs_dp_model {
  * strategy (none: every GPU whole, MIG mode or not; single: every GPU must run MIG with one
  * profile, its MIG devices are nvidia.com/gpu, or no GPU runs MIG; mixed: GPUs not in MIG
  * mode are nvidia.com/gpu, MIG devices nvidia.com/mig-<profile>), then time-slicing: each
- * selected device becomes replicas "<id>::0".."<id>::<R-1>" under the entry's resource.
- * Selectors that match no device of the node are counted in n_unmatched, not errors (one
- * ConfigMap may serve many nodes). Resource socket names are "gpusched-<name>.sock" with
- * every character outside [A-Za-z0-9._-] made '-'.
+ * selected device becomes replicas "<id>::0".."<id>::<R-1>" under the entry's resource, then
+ * sharing.fractions: each selected whole GPU becomes slices "<uuid>::slice-0".."::slice-<S-1>"
+ * (S = slicesPerGpu) under GS_DP_SLICE_RESOURCE (slices set, replicas 0; under `all` GPUs whose
+ * units are MIG devices are skipped). Selectors that match no device of the node are counted in
+ * n_unmatched, not errors (one ConfigMap may serve many nodes). Resource socket names are
+ * "gpusched-<name>.sock" with every character outside [A-Za-z0-9._-] made '-'.
  * @param gpus  n GPU records with index == position (as both backends give); copied.
  * @param out   filled on success, zeroed on failure.
  * @param err   receives a sentence on failure; cap bytes; may be NULL.
  * @return GS_OK; GS_EINVAL (a GPU index out of place; single strategy on a node that does
- *         not fit it; a device selected by two sharing entries; a device ID over 63
+ *         not fit it; a device selected by two sharing entries; a GPU selected by
+ *         sharing.fractions and a time-slicing entry, or a MIG GPU named by sharing.fractions
+ *         ("a GPU is in one mode", with both entries' lines); a device ID over 63
  *         characters; a shared or renamed resource that is not of the form domain/name);
  *         GS_ELIMIT (over GS_DP_RESOURCES_MAX resources or GS_DP_DEVICES_MAX devices);
  *         GS_ENOMEM.
@@ -264,8 +276,10 @@ struct gs_dp_claim {
                                                                       entry is a MIG entry iff
                                                                       this is set */
     int32_t mig_start[GS_DP_ASSIGN_GPUS_MAX]; /**< the MIG instance's start slot 0..7 (NVML
-                                                   placement.start); read only for a MIG
-                                                   entry (-1 otherwise from the table) */
+                                                   placement.start), -1 for the annotation's
+                                                   null: any instance of the profile on that
+                                                   GPU; read only for a MIG entry (-1
+                                                   otherwise from the table) */
 };
 
 /** What became of a claim in one call (told through gs_dp_view.on_claim). */
