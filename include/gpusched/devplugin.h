@@ -53,6 +53,10 @@
 #define GS_DP_SELECT_MAX 64
 /** Most replicas of one device. */
 #define GS_DP_REPLICAS_MAX 256
+/** The resource of fraction tickets (added to pods by the webhook). */
+#define GS_DP_SLICE_RESOURCE "gpusched.io/gpu-slice"
+/** Slice devices per fractions GPU when sharing.fractions.slicesPerGpu is not given. */
+#define GS_DP_SLICES_DEFAULT 10
 /** Most resources one node advertises. */
 #define GS_DP_RESOURCES_MAX 32
 /** Most devices of one resource (keeps a ListAndWatch message far below 4 MiB). */
@@ -104,6 +108,14 @@ struct gs_dp_config {
     bool fail_requests_greater_than_one;    /**< sharing.timeSlicing.failRequestsGreaterThanOne */
     uint32_t n_ts;                          /**< entries used in ts */
     struct gs_dp_ts_entry ts[GS_DP_TS_MAX]; /**< sharing.timeSlicing.resources */
+    bool has_fractions;                     /**< sharing.fractions is present */
+    struct gs_dp_ts_entry fractions;        /**< sharing.fractions, read only when
+                                                 has_fractions: name GS_DP_SLICE_RESOURCE,
+                                                 replicas = slicesPerGpu (1..256, default
+                                                 GS_DP_SLICES_DEFAULT), devices = the GPUs
+                                                 advertised as slices (mode fractions; indices
+                                                 or GPU UUIDs, all_devices for `all` or no
+                                                 key), line = the mapping's line */
     struct gs_health_config health;         /**< health.{ignoredXids, recoveryQuietPeriod,
                                                  probeInterval} */
     char metrics_addr[GS_DP_PATH_LEN];      /**< exporter.listenAddress "HOST:PORT"; "" = off */
@@ -123,7 +135,10 @@ void gs_dp_config_default(struct gs_dp_config *cfg);
 /**
  * Parses a configuration (format: deploy/agent-config.yaml, docs/agent.md). Keys absent from
  * the text keep their defaults. Every key is checked: unknown or repeated keys, wrong types
- * and values out of range are errors.
+ * and values out of range are errors; so is one GPU taken by sharing.fractions and a
+ * sharing.timeSlicing entry of nvidia.com/gpu with the same selector (or either by `all`),
+ * reported at the document with both lines (selectors of different spellings are told apart
+ * by gs_dp_model_build).
  * @param buf   the YAML text, len bytes (need not be NUL-terminated); at most
  *              GS_DP_CONFIG_FILE_MAX bytes.
  * @param name  file name for diagnostics; may be NULL.
@@ -152,11 +167,14 @@ uint32_t gs_dp_config_gpu_replicas(const struct gs_dp_config *cfg);
 
 /** One device as kubelet sees it. Plain value record. */
 struct gs_dp_device {
-    char id[GS_DP_DEVICE_ID_LEN]; /**< GPU UUID, MIG UUID, or "<either>::<n>" for a replica */
+    char id[GS_DP_DEVICE_ID_LEN]; /**< GPU UUID, MIG UUID, "<either>::<n>" for a replica, or
+                                       "<GPU UUID>::slice-<n>" for a slice */
     uint32_t gpu;                 /**< index of the physical GPU */
     int32_t mig;                  /**< position in gs_gpu_info.mig, -1 for a whole GPU */
     uint32_t replica;             /**< n of "::<n>", 0 when not a replica */
     uint32_t replicas;            /**< replicas of the underlying device, 0 when not shared */
+    uint32_t slices;              /**< slices of a fractions GPU ("<uuid>::slice-<n>", n in
+                                       replica), 0 when not a slice */
     int32_t numa_node;            /**< NUMA node of the GPU, -1 unknown (no topology sent) */
 };
 
@@ -188,15 +206,19 @@ struct gs_dp_model {
  * strategy (none: every GPU whole, MIG mode or not; single: every GPU must run MIG with one
  * profile, its MIG devices are nvidia.com/gpu, or no GPU runs MIG; mixed: GPUs not in MIG
  * mode are nvidia.com/gpu, MIG devices nvidia.com/mig-<profile>), then time-slicing: each
- * selected device becomes replicas "<id>::0".."<id>::<R-1>" under the entry's resource.
- * Selectors that match no device of the node are counted in n_unmatched, not errors (one
- * ConfigMap may serve many nodes). Resource socket names are "gpusched-<name>.sock" with
- * every character outside [A-Za-z0-9._-] made '-'.
+ * selected device becomes replicas "<id>::0".."<id>::<R-1>" under the entry's resource, then
+ * sharing.fractions: each selected whole GPU becomes slices "<uuid>::slice-0".."::slice-<S-1>"
+ * (S = slicesPerGpu) under GS_DP_SLICE_RESOURCE (slices set, replicas 0; under `all` GPUs whose
+ * units are MIG devices are skipped). Selectors that match no device of the node are counted in
+ * n_unmatched, not errors (one ConfigMap may serve many nodes). Resource socket names are
+ * "gpusched-<name>.sock" with every character outside [A-Za-z0-9._-] made '-'.
  * @param gpus  n GPU records with index == position (as both backends give); copied.
  * @param out   filled on success, zeroed on failure.
  * @param err   receives a sentence on failure; cap bytes; may be NULL.
  * @return GS_OK; GS_EINVAL (a GPU index out of place; single strategy on a node that does
- *         not fit it; a device selected by two sharing entries; a device ID over 63
+ *         not fit it; a device selected by two sharing entries; a GPU selected by
+ *         sharing.fractions and a time-slicing entry, or a MIG GPU named by sharing.fractions
+ *         ("a GPU is in one mode", with both entries' lines); a device ID over 63
  *         characters; a shared or renamed resource that is not of the form domain/name);
  *         GS_ELIMIT (over GS_DP_RESOURCES_MAX resources or GS_DP_DEVICES_MAX devices);
  *         GS_ENOMEM.
@@ -254,17 +276,26 @@ struct gs_dp_claim {
                                                                       entry is a MIG entry iff
                                                                       this is set */
     int32_t mig_start[GS_DP_ASSIGN_GPUS_MAX]; /**< the MIG instance's start slot 0..7 (NVML
-                                                   placement.start); read only for a MIG
-                                                   entry (-1 otherwise from the table) */
+                                                   placement.start), -1 for the annotation's
+                                                   null: any instance of the profile on that
+                                                   GPU; read only for a MIG entry (-1
+                                                   otherwise from the table) */
 };
 
 /** What became of a claim in one call (told through gs_dp_view.on_claim). */
 struct gs_dp_claim_outcome {
-    const struct gs_dp_claim *claim; /**< the claim (borrowed for the callback) */
+    const struct gs_dp_claim *claim; /**< the claim (borrowed for the callback); NULL only for an
+                                          Allocate of gpusched.io/gpu-slice devices that no claim
+                                          answers: the container got the GPUs of the slices
+                                          kubelet handed, why says so (a warning to log) */
     bool allocate;                   /**< false: GetPreferredAllocation; true: Allocate */
     bool honoured;                   /**< the devices are those of the claimed GPUs */
     const char *why;                 /**< when not honoured: a sentence; "" otherwise */
     const char *ids;                 /**< the device IDs answered or allocated, comma-joined */
+    bool gave_assigned;              /**< Allocate of slices of other GPUs than claimed (not
+                                          honoured): the container got the claim's GPUs, not
+                                          the slices' (false when one of them could not be
+                                          given: why then says which and why) */
 };
 
 /**
@@ -304,8 +335,9 @@ int gs_dp_handle_list(const struct gs_dp_view *v, struct gs_dp_answer *out);
 /**
  * GetPreferredAllocation, per container request: must_include first (in the given order),
  * then, when view.claim answers a claim of allocation_size devices of the resource and each
- * claimed unit (a GPU; for a MIG entry the MIG device of that GPU with that profile and start
- * slot) is offered, Healthy and the same GPU as the claim's UUID, its devices; else (the reason
+ * claimed unit (a GPU, or a slice of it for gpusched.io/gpu-slice; for a MIG entry the MIG
+ * device of that GPU with that profile and start slot, any instance of the profile for start -1)
+ * is offered, Healthy and the same GPU as the claim's UUID, its devices; else (the reason
  * told to view.on_claim) a deterministic choice among the available IDs. Whole GPUs: the set with
  * the most NVLink links inside it, then the most GPUs on one NUMA node, then the fewest NVLink
  * links to available GPUs left outside (leaving connected groups whole), then the lowest seed
@@ -337,9 +369,16 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
  * (percent: the smallest milli of 1..999 among the entries, / 10, at least 1), HAMi's names for
  * its in-container limiter; each unit takes the entry of the same GPU (MIG: GPU and start), else
  * the next one left. Then view.on_claim hears whether the units kubelet chose are the claim's
- * (as multisets of GPU, or GPU and MIG start), with the reason when not ("kubelet allocated GPUs
- * 0,1, the scheduler assigned 2,5"; "kubelet allocated MIG instances 6:1g.18gb@0, the scheduler
- * assigned 6:1g.18gb@3"). A refused call reports nothing.
+ * (as multisets of GPU, or GPU and MIG start; a MIG entry of start -1 matches any instance of its
+ * profile on its GPU), with the reason when not ("kubelet allocated GPUs 0,1, the scheduler
+ * assigned 2,5"; "kubelet allocated MIG instances 6:1g.18gb@0, the scheduler assigned
+ * 6:1g.18gb@3"). Kubelet's choice stands, except for gpusched.io/gpu-slice devices (tickets of a
+ * fractions GPU, which kubelet picks without knowing the assignment): slices of other GPUs than
+ * claimed give the container the claim's GPUs (NVIDIA_VISIBLE_DEVICES, device nodes, CDI names
+ * and annotation gpusched.io/gpus of those; gpusched.io/devices keeps kubelet's IDs; outcome
+ * gave_assigned) when each is on the node, the same UUID, Healthy and has a slice device here;
+ * else, and for slices no claim answers (outcome claim NULL), the GPUs of the slices kubelet
+ * handed. A refused call reports nothing.
  * @return GS_OK with status OK; or status INVALID_ARGUMENT (undecodable request, a container
  *         with no IDs or an ID twice, an ID the resource does not have, more than one replica
  *         under failRequestsGreaterThanOne), FAILED_PRECONDITION (an ID on an Unhealthy GPU);

@@ -40,8 +40,8 @@
  * Builds the inventory document: {"version":1,"gpus":[{"index","uuid","model","mem_mib",
  * "mode","health","numa_node","nvlink_peers","replicas","resources","mig"}...]}, one entry per
  * GPU in index order. mode is "mig" when the model advertises MIG devices of the GPU, else
- * "replicas" when it advertises time-sliced replicas of it, else "whole" ("fractions" is in
- * the schema for milli slices, which the agent does not advertise yet); replicas is the
+ * "fractions" when it advertises gpusched.io/gpu-slice slices of it (sharing.fractions), else
+ * "replicas" when it advertises time-sliced replicas of it, else "whole"; replicas is the
  * replica count of a time-sliced GPU (1 otherwise); resources the advertised resources with a
  * device on the GPU; mig every MIG device of the GPU with profile, start (null unknown), uuid,
  * mem_mib and replicas; health "Healthy" or "Unhealthy" from the health array.
@@ -76,7 +76,8 @@ void gs_dp_assign_clear(struct gs_dp_assign *t);
  * not JSON {"gpus":[{"index":N,...}]} with indices 0..63 is ignored (the pod cannot be claimed) and
  * reported through `why`; so is one whose entry has a "milli" outside 0..1000, a "mem_mib" that
  * is not a positive integer (at most 2^40), or a "mig" without a non-empty "profile" (under 32
- * bytes) and a "start" slot 0..7 (docs/schemas/assigned-gpus.schema.json). These members are
+ * bytes) and a "start" slot 0..7 or null (any instance of the profile on that GPU, -1 in the
+ * claim; docs/schemas/assigned-gpus.schema.json). These members are
  * optional here; what an entry has is copied into the claims made of it.
  * @param pod   a Pod object (borrowed).
  * @param why   receives a sentence when the pod's assignment is unreadable ("" otherwise);

@@ -100,7 +100,9 @@ struct gs_exporter_snapshot {
     bool have_assign;            /**< render the assignment counters below (the agent follows
                                       the scheduler's GPU choice: it has a Kubernetes config) */
     uint64_t assign_as_assigned; /**< Allocates of the GPUs the scheduler assigned */
-    uint64_t assign_mismatch;    /**< Allocates of other GPUs than assigned (kubelet decided) */
+    uint64_t assign_mismatch;    /**< Allocates where kubelet handed other GPUs than assigned
+                                      (kubelet decided; for gpusched.io/gpu-slice the container
+                                      got the assigned GPUs all the same) */
     uint64_t assign_fallbacks;   /**< GetPreferredAllocation answers that could not follow the
                                       assignment (a GPU Unhealthy, not offered, not here) */
 };

@@ -256,6 +256,12 @@ static void on_claim(void *ctx, const struct gs_dp_claim_outcome *o)
 {
     struct gs_dp_agent *a = ctx;
     const struct gs_dp_claim *c = o->claim;
+    if (c == NULL) {
+        /* Slices no assignment asks for: the GPU of the slices kubelet handed (the safe choice:
+         * kubelet accounted them, and nothing says another GPU is meant). */
+        logf_(a, "Allocate of %s: warning: %s; giving the GPUs of these slices", o->ids, o->why);
+        return;
+    }
     char gpus[GS_DP_ASSIGN_GPUS_MAX * (GS_GPU_PROFILE_LEN + 32)];
     gs__dp_claim_units(c, gpus, sizeof gpus);
     if (!o->allocate) {
@@ -276,6 +282,10 @@ static void on_claim(void *ctx, const struct gs_dp_claim_outcome *o)
         a->assign_as_assigned++;
         logf_(a, "Allocate for pod %s: %s, the GPUs %s the scheduler assigned", c->pod, o->ids,
               gpus);
+    } else if (o->gave_assigned) {
+        a->assign_mismatch++;
+        logf_(a, "Allocate for pod %s: mismatch: %s; giving the assigned GPUs %s (kubelet's %s)",
+              c->pod, o->why, gpus, o->ids);
     } else {
         a->assign_mismatch++;
         logf_(a, "Allocate for pod %s: mismatch: %s; following kubelet (%s)", c->pod, o->why,

@@ -174,13 +174,17 @@ static bool read_share(struct row *r, size_t i, const json_t *g, char *why, size
                            GS_DP_ASSIGNED_ANNOTATION, i, GS_GPU_PROFILE_LEN - 1);
             return false;
         }
-        if (!json_is_integer(st) || json_integer_value(st) < 0 || json_integer_value(st) > 7) {
-            (void)snprintf(why, cap, "annotation %s: gpus[%zu].mig.start is not a slot 0..7",
+        /* null: the scheduler knew the profile only (MIG capacity from nvidia.com/mig-*, no
+         * inventory): any instance of that profile on the GPU, -1 here. */
+        if (!json_is_null(st) &&
+            (!json_is_integer(st) || json_integer_value(st) < 0 || json_integer_value(st) > 7)) {
+            (void)snprintf(why, cap,
+                           "annotation %s: gpus[%zu].mig.start is not a slot 0..7 or null",
                            GS_DP_ASSIGNED_ANNOTATION, i);
             return false;
         }
         (void)snprintf(r->mig_profile[i], sizeof r->mig_profile[i], "%s", prof);
-        r->mig_start[i] = (int32_t)json_integer_value(st);
+        r->mig_start[i] = json_is_null(st) ? -1 : (int32_t)json_integer_value(st);
     }
     return true;
 }

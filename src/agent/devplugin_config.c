@@ -536,7 +536,84 @@ static int read_time_slicing(struct rd *r, const struct gs_yaml_node *map, struc
     return r->err;
 }
 
-static const char *const sharing_keys[] = {"timeSlicing", "mps", NULL};
+static const char *const fractions_keys[] = {"slicesPerGpu", "devices", NULL};
+
+/* sharing.fractions: the GPUs advertised as gpusched.io/gpu-slice tickets (mode fractions). */
+static int read_fractions(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
+{
+    const char *where = "sharing.fractions";
+    if (expect(r, map, GS_YAML_MAP, where, "fractions") != GS_OK)
+        return r->err;
+    struct gs_dp_ts_entry *e = &cfg->fractions;
+    memset(e, 0, sizeof *e);
+    (void)snprintf(e->name, sizeof e->name, "%s", GS_DP_SLICE_RESOURCE);
+    e->all_devices = true;
+    e->replicas = GS_DP_SLICES_DEFAULT;
+    e->line = map->at.line;
+    cfg->has_fractions = true;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, fractions_keys, &seen, where, &slot) != GS_OK)
+            break;
+        const struct gs_yaml_node *v = pair[1];
+        if (slot == 0) {
+            int64_t n = 0;
+            if (get_int(r, v, "sharing.fractions.slicesPerGpu", "slicesPerGpu", 0, INT32_MAX, &n) !=
+                GS_OK)
+                break;
+            if (n < 1 || n > GS_DP_REPLICAS_MAX)
+                fail_at(r, GS_EPARSE, v, "slicesPerGpu",
+                        "sharing.fractions.slicesPerGpu: %" PRId64 " is out of range 1..%d", n,
+                        GS_DP_REPLICAS_MAX);
+            else
+                e->replicas = (uint32_t)n;
+        } else {
+            read_devices(r, v, "sharing.fractions.devices", e);
+        }
+    }
+    for (uint32_t i = 0; r->err == GS_OK && i < e->n_devices; i++)
+        if (strchr(e->devices[i], ':') != NULL || strncmp(e->devices[i], "MIG-", 4) == 0)
+            fail_at(r, GS_EPARSE, map, "devices",
+                    "sharing.fractions.devices: '%.40s' is a MIG device; fractions take whole "
+                    "GPUs",
+                    e->devices[i]);
+    return r->err;
+}
+
+/*
+ * A GPU in two modes: a sharing.timeSlicing entry of nvidia.com/gpu and sharing.fractions both
+ * selecting it (by the same selector, or either by 'all'). Selectors of different spellings
+ * (index and UUID) are told apart only when the GPUs are known: gs_dp_model_build refuses those.
+ */
+static int check_modes(struct rd *r, const struct gs_yaml_node *root,
+                       const struct gs_dp_config *cfg)
+{
+    if (!cfg->has_fractions)
+        return GS_OK;
+    const struct gs_dp_ts_entry *f = &cfg->fractions;
+    for (uint32_t t = 0; t < cfg->n_ts; t++) {
+        const struct gs_dp_ts_entry *e = &cfg->ts[t];
+        if (strcmp(e->name, "nvidia.com/gpu") != 0)
+            continue;
+        const char *both = NULL;
+        if (e->all_devices || f->all_devices)
+            both = e->all_devices ? (f->all_devices ? "all" : f->devices[0]) : e->devices[0];
+        for (uint32_t i = 0; both == NULL && i < e->n_devices; i++)
+            for (uint32_t j = 0; both == NULL && j < f->n_devices; j++)
+                if (strcmp(e->devices[i], f->devices[j]) == 0)
+                    both = f->devices[j];
+        if (both != NULL)
+            return fail_at(r, GS_EPARSE, root, "fractions",
+                           "sharing.fractions (line %u) and sharing.timeSlicing.resources[%u] "
+                           "(line %u) both take GPU '%.40s': a GPU is in one mode",
+                           (unsigned)f->line, (unsigned)t, (unsigned)e->line, both);
+    }
+    return GS_OK;
+}
+
+static const char *const sharing_keys[] = {"timeSlicing", "mps", "fractions", NULL};
 
 static int read_sharing(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
@@ -551,6 +628,8 @@ static int read_sharing(struct rd *r, const struct gs_yaml_node *map, struct gs_
         const struct gs_yaml_node *v = pair[1];
         if (slot == 0)
             read_time_slicing(r, v, cfg);
+        else if (slot == 2)
+            read_fractions(r, v, cfg);
         else
             fail_at(r, GS_EPARSE, pair[0], "mps",
                     "sharing.mps: MPS sharing is not supported; use sharing.timeSlicing");
@@ -729,6 +808,8 @@ static int read_top(struct rd *r, const struct gs_yaml_node *root, struct gs_dp_
         fail_at(r, GS_EPARSE, root, "version",
                 "required key 'version' is missing (write "
                 "'version: v1')");
+    if (r->err == GS_OK)
+        (void)check_modes(r, root, cfg);
     if (r->err == GS_OK && !cfg->list_envvar && !cfg->list_cdi)
         fail_at(r, GS_EPARSE, root, "deviceListStrategy",
                 "flags.plugin.deviceListStrategy: no strategy left");

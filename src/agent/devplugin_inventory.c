@@ -25,7 +25,7 @@ static bool set(json_t *obj, const char *key, json_t *v)
 
 /* Replicas of the unit (GPU mig=-1, or MIG device mig) and the resources holding its devices. */
 static void unit_facts(const struct gs_dp_model *m, uint32_t gpu, int32_t mig, uint32_t *replicas,
-                       bool *has_mig_devices, uint32_t *res_mask)
+                       bool *has_mig_devices, uint32_t *res_mask, bool *sliced)
 {
     *replicas = 1;
     for (uint32_t r = 0; r < m->n_resources; r++) {
@@ -39,6 +39,8 @@ static void unit_facts(const struct gs_dp_model *m, uint32_t gpu, int32_t mig, u
             if (dev->mig != mig && mig != INT32_MIN)
                 continue;
             *res_mask |= 1u << r;
+            if (dev->slices > 0 && sliced != NULL)
+                *sliced = true;
             if (dev->mig == mig && dev->replicas > 0)
                 *replicas = dev->replicas;
         }
@@ -49,7 +51,7 @@ static json_t *mig_entry(const struct gs_dp_model *m, uint32_t g, uint32_t k)
 {
     const struct gs_gpu_mig *mig = &m->gpus[g].mig[k];
     uint32_t replicas = 1, mask = 0;
-    unit_facts(m, g, (int32_t)k, &replicas, NULL, &mask);
+    unit_facts(m, g, (int32_t)k, &replicas, NULL, &mask, NULL);
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
@@ -70,11 +72,12 @@ static json_t *gpu_entry(const struct gs_dp_model *m, const enum gs_health_state
 {
     const struct gs_gpu_info *info = &m->gpus[g];
     uint32_t replicas = 1, mask = 0;
-    bool has_mig = false;
-    unit_facts(m, g, -1, &replicas, &has_mig, &mask);
+    bool has_mig = false, sliced = false;
+    unit_facts(m, g, -1, &replicas, &has_mig, &mask, &sliced);
     uint32_t all_mask = 0, unused = 1;
-    unit_facts(m, g, INT32_MIN, &unused, NULL, &all_mask); /* every resource with a device here */
-    const char *mode = has_mig ? "mig" : replicas > 1 ? "replicas" : "whole";
+    unit_facts(m, g, INT32_MIN, &unused, NULL, &all_mask,
+               NULL); /* every resource with a device here */
+    const char *mode = has_mig ? "mig" : sliced ? "fractions" : replicas > 1 ? "replicas" : "whole";
     json_t *o = json_object();
     json_t *peers = json_array();
     json_t *res = json_array();

@@ -37,6 +37,7 @@ struct unit {
     char final[GS_DP_RESOURCE_NAME_LEN]; /**< resource after time-slicing */
     uint32_t replicas;                   /**< 0 not shared */
     int32_t entry;                       /**< time-slicing entry that selected it, -1 none */
+    uint32_t slices;                     /**< slices of a fractions GPU, 0 none */
 };
 
 GS_PRINTF(3, 4)
@@ -189,6 +190,34 @@ static int share_units(const struct gs_dp_config *cfg, const struct gs_gpu_info 
                 (void)snprintf(u->final, sizeof u->final, "%.100s.shared", u->base);
         }
     }
+    /* sharing.fractions: whole GPUs become slice tickets; a GPU in one mode only. */
+    bool f_matched[GS_DP_SELECT_MAX];
+    memset(f_matched, 0, sizeof f_matched);
+    for (uint32_t i = 0; cfg->has_fractions && i < n_units; i++) {
+        struct unit *u = &units[i];
+        const struct gs_dp_ts_entry *f = &cfg->fractions;
+        if (!selects(f, gpus, u, f_matched))
+            continue;
+        if (u->mig >= 0) {
+            if (f->all_devices)
+                continue; /* 'all' means the GPUs that are whole; a MIG GPU keeps its devices */
+            return fail(err, cap,
+                        "sharing.fractions (line %u) selects GPU %u, which runs MIG: "
+                        "a GPU is in one mode",
+                        (unsigned)f->line, (unsigned)u->gpu);
+        }
+        if (u->entry >= 0)
+            return fail(err, cap,
+                        "sharing.fractions (line %u) and time-slicing entry %d (line %u) both "
+                        "select GPU %u: a GPU is in one mode",
+                        (unsigned)f->line, (int)u->entry, (unsigned)cfg->ts[u->entry].line,
+                        (unsigned)u->gpu);
+        u->slices = f->replicas;
+        (void)snprintf(u->final, sizeof u->final, "%s", GS_DP_SLICE_RESOURCE);
+    }
+    for (uint32_t s = 0; cfg->has_fractions && s < cfg->fractions.n_devices; s++)
+        if (!f_matched[s] && m->n_unmatched++ == 0)
+            (void)snprintf(m->unmatched, sizeof m->unmatched, "%s", cfg->fractions.devices[s]);
     for (uint32_t e = 0; e < cfg->n_ts && e < GS_DP_TS_MAX; e++)
         for (uint32_t s = 0; s < cfg->ts[e].n_devices && s < GS_DP_SELECT_MAX; s++)
             if (!matched[e][s]) {
@@ -222,7 +251,9 @@ static int expand(const struct gs_gpu_info *gpus, const struct unit *units, uint
     uint64_t total = 0;
     for (uint32_t i = 0; i < n_units; i++)
         if (strcmp(units[i].final, r->name) == 0)
-            total += units[i].replicas > 0 ? units[i].replicas : 1;
+            total += units[i].slices > 0     ? units[i].slices
+                     : units[i].replicas > 0 ? units[i].replicas
+                                             : 1;
     if (total > GS_DP_DEVICES_MAX) {
         (void)fail(err, cap, "resource %s would have %llu devices, more than %d", r->name,
                    (unsigned long long)total, GS_DP_DEVICES_MAX);
@@ -240,19 +271,25 @@ static int expand(const struct gs_gpu_info *gpus, const struct unit *units, uint
             continue;
         const struct gs_gpu_info *g = &gpus[u->gpu];
         const char *base_id = u->mig >= 0 ? g->mig[u->mig].uuid : g->uuid;
-        uint32_t copies = u->replicas > 0 ? u->replicas : 1;
+        uint32_t copies = u->slices > 0 ? u->slices : u->replicas > 0 ? u->replicas : 1;
         for (uint32_t c = 0; c < copies; c++) {
             struct gs_dp_device *d = &r->devices[k];
-            int len = u->replicas > 0
-                          ? snprintf(d->id, sizeof d->id, "%s::%u", base_id, (unsigned)c)
-                          : snprintf(d->id, sizeof d->id, "%s", base_id);
+            int len =
+                u->slices > 0 ? snprintf(d->id, sizeof d->id, "%s::slice-%u", base_id, (unsigned)c)
+                : u->replicas > 0 ? snprintf(d->id, sizeof d->id, "%s::%u", base_id, (unsigned)c)
+                                  : snprintf(d->id, sizeof d->id, "%s", base_id);
             if (len < 0 || (size_t)len >= sizeof d->id)
                 return fail(err, cap, "device ID '%s%s' of GPU %u is longer than 63 characters",
-                            base_id, u->replicas > 0 ? "::N" : "", (unsigned)u->gpu);
+                            base_id,
+                            u->slices > 0     ? "::slice-N"
+                            : u->replicas > 0 ? "::N"
+                                              : "",
+                            (unsigned)u->gpu);
             d->gpu = u->gpu;
             d->mig = u->mig;
             d->replica = c;
             d->replicas = u->replicas;
+            d->slices = u->slices;
             d->numa_node = g->numa_node >= 0 ? g->numa_node : -1;
             k++;
         }
@@ -725,9 +762,11 @@ int gs__dp_prefer(const struct gs_dp_model *m, const struct gs_dp_resource *r,
         return GS_OK;
     bool whole = true;
     for (uint32_t i = 0; i < n_avail && whole; i++)
-        whole = r->devices[avail[i]].mig < 0 && r->devices[avail[i]].replicas == 0;
+        whole = r->devices[avail[i]].mig < 0 && r->devices[avail[i]].replicas == 0 &&
+                r->devices[avail[i]].slices == 0;
     for (uint32_t i = 0; i < n_must && whole; i++)
-        whole = r->devices[must[i]].mig < 0 && r->devices[must[i]].replicas == 0;
+        whole = r->devices[must[i]].mig < 0 && r->devices[must[i]].replicas == 0 &&
+                r->devices[must[i]].slices == 0;
     if (whole)
         return prefer_whole(m, r, avail, n_avail, must, n_must, want, out, n_out);
     return prefer_slots(r, avail, n_avail, must, n_must, want, out, n_out);

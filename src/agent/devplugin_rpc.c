@@ -150,13 +150,17 @@ static bool is_claimed_unit(const struct gs_dp_model *m, const struct gs_dp_devi
     if (d->mig < 0)
         return false;
     const struct gs_gpu_mig *mg = &m->gpus[d->gpu].mig[d->mig];
-    return mg->has_start && (int32_t)mg->start_slot == cl->mig_start[k] &&
+    /* start -1 (the annotation's null): any instance of the profile on that GPU. */
+    return (cl->mig_start[k] < 0 ||
+            (mg->has_start && (int32_t)mg->start_slot == cl->mig_start[k])) &&
            strcmp(mg->profile, cl->mig_profile[k]) == 0;
 }
 
 void gs__dp_claim_unit_name(const struct gs_dp_claim *cl, uint32_t k, char *buf, size_t cap)
 {
-    if (cl->mig_profile[k][0] != '\0')
+    if (cl->mig_profile[k][0] != '\0' && cl->mig_start[k] < 0)
+        (void)snprintf(buf, cap, "%u:%s@any", (unsigned)cl->gpu[k], cl->mig_profile[k]);
+    else if (cl->mig_profile[k][0] != '\0')
         (void)snprintf(buf, cap, "%u:%s@%d", (unsigned)cl->gpu[k], cl->mig_profile[k],
                        (int)cl->mig_start[k]);
     else
@@ -175,6 +179,32 @@ void gs__dp_claim_units(const struct gs_dp_claim *cl, char *buf, size_t cap)
             break;
         n += (size_t)w < cap - n ? (size_t)w : cap - n - 1;
     }
+}
+
+/*
+ * Whether claim entry k names a GPU this node can give: on the node, the same GPU as the
+ * assignment's UUID (when it names one), Healthy. False with the reason in why when not.
+ */
+static bool claim_gpu_usable(const struct gs_dp_view *v, const struct gs_dp_claim *cl, uint32_t k,
+                             char *why, size_t cap)
+{
+    uint32_t g = cl->gpu[k];
+    if (g >= v->model->n_gpus) {
+        (void)snprintf(why, cap, "assigned GPU %u is not on this node (%u GPUs)", (unsigned)g,
+                       (unsigned)v->model->n_gpus);
+        return false;
+    }
+    const char *uuid = v->model->gpus[g].uuid;
+    if (cl->uuid[k][0] != '\0' && strcmp(cl->uuid[k], uuid) != 0) {
+        (void)snprintf(why, cap, "assigned GPU %u is %.96s on the scheduler's side but %.96s here",
+                       (unsigned)g, cl->uuid[k], uuid);
+        return false;
+    }
+    if (v->health[g] != GS_HEALTH_HEALTHY) {
+        (void)snprintf(why, cap, "assigned GPU %u (%.96s) is Unhealthy", (unsigned)g, uuid);
+        return false;
+    }
+    return true;
 }
 
 /*
@@ -197,23 +227,10 @@ static bool honour_claim(const struct gs_dp_view *v, const struct gs_dp_resource
         return false;
     }
     for (uint32_t k = 0; k < cl->n_gpus; k++) {
+        if (!claim_gpu_usable(v, cl, k, why, cap))
+            return false;
         uint32_t g = cl->gpu[k];
-        if (g >= v->model->n_gpus) {
-            (void)snprintf(why, cap, "assigned GPU %u is not on this node (%u GPUs)", (unsigned)g,
-                           (unsigned)v->model->n_gpus);
-            return false;
-        }
         const char *uuid = v->model->gpus[g].uuid;
-        if (cl->uuid[k][0] != '\0' && strcmp(cl->uuid[k], uuid) != 0) {
-            (void)snprintf(why, cap,
-                           "assigned GPU %u is %.96s on the scheduler's side but %.96s here",
-                           (unsigned)g, cl->uuid[k], uuid);
-            return false;
-        }
-        if (v->health[g] != GS_HEALTH_HEALTHY) {
-            (void)snprintf(why, cap, "assigned GPU %u (%.96s) is Unhealthy", (unsigned)g, uuid);
-            return false;
-        }
         bool found = false;
         for (uint32_t i = 0; i < n_must && !found; i++) {
             if (!used_must[i] && is_claimed_unit(v->model, &r->devices[must[i]], cl, k))
@@ -240,8 +257,11 @@ static bool honour_claim(const struct gs_dp_view *v, const struct gs_dp_resource
         bool here = false;
         for (uint32_t i = 0; i < r->n_devices && !here; i++)
             here = is_claimed_unit(v->model, &r->devices[i], cl, k);
-        (void)snprintf(why, cap, "assigned MIG instance %.31s at start %d of GPU %u (%.96s) %s",
-                       cl->mig_profile[k], (int)cl->mig_start[k], (unsigned)g, uuid,
+        char at[16] = "any start";
+        if (cl->mig_start[k] >= 0)
+            (void)snprintf(at, sizeof at, "start %d", (int)cl->mig_start[k]);
+        (void)snprintf(why, cap, "assigned MIG instance %.31s at %s of GPU %u (%.96s) %s",
+                       cl->mig_profile[k], at, (unsigned)g, uuid,
                        here ? "is not offered" : "is not a device of this resource here");
         return false;
     }
@@ -256,7 +276,8 @@ static bool honour_claim(const struct gs_dp_view *v, const struct gs_dp_resource
 
 /* Tells the view's on_claim what became of a claim; ids joined with commas. */
 static int report_claim(const struct gs_dp_view *v, const struct gs_dp_claim *cl, bool allocate,
-                        bool honoured, const char *why, const char *const *ids, size_t n)
+                        bool honoured, bool gave_assigned, const char *why, const char *const *ids,
+                        size_t n)
 {
     char *text = calloc(n + 1, GS_DP_DEVICE_ID_LEN + 1);
     if (text == NULL)
@@ -264,7 +285,8 @@ static int report_claim(const struct gs_dp_view *v, const struct gs_dp_claim *cl
     for (size_t i = 0; i < n; i++)
         if (ids[i] != NULL)
             join(text, ids[i]);
-    struct gs_dp_claim_outcome o = {cl, allocate, honoured, honoured ? "" : why, text};
+    struct gs_dp_claim_outcome o = {cl,   allocate,     honoured, honoured ? "" : why,
+                                    text, gave_assigned};
     v->on_claim(v->claim_ctx, &o);
     free(text);
     return GS_OK;
@@ -386,8 +408,8 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
         for (uint32_t i = 0; i < n_chosen; i++)
             cr[c].deviceids[cr[c].n_deviceids++] = (char *)r->devices[chosen[i]].id;
         if (claimed && v->on_claim != NULL) {
-            rc = report_claim(v, &claim, false, honoured, why, (const char *const *)cr[c].deviceids,
-                              cr[c].n_deviceids);
+            rc = report_claim(v, &claim, false, honoured, false, why,
+                              (const char *const *)cr[c].deviceids, cr[c].n_deviceids);
             if (rc != GS_OK)
                 goto out;
         }
@@ -483,8 +505,24 @@ static void unit_name(const struct gs_dp_view *v, const struct gs_dp_device *d, 
     }
 }
 
+/* The position of the first device of GPU g (not a MIG device) in r; -1 when r has none. */
+static int32_t first_device_of_gpu(const struct gs_dp_resource *r, uint32_t g)
+{
+    for (uint32_t i = 0; i < r->n_devices; i++)
+        if (r->devices[i].gpu == g && r->devices[i].mig < 0)
+            return (int32_t)i;
+    return -1;
+}
+
+/*
+ * Builds one container's response from the IDs kubelet handed. give NULL: the container gets
+ * the units behind those IDs. give set (slices kubelet handed of other GPUs than assigned, each
+ * entry's GPU checked to have a device in r): the container gets give's GPUs instead, while the
+ * annotation gpusched.io/devices still names kubelet's IDs (what kubelet accounts).
+ */
 static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerAllocateRequest *q,
-                           size_t ci, struct ctr *c, struct gs_dp_answer *out)
+                           size_t ci, struct ctr *c, struct gs_dp_answer *out,
+                           const struct gs_dp_claim *give)
 {
     const struct gs_dp_resource *r = &v->model->resources[v->resource];
     size_t n = q->n_devices_ids;
@@ -526,6 +564,23 @@ static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerA
         goto out;
     }
 
+    /* The devices whose units the container gets: kubelet's, or one of each given GPU. */
+    int32_t given_pos[GS_DP_ASSIGN_GPUS_MAX];
+    const int32_t *upos = pos;
+    size_t nu = n;
+    if (give != NULL) {
+        nu = 0;
+        for (uint32_t k = 0; k < give->n_gpus && k < GS_DP_ASSIGN_GPUS_MAX; k++) {
+            int32_t p = first_device_of_gpu(r, give->gpu[k]);
+            if (p >= 0)
+                given_pos[nu++] = p;
+        }
+        upos = given_pos;
+        if (nu > n) {
+            rc = GS_EINVAL; /* a claim is of the count asked: never more GPUs than IDs */
+            goto out;
+        }
+    }
     size_t unit_cap = GS_GPU_UUID_LEN + 1;
     c->visible = calloc(n, unit_cap);
     c->uuids = calloc(n, unit_cap);
@@ -550,13 +605,14 @@ static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerA
     uint64_t gpus_seen = 0;
     uint32_t min_pct = 100;
     bool any_replica = false;
-    for (size_t i = 0; i < n; i++) {
-        const struct gs_dp_device *d = &r->devices[pos[i]];
-        join(c->ids, d->id);
+    for (size_t i = 0; i < n; i++)
+        join(c->ids, r->devices[pos[i]].id);
+    for (size_t i = 0; i < nu; i++) {
+        const struct gs_dp_device *d = &r->devices[upos[i]];
         bool first_of_unit = true;
         uint32_t k = 0;
-        for (size_t j = 0; j < n; j++) {
-            const struct gs_dp_device *e = &r->devices[pos[j]];
+        for (size_t j = 0; j < nu; j++) {
+            const struct gs_dp_device *e = &r->devices[upos[j]];
             if (e->gpu == d->gpu && e->mig == d->mig) {
                 if (j < i)
                     first_of_unit = false;
@@ -572,7 +628,7 @@ static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerA
         join(c->visible, name);
         join(c->uuids, uuid);
         if (c->n_units < GS_DP_ASSIGN_GPUS_MAX)
-            c->unit_pos[c->n_units++] = pos[i];
+            c->unit_pos[c->n_units++] = upos[i];
         if (v->cfg->list_cdi) {
             V1beta1__CDIDevice *cd = &c->cdi[resp->n_cdi_devices];
             v1beta1__cdidevice__init(cd);
@@ -741,20 +797,35 @@ static void claim_env(const struct gs_dp_view *v, const struct gs_dp_claim *cl, 
 /*
  * After a container's Allocate is built: the claim of a pod that asks for this many devices of
  * the resource, compared with the units (GPUs, MIG instances by GPU and start) behind the IDs
- * kubelet chose, as multisets (order does not matter). Kubelet decides; the outcome only reports
- * (and marks the claim handed out), and the claim's memory and compute shares join the
- * container's environment (claim_env).
+ * kubelet chose, as multisets (order does not matter). Kubelet decides, except for slices
+ * (gpusched.io/gpu-slice) of other GPUs than claimed: the container is built again for the
+ * claim's GPUs when each can be given. The outcome reports (and marks the claim handed out; for
+ * slices without a claim it warns), and the claim's memory and compute shares join the
+ * container's environment (claim_env), after any rebuild so that they follow the GPU given.
  */
 static int check_allocation(const struct gs_dp_view *v, const V1beta1__ContainerAllocateRequest *q,
-                            struct ctr *c)
+                            size_t ci, struct ctr *c, struct gs_dp_answer *out)
 {
     const struct gs_dp_resource *r = &v->model->resources[v->resource];
     struct gs_dp_claim claim;
     size_t n = q->n_devices_ids;
-    if (n == 0 || n > GS_DP_ASSIGN_GPUS_MAX ||
-        v->claim(v->claim_ctx, r->name, (uint32_t)n, &claim) != GS_OK)
+    if (n == 0 || n > GS_DP_ASSIGN_GPUS_MAX)
         return GS_OK;
-    claim_env(v, &claim, c);
+    /* build_container checked every ID: each is a device of r. */
+    bool slices = false;
+    for (size_t i = 0; i < n && !slices; i++)
+        slices = r->devices[gs_dp_model_find(r, q->devices_ids[i])].slices > 0;
+    if (v->claim(v->claim_ctx, r->name, (uint32_t)n, &claim) != GS_OK) {
+        /* Slices without an assignment: the GPU of the slices kubelet handed (the container was
+         * built so), told so that an operator sees a fraction placed by no scheduler. */
+        if (!slices || v->on_claim == NULL)
+            return GS_OK;
+        char none[160];
+        (void)snprintf(none, sizeof none,
+                       "no pending pod bound here has an assignment for %zu %.100s", n, r->name);
+        return report_claim(v, NULL, true, false, false, none, (const char *const *)q->devices_ids,
+                            n);
+    }
     uint32_t got[GS_DP_ASSIGN_GPUS_MAX], want[GS_DP_ASSIGN_GPUS_MAX];
     uint32_t got_at[GS_DP_ASSIGN_GPUS_MAX], want_at[GS_DP_ASSIGN_GPUS_MAX];
     bool mig = false;
@@ -771,13 +842,39 @@ static int check_allocation(const struct gs_dp_view *v, const V1beta1__Container
         want_at[i] = (uint32_t)i;
         mig = mig || inst || d->mig >= 0;
     }
+    /* A start of null: the entry wants a device kubelet handed of that GPU and profile (each
+     * handed device answering one such entry, first come first served), among those that no
+     * entry of a known unit names (so that [start 3, null] handed 3 and 6 matches). */
+    bool used[GS_DP_ASSIGN_GPUS_MAX] = {false};
+    for (size_t i = 0; i < n; i++) {
+        if (claim.mig_profile[i][0] != '\0' && claim.mig_start[i] < 0)
+            continue;
+        for (size_t j = 0; j < n; j++)
+            if (!used[j] && got[j] == want[i]) {
+                used[j] = true;
+                break;
+            }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (claim.mig_profile[i][0] == '\0' || claim.mig_start[i] >= 0)
+            continue;
+        for (size_t j = 0; j < n; j++) {
+            const struct gs_dp_device *d = &r->devices[got_at[j]];
+            if (used[j] || d->mig < 0 || d->gpu != claim.gpu[i] ||
+                strcmp(v->model->gpus[d->gpu].mig[d->mig].profile, claim.mig_profile[i]) != 0)
+                continue;
+            used[j] = true;
+            want[i] = got[j];
+            break;
+        }
+    }
     sort_keys(got, got_at, n);
     sort_keys(want, want_at, n);
     bool same = true;
     for (size_t i = 0; i < n; i++)
         same = same && got[i] == want[i];
     enum { LABEL = GS_GPU_PROFILE_LEN + 32 };
-    char why[320] = "", gl[GS_DP_ASSIGN_GPUS_MAX * LABEL] = "",
+    char why[640] = "", gl[GS_DP_ASSIGN_GPUS_MAX * LABEL] = "",
          wl[GS_DP_ASSIGN_GPUS_MAX * LABEL] = "";
     if (!same) {
         for (size_t i = 0; i < n; i++) {
@@ -801,9 +898,41 @@ static int check_allocation(const struct gs_dp_view *v, const V1beta1__Container
                        "kubelet allocated %s %.100s, the scheduler assigned %.100s",
                        mig ? "MIG instances" : "GPUs", gl, wl);
     }
+    /* Slices are tickets of a GPU's capacity, and kubelet picks them without knowing the
+     * assignment: the container gets the assigned GPUs when each can be given. */
+    bool gave = false;
+    if (slices && !same) {
+        char no[320] = "";
+        bool can = true;
+        for (uint32_t k = 0; k < claim.n_gpus && can; k++) {
+            if (claim.mig_profile[k][0] != '\0') {
+                (void)snprintf(no, sizeof no, "entry %u is a MIG instance", (unsigned)k);
+                can = false;
+            } else if (!claim_gpu_usable(v, &claim, k, no, sizeof no)) {
+                can = false;
+            } else if (first_device_of_gpu(r, claim.gpu[k]) < 0) {
+                (void)snprintf(no, sizeof no, "assigned GPU %u (%.96s) has no %.100s device here",
+                               (unsigned)claim.gpu[k], v->model->gpus[claim.gpu[k]].uuid, r->name);
+                can = false;
+            }
+        }
+        if (can) {
+            ctr_free(c);
+            memset(c, 0, sizeof *c);
+            int rc = build_container(v, q, ci, c, out, &claim);
+            if (rc != GS_OK)
+                return rc;
+            gave = true;
+        } else {
+            size_t used_why = strlen(why);
+            (void)snprintf(why + used_why, sizeof why - used_why,
+                           "; the assigned GPUs cannot be given: %s", no);
+        }
+    }
+    claim_env(v, &claim, c);
     if (v->on_claim == NULL)
         return GS_OK;
-    return report_claim(v, &claim, true, same, why, (const char *const *)q->devices_ids, n);
+    return report_claim(v, &claim, true, same, gave, why, (const char *const *)q->devices_ids, n);
 }
 
 int gs_dp_handle_allocate(const struct gs_dp_view *v, const uint8_t *req, size_t len,
@@ -828,13 +957,13 @@ int gs_dp_handle_allocate(const struct gs_dp_view *v, const uint8_t *req, size_t
         goto out;
     }
     for (size_t c = 0; c < nc; c++) {
-        rc = build_container(v, ar->container_requests[c], c, &cs[c], out);
+        rc = build_container(v, ar->container_requests[c], c, &cs[c], out, NULL);
         if (rc != GS_OK || out->status != GS_GRPC_OK)
             goto out;
         cp[c] = &cs[c].resp;
     }
     for (size_t c = 0; c < nc && v->claim != NULL; c++) {
-        rc = check_allocation(v, ar->container_requests[c], &cs[c]);
+        rc = check_allocation(v, ar->container_requests[c], c, &cs[c], out);
         if (rc != GS_OK)
             goto out;
     }

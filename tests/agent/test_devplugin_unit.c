@@ -76,10 +76,10 @@ static const char *ids(const struct gs_dp_resource *r)
 {
     static char buf[4096];
     buf[0] = '\0';
-    for (uint32_t i = 0; i < r->n_devices; i++) {
-        if (i > 0)
-            strcat(buf, ",");
-        strcat(buf, r->devices[i].id);
+    size_t used = 0;
+    for (uint32_t i = 0; i < r->n_devices && used < sizeof buf; i++) {
+        int w = snprintf(buf + used, sizeof buf - used, "%s%s", i > 0 ? "," : "", r->devices[i].id);
+        used += w > 0 ? (size_t)w : 0;
     }
     return buf;
 }
@@ -444,6 +444,151 @@ static void test_model_long_ids_and_limits(void **state)
     gs_dp_model_fini(&m);
 }
 
+/* ---- sharing.fractions ------------------------------------------------------------------ */
+
+static void test_config_fractions_default_bounds_and_one_mode(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    /* An empty mapping: every whole GPU, 10 slices (GS_DP_SLICES_DEFAULT). */
+    parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
+    assert_true(c.has_fractions);
+    assert_string_equal(c.fractions.name, "gpusched.io/gpu-slice");
+    assert_int_equal(c.fractions.replicas, 10);
+    assert_true(c.fractions.all_devices);
+    assert_int_equal(c.fractions.line, 2);
+    /* Without the key: no fractions. */
+    parse_ok("version: v1\n", &c);
+    assert_false(c.has_fractions);
+    /* Both bounds are accepted; a list of selectors replaces 'all'. */
+    parse_ok("version: v1\nsharing:\n  fractions:\n    slicesPerGpu: 1\n", &c);
+    assert_int_equal(c.fractions.replicas, 1);
+    parse_ok("version: v1\nsharing:\n  fractions:\n    slicesPerGpu: 256\n"
+             "    devices: [1, GPU-3]\n",
+             &c);
+    assert_int_equal(c.fractions.replicas, 256);
+    assert_false(c.fractions.all_devices);
+    assert_int_equal(c.fractions.n_devices, 2);
+    assert_string_equal(c.fractions.devices[0], "1");
+    assert_string_equal(c.fractions.devices[1], "GPU-3");
+    /* fractions with a time-slicing entry of another resource (a MIG profile) is one mode
+     * per GPU still: fractions take whole GPUs only. */
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {devices: [0]}, "
+             "timeSlicing: {resources: [{name: nvidia.com/mig-1g.18gb, replicas: 2}]}}\n",
+             &c);
+
+    static const struct {
+        const char *text;
+        uint64_t line;
+        uint32_t column;
+        const char *field, *msg;
+    } bad[] = {
+        /* "sharing: {fractions: {slicesPerGpu: " is 36 characters: the value is column 37. */
+        {"version: v1\nsharing: {fractions: {slicesPerGpu: 0}}\n", 2, 37, "slicesPerGpu",
+         "sharing.fractions.slicesPerGpu: 0 is out of range 1..256"},
+        {"version: v1\nsharing: {fractions: {slicesPerGpu: 257}}\n", 2, 37, "slicesPerGpu",
+         "sharing.fractions.slicesPerGpu: 257 is out of range 1..256"},
+        /* "sharing: {fractions: {devices: " is 31 characters. */
+        {"version: v1\nsharing: {fractions: {devices: []}}\n", 2, 32, "devices",
+         "sharing.fractions.devices: the list is empty"},
+        /* A MIG device is named at the fractions mapping (column 22). */
+        {"version: v1\nsharing: {fractions: {devices: ['1:0']}}\n", 2, 22, "devices",
+         "'1:0' is a MIG device; fractions take whole GPUs"},
+        {"version: v1\nsharing: {fractions: {replicas: 2}}\n", 2, 23, "replicas",
+         "unknown key 'replicas'"},
+        /* One GPU in two modes, told by the reader when the selectors are equal or 'all';
+         * reported at the document (line 1, column 1) naming both entries' lines. */
+        {"version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+         "      - {name: nvidia.com/gpu, replicas: 2, devices: [0, 1]}\n"
+         "  fractions: {devices: [1]}\n",
+         1, 1, "fractions",
+         "sharing.fractions (line 6) and sharing.timeSlicing.resources[0] (line 5) both take "
+         "GPU '1': a GPU is in one mode"},
+        {"version: v1\nsharing:\n  fractions: {}\n  timeSlicing:\n    resources:\n"
+         "      - {name: nvidia.com/gpu, replicas: 2, devices: [GPU-2]}\n",
+         1, 1, "fractions", "both take GPU 'GPU-2'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct gs_diag d;
+        int rc = gs_dp_config_parse(bad[i].text, strlen(bad[i].text), "bad.yaml", &c, &d);
+        char text[700];
+        gs_diag_format(&d, text, sizeof text);
+        if (rc != GS_EPARSE || d.line != bad[i].line || d.column != bad[i].column ||
+            strcmp(d.field, bad[i].field) != 0 || strstr(d.msg, bad[i].msg) == NULL)
+            fail_msg("case %zu: rc %d, got \"%s\"; want line %llu column %u field '%s' msg '%s'", i,
+                     rc, text, (unsigned long long)bad[i].line, (unsigned)bad[i].column,
+                     bad[i].field, bad[i].msg);
+    }
+}
+
+static void test_model_fractions_advertise_slices_per_gpu(void **state)
+{
+    (void)state;
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 1, 0);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    /* Every GPU in fractions: gpusched.io/gpu-slice only, 2 x 10 = 20 devices, GPU by GPU. */
+    assert_int_equal(m.n_resources, 1);
+    const struct gs_dp_resource *r = res(&m, "gpusched.io/gpu-slice");
+    assert_string_equal(r->endpoint, "gpusched-gpusched.io-gpu-slice.sock");
+    assert_int_equal(r->n_devices, 20);
+    assert_string_equal(ids(r), "GPU-0::slice-0,GPU-0::slice-1,GPU-0::slice-2,GPU-0::slice-3,"
+                                "GPU-0::slice-4,GPU-0::slice-5,GPU-0::slice-6,GPU-0::slice-7,"
+                                "GPU-0::slice-8,GPU-0::slice-9,GPU-1::slice-0,GPU-1::slice-1,"
+                                "GPU-1::slice-2,GPU-1::slice-3,GPU-1::slice-4,GPU-1::slice-5,"
+                                "GPU-1::slice-6,GPU-1::slice-7,GPU-1::slice-8,GPU-1::slice-9");
+    /* Device 13 is GPU 1's slice 3: a slice, not a replica (no replica environment). */
+    assert_int_equal(r->devices[13].gpu, 1);
+    assert_int_equal(r->devices[13].replica, 3);
+    assert_int_equal(r->devices[13].slices, 10);
+    assert_int_equal(r->devices[13].replicas, 0);
+    assert_int_equal(r->devices[13].mig, -1);
+    assert_int_equal(gs_dp_model_find(r, "GPU-1::slice-9"), 19);
+    assert_int_equal(gs_dp_model_find(r, "GPU-1::10"), -1);
+    gs_dp_model_fini(&m);
+
+    /* One GPU selected by UUID, 3 slices: GPU 0 stays whole under nvidia.com/gpu. Resources
+     * sort by name, so gpusched.io/gpu-slice is 0 and nvidia.com/gpu 1. */
+    parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 3, devices: [GPU-1, 7]}}\n", &c);
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    assert_int_equal(m.n_resources, 2);
+    assert_string_equal(m.resources[0].name, "gpusched.io/gpu-slice");
+    assert_string_equal(ids(&m.resources[0]), "GPU-1::slice-0,GPU-1::slice-1,GPU-1::slice-2");
+    assert_string_equal(ids(&m.resources[1]), "GPU-0");
+    /* "7" selects no GPU here: counted as unmatched, like time-slicing selectors. */
+    assert_int_equal(m.n_unmatched, 1);
+    assert_string_equal(m.unmatched, "7");
+    gs_dp_model_fini(&m);
+
+    /* The same GPU by index in time-slicing and by UUID in fractions: only the model can tell. */
+    parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+             "      - {name: nvidia.com/gpu, replicas: 2, devices: [1]}\n"
+             "  fractions: {devices: [GPU-1]}\n",
+             &c);
+    char err[256];
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_EINVAL);
+    assert_string_equal(err, "sharing.fractions (line 6) and time-slicing entry 0 (line 5) both "
+                             "select GPU 1: a GPU is in one mode");
+
+    /* A MIG GPU named in fractions is refused; under 'all' it keeps its MIG devices. */
+    static const char *const p[] = {"1g.18gb", "1g.18gb"};
+    add_mig(&g[1], p, 2);
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {devices: [1]}}\n",
+             &c);
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_EINVAL);
+    assert_string_equal(err, "sharing.fractions (line 3) selects GPU 1, which runs MIG: a GPU is "
+                             "in one mode");
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {slicesPerGpu: 2}}\n",
+             &c);
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_OK);
+    assert_string_equal(ids(res(&m, "gpusched.io/gpu-slice")), "GPU-0::slice-0,GPU-0::slice-1");
+    assert_string_equal(ids(res(&m, "nvidia.com/mig-1g.18gb")), "MIG-1-0,MIG-1-1");
+    gs_dp_model_fini(&m);
+}
+
 /* ---- handlers --------------------------------------------------------------------------- */
 
 static enum gs_health_state all_healthy[GS_GPU_MAX];
@@ -499,10 +644,11 @@ static const char *prefer(const struct gs_dp_config *c, const struct gs_dp_model
         v1beta1__preferred_allocation_response__unpack(NULL, a.len, a.data);
     assert_non_null(r);
     out[0] = '\0';
-    for (size_t i = 0; i < r->container_responses[0]->n_deviceids; i++) {
-        if (i > 0)
-            strcat(out, ",");
-        strcat(out, r->container_responses[0]->deviceids[i]);
+    size_t used = 0;
+    for (size_t i = 0; i < r->container_responses[0]->n_deviceids && used < sizeof out; i++) {
+        int w = snprintf(out + used, sizeof out - used, "%s%s", i > 0 ? "," : "",
+                         r->container_responses[0]->deviceids[i]);
+        used += w > 0 ? (size_t)w : 0;
     }
     v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
     gs_dp_answer_fini(&a);
@@ -816,6 +962,8 @@ int main(void)
         cmocka_unit_test(test_model_time_slicing_selects_devices_and_renames),
         cmocka_unit_test(test_model_device_in_two_entries_is_an_error),
         cmocka_unit_test(test_model_long_ids_and_limits),
+        cmocka_unit_test(test_config_fractions_default_bounds_and_one_mode),
+        cmocka_unit_test(test_model_fractions_advertise_slices_per_gpu),
         cmocka_unit_test(test_preferred_whole_gpus_follow_nvlink_then_numa),
         cmocka_unit_test(test_preferred_whole_gpus_is_exact_up_to_16),
         cmocka_unit_test(test_preferred_never_proposes_an_unhealthy_device),

@@ -329,7 +329,8 @@ struct hook {
     bool have;                /* false: claim() says GS_ENOENT */
     int calls;                /* outcomes told */
     bool honoured, allocate;  /* the last outcome */
-    char why[256], ids[512];
+    bool gave, no_claim;      /* the last outcome: gave_assigned, claim NULL */
+    char why[640], ids[512];
 };
 
 static int hook_claim(void *ctx, const char *resource, uint32_t count, struct gs_dp_claim *out)
@@ -348,6 +349,8 @@ static void hook_outcome(void *ctx, const struct gs_dp_claim_outcome *o)
     h->calls++;
     h->honoured = o->honoured;
     h->allocate = o->allocate;
+    h->gave = o->gave_assigned;
+    h->no_claim = o->claim == NULL;
     (void)snprintf(h->why, sizeof h->why, "%s", o->why);
     (void)snprintf(h->ids, sizeof h->ids, "%s", o->ids);
 }
@@ -376,10 +379,11 @@ static const char *prefer(const struct gs_dp_view *v, const char *const *avail, 
         v1beta1__preferred_allocation_response__unpack(NULL, a.len, a.data);
     assert_non_null(r);
     out[0] = '\0';
-    for (size_t i = 0; i < r->container_responses[0]->n_deviceids; i++) {
-        if (i > 0)
-            strcat(out, ",");
-        strcat(out, r->container_responses[0]->deviceids[i]);
+    size_t used = 0;
+    for (size_t i = 0; i < r->container_responses[0]->n_deviceids && used < sizeof out; i++) {
+        int w = snprintf(out + used, sizeof out - used, "%s%s", i > 0 ? "," : "",
+                         r->container_responses[0]->deviceids[i]);
+        used += w > 0 ? (size_t)w : 0;
     }
     v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
     gs_dp_answer_fini(&a);
@@ -438,6 +442,8 @@ static int allocate_env(const struct gs_dp_view *v, const char *const *ids, size
                     best = c->envs[i]->key;
                     val = c->envs[i]->value;
                 }
+            if (best == NULL)
+                break;
             size_t used = strlen(out);
             (void)snprintf(out + used, sizeof out - used, "%s%s=%s", k ? ";" : "", best, val);
             last = best;
@@ -704,6 +710,352 @@ static void test_allocate_passes_the_claimed_memory_and_compute_shares(void **st
     gs_dp_model_fini(&m);
 }
 
+/* ---- gpusched.io/gpu-slice -------------------------------------------------------------- */
+
+static void test_inventory_names_fractions_gpus(void **state)
+{
+    (void)state;
+    /* Two GPUs, NUMA 0 and 1, no NVLink; GPU 1 in fractions (4 slices), GPU 0 whole. */
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 1, 0);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 4, devices: [1]}}\n", &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    char *text = NULL;
+    assert_int_equal(gs_dp_inventory_json(&m, h, &text), GS_OK);
+    /* Mode fractions, replicas 1 (slices are not time-slicing replicas), its one resource the
+     * slice resource. */
+    assert_string_equal(
+        text,
+        "{\"gpus\":["
+        "{\"health\":\"Healthy\",\"index\":0,\"mem_mib\":143771,\"mig\":[],\"mode\":\"whole\","
+        "\"model\":\"NVIDIA H200\",\"numa_node\":0,\"nvlink_peers\":[],\"replicas\":1,"
+        "\"resources\":[\"nvidia.com/gpu\"],\"uuid\":\"GPU-0\"},"
+        "{\"health\":\"Healthy\",\"index\":1,\"mem_mib\":143771,\"mig\":[],"
+        "\"mode\":\"fractions\",\"model\":\"NVIDIA H200\",\"numa_node\":1,\"nvlink_peers\":[],"
+        "\"replicas\":1,\"resources\":[\"gpusched.io/gpu-slice\"],\"uuid\":\"GPU-1\"}],"
+        "\"version\":1}");
+    free(text);
+    gs_dp_model_fini(&m);
+}
+
+/* Allocate of one container: the unpacked response (free with ..._free_unpacked), NULL with
+ * *status set for a refused call. */
+static V1beta1__AllocateResponse *allocate_resp(const struct gs_dp_view *v, const char *const *ids,
+                                                size_t n, int *status)
+{
+    V1beta1__ContainerAllocateRequest q = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+    q.n_devices_ids = n;
+    q.devices_ids = (char **)ids;
+    V1beta1__ContainerAllocateRequest *qp = &q;
+    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+    req.n_container_requests = 1;
+    req.container_requests = &qp;
+    uint8_t buf[4096];
+    size_t len = v1beta1__allocate_request__pack(&req, buf);
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_allocate(v, buf, len, &a), GS_OK);
+    *status = a.status;
+    V1beta1__AllocateResponse *r =
+        a.status == 0 ? v1beta1__allocate_response__unpack(NULL, a.len, a.data) : NULL;
+    gs_dp_answer_fini(&a);
+    return r;
+}
+
+static const char *annotation(const V1beta1__ContainerAllocateResponse *c, const char *key)
+{
+    for (size_t i = 0; i < c->n_annotations; i++)
+        if (strcmp(c->annotations[i]->key, key) == 0)
+            return c->annotations[i]->value;
+    return NULL;
+}
+
+static void test_slices_follow_the_assigned_gpu(void **state)
+{
+    (void)state;
+    /* Two GPUs in fractions, 10 slices each: gpusched.io/gpu-slice is the only resource (0).
+     * Pod p was assigned 250 milli and 20,000 MiB on GPU 1 and asks one slice. */
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 2, 0);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_resource(&m, "gpusched.io/gpu-slice"), 0);
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    struct hook k;
+    memset(&k, 0, sizeof k);
+    k.resource = "gpusched.io/gpu-slice";
+    k.have = true;
+    (void)snprintf(k.claim.pod, sizeof k.claim.pod, "t/p");
+    (void)snprintf(k.claim.uid, sizeof k.claim.uid, "u-p");
+    k.claim.n_gpus = 1;
+    k.claim.gpu[0] = 1;
+    (void)snprintf(k.claim.uuid[0], sizeof k.claim.uuid[0], "GPU-1");
+    k.claim.milli[0] = 250;
+    k.claim.mem_mib[0] = 20000;
+    struct gs_dp_view v = {&c, &m, 0, h, hook_claim, hook_outcome, &k};
+    const char *all[20];
+    char idbuf[20][GS_DP_DEVICE_ID_LEN];
+    for (uint32_t i = 0; i < 20; i++) {
+        (void)snprintf(idbuf[i], sizeof idbuf[i], "GPU-%u::slice-%u", (unsigned)(i / 10),
+                       (unsigned)(i % 10));
+        all[i] = idbuf[i];
+    }
+
+    /* GetPreferredAllocation. No claim: the packing's lowest unit, GPU 0's first slice. */
+    k.have = false;
+    assert_string_equal(prefer(&v, all, 20, NULL, 0, 1), "GPU-0::slice-0");
+    /* With the claim: the first offered slice of GPU 1. */
+    k.have = true;
+    assert_string_equal(prefer(&v, all, 20, NULL, 0, 1), "GPU-1::slice-0");
+    assert_true(k.honoured);
+    assert_false(k.allocate);
+    /* Other pods hold GPU 1's slices but 7 (kubelet offers 0..9 of GPU 0 and slice-7). */
+    const char *seven[] = {all[0], all[1], all[2], all[3], all[4], all[5],
+                           all[6], all[7], all[8], all[9], all[17]};
+    assert_string_equal(prefer(&v, seven, 11, NULL, 0, 1), "GPU-1::slice-7");
+    assert_true(k.honoured);
+    /* None of GPU 1 offered: the packing's choice, and why. */
+    assert_string_equal(prefer(&v, all, 10, NULL, 0, 1), "GPU-0::slice-0");
+    assert_false(k.honoured);
+    assert_string_equal(k.why, "no device of assigned GPU 1 (GPU-1) is offered");
+    /* GPU 1 Unhealthy: its slices are never proposed, the claim not followed. */
+    h[1] = GS_HEALTH_UNHEALTHY;
+    assert_string_equal(prefer(&v, all, 20, NULL, 0, 1), "GPU-0::slice-0");
+    assert_false(k.honoured);
+    assert_string_equal(k.why, "assigned GPU 1 (GPU-1) is Unhealthy");
+    h[1] = GS_HEALTH_HEALTHY;
+
+    /* Allocate of a slice of GPU 1: as assigned; 250 milli / 10 = 25 % of the SMs and the
+     * memory limit of visible device 0. */
+    int status = -1;
+    const char *s13[] = {"GPU-1::slice-3"};
+    V1beta1__AllocateResponse *r = allocate_resp(&v, s13, 1, &status);
+    assert_int_equal(status, 0);
+    assert_true(k.allocate && k.honoured && !k.gave);
+    const char *env = NULL;
+    assert_int_equal(allocate_env(&v, s13, 1, &env), 0);
+    assert_string_equal(env, "CUDA_DEVICE_MEMORY_LIMIT_0=20000m;CUDA_DEVICE_SM_LIMIT=25;"
+                             "NVIDIA_VISIBLE_DEVICES=GPU-1");
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+
+    /* Kubelet handed a slice of GPU 0: the container gets GPU 1 all the same (device node
+     * /dev/nvidia1, the UUID in gpusched.io/gpus), kubelet's ID stays in gpusched.io/devices,
+     * and the mismatch is told with gave_assigned. */
+    const char *s03[] = {"GPU-0::slice-3"};
+    r = allocate_resp(&v, s03, 1, &status);
+    assert_int_equal(status, 0);
+    const V1beta1__ContainerAllocateResponse *cr = r->container_responses[0];
+    assert_false(k.honoured);
+    assert_true(k.gave);
+    assert_string_equal(k.why, "kubelet allocated GPUs 0, the scheduler assigned 1");
+    assert_string_equal(k.ids, "GPU-0::slice-3");
+    assert_int_equal(cr->n_devices, 4); /* /dev/nvidia1 and the three control nodes */
+    assert_string_equal(cr->devices[0]->host_path, "/dev/nvidia1");
+    assert_string_equal(annotation(cr, "gpusched.io/gpus"), "GPU-1");
+    assert_string_equal(annotation(cr, "gpusched.io/devices"), "GPU-0::slice-3");
+    assert_string_equal(annotation(cr, "gpusched.io/resource"), "gpusched.io/gpu-slice");
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+    assert_int_equal(allocate_env(&v, s03, 1, &env), 0);
+    assert_string_equal(env, "CUDA_DEVICE_MEMORY_LIMIT_0=20000m;CUDA_DEVICE_SM_LIMIT=25;"
+                             "NVIDIA_VISIBLE_DEVICES=GPU-1");
+
+    /* Two slices, one of each GPU, for a claim of two entries both on GPU 1 (500 milli each):
+     * the container gets GPU 1 once. */
+    k.claim.n_gpus = 2;
+    k.claim.gpu[1] = 1;
+    (void)snprintf(k.claim.uuid[1], sizeof k.claim.uuid[1], "GPU-1");
+    k.claim.milli[0] = k.claim.milli[1] = 500;
+    k.claim.mem_mib[0] = k.claim.mem_mib[1] = 0;
+    const char *both[] = {"GPU-0::slice-0", "GPU-1::slice-0"};
+    assert_int_equal(allocate_env(&v, both, 2, &env), 0);
+    assert_true(k.gave);
+    assert_string_equal(k.why, "kubelet allocated GPUs 0,1, the scheduler assigned 1,1");
+    assert_string_equal(env, "CUDA_DEVICE_SM_LIMIT=50;NVIDIA_VISIBLE_DEVICES=GPU-1");
+    k.claim.n_gpus = 1;
+    k.claim.milli[0] = 250;
+    k.claim.mem_mib[0] = 20000;
+
+    /* The assigned GPU cannot be given (Unhealthy now; another UUID here): kubelet's GPU, and
+     * why; the pod's share goes with the GPU it got. */
+    h[1] = GS_HEALTH_UNHEALTHY;
+    assert_int_equal(allocate_env(&v, s03, 1, &env), 0);
+    assert_false(k.honoured || k.gave);
+    assert_string_equal(k.why, "kubelet allocated GPUs 0, the scheduler assigned 1; the assigned "
+                               "GPUs cannot be given: assigned GPU 1 (GPU-1) is Unhealthy");
+    assert_string_equal(env, "CUDA_DEVICE_MEMORY_LIMIT_0=20000m;CUDA_DEVICE_SM_LIMIT=25;"
+                             "NVIDIA_VISIBLE_DEVICES=GPU-0");
+    h[1] = GS_HEALTH_HEALTHY;
+    (void)snprintf(k.claim.uuid[0], sizeof k.claim.uuid[0], "GPU-elsewhere");
+    assert_int_equal(allocate_env(&v, s03, 1, &env), 0);
+    assert_false(k.gave);
+    assert_non_null(strstr(k.why, "cannot be given: assigned GPU 1 is GPU-elsewhere on the "
+                                  "scheduler's side but GPU-1 here"));
+    assert_non_null(strstr(env, "NVIDIA_VISIBLE_DEVICES=GPU-0"));
+    (void)snprintf(k.claim.uuid[0], sizeof k.claim.uuid[0], "GPU-1");
+
+    /* No pod's assignment asks for the slice: the GPU of the slice kubelet handed, told with
+     * no claim (the agent logs it as a warning), no limits. */
+    k.have = false;
+    k.calls = 0;
+    assert_int_equal(allocate_env(&v, s03, 1, &env), 0);
+    assert_int_equal(k.calls, 1);
+    assert_true(k.no_claim && k.allocate && !k.honoured && !k.gave);
+    assert_string_equal(k.why,
+                        "no pending pod bound here has an assignment for 1 gpusched.io/gpu-slice");
+    assert_string_equal(k.ids, "GPU-0::slice-3");
+    assert_string_equal(env, "NVIDIA_VISIBLE_DEVICES=GPU-0");
+    gs_dp_model_fini(&m);
+}
+
+static void test_slices_whose_assigned_gpu_has_none_follow_kubelet(void **state)
+{
+    (void)state;
+    /* GPU 0 in fractions, GPU 1 whole: an assignment naming GPU 1 for a slice (a stale
+     * inventory on the scheduler's side) cannot be given by the slice resource. */
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 2, 0);
+    struct gs_dp_config c;
+    parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 2, devices: [0]}}\n", &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    struct hook k;
+    memset(&k, 0, sizeof k);
+    k.resource = "gpusched.io/gpu-slice";
+    k.have = true;
+    (void)snprintf(k.claim.pod, sizeof k.claim.pod, "t/q");
+    k.claim.n_gpus = 1;
+    k.claim.gpu[0] = 1;
+    k.claim.milli[0] = 400;
+    struct gs_dp_view v = {&c, &m, 0, h, hook_claim, hook_outcome, &k};
+    const char *env = NULL;
+    const char *s0[] = {"GPU-0::slice-1"};
+    assert_int_equal(allocate_env(&v, s0, 1, &env), 0);
+    assert_false(k.honoured || k.gave);
+    assert_string_equal(k.why, "kubelet allocated GPUs 0, the scheduler assigned 1; the assigned "
+                               "GPUs cannot be given: assigned GPU 1 (GPU-1) has no "
+                               "gpusched.io/gpu-slice device here");
+    assert_string_equal(env, "CUDA_DEVICE_SM_LIMIT=40;NVIDIA_VISIBLE_DEVICES=GPU-0");
+    /* Whole GPUs are never redirected: kubelet's choice stands (resource 1, nvidia.com/gpu). */
+    k.resource = "nvidia.com/gpu";
+    k.claim.gpu[0] = 0;
+    v.resource = 1;
+    const char *w1[] = {"GPU-1"};
+    assert_int_equal(allocate_env(&v, w1, 1, &env), 0);
+    assert_false(k.honoured || k.gave);
+    assert_string_equal(k.why, "kubelet allocated GPUs 1, the scheduler assigned 0");
+    assert_string_equal(env, "CUDA_DEVICE_SM_LIMIT=40;NVIDIA_VISIBLE_DEVICES=GPU-1");
+    /* No claim for a whole GPU: nothing told (only slices warn). */
+    k.have = false;
+    k.calls = 0;
+    assert_int_equal(allocate_env(&v, w1, 1, &env), 0);
+    assert_int_equal(k.calls, 0);
+    gs_dp_model_fini(&m);
+}
+
+static void test_mig_start_null_matches_any_instance_of_the_profile(void **state)
+{
+    (void)state;
+    /* Both GPUs MIG, seven 1g.18gb each at starts 0..6 ("MIG-<g>-<s>"). The assignment, read
+     * from an annotation whose start is null, names GPU 1 and the profile only. */
+    struct gs_gpu_info g[2];
+    make_mig_node(g, 2, 1);
+    g[0].mig_capable = g[0].mig_enabled = true;
+    g[0].mig_count = 7;
+    for (uint32_t s = 0; s < 7; s++) {
+        g[0].mig[s] = g[1].mig[s];
+        (void)snprintf(g[0].mig[s].uuid, sizeof g[0].mig[s].uuid, "MIG-0-%u", (unsigned)s);
+    }
+    struct gs_dp_config c;
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
+    assert_int_equal(m.n_resources, 1);
+
+    struct gs_dp_assign *t = NULL;
+    assert_int_equal(gs_dp_assign_new(&t), GS_OK);
+    add(t,
+        pod("n", "2026-12-01T10:00:00Z", "Pending", MIG1G1,
+            "{\"gpus\":[{\"index\":1,\"uuid\":\"GPU-1\",\"milli\":0,"
+            "\"mig\":{\"profile\":\"1g.18gb\",\"start\":null}}]}"),
+        NULL);
+    /* A start out of 0..7 is refused, naming the member (the pod is not claimable). */
+    add(t,
+        pod("x", "2026-12-01T09:00:00Z", "Pending", MIG1G1,
+            "{\"gpus\":[{\"index\":1,\"milli\":0,\"mig\":{\"profile\":\"1g.18gb\",\"start\":8}}]}"),
+        "gpus[0].mig.start is not a slot 0..7 or null");
+    struct hook k;
+    memset(&k, 0, sizeof k);
+    k.resource = "nvidia.com/mig-1g.18gb";
+    k.have = true;
+    assert_int_equal(gs_dp_assign_match(t, "nvidia.com/mig-1g.18gb", 1, &k.claim), GS_OK);
+    assert_string_equal(k.claim.pod, "t/n");
+    assert_int_equal(k.claim.gpu[0], 1);
+    assert_int_equal(k.claim.mig_start[0], -1);
+    assert_string_equal(k.claim.mig_profile[0], "1g.18gb");
+    gs_dp_assign_free(t);
+
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    struct gs_dp_view v = {&c, &m, 0, h, hook_claim, hook_outcome, &k};
+    const char *all[] = {"MIG-0-0", "MIG-0-1", "MIG-0-2", "MIG-0-3", "MIG-0-4",
+                         "MIG-0-5", "MIG-0-6", "MIG-1-0", "MIG-1-1", "MIG-1-2",
+                         "MIG-1-3", "MIG-1-4", "MIG-1-5", "MIG-1-6"};
+    /* No claim: the packing's lowest GPU, MIG-0-0; with it, GPU 1's first offered instance. */
+    k.have = false;
+    assert_string_equal(prefer(&v, all, 14, NULL, 0, 1), "MIG-0-0");
+    k.have = true;
+    assert_string_equal(prefer(&v, all, 14, NULL, 0, 1), "MIG-1-0");
+    assert_true(k.honoured);
+    /* Starts 0..3 of GPU 1 held: start 4 will do. */
+    const char *late[] = {"MIG-0-0", "MIG-1-4", "MIG-1-5"};
+    assert_string_equal(prefer(&v, late, 3, NULL, 0, 1), "MIG-1-4");
+    assert_true(k.honoured);
+    /* None of GPU 1 offered: the packing's choice, the reason naming no start. */
+    assert_string_equal(prefer(&v, all, 7, NULL, 0, 1), "MIG-0-0");
+    assert_false(k.honoured);
+    assert_string_equal(k.why, "assigned MIG instance 1g.18gb at any start of GPU 1 (GPU-1) is "
+                               "not offered");
+    /* Allocate of any instance on GPU 1: as assigned; of one on GPU 0: a mismatch, the
+     * assigned side named "@any". */
+    const char *env = NULL;
+    const char *i15[] = {"MIG-1-5"};
+    assert_int_equal(allocate_env(&v, i15, 1, &env), 0);
+    assert_true(k.honoured);
+    assert_string_equal(env, "NVIDIA_VISIBLE_DEVICES=MIG-1-5");
+    const char *i02[] = {"MIG-0-2"};
+    assert_int_equal(allocate_env(&v, i02, 1, &env), 0);
+    assert_false(k.honoured || k.gave);
+    assert_string_equal(k.why, "kubelet allocated MIG instances 0:1g.18gb@2, the scheduler "
+                               "assigned 1:1g.18gb@any");
+    assert_string_equal(env, "NVIDIA_VISIBLE_DEVICES=MIG-0-2");
+    /* Two entries of start null on GPU 1 take two instances; one at start 3 and one null, the
+     * null one any but 3. */
+    k.claim.n_gpus = 2;
+    mig_entry(&k.claim, 0, 1, -1);
+    mig_entry(&k.claim, 1, 1, 3);
+    assert_string_equal(prefer(&v, all, 14, NULL, 0, 2), "MIG-1-0,MIG-1-3");
+    assert_true(k.honoured);
+    const char *i16_13[] = {"MIG-1-6", "MIG-1-3"};
+    assert_int_equal(allocate_env(&v, i16_13, 2, &env), 0);
+    assert_true(k.honoured);
+    /* Handed the other way round: start 3 answers the entry of start 3, not the null one. */
+    const char *i13_16[] = {"MIG-1-3", "MIG-1-6"};
+    assert_int_equal(allocate_env(&v, i13_16, 2, &env), 0);
+    assert_true(k.honoured);
+    /* Two of another start than 3: a mismatch. The null entry took MIG-1-4 (key 16 + 4 + 1),
+     * start 3 is key 16 + 3 + 1, so the assigned side sorts "1:1g.18gb@3,1:1g.18gb@any". */
+    const char *i14_16[] = {"MIG-1-4", "MIG-1-6"};
+    assert_int_equal(allocate_env(&v, i14_16, 2, &env), 0);
+    assert_false(k.honoured);
+    assert_string_equal(k.why, "kubelet allocated MIG instances 1:1g.18gb@4,1:1g.18gb@6, the "
+                               "scheduler assigned 1:1g.18gb@3,1:1g.18gb@any");
+    gs_dp_model_fini(&m);
+}
+
 static void test_preferred_follows_the_claim_only_when_offered_healthy_and_same(void **state)
 {
     (void)state;
@@ -795,6 +1147,10 @@ int main(void)
         cmocka_unit_test(test_assign_carries_mig_instances_and_memory_shares),
         cmocka_unit_test(test_preferred_and_allocate_follow_the_claimed_mig_instances),
         cmocka_unit_test(test_allocate_passes_the_claimed_memory_and_compute_shares),
+        cmocka_unit_test(test_inventory_names_fractions_gpus),
+        cmocka_unit_test(test_slices_follow_the_assigned_gpu),
+        cmocka_unit_test(test_slices_whose_assigned_gpu_has_none_follow_kubelet),
+        cmocka_unit_test(test_mig_start_null_matches_any_instance_of_the_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,8 +28,16 @@ first free ones: a test that passes because both happen to agree is impossible h
      and 1) must differ from d's, and admitting d gives exactly d's two MIG devices of one card;
      c's kubelet allocates another instance than proposed, and the mismatch is logged by GPU
      and start. Pod e, bound by the test with a memory share (300 milli, 20,000 MiB on GPU 0,
-     as the scheduler writes it: the agent advertises no fractions GPU yet, so the scheduler
-     puts none here), gets CUDA_DEVICE_MEMORY_LIMIT_0=20000m and CUDA_DEVICE_SM_LIMIT=30.
+     as the scheduler writes it: this Node advertises no fractions GPU, so the scheduler puts
+     none here), gets CUDA_DEVICE_MEMORY_LIMIT_0=20000m and CUDA_DEVICE_SM_LIMIT=30.
+  6. A third agent with sharing.fractions on (two GPUs, 10 slices each) and its own Node: the
+     inventory says mode fractions for both, the socket gpusched.io/gpu-slice lists 20 slices.
+     Pod f (gpusched.io/gpu-slice: 1, as the webhook leaves a fraction pod) is bound by the
+     test with 250 milli on GPU 1. GetPreferredAllocation answers a slice of GPU 1; this
+     kubelet allocates a slice of GPU 0 instead, and the container gets GPU 1
+     (NVIDIA_VISIBLE_DEVICES = GPU 1's UUID, CUDA_DEVICE_SM_LIMIT=25), the mismatch logged and
+     f marked allocated-gpus=1. A second slice Allocate, with no pod left to claim it, gets the
+     GPU of the slice handed and a warning.
 """
 import argparse
 import json
@@ -48,14 +56,16 @@ WAIT_S = 30.0
 UUIDS = ["GPU-e2e0a9e1-0000-4000-8000-00000000000%d" % i for i in range(4)]
 
 
-def fake_node(path):
+def fake_node(path, n=4, xid=True):
+    """The fake node of the first n UUIDS; GPU 2 fails at XID_AT_MS when xid."""
     with open(path, "w") as f:
         f.write('driver_version: "550.90.07"\ncuda_driver_version: "12.4"\ngpus:\n')
-        for i, u in enumerate(UUIDS):
+        for i, u in enumerate(UUIDS[:n]):
             peers = {2: "[3]", 3: "[2]"}.get(i, "[]")
             f.write("  - {index: %d, uuid: %s, model: NVIDIA H200, memory_mib: 143771, "
                     "numa_node: 0, nvlink_peers: %s}\n" % (i, u, peers))
-        f.write("script:\n  - {t_ms: %d, gpu: 2, xid: 79}\n" % XID_AT_MS)
+        if xid:
+            f.write("script:\n  - {t_ms: %d, gpu: 2, xid: 79}\n" % XID_AT_MS)
 
 
 def kubectl(*args, stdin=None, check=True):
@@ -159,7 +169,8 @@ def main():
     t_all = time.monotonic()
     agent = sched = kubelet = plugin = None
     agent2 = kubelet2 = whole2 = mig2 = None
-    node2 = None
+    agent3 = kubelet3 = slice3 = None
+    node2 = node3 = None
     sched_log = None
     with tempfile.TemporaryDirectory(prefix="gsagente2e-") as tmp:
         try:
@@ -421,12 +432,94 @@ def main():
                              % (ns, mig_gpus[0]))
             print("ok   e admitted with CUDA_DEVICE_MEMORY_LIMIT_0=20000m CUDA_DEVICE_SM_LIMIT=30")
             assert "forbidden" not in agent2.text().lower(), agent2.text()
+
+            # 6. Fractions: a third agent advertises both GPUs as gpusched.io/gpu-slice.
+            slice_res = "gpusched.io/gpu-slice"
+            node3 = node + "-frac"
+            frac_run = "%d-frac" % run
+            fake3 = os.path.join(tmp, "frac-node.yaml")
+            fake_node(fake3, n=2, xid=False)
+            cfg3 = os.path.join(tmp, "frac-config.yaml")
+            with open(cfg3, "w") as f:
+                f.write("version: v1\nsharing:\n  fractions:\n    slicesPerGpu: 10\n")
+            dp3 = os.path.join(tmp, "dp3")
+            os.mkdir(dp3)
+            kubelet3 = tdp.Kubelet(pb, dp3)
+            agent3 = tdp.Agent(args.gpusched, [
+                "--gpu-backend", "fake", "--fake-gpus", fake3, "--config", cfg3,
+                "--kubelet-dir", dp3, "--pod-resources-socket", "", "--metrics-addr", "",
+                "--node-name", node3, "--kubeconfig", agent_kc], "agent-frac")
+            kubelet3.watch(slice_res)
+            slice3 = tdp.Plugin(pb, os.path.join(dp3, "gpusched-gpusched.io-gpu-slice.sock"))
+            kubectl("apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node3, "labels": {"gpusched.test/agent-run": frac_run}},
+                "spec": {"taints": [{"key": "gpusched.test/agent", "effect": "NoSchedule"}]}}))
+            res3 = {"cpu": "32", "memory": "256Gi", "pods": "110", slice_res: "20"}
+            kubectl("patch", "node", node3, "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"capacity": res3, "allocatable": res3}}))
+            inv3 = wait_until(lambda: inventory(node3), "the fractions agent's annotation")
+            assert [(g["index"], g["uuid"], g["mode"], g["resources"]) for g in inv3["gpus"]] == \
+                [(i, UUIDS[i], "fractions", [slice_res]) for i in range(2)], inv3
+            schema_check(args.source_dir, "node-gpus.schema.json", inv3)
+            # 2 GPUs x 10 slices, GPU by GPU.
+            slices = offered(kubelet3, set(), slice_res)
+            assert slices == ["%s::slice-%d" % (UUIDS[i // 10], i % 10) for i in range(20)], \
+                slices
+            print("ok   fractions node: both GPUs mode fractions, 20 slices")
+
+            # Pod f as the webhook leaves a KAI fraction pod, bound as the scheduler binds a
+            # quarter of GPU 1 on a fractions node.
+            kubectl("-n", ns, "apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "f", "annotations": {"gpu-fraction": "0.25"}},
+                "spec": {"schedulerName": "gpusched-agent-e2e-by-hand",
+                         "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "c", "image": "registry.invalid/none:1",
+                                         "resources": {"limits": {slice_res: "1"},
+                                                       "requests": {slice_res: "1"}}}]}}))
+            quarter = {"gpus": [{"index": 1, "milli": 250, "uuid": UUIDS[1]}]}
+            schema_check(args.source_dir, "assigned-gpus.schema.json", quarter)
+            kubectl("create", "--raw", "/api/v1/namespaces/%s/pods/f/binding" % ns, "-f", "-",
+                    stdin=json.dumps({
+                        "apiVersion": "v1", "kind": "Binding",
+                        "metadata": {"name": "f", "annotations": {
+                            "gpusched.io/assigned-gpus": json.dumps(quarter)}},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": node3}}))
+            wait_until(lambda: assignment(ns, "f"), "f bound")
+            time.sleep(1.0)  # the agent's pod watch delivers f in milliseconds; slack for load
+            # The agent proposes a slice of GPU 1; this kubelet allocates one of GPU 0.
+            handed = "%s::slice-0" % UUIDS[0]
+            avail, pref, envs = admit(kubelet3, slice3, pb, set(), 1, slice_res,
+                                      allocate=[handed])
+            assert pref == ["%s::slice-0" % UUIDS[1]], pref
+            # The assigned GPU, not the slice's; 250 milli / 10 = 25 % of the SMs.
+            assert envs == {"NVIDIA_VISIBLE_DEVICES": UUIDS[1], "CUDA_DEVICE_SM_LIMIT": "25"}, envs
+            agent3.wait_line(r"GetPreferredAllocation for pod %s/f: the scheduler's GPUs 1 "
+                             % ns)
+            agent3.wait_line(r"Allocate for pod %s/f: mismatch: kubelet allocated GPUs 0, the "
+                             r"scheduler assigned 1; giving the assigned GPUs 1 \(kubelet's "
+                             r"%s\)" % (ns, re.escape(handed)))
+            wait_until(lambda: allocated(ns, "f") == "1", "gpusched.io/allocated-gpus 1 on f")
+            print("ok   f admitted on a slice of GPU 0: the container got GPU 1 (%s)" % UUIDS[1])
+            # f is handed out: a slice nobody's assignment asks for keeps the slice's GPU.
+            other = "%s::slice-1" % UUIDS[0]
+            envs = dict(slice3.allocate([other]).container_responses[0].envs)
+            assert envs == {"NVIDIA_VISIBLE_DEVICES": UUIDS[0]}, envs
+            agent3.wait_line(r"Allocate of %s: warning: no pending pod bound here has an "
+                             r"assignment for 1 gpusched\.io/gpu-slice; giving the GPUs of these "
+                             r"slices" % re.escape(other))
+            print("ok   a slice without an assignment keeps its GPU, with a warning")
+            assert "forbidden" not in agent3.text().lower(), agent3.text()
         except BaseException:
             if agent is not None:
                 print("--- agent log (last 40 lines)\n" + "\n".join(agent.text().splitlines()[-40:]))
             if agent2 is not None:
                 print("--- MIG agent log (last 40 lines)\n" +
                       "\n".join(agent2.text().splitlines()[-40:]))
+            if agent3 is not None:
+                print("--- fractions agent log (last 40 lines)\n" +
+                      "\n".join(agent3.text().splitlines()[-40:]))
             if sched_log is not None:
                 sched_log.flush()
                 print("--- scheduler log (last 40 lines)\n" + "\n".join(
@@ -441,9 +534,13 @@ def main():
                 if rc != 0 or "Sanitizer" in text or "runtime error" in text:
                     print("scheduler exit %s; log:\n%s" % (rc, text))
                     raise AssertionError("scheduler did not stop cleanly")
-            for p_ in (plugin, whole2, mig2):
+            for p_ in (plugin, whole2, mig2, slice3):
                 if p_ is not None:
                     p_.close()
+            if kubelet3 is not None:
+                kubelet3.stop()
+            if agent3 is not None:
+                agent3.stop()
             if kubelet2 is not None:
                 kubelet2.stop()
             if agent2 is not None:
@@ -456,8 +553,9 @@ def main():
                     check=False)
             kubectl("delete", "namespace", ns, "--wait=false", check=False)
             kubectl("delete", "node", node, check=False)
-            if node2 is not None:
-                kubectl("delete", "node", node2, check=False)
+            for n_ in (node2, node3):
+                if n_ is not None:
+                    kubectl("delete", "node", n_, check=False)
     print("ok   agent e2e in %.1f s" % (time.monotonic() - t_all))
 
 
