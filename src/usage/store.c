@@ -56,6 +56,12 @@ static const char *const migrations[] = {
     "CREATE INDEX util_sample_pod ON util_sample(pod_uid, t_ms);"
     "CREATE TABLE heartbeat(id INTEGER PRIMARY KEY CHECK (id = 1), t_ms INTEGER NOT NULL,"
     "  batches INTEGER NOT NULL);",
+    /* 2: one utilisation sample per pod, node, GPU and time, so that ingesting a period
+     * twice (report ingest) replaces rather than doubles; duplicates of older stores keep
+     * their first row. */
+    "DELETE FROM util_sample WHERE rowid NOT IN (SELECT min(rowid) FROM util_sample"
+    "  GROUP BY pod_uid, node, gpu_index, t_ms);"
+    "CREATE UNIQUE INDEX util_sample_key ON util_sample(pod_uid, node, gpu_index, t_ms);",
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == GS_USAGE_SCHEMA_VERSION,
                "one migration per schema version");
@@ -84,7 +90,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_END_CAP] = "UPDATE capacity SET end_ms = MAX(start_ms, ?2), end_reason = ?3"
                    " WHERE id = ?1 AND end_ms IS NULL",
     [ST_QUOTA] = "INSERT INTO quota_snapshot VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    [ST_UTIL] = "INSERT INTO util_sample VALUES(?1, ?2, ?3, ?4, ?5)",
+    [ST_UTIL] = "INSERT INTO util_sample VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(pod_uid, node,"
+                " gpu_index, t_ms) DO UPDATE SET util_pct = excluded.util_pct",
     [ST_HEARTBEAT] = "INSERT INTO heartbeat VALUES(1, ?1, 1) ON CONFLICT(id) DO UPDATE SET"
                      " t_ms = MAX(t_ms, ?1), batches = batches + 1",
 };
@@ -582,6 +589,14 @@ int gs_usage_commit(struct gs_usage_store *s, int64_t now_ms)
     s->batch_events = 0;
     s->last_commit_ms = s->last_event_ms;
     return err;
+}
+
+void gs_usage_rollback(struct gs_usage_store *s)
+{
+    if (s->in_batch)
+        (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_batch = false;
+    s->batch_events = 0;
 }
 
 int gs_usage_tick(struct gs_usage_store *s, int64_t now_ms, bool *committed)
