@@ -109,13 +109,11 @@ static int parse_value(const char *text, double *v)
     return 0;
 }
 
-/* Copies a JSON string (which may hold NUL bytes: refused, label names and values never do). */
+/* Copies a JSON string (never holding a NUL byte: jansson refuses \u0000 unless asked). */
 static char *dup_label(const json_t *v)
 {
     size_t n = json_string_length(v);
     const char *t = json_string_value(v);
-    if (memchr(t, '\0', n))
-        return NULL;
     char *c = malloc(n + 1);
     if (c)
         memcpy(c, t, n + 1);
@@ -168,11 +166,6 @@ static int parse_series(const json_t *r, size_t i, struct gs_prom_series *s, cha
         s->label_values[k] = dup_label(lv);
         if (!s->label_names[k] || !s->label_values[k]) {
             s->nlabels++; /* freed with the matrix */
-            if (s->label_names[k] && json_string_value(lv) &&
-                memchr(json_string_value(lv), '\0', json_string_length(lv))) {
-                put_msg(msg, cap, "data.result[%zu].metric.%s: a NUL byte in the value", i, key);
-                return GS_EPARSE;
-            }
             return GS_ENOMEM;
         }
         s->nlabels++;
