@@ -99,8 +99,8 @@ int gs_prom_query_range(const struct gs_prom_range *q, struct gs_prom_matrix **o
 
 /** What an ingest did, in samples (one value of one series at one time). */
 struct gs_usage_ingest_stats {
-    uint64_t series;            /**< series read */
-    uint64_t samples;           /**< samples read */
+    uint64_t series;            /**< series read, summed over the queries */
+    uint64_t samples;           /**< samples read inside the period */
     uint64_t written;           /**< samples written (gs_usage_add_util() calls) */
     uint64_t skipped_shared;    /**< without pod labels on a GPU several pods held then */
     uint64_t skipped_no_holder; /**< on a GPU no interval of the store held then */
@@ -138,8 +138,8 @@ struct gs_usage_ingest_options {
 
 /**
  * Reads the utilisation of the period from Prometheus and writes it to the store: range queries
- * of at most 10,000 steps each, evaluated at from, from + step, ... below to; each query's
- * samples written and committed as one transaction (the heartbeat is not moved). A failure
+ * of at most 1,440 steps each (a day at 60 s), evaluated at from, from + step, ... below to; each
+ * query's samples written and committed as one transaction (the heartbeat is not moved). A failure
  * keeps what earlier queries committed; ingesting the period again completes it.
  * @param s      a store opened for writing, no batch open; borrowed.
  * @param stats  receives the counts (reset first).

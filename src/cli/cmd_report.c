@@ -55,7 +55,7 @@ static const char *const usage_ingest =
     "  --from T, --to T  the period, RFC 3339 or a date, UTC, to exclusive (default: the\n"
     "                    database's allocation intervals, first start to last end)\n"
     "  --step-s S        seconds between samples (default 60, at least 1); one query per\n"
-    "                    10,000 steps, each committed as one transaction\n"
+    "                    1,440 steps (a day at 60 s), each committed as one transaction\n"
     "  --query Q         PromQL giving % of a whole GPU per series (default\n"
     "                    DCGM_FI_DEV_GPU_UTIL)\n"
     "  --timeout-s S     per query (default 30)\n"
@@ -534,9 +534,10 @@ static int cmd_report_ingest(int argc, char **argv)
     char a[40], b[40];
     gs_usage_format_time(from, a, sizeof(a));
     gs_usage_format_time(to, b, sizeof(b));
-    printf("%s to %s: %llu series, %llu samples in %llu queries; %llu samples written\n", a, b,
-           (unsigned long long)st.series, (unsigned long long)st.samples,
-           (unsigned long long)st.queries, (unsigned long long)st.written);
+    printf("%s to %s: %llu samples of %llu series in %llu %s; %llu samples written\n", a, b,
+           (unsigned long long)st.samples, (unsigned long long)st.series,
+           (unsigned long long)st.queries, st.queries == 1 ? "query" : "queries",
+           (unsigned long long)st.written);
     const struct {
         uint64_t n;
         const char *why;

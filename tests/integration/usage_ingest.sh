@@ -95,7 +95,7 @@ expect_line() {
     grep -qxF "$1" "$2" || { cat "$2" >&2; fail "no line '$1' in $(basename "$2")"; }
 }
 out="$tmp/ingest.out"
-expect_line "2026-12-01T00:00:00Z to 2026-12-01T02:00:00Z: 9 series, 1080 samples in 1 queries; 660 samples written" "$out"
+expect_line "2026-12-01T00:00:00Z to 2026-12-01T02:00:00Z: 1080 samples of 9 series in 1 query; 660 samples written" "$out"
 expect_line "120 samples on shared GPUs without pod labels skipped" "$out"
 expect_line "120 samples of pods not holding that GPU then skipped" "$out"
 expect_line "60 samples on GPUs no pod held then skipped" "$out"
@@ -111,22 +111,23 @@ expect_line "120 samples of MIG instances (GPU_I_ID) skipped" "$out"
 #                (share-c + share-d = 1.20 = GPU 2's 60 % over 2 h: the split adds up)
 #      late      0.30 x 1 x 1 h = 0.30 of 1.00 (0.30 >= 0.05: not idle)
 #    Samples stored: 120 + 120 + 120 + 120 + 60 = 540.
-check_report() {
+check_report() { # check_report [SAMPLES]: 540 unless given
     "$gpusched" report usage --db "$db" --format json >"$tmp/report.json" ||
         fail "report usage exited $?"
-    python3 - "$tmp/report.json" <<'PY' || fail "report: see above"
+    python3 - "$tmp/report.json" "${1:-540}" <<'PY' || fail "report: see above"
 import json, sys
 r = json.load(open(sys.argv[1]))
+samples = int(sys.argv[2])
 want = {"train": (2.00, 1.00), "notebook": (2.00, 0.04), "share-c": (1.00, 0.80),
         "share-d": (0.50, 0.40), "late": (1.00, 0.30)}
 got = {g["key"]: (g["charged_gpu_hours"], g["used_gpu_hours"]) for g in r["groups"]}
 assert set(got) == set(want), got
 for k, (c, u) in want.items():
     assert abs(got[k][0] - c) < 1e-9 and abs(got[k][1] - u) < 1e-9, (k, got[k], (c, u))
-assert r["utilisation_samples"] == 540, r["utilisation_samples"]
+assert r["utilisation_samples"] == samples, (r["utilisation_samples"], samples)
 idle = [(i["name"], round(i["used_gpu_hours"], 9)) for i in r["idle_allocations"]]
 assert idle == [("notebook-b", 0.04)], idle
-print("usage_ingest.sh: used 1.00/0.04/0.80/0.40/0.30 GPU-h, notebook-b idle, 540 samples")
+print(f"usage_ingest.sh: used 1.00/0.04/0.80/0.40/0.30 GPU-h, notebook-b idle, {samples} samples")
 PY
 }
 check_report
@@ -141,7 +142,7 @@ check_report
 #    gives evaluations at +90, +100, +110: 3 per series, 27 read.
 "$gpusched" report ingest --db "$db" --prometheus "$url" --from 2026-12-01T01:30:00Z \
     --to 2026-12-01T02:00:00Z --step-s 600 >"$tmp/part.out" 2>&1 || fail "part ingest"
-expect_line "2026-12-01T01:30:00Z to 2026-12-01T02:00:00Z: 9 series, 27 samples in 1 queries; 18 samples written" "$tmp/part.out"
+expect_line "2026-12-01T01:30:00Z to 2026-12-01T02:00:00Z: 27 samples of 9 series in 1 query; 18 samples written" "$tmp/part.out"
 
 # 5. Failures, each with a clear message and exit status 1 (server) or 2 (usage, database).
 expect_fail() { # expect_fail STATUS PATTERN ARGS...
@@ -178,4 +179,14 @@ expect_fail 1 "no answer within 500 ms" --db "$db" --prometheus "http://127.0.0.
 expect_fail 2 "no allocation interval" --db "$tmp/e.db" --prometheus "$url"
 # Nothing was written by the failures: the report is still the one of step 2.
 check_report
+
+# 6. More steps than one query holds (1,440): every 4 s over the 2 h is 1,800 evaluations, a
+#    query of 1,440 and one of 360; 9 series per query, 18 read. 9 x 1,800 = 16,200 samples,
+#    written 2 x 1,800 + 1,800 + 1,800 + 1,800 + 900 = 9,900. The minute marks are on the 4 s
+#    grid, so stored: 1,800 each for train-a, notebook-b, share-c, share-d and 900 for late-e
+#    = 8,100. The values are constant, so used GPU-hours stay the same.
+"$gpusched" report ingest --db "$db" --prometheus "$url" --step-s 4 >"$tmp/fine.out" 2>&1 ||
+    fail "fine ingest"
+expect_line "2026-12-01T00:00:00Z to 2026-12-01T02:00:00Z: 16200 samples of 18 series in 2 queries; 9900 samples written" "$tmp/fine.out"
+check_report 8100
 echo "usage_ingest.sh: ok"
