@@ -123,6 +123,9 @@ struct gs_usage_options {
     bool relaxed_sync;     /**< synchronous=NORMAL instead of FULL: a commit survives a crash
                                 of the process but not a power cut (WAL synced at checkpoints
                                 only); for stores that can be rebuilt, e.g. a replay's */
+    bool existing_only;    /**< for writing, but only a store that exists already: no file is
+                                created and an empty one is refused (GS_ENOENT, GS_EPARSE); an
+                                older schema is migrated (report compact, report ingest) */
 };
 
 struct gs_usage_store;
@@ -137,7 +140,8 @@ struct gs_usage_store;
  *              gpusched accounting database (it has tables of another application)".
  * @return GS_OK; GS_EIO (cannot open or write; a file that is not SQLite or is corrupt);
  *         GS_EPARSE (a SQLite file of another application, or a newer schema than this build
- *         knows); GS_ENOENT (read_only and no such file); GS_ENOMEM. *out is NULL on failure.
+ *         knows; read_only or existing_only: an empty one); GS_ENOENT (read_only or
+ *         existing_only and no such file); GS_ENOMEM. *out is NULL on failure.
  */
 int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct gs_usage_store **out,
                   char *msg, size_t cap);

@@ -393,13 +393,9 @@ static int cmd_report_compact(int argc, char **argv)
         return rc;
     char msg[600];
     struct gs_usage_store *s;
-    /* Refuse what is not already ours: compact never creates a database. */
-    struct gs_usage_options ro = {.read_only = true};
-    int err = gs_usage_open(m.db, &ro, &s, msg, sizeof(msg));
-    if (!err) {
-        (void)gs_usage_close(s);
-        err = gs_usage_open(m.db, NULL, &s, msg, sizeof(msg));
-    }
+    /* Refuse what is not already ours: compact never creates a database (it migrates one). */
+    struct gs_usage_options eo = {.existing_only = true};
+    int err = gs_usage_open(m.db, &eo, &s, msg, sizeof(msg));
     if (err) {
         (void)fprintf(stderr, "gpusched report compact: %s\n", msg);
         return err == GS_ENOMEM ? 1 : 2;
@@ -508,13 +504,9 @@ static int cmd_report_ingest(int argc, char **argv)
     }
     char msg[600];
     struct gs_usage_store *s;
-    /* Refuse what is not already ours: ingest never creates a database. */
-    struct gs_usage_options ro = {.read_only = true};
-    int err = gs_usage_open(db, &ro, &s, msg, sizeof(msg));
-    if (!err) {
-        (void)gs_usage_close(s);
-        err = gs_usage_open(db, NULL, &s, msg, sizeof(msg));
-    }
+    /* Refuse what is not already ours: ingest never creates a database (it migrates one). */
+    struct gs_usage_options eo = {.existing_only = true};
+    int err = gs_usage_open(db, &eo, &s, msg, sizeof(msg));
     if (err) {
         (void)fprintf(stderr, "gpusched report ingest: %s\n", msg);
         return err == GS_ENOMEM ? 1 : 2;

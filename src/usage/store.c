@@ -183,7 +183,7 @@ static int query_int(struct gs_usage_store *s, const char *sql, int64_t *v, bool
     return GS_OK;
 }
 
-static int migrate(struct gs_usage_store *s, bool read_only)
+static int migrate(struct gs_usage_store *s, bool read_only, bool existing_only)
 {
     int64_t version, tables, ours;
     bool found;
@@ -226,11 +226,11 @@ static int migrate(struct gs_usage_store *s, bool read_only)
             return GS_EPARSE;
         }
     }
+    if ((read_only || existing_only) && version == 0) {
+        set_msg(s, "not a gpusched accounting database (empty)");
+        return GS_EPARSE;
+    }
     if (read_only) {
-        if (version == 0) {
-            set_msg(s, "not a gpusched accounting database (empty)");
-            return GS_EPARSE;
-        }
         if (version < GS_USAGE_SCHEMA_VERSION) {
             set_msg(s,
                     "schema version %lld is older than this gpusched's (%d): open it once "
@@ -277,8 +277,10 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
     s->last_commit_ms = INT64_MIN;
     s->last_event_ms = INT64_MIN;
     /* NOMUTEX: a store is used from one thread (usage.h), so SQLite's own locks are waste. */
-    int flags = SQLITE_OPEN_NOMUTEX | (opt->read_only ? SQLITE_OPEN_READONLY
-                                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    int flags =
+        SQLITE_OPEN_NOMUTEX | (opt->read_only       ? SQLITE_OPEN_READONLY
+                               : opt->existing_only ? SQLITE_OPEN_READWRITE
+                                                    : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
     if (rc != SQLITE_OK) {
         if (!s->db) {
@@ -286,12 +288,12 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
             goto out;
         }
         set_msg(s, "cannot open: %s", sqlite3_errmsg(s->db));
-        err = opt->read_only && rc == SQLITE_CANTOPEN ? GS_ENOENT : GS_EIO;
+        err = (opt->read_only || opt->existing_only) && rc == SQLITE_CANTOPEN ? GS_ENOENT : GS_EIO;
         goto out;
     }
     (void)sqlite3_extended_result_codes(s->db, 0);
     (void)sqlite3_busy_timeout(s->db, 5000);
-    if ((err = migrate(s, opt->read_only)) != GS_OK)
+    if ((err = migrate(s, opt->read_only, opt->existing_only)) != GS_OK)
         goto out;
     if (!opt->read_only) {
         /* WAL: readers (reports) never block the writer; synchronous FULL: a commit that

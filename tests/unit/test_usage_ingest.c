@@ -300,7 +300,9 @@ static void test_samples_are_keyed_and_migration_2_drops_duplicates(void **state
     assert_int_equal(gs_usage_close(s), GS_OK);
     char path[128], msg[512];
     (void)snprintf(path, sizeof(path), "%s/keyed.db", tmpdir);
-    assert_int_equal(gs_usage_open(path, NULL, &s, msg, sizeof(msg)), GS_OK);
+    /* existing_only (report ingest, compact) migrates it. */
+    struct gs_usage_options eo = {.existing_only = true};
+    assert_int_equal(gs_usage_open(path, &eo, &s, msg, sizeof(msg)), GS_OK);
     db = gs_usage_db(s);
     assert_int_equal(sqlite3_prepare_v2(db,
                                         "SELECT count(*), sum(util_pct), (SELECT user_version "
@@ -313,6 +315,20 @@ static void test_samples_are_keyed_and_migration_2_drops_duplicates(void **state
     assert_int_equal(sqlite3_column_int(st, 2), GS_USAGE_SCHEMA_VERSION);
     sqlite3_finalize(st);
     assert_int_equal(gs_usage_close(s), GS_OK);
+    /* existing_only creates nothing: no file stays no file, an empty one stays empty. */
+    (void)snprintf(path, sizeof(path), "%s/none.db", tmpdir);
+    assert_int_equal(gs_usage_open(path, &eo, &s, msg, sizeof(msg)), GS_ENOENT);
+    assert_int_equal(access(path, F_OK), -1);
+    (void)snprintf(path, sizeof(path), "%s/empty.db", tmpdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(gs_usage_open(path, &eo, &s, msg, sizeof(msg)), GS_EPARSE);
+    assert_non_null(strstr(msg, "not a gpusched accounting database (empty)"));
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_int_equal(fgetc(f), EOF);
+    assert_int_equal(fclose(f), 0);
 }
 
 static void test_query_refuses_bad_urls_before_any_request(void **state)
