@@ -11,6 +11,12 @@
  *       copies the intervals, capacity and quota snapshots of one replay (gpusched replay
  *       --accounting) back to back until they cover one year, into DIR/year.db, then times
  *       `report usage` over that year (open, build, table), median of 5.
+ *   bench_usage ingest G DIR
+ *       `report ingest`'s work without the network: a store in DIR/ingest.db of G whole GPUs on
+ *       G / 8 nodes, each held by one pod for a day, a range-query body of G series of 1,440
+ *       steps (a day at 60 s, one query's worth) built in memory, then the time to parse it
+ *       (gs_prom_parse_range()) and to map and write it (gs_usage_ingest_matrix() and its
+ *       commit), in samples per second, with the body's size.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
@@ -25,6 +31,7 @@
 
 #include "gpusched/err.h"
 #include "gpusched/usage.h"
+#include "gpusched/usage_ingest.h"
 #include "gpusched/usage_report.h"
 
 #include "bench_util.h"
@@ -158,7 +165,7 @@ static int bench_year(const char *replay_db, const char *dir)
     (void)snprintf(sql, sizeof(sql),
                    "INSERT INTO heartbeat VALUES(1, %lld, 1) ON CONFLICT(id) DO UPDATE SET "
                    "t_ms = excluded.t_ms; COMMIT; DETACH DATABASE r",
-                   (long long)(lo + (int64_t)copies * span));
+                   (long long)lo + (long long)copies * (long long)span);
     if (exec(db, sql))
         return 1;
     double build_s = now_s() - t0;
@@ -203,6 +210,106 @@ static int bench_year(const char *replay_db, const char *dir)
     return 0;
 }
 
+/* 2026-12-01T00:00:00Z in Unix seconds. */
+#define INGEST_T0_S INT64_C(1796083200)
+
+static int bench_ingest(long gpus, const char *dir)
+{
+    if (gpus < 8 || gpus > 100000) {
+        (void)fprintf(stderr, "bench_usage ingest: G in [8, 100000]\n");
+        return 2;
+    }
+    char path[512], msg[512];
+    (void)snprintf(path, sizeof(path), "%s/ingest.db", dir);
+    (void)remove(path);
+    struct gs_usage_store *s;
+    if (gs_usage_open(path, NULL, &s, msg, sizeof(msg)) != GS_OK) {
+        (void)fprintf(stderr, "bench_usage: %s\n", msg);
+        return 1;
+    }
+    const int64_t day_ms = INT64_C(86400000), t0 = INGEST_T0_S * 1000;
+    int err = GS_OK;
+    for (long g = 0; g < gpus && !err; g++) {
+        char uid[32], node[32], uuid[48];
+        (void)snprintf(uid, sizeof(uid), "pod-%ld", g);
+        (void)snprintf(node, sizeof(node), "node-%ld", g / 8);
+        (void)snprintf(uuid, sizeof(uuid), "GPU-%036ld", g);
+        struct gs_usage_interval iv = {
+            .pod_uid = uid, .ns = "ml", .name = uid, .node = node, .queued_ms = t0, .start_ms = t0};
+        struct gs_usage_gpu gr = {.gpu_uuid = uuid,
+                                  .gpu_index = (uint32_t)(g % 8),
+                                  .sharing = GS_GPU_SHARE_MILLI,
+                                  .gpu_milli = 1000,
+                                  .mig_instance = -1,
+                                  .replica_slot = -1};
+        int64_t id;
+        err = gs_usage_begin_interval(s, &iv, &gr, 1, &id);
+        if (!err)
+            err = gs_usage_end_interval(s, id, t0 + day_ms, GS_USAGE_END_FINISHED, NULL);
+    }
+    if (!err)
+        err = gs_usage_commit(s, t0 + day_ms);
+    /* The body, as Prometheus writes it: G series, each with the pod's labels. */
+    size_t cap = (size_t)gpus * (1440 * 24 + 256) + 128, n = 0;
+    char *body = err ? NULL : malloc(cap);
+    if (!body) {
+        (void)fprintf(stderr, "bench_usage ingest: %s\n", err ? gs_usage_errmsg(s) : "no memory");
+        (void)gs_usage_close(s);
+        return 1;
+    }
+    n += (size_t)snprintf(body + n, cap - n,
+                          "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\","
+                          "\"result\":[");
+    for (long g = 0; g < gpus; g++) {
+        n +=
+            (size_t)snprintf(body + n, cap - n,
+                             "%s{\"metric\":{\"__name__\":\"DCGM_FI_DEV_GPU_UTIL\",\"gpu\":\"%ld\","
+                             "\"UUID\":\"GPU-%036ld\",\"Hostname\":\"node-%ld\",\"namespace\":"
+                             "\"ml\",\"pod\":\"pod-%ld\",\"container\":\"main\"},\"values\":[",
+                             g ? "," : "", g % 8, g, g / 8, g);
+        for (long k = 0; k < 1440; k++)
+            n += (size_t)snprintf(body + n, cap - n, "%s[%lld,\"%ld\"]", k ? "," : "",
+                                  (long long)(INGEST_T0_S + 60 * k), (g + k) % 101);
+        n += (size_t)snprintf(body + n, cap - n, "]}");
+    }
+    n += (size_t)snprintf(body + n, cap - n, "]}}");
+    double a = now_s();
+    clock_t ca = clock();
+    struct gs_prom_matrix *m;
+    err = gs_prom_parse_range(body, n, &m, msg, sizeof(msg));
+    double b = now_s();
+    clock_t cb = clock();
+    free(body);
+    if (err) {
+        (void)fprintf(stderr, "bench_usage ingest: %s\n", msg);
+        (void)gs_usage_close(s);
+        return 1;
+    }
+    struct gs_usage_ingest_stats st = {0};
+    err = gs_usage_ingest_matrix(s, m, t0, t0 + day_ms, &st, msg, sizeof(msg));
+    if (!err)
+        err = gs_usage_commit(s, INT64_MIN);
+    double c = now_s();
+    clock_t cc = clock();
+    uint64_t samples = m->nsamples;
+    gs_prom_matrix_free(m);
+    (void)gs_usage_close(s);
+    if (err || st.written != samples) {
+        (void)fprintf(stderr, "bench_usage ingest: %s (written %llu of %llu)\n", msg,
+                      (unsigned long long)st.written, (unsigned long long)samples);
+        return 1;
+    }
+    double cpu_parse = (double)(cb - ca) / CLOCKS_PER_SEC,
+           cpu_write = (double)(cc - cb) / CLOCKS_PER_SEC;
+    printf("ingest: %ld GPU series x 1440 steps = %llu samples, body %.1f MB: parsed in %.2f s "
+           "(%.0f samples/s; %.0f per CPU-second), mapped and written in %.2f s (%.0f samples/s; "
+           "%.0f per CPU-second), %.0f bytes stored per sample\n",
+           gpus, (unsigned long long)samples, (double)n / 1e6, b - a, (double)samples / (b - a),
+           (double)samples / cpu_parse, c - b, (double)samples / (c - b),
+           (double)samples / cpu_write, (double)file_size(path) / (double)samples);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "write") == 0)
@@ -211,6 +318,9 @@ int main(int argc, char **argv)
                bench_write(strtol(argv[2], NULL, 10), argv[3], true, 1000);
     if (argc == 4 && strcmp(argv[1], "year") == 0)
         return bench_year(argv[2], argv[3]);
-    (void)fprintf(stderr, "usage: bench_usage write N DIR | bench_usage year REPLAY_DB DIR\n");
+    if (argc == 4 && strcmp(argv[1], "ingest") == 0)
+        return bench_ingest(strtol(argv[2], NULL, 10), argv[3]);
+    (void)fprintf(stderr, "usage: bench_usage write N DIR | bench_usage year REPLAY_DB DIR | "
+                          "bench_usage ingest G DIR\n");
     return 2;
 }

@@ -51,6 +51,7 @@ acct=$(mktemp -d)
     --cluster-scale 0.1 --speedup 1000 --sample-s 60 --no-plot --out "$acct/replay" \
     --accounting "$acct/replay.db" --start-time 2026-12-01 | grep -E '^(replayed|accounting)'
 "$build/bench/bench_usage" year "$acct/replay.db" "$acct"
+"$build/bench/bench_usage" ingest 1000 "$acct"
 rm -rf "$acct"
 echo "== node agent (bench/agent.sh)"
 bash "$root/bench/agent.sh" "$build"

@@ -28,7 +28,7 @@
 #include "gpusched/tenant.h"
 
 /** The schema version this build writes (PRAGMA user_version). */
-#define GS_USAGE_SCHEMA_VERSION 1
+#define GS_USAGE_SCHEMA_VERSION 2
 
 /** Why an allocation interval ended. Stored as the text of gs_usage_end_name(). */
 enum gs_usage_end {
@@ -123,6 +123,9 @@ struct gs_usage_options {
     bool relaxed_sync;     /**< synchronous=NORMAL instead of FULL: a commit survives a crash
                                 of the process but not a power cut (WAL synced at checkpoints
                                 only); for stores that can be rebuilt, e.g. a replay's */
+    bool existing_only;    /**< for writing, but only a store that exists already: no file is
+                                created and an empty one is refused (GS_ENOENT, GS_EPARSE); an
+                                older schema is migrated (report compact, report ingest) */
 };
 
 struct gs_usage_store;
@@ -137,7 +140,8 @@ struct gs_usage_store;
  *              gpusched accounting database (it has tables of another application)".
  * @return GS_OK; GS_EIO (cannot open or write; a file that is not SQLite or is corrupt);
  *         GS_EPARSE (a SQLite file of another application, or a newer schema than this build
- *         knows); GS_ENOENT (read_only and no such file); GS_ENOMEM. *out is NULL on failure.
+ *         knows; read_only or existing_only: an empty one); GS_ENOENT (read_only or
+ *         existing_only and no such file); GS_ENOMEM. *out is NULL on failure.
  */
 int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct gs_usage_store **out,
                   char *msg, size_t cap);
@@ -186,7 +190,11 @@ int gs_usage_add_quota(struct gs_usage_store *s, const struct gs_usage_quota *q)
 
 /**
  * Records a utilisation sample: the share of one GPU's compute a pod used over the sample, from
- * the agent's per-pod metrics or a Prometheus query.
+ * the agent's per-pod metrics or a Prometheus query (usage_ingest.h). A sample is keyed by
+ * (pod uid, node, GPU index, time): writing the same key again replaces its value, so a period
+ * written twice holds its samples once.
+ * @param t_ms      the sample's time, Unix ms.
+ * @param node      the node's name, or NULL (NULL keys never collide).
  * @param util_pct  0..100, % of the whole GPU.
  * @return GS_OK; GS_EINVAL (empty uid, util outside 0..100); GS_EIO.
  */
@@ -205,6 +213,13 @@ int gs_usage_tick(struct gs_usage_store *s, int64_t now_ms, bool *committed);
  * Commits the open batch now with heartbeat now_ms (Unix ms). @return GS_OK; GS_EIO as above.
  */
 int gs_usage_commit(struct gs_usage_store *s, int64_t now_ms);
+
+/**
+ * Drops the open batch (rolls its transaction back): what was written since the last commit is
+ * lost, the store stays usable. No-op without an open batch. For a writer that meets an error
+ * half-way through what it meant to commit together (report ingest).
+ */
+void gs_usage_rollback(struct gs_usage_store *s);
 
 /**
  * Closes the intervals a crashed writer left open: each one whose pod uid is not in running[]

@@ -3,7 +3,7 @@
  * charged by capacity per team, queue, namespace, GPU model, node or PriorityClass, idle
  * capacity, preemptions, waits and quota attainment, as a table, CSV, JSON or one
  * self-contained HTML page; `export`: the chargeback CSV, a row per pod per day; `compact`:
- * retention.
+ * retention; `ingest`: utilisation samples from a Prometheus server (usage_ingest.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -18,6 +18,7 @@
 #include "cli/cmd.h"
 #include "gpusched/err.h"
 #include "gpusched/usage.h"
+#include "gpusched/usage_ingest.h"
 #include "gpusched/usage_report.h"
 
 static const char *const usage_top =
@@ -26,8 +27,43 @@ static const char *const usage_top =
     "                                                      chargeback CSV, a row per pod per day\n"
     "       gpusched report compact --db FILE --older-than D [--delete]\n"
     "                                                      retention\n"
+    "       gpusched report ingest --db FILE --prometheus URL [--from T] [--to T]\n"
+    "                                                      utilisation from Prometheus\n"
     "\n"
-    "Run 'gpusched report <usage|export|compact> --help' for each one's options.\n";
+    "Run 'gpusched report <usage|export|compact|ingest> --help' for each one's options.\n";
+
+static const char *const usage_ingest =
+    "usage: gpusched report ingest --db FILE --prometheus URL [options]\n"
+    "\n"
+    "Reads GPU utilisation from a Prometheus server's HTTP API (/api/v1/query_range) and writes\n"
+    "it to the accounting database as utilisation samples per pod and GPU, so that 'report\n"
+    "usage' shows GPU-hours used beside charged and names idle allocations.\n"
+    "\n"
+    "Each sample is mapped to the pod whose allocation interval held that GPU at that time: the\n"
+    "GPU by the series' UUID label (else its Hostname or node label and its gpu label); a\n"
+    "series with namespace and pod labels counts for that pod; one without counts for the GPU's\n"
+    "only holder and is skipped when several pods held the GPU then. On a shared GPU the\n"
+    "exporter repeats the whole GPU's value on each pod's series (dcgm-exporter #587), so a pod\n"
+    "is written the GPU's value x its charged share / the shares of all its holders then (pods\n"
+    "at 0.50 and 0.25 of a GPU at 60% get 40% and 20%). MIG instance series (GPU_I_ID) are\n"
+    "skipped. Samples are keyed by pod, node, GPU and time: ingesting a period again replaces\n"
+    "them, never doubles them.\n"
+    "\n"
+    "options:\n"
+    "  --db FILE         the accounting database (must exist; opened for writing)\n"
+    "  --prometheus URL  the server, e.g. http://prometheus:9090 (a path prefix is kept)\n"
+    "  --from T, --to T  the period, RFC 3339 or a date, UTC, to exclusive (default: the\n"
+    "                    database's allocation intervals, first start to last end)\n"
+    "  --step-s S        seconds between samples (default 60, at least 1); one query per\n"
+    "                    1,440 steps (a day at 60 s), each committed as one transaction\n"
+    "  --query Q         PromQL giving % of a whole GPU per series (default\n"
+    "                    DCGM_FI_DEV_GPU_UTIL)\n"
+    "  --timeout-s S     per query (default 30)\n"
+    "  -h, --help        this text\n"
+    "\n"
+    "Prints what it read, wrote and skipped, by reason.\n"
+    "exit status: 0 done; 1 Prometheus unreachable, refusing or answering badly, or the\n"
+    "database cannot be written; 2 bad usage or a bad database\n";
 
 static const char *const usage_export =
     "usage: gpusched report export --db FILE [--from T] [--to T] [--out FILE]\n"
@@ -73,10 +109,11 @@ static const char *const usage_report =
     "  --idle-util-pct X ... and used under X% of what it was charged (default 5)\n"
     "  -h, --help        this text\n"
     "\n"
-    "Columns: charged GPU-hours; used GPU-hours from utilisation samples ('-' and a note when\n"
-    "the database has none in the period); quota GPU-hours and attainment (charged / quota)\n"
-    "for queues and teams; preemptions suffered (its intervals ended by eviction) and caused;\n"
-    "wait from queueing to start of the intervals starting in the period.\n"
+    "Columns: charged GPU-hours; used GPU-hours from utilisation samples ('report ingest'\n"
+    "writes them; '-' and a note when the database has none in the period); quota GPU-hours\n"
+    "and attainment (charged / quota) for queues and teams; preemptions suffered (its\n"
+    "intervals ended by eviction) and caused; wait from queueing to start of the intervals\n"
+    "starting in the period.\n"
     "\n"
     "exit status:\n"
     "  0  done\n"
@@ -356,13 +393,9 @@ static int cmd_report_compact(int argc, char **argv)
         return rc;
     char msg[600];
     struct gs_usage_store *s;
-    /* Refuse what is not already ours: compact never creates a database. */
-    struct gs_usage_options ro = {.read_only = true};
-    int err = gs_usage_open(m.db, &ro, &s, msg, sizeof(msg));
-    if (!err) {
-        (void)gs_usage_close(s);
-        err = gs_usage_open(m.db, NULL, &s, msg, sizeof(msg));
-    }
+    /* Refuse what is not already ours: compact never creates a database (it migrates one). */
+    struct gs_usage_options eo = {.existing_only = true};
+    int err = gs_usage_open(m.db, &eo, &s, msg, sizeof(msg));
     if (err) {
         (void)fprintf(stderr, "gpusched report compact: %s\n", msg);
         return err == GS_ENOMEM ? 1 : 2;
@@ -392,6 +425,128 @@ static int cmd_report_compact(int argc, char **argv)
     return 0;
 }
 
+static int parse_seconds(const char *v, double lo, double hi, int64_t *ms)
+{
+    double x;
+    if (parse_double(v, lo, hi, &x) != 0)
+        return -1;
+    *ms = (int64_t)(x * 1000.0 + 0.5);
+    return 0;
+}
+
+static int cmd_report_ingest(int argc, char **argv)
+{
+    const char *db = NULL;
+    struct gs_usage_ingest_options o = {NULL, NULL, INT64_MIN, INT64_MAX, 0, 0};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char name[32];
+        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
+        if (inline_v)
+            a = name;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            (void)fputs(usage_ingest, stdout);
+            return 0;
+        }
+        const char *valued[] = {"--db",     "--prometheus", "--from",     "--to",
+                                "--step-s", "--query",      "--timeout-s"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
+            known |= strcmp(a, valued[k]) == 0;
+        if (!known) {
+            (void)fprintf(stderr, "gpusched report ingest: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (!v) {
+            (void)fprintf(stderr, "gpusched report ingest: %s needs a value\n", a);
+            return 2;
+        }
+        if (!inline_v)
+            i++;
+        if (strcmp(a, "--db") == 0) {
+            db = v;
+        } else if (strcmp(a, "--prometheus") == 0) {
+            o.base_url = v;
+        } else if (strcmp(a, "--query") == 0) {
+            o.query = v;
+        } else if (strcmp(a, "--step-s") == 0) {
+            if (parse_seconds(v, 1, 86400, &o.step_ms) != 0) {
+                (void)fprintf(stderr,
+                              "gpusched report ingest: --step-s: expected seconds in [1, 86400], "
+                              "got '%s'\n",
+                              v);
+                return 2;
+            }
+        } else if (strcmp(a, "--timeout-s") == 0) {
+            int64_t ms;
+            if (parse_seconds(v, 0.001, 3600, &ms) != 0) {
+                (void)fprintf(stderr,
+                              "gpusched report ingest: --timeout-s: expected seconds in "
+                              "[0.001, 3600], got '%s'\n",
+                              v);
+                return 2;
+            }
+            o.timeout_ms = (long)ms;
+        } else if (gs_usage_parse_time(v, strcmp(a, "--from") == 0 ? &o.from_ms : &o.to_ms) !=
+                   GS_OK) {
+            (void)fprintf(stderr,
+                          "gpusched report ingest: %s: expected RFC 3339 (2026-12-01T00:00:00Z) "
+                          "or a date (2026-12-01), got '%s'\n",
+                          a, v);
+            return 2;
+        }
+    }
+    if (!db || !o.base_url) {
+        (void)fprintf(stderr,
+                      "gpusched report ingest: --db and --prometheus are required (see --help)\n");
+        return 2;
+    }
+    char msg[600];
+    struct gs_usage_store *s;
+    /* Refuse what is not already ours: ingest never creates a database (it migrates one). */
+    struct gs_usage_options eo = {.existing_only = true};
+    int err = gs_usage_open(db, &eo, &s, msg, sizeof(msg));
+    if (err) {
+        (void)fprintf(stderr, "gpusched report ingest: %s\n", msg);
+        return err == GS_ENOMEM ? 1 : 2;
+    }
+    struct gs_usage_ingest_stats st;
+    int64_t from, to;
+    err = gs_usage_ingest_prometheus(s, &o, &st, &from, &to, msg, sizeof(msg));
+    int cerr = gs_usage_close(s);
+    if (err) {
+        (void)fprintf(stderr, "gpusched report ingest: %s\n", msg);
+        return err == GS_EINVAL || err == GS_ENOENT ? 2 : 1;
+    }
+    if (cerr) {
+        (void)fprintf(stderr, "gpusched report ingest: %s: closing failed\n", db);
+        return 1;
+    }
+    char a[40], b[40];
+    gs_usage_format_time(from, a, sizeof(a));
+    gs_usage_format_time(to, b, sizeof(b));
+    printf("%s to %s: %llu samples of %llu series in %llu %s; %llu samples written\n", a, b,
+           (unsigned long long)st.samples, (unsigned long long)st.series,
+           (unsigned long long)st.queries, st.queries == 1 ? "query" : "queries",
+           (unsigned long long)st.written);
+    const struct {
+        uint64_t n;
+        const char *why;
+    } skip[] = {
+        {st.skipped_shared, "on shared GPUs without pod labels"},
+        {st.skipped_other_pod, "of pods not holding that GPU then"},
+        {st.skipped_no_holder, "on GPUs no pod held then"},
+        {st.skipped_no_gpu, "without UUID or node and gpu labels"},
+        {st.skipped_mig, "of MIG instances (GPU_I_ID)"},
+        {st.skipped_value, "NaN or outside 0..100"},
+    };
+    for (size_t k = 0; k < sizeof(skip) / sizeof(skip[0]); k++)
+        if (skip[k].n)
+            printf("%llu samples %s skipped\n", (unsigned long long)skip[k].n, skip[k].why);
+    return 0;
+}
+
 int gs_cmd_report(int argc, char **argv)
 {
     if (argc < 1 || strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) {
@@ -404,7 +559,9 @@ int gs_cmd_report(int argc, char **argv)
         return cmd_report_export(argc - 1, argv + 1);
     if (strcmp(argv[0], "compact") == 0)
         return cmd_report_compact(argc - 1, argv + 1);
-    (void)fprintf(stderr, "gpusched report: unknown report '%s' (usage, export, compact)\n",
+    if (strcmp(argv[0], "ingest") == 0)
+        return cmd_report_ingest(argc - 1, argv + 1);
+    (void)fprintf(stderr, "gpusched report: unknown report '%s' (usage, export, compact, ingest)\n",
                   argv[0]);
     return 2;
 }

@@ -58,6 +58,12 @@ static const char *const migrations[] = {
     "CREATE INDEX util_sample_pod ON util_sample(pod_uid, t_ms);"
     "CREATE TABLE heartbeat(id INTEGER PRIMARY KEY CHECK (id = 1), t_ms INTEGER NOT NULL,"
     "  batches INTEGER NOT NULL);",
+    /* 2: one utilisation sample per pod, node, GPU and time, so that ingesting a period
+     * twice (report ingest) replaces rather than doubles; duplicates of older stores keep
+     * their first row. */
+    "DELETE FROM util_sample WHERE rowid NOT IN (SELECT min(rowid) FROM util_sample"
+    "  GROUP BY pod_uid, node, gpu_index, t_ms);"
+    "CREATE UNIQUE INDEX util_sample_key ON util_sample(pod_uid, node, gpu_index, t_ms);",
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == GS_USAGE_SCHEMA_VERSION,
                "one migration per schema version");
@@ -86,7 +92,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_END_CAP] = "UPDATE capacity SET end_ms = MAX(start_ms, ?2), end_reason = ?3"
                    " WHERE id = ?1 AND end_ms IS NULL",
     [ST_QUOTA] = "INSERT INTO quota_snapshot VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    [ST_UTIL] = "INSERT INTO util_sample VALUES(?1, ?2, ?3, ?4, ?5)",
+    [ST_UTIL] = "INSERT INTO util_sample VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(pod_uid, node,"
+                " gpu_index, t_ms) DO UPDATE SET util_pct = excluded.util_pct",
     [ST_HEARTBEAT] = "INSERT INTO heartbeat VALUES(1, ?1, 1) ON CONFLICT(id) DO UPDATE SET"
                      " t_ms = MAX(t_ms, ?1), batches = batches + 1",
 };
@@ -178,7 +185,7 @@ static int query_int(struct gs_usage_store *s, const char *sql, int64_t *v, bool
     return GS_OK;
 }
 
-static int migrate(struct gs_usage_store *s, bool read_only)
+static int migrate(struct gs_usage_store *s, bool read_only, bool existing_only)
 {
     int64_t version, tables, ours;
     bool found;
@@ -221,11 +228,11 @@ static int migrate(struct gs_usage_store *s, bool read_only)
             return GS_EPARSE;
         }
     }
+    if ((read_only || existing_only) && version == 0) {
+        set_msg(s, "not a gpusched accounting database (empty)");
+        return GS_EPARSE;
+    }
     if (read_only) {
-        if (version == 0) {
-            set_msg(s, "not a gpusched accounting database (empty)");
-            return GS_EPARSE;
-        }
         if (version < GS_USAGE_SCHEMA_VERSION) {
             set_msg(s,
                     "schema version %lld is older than this gpusched's (%d): open it once "
@@ -272,8 +279,10 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
     s->last_commit_ms = INT64_MIN;
     s->last_event_ms = INT64_MIN;
     /* NOMUTEX: a store is used from one thread (usage.h), so SQLite's own locks are waste. */
-    int flags = SQLITE_OPEN_NOMUTEX | (opt->read_only ? SQLITE_OPEN_READONLY
-                                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    int flags =
+        SQLITE_OPEN_NOMUTEX | (opt->read_only       ? SQLITE_OPEN_READONLY
+                               : opt->existing_only ? SQLITE_OPEN_READWRITE
+                                                    : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
     if (rc != SQLITE_OK) {
         if (!s->db) {
@@ -282,18 +291,19 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
         }
         struct stat sb;
         int e = sqlite3_system_errno(s->db); /* the OS's reason, 0 when there is none */
-        if (opt->read_only && rc == SQLITE_CANTOPEN && stat(path, &sb) != 0 && errno == ENOENT)
+        bool existing = opt->read_only || opt->existing_only;
+        if (existing && rc == SQLITE_CANTOPEN && stat(path, &sb) != 0 && errno == ENOENT)
             set_msg(s, "no such file (a store is written by 'gpusched replay --accounting FILE' "
                        "or 'gpusched scheduler --accounting FILE')");
         else
             set_msg(s, "cannot open: %s%s%s", sqlite3_errmsg(s->db), e ? ": " : "",
                     e ? strerror(e) : "");
-        err = opt->read_only && rc == SQLITE_CANTOPEN ? GS_ENOENT : GS_EIO;
+        err = existing && rc == SQLITE_CANTOPEN ? GS_ENOENT : GS_EIO;
         goto out;
     }
     (void)sqlite3_extended_result_codes(s->db, 0);
     (void)sqlite3_busy_timeout(s->db, 5000);
-    if ((err = migrate(s, opt->read_only)) != GS_OK)
+    if ((err = migrate(s, opt->read_only, opt->existing_only)) != GS_OK)
         goto out;
     if (!opt->read_only) {
         /* WAL: readers (reports) never block the writer; synchronous FULL: a commit that
@@ -591,6 +601,14 @@ int gs_usage_commit(struct gs_usage_store *s, int64_t now_ms)
     s->batch_events = 0;
     s->last_commit_ms = s->last_event_ms;
     return err;
+}
+
+void gs_usage_rollback(struct gs_usage_store *s)
+{
+    if (s->in_batch)
+        (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_batch = false;
+    s->batch_events = 0;
 }
 
 int gs_usage_tick(struct gs_usage_store *s, int64_t now_ms, bool *committed)
