@@ -110,11 +110,12 @@ static const char *const usage =
     "                        (default gpusched.io/team; else the queue's top-level ancestor)\n"
     "  --version             print the version and exit\n"
     "\n"
-    "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
-    "Preempted; the same reason about a pod within 10 min is one Event whose series.count\n"
-    "grows, written at most every 10 s. Events wait behind Bindings, so on a loaded API\n"
-    "server the requests that place pods go first; SIGTERM waits up to 10 s for requests in\n"
-    "flight and logs how many it leaves unsent.\n"
+    "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling\n"
+    "(for every pod that waits, note = its PodScheduled message, once per change of reason;\n"
+    "none while schedulingGates hold it), Preempted; the same reason about a pod within\n"
+    "10 min is one Event whose series.count grows, written at most every 10 s. Events wait\n"
+    "behind Bindings, so on a loaded API server the requests that place pods go first;\n"
+    "SIGTERM waits up to 10 s for requests in flight and logs how many it leaves unsent.\n"
     "Preemption chooses as kube-scheduler: on each node the lower-priority pods that must go,\n"
     "those whose PodDisruptionBudget (watched) has no disruption left given back first; the\n"
     "node with the fewest such violations, then the lowest highest victim priority, the\n"
@@ -242,11 +243,19 @@ void gs__sched_action_fini(struct action *a)
     json_decref(a->gpus);
 }
 
+/* Tells of a decision about pod ns/name (uid: NULL when unknown) as an Event (aggregated:
+ * kevents.h). */
+static void post_pod_event(struct sched *s, const char *ns, const char *name, const char *uid,
+                           const char *type, const char *reason, const char *verb, const char *note)
+{
+    gs_kevents_post(s->events, ns, name, uid, type, reason, verb, note);
+}
+
 /* Tells of a decision about the action's pod as an Event (aggregated: kevents.h). */
 void gs__sched_post_event(struct sched *s, const struct action *a, const char *type,
                           const char *reason, const char *verb, const char *note)
 {
-    gs_kevents_post(s->events, a->ns, a->name, a->uid, type, reason, verb, note);
+    post_pod_event(s, a->ns, a->name, a->uid, type, reason, verb, note);
 }
 
 static void log_event_failure(void *ud, const char *msg)
@@ -406,8 +415,13 @@ static void do_pending(struct sched *s, const struct action *a)
     free(k);
     gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);
     gs__sched_logf("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, text);
-    if (err != GS_ENOENT)
+    if (err != GS_ENOENT) {
         gs__sched_post_event(s, a, "Warning", "FailedScheduling", "Scheduling", text);
+        char *told = gs__sched_key_of(a->ns, a->name);
+        if (told)
+            (void)json_object_set_new(s->failed_told, told, json_true());
+        free(told);
+    }
 }
 
 /*
@@ -417,14 +431,17 @@ static void do_pending(struct sched *s, const struct action *a)
  * `whatif` prints in its pending line (gs_kworld_each_pending), under Kubernetes' reason
  * SchedulingGated for gates and Unschedulable otherwise, written when it differs from the last
  * one written, never once per cycle. A PATCH that fails (but for 404) is tried at the next
- * cycle.
+ * cycle. Each Unschedulable PATCH written is also told as a FailedScheduling Event (note: the
+ * condition's message), as kube-scheduler tells every unschedulable attempt, unless do_pending
+ * told one about the pod in this cycle; a gated pod gets none (kube-scheduler does not try it).
  */
 struct pending_walk {
     struct sched *s;
     json_t *now; /* the pods waiting now -> their message */
 };
 
-static void say_pending(void *ctx, const char *ns, const char *name, const char *reason)
+static void say_pending(void *ctx, const char *ns, const char *name, const char *uid,
+                        const char *reason)
 {
     struct pending_walk *pw = ctx;
     char *k = gs__sched_key_of(ns, name);
@@ -440,6 +457,8 @@ static void say_pending(void *ctx, const char *ns, const char *name, const char 
                                               gated ? "SchedulingGated" : "Unschedulable", text);
         if (err == GS_OK)
             gs__sched_logf("info", "pending pod=%s/%s reason=\"%s\"", ns, name, text);
+        if (err == GS_OK && !gated && !json_object_get(pw->s->failed_told, k))
+            post_pod_event(pw->s, ns, name, uid, "Warning", "FailedScheduling", "Scheduling", text);
     }
     if (err == GS_OK || err == GS_ENOENT)
         (void)json_object_set_new(pw->now, k, json_string(text));
@@ -878,10 +897,12 @@ static void write_queue_status(struct sched *s, const json_t *queues_known)
     }
 }
 
-static void count_pending(void *ctx, const char *ns, const char *name, const char *reason)
+static void count_pending(void *ctx, const char *ns, const char *name, const char *uid,
+                          const char *reason)
 {
     (void)ns;
     (void)name;
+    (void)uid;
     (void)reason;
     (*(uint32_t *)ctx)++;
 }
@@ -1152,11 +1173,12 @@ int gs_cmd_scheduler(int argc, char **argv)
     s.bind_attempts = json_object();
     s.pdb_blocked = json_object();
     s.pending_said = json_object();
+    s.failed_told = json_object();
     s.unblock = json_object();
     s.queue_status = json_object();
     s.gang_bound = json_object();
-    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.pending_said || !s.unblock ||
-        !s.queue_status || !s.gang_bound) {
+    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.pending_said || !s.failed_told ||
+        !s.unblock || !s.queue_status || !s.gang_bound) {
         exit_code = 1;
         goto out;
     }
@@ -1272,6 +1294,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             break;
         }
         int64_t c0_ns = mono_ns();
+        (void)json_object_clear(s.failed_told); /* do_pending's posts of this cycle, from now */
         rc = gs_kworld_cycle(s.world, gs__sched_wall_ms(), &changes, err, sizeof(err));
         cycles++;
         if (s.acct && rc == GS_OK &&
@@ -1361,6 +1384,7 @@ out:
     json_decref(s.bind_attempts);
     json_decref(s.pdb_blocked);
     json_decref(s.pending_said);
+    json_decref(s.failed_told);
     json_decref(s.unblock);
     json_decref(s.queue_status);
     gs__sched_gang_fini(&s);
