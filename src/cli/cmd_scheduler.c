@@ -61,6 +61,7 @@ static const char *const usage =
     "usage: gpusched scheduler [--kubeconfig FILE] [--scheduler-name NAME]\n"
     "                          [--default-queue NAME] [--policy NAME] [--dry-run]\n"
     "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
+    "                          [--shutdown-timeout-s N]\n"
     "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
     "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
     "                          [--webhook-addr HOST:PORT --webhook-cert FILE\n"
@@ -83,6 +84,11 @@ static const char *const usage =
     "                        evict and write nothing (no status, Events or Queue status)\n"
     "  --qps N, --burst N    client rate limit (default 50 and 100)\n"
     "  --max-runtime-s N     exit 0 after N seconds (tests)\n"
+    "  --shutdown-timeout-s N\n"
+    "                        at exit, wait up to N s (0 to 3600, default 10) for the\n"
+    "                        requests in flight (Bindings, Events) to be answered; the\n"
+    "                        Events still unanswered then are dropped, counted by reason\n"
+    "                        in the log (\"events dropped at exit: ...\")\n"
     "  --leader-elect[=BOOL] elect one leader among replicas on a coordination.k8s.io/v1\n"
     "                        Lease; only the leader schedules (default true, false with\n"
     "                        --dry-run); lease 15 s, renew deadline 10 s, retry 2 s\n"
@@ -115,7 +121,8 @@ static const char *const usage =
     "none while schedulingGates hold it), Preempted; the same reason about a pod within\n"
     "10 min is one Event whose series.count grows, written at most every 10 s. Events wait\n"
     "behind Bindings, so on a loaded API server the requests that place pods go first;\n"
-    "SIGTERM waits up to 10 s for requests in flight and logs how many it leaves unsent.\n"
+    "SIGTERM waits --shutdown-timeout-s for requests in flight and logs how many it leaves\n"
+    "unanswered.\n"
     "Preemption chooses as kube-scheduler: on each node the lower-priority pods that must go,\n"
     "those whose PodDisruptionBudget (watched) has no disruption left given back first; the\n"
     "node with the fewest such violations, then the lowest highest victim priority, the\n"
@@ -962,7 +969,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     const char *wh_addr = NULL, *wh_cert = NULL, *wh_key = NULL;
     const char *acct_path = NULL, *team_label = "gpusched.io/team";
     double qps = 0;
-    long burst = 0, max_runtime_s = 0;
+    long burst = 0, max_runtime_s = 0, shutdown_timeout_s = 10;
     bool dry = false;
     int elect = -1; /* -1: the default (on unless --dry-run) */
     for (int i = 0; i < argc; i++) {
@@ -974,7 +981,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                      strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0 ||
                      strcmp(a, "--webhook-addr") == 0 || strcmp(a, "--webhook-cert") == 0 ||
                      strcmp(a, "--webhook-key") == 0 || strcmp(a, "--accounting") == 0 ||
-                     strcmp(a, "--team-label") == 0;
+                     strcmp(a, "--team-label") == 0 || strcmp(a, "--shutdown-timeout-s") == 0;
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
@@ -1011,6 +1018,18 @@ int gs_cmd_scheduler(int argc, char **argv)
             acct_path = val;
         } else if (strcmp(a, "--team-label") == 0) {
             team_label = val;
+        } else if (val && strcmp(a, "--shutdown-timeout-s") == 0) {
+            char *end;
+            errno = 0;
+            long v = strtol(val, &end, 10);
+            if (!val[0] || *end || errno || v < 0 || v > 3600) {
+                (void)fprintf(stderr,
+                              "gpusched scheduler: --shutdown-timeout-s must be a whole number of "
+                              "seconds from 0 to 3600, not '%s'\n",
+                              val);
+                return 2;
+            }
+            shutdown_timeout_s = v;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             kubeconfig = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
@@ -1323,8 +1342,9 @@ int gs_cmd_scheduler(int argc, char **argv)
             s.dirty = true; /* settle: cycle again until nothing changes */
     }
     send_actions(&s); /* drain decisions already made (nothing when the Lease is lost) */
-    /* Binds in flight: their answers are awaited (10 s at most), as SIGTERM promises. */
-    for (int64_t until = gs__sched_mono_ms() + 10000;
+    /* Requests in flight: their answers are awaited (--shutdown-timeout-s at most), as SIGTERM
+     * promises. */
+    for (int64_t until = gs__sched_mono_ms() + shutdown_timeout_s * 1000;
          gs_kube_client_in_flight(s.client) > 0 && gs__sched_mono_ms() < until && !s.lost;)
         if (gs_kube_client_step(s.client, 50) != GS_OK)
             break;
@@ -1348,15 +1368,24 @@ int gs_cmd_scheduler(int argc, char **argv)
                        (unsigned long long)ls.renewals, (unsigned long long)ls.failures,
                        (long long)ls.max_renew_gap_ms);
     }
+    /* Event creates still unanswered: freeing the client drops them. */
+    uint64_t dropped = gs_kevents_unanswered(s.events, NULL);
+    gs__sched_logf(dropped ? "warn" : "info",
+                   "events dropped at exit (unanswered after the %ld s drain): Scheduled=%llu "
+                   "FailedScheduling=%llu Preempted=%llu",
+                   shutdown_timeout_s,
+                   (unsigned long long)gs_kevents_unanswered(s.events, "Scheduled"),
+                   (unsigned long long)gs_kevents_unanswered(s.events, "FailedScheduling"),
+                   (unsigned long long)gs_kevents_unanswered(s.events, "Preempted"));
     struct gs_kevents_stats es = {0};
     gs_kevents_get_stats(s.events, &es);
     gs__sched_logf("info",
                    "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu events=%llu "
-                   "events_counted=%llu series_patches=%llu",
+                   "events_counted=%llu series_patches=%llu events_dropped=%llu",
                    (unsigned long long)cycles, (unsigned long long)s.binds,
                    (unsigned long long)s.bind_failures, (unsigned long long)s.evictions,
                    (unsigned long long)es.created, (unsigned long long)es.counted,
-                   (unsigned long long)es.patched);
+                   (unsigned long long)es.patched, (unsigned long long)dropped);
 out:
     if (s.acct) {
         struct gs__sched_acct_stats as = {0};
