@@ -77,6 +77,16 @@ void gs_kevents_post(struct gs_kevents *r, const char *ns, const char *pod, cons
  */
 void gs_kevents_flush(struct gs_kevents *r, bool force);
 
+/**
+ * Counts the Event creates sent and not answered yet: running, or waiting behind other requests
+ * for one of the client's slots (Events wait behind Bindings: kube.h). Those left when the
+ * client is freed are dropped, the API server having maybe never seen them.
+ * @param reason  count only the Events of this reason ("Scheduled"; compared on its first 63
+ *                characters); NULL counts them all.
+ * @return the count; 0 for a NULL recorder.
+ */
+uint64_t gs_kevents_unanswered(const struct gs_kevents *r, const char *reason);
+
 /** Copies the counters. */
 void gs_kevents_get_stats(const struct gs_kevents *r, struct gs_kevents_stats *st);
 

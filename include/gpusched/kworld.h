@@ -210,9 +210,14 @@ int gs_kworld_delete_node(struct gs_kworld *w, const char *node, int64_t now_ms)
  * Calls fn for every pod of ours that neither runs nor has ended, with its reason (for a pod no
  * cycle has judged: "waiting in its queue: a pod ahead of it (higher priority or older) cannot
  * be placed yet"), in order of arrival.
+ * @param fn   called with ctx, the pod's namespace and name, its metadata.uid (NULL when the
+ *             object had none, e.g. a hand-written cluster file) and its reason (a pod behind
+ *             its schedulingGates: GS_KWORLD_REASON_GATED); every string is the world's, valid
+ *             during the call only. fn must not change the world.
+ * @param ctx  passed to fn as is.
  */
 void gs_kworld_each_pending(struct gs_kworld *w,
-                            void (*fn)(void *ctx, const char *ns, const char *name,
+                            void (*fn)(void *ctx, const char *ns, const char *name, const char *uid,
                                        const char *reason),
                             void *ctx);
 

@@ -61,6 +61,7 @@ static const char *const usage =
     "usage: gpusched scheduler [--kubeconfig FILE] [--scheduler-name NAME]\n"
     "                          [--default-queue NAME] [--policy NAME] [--dry-run]\n"
     "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
+    "                          [--shutdown-timeout-s N]\n"
     "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
     "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
     "                          [--webhook-addr HOST:PORT --webhook-cert FILE\n"
@@ -83,6 +84,11 @@ static const char *const usage =
     "                        evict and write nothing (no status, Events or Queue status)\n"
     "  --qps N, --burst N    client rate limit (default 50 and 100)\n"
     "  --max-runtime-s N     exit 0 after N seconds (tests)\n"
+    "  --shutdown-timeout-s N\n"
+    "                        at exit, wait up to N s (0 to 3600, default 10) for the\n"
+    "                        requests in flight (Bindings, Events) to be answered; the\n"
+    "                        Events still unanswered then are dropped, counted by reason\n"
+    "                        in the log (\"events dropped at exit: ...\")\n"
     "  --leader-elect[=BOOL] elect one leader among replicas on a coordination.k8s.io/v1\n"
     "                        Lease; only the leader schedules (default true, false with\n"
     "                        --dry-run); lease 15 s, renew deadline 10 s, retry 2 s\n"
@@ -110,11 +116,13 @@ static const char *const usage =
     "                        (default gpusched.io/team; else the queue's top-level ancestor)\n"
     "  --version             print the version and exit\n"
     "\n"
-    "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling,\n"
-    "Preempted; the same reason about a pod within 10 min is one Event whose series.count\n"
-    "grows, written at most every 10 s. Events wait behind Bindings, so on a loaded API\n"
-    "server the requests that place pods go first; SIGTERM waits up to 10 s for requests in\n"
-    "flight and logs how many it leaves unsent.\n"
+    "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling\n"
+    "(for every pod that waits, note = its PodScheduled message, once per change of reason;\n"
+    "none while schedulingGates hold it), Preempted; the same reason about a pod within\n"
+    "10 min is one Event whose series.count grows, written at most every 10 s. Events wait\n"
+    "behind Bindings, so on a loaded API server the requests that place pods go first;\n"
+    "SIGTERM waits --shutdown-timeout-s for requests in flight and logs how many it leaves\n"
+    "unanswered.\n"
     "Preemption chooses as kube-scheduler: on each node the lower-priority pods that must go,\n"
     "those whose PodDisruptionBudget (watched) has no disruption left given back first; the\n"
     "node with the fewest such violations, then the lowest highest victim priority, the\n"
@@ -242,11 +250,19 @@ void gs__sched_action_fini(struct action *a)
     json_decref(a->gpus);
 }
 
+/* Tells of a decision about pod ns/name (uid: NULL when unknown) as an Event (aggregated:
+ * kevents.h). */
+static void post_pod_event(struct sched *s, const char *ns, const char *name, const char *uid,
+                           const char *type, const char *reason, const char *verb, const char *note)
+{
+    gs_kevents_post(s->events, ns, name, uid, type, reason, verb, note);
+}
+
 /* Tells of a decision about the action's pod as an Event (aggregated: kevents.h). */
 void gs__sched_post_event(struct sched *s, const struct action *a, const char *type,
                           const char *reason, const char *verb, const char *note)
 {
-    gs_kevents_post(s->events, a->ns, a->name, a->uid, type, reason, verb, note);
+    post_pod_event(s, a->ns, a->name, a->uid, type, reason, verb, note);
 }
 
 static void log_event_failure(void *ud, const char *msg)
@@ -406,8 +422,13 @@ static void do_pending(struct sched *s, const struct action *a)
     free(k);
     gs_schedmetrics_attempt(s->metrics, GS_SCHED_UNSCHEDULABLE);
     gs__sched_logf("info", "pending pod=%s/%s reason=\"%s\"", a->ns, a->name, text);
-    if (err != GS_ENOENT)
+    if (err != GS_ENOENT) {
         gs__sched_post_event(s, a, "Warning", "FailedScheduling", "Scheduling", text);
+        char *told = gs__sched_key_of(a->ns, a->name);
+        if (told)
+            (void)json_object_set_new(s->failed_told, told, json_true());
+        free(told);
+    }
 }
 
 /*
@@ -417,14 +438,17 @@ static void do_pending(struct sched *s, const struct action *a)
  * `whatif` prints in its pending line (gs_kworld_each_pending), under Kubernetes' reason
  * SchedulingGated for gates and Unschedulable otherwise, written when it differs from the last
  * one written, never once per cycle. A PATCH that fails (but for 404) is tried at the next
- * cycle.
+ * cycle. Each Unschedulable PATCH written is also told as a FailedScheduling Event (note: the
+ * condition's message), as kube-scheduler tells every unschedulable attempt, unless do_pending
+ * told one about the pod in this cycle; a gated pod gets none (kube-scheduler does not try it).
  */
 struct pending_walk {
     struct sched *s;
     json_t *now; /* the pods waiting now -> their message */
 };
 
-static void say_pending(void *ctx, const char *ns, const char *name, const char *reason)
+static void say_pending(void *ctx, const char *ns, const char *name, const char *uid,
+                        const char *reason)
 {
     struct pending_walk *pw = ctx;
     char *k = gs__sched_key_of(ns, name);
@@ -440,6 +464,8 @@ static void say_pending(void *ctx, const char *ns, const char *name, const char 
                                               gated ? "SchedulingGated" : "Unschedulable", text);
         if (err == GS_OK)
             gs__sched_logf("info", "pending pod=%s/%s reason=\"%s\"", ns, name, text);
+        if (err == GS_OK && !gated && !json_object_get(pw->s->failed_told, k))
+            post_pod_event(pw->s, ns, name, uid, "Warning", "FailedScheduling", "Scheduling", text);
     }
     if (err == GS_OK || err == GS_ENOENT)
         (void)json_object_set_new(pw->now, k, json_string(text));
@@ -878,10 +904,12 @@ static void write_queue_status(struct sched *s, const json_t *queues_known)
     }
 }
 
-static void count_pending(void *ctx, const char *ns, const char *name, const char *reason)
+static void count_pending(void *ctx, const char *ns, const char *name, const char *uid,
+                          const char *reason)
 {
     (void)ns;
     (void)name;
+    (void)uid;
     (void)reason;
     (*(uint32_t *)ctx)++;
 }
@@ -941,7 +969,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     const char *wh_addr = NULL, *wh_cert = NULL, *wh_key = NULL;
     const char *acct_path = NULL, *team_label = "gpusched.io/team";
     double qps = 0;
-    long burst = 0, max_runtime_s = 0;
+    long burst = 0, max_runtime_s = 0, shutdown_timeout_s = 10;
     bool dry = false;
     int elect = -1; /* -1: the default (on unless --dry-run) */
     for (int i = 0; i < argc; i++) {
@@ -953,7 +981,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                      strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0 ||
                      strcmp(a, "--webhook-addr") == 0 || strcmp(a, "--webhook-cert") == 0 ||
                      strcmp(a, "--webhook-key") == 0 || strcmp(a, "--accounting") == 0 ||
-                     strcmp(a, "--team-label") == 0;
+                     strcmp(a, "--team-label") == 0 || strcmp(a, "--shutdown-timeout-s") == 0;
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
@@ -990,6 +1018,18 @@ int gs_cmd_scheduler(int argc, char **argv)
             acct_path = val;
         } else if (strcmp(a, "--team-label") == 0) {
             team_label = val;
+        } else if (val && strcmp(a, "--shutdown-timeout-s") == 0) {
+            char *end;
+            errno = 0;
+            long v = strtol(val, &end, 10);
+            if (!val[0] || *end || errno || v < 0 || v > 3600) {
+                (void)fprintf(stderr,
+                              "gpusched scheduler: --shutdown-timeout-s must be a whole number of "
+                              "seconds from 0 to 3600, not '%s'\n",
+                              val);
+                return 2;
+            }
+            shutdown_timeout_s = v;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             kubeconfig = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
@@ -1152,11 +1192,12 @@ int gs_cmd_scheduler(int argc, char **argv)
     s.bind_attempts = json_object();
     s.pdb_blocked = json_object();
     s.pending_said = json_object();
+    s.failed_told = json_object();
     s.unblock = json_object();
     s.queue_status = json_object();
     s.gang_bound = json_object();
-    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.pending_said || !s.unblock ||
-        !s.queue_status || !s.gang_bound) {
+    if (!s.held || !s.bind_attempts || !s.pdb_blocked || !s.pending_said || !s.failed_told ||
+        !s.unblock || !s.queue_status || !s.gang_bound) {
         exit_code = 1;
         goto out;
     }
@@ -1272,6 +1313,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             break;
         }
         int64_t c0_ns = mono_ns();
+        (void)json_object_clear(s.failed_told); /* do_pending's posts of this cycle, from now */
         rc = gs_kworld_cycle(s.world, gs__sched_wall_ms(), &changes, err, sizeof(err));
         cycles++;
         if (s.acct && rc == GS_OK &&
@@ -1300,8 +1342,9 @@ int gs_cmd_scheduler(int argc, char **argv)
             s.dirty = true; /* settle: cycle again until nothing changes */
     }
     send_actions(&s); /* drain decisions already made (nothing when the Lease is lost) */
-    /* Binds in flight: their answers are awaited (10 s at most), as SIGTERM promises. */
-    for (int64_t until = gs__sched_mono_ms() + 10000;
+    /* Requests in flight: their answers are awaited (--shutdown-timeout-s at most), as SIGTERM
+     * promises. */
+    for (int64_t until = gs__sched_mono_ms() + shutdown_timeout_s * 1000;
          gs_kube_client_in_flight(s.client) > 0 && gs__sched_mono_ms() < until && !s.lost;)
         if (gs_kube_client_step(s.client, 50) != GS_OK)
             break;
@@ -1325,15 +1368,24 @@ int gs_cmd_scheduler(int argc, char **argv)
                        (unsigned long long)ls.renewals, (unsigned long long)ls.failures,
                        (long long)ls.max_renew_gap_ms);
     }
+    /* Event creates still unanswered: freeing the client drops them. */
+    uint64_t dropped = gs_kevents_unanswered(s.events, NULL);
+    gs__sched_logf(dropped ? "warn" : "info",
+                   "events dropped at exit (unanswered after the %ld s drain): Scheduled=%llu "
+                   "FailedScheduling=%llu Preempted=%llu",
+                   shutdown_timeout_s,
+                   (unsigned long long)gs_kevents_unanswered(s.events, "Scheduled"),
+                   (unsigned long long)gs_kevents_unanswered(s.events, "FailedScheduling"),
+                   (unsigned long long)gs_kevents_unanswered(s.events, "Preempted"));
     struct gs_kevents_stats es = {0};
     gs_kevents_get_stats(s.events, &es);
     gs__sched_logf("info",
                    "stopping: cycles=%llu binds=%llu bind_failures=%llu evictions=%llu events=%llu "
-                   "events_counted=%llu series_patches=%llu",
+                   "events_counted=%llu series_patches=%llu events_dropped=%llu",
                    (unsigned long long)cycles, (unsigned long long)s.binds,
                    (unsigned long long)s.bind_failures, (unsigned long long)s.evictions,
                    (unsigned long long)es.created, (unsigned long long)es.counted,
-                   (unsigned long long)es.patched);
+                   (unsigned long long)es.patched, (unsigned long long)dropped);
 out:
     if (s.acct) {
         struct gs__sched_acct_stats as = {0};
@@ -1361,6 +1413,7 @@ out:
     json_decref(s.bind_attempts);
     json_decref(s.pdb_blocked);
     json_decref(s.pending_said);
+    json_decref(s.failed_told);
     json_decref(s.unblock);
     json_decref(s.queue_status);
     gs__sched_gang_fini(&s);

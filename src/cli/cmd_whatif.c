@@ -209,8 +209,10 @@ static void on_warning(void *ctx, const char *msg)
     (void)fprintf(stderr, "gpusched whatif: warning: %s\n", msg);
 }
 
-static void on_pending(void *ctx, const char *ns, const char *name, const char *reason)
+static void on_pending(void *ctx, const char *ns, const char *name, const char *uid,
+                       const char *reason)
 {
+    (void)uid;
     struct run *r = ctx;
     char pod[512];
     (void)snprintf(pod, sizeof(pod), "%s/%s", ns, name);

@@ -79,6 +79,8 @@ struct sched {
     json_t *pdb_blocked;   /* "ns/name" -> "blocked by PodDisruptionBudget ..." (its reason) */
     json_t *pending_said;  /* "ns/name" -> the PodScheduled=False message last written, for the
                               pods waiting at the last cycle (written once per change) */
+    json_t *failed_told;   /* "ns/name" -> true: a FailedScheduling Event posted by do_pending
+                              since the cycle began, so say_pending posts none more */
     json_t *unblock;       /* "ns/name" -> due_ms: when its avoided nodes are tried again */
     json_t *queue_status;  /* Queue name -> the status last written */
     struct nomination *noms;

@@ -31,9 +31,10 @@ struct slot {
 struct pending {
     struct pending *prev, *next; /* the recorder's list, freed with it if never answered */
     struct gs_kevents *r;
-    uint64_t key;   /* the slot's key when it was sent */
-    size_t slot;    /* the slot */
-    char what[400]; /* "reason for pod=ns/name", for the log */
+    uint64_t key;    /* the slot's key when it was sent */
+    size_t slot;     /* the slot */
+    char reason[64]; /* the Event's reason, for gs_kevents_unanswered */
+    char what[400];  /* "reason for pod=ns/name", for the log */
 };
 
 struct gs_kevents {
@@ -230,6 +231,7 @@ void gs_kevents_post(struct gs_kevents *r, const char *ns, const char *pod, cons
         p->r = r;
         p->key = k;
         p->slot = (size_t)(e - r->slots);
+        (void)snprintf(p->reason, sizeof(p->reason), "%s", reason);
         (void)snprintf(p->what, sizeof(p->what), "%s for pod=%s/%s", reason, ns, pod);
         err = gs_kube_request_async_background(r->c, GS_KUBE_POST, path, body, created, p);
     }
@@ -248,6 +250,15 @@ void gs_kevents_post(struct gs_kevents *r, const char *ns, const char *pod, cons
         say(r, "event %s for pod=%s/%s not sent: %s", reason, ns, pod, gs_strerror(err));
     }
     json_decref(body);
+}
+
+uint64_t gs_kevents_unanswered(const struct gs_kevents *r, const char *reason)
+{
+    uint64_t n = 0;
+    for (const struct pending *p = r ? r->pending : NULL; p; p = p->next)
+        if (!reason || strncmp(p->reason, reason, sizeof(p->reason) - 1) == 0)
+            n++;
+    return n;
 }
 
 void gs_kevents_get_stats(const struct gs_kevents *r, struct gs_kevents_stats *st)

@@ -1477,7 +1477,7 @@ int gs_kworld_delete_node(struct gs_kworld *w, const char *node, int64_t now_ms)
 }
 
 void gs_kworld_each_pending(struct gs_kworld *w,
-                            void (*fn)(void *ctx, const char *ns, const char *name,
+                            void (*fn)(void *ctx, const char *ns, const char *name, const char *uid,
                                        const char *reason),
                             void *ctx)
 {
@@ -1486,13 +1486,13 @@ void gs_kworld_each_pending(struct gs_kworld *w,
         if (p->ended || !p->ours)
             continue;
         if (p->engine_id == NO_ID) {
-            fn(ctx, p->ns, p->name, p->park ? p->park : "not tried yet (no cycle ran)");
+            fn(ctx, p->ns, p->name, p->uid, p->park ? p->park : "not tried yet (no cycle ran)");
             continue;
         }
         struct gs_tpod_info info;
         if (gs_engine_pod_info(w->e, p->engine_id, &info) != GS_OK || info.state != GS_TPOD_PENDING)
             continue;
-        fn(ctx, p->ns, p->name,
+        fn(ctx, p->ns, p->name, p->uid,
            info.reason ? info.reason
                        : "waiting in its queue: a pod ahead of it (higher priority or older) "
                          "cannot be placed yet");

@@ -18,6 +18,9 @@ API server's AdmissionReview v1 for Bindings, and logs one line per review to LO
                          request, which the API server then answers 409 Conflict; its own Binding
                          carries the annotation gpusched.test/bound-by=webhook and is allowed
 
+Registered for other resources (scheduler_shutdown_drain.sh registers it for Events), delay
+mode holds their creates alike, NS/POD then naming the object (the Event).
+
 Usage: bind_webhook.py CERT KEY PORTFILE LOG MODE ARGS... ; the port it listens on (picked by the
 kernel) is written to PORTFILE once it serves. Race mode reads the API server address and admin
 credentials from GPUSCHED_K8S_SERVER, GPUSCHED_K8S_CA, GPUSCHED_K8S_CLIENT_CERT/_KEY.

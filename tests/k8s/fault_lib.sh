@@ -184,8 +184,10 @@ mkcerts() {
 }
 
 # start_webhook MODE ARGS...: bind_webhook.py on a certificate of a CA made here, registered as a
-# ValidatingWebhookConfiguration for pods/binding in this test's namespace only. Its reviews are
-# logged to $tmp/webhook.log. Sets webhook_pid; the registration is named gs-fault-$run.
+# ValidatingWebhookConfiguration for pods/binding in this test's namespace only (or for the
+# rules in webhook_rules, a JSON array of RuleWithOperations, when the caller sets it). Its
+# reviews are logged to $tmp/webhook.log. Sets webhook_pid; the registration is named
+# gs-fault-$run.
 start_webhook() {
     local d=$tmp/wh
     mkcerts "$d"
@@ -196,14 +198,16 @@ start_webhook() {
     local i
     for ((i = 0; i < 50; i++)); do [ -f "$d/port" ] && break; sleep 0.1; done
     [ -f "$d/port" ] || { cat "$tmp/webhook.err" >&2; fail "the webhook did not start"; }
+    local rules='[{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+              "resources": ["pods/binding"], "scope": "Namespaced"}]'
+    rules=${webhook_rules:-$rules}
     kubectl apply -f - >/dev/null <<JSON
 {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
  "metadata": {"name": "gs-fault-$run"},
  "webhooks": [{"name": "bind.gpusched.test", "admissionReviewVersions": ["v1"],
    "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 10,
    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "$ns"}},
-   "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-              "resources": ["pods/binding"], "scope": "Namespaced"}],
+   "rules": $rules,
    "clientConfig": {"url": "https://127.0.0.1:$(cat "$d/port")/validate",
                     "caBundle": "$(base64 -w0 <"$d/ca.crt")"}}]}
 JSON

@@ -14,6 +14,14 @@
 # PATCHes of pods/status (apiserver_request_total; nothing else patches pod status on this
 # plane) must be one per waiting pod, and stay so over several cycles (once per change of
 # reason, not once per cycle). Removing gated's gate changes its reason: one PATCH more.
+# FailedScheduling Events (events.k8s.io/v1), as kube-scheduler posts one for every
+# unschedulable attempt and none for a pod held by its gates: every Unschedulable pod, those
+# the cycle decided (q2, big, g-0) and those only the walk over pending pods finds (after,
+# podaff), has exactly one Event from gpusched (type Warning, action Scheduling, regarding the
+# pod by uid, note = its PodScheduled message) and a series count of 1 (told once, not once
+# from the cycle and again from the walk); gated has none until its gate goes, then one with
+# its new message; q1, bound, has none. The series counts are read after the scheduler stopped, which
+# writes every count it holds (kevents.h).
 #
 # Usage: scheduler_pending_status.sh GPUSCHED_BINARY
 set -euo pipefail
@@ -61,6 +69,56 @@ patches() { # PATCHes of pods/status the API server has answered, any code
         /subresource="status"/ && /verb="PATCH"/ {n += $2} END {print n + 0}'
 }
 cond() { jp "$1" "{.status.conditions[?(@.type==\"PodScheduled\")].$2}"; }
+# check_events POD=N...: each POD has N FailedScheduling Events from gpusched (N is 0 or 1),
+# each checked field by field against the pod as the API server has it now; prints "POD=N ..."
+# as found and fails naming every mismatch.
+check_events() {
+    kubectl -n "$ns" get events.v1.events.k8s.io -o json >"$tmp/events.json"
+    kubectl -n "$ns" get pods -o json >"$tmp/pods.json"
+    python3 - "$tmp/events.json" "$tmp/pods.json" "$ns" "$@" <<'PY'
+import json, sys
+events, pods = (json.load(open(f))["items"] for f in sys.argv[1:3])
+ns, want = sys.argv[3], dict(w.split("=") for w in sys.argv[4:])
+pod_of = {p["metadata"]["name"]: p for p in pods}
+bad, found = [], []
+for name, n in want.items():
+    p = pod_of[name]
+    mine = [e for e in events if e.get("reason") == "FailedScheduling"
+            and e.get("reportingController") == "gpusched"
+            and e.get("regarding", {}).get("name") == name]
+    found.append("%s=%d" % (name, len(mine)))
+    if len(mine) != int(n):
+        bad.append("%s: %d FailedScheduling Events, want %s" % (name, len(mine), n))
+        continue
+    msg = [c.get("message") for c in p["status"].get("conditions", [])
+           if c["type"] == "PodScheduled"]
+    for e in mine:
+        got = {"type": e.get("type"), "action": e.get("action"), "note": e.get("note"),
+               "regarding": e.get("regarding"),
+               "series.count": (e.get("series") or {}).get("count", 1)}
+        exp = {"type": "Warning", "action": "Scheduling", "note": msg[0] if msg else None,
+               "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name,
+                             "uid": p["metadata"]["uid"]},
+               "series.count": 1}
+        for k in exp:
+            if got[k] != exp[k]:
+                bad.append("%s: Event %s: %s %r, want %r"
+                           % (name, e["metadata"]["name"], k, got[k], exp[k]))
+print(" ".join(found))
+if bad:
+    sys.exit("\n".join(bad))
+PY
+}
+# wait_events POD=N...: waits until check_events passes (Events are sent without waiting,
+# behind the status PATCHes), 15 s at most, then checks once more, failing the test if not.
+wait_events() {
+    local i
+    for ((i = 0; i < 75; i++)); do
+        check_events "$@" >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    check_events "$@" || fail "FailedScheduling Events: want $*"
+}
 
 p0=$(patches)
 start_sched
@@ -100,6 +158,11 @@ c2=$(($(patches) - p0))
 [ "$c2" -eq "$c1" ] || fail "status PATCHes went from $c1 to $c2 while nothing changed"
 echo "ok: $c1 status PATCHes for $n_wait waiting pods, still $c2 after 4 s"
 
+# One FailedScheduling Event per Unschedulable pod, from the cycle or from the walk; none for
+# the gated pod, nor for the bound one.
+got=$(wait_events q1=0 q2=1 big=1 after=1 podaff=1 g-0=1 gated=0)
+echo "ok: FailedScheduling Events: $got"
+
 # A change of reason is written once: the gate goes, gated waits behind big as after does.
 kubectl -n "$ns" patch pod gated --type=json -p '[{"op": "remove", "path": "/spec/schedulingGates"}]' >/dev/null
 for ((i = 0; i < 100; i++)); do [ "$(cond gated reason)" = Unschedulable ] && break; sleep 0.2; done
@@ -110,5 +173,11 @@ sleep 3
 c3=$(($(patches) - p0))
 [ "$c3" -eq $((c1 + 1)) ] || fail "status PATCHes went from $c1 to $c3 after one change of reason"
 echo "ok: gated ungated: Unschedulable: $(cond gated message); $c3 status PATCHes in all"
+got=$(wait_events gated=1)
+echo "ok: gated ungated: one FailedScheduling Event: $got"
 stop_sched
+# Stopped: every series count gpusched held is written, and each is still 1.
+got=$(check_events q1=0 q2=1 big=1 after=1 podaff=1 g-0=1 gated=1) ||
+    fail "FailedScheduling Events after the scheduler stopped"
+echo "ok: after stopping, one FailedScheduling Event of series count 1 each: $got"
 echo "ok: every waiting pod has PodScheduled=False with whatif's reason, written once per change"
