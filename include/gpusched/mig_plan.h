@@ -22,8 +22,14 @@
  *     lowest.
  *
  * Search: every subset of the free instances (at most 2^8) times every set of `count` allowed
- * starts of the profile (at most C(7,k)); bounded by GS_MIG_PLAN_EVAL_MAX evaluations.
- * Pure and thread-safe. Measured in bench/bench_migplan.c.
+ * starts of the profile (at most C(7,k)); bounded by GS_MIG_PLAN_EVAL_MAX evaluations. Destroy
+ * sets are tried by size, smallest first, and the first size holding a plan ends the search
+ * (rule 1 prefers it to any larger set); a start set whose new instances overlap a kept one or
+ * each other is skipped without being evaluated. The table's models have at most 7 instances
+ * and 7 starts (128 x 35 candidates), so the bound is never reached for them. The compute cap of
+ * a(p) never binds on the table's geometry (no profile takes more compute than memory slices)
+ * but is kept as the definition says. Pure, no allocation, thread-safe. Measured in
+ * bench/bench_migplan.c.
  */
 #ifndef GPUSCHED_MIG_PLAN_H
 #define GPUSCHED_MIG_PLAN_H
@@ -58,20 +64,22 @@ struct gs_mig_op {
 
 /** A re-partition plan. Plain value, filled by gs_mig_plan_repartition(). */
 struct gs_mig_plan {
-    uint32_t n_ops;                             /**< entries in ops */
-    struct gs_mig_op ops[GS_MIG_PLAN_OPS_MAX];  /**< destroys (ascending start), then creates
-                                                     (ascending start): the agent's order */
-    uint32_t n_destroyed;                       /**< destroy operations */
-    uint32_t n_created;                         /**< create operations */
-    uint32_t n_layout;                          /**< entries in layout */
+    uint32_t n_ops;                            /**< entries in ops */
+    struct gs_mig_op ops[GS_MIG_PLAN_OPS_MAX]; /**< destroys (ascending start), then creates
+                                                    (ascending start): the agent's order */
+    uint32_t n_destroyed;                      /**< destroy operations */
+    uint32_t n_created;                        /**< create operations */
+    uint32_t n_layout;                         /**< entries in layout */
     struct gs_mig_instance layout[GS_MIG_INSTANCES_MAX]; /**< the layout after the plan: kept
                                                               instances in input order, then
                                                               the created ones */
-    uint32_t n_granted;                         /**< == the request's count */
-    uint8_t granted[GS_MIG_INSTANCES_MAX];      /**< indices into layout of the instances the
-                                                     request gets (kept free ones first) */
-    uint32_t score;                             /**< the future score defined above */
-    uint32_t evaluated;                         /**< candidate layouts evaluated */
+    uint32_t n_granted;                                  /**< == the request's count */
+    uint8_t granted[GS_MIG_INSTANCES_MAX]; /**< indices into layout of the instances the
+                                                request gets (kept free ones first) */
+    uint32_t score;                        /**< the future score defined above */
+    uint32_t evaluated;                    /**< candidate layouts evaluated (destroy set x
+                                                start set, overlap-free), 1..
+                                                GS_MIG_PLAN_EVAL_MAX */
 };
 
 /**
@@ -87,7 +95,7 @@ struct gs_mig_plan {
  * @return GS_OK; GS_ENOENT when no plan destroying only free instances fits the request;
  *         GS_EINVAL for a NULL model or out, a bad profile or count, or an invalid current layout.
  */
-int gs_mig_plan_repartition(const struct gs_mig_model *m, const struct gs_mig_slot *cur,
-                            uint32_t n, uint32_t profile, uint32_t count, struct gs_mig_plan *out);
+int gs_mig_plan_repartition(const struct gs_mig_model *m, const struct gs_mig_slot *cur, uint32_t n,
+                            uint32_t profile, uint32_t count, struct gs_mig_plan *out);
 
 #endif /* GPUSCHED_MIG_PLAN_H */
