@@ -158,8 +158,8 @@ int gs_cmd_replay(int argc, char **argv)
     const char *nodes_path = NULL, *pods_path = NULL, *queues_path = NULL;
     const char *out_dir = "out/replay";
     struct gs_replay_config cfg = {
-        "fgd", true, true, true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42,
-        1.0,   NULL, NULL, NULL};
+        "fgd", true, true,  true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42, 1.0, NULL,
+        NULL,  NULL, false, 0};
     int plot = 1;
     double scale = 1.0;
     const char *acct_path = NULL;

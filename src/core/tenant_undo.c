@@ -169,7 +169,7 @@ void gs__emit_text(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, u
 {
     if (!e->cfg.on_event)
         return;
-    struct gs_event ev = {kind, pod, by, reason, pl, e->now_ms, text};
+    struct gs_event ev = {kind, pod, by, reason, pl, e->now_ms, text, 0, 0};
     e->cfg.on_event(e->cfg.ctx, &ev);
 }
 
