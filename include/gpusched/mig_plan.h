@@ -92,8 +92,10 @@ struct gs_mig_plan {
  * @param count    instances asked, 1..GS_MIG_INSTANCES_MAX.
  * @param out      receives the plan (zero operations when enough free instances of the
  *                 profile exist already); untouched on error.
- * @return GS_OK; GS_ENOENT when no plan destroying only free instances fits the request;
- *         GS_EINVAL for a NULL model or out, a bad profile or count, or an invalid current layout.
+ * @return GS_OK; GS_ENOENT when no plan destroying only free instances fits the request (also
+ *         for more instances than the profile allows on one GPU); GS_EINVAL for a NULL model
+ *         or out, a NULL cur with n > 0, n above GS_MIG_INSTANCES_MAX, a bad profile or count,
+ *         or a current layout that fails gs_mig_layout_check().
  */
 int gs_mig_plan_repartition(const struct gs_mig_model *m, const struct gs_mig_slot *cur, uint32_t n,
                             uint32_t profile, uint32_t count, struct gs_mig_plan *out);
