@@ -4,7 +4,8 @@
 #   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores;
 #   3. one run on a 1.4M-pod list that tuning must shrink (the Fenwick-tree removal).
 #   4. usage accounting: intervals/s written, MiB per million intervals, a year's report.
-#   (and after the engine: the MIG packing of nodes read from capacity, ms per node.)
+#   (and after the engine: the MIG packing of nodes read from capacity, ms per node, and the
+#   dynamic MIG planner, ns per plan.)
 #   usage: bench/run.sh [BUILD_DIR]   (a Release build: make bench)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +18,8 @@ echo "== multi-tenant engine: 10,000 nodes, 80,000 GPUs, 100,000 pending pods in
 "$build/bench/bench_tenant"
 echo "== MIG layouts rebuilt from a node's capacity (no agent inventory)"
 "$build/bench/bench_capmig"
+echo "== dynamic MIG: one re-partition plan per GPU (random layouts per model)"
+"$build/bench/bench_migplan"
 echo "== full sweep: 13 traces x 6 policies x 10 seeds"
 pods=$(ls "$trace"/openb_pod_list_*.csv | paste -sd, -)
 out=$(mktemp -d)

@@ -457,6 +457,22 @@ int gs_cluster_set_gpu_mode(struct gs_cluster *c, uint32_t i, uint32_t gpu,
                             const struct gs_gpu_mode *mode, char *reason, size_t cap);
 
 /**
+ * Re-partitions one MIG GPU while pods may hold some of its instances (dynamic MIG,
+ * include/gpusched/mig_plan.h): the layout becomes layout[0..n) (kept sorted by start). Every
+ * instance a pod holds now must be in the new layout with the same profile and start, and stays
+ * held; the others are free. The engine applies a gs_mig_plan's layout with it and, to undo a
+ * trial, the layout that was there before.
+ * @param layout  borrowed; 1..GS_MIG_INSTANCES_MAX instances that pass gs_mig_layout_check()
+ *                for the GPU's model.
+ * @param reason  receives why the layout was refused ("" on success); may be NULL; cut to cap.
+ * @return GS_OK; GS_EINVAL for a bad node or GPU index, a GPU not in MIG mode, n out of range,
+ *         an invalid layout, or a held instance the new layout lacks. Unchanged on failure.
+ */
+int gs_cluster_set_mig_layout(struct gs_cluster *c, uint32_t i, uint32_t gpu,
+                              const struct gs_mig_instance *layout, uint32_t n, char *reason,
+                              size_t cap);
+
+/**
  * Cordons (true) or uncordons (false) a node: Kubernetes spec.unschedulable. A cordoned node
  * takes no new pods unless they tolerate `node.kubernetes.io/unschedulable:NoSchedule`; running
  * pods stay. @return GS_OK; GS_EINVAL for a bad node.

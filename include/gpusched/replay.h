@@ -46,7 +46,12 @@ struct gs_replay_config {
     /** Called at every sample time (the first at the first event); may be NULL. */
     void (*tap_sample)(void *ctx, const struct gs_cluster *c, const struct gs_engine *e,
                        int64_t t_ms);
-    void *tap_ctx; /**< passed to the taps */
+    void *tap_ctx;    /**< passed to the taps */
+    bool dynamic_mig; /**< dynamic MIG (gs_engine_config.dynamic_mig): a MIG pod that fits no
+                           layout as it is may take a GPU re-partitioned for it (default off) */
+    int64_t mig_repartition_ms; /**< dynamic MIG: how long a re-partition takes, ms, >= 0: the
+                                     pod starts that long after its bind, and its run ends
+                                     that much later (the command's default is 10 s) */
 };
 
 /** Per-queue results. */
@@ -160,6 +165,9 @@ int gs_replay_modes(const struct gs_replay *r, struct gs_replay_mode out[GS_REPL
 
 /** The name of a mode in reports ("fractions", "replicas", "mig", "whole"); "" past the end. */
 const char *gs_replay_mode_name(uint32_t mode);
+
+/** MIG GPUs re-partitioned for pods that started (dynamic MIG; 0 when it is off). */
+uint64_t gs_replay_mig_repartitions(const struct gs_replay *r);
 
 /** Totals: pods replayed, bind events, evictions, cycles run, final virtual time. */
 void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds,

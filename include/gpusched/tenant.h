@@ -133,6 +133,11 @@ struct gs_event {
     int64_t now_ms;
     const char *text; /**< UNSCHEDULABLE: the reason (explain.h templates, or a quota or gang
                            message); else NULL. Valid during the callback. */
+    uint32_t mig_repartitions; /**< BIND/BACKFILL: MIG GPUs re-partitioned for this pod (dynamic
+                                    MIG, gs_engine_config.dynamic_mig): 0 or 1; else 0 */
+    int64_t start_delay_ms;    /**< BIND/BACKFILL: how long after now_ms the pod really starts:
+                                    gs_engine_config.mig_repartition_ms when its GPU was
+                                    re-partitioned for it, else 0 */
 };
 
 /** Engine configuration. Borrowed by gs_engine_new(). */
@@ -150,6 +155,17 @@ struct gs_engine_config {
     bool evict_ends_pod;                /**< an evicted pod ends (FAILED) instead of waiting
                                              again: in Kubernetes an evicted pod is gone and its
                                              controller makes a new one */
+    /** Dynamic MIG (include/gpusched/mig_plan.h): a MIG pod that fits no node as the layouts
+     *  are may take a GPU re-partitioned for it, destroying only free instances: of every MIG
+     *  GPU (healthy, on a node that passes the pod's filters and has its CPU, memory, pod slot
+     *  and other resources), the plan of gs_mig_plan_repartition() with the fewest instances
+     *  destroyed, then the highest future score, then the lowest node rank and GPU index; the
+     *  GPU's layout changes (gs_cluster_set_mig_layout(), undone with a failed trial) and the
+     *  pod takes the plan's instances. Off by default. Victim searches do not plan. */
+    bool dynamic_mig;
+    int64_t mig_repartition_ms; /**< dynamic MIG: how long a re-partition takes before the pod
+                                     starts (BIND's start_delay_ms and the pod's start_ms), ms,
+                                     >= 0; the replay's default is 10 s */
     /** Called for every decision, in order; may be NULL. May read the engine (the *_info and
      *  find functions), must not change it. */
     void (*on_event)(void *ctx, const struct gs_event *ev);
@@ -246,7 +262,8 @@ struct gs_engine;
  * while pods are bound through it.
  * @param c    borrowed; outlives the engine.
  * @param out  receives the engine; free with gs_engine_free().
- * @return GS_OK; GS_ENOENT unknown policy; GS_EINVAL (fgd without workload, bad rank); GS_ENOMEM.
+ * @return GS_OK; GS_ENOENT unknown policy; GS_EINVAL (fgd without workload, bad rank, a negative
+ *         mig_repartition_ms); GS_ENOMEM.
  */
 int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, struct gs_engine **out);
 

@@ -48,6 +48,10 @@ static const char *const usage_replay =
     "                      backfill, with the trace's observed run times as estimates)\n"
     "  --no-preemption     no priority preemption inside queues\n"
     "  --no-reclaim        no reclaim of lent quota between queues\n"
+    "  --dynamic-mig[=S]   dynamic MIG: a MIG pod that fits no layout as it is may take a GPU\n"
+    "                      re-partitioned for it (only free instances destroyed: the fewest,\n"
+    "                      then the layout that keeps the most later requests placeable); the\n"
+    "                      pod starts S seconds after (default 10, 0..86400). Default off\n"
     "  --speedup X         arrivals at creation_time / X, run times unchanged: X times the\n"
     "                      offered load (default 1; the openb trace keeps under 1% of its\n"
     "                      cluster busy as recorded)\n"
@@ -154,8 +158,8 @@ int gs_cmd_replay(int argc, char **argv)
     const char *nodes_path = NULL, *pods_path = NULL, *queues_path = NULL;
     const char *out_dir = "out/replay";
     struct gs_replay_config cfg = {
-        "fgd", true, true, true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42,
-        1.0,   NULL, NULL, NULL};
+        "fgd", true, true,  true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42, 1.0, NULL,
+        NULL,  NULL, false, 0};
     int plot = 1;
     double scale = 1.0;
     const char *acct_path = NULL;
@@ -195,6 +199,24 @@ int gs_cmd_replay(int argc, char **argv)
         }
         if (strcmp(a, "--no-plot") == 0) {
             plot = 0;
+            continue;
+        }
+        if (strcmp(a, "--dynamic-mig") == 0) {
+            cfg.dynamic_mig = true;
+            cfg.mig_repartition_ms = INT64_C(10000);
+            if (inline_v) {
+                char *dend;
+                errno = 0;
+                double x = strtod(v, &dend);
+                if (errno || *dend || *v == '\0' || !(x >= 0) || x > 86400) {
+                    (void)fprintf(stderr,
+                                  "gpusched replay: --dynamic-mig: expected a delay in seconds "
+                                  "in [0, 86400], got '%s'\n",
+                                  v);
+                    return 2;
+                }
+                cfg.mig_repartition_ms = (int64_t)llround(x * 1000);
+            }
             continue;
         }
         const char *valued[] = {"--nodes",         "--pods",       "--queues",    "--policy",
@@ -509,6 +531,12 @@ int gs_cmd_replay(int argc, char **argv)
            (unsigned long long)evictions, evictions == 1 ? "" : "s",
            (unsigned long long)by[GS_EVICT_PREEMPT], (unsigned long long)by[GS_EVICT_RECLAIM],
            (unsigned long long)by[GS_EVICT_GANG], (unsigned long long)cycles, wall);
+    if (cfg.dynamic_mig) {
+        uint64_t nrep = gs_replay_mig_repartitions(r);
+        printf("dynamic MIG: %llu re-partition%s, %.1f s each before the pod starts\n",
+               (unsigned long long)nrep, nrep == 1 ? "" : "s",
+               (double)cfg.mig_repartition_ms / 1000.0);
+    }
     uint32_t ngangs, gangs_started, gangs_timed_out;
     gs_replay_gangs(r, &ngangs, &gangs_started, &gangs_timed_out);
     if (ngangs > 0)

@@ -477,6 +477,72 @@ int gs_cluster_set_gpu_mode(struct gs_cluster *c, uint32_t i, uint32_t gpu,
     return GS_OK;
 }
 
+int gs_cluster_set_mig_layout(struct gs_cluster *c, uint32_t i, uint32_t gpu,
+                              const struct gs_mig_instance *layout, uint32_t n, char *reason,
+                              size_t cap)
+{
+    if (reason && cap)
+        reason[0] = '\0';
+    struct gs_node *node = node_at(c, i);
+    if (!node || gpu >= node->gpu_count || (n > 0 && !layout))
+        return GS_EINVAL;
+    struct gs_gpu *g = &node->gpus[gpu];
+    if (g->sharing != GS_GPU_SHARE_MIG || !g->mig_model) {
+        if (reason && cap)
+            (void)snprintf(reason, cap, "GPU %u is not in MIG mode", gpu);
+        return GS_EINVAL;
+    }
+    if (n < 1 || n > GS_MIG_INSTANCES_MAX) {
+        if (reason && cap)
+            (void)snprintf(reason, cap, "%u instances: a MIG layout has 1 to %u", n,
+                           GS_MIG_INSTANCES_MAX);
+        return GS_EINVAL;
+    }
+    int err = gs_mig_layout_check(g->mig_model, layout, n, reason, cap);
+    if (err)
+        return err;
+    /* The new layout by ascending start (the pick's order), each marked held when a pod holds
+     * the same instance now. */
+    struct gs_mig_instance sorted[GS_MIG_INSTANCES_MAX];
+    uint32_t held_new = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t j = k;
+        while (j > 0 && sorted[j - 1].start > layout[k].start) {
+            sorted[j] = sorted[j - 1];
+            j--;
+        }
+        sorted[j] = layout[k];
+    }
+    for (uint32_t h = 0; h < g->mig_count; h++) {
+        if (!(g->mig_held >> h & 1))
+            continue;
+        bool kept = false;
+        for (uint32_t k = 0; k < n && !kept; k++)
+            if (sorted[k].profile == g->mig[h].profile && sorted[k].start == g->mig[h].start) {
+                held_new |= UINT32_C(1) << k;
+                kept = true;
+            }
+        if (!kept) {
+            if (reason && cap)
+                (void)snprintf(reason, cap,
+                               "instance %s at %u is held by a pod and not in the new layout",
+                               g->mig_model->profiles[g->mig[h].profile].name, g->mig[h].start);
+            return GS_EINVAL;
+        }
+    }
+    memset(g->mig, 0, sizeof(g->mig));
+    memcpy(g->mig, sorted, sizeof(sorted[0]) * n);
+    g->mig_count = (uint8_t)n;
+    g->mig_held = (uint8_t)held_new;
+    uint32_t slices = 0;
+    for (uint32_t k = 0; k < n; k++)
+        if (held_new >> k & 1)
+            slices |= gs_mig_compute_mask(g->mig_model, sorted[k]);
+    g->mig_slices_used = (uint8_t)slices;
+    node_refresh(c, node);
+    return GS_OK;
+}
+
 int gs_cluster_set_taints(struct gs_cluster *c, uint32_t i, const struct gs_taint *taints,
                           uint32_t count)
 {

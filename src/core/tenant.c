@@ -50,6 +50,8 @@ int gs__grow(void **ptr, uint32_t *cap, uint32_t need, size_t elem)
 int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, struct gs_engine **out)
 {
     *out = NULL;
+    if (cfg->mig_repartition_ms < 0)
+        return GS_EINVAL;
     struct gs_engine *e = gs__calloc(1, sizeof(*e));
     if (!e)
         return GS_ENOMEM;

@@ -151,9 +151,12 @@ uint32_t gs__gang_slots(const struct gs_engine *e, const uint32_t *members, uint
     const struct gs_node_fit *fit = gs_cluster_fit_array(e->c);
     uint32_t nn = gs_cluster_node_count(e->c);
     uint64_t slots = 0;
+    /* With dynamic MIG a node whose layouts hold no free instance of the profile may still
+     * take members after a re-partition: only the packed view's necessary test applies. */
+    bool replan = e->cfg.dynamic_mig && gs_req_kind(rq) == GS_REQ_MIG;
     for (uint32_t n = 0; n < nn; n++) {
         const struct gs_node_fit *f = &fit[n];
-        if (!gs_cluster_fits_at(e->c, fit, n, rq))
+        if (replan ? !gs_fit_ok(f, rq) : !gs_cluster_fits_at(e->c, fit, n, rq))
             continue;
         int64_t k = f->pods_left;
         if (rq->xres_count > 0)

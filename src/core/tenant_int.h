@@ -10,6 +10,7 @@
  *   tenant_undo.c   the undo log: bind / evict with accounting, rollback, commit and events
  *   tenant_place.c  one job in one mode (plain, preempt, reclaim), victims, backfill, reasons
  *   tenant_budget.c disruption budgets (PodDisruptionBudgets) and which victims violate them
+ *   tenant_mig.c    dynamic MIG: the best re-partition plan over the cluster, applied and logged
  *   tenant_cycle.c  queue heaps, fair share, the cycle
  *
  * State is incremental: queue allocations and demands are kept up to date on every bind,
@@ -169,6 +170,8 @@ enum undo_kind {
     UNDO_EVICT = 0,
     UNDO_BIND = 1,
     UNDO_HOLD = 2, /* a gang's hold released for its trial: pod = gang id, by = hold index */
+    UNDO_MIG = 3,  /* a MIG GPU re-partitioned for pod (dynamic MIG): by = node, reason = GPU
+                      index, pl.mig[0..mig_count) its layout before */
 };
 
 struct undo {
@@ -318,6 +321,11 @@ int gs__node_list_add(struct gs_engine *e, uint32_t pod);
 void gs__node_list_remove(struct gs_engine *e, uint32_t pod);
 void gs__rollback(struct gs_engine *e, uint32_t mark);
 int gs__release_holds(struct gs_engine *e, uint32_t gi);
+
+/* ---- tenant_mig.c ---------------------------------------------------------------------------- */
+
+int gs__place_mig_dynamic(struct gs_engine *e, uint32_t pod);
+void gs__undo_mig(struct gs_engine *e, const struct undo *u);
 
 /* ---- tenant_place.c -------------------------------------------------------------------------- */
 

@@ -128,6 +128,8 @@ static int place_one(struct gs_engine *e, uint32_t pod)
         return GS_EUNSCHEDULABLE;
     struct gs_placement pl;
     int err = gs_sched_place_class(e->sched, &p->req, p->fclass, e->rng, &pl);
+    if (err == GS_EUNSCHEDULABLE && e->cfg.dynamic_mig)
+        return gs__place_mig_dynamic(e, pod); /* a MIG GPU re-partitioned for it, if any */
     if (err)
         return err;
     return gs__do_bind(e, pod, &pl);

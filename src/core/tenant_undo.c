@@ -108,6 +108,10 @@ void gs__rollback(struct gs_engine *e, uint32_t mark)
             h->state = HOLD_HELD;
             continue;
         }
+        if (u->kind == UNDO_MIG) {
+            gs__undo_mig(e, u);
+            continue;
+        }
         struct tpod *p = &e->p[u->pod];
         if (u->kind == UNDO_BIND) {
             (void)gs_cluster_unbind(e->c, &p->req, &u->pl);
@@ -165,7 +169,7 @@ void gs__emit_text(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, u
 {
     if (!e->cfg.on_event)
         return;
-    struct gs_event ev = {kind, pod, by, reason, pl, e->now_ms, text};
+    struct gs_event ev = {kind, pod, by, reason, pl, e->now_ms, text, 0, 0};
     e->cfg.on_event(e->cfg.ctx, &ev);
 }
 
@@ -173,6 +177,17 @@ void gs__emit(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32
               enum gs_evict_reason reason, const struct gs_placement *pl)
 {
     gs__emit_text(e, kind, pod, by, reason, pl, NULL);
+}
+
+/* BIND or BACKFILL of a pod, with its dynamic MIG re-partitions and start delay. */
+static void emit_bind(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod,
+                      uint32_t repartitions, int64_t delay_ms)
+{
+    if (!e->cfg.on_event)
+        return;
+    struct gs_event ev = {kind,      pod,  NO_ID,        GS_EVICT_NONE, &e->p[pod].pl,
+                          e->now_ms, NULL, repartitions, delay_ms};
+    e->cfg.on_event(e->cfg.ctx, &ev);
 }
 
 /* An evicted pod that ends instead of waiting again (config evict_ends_pod): it leaves its
@@ -213,13 +228,20 @@ int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
             e->g[u->pod].holds[u->by].state = HOLD_DEAD; /* released for good */
             continue;
         }
+        if (u->kind == UNDO_MIG)
+            continue; /* the layout stays; the pod's BIND below reports it */
         struct tpod *p = &e->p[u->pod];
         if (u->kind == UNDO_EVICT && log_has(e, mark, i, u->pod, UNDO_BIND))
             continue; /* the eviction of a bind made in this same log */
         if (u->kind == UNDO_BIND) {
             if (log_has(e, i + 1, e->nlog, u->pod, UNDO_EVICT))
                 continue; /* bound then evicted again inside the same trial */
-            p->start_ms = e->now_ms;
+            /* A GPU re-partitioned for it right before this bind (gs__place_mig_dynamic()
+             * logs the two together): it starts once the re-partition is done. */
+            uint32_t repart =
+                i > mark && e->log[i - 1].kind == UNDO_MIG && e->log[i - 1].pod == u->pod;
+            int64_t delay_ms = repart ? e->cfg.mig_repartition_ms : 0;
+            p->start_ms = e->now_ms + delay_ms;
             if (p->gang != GS_NO_GANG &&
                 e->g[p->gang].running + e->g[p->gang].succeeded >= e->g[p->gang].min_member) {
                 e->g[p->gang].started = true;
@@ -229,8 +251,7 @@ int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
                 e->st->bound++;
                 e->st->backfilled += backfill;
             }
-            gs__emit(e, backfill ? GS_EV_BACKFILL : GS_EV_BIND, u->pod, NO_ID, GS_EVICT_NONE,
-                     &p->pl);
+            emit_bind(e, backfill ? GS_EV_BACKFILL : GS_EV_BIND, u->pod, repart, delay_ms);
         } else {
             p->evictions++;
             p->reason = (enum gs_evict_reason)u->reason;

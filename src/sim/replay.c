@@ -52,6 +52,7 @@ struct gs_replay {
     uint64_t evict_by[GS_REPLAY_EVICT_REASONS]; /* by enum gs_evict_reason */
     uint32_t pods;
     uint64_t binds, evictions, cycles;
+    uint64_t mig_repartitions; /* dynamic MIG: GPUs re-partitioned for pods that started */
     int64_t end_ms;
     uint32_t gangs, gangs_started, gangs_timed_out; /* formed by podGroups rules */
     int mixed; /* 1: the input named sharing modes or kinds, and modes[] is kept */
@@ -188,13 +189,16 @@ static void on_event(void *ctx, const struct gs_event *ev)
             return;
     }
     if (ev->kind == GS_EV_BIND || ev->kind == GS_EV_BACKFILL) {
+        /* After a dynamic MIG re-partition the pod runs from the end of the re-partition. */
+        int64_t start_ms = ev->now_ms + ev->start_delay_ms;
         s->r->binds++;
+        s->r->mig_repartitions += ev->mig_repartitions;
         s->token[tp]++;
         if (s->first_start[tp] < 0)
-            s->first_start[tp] = ev->now_ms;
+            s->first_start[tp] = start_ms;
         if (s->runtime_ms[tp] >= 0)
             s->err = heap_push(
-                s, (struct event){ev->now_ms + s->runtime_ms[tp], 0, EV_END, tp, s->token[tp]});
+                s, (struct event){start_ms + s->runtime_ms[tp], 0, EV_END, tp, s->token[tp]});
     } else if (ev->kind == GS_EV_EVICT) {
         s->r->evictions++;
         if ((unsigned)ev->reason < GS_REPLAY_EVICT_REASONS)
@@ -278,6 +282,13 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     *out = NULL;
     if (diag)
         memset(diag, 0, sizeof(*diag));
+    if (cfg->mig_repartition_ms < 0) {
+        if (diag)
+            (void)snprintf(diag->msg, sizeof(diag->msg),
+                           "the MIG re-partition delay is negative (%lld ms)",
+                           (long long)cfg->mig_repartition_ms);
+        return GS_EINVAL;
+    }
     if (!pods->has_times) {
         if (diag)
             (void)snprintf(
@@ -403,6 +414,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
                                   .preemption = cfg->preemption,
                                   .reclaim = cfg->reclaim,
                                   .backfill = cfg->backfill,
+                                  .dynamic_mig = cfg->dynamic_mig,
+                                  .mig_repartition_ms = cfg->mig_repartition_ms,
                                   .on_event = on_event,
                                   .ctx = &s};
     if ((err = gs_engine_new(c, &ec, &s.e)) != GS_OK)
@@ -776,6 +789,11 @@ void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds
     *evictions = r->evictions;
     *cycles = r->cycles;
     *end_ms = r->end_ms;
+}
+
+uint64_t gs_replay_mig_repartitions(const struct gs_replay *r)
+{
+    return r->mig_repartitions;
 }
 
 const char *const *gs_replay_wait_pods(const struct gs_replay *r)

@@ -99,5 +99,31 @@ grep -Eq '^  fgd +[0-9.]+ \([0-9.]+\) +25\.0 \(1\.0\) +99\.9 \(4\.0\) +100\.0 \(
     >"$tmp/acct_report.txt" 2>&1 || { echo "FAIL: report usage"; cat "$tmp/acct_report.txt"; fail=1; }
 grep -Eq '^team +6\.98 ' "$tmp/acct_report.txt" ||
     { echo "FAIL: the store does not charge 6.98 GPU-hours"; cat "$tmp/acct_report.txt"; fail=1; }
+# Dynamic MIG on tests/data/dynmig (worked in tests/unit/test_replay_dynmig.c): one H100-80GB
+# of seven 1g.10gb; the first 3g.40gb pod waits the re-partition (10 s by default, 25 s asked),
+# the second 400 s + that for the first one's 3g; without the option neither starts.
+dm=$src/tests/data/dynmig
+for delay in default 25; do
+    opt=--dynamic-mig want2=10.000 want4=410.000 secs=10.0
+    [ $delay = default ] || { opt=--dynamic-mig=$delay want2=25.000 want4=425.000 secs=25.0; }
+    "$bin" replay --nodes "$dm/nodes.csv" --pods "$dm/pods.csv" --queues "$dm/queues.yaml" \
+        --no-plot --out "$tmp/dm$delay" $opt >"$tmp/dm$delay.txt" ||
+        { echo "FAIL: replay $opt exited $?"; cat "$tmp/dm$delay.txt"; fail=1; }
+    grep -qx "team,p2,$want2" "$tmp/dm$delay/waits.csv" &&
+        grep -qx "team,p4,$want4" "$tmp/dm$delay/waits.csv" ||
+        { echo "FAIL: waits with $opt"; cat "$tmp/dm$delay/waits.csv"; fail=1; }
+    grep -qx "dynamic MIG: 1 re-partition, $secs s each before the pod starts" "$tmp/dm$delay.txt" ||
+        { echo "FAIL: dynamic MIG line with $opt"; cat "$tmp/dm$delay.txt"; fail=1; }
+done
+"$bin" replay --nodes "$dm/nodes.csv" --pods "$dm/pods.csv" --queues "$dm/queues.yaml" \
+    --no-plot --out "$tmp/dmoff" >"$tmp/dmoff.txt" || { echo "FAIL: replay exited $?"; fail=1; }
+[ "$(tail -n +2 "$tmp/dmoff/waits.csv" | cut -d, -f2 | paste -sd,)" = p1,p3 ] &&
+    ! grep -q 'dynamic MIG' "$tmp/dmoff.txt" || { echo "FAIL: without --dynamic-mig"; fail=1; }
+"$bin" replay --nodes "$dm/nodes.csv" --pods "$dm/pods.csv" --queues "$dm/queues.yaml" \
+    --no-plot --out "$tmp/dmbad" --dynamic-mig=-5 >/dev/null 2>"$tmp/dmerr"
+rc=$?
+if [ $rc != 2 ] || ! grep -qx "gpusched replay: --dynamic-mig: expected a delay in seconds in \[0, 86400\], got '-5'" "$tmp/dmerr"; then
+    echo "FAIL: bad --dynamic-mig: rc $rc"; cat "$tmp/dmerr"; fail=1
+fi
 [ $fail = 0 ] && echo "replay sharing: all checks passed"
 exit $fail

@@ -21,6 +21,7 @@
 
 #include "core/alloc_int.h"
 #include "gpusched/err.h"
+#include "gpusched/cluster.h"
 #include "gpusched/filter.h"
 #include "gpusched/tenant.h"
 
@@ -65,11 +66,13 @@ void gs__free(void *p)
 /* ---- the scenario ------------------------------------------------------------------------- */
 
 static uint32_t events[GS_EV_ADOPT + 1]; /* events of the last run, by kind */
+static uint32_t repartitions;            /* dynamic MIG re-partitions reported, last run */
 
 static void on_event(void *ctx, const struct gs_event *ev)
 {
     (void)ctx;
     events[ev->kind]++;
+    repartitions += ev->mig_repartitions;
 }
 
 struct run {
@@ -237,6 +240,99 @@ out:
     gs_cluster_free(r.c);
 }
 
+/* A MIG pod of `count` instances of `profile`. */
+static struct gs_tpod_spec mig_pod(uint32_t q, uint32_t pc, uint32_t gang, const char *profile,
+                                   uint8_t count)
+{
+    struct gs_tpod_spec s = {"m", q, pc, gang, {0}, -1};
+    s.req = (struct gs_pod_req){
+        .cpu_milli = 1000, .mem_mib = 1024, .gpu_model_mask = GS_MODEL_ANY, .mig_count = count};
+    (void)snprintf(s.req.mig_profile, sizeof(s.req.mig_profile), "%s", profile);
+    return s;
+}
+
+/* Dynamic MIG (tenant_mig.c): two H100-80GB GPUs of seven 1g.10gb each; a lone 1g pod, a gang
+ * of two 3g.40gb (one re-partition on each GPU, test_tenant_dynmig's case), a third 3g pod
+ * (the GPU without the lone pod gives up its four lower 1g), the lone pod's finish. */
+static void scenario_dynmig(void)
+{
+    struct run r = {0};
+    if (!ok(gs_cluster_new(&r.c), GS_OK))
+        return;
+    struct gs_gpu_mode seven = {.sharing = GS_GPU_SHARE_MIG, .mig_count = 7};
+    for (uint8_t k = 0; k < 7; k++)
+        seven.mig[k] = (struct gs_mig_instance){0, k}; /* profile 0: 1g.10gb */
+    static const char *const names[] = {"m0", "m1"};
+    for (uint32_t i = 0; i < 2; i++) {
+        struct gs_node_spec s = {names[i], 32000, 65536, 110, 1, "H100-80GB", 81920, &seven};
+        (void)ok(gs_cluster_add_node(r.c, &s, NULL), GS_OK);
+    }
+    struct gs_engine_config cfg = {.policy = "bestfit",
+                                   .dynamic_mig = true,
+                                   .mig_repartition_ms = 10000,
+                                   .on_event = on_event};
+    if (!ok(gs_engine_new(r.c, &cfg, &r.e), GS_OK)) {
+        gs_cluster_free(r.c);
+        return;
+    }
+    struct gs_queue_spec qs = {
+        "q", GS_QUEUE_ROOT, {0, 0, 0}, {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 1, 0};
+    struct gs_priority_class_spec ps = {"batch", 10, -1};
+    uint32_t q = UINT32_MAX, pc = UINT32_MAX, g = UINT32_MAX, id;
+    struct gs_gang_spec gs = {"job", 2, 0};
+    if (!ok(gs_engine_add_queue(r.e, &qs, &q), GS_OK) ||
+        !ok(gs_engine_add_priority_class(r.e, &ps, &pc), GS_OK) ||
+        !ok(gs_engine_add_gang(r.e, &gs, &g), GS_OK))
+        goto out;
+    check(&r);
+    struct gs_tpod_spec lone = mig_pod(q, pc, GS_NO_GANG, "1g.10gb", 1);
+    (void)ok(gs_engine_submit(r.e, &lone, 0, &id), GS_OK);
+    (void)ok(gs_engine_cycle(r.e, 0, NULL, NULL), GS_OK);
+    check(&r);
+    for (int i = 0; i < 2; i++) {
+        struct gs_tpod_spec m = mig_pod(q, pc, g, "3g.40gb", 1);
+        (void)ok(gs_engine_submit(r.e, &m, 1000, &id), GS_OK);
+    }
+    (void)ok(gs_engine_cycle(r.e, 1000, NULL, NULL), GS_OK);
+    check(&r);
+    struct gs_tpod_spec big = mig_pod(q, pc, GS_NO_GANG, "3g.40gb", 1);
+    (void)ok(gs_engine_submit(r.e, &big, 2000, &id), GS_OK);
+    (void)ok(gs_engine_cycle(r.e, 2000, NULL, NULL), GS_OK);
+    check(&r);
+    (void)ok(gs_engine_finish(r.e, 0, 3000), GS_EINVAL);
+    (void)ok(gs_engine_cycle(r.e, 3000, NULL, NULL), GS_OK);
+    check(&r);
+out:
+    gs_engine_free(r.e);
+    gs_cluster_free(r.c);
+}
+
+static void test_dynamic_mig_allocation_failures_leave_the_engine_consistent(void **state)
+{
+    (void)state;
+    fail_at = 0;
+    alloc_count = 0;
+    repartitions = 0;
+    memset(events, 0, sizeof(events));
+    scenario_dynmig();
+    uint64_t total = alloc_count;
+    /* Without failures: the lone pod, both gang members and the 3g pod are bound; the gang
+     * takes one re-partition per GPU (3g at 4 on each), the 3g pod a third: on the lone pod's
+     * GPU a 3g at 0 would destroy its held 1g at 0, on the other the four free 1g at 0..3 go. */
+    print_message("dynamic MIG: %u bind, %u re-partitions, %llu allocations\n", events[GS_EV_BIND],
+                  repartitions, (unsigned long long)total);
+    assert_int_equal(events[GS_EV_BIND], 4);
+    assert_int_equal(repartitions, 3);
+    uint64_t hit = 0;
+    for (fail_at = 1; fail_at <= total + 1; fail_at++) {
+        alloc_count = 0;
+        failed = false;
+        scenario_dynmig();
+        hit += failed;
+    }
+    assert_int_equal(hit, total);
+}
+
 static void test_every_allocation_failure_leaves_the_engine_consistent(void **state)
 {
     (void)state;
@@ -273,6 +369,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_allocation_failure_leaves_the_engine_consistent),
+        cmocka_unit_test(test_dynamic_mig_allocation_failures_leave_the_engine_consistent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
