@@ -29,6 +29,10 @@
 
 /** The schema version this build writes (PRAGMA user_version). */
 #define GS_USAGE_SCHEMA_VERSION 2
+/** The oldest schema a read-only open reads as it is: version 2 only added a unique key on
+ *  utilisation samples, so a report of a version-1 file needs no migration (a writer's open
+ *  still migrates it). */
+#define GS_USAGE_SCHEMA_READ_MIN 1
 
 /** Why an allocation interval ended. Stored as the text of gs_usage_end_name(). */
 enum gs_usage_end {

@@ -75,6 +75,8 @@ struct gs_usage_idle {
 struct gs_usage_report {
     enum gs_usage_by by;
     int64_t from_ms, to_ms;    /**< the period actually reported */
+    int64_t records_from_ms;   /**< the store's first record (earliest start) */
+    int64_t records_to_ms;     /**< the store's last committed heartbeat */
     int32_t tz_offset_min;     /**< from the options: offset of printed times, minutes */
     double capacity_gpu_h;     /**< GPU-hours of the GPUs present (healthy or not) */
     double unhealthy_gpu_h;    /**< the part of capacity_gpu_h on unhealthy GPUs */

@@ -399,6 +399,8 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
         err = GS_ENOENT;
         goto out;
     }
+    r->records_from_ms = first;
+    r->records_to_ms = hb;
     r->from_ms = opt->from_ms == INT64_MIN ? first : opt->from_ms;
     r->to_ms = opt->to_ms == INT64_MAX ? hb : opt->to_ms;
     if (r->from_ms >= r->to_ms) {
@@ -822,6 +824,13 @@ static double attainment(const struct gs_usage_row *w)
 static const char *const no_util_note =
     "no utilisation samples: GPU-hours used and idle allocations are not reported";
 
+/* Whether the period misses every record of the store: its zeros then mean "not recorded",
+ * not "nothing ran", and the report says so. */
+static bool outside_records(const struct gs_usage_report *r)
+{
+    return r->to_ms <= r->records_from_ms || r->from_ms >= r->records_to_ms;
+}
+
 static void write_table(const struct gs_usage_report *r, FILE *f)
 {
     char from[40], to[40];
@@ -854,6 +863,13 @@ static void write_table(const struct gs_usage_report *r, FILE *f)
                   r->capacity_gpu_h > 0 ? 100.0 * r->idle_gpu_h / r->capacity_gpu_h : 0.0);
     (void)fprintf(f, "%-20s %12.2f %7.1f\n", "(capacity)", r->capacity_gpu_h,
                   r->capacity_gpu_h > 0 ? 100.0 : 0.0);
+    if (outside_records(r)) {
+        char rf[40], rt[40];
+        gs_usage_format_time_tz(r->records_from_ms, r->tz_offset_min, rf, sizeof(rf));
+        gs_usage_format_time_tz(r->records_to_ms, r->tz_offset_min, rt, sizeof(rt));
+        (void)fprintf(f, "note: the store's records run from %s to %s; none fall in this period\n",
+                      rf, rt);
+    }
     if (r->util_samples == 0) {
         (void)fprintf(f, "note: %s\n", no_util_note);
     } else {
@@ -920,9 +936,11 @@ static json_t *jnum(double v)
 
 static int write_json(const struct gs_usage_report *r, FILE *f)
 {
-    char from[40], to[40];
+    char from[40], to[40], rf[40], rt[40];
     gs_usage_format_time_tz(r->from_ms, r->tz_offset_min, from, sizeof(from));
     gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, to, sizeof(to));
+    gs_usage_format_time_tz(r->records_from_ms, r->tz_offset_min, rf, sizeof(rf));
+    gs_usage_format_time_tz(r->records_to_ms, r->tz_offset_min, rt, sizeof(rt));
     json_t *root = json_object(), *rows = json_array(), *idle = json_array();
     int err = GS_ENOMEM;
     if (!root || !rows || !idle)
@@ -950,6 +968,9 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
     }
     if (json_object_set_new(root, "from", json_string(from)) ||
         json_object_set_new(root, "to", json_string(to)) ||
+        json_object_set_new(root, "records_from", json_string(rf)) ||
+        json_object_set_new(root, "records_to", json_string(rt)) ||
+        json_object_set_new(root, "period_outside_records", json_boolean(outside_records(r))) ||
         json_object_set_new(root, "by", json_string(gs_usage_by_name(r->by))) ||
         json_object_set_new(root, "capacity_gpu_hours", json_real(r->capacity_gpu_h)) ||
         json_object_set_new(root, "unhealthy_gpu_hours", json_real(r->unhealthy_gpu_h)) ||

@@ -233,11 +233,11 @@ static int migrate(struct gs_usage_store *s, bool read_only, bool existing_only)
         return GS_EPARSE;
     }
     if (read_only) {
-        if (version < GS_USAGE_SCHEMA_VERSION) {
+        if (version < GS_USAGE_SCHEMA_READ_MIN) {
             set_msg(s,
-                    "schema version %lld is older than this gpusched's (%d): open it once "
-                    "for writing to migrate",
-                    (long long)version, GS_USAGE_SCHEMA_VERSION);
+                    "schema version %lld is older than this gpusched reads (%d): 'gpusched "
+                    "report compact' or 'report ingest' on it migrates it",
+                    (long long)version, GS_USAGE_SCHEMA_READ_MIN);
             return GS_EPARSE;
         }
         return GS_OK;

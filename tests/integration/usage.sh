@@ -31,6 +31,19 @@ done
     { echo "FAIL: report --by queue"; fail=1; }
 grep -q 'note: no utilisation samples' "$tmp/team.table" || { echo "FAIL: no-samples note"; fail=1; }
 grep -q '^usage 2026-12-01T00:00:00Z to ' "$tmp/team.table" || { echo "FAIL: table header"; cat "$tmp/team.table"; fail=1; }
+# A period the store holds nothing of says so (its zeros are "not recorded", not "idle"); one
+# inside says nothing of the kind. The JSON form carries the store's span either way.
+"$bin" report usage --db "$db" --from 2030-01-01 --to 2030-02-01 >"$tmp/out" 2>&1 &&
+    grep -q "^note: the store's records run from 2026-12-01T00:00:00Z to .*; none fall in this period$" "$tmp/out" ||
+    { echo "FAIL: a period outside the records"; cat "$tmp/out"; fail=1; }
+! grep -q "none fall in this period" "$tmp/team.table" || { echo "FAIL: outside-records note on a period inside"; fail=1; }
+python3 - "$tmp/team.json" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+if d["records_from"] != "2026-12-01T00:00:00Z" or d["period_outside_records"] is not False or not d["records_to"] > d["records_from"]:
+    print("FAIL: records span in the JSON report:", d["records_from"], d["records_to"], d["period_outside_records"])
+    sys.exit(1)
+PY
 for by in namespace model node priorityclass; do
     "$bin" report usage --db "$db" --by $by --format csv >"$tmp/$by.csv" ||
         { echo "FAIL: --by $by"; fail=1; }
