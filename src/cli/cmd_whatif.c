@@ -44,7 +44,7 @@ static const char *const usage =
     "                       create: [objects], finish: [ns/name], delete: [ns/name],\n"
     "                       cordon: [node], uncordon: [node], deleteNode: [node],\n"
     "                       gpuHealth: {node: N, gpu: INDEX, healthy: BOOL} (or a list);\n"
-    "                       a create of a Node or Queue that exists updates it, of a Pod\n"
+    "                       a create of a Node that exists updates it, of a Pod\n"
     "                       that exists is refused (deleted pods may be created again)\n"
     "  --json               one JSON object per line instead of a table\n"
     "  --max-cycles N       cycles after the dump and after each step before giving up\n"
@@ -549,9 +549,10 @@ static int object_key(const json_t *o, char *key, size_t cap)
 }
 
 /* Refuses a second object of one name, as the API server does (AlreadyExists): in the dump any
- * kind; in a timeline's create a Pod that exists and has not ended (other kinds, Nodes included,
- * are applied as updates: a node's new inventory, a queue's new quota). where names the object
- * ("items[3]"). 0; 2 after the message. */
+ * kind; in a timeline's create a Pod that exists and has not ended. Other kinds go to
+ * gs_kworld_apply() as they come: a Node's is an update (its new inventory); what other kinds
+ * do is the translation's to say. where names the object ("items[3]"). 0; 2 after the
+ * message. */
 static int check_new(struct run *r, const char *path, const json_t *o, const char *where, bool dump)
 {
     char key[700];
