@@ -224,13 +224,16 @@ static void h_flood_open(void *user, const uint8_t *req, size_t len, struct gs_g
     (void)req;
     (void)len;
     atomic_fetch_add(&fx->opened, 1);
+    CHECK(fx, gs_grpc_stream_send(s, NULL, GS_GRPC_MAX_MESSAGE_BYTES + 1) == GS_ERANGE);
     while ((rc = gs_grpc_stream_send(s, p, GS_GRPC_MAX_MESSAGE_BYTES)) == GS_OK)
         accepted++;
     free(p);
-    CHECK(fx, gs_grpc_stream_send(s, NULL, GS_GRPC_MAX_MESSAGE_BYTES + 1) == GS_ERANGE);
+    /* At the cap the server resets the stream and frees its queue: it is gone. */
+    CHECK(fx, gs_grpc_stream_send(s, "x", 1) == GS_EIO);
+    CHECK(fx, gs_grpc_stream_queued_bytes(s) == 0);
+    CHECK(fx, gs_grpc_stream_finish(s, GS_GRPC_OK, NULL) == GS_EIO);
     atomic_store(&fx->flood_accepted, accepted);
     atomic_store(&fx->flood_rc, rc);
-    gs_grpc_stream_finish(s, GS_GRPC_OK, NULL);
 }
 
 static void *loop(void *arg)
@@ -646,11 +649,15 @@ static void test_send_queue_is_bounded(void **state)
     assert_int_equal(atomic_load(&fx->flood_rc), GS_ELIMIT);
     /* 3 * (4 MiB + 5) fits in 16 MiB, a fourth does not. */
     assert_int_equal(atomic_load(&fx->flood_accepted), 3);
-    uint8_t *want = pattern(GS_GRPC_MAX_MESSAGE_BYTES, 1);
-    read_message(c, want, GS_GRPC_MAX_MESSAGE_BYTES);
-    free(want);
-    gs_grpc_client_stream_cancel(c);
+    /* The stream was reset (RST_STREAM CANCEL) with its 12 MiB queue: the client sees the
+     * reset as CANCELLED (nothing had left: the handler queued all four inside one nghttp2
+     * call), and no queued byte stays. */
+    read_end(c, GS_GRPC_CANCELLED);
     wait_for(&fx->closed[GS_GRPC_CLOSE_CANCELLED], 1);
+    struct gs_grpc_server_stats st;
+    server_stats(fx, &st);
+    assert_int_equal(st.streams_reset_output, 1);
+    assert_int_equal(st.out_bytes, 0);
     gs_grpc_client_free(c);
 }
 
