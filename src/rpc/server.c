@@ -696,6 +696,14 @@ static bool conn_recv(struct gs__grpc_conn *conn, const uint8_t *data, size_t le
     return true;
 }
 
+static void conn_on_readable(struct gs__grpc_conn *conn);
+
+void gs__conn_read_pending(struct gs__grpc_conn *conn)
+{
+    if (conn->fd >= 0 && !conn->dead)
+        conn_on_readable(conn);
+}
+
 static void conn_on_readable(struct gs__grpc_conn *conn)
 {
     uint8_t buf[16384];

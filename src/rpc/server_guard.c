@@ -330,9 +330,15 @@ void gs__guard_sweep(struct gs_grpc_server *srv)
 {
     int64_t now = gs__now_ms();
 
-    for (struct gs__grpc_conn *c = srv->conns; c; c = c->next)
+    for (struct gs__grpc_conn *c = srv->conns; c; c = c->next) {
+        if (c->dead || conn_sweep(c, 0, false) >= now)
+            continue;
+        /* A deadline passed. If the application's loop was slow, what would have met it may
+         * be waiting in the socket: read that first, then judge. */
+        gs__conn_read_pending(c);
         if (!c->dead)
-            (void)conn_sweep(c, now, true);
+            (void)conn_sweep(c, gs__now_ms(), true);
+    }
 }
 
 void gs__guard_arm(struct gs_grpc_server *srv)

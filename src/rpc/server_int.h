@@ -154,6 +154,8 @@ void gs__srv_kick(struct gs_grpc_server *srv);
 void gs__conn_flush(struct gs__grpc_conn *conn);
 /** Flushes now, or when nghttp2 returns if it is running on the connection. */
 void gs__conn_request_flush(struct gs__grpc_conn *conn);
+/** Reads and handles what the peer has sent and the server has not read yet (non-blocking). */
+void gs__conn_read_pending(struct gs__grpc_conn *conn);
 /** Marks a connection for teardown at the end of run_once. */
 void gs__conn_mark_dead(struct gs__grpc_conn *conn);
 /** Answers a request early with a status and drops the rest of its body. */
