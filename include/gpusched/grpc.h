@@ -23,6 +23,12 @@
  * through the close callback, when the stream is gone. Misbehaving peers cost only their own
  * stream (malformed message: INTERNAL; unknown method: UNIMPLEMENTED) or their own connection
  * (HTTP/2 protocol error, garbage bytes); other streams and connections keep being served.
+ * Hostile peers are bounded by struct gs_grpc_server_limits: handshake and idle deadlines,
+ * eviction of idle connections when the table is full, output caps per connection and for the
+ * server (a stream over them is reset and its queue freed), and request-body memory shared
+ * per connection with a deadline for incomplete requests. Each defence has a counter in
+ * struct gs_grpc_server_stats and logs at most one line per second per kind of event (with
+ * the number of events since the last line).
  *
  * Client model: blocking, one call at a time per client, with a deadline per call. Transport
  * failures are reported the way gRPC libraries report them, as a call status (UNAVAILABLE when
@@ -52,7 +58,7 @@
 #define GS_GRPC_MAX_METHOD_BYTES 256
 /** Longest status message sent or kept, bytes before percent-encoding; longer ones are cut. */
 #define GS_GRPC_MAX_STATUS_MESSAGE_BYTES 1024
-/** Most connections a server holds at once; further ones are accepted and closed at once. */
+/** Default of gs_grpc_server_limits.max_connections. */
 #define GS_GRPC_MAX_CONNECTIONS 64
 /** Most concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
 #define GS_GRPC_MAX_STREAMS_PER_CONNECTION 128
@@ -121,7 +127,9 @@ struct gs_grpc_stream;
 /** Why a stream's close callback was called. */
 enum gs_grpc_close_reason {
     GS_GRPC_CLOSE_FINISHED = 0,     /**< the status set by gs_grpc_stream_finish was sent */
-    GS_GRPC_CLOSE_CANCELLED = 1,    /**< the peer cancelled or reset the stream */
+    GS_GRPC_CLOSE_CANCELLED = 1,    /**< the peer cancelled or reset the stream, or the
+                                         server reset it at an output cap because the peer
+                                         was not reading (streams_reset_output) */
     GS_GRPC_CLOSE_DISCONNECTED = 2, /**< the connection closed or failed */
     GS_GRPC_CLOSE_SHUTDOWN = 3,     /**< the server is being freed */
 };
@@ -170,11 +178,90 @@ typedef gs_log_fn gs_grpc_log_fn;
 struct gs_grpc_server_stats {
     size_t connections;            /**< connections open now */
     size_t streams;                /**< server-streaming calls open now (close not yet told) */
+    size_t out_bytes;              /**< response bytes queued now, all streams, framing included */
+    size_t request_bytes;          /**< request-body bytes buffered now, all streams */
     uint64_t connections_accepted; /**< connections accepted since start */
-    uint64_t connections_refused;  /**< closed at accept: GS_GRPC_MAX_CONNECTIONS reached */
+    uint64_t connections_refused;  /**< closed at accept: max_connections reached and no idle
+                                        connection to evict */
     uint64_t connections_failed;   /**< closed for a protocol error, I/O error or garbage */
-    uint64_t calls_dispatched;     /**< requests handed to a handler */
-    uint64_t calls_rejected;       /**< requests the server answered itself with an error */
+    uint64_t connections_evicted;  /**< idle connections closed (GOAWAY) to admit a new one
+                                        when the table was full */
+    uint64_t connections_handshake_timeout; /**< closed: no client preface and SETTINGS within
+                                                 handshake_timeout_ms of accept */
+    uint64_t connections_idle_timeout;      /**< closed (GOAWAY): no open stream and nothing
+                                                 received for idle_timeout_ms */
+    uint64_t streams_reset_output;  /**< streams reset (RST_STREAM) and their queue freed because
+                                         a per-stream, per-connection or server-wide output cap
+                                         was reached: their peer was not reading */
+    uint64_t requests_refused_body; /**< requests answered RESOURCE_EXHAUSTED because their
+                                         connection's share of request-body memory was used up,
+                                         or reset to give the server-wide budget back to
+                                         another connection */
+    uint64_t requests_body_timeout; /**< requests answered DEADLINE_EXCEEDED because their body
+                                         was not complete within body_timeout_ms */
+    uint64_t calls_dispatched;      /**< requests handed to a handler */
+    uint64_t calls_rejected;        /**< requests the server answered itself with an error
+                                         (includes requests_refused_body and
+                                         requests_body_timeout) */
+};
+
+/**
+ * Bounds a server keeps against local clients that misbehave or are hostile (issue 9): the
+ * device plugin socket can be opened by anything on the node that can reach the file, so no
+ * single peer may hold the connection table, the memory or the loop. Every field is a hard
+ * limit; gs_grpc_server_limits_default gives the values below.
+ *
+ * The defaults are far above what kubelet does and well inside the agent's DaemonSet memory
+ * limit (deploy/daemonset.yaml: 128Mi). kubelet's device manager opens one connection per
+ * plugin, right after Register, keeps one ListAndWatch stream on it for as long as it runs
+ * and sends Allocate, GetPreferredAllocation and PreStartContainer on the same connection,
+ * each a request of a few hundred bytes to a few KiB, sent in one go; a ListAndWatch update
+ * is one message of well under 1 MiB and kubelet reads it at once. So kubelet's connection
+ * is never idle (its stream is open), finishes its handshake in microseconds, never has more
+ * than a few KiB of request body or queued output, and never needs more than one of the 64
+ * connection slots. Output: 16 MiB per connection holds a whole GS_GRPC_MAX_QUEUED_BYTES
+ * stream; 32 MiB in all. Request bodies: 8 MiB per connection admits a message of the
+ * largest size (4 MiB + 5) with another under way; 32 MiB in all. Together with the
+ * agent's own ~10 MiB that stays under 128 MiB.
+ */
+struct gs_grpc_server_limits {
+    /** From accept until the client's connection preface and first SETTINGS frame have
+     * arrived, ms (> 0). Default 10000. A connection that has not finished by then is closed
+     * (it cannot take a GOAWAY yet); counted in connections_handshake_timeout. */
+    int handshake_timeout_ms;
+    /** How long a connection with no open stream may receive nothing, ms (> 0). Default
+     * 300000 (5 min; grpc-go's kubelet client never idles: its ListAndWatch stream is open).
+     * Such a connection gets GOAWAY(NO_ERROR) and is closed; connections_idle_timeout. */
+    int idle_timeout_ms;
+    /** Most connections at once (>= 1). Default GS_GRPC_MAX_CONNECTIONS (64). When a new
+     * connection arrives at the limit, the connection with no open stream that has received
+     * nothing for the longest (one still in its handshake counts) is sent GOAWAY and closed
+     * to make room (connections_evicted); only when every connection has an open stream is
+     * the new one closed at accept (connections_refused). */
+    size_t max_connections;
+    /** Most response bytes queued on one connection, all its streams, framing included
+     * (> 0). Default 16 MiB. */
+    size_t conn_out_max_bytes;
+    /** Most response bytes queued on the whole server (> 0). Default 32 MiB. When a message
+     * would pass this cap, the per-connection cap or GS_GRPC_MAX_QUEUED_BYTES for its stream,
+     * the streams with the most bytes queued (on that connection, or anywhere for the server
+     * cap) are reset with RST_STREAM(CANCEL) and their queues freed at once until it fits;
+     * a stream of a peer that reads has (almost) nothing queued, so it is not the one. */
+    size_t server_out_max_bytes;
+    /** Most request-body bytes buffered for one connection, all its streams (> 0). Default
+     * 8 MiB. A request that would pass it is answered RESOURCE_EXHAUSTED and its bytes freed
+     * (requests_refused_body). */
+    size_t conn_body_max_bytes;
+    /** Most request-body bytes buffered on the whole server (> 0). Default 32 MiB. When a
+     * request would pass it, requests of the connection holding the most are reset first
+     * (RESOURCE_EXHAUSTED, requests_refused_body) as long as that connection holds more than
+     * the one asking, so one peer cannot starve another; otherwise the request asking is
+     * refused. */
+    size_t server_body_max_bytes;
+    /** From a request's HEADERS to its END_STREAM, ms (> 0). Default 30000. A request still
+     * incomplete then is answered DEADLINE_EXCEEDED, reset and its bytes freed
+     * (requests_body_timeout). */
+    int body_timeout_ms;
 };
 
 /**
@@ -249,6 +336,22 @@ void gs_grpc_server_wake(struct gs_grpc_server *srv);
 /** Installs a log callback (NULL: no logging). @param user is borrowed. */
 void gs_grpc_server_set_log(struct gs_grpc_server *srv, gs_grpc_log_fn fn, void *user);
 
+/**
+ * Fills *out with the default limits (see struct gs_grpc_server_limits for the values and
+ * why a real kubelet never reaches them).
+ */
+void gs_grpc_server_limits_default(struct gs_grpc_server_limits *out);
+
+/**
+ * Replaces the server's limits (a new server starts with the defaults). Connections and
+ * requests already open are measured against the new values from the next run_once.
+ * @param limits  borrowed; copied.
+ * @return GS_OK; GS_EINVAL when a timeout is <= 0 or a count or byte limit is 0 (the limits
+ *         are unchanged then).
+ */
+int gs_grpc_server_set_limits(struct gs_grpc_server *srv,
+                              const struct gs_grpc_server_limits *limits);
+
 /** Copies the server's counters into *out. */
 void gs_grpc_server_stats(const struct gs_grpc_server *srv, struct gs_grpc_server_stats *out);
 
@@ -284,7 +387,11 @@ int gs_grpc_reply_error(struct gs_grpc_reply *reply, int status, const char *mes
  *         comes next); GS_EINVAL after gs_grpc_stream_finish; GS_ERANGE when len is over
  *         GS_GRPC_MAX_MESSAGE_BYTES; GS_ELIMIT when the queue would pass
  *         GS_GRPC_MAX_QUEUED_BYTES (the peer is not reading); GS_ENOMEM. On failure nothing
- *         is queued.
+ *         is queued. When the message would pass a cap (GS_GRPC_MAX_QUEUED_BYTES for the
+ *         stream, the server's conn_out_max_bytes or server_out_max_bytes), the streams with
+ *         the most queued are reset first (RST_STREAM, queue freed, close callback later with
+ *         GS_GRPC_CLOSE_CANCELLED); if that is this stream, GS_ELIMIT is returned and the
+ *         stream is gone (later sends give GS_EIO).
  */
 int gs_grpc_stream_send(struct gs_grpc_stream *stream, const void *data, size_t len);
 

@@ -132,7 +132,7 @@ struct gs__grpc_conn;
  * passed in with gs__grpc_conn_feed, and what the server writes is appended to *capture
  * (bounded by its max; excess is dropped) or thrown away when capture is NULL.
  * @param capture  borrowed until gs__grpc_conn_close; may be NULL.
- * @return GS_OK; GS_ENOMEM; GS_ELIMIT at GS_GRPC_MAX_CONNECTIONS.
+ * @return GS_OK; GS_ENOMEM; GS_ELIMIT at the server's max_connections (no eviction here).
  */
 int gs__grpc_server_mem_conn(struct gs_grpc_server *srv, struct gs__buf *capture,
                              struct gs__grpc_conn **out);

@@ -24,7 +24,7 @@
  */
 #define _GNU_SOURCE /* accept4, SOCK_NONBLOCK, SOCK_CLOEXEC, MSG_NOSIGNAL */
 
-#include "rpc_int.h"
+#include "server_int.h"
 
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
@@ -38,13 +38,12 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-/** Request bytes the whole server may buffer at once, across all streams. */
-#define SERVER_MAX_REQUEST_BYTES ((size_t)64 * 1024 * 1024)
 /** Bytes read from one connection per readiness event, so one peer cannot starve others. */
 #define READ_BUDGET_BYTES ((size_t)256 * 1024)
 /** Largest DATA frame payload nghttp2 hands us (SETTINGS_MAX_FRAME_SIZE default). */
@@ -52,107 +51,9 @@
 /** Most epoll events taken per wait. */
 #define EPOLL_BATCH 32
 
-/** What an epoll event's data.ptr points at; the first member of each owner. */
-enum item_kind { ITEM_LISTEN, ITEM_WAKE, ITEM_CONN };
-
-/** A registered method. */
-struct method {
-    char *path;                    /**< full method path, owned */
-    gs_grpc_unary_fn unary;        /**< unary handler, or NULL for a streaming method */
-    gs_grpc_stream_open_fn open;   /**< streaming: open handler */
-    gs_grpc_stream_close_fn close; /**< streaming: close callback */
-    void *user;                    /**< passed to the handlers, borrowed */
-};
-
-/** Where a request is in its life on the server. */
-enum stream_state {
-    ST_HEADERS,    /**< request headers still arriving */
-    ST_BODY,       /**< collecting the request message */
-    ST_DISCARD,    /**< answered early; further request bytes are dropped */
-    ST_DISPATCHED, /**< handed to the handler; the response is under way */
-};
-
-struct gs_grpc_stream {
-    struct gs__grpc_conn *conn;              /**< NULL once the connection is gone */
-    int32_t id;                              /**< HTTP/2 stream id */
-    enum stream_state state;                 /**< see enum stream_state */
-    const struct method *method;             /**< the method, once known */
-    char path[GS_GRPC_MAX_METHOD_BYTES + 1]; /**< :path as received (NUL-terminated) */
-    bool have_path;                          /**< :path was received and fits in path */
-    bool is_post;                            /**< :method is POST */
-    bool grpc_content_type;                  /**< content-type is application/grpc[+...] */
-    struct gs__buf in;                       /**< request body collected so far */
-    struct gs__buf out;                      /**< framed response bytes not yet sent */
-    bool headers_submitted;                  /**< response HEADERS submitted */
-    bool finishing;                          /**< the status is set; trailers follow the queue */
-    bool end_sent;                           /**< our END_STREAM left (status sent) */
-    bool remote_closed;                      /**< the peer sent END_STREAM */
-    bool h2_closed;                          /**< nghttp2 has closed the stream */
-    bool app_owned;                          /**< held by a streaming handler: close owed */
-    int status;                              /**< gRPC status to send (valid with finishing) */
-    char *status_message;                    /**< percent-encoded grpc-message, or NULL */
-    int close_reason;                        /**< enum gs_grpc_close_reason to report */
-    void *app_user;                          /**< gs_grpc_stream_set_user */
-    struct gs_grpc_stream *prev;             /**< connection's list of open streams */
-    struct gs_grpc_stream *next;             /**< connection list, then closing list */
-};
-
-struct gs__grpc_conn {
-    enum item_kind kind;            /**< ITEM_CONN: the epoll tag */
-    struct gs_grpc_server *srv;     /**< owner */
-    int fd;                         /**< socket, or -1 for a memory connection */
-    nghttp2_session *session;       /**< the HTTP/2 state */
-    struct gs_grpc_stream *streams; /**< open streams (doubly linked) */
-    int busy;                       /**< > 0 while nghttp2 runs on this session */
-    bool want_flush;                /**< output was queued while busy */
-    bool dead;                      /**< failed or finished; torn down by reap */
-    bool deleting;                  /**< being torn down: ignore nghttp2 callbacks */
-    bool failed;                    /**< counted in connections_failed */
-    uint32_t ep_events;             /**< events registered with epoll */
-    struct gs__buf *capture;        /**< memory connection: output sink, or NULL */
-    uint64_t serial;                /**< connection number, for logs */
-    struct gs__grpc_conn *next;     /**< server's list of connections (at most a few dozen) */
-};
-
-struct gs_grpc_server {
-    int epfd;                             /**< epoll descriptor (gs_grpc_server_fd) */
-    int listen_fd;                        /**< listening socket, or -1 */
-    int wake_fd;                          /**< eventfd for wake-ups */
-    enum item_kind listen_tag;            /**< ITEM_LISTEN, epoll tag of listen_fd */
-    enum item_kind wake_tag;              /**< ITEM_WAKE, epoll tag of wake_fd */
-    char *socket_path;                    /**< path bound, owned, or NULL */
-    dev_t socket_dev;                     /**< identity of the socket file we created */
-    ino_t socket_ino;                     /**< identity of the socket file we created */
-    struct method **methods;              /**< registered methods (each allocated on its own, so
-                                               streams may point at them while more are added) */
-    size_t n_methods;                     /**< entries in methods */
-    struct gs__grpc_conn *conns;          /**< open connections */
-    size_t n_dead;                        /**< connections marked dead, not yet reaped */
-    struct gs_grpc_stream *closing_head;  /**< streams whose close callback is owed */
-    struct gs_grpc_stream *closing_tail;  /**< last of closing_head's list */
-    size_t in_bytes;                      /**< request bytes buffered across all streams */
-    int in_run;                           /**< > 0 inside run_once (or a memory feed) */
-    bool shutting_down;                   /**< inside gs_grpc_server_free */
-    uint64_t next_serial;                 /**< serial of the next connection */
-    nghttp2_session_callbacks *callbacks; /**< shared by all sessions */
-    nghttp2_option *option;               /**< shared by all sessions */
-    gs_grpc_log_fn log;                   /**< log callback, or NULL */
-    void *log_user;                       /**< its argument */
-    struct gs_grpc_server_stats stats;    /**< counters */
-};
-
-struct gs_grpc_reply {
-    uint8_t *data; /**< response message, malloc'd, or NULL */
-    size_t len;    /**< bytes in data */
-    int status;    /**< gRPC status */
-    char *message; /**< status message, malloc'd, or NULL */
-};
-
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-static void say(struct gs_grpc_server *srv, const char *fmt, ...) GS_PRINTF(2, 3);
-
-static void say(struct gs_grpc_server *srv, const char *fmt, ...)
+void gs__srv_say(struct gs_grpc_server *srv, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -178,8 +79,6 @@ static nghttp2_nv make_nv(const char *name, const char *value)
     return nv;
 }
 
-static void conn_mark_dead(struct gs__grpc_conn *conn);
-
 /* Counts a connection as failed (once) and logs why. */
 static void conn_failed(struct gs__grpc_conn *conn, const char *why)
 {
@@ -187,22 +86,21 @@ static void conn_failed(struct gs__grpc_conn *conn, const char *why)
         return;
     conn->failed = true;
     conn->srv->stats.connections_failed++;
-    say(conn->srv, "grpc: connection %llu: closed: %s", (unsigned long long)conn->serial, why);
+    gs__srv_say(conn->srv, "grpc: connection %llu: closed: %s", (unsigned long long)conn->serial,
+                why);
 }
 
 /* Asks for a flush of a connection's output: now, or when nghttp2 returns if it is running. */
-static void conn_flush(struct gs__grpc_conn *conn);
-
-static void request_flush(struct gs__grpc_conn *conn)
+void gs__conn_request_flush(struct gs__grpc_conn *conn)
 {
     if (conn->busy > 0)
         conn->want_flush = true;
     else
-        conn_flush(conn);
+        gs__conn_flush(conn);
 }
 
 /* Makes run_once come back promptly when work was queued outside it. */
-static void kick(struct gs_grpc_server *srv)
+void gs__srv_kick(struct gs_grpc_server *srv)
 {
     if (srv->in_run == 0)
         gs_grpc_server_wake(srv);
@@ -218,6 +116,7 @@ static struct gs_grpc_stream *stream_new(struct gs__grpc_conn *conn, int32_t id)
     s->conn = conn;
     s->id = id;
     s->state = ST_HEADERS;
+    s->opened_ms = gs__now_ms();
     gs__buf_init(&s->in, GS__GRPC_PREFIX_BYTES + GS_GRPC_MAX_MESSAGE_BYTES + H2_MAX_FRAME_BYTES);
     gs__buf_init(&s->out, GS_GRPC_MAX_QUEUED_BYTES);
     s->next = conn->streams;
@@ -227,11 +126,23 @@ static struct gs_grpc_stream *stream_new(struct gs__grpc_conn *conn, int32_t id)
     return s;
 }
 
-/* Frees the request body and gives its bytes back to the server's budget. */
+/* Frees the request body and gives its bytes back to the connection's and server's budget. */
 static void stream_drop_input(struct gs_grpc_server *srv, struct gs_grpc_stream *s)
 {
-    srv->in_bytes -= gs__buf_size(&s->in);
+    size_t n = gs__buf_size(&s->in);
+    srv->in_bytes -= n;
+    if (s->conn)
+        s->conn->in_bytes -= n;
     gs__buf_fini(&s->in);
+}
+
+void gs__stream_out_sync(struct gs_grpc_server *srv, struct gs_grpc_stream *s)
+{
+    size_t now = gs__buf_size(&s->out);
+    srv->stats.out_bytes = srv->stats.out_bytes - s->out_counted + now;
+    if (s->conn)
+        s->conn->out_bytes = s->conn->out_bytes - s->out_counted + now;
+    s->out_counted = now;
 }
 
 static void stream_unlink(struct gs_grpc_stream *s)
@@ -244,12 +155,15 @@ static void stream_unlink(struct gs_grpc_stream *s)
     if (s->next)
         s->next->prev = s->prev;
     s->prev = s->next = NULL;
+    if (conn && conn->streams == NULL)
+        conn->idle_since_ms = gs__now_ms();
 }
 
 static void stream_free(struct gs_grpc_server *srv, struct gs_grpc_stream *s)
 {
     stream_drop_input(srv, s);
     gs__buf_fini(&s->out);
+    gs__stream_out_sync(srv, s);
     free(s->status_message);
     free(s);
 }
@@ -262,10 +176,11 @@ static void stream_free(struct gs_grpc_server *srv, struct gs_grpc_stream *s)
 static void stream_retire(struct gs_grpc_server *srv, struct gs_grpc_stream *s, int reason)
 {
     stream_unlink(s);
-    s->conn = NULL;
-    s->h2_closed = true;
     stream_drop_input(srv, s);
     gs__buf_fini(&s->out);
+    gs__stream_out_sync(srv, s);
+    s->conn = NULL;
+    s->h2_closed = true;
     if (!s->app_owned) {
         stream_free(srv, s);
         return;
@@ -277,7 +192,7 @@ static void stream_retire(struct gs_grpc_server *srv, struct gs_grpc_stream *s, 
     else
         srv->closing_head = s;
     srv->closing_tail = s;
-    kick(srv);
+    gs__srv_kick(srv);
 }
 
 /* Runs the owed close callbacks; the callbacks may queue more, which run too. */
@@ -302,13 +217,14 @@ static ssize_t data_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t
                             void *user_data)
 {
     struct gs_grpc_stream *s = source->ptr;
+    struct gs__grpc_conn *conn = user_data;
     size_t avail = gs__buf_size(&s->out);
     size_t n = avail < length ? avail : length;
 
-    (void)user_data;
     if (n > 0) {
         memcpy(buf, gs__buf_head(&s->out), n);
         gs__buf_consume(&s->out, n);
+        gs__stream_out_sync(conn->srv, s);
     }
     if (gs__buf_size(&s->out) == 0 && s->finishing) {
         char code[16];
@@ -367,7 +283,7 @@ static int stream_finish(struct gs_grpc_stream *s, int status, const char *messa
 {
     int rc = GS_OK;
 
-    if (s->conn == NULL || s->h2_closed)
+    if (s->conn == NULL || s->h2_closed || s->reset)
         return GS_EIO;
     if (s->finishing)
         return GS_EINVAL;
@@ -384,12 +300,12 @@ static int stream_finish(struct gs_grpc_stream *s, int status, const char *messa
     } else {
         nghttp2_session_resume_data(s->conn->session, s->id);
     }
-    request_flush(s->conn);
+    gs__conn_request_flush(s->conn);
     return rc;
 }
 
 /* Answers a request early (before or instead of its handler) and drops the rest of it. */
-static void reject(struct gs_grpc_stream *s, int status, const char *message)
+void gs__stream_reject(struct gs_grpc_stream *s, int status, const char *message)
 {
     struct gs_grpc_server *srv = s->conn->srv;
     s->state = ST_DISCARD;
@@ -420,10 +336,11 @@ static int stream_queue(struct gs_grpc_stream *s, const void *data, size_t len)
 
     if (len > GS_GRPC_MAX_MESSAGE_BYTES)
         return GS_ERANGE;
-    if (GS__GRPC_PREFIX_BYTES + len > b->max_bytes - gs__buf_size(b))
-        return GS_ELIMIT;
+    int rc = gs__guard_out_room(s, GS__GRPC_PREFIX_BYTES + len);
+    if (rc != GS_OK)
+        return rc;
     gs__grpc_frame_prefix(prefix, false, (uint32_t)len);
-    int rc = gs__buf_append(b, prefix, sizeof prefix);
+    rc = gs__buf_append(b, prefix, sizeof prefix);
     if (rc != GS_OK)
         return rc;
     rc = gs__buf_append(b, data, len);
@@ -432,8 +349,10 @@ static int stream_queue(struct gs_grpc_stream *s, const void *data, size_t len)
         b->len -= sizeof prefix;
         if (b->len == b->off)
             b->off = b->len = 0;
+        return rc;
     }
-    return rc;
+    gs__stream_out_sync(s->conn->srv, s);
+    return GS_OK;
 }
 
 /* ---- dispatch ----------------------------------------------------------------------------- */
@@ -451,7 +370,7 @@ static void dispatch_unary(struct gs_grpc_stream *s, const uint8_t *msg, size_t 
             rc = submit_headers(s);
         if (rc == GS_OK)
             stream_finish(s, GS_GRPC_OK, NULL);
-        else
+        else if (!s->reset) /* a reset stream (output cap) is already over */
             stream_finish(s, GS_GRPC_INTERNAL, "server out of memory");
     } else {
         stream_finish(s, reply.status, reply.message);
@@ -469,24 +388,24 @@ static void dispatch(struct gs_grpc_stream *s)
     int rc = gs__grpc_frame_parse(gs__buf_head(&s->in), have, GS_GRPC_MAX_MESSAGE_BYTES, &f);
 
     if (rc == GS_ERANGE) {
-        reject(s, GS_GRPC_RESOURCE_EXHAUSTED, "request message larger than 4 MiB");
+        gs__stream_reject(s, GS_GRPC_RESOURCE_EXHAUSTED, "request message larger than 4 MiB");
         return;
     }
     if (rc != GS_OK) {
-        reject(s, GS_GRPC_INTERNAL, "invalid compressed flag in message prefix");
+        gs__stream_reject(s, GS_GRPC_INTERNAL, "invalid compressed flag in message prefix");
         return;
     }
     if (!f.complete) {
-        reject(s, GS_GRPC_INTERNAL,
-               have == 0 ? "missing request message" : "truncated request message");
+        gs__stream_reject(s, GS_GRPC_INTERNAL,
+                          have == 0 ? "missing request message" : "truncated request message");
         return;
     }
     if (f.frame_bytes != have) {
-        reject(s, GS_GRPC_INTERNAL, "more than one request message");
+        gs__stream_reject(s, GS_GRPC_INTERNAL, "more than one request message");
         return;
     }
     if (f.compressed) {
-        reject(s, GS_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+        gs__stream_reject(s, GS_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
         return;
     }
     s->state = ST_DISPATCHED;
@@ -524,7 +443,7 @@ static void on_request_headers(struct gs_grpc_stream *s)
     }
     char msg[GS_GRPC_MAX_METHOD_BYTES + 32];
     (void)snprintf(msg, sizeof msg, "unknown method %s", s->have_path ? s->path : "(too long)");
-    reject(s, GS_GRPC_UNIMPLEMENTED, msg);
+    gs__stream_reject(s, GS_GRPC_UNIMPLEMENTED, msg);
 }
 
 /* ---- nghttp2 callbacks -------------------------------------------------------------------- */
@@ -603,19 +522,19 @@ static bool check_prefix(struct gs_grpc_stream *s)
     int rc = gs__grpc_frame_parse(gs__buf_head(&s->in), have, GS_GRPC_MAX_MESSAGE_BYTES, &f);
 
     if (rc == GS_ERANGE) {
-        reject(s, GS_GRPC_RESOURCE_EXHAUSTED, "request message larger than 4 MiB");
+        gs__stream_reject(s, GS_GRPC_RESOURCE_EXHAUSTED, "request message larger than 4 MiB");
         return false;
     }
     if (rc != GS_OK) {
-        reject(s, GS_GRPC_INTERNAL, "invalid compressed flag in message prefix");
+        gs__stream_reject(s, GS_GRPC_INTERNAL, "invalid compressed flag in message prefix");
         return false;
     }
     if (f.have_prefix && f.compressed) {
-        reject(s, GS_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+        gs__stream_reject(s, GS_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
         return false;
     }
     if (f.complete && have > f.frame_bytes) {
-        reject(s, GS_GRPC_INTERNAL, "more than one request message");
+        gs__stream_reject(s, GS_GRPC_INTERNAL, "more than one request message");
         return false;
     }
     return true;
@@ -631,24 +550,25 @@ static int on_data_chunk_recv_cb(nghttp2_session *session, uint8_t flags, int32_
     struct gs_grpc_stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
     if (s == NULL || s->state != ST_BODY)
         return 0;
-    if (len > SERVER_MAX_REQUEST_BYTES - srv->in_bytes) {
-        reject(s, GS_GRPC_RESOURCE_EXHAUSTED, "server request buffers are full");
+    if (!gs__guard_body_room(s, len))
         return 0;
-    }
     int rc = gs__buf_append(&s->in, data, len);
     if (rc != GS_OK) {
-        reject(s, GS_GRPC_RESOURCE_EXHAUSTED,
-               rc == GS_ENOMEM ? "server out of memory" : "request larger than 4 MiB");
+        gs__stream_reject(s, GS_GRPC_RESOURCE_EXHAUSTED,
+                          rc == GS_ENOMEM ? "server out of memory" : "request larger than 4 MiB");
         return 0;
     }
     srv->in_bytes += len;
+    conn->in_bytes += len;
     check_prefix(s);
     return 0;
 }
 
 static int on_frame_recv_cb(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
-    (void)user_data;
+    struct gs__grpc_conn *conn = user_data;
+
+    conn->handshake_done = true; /* nghttp2 checked the preface; the first frame is SETTINGS */
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     struct gs_grpc_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
@@ -662,14 +582,17 @@ static int on_frame_recv_cb(nghttp2_session *session, const nghttp2_frame *frame
         if (s->state == ST_BODY)
             dispatch(s);
         else if (s->state == ST_HEADERS) /* trailers without a request: cannot happen */
-            reject(s, GS_GRPC_INTERNAL, "malformed request");
+            gs__stream_reject(s, GS_GRPC_INTERNAL, "malformed request");
     }
     return 0;
 }
 
 static int on_frame_send_cb(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
-    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR) {
+    struct gs__grpc_conn *conn = user_data;
+
+    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR &&
+        !conn->guard_closing) {
         char why[64];
         (void)snprintf(why, sizeof why, "protocol error (GOAWAY %s)",
                        nghttp2_http2_strerror(frame->goaway.error_code));
@@ -714,7 +637,7 @@ static void conn_update_events(struct gs__grpc_conn *conn)
     bool wr = nghttp2_session_want_write(conn->session);
     if (!rd && !wr) {
         /* GOAWAY exchanged or the session is over: nothing more to do on this connection. */
-        conn_mark_dead(conn);
+        gs__conn_mark_dead(conn);
         return;
     }
     if (conn->fd < 0)
@@ -723,16 +646,16 @@ static void conn_update_events(struct gs__grpc_conn *conn)
     if (ev != conn->ep_events) {
         struct epoll_event e = {.events = ev, .data.ptr = conn};
         if (epoll_ctl(conn->srv->epfd, EPOLL_CTL_MOD, conn->fd, &e) != 0) {
-            say(conn->srv, "grpc: connection %llu: epoll_ctl: %s", (unsigned long long)conn->serial,
-                strerror(errno));
-            conn_mark_dead(conn);
+            gs__srv_say(conn->srv, "grpc: connection %llu: epoll_ctl: %s",
+                        (unsigned long long)conn->serial, strerror(errno));
+            gs__conn_mark_dead(conn);
             return;
         }
         conn->ep_events = ev;
     }
 }
 
-static void conn_flush(struct gs__grpc_conn *conn)
+void gs__conn_flush(struct gs__grpc_conn *conn)
 {
     if (conn->dead)
         return;
@@ -743,20 +666,20 @@ static void conn_flush(struct gs__grpc_conn *conn)
         conn->busy--;
         if (rv != 0) {
             conn_failed(conn, nghttp2_strerror(rv));
-            conn_mark_dead(conn);
+            gs__conn_mark_dead(conn);
             return;
         }
     } while (conn->want_flush);
     conn_update_events(conn);
 }
 
-static void conn_mark_dead(struct gs__grpc_conn *conn)
+void gs__conn_mark_dead(struct gs__grpc_conn *conn)
 {
     if (conn->dead)
         return;
     conn->dead = true;
     conn->srv->n_dead++;
-    kick(conn->srv);
+    gs__srv_kick(conn->srv);
 }
 
 /* Feeds received bytes to nghttp2. Returns false when the connection failed. */
@@ -767,10 +690,18 @@ static bool conn_recv(struct gs__grpc_conn *conn, const uint8_t *data, size_t le
     conn->busy--;
     if (rv < 0) {
         conn_failed(conn, nghttp2_strerror((int)rv));
-        conn_mark_dead(conn);
+        gs__conn_mark_dead(conn);
         return false;
     }
     return true;
+}
+
+static void conn_on_readable(struct gs__grpc_conn *conn);
+
+void gs__conn_read_pending(struct gs__grpc_conn *conn)
+{
+    if (conn->fd >= 0 && !conn->dead)
+        conn_on_readable(conn);
 }
 
 static void conn_on_readable(struct gs__grpc_conn *conn)
@@ -788,18 +719,18 @@ static void conn_on_readable(struct gs__grpc_conn *conn)
             char why[96];
             (void)snprintf(why, sizeof why, "read: %s", strerror(errno));
             conn_failed(conn, why);
-            conn_mark_dead(conn);
+            gs__conn_mark_dead(conn);
             return;
         }
         if (n == 0) {
-            conn_mark_dead(conn);
+            gs__conn_mark_dead(conn);
             return;
         }
         if (!conn_recv(conn, buf, (size_t)n))
             return;
         total += (size_t)n;
     }
-    conn_flush(conn);
+    gs__conn_flush(conn);
 }
 
 static int conn_new(struct gs_grpc_server *srv, int fd, struct gs__buf *capture,
@@ -818,6 +749,7 @@ static int conn_new(struct gs_grpc_server *srv, int fd, struct gs__buf *capture,
     conn->fd = fd;
     conn->capture = capture;
     conn->serial = ++srv->next_serial;
+    conn->accepted_ms = conn->idle_since_ms = gs__now_ms();
     if (nghttp2_session_server_new2(&conn->session, srv->callbacks, conn, srv->option) != 0) {
         free(conn);
         return GS_ENOMEM;
@@ -898,22 +830,24 @@ static void accept_all(struct gs_grpc_server *srv)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                say(srv, "grpc: accept: %s", strerror(errno));
+                gs__srv_say(srv, "grpc: accept: %s", strerror(errno));
             return;
         }
-        if (srv->stats.connections >= GS_GRPC_MAX_CONNECTIONS) {
+        if (!gs__guard_admit(srv)) {
             srv->stats.connections_refused++;
-            say(srv, "grpc: refusing connection: %d connections open", GS_GRPC_MAX_CONNECTIONS);
+            gs__guard_say(srv, GUARD_REFUSED,
+                          "grpc: refusing connection: %zu connections open, none idle",
+                          srv->limits.max_connections);
             close(fd);
             continue;
         }
         struct gs__grpc_conn *conn;
         if (conn_new(srv, fd, NULL, &conn) != GS_OK) {
-            say(srv, "grpc: cannot set up a connection");
+            gs__srv_say(srv, "grpc: cannot set up a connection");
             close(fd);
             continue;
         }
-        conn_flush(conn); /* our SETTINGS */
+        gs__conn_flush(conn); /* our SETTINGS */
     }
 }
 
@@ -927,9 +861,11 @@ int gs_grpc_server_new(struct gs_grpc_server **out)
     *out = NULL;
     if (srv == NULL)
         return GS_ENOMEM;
-    srv->epfd = srv->wake_fd = srv->listen_fd = -1;
+    srv->epfd = srv->wake_fd = srv->listen_fd = srv->timer_fd = -1;
     srv->listen_tag = ITEM_LISTEN;
     srv->wake_tag = ITEM_WAKE;
+    srv->timer_tag = ITEM_TIMER;
+    gs_grpc_server_limits_default(&srv->limits);
     if (nghttp2_session_callbacks_new(&srv->callbacks) != 0)
         goto out;
     nghttp2_session_callbacks_set_send_callback(srv->callbacks, send_cb);
@@ -952,6 +888,12 @@ int gs_grpc_server_new(struct gs_grpc_server **out)
         goto out;
     struct epoll_event e = {.events = EPOLLIN, .data.ptr = &srv->wake_tag};
     if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->wake_fd, &e) != 0)
+        goto out;
+    srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (srv->timer_fd < 0)
+        goto out;
+    struct epoll_event te = {.events = EPOLLIN, .data.ptr = &srv->timer_tag};
+    if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->timer_fd, &te) != 0)
         goto out;
     *out = srv;
     return GS_OK;
@@ -979,6 +921,8 @@ void gs_grpc_server_free(struct gs_grpc_server *srv)
     }
     if (srv->wake_fd >= 0)
         close(srv->wake_fd);
+    if (srv->timer_fd >= 0)
+        close(srv->timer_fd);
     if (srv->epfd >= 0)
         close(srv->epfd);
     for (size_t i = 0; i < srv->n_methods; i++) {
@@ -1061,7 +1005,7 @@ int gs_grpc_server_listen(struct gs_grpc_server *srv, const char *socket_path)
             int live = connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
             close(probe);
             if (live) {
-                say(srv, "grpc: %s is served by another process", socket_path);
+                gs__srv_say(srv, "grpc: %s is served by another process", socket_path);
                 return GS_EEXIST;
             }
         }
@@ -1073,21 +1017,21 @@ int gs_grpc_server_listen(struct gs_grpc_server *srv, const char *socket_path)
     memcpy(copy, socket_path, n + 1);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        say(srv, "grpc: socket: %s", strerror(errno));
+        gs__srv_say(srv, "grpc: socket: %s", strerror(errno));
         goto out;
     }
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        say(srv, "grpc: bind %s: %s", socket_path, strerror(errno));
+        gs__srv_say(srv, "grpc: bind %s: %s", socket_path, strerror(errno));
         goto out;
     }
     if (lstat(socket_path, &st) != 0 || listen(fd, 64) != 0) {
-        say(srv, "grpc: listen %s: %s", socket_path, strerror(errno));
+        gs__srv_say(srv, "grpc: listen %s: %s", socket_path, strerror(errno));
         unlink(socket_path);
         goto out;
     }
     struct epoll_event e = {.events = EPOLLIN, .data.ptr = &srv->listen_tag};
     if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
-        say(srv, "grpc: epoll_ctl: %s", strerror(errno));
+        gs__srv_say(srv, "grpc: epoll_ctl: %s", strerror(errno));
         unlink(socket_path);
         goto out;
     }
@@ -1125,6 +1069,7 @@ void gs_grpc_server_set_log(struct gs_grpc_server *srv, gs_grpc_log_fn fn, void 
 void gs_grpc_server_stats(const struct gs_grpc_server *srv, struct gs_grpc_server_stats *out)
 {
     *out = srv->stats;
+    out->request_bytes = srv->in_bytes;
 }
 
 /* Finishes a round of work: reaps dead connections and runs owed close callbacks. */
@@ -1159,15 +1104,22 @@ int gs_grpc_server_run_once(struct gs_grpc_server *srv, int timeout_ms)
             uint64_t v;
             ssize_t r = read(srv->wake_fd, &v, sizeof v);
             (void)r;
+        } else if (*kind == ITEM_TIMER) {
+            uint64_t v;
+            ssize_t r = read(srv->timer_fd, &v, sizeof v);
+            (void)r;
+            srv->timer_at_ms = 0; /* one-shot: fired, so disarmed; the sweep below runs */
         } else {
             struct gs__grpc_conn *conn = (struct gs__grpc_conn *)kind;
             if (!conn->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 conn_on_readable(conn);
             if (!conn->dead && (evs[i].events & EPOLLOUT))
-                conn_flush(conn);
+                gs__conn_flush(conn);
         }
     }
+    gs__guard_sweep(srv);
     epilogue(srv);
+    gs__guard_arm(srv);
     srv->in_run--;
     if (srv->n_dead > 0 || srv->closing_head)
         gs_grpc_server_wake(srv);
@@ -1229,24 +1181,28 @@ int gs_grpc_reply_error(struct gs_grpc_reply *reply, int status, const char *mes
 
 int gs_grpc_stream_send(struct gs_grpc_stream *stream, const void *data, size_t len)
 {
-    if (stream->conn == NULL || stream->h2_closed || stream->conn->dead)
+    if (stream->conn == NULL || stream->h2_closed || stream->conn->dead || stream->reset)
         return GS_EIO;
     if (stream->finishing)
         return GS_EINVAL;
     size_t before = gs__buf_size(&stream->out);
+    struct gs__grpc_conn *conn = stream->conn;
     int rc = stream_queue(stream, data, len);
-    if (rc != GS_OK)
+    if (rc != GS_OK) {
+        gs__conn_request_flush(conn); /* the RST_STREAM of streams reset for room */
         return rc;
+    }
     if (!stream->headers_submitted) {
         rc = submit_headers(stream);
         if (rc != GS_OK) {
             stream->out.len = stream->out.off + before;
+            gs__stream_out_sync(conn->srv, stream);
             return rc;
         }
     } else {
         nghttp2_session_resume_data(stream->conn->session, stream->id);
     }
-    request_flush(stream->conn);
+    gs__conn_request_flush(stream->conn);
     return GS_OK;
 }
 
@@ -1292,11 +1248,11 @@ int gs__grpc_server_mem_conn(struct gs_grpc_server *srv, struct gs__buf *capture
                              struct gs__grpc_conn **out)
 {
     *out = NULL;
-    if (srv->stats.connections >= GS_GRPC_MAX_CONNECTIONS)
+    if (srv->stats.connections >= srv->limits.max_connections)
         return GS_ELIMIT;
     int rc = conn_new(srv, -1, capture, out);
     if (rc == GS_OK)
-        conn_flush(*out);
+        gs__conn_flush(*out);
     return rc;
 }
 
@@ -1306,7 +1262,7 @@ int gs__grpc_conn_feed(struct gs__grpc_conn *conn, const uint8_t *data, size_t l
 
     srv->in_run++;
     if (!conn->dead && conn_recv(conn, data, len))
-        conn_flush(conn);
+        gs__conn_flush(conn);
     epilogue(srv);
     srv->in_run--;
     return conn->dead ? GS_EPARSE : GS_OK;

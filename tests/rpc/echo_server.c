@@ -9,12 +9,19 @@
  *                          the queue drains, as the node agent pushes ListAndWatch updates.
  *                          count 0xffffffff sends one message and holds the stream open.
  *   /gs.test.Echo/Stats    text counters: "open=N opened=N finished=N cancelled=N
- *                          disconnected=N conns=N failed=N"
+ *                          disconnected=N conns=N failed=N" and the server's defence
+ *                          counters (struct gs_grpc_server_stats): accepted refused evicted
+ *                          handshake_timeout idle_timeout reset_output refused_body
+ *                          body_timeout out_bytes request_bytes
  *   /v1beta1.DevicePlugin/...  the five device plugin methods over eight fake devices.
- * Usage: echo_server SOCKET_PATH. Prints "ready" once listening; exits 0 on SIGTERM/SIGINT
- * after freeing everything (so ASan's leak check covers shutdown with open streams).
+ * Usage: echo_server [--LIMIT VALUE]... SOCKET_PATH, where LIMIT is a field of struct
+ * gs_grpc_server_limits with '_' written '-' (--handshake-timeout-ms 300); the rest keep
+ * their defaults. Prints "ready" once listening; exits 0 on SIGTERM/SIGINT after freeing
+ * everything (so ASan's leak check covers shutdown with open streams).
  */
 #define _POSIX_C_SOURCE 200809L /* sigaction */
+
+#include <errno.h>
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -27,7 +34,7 @@
 #include "gpusched/err.h"
 #include "gpusched/grpc.h"
 
-#define MAX_STREAMS 256
+#define MAX_STREAMS 512
 #define N_DEVICES 8
 /** Keep at most this much queued per stream before pushing more (back-pressure). */
 #define PUSH_HIGH_WATER_BYTES (2u * 1024u * 1024u)
@@ -91,16 +98,24 @@ static void h_fail(void *user, const uint8_t *req, size_t len, struct gs_grpc_re
 static void h_stats(void *user, const uint8_t *req, size_t len, struct gs_grpc_reply *reply)
 {
     struct gs_grpc_server_stats st;
-    char text[256];
+    char text[1024];
     (void)user;
     (void)req;
     (void)len;
     gs_grpc_server_stats(g.srv, &st);
-    int n = snprintf(text, sizeof text,
-                     "open=%d opened=%d finished=%d cancelled=%d disconnected=%d conns=%zu "
-                     "failed=%llu",
-                     g.n_streams, g.opened, g.finished, g.cancelled, g.disconnected, st.connections,
-                     (unsigned long long)st.connections_failed);
+    int n = snprintf(
+        text, sizeof text,
+        "open=%d opened=%d finished=%d cancelled=%d disconnected=%d conns=%zu "
+        "failed=%llu accepted=%llu refused=%llu evicted=%llu handshake_timeout=%llu "
+        "idle_timeout=%llu reset_output=%llu refused_body=%llu body_timeout=%llu "
+        "out_bytes=%zu request_bytes=%zu",
+        g.n_streams, g.opened, g.finished, g.cancelled, g.disconnected, st.connections,
+        (unsigned long long)st.connections_failed, (unsigned long long)st.connections_accepted,
+        (unsigned long long)st.connections_refused, (unsigned long long)st.connections_evicted,
+        (unsigned long long)st.connections_handshake_timeout,
+        (unsigned long long)st.connections_idle_timeout,
+        (unsigned long long)st.streams_reset_output, (unsigned long long)st.requests_refused_body,
+        (unsigned long long)st.requests_body_timeout, st.out_bytes, st.request_bytes);
     gs_grpc_reply_bytes(reply, text, (size_t)n);
 }
 
@@ -108,10 +123,15 @@ static void h_stats(void *user, const uint8_t *req, size_t len, struct gs_grpc_r
 static int push_one(struct active *a)
 {
     uint8_t *p = malloc(a->size ? a->size : 1);
+    uint8_t block[256];
     if (p == NULL)
         return GS_ENOMEM;
-    for (uint32_t i = 0; i < a->size; i++)
-        p[i] = (uint8_t)(31u * i + a->next);
+    /* 31 is odd, so the pattern repeats every 256 bytes: copy one period at a time (byte by
+     * byte, megabyte messages are slow under the sanitizers). */
+    for (uint32_t i = 0; i < sizeof block; i++)
+        block[i] = (uint8_t)(31u * i + a->next);
+    for (uint32_t i = 0; i < a->size; i += sizeof block)
+        memcpy(p + i, block, a->size - i < sizeof block ? a->size - i : sizeof block);
     int rc = gs_grpc_stream_send(a->stream, p, a->size);
     free(p);
     if (rc == GS_OK)
@@ -340,17 +360,70 @@ static void h_prestart(void *user, const uint8_t *req, size_t len, struct gs_grp
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
+/* Parses a non-negative decimal option value; false when it is not one. */
+static bool parse_u64(const char *text, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtoull(text, &end, 10);
+    return text[0] >= '0' && text[0] <= '9' && *end == '\0' && errno == 0;
+}
+
+/* Reads --LIMIT VALUE pairs into *l; returns the index of the socket path, or -1. */
+static int parse_limits(int argc, char **argv, struct gs_grpc_server_limits *l)
+{
+    int i = 1;
+    for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
+        unsigned long long v;
+        const char *name = argv[i] + 2;
+        if (!parse_u64(argv[i + 1], &v) || v > INT32_MAX) {
+            (void)fprintf(stderr, "echo_server: %s: want a number up to %d, got \"%s\"\n", argv[i],
+                          INT32_MAX, argv[i + 1]);
+            return -1;
+        }
+        if (strcmp(name, "handshake-timeout-ms") == 0)
+            l->handshake_timeout_ms = (int)v;
+        else if (strcmp(name, "idle-timeout-ms") == 0)
+            l->idle_timeout_ms = (int)v;
+        else if (strcmp(name, "body-timeout-ms") == 0)
+            l->body_timeout_ms = (int)v;
+        else if (strcmp(name, "max-connections") == 0)
+            l->max_connections = (size_t)v;
+        else if (strcmp(name, "conn-out-max-bytes") == 0)
+            l->conn_out_max_bytes = (size_t)v;
+        else if (strcmp(name, "server-out-max-bytes") == 0)
+            l->server_out_max_bytes = (size_t)v;
+        else if (strcmp(name, "conn-body-max-bytes") == 0)
+            l->conn_body_max_bytes = (size_t)v;
+        else if (strcmp(name, "server-body-max-bytes") == 0)
+            l->server_body_max_bytes = (size_t)v;
+        else {
+            (void)fprintf(stderr, "echo_server: unknown option %s\n", argv[i]);
+            return -1;
+        }
+    }
+    return i + 1 == argc ? i : -1;
+}
+
 int main(int argc, char **argv)
 {
     struct sigaction sa;
+    struct gs_grpc_server_limits limits;
     int rc = 1;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: echo_server SOCKET_PATH\n");
+    gs_grpc_server_limits_default(&limits);
+    int path_idx = parse_limits(argc, argv, &limits);
+    if (path_idx < 0) {
+        (void)fprintf(stderr, "usage: echo_server [--LIMIT VALUE]... SOCKET_PATH\n");
         return 2;
     }
     if (gs_grpc_server_new(&g.srv) != GS_OK)
         return 1;
+    if (gs_grpc_server_set_limits(g.srv, &limits) != GS_OK) {
+        (void)fprintf(stderr, "echo_server: a limit is 0\n");
+        gs_grpc_server_free(g.srv);
+        return 2;
+    }
     gs_grpc_server_set_log(g.srv, log_line, NULL);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -376,9 +449,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "echo_server: cannot register methods\n");
         goto out;
     }
-    int lrc = gs_grpc_server_listen(g.srv, argv[1]);
+    int lrc = gs_grpc_server_listen(g.srv, argv[path_idx]);
     if (lrc != GS_OK) {
-        fprintf(stderr, "echo_server: listen %s: %s\n", argv[1], gs_strerror(lrc));
+        fprintf(stderr, "echo_server: listen %s: %s\n", argv[path_idx], gs_strerror(lrc));
         goto out;
     }
     printf("ready\n");

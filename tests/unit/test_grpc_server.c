@@ -4,9 +4,11 @@
  * on the main thread. Covered: unary and streaming calls, 1 MiB and 4 MiB messages through flow
  * control, status and message round trips, every way a request can be malformed, unknown
  * methods, client deadlines, stream cancellation, pushes from the server's loop after a wake,
- * the send queue limit, a connection sending garbage next to a healthy one, and shutdown with
- * open streams. Everything runs under ASan+UBSan, which also checks that every stream and
- * connection is freed on each path.
+ * the send queue limit (the stream is reset and its queue freed), a connection sending garbage
+ * next to a healthy one, shutdown with open streams, the server limits' defaults and
+ * validation, and a full connection table evicting an idle connection but never a busy one
+ * (tests/rpc/test_hostile_clients.py covers the other defences against real clients). Everything
+ * runs under ASan+UBSan, which also checks that every stream and connection is freed on each path.
  */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, nanosleep */
 
@@ -224,13 +226,16 @@ static void h_flood_open(void *user, const uint8_t *req, size_t len, struct gs_g
     (void)req;
     (void)len;
     atomic_fetch_add(&fx->opened, 1);
+    CHECK(fx, gs_grpc_stream_send(s, NULL, GS_GRPC_MAX_MESSAGE_BYTES + 1) == GS_ERANGE);
     while ((rc = gs_grpc_stream_send(s, p, GS_GRPC_MAX_MESSAGE_BYTES)) == GS_OK)
         accepted++;
     free(p);
-    CHECK(fx, gs_grpc_stream_send(s, NULL, GS_GRPC_MAX_MESSAGE_BYTES + 1) == GS_ERANGE);
+    /* At the cap the server resets the stream and frees its queue: it is gone. */
+    CHECK(fx, gs_grpc_stream_send(s, "x", 1) == GS_EIO);
+    CHECK(fx, gs_grpc_stream_queued_bytes(s) == 0);
+    CHECK(fx, gs_grpc_stream_finish(s, GS_GRPC_OK, NULL) == GS_EIO);
     atomic_store(&fx->flood_accepted, accepted);
     atomic_store(&fx->flood_rc, rc);
-    gs_grpc_stream_finish(s, GS_GRPC_OK, NULL);
 }
 
 static void *loop(void *arg)
@@ -264,7 +269,8 @@ static void server_stats(struct fx *fx, struct gs_grpc_server_stats *out)
     *out = fx->stats;
 }
 
-static int setup(void **state)
+/* Starts the server with the given limits (NULL: the defaults) and its loop thread. */
+static int setup_with(void **state, const struct gs_grpc_server_limits *limits)
 {
     struct fx *fx = calloc(1, sizeof *fx);
     assert_non_null(fx);
@@ -286,10 +292,26 @@ static int setup(void **state)
     assert_int_equal(
         gs_grpc_server_add_stream(fx->srv, "/t.Echo/Flood", h_flood_open, h_stream_close, fx),
         GS_OK);
+    if (limits)
+        assert_int_equal(gs_grpc_server_set_limits(fx->srv, limits), GS_OK);
     assert_int_equal(gs_grpc_server_listen(fx->srv, fx->sock), GS_OK);
     assert_int_equal(pthread_create(&fx->thread, NULL, loop, fx), 0);
     *state = fx;
     return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_with(state, NULL);
+}
+
+/* A table of two connections, for the eviction test. */
+static int setup_two_connections(void **state)
+{
+    struct gs_grpc_server_limits l;
+    gs_grpc_server_limits_default(&l);
+    l.max_connections = 2;
+    return setup_with(state, &l);
 }
 
 static void stop_loop(struct fx *fx)
@@ -646,11 +668,15 @@ static void test_send_queue_is_bounded(void **state)
     assert_int_equal(atomic_load(&fx->flood_rc), GS_ELIMIT);
     /* 3 * (4 MiB + 5) fits in 16 MiB, a fourth does not. */
     assert_int_equal(atomic_load(&fx->flood_accepted), 3);
-    uint8_t *want = pattern(GS_GRPC_MAX_MESSAGE_BYTES, 1);
-    read_message(c, want, GS_GRPC_MAX_MESSAGE_BYTES);
-    free(want);
-    gs_grpc_client_stream_cancel(c);
+    /* The stream was reset (RST_STREAM CANCEL) with its 12 MiB queue: the client sees the
+     * reset as CANCELLED (nothing had left: the handler queued all four inside one nghttp2
+     * call), and no queued byte stays. */
+    read_end(c, GS_GRPC_CANCELLED);
     wait_for(&fx->closed[GS_GRPC_CLOSE_CANCELLED], 1);
+    struct gs_grpc_server_stats st;
+    server_stats(fx, &st);
+    assert_int_equal(st.streams_reset_output, 1);
+    assert_int_equal(st.out_bytes, 0);
     gs_grpc_client_free(c);
 }
 
@@ -853,6 +879,101 @@ static void test_registration_and_listen_errors(void **state)
     assert_int_not_equal(stat(path, &st), 0);
 }
 
+static void test_limits_defaults_and_validation(void **state)
+{
+    struct gs_grpc_server_limits l, bad;
+    struct gs_grpc_server *s;
+    (void)state;
+
+    /* The defaults grpc.h documents. */
+    gs_grpc_server_limits_default(&l);
+    assert_int_equal(l.handshake_timeout_ms, 10000);
+    assert_int_equal(l.idle_timeout_ms, 300000);
+    assert_int_equal(l.body_timeout_ms, 30000);
+    assert_int_equal(l.max_connections, 64);
+    assert_int_equal(l.conn_out_max_bytes, 16 * (size_t)MIB);
+    assert_int_equal(l.server_out_max_bytes, 32 * (size_t)MIB);
+    assert_int_equal(l.conn_body_max_bytes, 8 * (size_t)MIB);
+    assert_int_equal(l.server_body_max_bytes, 32 * (size_t)MIB);
+    /* A request of the largest size fits in one connection's share, and a full stream queue in
+     * one connection's output cap. */
+    assert_true(l.conn_body_max_bytes >= GS_GRPC_MAX_MESSAGE_BYTES + 5);
+    assert_true(l.conn_out_max_bytes >= GS_GRPC_MAX_QUEUED_BYTES);
+
+    assert_int_equal(gs_grpc_server_new(&s), GS_OK);
+    assert_int_equal(gs_grpc_server_set_limits(s, &l), GS_OK);
+    /* Each zero or negative field is refused on its own. */
+    for (int field = 0; field < 8; field++) {
+        bad = l;
+        switch (field) {
+        case 0:
+            bad.handshake_timeout_ms = 0;
+            break;
+        case 1:
+            bad.idle_timeout_ms = -1;
+            break;
+        case 2:
+            bad.body_timeout_ms = 0;
+            break;
+        case 3:
+            bad.max_connections = 0;
+            break;
+        case 4:
+            bad.conn_out_max_bytes = 0;
+            break;
+        case 5:
+            bad.server_out_max_bytes = 0;
+            break;
+        case 6:
+            bad.conn_body_max_bytes = 0;
+            break;
+        default:
+            bad.server_body_max_bytes = 0;
+            break;
+        }
+        assert_int_equal(gs_grpc_server_set_limits(s, &bad), GS_EINVAL);
+    }
+    gs_grpc_server_free(s);
+}
+
+static void test_full_table_evicts_idle_and_refuses_only_when_all_are_busy(void **state)
+{
+    struct fx *fx = *state;
+    struct gs_grpc_client *a = client(fx), *b = client(fx), *c = client(fx);
+    struct gs_grpc_server_stats st;
+    struct gs_grpc_result r;
+
+    /* max_connections 2: a and b each hold a call, so c is closed at accept. */
+    assert_int_equal(gs_grpc_client_stream_start(a, "/t.Echo/Hold", "", 0, T_MS), GS_OK);
+    assert_int_equal(gs_grpc_client_stream_start(b, "/t.Echo/Hold", "", 0, T_MS), GS_OK);
+    read_message(a, "first", 5);
+    read_message(b, "first", 5);
+    assert_int_equal(gs_grpc_client_unary(c, "/t.Echo/Unary", "c", 1, T_MS, &r), GS_OK);
+    assert_int_equal(r.status, GS_GRPC_UNAVAILABLE);
+    gs_grpc_result_fini(&r);
+    server_stats(fx, &st);
+    assert_int_equal(st.connections_refused, 1);
+    assert_int_equal(st.connections_evicted, 0);
+
+    /* a ends its call: its connection is idle now, and c takes its place. */
+    gs_grpc_client_stream_cancel(a);
+    wait_for(&fx->closed[GS_GRPC_CLOSE_CANCELLED], 1);
+    assert_int_equal(gs_grpc_client_unary(c, "/t.Echo/Unary", "c", 1, T_MS, &r), GS_OK);
+    assert_int_equal(r.status, GS_GRPC_OK);
+    gs_grpc_result_fini(&r);
+    server_stats(fx, &st);
+    assert_int_equal(st.connections_evicted, 1);
+    assert_int_equal(st.connections_refused, 1);
+    assert_int_equal(st.connections, 2);
+    /* b's call was never touched. */
+    atomic_store(&fx->push_requests, 1);
+    gs_grpc_server_wake(fx->srv);
+    read_message(b, "push", 4);
+    gs_grpc_client_free(a);
+    gs_grpc_client_free(b);
+    gs_grpc_client_free(c);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -874,6 +995,10 @@ int main(void)
         T(test_concurrent_clients_are_all_served),
         T(test_shutdown_closes_open_streams),
         T(test_registration_and_listen_errors),
+        cmocka_unit_test(test_limits_defaults_and_validation),
+        cmocka_unit_test_setup_teardown(
+            test_full_table_evicts_idle_and_refuses_only_when_all_are_busy, setup_two_connections,
+            teardown),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
