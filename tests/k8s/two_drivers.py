@@ -284,7 +284,7 @@ class Case:
         self.unhealthy = {}  # node -> GPU indices made unhealthy through allocatable
         self.last_pod_s = None  # the wall second of the last pod created
         self.gang_of = {}  # "ns/name" of a gang member -> "ns/podgroup"
-        self.gang_cycles = []  # what gangs_at_once() found, for the report
+        self.notes = []  # what gangs_at_once() and the pace found, for the report
         self.sched = None
 
     # ---- writing objects -----------------------------------------------------------------
@@ -514,8 +514,8 @@ class Case:
                 out.append("  gang %s: members bound in scheduler cycles %s, not in one" %
                            (gang, cycles))
             else:
-                self.gang_cycles.append("%s: %d members in cycle %s" %
-                                        (gang, len(members), cycles[members[0]]))
+                self.notes.append("gang %s: %d members in cycle %s" %
+                                  (gang, len(members), cycles[members[0]]))
         return out
 
     def start_scheduler(self):
@@ -577,6 +577,12 @@ class Case:
         finally:
             self.stop_scheduler()
         late = pace_kept([at for at, _, _ in cps], walls, durations)
+        if durations:
+            self.notes.append("steps at wall +%s s for case t_s %s (durations %s scaled to %s s)" %
+                              (",".join("%.1f" % (w - walls[0]) for w in walls),
+                               ",".join("%g" % at for at, _, _ in cps),
+                               ",".join(str(d) for d, _ in durations),
+                               ",".join(str(w) for _, w in durations)))
         return late or self.read_back(want)
 
     def read_back(self, want):
@@ -745,7 +751,7 @@ def worker(n, binary, src, work, queue, results, lock):
                 status = "FAIL" if problems else "ok"
                 print("%s: %s (--policy %s, plane %d): %.1f s%s" %
                       (status, case, policy, n, time.time() - t0,
-                       "".join("; gang " + g for g in c.gang_cycles)), flush=True)
+                       "".join("; " + note for note in c.notes)), flush=True)
                 if problems:
                     print("\n".join(problems), flush=True)
             clean(pl)
