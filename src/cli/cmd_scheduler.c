@@ -218,6 +218,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->text = ev->reason ? strdup(ev->reason) : NULL;
     a->by = ev->by ? strdup(ev->by) : NULL;
     a->gang = ev->kind == GS_KEV_BIND && ev->gang ? strdup(ev->gang) : NULL;
+    a->cycle = s->cycle;
     if (ev->kind == GS_KEV_BIND) {
         a->gpus = json_array();
         /* The UUID when the node's agent published its inventory, for the agent to check. */
@@ -1314,6 +1315,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         }
         int64_t c0_ns = mono_ns();
         (void)json_object_clear(s.failed_told); /* do_pending's posts of this cycle, from now */
+        s.cycle = cycles + 1; /* the decisions of this cycle say so (the bind log line) */
         rc = gs_kworld_cycle(s.world, gs__sched_wall_ms(), &changes, err, sizeof(err));
         cycles++;
         if (s.acct && rc == GS_OK &&

@@ -198,8 +198,8 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
         free(k);
         gs_schedmetrics_bind(s->metrics, true);
         gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
-        gs__sched_logf("info", "bound pod=%s/%s node=%s gpus=%s", a->ns, a->name, a->node,
-                       bc->ann ? bc->ann : "");
+        gs__sched_logf("info", "bound pod=%s/%s node=%s cycle=%llu gpus=%s", a->ns, a->name,
+                       a->node, (unsigned long long)a->cycle, bc->ann ? bc->ann : "");
         if (a->gang) {
             json_t *set = json_object_get(s->gang_bound, a->gang);
             if (!set && json_object_set_new(s->gang_bound, a->gang, set = json_object()))

@@ -25,8 +25,9 @@ struct gs__sched_acct; /* sched_acct.h */
 struct action {
     enum gs_kevent_kind kind;
     char *ns, *name, *uid, *node, *text, *by;
-    json_t *gpus; /* BIND: the assignment's gpus array */
-    char *gang;   /* BIND: "ns/podgroup" of the pod's gang; NULL when none */
+    json_t *gpus;   /* BIND: the assignment's gpus array */
+    char *gang;     /* BIND: "ns/podgroup" of the pod's gang; NULL when none */
+    uint64_t cycle; /* the scheduling cycle that decided it (1 = the first) */
 };
 
 /*
@@ -67,8 +68,9 @@ struct sched {
     bool dirty;
     bool lost; /* the Lease was lost: send nothing more */
     uint64_t binds, bind_failures, evictions, status_patches;
-    struct gs_kevents *events;         /* the Event recorder (kevents.h); NULL: none written */
-    struct gs_schedmetrics *metrics;   /* NULL when not served; its calls take NULL */
+    uint64_t cycle;                  /* the scheduling cycle running or last run (1 = the first) */
+    struct gs_kevents *events;       /* the Event recorder (kevents.h); NULL: none written */
+    struct gs_schedmetrics *metrics; /* NULL when not served; its calls take NULL */
     struct gs_webhook_server *webhook; /* the admission webhook; NULL when not served */
     /* Pods held out of the world until due: "ns/name" -> {"ns", "name", "due_ms"}. A refused
      * bind's pod waits out its backoff here (holding nothing); a pod whose bind or re-read

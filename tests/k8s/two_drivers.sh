@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The semantics tests of the core through both drivers (tests/k8s/two_drivers.py): each
-# tests/data/whatif case below runs through `gpusched whatif` (tests/integration/whatif.sh checks
-# that against CASE.expected) and here through `gpusched scheduler` on a real API server, with
-# the same expected results; then `whatif --kubeconfig` reads the live cluster back and agrees.
-# On a control plane of this test's own: the cases need exact node counts in their reasons.
+# The semantics tests of the core through both drivers (tests/k8s/two_drivers.py): every
+# tests/data/whatif case (all 18 that tests/integration/whatif.sh runs, with the same policy and
+# timeline) runs through `gpusched whatif` (whatif.sh checks that against CASE.expected) and
+# here through `gpusched scheduler` on a real API server, the timeline's steps applied through
+# the API, with the same expected results checked after the dump and after each step; then
+# `whatif --kubeconfig` reads the live cluster back and agrees. What is compared, and how each
+# timeline action is played on the API server, is in two_drivers.py's header.
+# On control planes of this test's own (GPUSCHED_TWO_DRIVERS_JOBS of them, default 2, each
+# running its share of the cases one after another): the cases need exact node counts in their
+# reasons, so no two cases share a plane at once.
 #
 # Usage: two_drivers.sh GPUSCHED_BINARY
 set -euo pipefail
@@ -11,20 +16,22 @@ set -euo pipefail
 bin=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
-run=$$
 tmp=$(mktemp -d)
-log=$tmp/unused.log
-# shellcheck source=tests/k8s/fault_lib.sh
-source "$HERE/fault_lib.sh"
+jobs=${GPUSCHED_TWO_DRIVERS_JOBS:-2}
 
 cleanup() {
-    bash "$HERE/control-plane.sh" down --state "$tmp/cp" >/dev/null 2>&1 || true
+    local d
+    for d in "$tmp"/cp*; do
+        [ -d "$d" ] && bash "$HERE/control-plane.sh" down --state "$d" >/dev/null 2>&1 || true
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-private_plane
-# The policies are those tests/integration/whatif.sh runs each case with.
-python3 "$HERE/two_drivers.py" "$bin" "$SRC" selector:fgd foreign:fgd reclaim:fgd preempt:fgd \
-    inventory:fgd xres:bestfit sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd \
-    sharing_adopt:fgd mig_capacity:fgd
+# The longest cases first, so that the planes finish together. The policies are those
+# tests/integration/whatif.sh runs each case with.
+python3 "$HERE/two_drivers.py" "$bin" "$SRC" "$tmp" "$jobs" \
+    gang_loss:bestfit lifecycle:bestfit pdb_late:fgd sharing_modes:fgd gang:bestfit \
+    selector:fgd foreign:fgd reclaim:fgd preempt:fgd pdb:fgd inventory:fgd xres:bestfit \
+    sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd sharing_adopt:fgd \
+    sharing_refused:fgd mig_capacity:fgd
