@@ -187,6 +187,9 @@ struct gs_dp_device {
     uint32_t slices;              /**< slices of a fractions GPU ("<uuid>::slice-<n>", n in
                                        replica), 0 when not a slice */
     int32_t numa_node;            /**< NUMA node of the GPU, -1 unknown (no topology sent) */
+    bool retired;                 /**< gone from the hardware (its GPU was re-partitioned) but
+                                       held by a container: listed Unhealthy, never proposed,
+                                       Allocate refuses it (gs_dp_model_retain); mig is -1 */
 };
 
 /** One advertised resource: one socket, one registration, one ListAndWatch list. */
@@ -290,6 +293,20 @@ enum gs_dp_res_change {
  */
 int gs_dp_model_carry(const struct gs_dp_model *prev, struct gs_dp_model *next,
                       enum gs_dp_res_change *change, char *err, size_t cap);
+
+/**
+ * Keeps the devices a container holds when the hardware took them away (an operator
+ * re-partitioned a GPU under a pod): each device of prev whose ID is in in_use and in no
+ * resource of next is appended to next's resource at the same position (same name), retired
+ * (mig -1), so that kubelet sees it Unhealthy rather than gone. Retired devices of prev no
+ * longer in in_use are dropped (next, built afresh, lacks them). Call after gs_dp_model_carry.
+ * @param in_use    n_in_use device IDs containers hold (kubelet's PodResources); borrowed.
+ * @param n_retained  receives how many devices next now holds retired; may be NULL.
+ * @return GS_OK; GS_EINVAL (NULL arguments); GS_ELIMIT (over GS_DP_DEVICES_MAX); GS_ENOMEM.
+ *         On failure next may hold some of the retained devices: free it.
+ */
+int gs_dp_model_retain(const struct gs_dp_model *prev, struct gs_dp_model *next,
+                       const char *const *in_use, uint32_t n_in_use, uint32_t *n_retained);
 
 /**
  * The withdrawal step between prev and a carried next: prev's positions (n_resources =

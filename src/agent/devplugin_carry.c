@@ -56,13 +56,14 @@ static int fail(char *err, size_t cap, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* Whether two resources list the same device IDs in the same order. */
+/* Whether two resources list the same device IDs in the same order, retired alike. */
 static bool same_list(const struct gs_dp_resource *x, const struct gs_dp_resource *y)
 {
     if (x->n_devices != y->n_devices)
         return false;
     for (uint32_t d = 0; d < x->n_devices; d++)
-        if (strcmp(x->devices[d].id, y->devices[d].id) != 0)
+        if (strcmp(x->devices[d].id, y->devices[d].id) != 0 ||
+            x->devices[d].retired != y->devices[d].retired)
             return false;
     return true;
 }
@@ -174,6 +175,78 @@ static int filtered(struct gs_dp_resource *dst, const struct gs_dp_resource *src
         if (gs_dp_model_find(keep, src->devices[d].id) >= 0)
             dst->devices[dst->n_devices++] = src->devices[d];
     index_ids(dst);
+    return GS_OK;
+}
+
+static bool listed(const char *const *ids, uint32_t n, const char *id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] != NULL && strcmp(ids[i], id) == 0)
+            return true;
+    return false;
+}
+
+static bool in_model(const struct gs_dp_model *m, const char *id)
+{
+    for (uint32_t i = 0; i < m->n_resources; i++)
+        if (gs_dp_model_find(&m->resources[i], id) >= 0)
+            return true;
+    return false;
+}
+
+int gs_dp_model_retain(const struct gs_dp_model *prev, struct gs_dp_model *next,
+                       const char *const *in_use, uint32_t n_in_use, uint32_t *n_retained)
+{
+    if (n_retained != NULL)
+        *n_retained = 0;
+    if (prev == NULL || next == NULL || (in_use == NULL && n_in_use > 0))
+        return GS_EINVAL;
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < prev->n_resources && i < next->n_resources; i++) {
+        const struct gs_dp_resource *was = &prev->resources[i];
+        struct gs_dp_resource *r = &next->resources[i];
+        if (strcmp(was->name, r->name) != 0)
+            continue; /* a replaced position: its resource was empty */
+        uint32_t keep = 0;
+        for (uint32_t d = 0; d < was->n_devices; d++)
+            keep +=
+                listed(in_use, n_in_use, was->devices[d].id) && !in_model(next, was->devices[d].id)
+                    ? 1u
+                    : 0u;
+        if (keep == 0)
+            continue;
+        if ((uint64_t)r->n_devices + keep > GS_DP_DEVICES_MAX)
+            return GS_ELIMIT;
+        uint32_t n = r->n_devices + keep;
+        struct gs_dp_device *devs = calloc(n, sizeof *devs);
+        uint32_t *by_id = calloc(n, sizeof *by_id);
+        if (devs == NULL || by_id == NULL) {
+            free(devs);
+            free(by_id);
+            return GS_ENOMEM;
+        }
+        if (r->n_devices > 0)
+            memcpy(devs, r->devices, r->n_devices * sizeof *devs);
+        uint32_t k = r->n_devices;
+        for (uint32_t d = 0; d < was->n_devices; d++) {
+            const struct gs_dp_device *od = &was->devices[d];
+            if (!listed(in_use, n_in_use, od->id) || in_model(next, od->id))
+                continue;
+            devs[k] = *od;
+            devs[k].retired = true;
+            devs[k].mig = -1; /* its MIG position is gone with it */
+            k++;
+        }
+        free(r->devices);
+        free(r->by_id);
+        r->devices = devs;
+        r->by_id = by_id;
+        r->n_devices = n;
+        index_ids(r);
+        total += keep;
+    }
+    if (n_retained != NULL)
+        *n_retained = total;
     return GS_OK;
 }
 

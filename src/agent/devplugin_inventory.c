@@ -32,8 +32,8 @@ static void unit_facts(const struct gs_dp_model *m, uint32_t gpu, int32_t mig, u
         const struct gs_dp_resource *res = &m->resources[r];
         for (uint32_t d = 0; d < res->n_devices; d++) {
             const struct gs_dp_device *dev = &res->devices[d];
-            if (dev->gpu != gpu)
-                continue;
+            if (dev->gpu != gpu || dev->retired)
+                continue; /* a retired device is no longer on the GPU */
             if (dev->mig >= 0 && has_mig_devices != NULL)
                 *has_mig_devices = true;
             if (dev->mig != mig && mig != INT32_MIN)

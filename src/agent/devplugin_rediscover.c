@@ -54,6 +54,41 @@ static void rediscover_failed(struct gs_dp_agent *a, const char *why)
     gs__dp_logf(a, "rediscovery: %s; still advertising the devices as they were", why);
 }
 
+static bool id_listed(const char *const *ids, uint32_t n, const char *id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(ids[i], id) == 0)
+            return true;
+    return false;
+}
+
+/* Logs each device next keeps retired that the advertised model does not, with its holder. */
+static void log_retired(struct gs_dp_agent *a, const struct gs_dp_model *next)
+{
+    for (uint32_t i = 0; i < next->n_resources; i++) {
+        const struct gs_dp_resource *r = &next->resources[i];
+        for (uint32_t d = 0; d < r->n_devices; d++) {
+            const struct gs_dp_device *dev = &r->devices[d];
+            if (!dev->retired)
+                continue;
+            int32_t was =
+                i < a->model.n_resources ? gs_dp_model_find(&a->model.resources[i], dev->id) : -1;
+            if (was >= 0 && a->model.resources[i].devices[was].retired)
+                continue;
+            const struct gs_exporter_attr *holder = NULL;
+            for (uint32_t k = 0; k < a->n_attr && holder == NULL; k++)
+                if (strcmp(a->attr[k].device_id, dev->id) == 0)
+                    holder = &a->attr[k];
+            gs__dp_logf(a,
+                        "rediscovery: warning: %s (%s) is held by pod %s/%s but GPU %u no longer "
+                        "has it (re-partitioned under a running container): listed Unhealthy "
+                        "until the pod releases it",
+                        dev->id, r->name, holder != NULL ? holder->namespace_name : "?",
+                        holder != NULL ? holder->pod : "?", (unsigned)dev->gpu);
+        }
+    }
+}
+
 /* Whether resource i lists different device IDs in two models. */
 static bool list_differs(const struct gs_dp_model *x, const struct gs_dp_model *y, uint32_t i)
 {
@@ -63,7 +98,8 @@ static bool list_differs(const struct gs_dp_model *x, const struct gs_dp_model *
     if (p->n_devices != q->n_devices)
         return true;
     for (uint32_t d = 0; d < p->n_devices; d++)
-        if (strcmp(p->devices[d].id, q->devices[d].id) != 0)
+        if (strcmp(p->devices[d].id, q->devices[d].id) != 0 ||
+            p->devices[d].retired != q->devices[d].retired)
             return true;
     return false;
 }
@@ -110,9 +146,14 @@ void gs__dp_advertise_pending(struct gs_dp_agent *a)
                             a->model.resources[i].name, (unsigned)a->model.resources[i].n_devices);
             gs__dp_res_stop(r);
             (void)gs__dp_res_start(a, r); /* registers; a failure is retried by recover() */
-        } else if (c == GS_DP_RES_WITHDRAWN) {
+        } else if (c == GS_DP_RES_WITHDRAWN && a->model.resources[i].n_devices == 0) {
             gs__dp_logf(a, "rediscovery: %s withdrawn: its socket stays with an empty list",
                         a->model.resources[i].name);
+        } else if (c == GS_DP_RES_WITHDRAWN) {
+            gs__dp_logf(a,
+                        "rediscovery: %s withdrawn: its socket stays, listing the %u device(s) "
+                        "containers hold as Unhealthy",
+                        a->model.resources[i].name, (unsigned)a->model.resources[i].n_devices);
         }
     }
     a->rediscoveries++;
@@ -146,7 +187,18 @@ void gs__dp_rediscover(struct gs_dp_agent *a)
         if (!gs_dp_gpu_layout_same(&a->model.gpus[g], &infos[g]))
             changed |= UINT64_C(1) << g;
     }
-    if (changed == 0) {
+    /* Devices containers hold (the last PodResources List; none without pod attribution). */
+    const char *in_use[GS_EXPORTER_ATTR_MAX];
+    uint32_t n_in_use = 0;
+    for (uint32_t k = 0; k < a->n_attr && k < GS_EXPORTER_ATTR_MAX; k++)
+        in_use[n_in_use++] = a->attr[k].device_id;
+    bool released = false; /* a retired device no container holds any more */
+    for (uint32_t i = 0; i < a->model.n_resources; i++)
+        for (uint32_t d = 0; d < a->model.resources[i].n_devices; d++) {
+            const struct gs_dp_device *dev = &a->model.resources[i].devices[d];
+            released = released || (dev->retired && !id_listed(in_use, n_in_use, dev->id));
+        }
+    if (changed == 0 && !released) {
         free(infos);
         return;
     }
@@ -158,6 +210,13 @@ void gs__dp_rediscover(struct gs_dp_agent *a)
     if (rc == GS_OK) {
         memcpy(next.dev_minor, a->model.dev_minor, sizeof next.dev_minor);
         rc = gs_dp_model_carry(&a->model, &next, a->pending_change, merr, sizeof merr);
+    }
+    if (rc == GS_OK) {
+        rc = gs_dp_model_retain(&a->model, &next, in_use, n_in_use, NULL);
+        if (rc == GS_ELIMIT)
+            (void)snprintf(merr, sizeof merr,
+                           "more than %d devices in one resource with the ones containers hold",
+                           GS_DP_DEVICES_MAX);
     }
     for (uint32_t i = 0; rc == GS_OK && i < next.n_resources; i++) {
         char path[GS_DP_PATH_LEN + GS_DP_ENDPOINT_LEN];
@@ -189,6 +248,7 @@ void gs__dp_rediscover(struct gs_dp_agent *a)
         a->xgpus[g].info = infos[g];
     }
     free(infos);
+    log_retired(a, &next);
     bool withdraws = false;
     for (uint32_t i = 0; i < step.n_resources; i++)
         withdraws = withdraws || list_differs(&a->model, &step, i);

@@ -975,46 +975,50 @@ def ids_of(msg):
 
 
 def timeline(kubelet):
-    """Every list any stream received, in arrival order: (time, resource, [ids])."""
+    """Every list any stream received, in arrival order: (time, resource, [(id, health)])."""
     with kubelet.lock:
         watches = list(kubelet.watches.items())
     ev = []
     for res, w in watches:
         with w.cv:
-            ev += [(t, res, ids_of(m)) for t, m in w.msgs]
+            ev += [(t, res, [(d.ID, d.health) for d in m.devices]) for t, m in w.msgs]
     return sorted(ev)
 
 
 def never_twice(events, gpu1, gpu1_migs):
     """(d): after every message kubelet received, the lists in force hold no device ID twice,
-    and GPU 1 is never whole (nvidia.com/gpu) while any of its MIG devices is advertised."""
+    and GPU 1 is never Healthy whole (nvidia.com/gpu) while any of its MIG devices is Healthy
+    (a device a container holds after the hardware dropped it stays listed, Unhealthy)."""
     cur = {}
-    for t, res, ids in events:
-        cur[res] = ids
+    for t, res, devs in events:
+        cur[res] = devs
         where = {}
         for rr, lst in cur.items():
-            for i in lst:
+            for i, _ in lst:
                 assert i not in where, "%s under %s and %s at %.3f" % (i, where[i], rr, t)
                 where[i] = rr
-        migs = sorted(i for i in where if i in gpu1_migs)
-        assert not (gpu1 in where and migs), "GPU 1 whole and as %s at %.3f: %s" % (
+        healthy = {i for lst in cur.values() for i, h in lst if h == "Healthy"}
+        migs = sorted(i for i in healthy if i in gpu1_migs)
+        assert not (gpu1 in healthy and migs), "GPU 1 whole and as %s at %.3f: %s" % (
             migs, t, cur)
 
 
 def r_repartition(r):
     """GPU 1 goes MIG on, re-partitioned, MIG off (tests/agent/data/mig-repartition.yaml), the
-    agent rediscovering every second. Expected lists, worked out from the file (G0/G1 the GPUs;
-    M110..M114 the MIG UUIDs ending so; migStrategy mixed):
+    agent rediscovering every second, and a pod (PodResources stand-in) holding M111 from the
+    start. Expected lists, worked out from the file (G0/G1 the GPUs; M110..M114 the MIG UUIDs
+    ending so; migStrategy mixed; U = Unhealthy, else Healthy):
       start            nvidia.com/gpu [G0, G1]
       (a) t=2.0 s MIG on: 1g@0 M110, 1g@1 M111, 3g@4 M112
                        nvidia.com/gpu [G0] (withdrawal: G1 leaves first), then, new,
                        nvidia.com/mig-1g.18gb [M110, M111], nvidia.com/mig-3g.71gb [M112]
-      (b) t=4.5 s 2g@0 M113, 1g@2 M114, 3g@4 M112 (kept)
-                       mig-1g.18gb [] (M110, M111 withdrawn; M114 is new), then [M114];
+      (b) t=4.5 s 2g@0 M113, 1g@2 M114, 3g@4 M112 (kept); M111 is gone but the pod holds it
+                       mig-1g.18gb [M111 U] (M110 withdrawn), then [M114, M111 U];
                        new mig-2g.35gb [M113]; mig-3g.71gb and nvidia.com/gpu send nothing
       (c) t=7.0 s MIG off
-                       mig-1g.18gb [], mig-2g.35gb [], mig-3g.71gb [] (withdrawn: sockets stay,
-                       kubelet counts 0), then nvidia.com/gpu [G0, G1]
+                       mig-1g.18gb [M111 U], mig-2g.35gb [], mig-3g.71gb [] (withdrawn: sockets
+                       stay, kubelet counts 0), then nvidia.com/gpu [G0, G1]
+      the pod ends     mig-1g.18gb [] at the next List (1 s) and rediscovery (1 s)
     Each resource registers once. Times are measured from the agent's start, which is before the
     backend's clock starts, so a measured delay is an upper bound of the real one."""
     g0, g1 = r.gpus
@@ -1050,11 +1054,17 @@ def r_repartition(r):
     check_container(c, m111, ["/dev/nvidia1"],
                     {"gpusched.io/resource": "nvidia.com/mig-1g.18gb",
                      "gpusched.io/devices": m111, "gpusched.io/gpus": m111})
-    # (b) re-partitioned: 1g.18gb loses both instances and gains one, 2g.35gb is new.
-    i_e, t_e, _ = w1.wait(lambda m: ids_of(m) == [], after=1, timeout_s=tb + 10)
+    # (b) re-partitioned: 1g.18gb loses both instances (M111 held: kept Unhealthy) and gains
+    # one, 2g.35gb is new.
+    i_e, t_e, _ = w1.wait(lambda m: ids_of(m) == [m111], after=1, timeout_s=tb + 10)
     assert i_e == 1 and t0 + tb < t_e <= t0 + tb + REDISCOVER_S + SLACK_S, (i_e, t_e - t0)
-    i_n, t_n, _ = w1.wait(lambda m: ids_of(m) == [m114], after=2)
+    i_n, t_n, _ = w1.wait(lambda m: ids_of(m) == [m114, m111], after=2)
     assert i_n == 2 and t_n - t_e >= SETTLE_S - 0.05, (i_n, t_n - t_e)
+    r.agent.wait_line(r"rediscovery: warning: %s \(nvidia.com/mig-1g.18gb\) is held by pod "
+                      r"ml/holder but GPU 1 no longer has it" % m111)
+    why = expect_rpc_error(lambda: p1.allocate([m111]), grpc.StatusCode.FAILED_PRECONDITION,
+                           "a held device that the GPU no longer has")
+    assert "no longer exists" in why, why
     w2 = k.watch("nvidia.com/mig-2g.35gb")
     _, t2, l2 = w2.wait()
     assert ids_of(l2) == [m113] and t2 > t_e, (ids_of(l2), t2 - t_e)
@@ -1063,8 +1073,8 @@ def r_repartition(r):
                                timeout_s=tc + 10)
     assert t0 + tc < t_back <= t0 + tc + REDISCOVER_S + SETTLE_S + SLACK_S, t_back - t0
     empties = []
-    for w, after in ((w1, 3), (w2, 1), (w3, 1)):
-        i, t, _ = w.wait(lambda m: ids_of(m) == [], after=after)
+    for w, after, want in ((w1, 3, [m111]), (w2, 1, []), (w3, 1, [])):
+        i, t, _ = w.wait(lambda m, want=want: ids_of(m) == want, after=after)
         assert i == after, (w.resource, i, [ids_of(m) for _, m in w.msgs])
         empties.append(t)
     assert max(empties) < t_back, (empties, t_back)
@@ -1073,14 +1083,21 @@ def r_repartition(r):
     assert dict(c.envs) == {"NVIDIA_VISIBLE_DEVICES": g1}, dict(c.envs)
     expect_rpc_error(lambda: p1.allocate([m114]), grpc.StatusCode.INVALID_ARGUMENT,
                      "a MIG device after MIG was disabled")
+    # The pod ends: M111 goes at the next List and rediscovery.
+    r.podres.pods = []
+    t_end = time.monotonic()
+    _, t_gone, _ = w1.wait(lambda m: ids_of(m) == [], after=4)
+    assert t_gone - t_end <= 1.0 + REDISCOVER_S + SLACK_S, t_gone - t_end
     time.sleep(0.5)  # nothing more may come
-    got = {res: [ids_of(m) for _, m in w.msgs] for res, w in (
+    H, U = "Healthy", "Unhealthy"
+    got = {res: [[(d.ID, d.health) for d in m.devices] for _, m in w.msgs] for res, w in (
         ("nvidia.com/gpu", gpu), ("nvidia.com/mig-1g.18gb", w1),
         ("nvidia.com/mig-2g.35gb", w2), ("nvidia.com/mig-3g.71gb", w3))}
-    assert got == {"nvidia.com/gpu": [[g0, g1], [g0], [g0, g1]],
-                   "nvidia.com/mig-1g.18gb": [[m110, m111], [], [m114], []],
-                   "nvidia.com/mig-2g.35gb": [[m113], []],
-                   "nvidia.com/mig-3g.71gb": [[m112], []]}, got
+    assert got == {"nvidia.com/gpu": [[(g0, H), (g1, H)], [(g0, H)], [(g0, H), (g1, H)]],
+                   "nvidia.com/mig-1g.18gb": [[(m110, H), (m111, H)], [(m111, U)],
+                                              [(m114, H), (m111, U)], [(m111, U)], []],
+                   "nvidia.com/mig-2g.35gb": [[(m113, H)], []],
+                   "nvidia.com/mig-3g.71gb": [[(m112, H)], []]}, got
     # One Register per resource; withdrawn resources keep their sockets.
     assert sorted(q.resource_name for _, q in k.registrations()) == [
         "nvidia.com/gpu", "nvidia.com/mig-1g.18gb", "nvidia.com/mig-2g.35gb",
@@ -1108,11 +1125,15 @@ def run_r(env):
     cfg = os.path.join(tmp, "r-config.yaml")
     with open(cfg, "w") as f:
         f.write("version: v1\nflags:\n  migStrategy: mixed\n")
+    pr_sock = os.path.join(tmp, "r-pod-resources.sock")
+    m111 = r.steps[0][1][1]
+    r.podres = PodResources(env["pr"], pr_sock, [
+        ("ml", "holder", "main", "nvidia.com/mig-1g.18gb", [m111])])
     r.kubelet = Kubelet(r.pb, r.dir)
     r.agent = Agent(env["bin"], ["--gpu-backend", "fake", "--fake-gpus",
                                  os.path.join(env["src"], "tests/agent/data/mig-repartition.yaml"),
                                  "--config", cfg, "--kubelet-dir", r.dir,
-                                 "--pod-resources-socket", "", "--metrics-addr", "",
+                                 "--pod-resources-socket", pr_sock, "--metrics-addr", "127.0.0.1:0",
                                  "--node-name", "node-r", "--rediscover-s", str(REDISCOVER_S)],
                     "R")
     r.plugins = []
@@ -1122,6 +1143,7 @@ def run_r(env):
         for p in r.plugins:
             p.close()
         r.kubelet.stop()
+        r.podres.stop()
         r.agent.stop()
 
 

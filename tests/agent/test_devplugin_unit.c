@@ -1139,6 +1139,88 @@ static void test_carry_keeps_positions_across_repartitions(void **state)
     gs_dp_model_fini(&prev);
 }
 
+/*
+ * A container holds MIG-1-1 when GPU 1 is re-partitioned (1g, 1g -> one 2g, MIG-1-2): the
+ * rebuilt mig-1g.18gb has no device, and the retained model lists MIG-1-1 there, retired
+ * (mig -1); MIG-1-0, held by nobody, is gone. By hand: Unhealthy on the list, never proposed
+ * even when offered, Allocate FAILED_PRECONDITION (9), no resource on the GPU in the inventory;
+ * the next round with nobody holding it drops it.
+ */
+static void test_retain_keeps_held_devices_unhealthy(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 1, 0);
+    static const char *const p2[] = {"1g.18gb", "1g.18gb"};
+    add_mig(&g[1], p2, 2);
+    struct gs_dp_model prev, next, step;
+    enum gs_dp_res_change chg[GS_DP_RESOURCES_MAX];
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &prev, NULL, 0), GS_OK);
+    assert_string_equal(ids(res(&prev, "nvidia.com/mig-1g.18gb")), "MIG-1-0,MIG-1-1");
+
+    static const char *const p1[] = {"2g.35gb"};
+    add_mig(&g[1], p1, 1);
+    (void)snprintf(g[1].mig[0].uuid, sizeof g[1].mig[0].uuid, "MIG-1-2");
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &next, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_carry(&prev, &next, chg, NULL, 0), GS_OK);
+    static const char *const held[] = {"GPU-0", "MIG-1-1", "MIG-9-9"};
+    uint32_t n_ret = 0;
+    assert_int_equal(gs_dp_model_retain(&prev, &next, held, 3, &n_ret), GS_OK);
+    assert_int_equal(n_ret, 1); /* GPU-0 is still in next; MIG-9-9 was never here */
+    const struct gs_dp_resource *r1 = res(&next, "nvidia.com/mig-1g.18gb");
+    assert_int_equal(chg[gs_dp_model_resource(&next, "nvidia.com/mig-1g.18gb")],
+                     GS_DP_RES_WITHDRAWN);
+    assert_string_equal(ids(r1), "MIG-1-1");
+    assert_true(r1->devices[0].retired);
+    assert_int_equal(r1->devices[0].mig, -1);
+    assert_int_equal(r1->devices[0].gpu, 1);
+    assert_int_equal(gs_dp_model_find(r1, "MIG-1-1"), 0);
+    assert_false(res(&next, "nvidia.com/gpu")->devices[0].retired);
+    /* The withdrawal step keeps it (it never disappears from kubelet's view). */
+    assert_int_equal(gs_dp_model_withdrawal(&prev, &next, chg, &step), GS_OK);
+    assert_string_equal(ids(res(&step, "nvidia.com/mig-1g.18gb")), "MIG-1-1");
+    assert_true(res(&step, "nvidia.com/mig-1g.18gb")->devices[0].retired);
+    gs_dp_model_fini(&step);
+
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    struct gs_dp_view v = {
+        &c,   &next, (uint32_t)gs_dp_model_resource(&next, "nvidia.com/mig-1g.18gb"), h, NULL,
+        NULL, NULL};
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_list(&v, &a), GS_OK);
+    V1beta1__ListAndWatchResponse *lr =
+        v1beta1__list_and_watch_response__unpack(NULL, a.len, a.data);
+    assert_non_null(lr);
+    assert_int_equal(lr->n_devices, 1);
+    assert_string_equal(lr->devices[0]->id, "MIG-1-1");
+    assert_string_equal(lr->devices[0]->health, "Unhealthy");
+    v1beta1__list_and_watch_response__free_unpacked(lr, NULL);
+    gs_dp_answer_fini(&a);
+    static const char *const one[] = {"MIG-1-1"};
+    assert_string_equal(prefer(&c, &next, "nvidia.com/mig-1g.18gb", one, 1, NULL, 0, 1), "");
+    int status = 0;
+    assert_null(allocate(&c, &next, "nvidia.com/mig-1g.18gb", h, one, 1, &status));
+    assert_int_equal(status, 9); /* FAILED_PRECONDITION */
+    char *inv = NULL;
+    assert_int_equal(gs_dp_inventory_json(&next, h, &inv), GS_OK);
+    assert_null(strstr(inv, "mig-1g"));
+    assert_non_null(strstr(inv, "\"resources\":[\"nvidia.com/mig-2g.35gb\"]"));
+    free(inv);
+
+    /* Nobody holds it any more: the next round drops it. */
+    struct gs_dp_model again;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &again, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_carry(&next, &again, chg, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_retain(&next, &again, NULL, 0, &n_ret), GS_OK);
+    assert_int_equal(n_ret, 0);
+    assert_int_equal(res(&again, "nvidia.com/mig-1g.18gb")->n_devices, 0);
+    gs_dp_model_fini(&again);
+    gs_dp_model_fini(&next);
+    gs_dp_model_fini(&prev);
+}
+
 /* A prev of 32 positions: nvidia.com/gpu and 31 others ("example.com/old-NN"). */
 static void full_prev(const struct gs_dp_config *c, const struct gs_gpu_info *g,
                       struct gs_dp_model *prev, bool others_have_devices)
@@ -1239,6 +1321,7 @@ int main(void)
         cmocka_unit_test(test_gpu_layout_same_looks_at_mig_only),
         cmocka_unit_test(test_carry_keeps_positions_across_repartitions),
         cmocka_unit_test(test_carry_reuses_an_empty_position_when_full),
+        cmocka_unit_test(test_retain_keeps_held_devices_unhealthy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
