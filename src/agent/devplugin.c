@@ -764,10 +764,14 @@ static void poll_events(struct gs_dp_agent *a)
     }
 }
 
-/* Hands the inventory to the Kubernetes side when it differs from the last one. */
+/*
+ * Hands the inventory to the Kubernetes side when it differs from the last one. Not between a
+ * rediscovery's two steps: the withdrawal model is no layout of the node; the advertisement
+ * 200 ms later publishes the new one.
+ */
 void gs__dp_publish_inventory(struct gs_dp_agent *a)
 {
-    if (a->kube == NULL)
+    if (a->kube == NULL || a->have_pending)
         return;
     char *text = NULL;
     int rc = gs_dp_inventory_json(&a->model, a->state, &text);

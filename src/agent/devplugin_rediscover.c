@@ -18,8 +18,8 @@
 
 /* ---- rediscovery -------------------------------------------------------------------------- */
 
-/* GPU g's MIG layout in a few words, for log lines: "whole", "MIG, no instances", "MIG 1g.18gb
- * 1g.18gb 3g.71gb". */
+/* A GPU's MIG layout in a few words, for log lines: "MIG off", "MIG on, 0 instance(s)", "MIG on,
+ * 3 instance(s): 1g.18gb 1g.18gb 3g.71gb". */
 static void layout_words(const struct gs_gpu_info *g, char *buf, size_t cap)
 {
     if (!g->mig_enabled) {
@@ -112,8 +112,12 @@ static void install_model(struct gs_dp_agent *a, struct gs_dp_model *m)
     memset(m, 0, sizeof *m);
     for (uint32_t i = 0; i < a->model.n_resources; i++) {
         bool differs = list_differs(&old, &a->model, i);
+        /* A position given to another resource: its old socket closes, a new one starts
+         * (gs__dp_advertise_pending); the old streams never see the new resource's list. */
+        bool renamed =
+            i < old.n_resources && strcmp(old.resources[i].name, a->model.resources[i].name) != 0;
         (void)gs__dp_res_layout(a, i); /* paths were checked when the model was made */
-        if (!differs || a->res[i].srv == NULL)
+        if (!differs || renamed || a->res[i].srv == NULL)
             continue;
         const struct gs_dp_resource *mr = &a->model.resources[i];
         gs__dp_logf(a, "rediscovery: %s: %u devices (was %u); sending the list to %zu stream(s)",
