@@ -258,7 +258,7 @@ static bool honour_claim(const struct gs_dp_view *v, const struct gs_dp_resource
         bool here = false;
         for (uint32_t i = 0; i < r->n_devices && !here; i++)
             here = is_claimed_unit(v->model, &r->devices[i], cl, k);
-        char at[16] = "any start";
+        char at[24] = "any start"; /* "start " and any int fit */
         if (cl->mig_start[k] >= 0)
             (void)snprintf(at, sizeof at, "start %d", (int)cl->mig_start[k]);
         (void)snprintf(why, cap, "assigned MIG instance %.31s at %s of GPU %u (%.96s) %s",
