@@ -22,6 +22,10 @@
  * Health: backend events go into the gs_health machine; after every loop round the GPUs'
  * states are compared with what the streams were last sent, and every resource with a device
  * on a changed GPU sends its full list to all its open ListAndWatch streams.
+ *
+ * Rediscovery (devplugin_rediscover.c, sharing this file's state through devplugin_agent.h) is
+ * one more timer of the loop: it re-reads the GPUs and, on a changed MIG layout, swaps the model
+ * in two steps; socket positions stay, so the servers' callbacks keep their res_rt.
  */
 #define _POSIX_C_SOURCE 200809L
 
