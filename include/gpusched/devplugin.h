@@ -79,6 +79,13 @@
 #define GS_DP_CLEAR_HEALTH_FILE "gpusched-clear-health"
 /** Default period of metric samples and pod attribution, ms. */
 #define GS_DP_DEFAULT_REFRESH_MS 1000
+/**
+ * Default period of rediscovery, ms: the backend's GPUs and MIG layouts are read again this
+ * often and a changed MIG layout is advertised (issue 9 asks for <= 30 s).
+ */
+#define GS_DP_DEFAULT_REDISCOVER_MS 30000
+/** Shortest rediscovery period other than 0 (off), ms. */
+#define GS_DP_REDISCOVER_MIN_MS 100
 
 /** How devices are named to the container runtime (NVIDIA's deviceIDStrategy). */
 enum gs_dp_id_strategy {
@@ -120,6 +127,10 @@ struct gs_dp_config {
                                                  probeInterval} */
     char metrics_addr[GS_DP_PATH_LEN];      /**< exporter.listenAddress "HOST:PORT"; "" = off */
     int64_t refresh_ms;                     /**< exporter.refreshInterval, > 0 */
+    int64_t rediscover_ms;                  /**< flags.rediscoverInterval: period of re-reading
+                                                 the GPUs' MIG layouts; 0 = never (the list
+                                                 read at start stays), else >=
+                                                 GS_DP_REDISCOVER_MIN_MS */
     char plugin_dir[GS_DP_PATH_LEN];        /**< kubelet.devicePluginDir */
     char pod_resources_socket[GS_DP_PATH_LEN]; /**< kubelet.podResourcesSocket; "" = no
                                                     pod attribution */
@@ -176,13 +187,17 @@ struct gs_dp_device {
     uint32_t slices;              /**< slices of a fractions GPU ("<uuid>::slice-<n>", n in
                                        replica), 0 when not a slice */
     int32_t numa_node;            /**< NUMA node of the GPU, -1 unknown (no topology sent) */
+    bool retired;                 /**< gone from the hardware (its GPU was re-partitioned) but
+                                       held by a container: listed Unhealthy, never proposed,
+                                       Allocate refuses it (gs_dp_model_retain); mig is -1 */
 };
 
 /** One advertised resource: one socket, one registration, one ListAndWatch list. */
 struct gs_dp_resource {
     char name[GS_DP_RESOURCE_NAME_LEN]; /**< "nvidia.com/gpu" */
     char endpoint[GS_DP_ENDPOINT_LEN];  /**< "gpusched-nvidia.com-gpu.sock" */
-    uint32_t n_devices;                 /**< entries in devices, 1..GS_DP_DEVICES_MAX */
+    uint32_t n_devices;                 /**< entries in devices, 1..GS_DP_DEVICES_MAX; 0 for
+                                             a resource withdrawn by a rediscovery */
     struct gs_dp_device *devices;       /**< in GPU, MIG, replica order; owned */
     uint32_t *by_id;                    /**< device positions sorted by id; owned */
 };
@@ -195,7 +210,8 @@ struct gs_dp_model {
     uint32_t dev_minor[GS_GPU_MAX]; /**< N of /dev/nvidiaN per GPU: the index after
                                          gs_dp_model_build; the agent puts the driver's minor
                                          number here when /proc/driver/nvidia tells it */
-    uint32_t n_resources;           /**< entries in resources, sorted by name */
+    uint32_t n_resources;           /**< entries in resources, sorted by name (after
+                                         gs_dp_model_carry: in the order first advertised) */
     struct gs_dp_resource resources[GS_DP_RESOURCES_MAX]; /**< advertised resources */
     uint32_t n_unmatched;            /**< sharing selectors that matched no device here */
     char unmatched[GS_GPU_UUID_LEN]; /**< the first of them ("" none), for a log line */
@@ -237,6 +253,74 @@ int32_t gs_dp_model_find(const struct gs_dp_resource *r, const char *id);
 
 /** Position of a resource by name, or -1. */
 int32_t gs_dp_model_resource(const struct gs_dp_model *m, const char *name);
+
+/* ---- rediscovery ---------------------------------------------------------------------------- */
+
+/**
+ * Whether a GPU's facts that shape the model are the same in two readings: its UUID, MIG mode
+ * and MIG devices (UUID, profile, memory, start slot, in backend order). NULL equals only NULL.
+ */
+bool gs_dp_gpu_layout_same(const struct gs_gpu_info *was, const struct gs_gpu_info *now);
+
+/** What a rediscovery does to one resource position (gs_dp_model_carry). */
+enum gs_dp_res_change {
+    GS_DP_RES_SAME = 0,  /**< the same device IDs in the same order (or still empty) */
+    GS_DP_RES_CHANGED,   /**< devices added or removed (or back after being withdrawn): a new
+                              list on the same socket */
+    GS_DP_RES_ADDED,     /**< a new resource at a new position: a new socket and Register */
+    GS_DP_RES_WITHDRAWN, /**< it had devices and the node has none of it now: kept at its
+                              position with an empty list (kubelet then counts 0 of it) */
+    GS_DP_RES_REPLACED,  /**< every position was taken: one whose resource was already empty
+                              before this rediscovery goes to a new resource (its old socket
+                              closes, a new one registers) */
+};
+
+/**
+ * Lays a freshly built model out in the previous model's resource order, so that a position
+ * keeps its resource (and the agent its socket) across rediscoveries: each resource of prev
+ * stays at its position, with an empty list (name and endpoint kept, n_devices 0) when next
+ * has no such resource; resources new in next take the positions after prev's, or, when all
+ * GS_DP_RESOURCES_MAX are used, positions whose resource is empty in prev and absent from next.
+ * Models after a carry are in this order, not sorted by name.
+ * @param prev    the model advertised now; borrowed, unchanged.
+ * @param next    built by gs_dp_model_build from the new GPU facts; its resources are moved
+ *                in place (owned arrays move with them); unchanged on failure.
+ * @param change  GS_DP_RESOURCES_MAX entries: receives what happens at each position of the
+ *                carried next (positions past its n_resources are GS_DP_RES_SAME).
+ * @param err     receives a sentence on failure; cap bytes; may be NULL.
+ * @return GS_OK; GS_EINVAL (NULL arguments); GS_ELIMIT (a new resource finds no position);
+ *         GS_ENOMEM.
+ */
+int gs_dp_model_carry(const struct gs_dp_model *prev, struct gs_dp_model *next,
+                      enum gs_dp_res_change *change, char *err, size_t cap);
+
+/**
+ * Keeps the devices a container holds when the hardware took them away (an operator
+ * re-partitioned a GPU under a pod): each device of prev whose ID is in in_use and in no
+ * resource of next is appended to next's resource at the same position (same name), retired
+ * (mig -1), so that kubelet sees it Unhealthy rather than gone. Retired devices of prev no
+ * longer in in_use are dropped (next, built afresh, lacks them). Call after gs_dp_model_carry.
+ * @param in_use    n_in_use device IDs containers hold (kubelet's PodResources); borrowed.
+ * @param n_retained  receives how many devices next now holds retired; may be NULL.
+ * @return GS_OK; GS_EINVAL (NULL arguments); GS_ELIMIT (over GS_DP_DEVICES_MAX); GS_ENOMEM.
+ *         On failure next may hold some of the retained devices: free it.
+ */
+int gs_dp_model_retain(const struct gs_dp_model *prev, struct gs_dp_model *next,
+                       const char *const *in_use, uint32_t n_in_use, uint32_t *n_retained);
+
+/**
+ * The withdrawal step between prev and a carried next: prev's positions (n_resources =
+ * prev->n_resources), each with the devices of next's resource at that position that prev's
+ * resource there lists too (so only removals: every list is a subset of both models'); a
+ * GS_DP_RES_REPLACED position keeps prev's empty resource. GPUs, NVLink and device minors are
+ * next's. Sent before next, it makes sure no device ID and no GPU is advertised twice.
+ * @param change  from gs_dp_model_carry(prev, next, …).
+ * @param out     caller storage; filled on success (free with gs_dp_model_fini), zeroed on
+ *                failure.
+ * @return GS_OK; GS_EINVAL (NULL arguments, next with fewer positions than prev); GS_ENOMEM.
+ */
+int gs_dp_model_withdrawal(const struct gs_dp_model *prev, const struct gs_dp_model *next,
+                           const enum gs_dp_res_change *change, struct gs_dp_model *out);
 
 /* ---- request handlers --------------------------------------------------------------------- */
 
@@ -441,8 +525,14 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
  * every open ListAndWatch stream of every resource whose devices changed health, samples every
  * GPU every refresh_ms (the samples feed health too) and refreshes metrics and pod attribution
  * then, registers exactly once per kubelet.sock file, and clears the health of the GPUs an
- * operator names in GS_DP_CLEAR_HEALTH_FILE. Makes the plugin directory when it is missing
- * and its parent exists. Call once, from one thread.
+ * operator names in GS_DP_CLEAR_HEALTH_FILE. Every cfg.rediscover_ms (unless 0) it reads every
+ * GPU's facts again; when a MIG layout changed (or a GPU lost at start answers with its UUID)
+ * it builds the new model (gs_dp_model_build, laid out by gs_dp_model_carry), sends the
+ * withdrawal step (gs_dp_model_withdrawal) to the streams whose lists lose devices, and 200 ms
+ * later the new lists, sockets and Registers for new resources, and the inventory; a withdrawn
+ * resource keeps its socket with an empty list; a model that cannot be built is logged and the
+ * current one stays. Makes the plugin directory when it is missing and its parent exists.
+ * Call once, from one thread.
  * @return GS_OK after a stop; GS_EIO when the plugin directory cannot be watched or a socket
  *         cannot be created at start (reason logged); GS_ENOMEM.
  */
@@ -454,7 +544,10 @@ void gs_dp_agent_stop(struct gs_dp_agent *a);
 /** The bound metrics port, 0 when metrics are off. */
 uint16_t gs_dp_agent_metrics_port(const struct gs_dp_agent *a);
 
-/** The model the agent advertises; valid until gs_dp_agent_free. */
+/**
+ * The model the agent advertises. A rediscovery replaces it on the loop thread: read it before
+ * gs_dp_agent_run or after it returned; valid until the next rediscovery or gs_dp_agent_free.
+ */
 const struct gs_dp_model *gs_dp_agent_model(const struct gs_dp_agent *a);
 
 /**

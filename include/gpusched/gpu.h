@@ -196,7 +196,8 @@ int gs_gpu_open_nvml(const struct gs_clock *clock, struct gs_gpu_backend **out, 
  * are relative to the clock's reading at open. Every later call first applies the script
  * entries that are due: "set" entries change the sample values, "xid" and "ecc_dbe" entries
  * count and queue an event, "lost" makes sample() fail with GS_EIO (a GPU that fell off the
- * bus) until a later entry clears it, which counts as a reset seen (gs_gpu_sample.resets).
+ * bus) until a later entry clears it, which counts as a reset seen (gs_gpu_sample.resets),
+ * "mig" replaces the GPU's MIG mode and instances (what gs_gpu_info() reports from then on).
  * wait_event() delivers queued events in script order and otherwise sleeps on the clock until the
  * next scripted event or the timeout.
  * @param path   YAML file; at most 4 MiB.
@@ -223,9 +224,11 @@ int gs_gpu_system(struct gs_gpu_backend *b, struct gs_gpu_system *out);
 int gs_gpu_count(struct gs_gpu_backend *b, uint32_t *n_out);
 
 /**
- * Static facts of GPU `index`. A GPU that is lost (no NVML handle, or GPU_IS_LOST from its
- * queries) is GS_OK with `lost` set, only what it told filled in and the reason in
- * gs_gpu_last_error(), so that one bad GPU does not stop the agent from reading the others.
+ * Facts of GPU `index`: static ones, and its current MIG mode and instances (read anew on each
+ * call, so a re-partitioned GPU shows its new layout). A GPU that is lost (no NVML handle, or
+ * GPU_IS_LOST from its queries) is GS_OK with `lost` set, only what it told filled in and the
+ * reason in gs_gpu_last_error(), so that one bad GPU does not stop the agent from reading the
+ * others.
  * @return GS_OK; GS_ERANGE (no such index); GS_EIO (the driver failed otherwise); GS_EINVAL.
  */
 int gs_gpu_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *out);

@@ -22,6 +22,10 @@
  * Health: backend events go into the gs_health machine; after every loop round the GPUs'
  * states are compared with what the streams were last sent, and every resource with a device
  * on a changed GPU sends its full list to all its open ListAndWatch streams.
+ *
+ * Rediscovery (devplugin_rediscover.c, sharing this file's state through devplugin_agent.h) is
+ * one more timer of the loop: it re-reads the GPUs and, on a changed MIG layout, swaps the model
+ * in two steps; socket positions stay, so the servers' callbacks keep their res_rt.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -33,6 +37,7 @@
 #include "gpusched/exporter.h"
 #include "gpusched/grpc.h"
 
+#include "devplugin_agent.h"
 #include "devplugin_int.h"
 
 #include <errno.h>
@@ -64,70 +69,6 @@
 #define RECOVER_MS 100
 /** Longest single poll() wait, ms. */
 #define POLL_MAX_MS 1000
-/** Longest socket path (sockaddr_un.sun_path minus the NUL). */
-#define SOCKET_PATH_MAX 107
-
-/** One advertised resource at run time. */
-struct res_rt {
-    struct gs_dp_agent *a;                          /**< back pointer for handlers */
-    uint32_t index;                                 /**< position in the model */
-    struct gs_grpc_server *srv;                     /**< NULL while the socket is down */
-    char path[GS_DP_PATH_LEN + GS_DP_ENDPOINT_LEN]; /**< socket file */
-    dev_t dev;                                      /**< identity of the file we bound */
-    ino_t ino;                                      /**< … (0 when down) */
-    uint64_t gpu_mask;                              /**< GPUs holding devices of the resource */
-    struct gs_grpc_stream **streams;                /**< open ListAndWatch streams */
-    size_t n_streams;                               /**< entries used */
-    size_t cap_streams;                             /**< entries allocated */
-    bool reg_ok; /**< a Register of the current socket succeeded, with reg_kubelet */
-    struct gs__dp_file_id reg_kubelet; /**< the kubelet.sock that Register went to */
-    bool said_fail;                    /**< "cannot serve" logged since the last success */
-};
-
-struct gs_dp_agent {
-    struct gs_dp_config cfg;                /**< copy of the caller's */
-    struct gs_gpu_backend *backend;         /**< borrowed */
-    struct gs_dp_model model;               /**< what we advertise */
-    struct gs_clock clock;                  /**< monotonic */
-    struct gs_health *health;               /**< per-GPU health machine */
-    enum gs_health_state *state;            /**< per GPU: what the streams were last sent */
-    struct res_rt res[GS_DP_RESOURCES_MAX]; /**< per resource */
-    char node_name[256];                    /**< Hostname label */
-    gs_dp_log_fn log;                       /**< log sink */
-    void *log_ctx;                          /**< its context */
-    int wake_fd;                            /**< eventfd: stop and worker completions */
-    atomic_int stop;                        /**< set by gs_dp_agent_stop */
-    int ino_fd;                             /**< inotify instance */
-    int wd;                                 /**< watch on the plugin dir; -1 when lost */
-    char kubelet_sock[GS_DP_PATH_LEN + 16]; /**< <dir>/kubelet.sock */
-    int64_t next_register_ms;               /**< earliest next Register batch */
-    int64_t register_backoff_ms;            /**< wait after the next failure */
-    bool said_no_kubelet;                   /**< "waiting for kubelet.sock" logged */
-    struct gs__dp_worker *reg_worker;       /**< Register calls */
-    struct gs__dp_worker *pr_worker;        /**< PodResources List calls */
-    struct gs__dp_reg_job reg_job;          /**< the Register batch (owned; lent to the worker) */
-    struct gs__dp_podres_job *pr_job;       /**< the List job (owned; lent to the worker) */
-    int pr_last_status;                     /**< status of the last List, -1 before any */
-    struct gs_exporter *exporter;           /**< NULL when metrics are off */
-    uint16_t metrics_port;                  /**< bound port */
-    struct gs_exporter_gpu *xgpus;          /**< per GPU: exporter snapshot rows */
-    struct gs_exporter_attr *attr;          /**< last attribution table */
-    uint32_t n_attr;                        /**< rows used */
-    int64_t next_event_ms;                  /**< next backend event poll */
-    int64_t next_refresh_ms;                /**< next metrics refresh */
-    int64_t next_recover_ms;                /**< next re-watch / socket retry; INT64_MAX none */
-    bool ran;                               /**< gs_dp_agent_run was entered */
-    char event_err[256];                    /**< last backend event error logged ("" none) */
-    uint64_t event_err_repeats;             /**< the same error since, not logged again */
-    struct gs__dp_kube *kube;               /**< the Kubernetes side; NULL without a config */
-    char *inventory;                        /**< the inventory last handed to kube (owned) */
-    uint64_t assign_as_assigned;            /**< Allocates on the assigned GPUs */
-    uint64_t assign_mismatch;               /**< Allocates of other GPUs */
-    uint64_t assign_fallbacks;              /**< preferred answers off the assignment */
-    int64_t client_log_ms;                  /**< last refill of the client log budget; 0 never */
-    int64_t client_log_tokens;              /**< client lines that may be logged now */
-    uint64_t client_log_dropped;            /**< client lines left out since the last one */
-};
 
 /*
  * Copies src to dst[cap] with every byte below 0x20 and 0x7f written as \xNN, so that text a
@@ -150,8 +91,7 @@ static void escape_line(char *dst, size_t cap, const char *src)
     dst[k] = '\0';
 }
 
-GS_PRINTF(2, 3)
-static void logf_(struct gs_dp_agent *a, const char *fmt, ...)
+void gs__dp_logf(struct gs_dp_agent *a, const char *fmt, ...)
 {
     char line[2048], safe[4 * sizeof line];
     va_list ap;
@@ -171,12 +111,10 @@ static void logf_(struct gs_dp_agent *a, const char *fmt, ...)
 #define CLIENT_LOG_BURST 50
 #define CLIENT_LOG_PER_S 10
 
-static int64_t now_ms(struct gs_dp_agent *a);
-
 GS_PRINTF(2, 3)
 static void client_logf(struct gs_dp_agent *a, const char *fmt, ...)
 {
-    int64_t now = now_ms(a);
+    int64_t now = gs__dp_now_ms(a);
     if (a->client_log_ms == 0) {
         a->client_log_tokens = CLIENT_LOG_BURST;
         a->client_log_ms = now;
@@ -194,8 +132,8 @@ static void client_logf(struct gs_dp_agent *a, const char *fmt, ...)
     }
     a->client_log_tokens--;
     if (a->client_log_dropped > 0) {
-        logf_(a, "(%" PRIu64 " more lines about clients left out: too many)",
-              a->client_log_dropped);
+        gs__dp_logf(a, "(%" PRIu64 " more lines about clients left out: too many)",
+                    a->client_log_dropped);
         a->client_log_dropped = 0;
     }
     char line[2048];
@@ -203,14 +141,14 @@ static void client_logf(struct gs_dp_agent *a, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    logf_(a, "%s", line);
+    gs__dp_logf(a, "%s", line);
 }
 
 /*
  * Copies a string into dst[cap], truncating. Used where source and destination are parts of
  * one struct, which snprintf's restrict check cannot tell apart.
  */
-static void scopy(char *dst, size_t cap, const char *src)
+void gs__dp_scopy(char *dst, size_t cap, const char *src)
 {
     size_t n = strlen(src);
     if (n >= cap)
@@ -220,7 +158,7 @@ static void scopy(char *dst, size_t cap, const char *src)
 }
 
 /* dst = "<dir>/<name>"; false when it does not fit in cap or in a socket address. */
-static bool join_path(char *dst, size_t cap, const char *dir, const char *name)
+bool gs__dp_join_path(char *dst, size_t cap, const char *dir, const char *name)
 {
     size_t dl = strlen(dir), nl = strlen(name);
     if (dl + 1 + nl >= cap || dl + 1 + nl > SOCKET_PATH_MAX)
@@ -232,7 +170,7 @@ static bool join_path(char *dst, size_t cap, const char *dir, const char *name)
     return true;
 }
 
-static int64_t now_ms(struct gs_dp_agent *a)
+int64_t gs__dp_now_ms(struct gs_dp_agent *a)
 {
     return a->clock.now_ms(a->clock.ctx);
 }
@@ -259,37 +197,39 @@ static void on_claim(void *ctx, const struct gs_dp_claim_outcome *o)
     if (c == NULL) {
         /* Slices no assignment asks for: the GPU of the slices kubelet handed (the safe choice:
          * kubelet accounted them, and nothing says another GPU is meant). */
-        logf_(a, "Allocate of %s: warning: %s; giving the GPUs of these slices", o->ids, o->why);
+        gs__dp_logf(a, "Allocate of %s: warning: %s; giving the GPUs of these slices", o->ids,
+                    o->why);
         return;
     }
     char gpus[GS_DP_ASSIGN_GPUS_MAX * (GS_GPU_PROFILE_LEN + 32)];
     gs__dp_claim_units(c, gpus, sizeof gpus);
     if (!o->allocate) {
         if (o->honoured) {
-            logf_(a, "GetPreferredAllocation for pod %s: the scheduler's GPUs %s (%s)", c->pod,
-                  gpus, o->ids);
+            gs__dp_logf(a, "GetPreferredAllocation for pod %s: the scheduler's GPUs %s (%s)",
+                        c->pod, gpus, o->ids);
         } else {
             a->assign_fallbacks++;
-            logf_(a,
-                  "GetPreferredAllocation for pod %s: not the scheduler's GPUs %s: %s; "
-                  "proposing %s",
-                  c->pod, gpus, o->why, o->ids);
+            gs__dp_logf(a,
+                        "GetPreferredAllocation for pod %s: not the scheduler's GPUs %s: %s; "
+                        "proposing %s",
+                        c->pod, gpus, o->why, o->ids);
         }
         publish_metrics(a);
         return;
     }
     if (o->honoured) {
         a->assign_as_assigned++;
-        logf_(a, "Allocate for pod %s: %s, the GPUs %s the scheduler assigned", c->pod, o->ids,
-              gpus);
+        gs__dp_logf(a, "Allocate for pod %s: %s, the GPUs %s the scheduler assigned", c->pod,
+                    o->ids, gpus);
     } else if (o->gave_assigned) {
         a->assign_mismatch++;
-        logf_(a, "Allocate for pod %s: mismatch: %s; giving the assigned GPUs %s (kubelet's %s)",
-              c->pod, o->why, gpus, o->ids);
+        gs__dp_logf(a,
+                    "Allocate for pod %s: mismatch: %s; giving the assigned GPUs %s (kubelet's %s)",
+                    c->pod, o->why, gpus, o->ids);
     } else {
         a->assign_mismatch++;
-        logf_(a, "Allocate for pod %s: mismatch: %s; following kubelet (%s)", c->pod, o->why,
-              o->ids);
+        gs__dp_logf(a, "Allocate for pod %s: mismatch: %s; following kubelet (%s)", c->pod, o->why,
+                    o->ids);
     }
     struct gs_dp_assign *t = gs__dp_kube_lock(a->kube);
     uint32_t given = 0;
@@ -297,8 +237,8 @@ static void on_claim(void *ctx, const struct gs_dp_claim_outcome *o)
     gs__dp_kube_unlock(a->kube);
     /* On the pod too, so that a restarted agent does not claim these GPUs again. */
     if (rc == GS_OK && gs__dp_kube_mark(a->kube, c->pod, given) != GS_OK)
-        logf_(a, "Allocate for pod %s: too many pod annotations waiting; %s not written", c->pod,
-              GS_DP_ALLOCATED_ANNOTATION);
+        gs__dp_logf(a, "Allocate for pod %s: too many pod annotations waiting; %s not written",
+                    c->pod, GS_DP_ALLOCATED_ANNOTATION);
     publish_metrics(a);
 }
 
@@ -327,21 +267,21 @@ static void stream_push(struct res_rt *r, struct gs_grpc_stream *s, const uint8_
 {
     int rc = gs_grpc_stream_send(s, data, len);
     if (rc == GS_ELIMIT) {
-        logf_(r->a, "%s: ListAndWatch peer is not reading; ending its stream",
-              r->a->model.resources[r->index].name);
+        gs__dp_logf(r->a, "%s: ListAndWatch peer is not reading; ending its stream",
+                    r->a->model.resources[r->index].name);
         (void)gs_grpc_stream_finish(s, GS_GRPC_RESOURCE_EXHAUSTED, "peer not reading");
     }
     /* GS_EIO: the stream is already gone and its close callback comes next. */
 }
 
-static void broadcast(struct res_rt *r)
+void gs__dp_broadcast(struct res_rt *r)
 {
     if (r->n_streams == 0)
         return;
     struct gs_dp_view v = view_of(r);
     struct gs_dp_answer ans;
     if (gs_dp_handle_list(&v, &ans) != GS_OK || ans.status != GS_GRPC_OK) {
-        logf_(r->a, "%s: cannot build the device list", r->a->model.resources[r->index].name);
+        gs__dp_logf(r->a, "%s: cannot build the device list", r->a->model.resources[r->index].name);
         gs_dp_answer_fini(&ans);
         return;
     }
@@ -461,7 +401,7 @@ static void on_rpc_log(void *user, const char *line)
 
 /* ---- sockets ------------------------------------------------------------------------------ */
 
-static void res_stop(struct res_rt *r)
+void gs__dp_res_stop(struct res_rt *r)
 {
     gs_grpc_server_free(r->srv); /* close callbacks empty r->streams */
     r->srv = NULL;
@@ -469,7 +409,7 @@ static void res_stop(struct res_rt *r)
 }
 
 /* Creates the server and listens; on failure the resource stays down (srv NULL). */
-static int res_start(struct gs_dp_agent *a, struct res_rt *r)
+int gs__dp_res_start(struct gs_dp_agent *a, struct res_rt *r)
 {
     const char *name = a->model.resources[r->index].name;
     struct gs_grpc_server *srv = NULL;
@@ -504,23 +444,23 @@ static int res_start(struct gs_dp_agent *a, struct res_rt *r)
     r->reg_ok = false; /* a new socket: kubelet has to be told of it */
     r->said_fail = false;
     /* A new socket is registered at once, whatever backoff earlier failures left. */
-    a->next_register_ms = now_ms(a);
+    a->next_register_ms = gs__dp_now_ms(a);
     a->register_backoff_ms = REGISTER_BACKOFF_MIN_MS;
-    logf_(a, "%s: serving %u devices on %s", name, (unsigned)a->model.resources[r->index].n_devices,
-          r->path);
+    gs__dp_logf(a, "%s: serving %u devices on %s", name,
+                (unsigned)a->model.resources[r->index].n_devices, r->path);
     return GS_OK;
 fail:
     gs_grpc_server_free(srv);
     if (!r->said_fail && rc == GS_EEXIST)
-        logf_(a,
-              "%s: cannot serve on %s: another process serves it (a second agent?) or it is "
-              "not a socket (retrying)",
-              name, r->path);
+        gs__dp_logf(a,
+                    "%s: cannot serve on %s: another process serves it (a second agent?) or it is "
+                    "not a socket (retrying)",
+                    name, r->path);
     else if (!r->said_fail)
-        logf_(a, "%s: cannot serve on %s: %s (retrying)", name, r->path, gs_strerror(rc));
+        gs__dp_logf(a, "%s: cannot serve on %s: %s (retrying)", name, r->path, gs_strerror(rc));
     r->said_fail = true;
     if (a->next_recover_ms == INT64_MAX)
-        a->next_recover_ms = now_ms(a) + RECOVER_MS;
+        a->next_recover_ms = gs__dp_now_ms(a) + RECOVER_MS;
     return rc;
 }
 
@@ -540,10 +480,10 @@ static void check_sockets(struct gs_dp_agent *a)
         if (res_socket_ok(r))
             continue;
         if (r->srv != NULL)
-            logf_(a, "%s: socket %s was removed (kubelet restart?); serving again",
-                  a->model.resources[i].name, r->path);
-        res_stop(r);
-        (void)res_start(a, r);
+            gs__dp_logf(a, "%s: socket %s was removed (kubelet restart?); serving again",
+                        a->model.resources[i].name, r->path);
+        gs__dp_res_stop(r);
+        (void)gs__dp_res_start(a, r);
     }
 }
 
@@ -554,7 +494,7 @@ static void check_sockets(struct gs_dp_agent *a)
  */
 static void kubelet_appeared(struct gs_dp_agent *a)
 {
-    a->next_register_ms = now_ms(a);
+    a->next_register_ms = gs__dp_now_ms(a);
     a->register_backoff_ms = REGISTER_BACKOFF_MIN_MS;
     a->said_no_kubelet = false;
 }
@@ -568,7 +508,7 @@ static void kubelet_appeared(struct gs_dp_agent *a)
 static void clear_health(struct gs_dp_agent *a)
 {
     char path[GS_DP_PATH_LEN + 32];
-    if (!join_path(path, sizeof path, a->cfg.plugin_dir, GS_DP_CLEAR_HEALTH_FILE))
+    if (!gs__dp_join_path(path, sizeof path, a->cfg.plugin_dir, GS_DP_CLEAR_HEALTH_FILE))
         return;
     FILE *f = fopen(path, "r");
     if (f == NULL)
@@ -594,10 +534,10 @@ static void clear_health(struct gs_dp_agent *a)
             }
         }
         if (!found)
-            logf_(a, "%s: no GPU '%s' here; ignored", GS_DP_CLEAR_HEALTH_FILE, tok);
+            gs__dp_logf(a, "%s: no GPU '%s' here; ignored", GS_DP_CLEAR_HEALTH_FILE, tok);
     }
-    logf_(a, "%s: %u GPU(s) named, %u were Unhealthy and are Healthy now", GS_DP_CLEAR_HEALTH_FILE,
-          (unsigned)named, (unsigned)cleared);
+    gs__dp_logf(a, "%s: %u GPU(s) named, %u were Unhealthy and are Healthy now",
+                GS_DP_CLEAR_HEALTH_FILE, (unsigned)named, (unsigned)cleared);
 }
 
 static int watch_dir(struct gs_dp_agent *a)
@@ -642,15 +582,15 @@ static void handle_inotify(struct gs_dp_agent *a)
         }
     }
     if (lost && a->wd >= 0) {
-        logf_(a, "the directory %s went away; waiting for it", a->cfg.plugin_dir);
+        gs__dp_logf(a, "the directory %s went away; waiting for it", a->cfg.plugin_dir);
         (void)inotify_rm_watch(a->ino_fd, a->wd);
         a->wd = -1;
-        a->next_recover_ms = now_ms(a);
+        a->next_recover_ms = gs__dp_now_ms(a);
     }
     if (sockets || kubelet)
         check_sockets(a);
     if (kubelet) {
-        logf_(a, "kubelet.sock appeared: registering again");
+        gs__dp_logf(a, "kubelet.sock appeared: registering again");
         kubelet_appeared(a);
     }
     if (clear)
@@ -663,10 +603,10 @@ static void recover(struct gs_dp_agent *a)
     a->next_recover_ms = INT64_MAX;
     if (a->wd < 0) {
         if (watch_dir(a) != GS_OK) {
-            a->next_recover_ms = now_ms(a) + RECOVER_MS;
+            a->next_recover_ms = gs__dp_now_ms(a) + RECOVER_MS;
             return;
         }
-        logf_(a, "watching %s again", a->cfg.plugin_dir);
+        gs__dp_logf(a, "watching %s again", a->cfg.plugin_dir);
         check_sockets(a);
         if (access(a->kubelet_sock, F_OK) == 0)
             kubelet_appeared(a);
@@ -707,21 +647,21 @@ static void maybe_register(struct gs_dp_agent *a, int64_t now)
         it->index = i;
         it->sock.dev = (uint64_t)r->dev;
         it->sock.ino = (uint64_t)r->ino;
-        scopy(it->resource, sizeof it->resource, a->model.resources[i].name);
-        scopy(it->endpoint, sizeof it->endpoint, a->model.resources[i].endpoint);
+        gs__dp_scopy(it->resource, sizeof it->resource, a->model.resources[i].name);
+        gs__dp_scopy(it->endpoint, sizeof it->endpoint, a->model.resources[i].endpoint);
     }
     if (job->n == 0)
         return;
     if (!have_kubelet) {
         if (!a->said_no_kubelet)
-            logf_(a, "waiting for kubelet: %s does not exist", a->kubelet_sock);
+            gs__dp_logf(a, "waiting for kubelet: %s does not exist", a->kubelet_sock);
         a->said_no_kubelet = true;
         a->next_register_ms = now + REGISTER_NO_KUBELET_MS;
         return;
     }
     a->said_no_kubelet = false;
     job->kubelet_id = kid;
-    scopy(job->kubelet_socket, sizeof job->kubelet_socket, a->kubelet_sock);
+    gs__dp_scopy(job->kubelet_socket, sizeof job->kubelet_socket, a->kubelet_sock);
     if (gs__dp_worker_submit(a->reg_worker, job) != GS_OK)
         return;
 }
@@ -753,14 +693,14 @@ static void register_done(struct gs_dp_agent *a, struct gs__dp_reg_job *job)
                 r->reg_ok = true;
                 r->reg_kubelet = job->kubelet_id;
             }
-            logf_(a, "%s: registered with kubelet (endpoint %s)", it->resource, it->endpoint);
+            gs__dp_logf(a, "%s: registered with kubelet (endpoint %s)", it->resource, it->endpoint);
         } else {
             failed = true;
-            logf_(a, "%s: Register failed: %s: %s", it->resource, gs_grpc_status_name(it->status),
-                  it->message);
+            gs__dp_logf(a, "%s: Register failed: %s: %s", it->resource,
+                        gs_grpc_status_name(it->status), it->message);
         }
     }
-    int64_t now = now_ms(a);
+    int64_t now = gs__dp_now_ms(a);
     if (failed) {
         a->next_register_ms = now + a->register_backoff_ms;
         a->register_backoff_ms *= 2;
@@ -785,7 +725,7 @@ static int probe_gpu(void *ctx, uint32_t gpu, uint64_t *resets)
 
 static void on_transition(void *ctx, const struct gs_health_transition *t)
 {
-    logf_((struct gs_dp_agent *)ctx, "health: %s", t->text);
+    gs__dp_logf((struct gs_dp_agent *)ctx, "health: %s", t->text);
 }
 
 static void poll_events(struct gs_dp_agent *a)
@@ -804,10 +744,10 @@ static void poll_events(struct gs_dp_agent *a)
                 break;
             }
             if (a->event_err_repeats > 0)
-                logf_(a, "backend events: the last error repeated %" PRIu64 " more time(s)",
-                      a->event_err_repeats);
-            logf_(a, "backend events: %s: %s", gs_strerror(rc), why);
-            scopy(a->event_err, sizeof a->event_err, why);
+                gs__dp_logf(a, "backend events: the last error repeated %" PRIu64 " more time(s)",
+                            a->event_err_repeats);
+            gs__dp_logf(a, "backend events: %s: %s", gs_strerror(rc), why);
+            gs__dp_scopy(a->event_err, sizeof a->event_err, why);
             a->event_err_repeats = 0;
             break;
         }
@@ -817,26 +757,30 @@ static void poll_events(struct gs_dp_agent *a)
         else
             (void)snprintf(which, sizeof which, "GPU %u", (unsigned)ev.gpu_index);
         if (ev.kind == GS_GPU_EVENT_XID)
-            logf_(a, "event: %s: XID %" PRIu64 "%s", which, ev.xid,
-                  gs_health_xid_ignored(&a->cfg.health, ev.xid) ? " (ignored)" : "");
+            gs__dp_logf(a, "event: %s: XID %" PRIu64 "%s", which, ev.xid,
+                        gs_health_xid_ignored(&a->cfg.health, ev.xid) ? " (ignored)" : "");
         else if (ev.kind == GS_GPU_EVENT_LOST)
-            logf_(a, "event: %s: GPU is lost (the event wait says so)", which);
+            gs__dp_logf(a, "event: %s: GPU is lost (the event wait says so)", which);
         else
-            logf_(a, "event: %s: double-bit ECC error", which);
+            gs__dp_logf(a, "event: %s: double-bit ECC error", which);
         if (gs_health_on_event(a->health, &ev) != GS_OK)
-            logf_(a, "event for %s ignored: no such GPU", which);
+            gs__dp_logf(a, "event for %s ignored: no such GPU", which);
     }
 }
 
-/* Hands the inventory to the Kubernetes side when it differs from the last one. */
-static void publish_inventory(struct gs_dp_agent *a)
+/*
+ * Hands the inventory to the Kubernetes side when it differs from the last one. Not between a
+ * rediscovery's two steps: the withdrawal model is no layout of the node; the advertisement
+ * 200 ms later publishes the new one.
+ */
+void gs__dp_publish_inventory(struct gs_dp_agent *a)
 {
-    if (a->kube == NULL)
+    if (a->kube == NULL || a->have_pending)
         return;
     char *text = NULL;
     int rc = gs_dp_inventory_json(&a->model, a->state, &text);
     if (rc != GS_OK) {
-        logf_(a, "inventory: cannot build it: %s", gs_strerror(rc));
+        gs__dp_logf(a, "inventory: cannot build it: %s", gs_strerror(rc));
         return;
     }
     if (a->inventory != NULL && strcmp(a->inventory, text) == 0) {
@@ -844,7 +788,7 @@ static void publish_inventory(struct gs_dp_agent *a)
         return;
     }
     if (gs__dp_kube_publish(a->kube, text) != GS_OK) {
-        logf_(a, "inventory: out of memory");
+        gs__dp_logf(a, "inventory: out of memory");
         free(text);
         return;
     }
@@ -873,13 +817,13 @@ static void publish_health(struct gs_dp_agent *a)
         uint32_t bad = 0;
         for (uint32_t d = 0; d < mr->n_devices; d++)
             bad += a->state[mr->devices[d].gpu] != GS_HEALTH_HEALTHY ? 1u : 0u;
-        logf_(a,
-              "%s: health changed: %u of %u devices Unhealthy; sending the list to %zu "
-              "stream(s)",
-              mr->name, (unsigned)bad, (unsigned)mr->n_devices, r->n_streams);
-        broadcast(r);
+        gs__dp_logf(a,
+                    "%s: health changed: %u of %u devices Unhealthy; sending the list to %zu "
+                    "stream(s)",
+                    mr->name, (unsigned)bad, (unsigned)mr->n_devices, r->n_streams);
+        gs__dp_broadcast(r);
     }
-    publish_inventory(a);
+    gs__dp_publish_inventory(a);
 }
 
 /* ---- metrics ------------------------------------------------------------------------------ */
@@ -890,7 +834,7 @@ static void publish_metrics(struct gs_dp_agent *a)
         return;
     struct gs_exporter_snapshot s;
     memset(&s, 0, sizeof s);
-    scopy(s.hostname, sizeof s.hostname, a->node_name);
+    gs__dp_scopy(s.hostname, sizeof s.hostname, a->node_name);
     s.n_gpus = a->model.n_gpus;
     s.gpus = a->xgpus;
     s.n_attr = a->n_attr;
@@ -901,7 +845,7 @@ static void publish_metrics(struct gs_dp_agent *a)
     s.assign_fallbacks = a->assign_fallbacks;
     int rc = gs_exporter_update(a->exporter, &s);
     if (rc != GS_OK)
-        logf_(a, "metrics: cannot update: %s", gs_strerror(rc));
+        gs__dp_logf(a, "metrics: cannot update: %s", gs_strerror(rc));
 }
 
 /*
@@ -918,12 +862,15 @@ static void found_again(struct gs_dp_agent *a, uint32_t g)
     bool advertised = x->info.uuid[0] != '\0';
     x->info = info;
     if (advertised)
-        logf_(a, "GPU %u (%s) answers again", (unsigned)g, info.uuid);
+        gs__dp_logf(a, "GPU %u (%s) answers again", (unsigned)g, info.uuid);
+    else if (a->cfg.rediscover_ms > 0)
+        gs__dp_logf(a, "GPU %u (%s) answers again; the next rediscovery advertises it", (unsigned)g,
+                    info.uuid);
     else
-        logf_(a,
-              "GPU %u (%s) answers again; the agent advertises it after a restart (kubelet's "
-              "device list was built without it)",
-              (unsigned)g, info.uuid);
+        gs__dp_logf(a,
+                    "GPU %u (%s) answers again; the agent advertises it after a restart (kubelet's "
+                    "device list was built without it)",
+                    (unsigned)g, info.uuid);
 }
 
 /*
@@ -951,10 +898,10 @@ static void refresh_metrics(struct gs_dp_agent *a)
     publish_metrics(a);
     if (a->cfg.pod_resources_socket[0] != '\0' && !gs__dp_worker_busy(a->pr_worker)) {
         struct gs__dp_podres_job *job = a->pr_job;
-        scopy(job->socket, sizeof job->socket, a->cfg.pod_resources_socket);
+        gs__dp_scopy(job->socket, sizeof job->socket, a->cfg.pod_resources_socket);
         job->n_resources = a->model.n_resources;
         for (uint32_t i = 0; i < a->model.n_resources; i++)
-            scopy(job->resources[i], sizeof job->resources[i], a->model.resources[i].name);
+            gs__dp_scopy(job->resources[i], sizeof job->resources[i], a->model.resources[i].name);
         (void)gs__dp_worker_submit(a->pr_worker, job);
     }
 }
@@ -963,17 +910,17 @@ static void podres_done(struct gs_dp_agent *a, struct gs__dp_podres_job *job)
 {
     if (job->status != GS_GRPC_OK) {
         if (a->pr_last_status != job->status)
-            logf_(a, "pod attribution: PodResources List on %s failed: %s: %s", job->socket,
-                  gs_grpc_status_name(job->status), job->message);
+            gs__dp_logf(a, "pod attribution: PodResources List on %s failed: %s: %s", job->socket,
+                        gs_grpc_status_name(job->status), job->message);
         a->pr_last_status = job->status;
         return; /* keep the last table: a kubelet restart should not blank the pod labels */
     }
     if (a->pr_last_status != GS_GRPC_OK)
-        logf_(a, "pod attribution: PodResources List on %s works (%u device IDs)", job->socket,
-              (unsigned)job->n_attr);
+        gs__dp_logf(a, "pod attribution: PodResources List on %s works (%u device IDs)",
+                    job->socket, (unsigned)job->n_attr);
     if (job->truncated && a->pr_last_status != GS_GRPC_OK)
-        logf_(a, "pod attribution: more than %d device IDs; the rest are left out",
-              GS_EXPORTER_ATTR_MAX);
+        gs__dp_logf(a, "pod attribution: more than %d device IDs; the rest are left out",
+                    GS_EXPORTER_ATTR_MAX);
     a->pr_last_status = GS_GRPC_OK;
     memcpy(a->attr, job->attr, job->n_attr * sizeof *a->attr);
     a->n_attr = job->n_attr;
@@ -1047,7 +994,7 @@ static void find_minors(struct gs_dp_agent *a)
         if (found && minor < 1024u) {
             a->model.dev_minor[g] = minor;
             if (minor != g)
-                logf_(a, "GPU %u is /dev/nvidia%u (driver minor number)", (unsigned)g, minor);
+                gs__dp_logf(a, "GPU %u is /dev/nvidia%u (driver minor number)", (unsigned)g, minor);
         }
     }
 }
@@ -1103,7 +1050,8 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
     (void)snprintf(a->node_name, sizeof a->node_name, "%s",
                    opt->node_name != NULL ? opt->node_name : "");
 
-    if (!join_path(a->kubelet_sock, sizeof a->kubelet_sock, a->cfg.plugin_dir, "kubelet.sock")) {
+    if (!gs__dp_join_path(a->kubelet_sock, sizeof a->kubelet_sock, a->cfg.plugin_dir,
+                          "kubelet.sock")) {
         rc = fail_new(err, cap, GS_EINVAL,
                       "device plugin directory %s: socket paths in it "
                       "would be longer than %d bytes",
@@ -1129,7 +1077,7 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         if (irc == GS_OK && !infos[g].lost)
             continue;
         char why[256];
-        scopy(why, sizeof why, gs_gpu_last_error(a->backend));
+        gs__dp_scopy(why, sizeof why, gs_gpu_last_error(a->backend));
         if (irc != GS_OK) {
             memset(&infos[g], 0, sizeof infos[g]);
             infos[g].index = g;
@@ -1138,10 +1086,11 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
         }
         infos[g].index = g;
         if (infos[g].uuid[0] == '\0')
-            logf_(a, "GPU %u is lost at start (%s): not advertised; probing it", (unsigned)g, why);
+            gs__dp_logf(a, "GPU %u is lost at start (%s): not advertised; probing it", (unsigned)g,
+                        why);
         else
-            logf_(a, "GPU %u (%s) is lost at start (%s): advertised Unhealthy; probing it",
-                  (unsigned)g, infos[g].uuid, why);
+            gs__dp_logf(a, "GPU %u (%s) is lost at start (%s): advertised Unhealthy; probing it",
+                        (unsigned)g, infos[g].uuid, why);
     }
     char merr[512];
     rc = gs_dp_model_build(&a->cfg, infos, n, &a->model, merr, sizeof merr);
@@ -1151,17 +1100,11 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
     }
     find_minors(a);
     for (uint32_t i = 0; i < a->model.n_resources; i++) {
-        struct res_rt *r = &a->res[i];
-        const struct gs_dp_resource *mr = &a->model.resources[i];
-        r->a = a;
-        r->index = i;
-        if (!join_path(r->path, sizeof r->path, a->cfg.plugin_dir, mr->endpoint)) {
+        if (gs__dp_res_layout(a, i) != GS_OK) {
             rc = fail_new(err, cap, GS_EINVAL, "socket path %s/%s is longer than %d bytes",
-                          a->cfg.plugin_dir, mr->endpoint, SOCKET_PATH_MAX);
+                          a->cfg.plugin_dir, a->model.resources[i].endpoint, SOCKET_PATH_MAX);
             goto out;
         }
-        for (uint32_t d = 0; d < mr->n_devices; d++)
-            r->gpu_mask |= UINT64_C(1) << mr->devices[d].gpu;
     }
 
     struct gs_health_callbacks cb = {.probe = probe_gpu, .log = on_transition, .ctx = a};
@@ -1256,7 +1199,7 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
     if (rc == GS_OK)
         rc = gs__dp_worker_new(a->wake_fd, gs__dp_podres_job, &a->pr_worker);
     if (rc != GS_OK) {
-        logf_(a, "cannot start helper threads: %s", gs_strerror(rc));
+        gs__dp_logf(a, "cannot start helper threads: %s", gs_strerror(rc));
         return rc;
     }
     a->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -1264,42 +1207,44 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
         /* A laptop run with --kubelet-dir /tmp/dp: make the directory (its parent must be
          * there) rather than stop; kubelet's own always exists on a node. */
         if (mkdir(a->cfg.plugin_dir, 0755) == 0)
-            logf_(a, "created the device plugin directory %s (it did not exist)",
-                  a->cfg.plugin_dir);
+            gs__dp_logf(a, "created the device plugin directory %s (it did not exist)",
+                        a->cfg.plugin_dir);
         else
             errno = ENOENT;
     }
     if (a->ino_fd < 0 || (a->wd < 0 && watch_dir(a) != GS_OK)) {
-        logf_(a, "cannot watch %s: %s", a->cfg.plugin_dir, strerror(errno));
+        gs__dp_logf(a, "cannot watch %s: %s", a->cfg.plugin_dir, strerror(errno));
         return GS_EIO;
     }
     for (uint32_t i = 0; i < a->model.n_resources; i++)
-        if (res_start(a, &a->res[i]) != GS_OK)
+        if (gs__dp_res_start(a, &a->res[i]) != GS_OK)
             return GS_EIO;
     if (a->model.n_resources == 0)
-        logf_(a, "no GPU to advertise: serving metrics only");
+        gs__dp_logf(a, "no GPU to advertise: serving metrics only");
     for (uint32_t g = 0; g < a->model.n_gpus; g++)
         if (a->model.gpus[g].mig_enabled && a->cfg.mig_strategy == GS_MIG_STRATEGY_NONE)
-            logf_(a,
-                  "warning: GPU %u is in MIG mode (%u MIG devices) but flags.migStrategy is none: "
-                  "it is advertised whole and a container gets no MIG device; set migStrategy "
-                  "single or mixed to advertise them",
-                  (unsigned)g, (unsigned)a->model.gpus[g].mig_count);
+            gs__dp_logf(
+                a,
+                "warning: GPU %u is in MIG mode (%u MIG devices) but flags.migStrategy is none: "
+                "it is advertised whole and a container gets no MIG device; set migStrategy "
+                "single or mixed to advertise them",
+                (unsigned)g, (unsigned)a->model.gpus[g].mig_count);
     if (a->model.n_unmatched > 0)
-        logf_(a,
-              "note: %u time-slicing device selector(s) match no device on this node "
-              "(first: %s)",
-              (unsigned)a->model.n_unmatched, a->model.unmatched);
-    int64_t now = now_ms(a);
+        gs__dp_logf(a,
+                    "note: %u time-slicing device selector(s) match no device on this node "
+                    "(first: %s)",
+                    (unsigned)a->model.n_unmatched, a->model.unmatched);
+    int64_t now = gs__dp_now_ms(a);
     kubelet_appeared(a);
-    publish_inventory(a);
+    gs__dp_publish_inventory(a);
     a->next_event_ms = now;
     a->next_refresh_ms = now;
+    a->next_rediscover_ms = a->cfg.rediscover_ms > 0 ? now + a->cfg.rediscover_ms : INT64_MAX;
 
     struct pollfd fds[GS_DP_RESOURCES_MAX + 2];
     int32_t fd_res[GS_DP_RESOURCES_MAX + 2];
     while (!atomic_load(&a->stop)) {
-        now = now_ms(a);
+        now = gs__dp_now_ms(a);
         /* Timers first, so handlers below answer from fresh health. */
         if (now >= a->next_event_ms) {
             poll_events(a);
@@ -1312,6 +1257,12 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
             refresh_metrics(a);
             a->next_refresh_ms = now + a->cfg.refresh_ms;
         }
+        if (a->have_pending && now >= a->advertise_at_ms)
+            gs__dp_advertise_pending(a);
+        if (now >= a->next_rediscover_ms) {
+            gs__dp_rediscover(a);
+            a->next_rediscover_ms = now + a->cfg.rediscover_ms;
+        }
         if (now >= a->next_recover_ms)
             recover(a);
         maybe_register(a, now);
@@ -1319,9 +1270,12 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
         int64_t due = min64(a->next_event_ms, a->next_refresh_ms);
         due = min64(due, gs_health_next_due_ms(a->health));
         due = min64(due, a->next_recover_ms);
+        due = min64(due, a->next_rediscover_ms);
+        if (a->have_pending)
+            due = min64(due, a->advertise_at_ms);
         if (!gs__dp_worker_busy(a->reg_worker) && register_pending(a))
             due = min64(due, a->next_register_ms);
-        int64_t wait = due - now_ms(a);
+        int64_t wait = due - gs__dp_now_ms(a);
         if (wait < 0)
             wait = 0;
         if (wait > POLL_MAX_MS)
@@ -1342,7 +1296,7 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            logf_(a, "poll: %s", strerror(errno));
+            gs__dp_logf(a, "poll: %s", strerror(errno));
             return GS_EIO;
         }
         for (nfds_t k = 0; k < nf && n > 0; k++) {
@@ -1360,7 +1314,7 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
             }
         }
     }
-    logf_(a, "stopping");
+    gs__dp_logf(a, "stopping");
     return GS_OK;
 }
 
@@ -1393,7 +1347,7 @@ void gs_dp_agent_free(struct gs_dp_agent *a)
     /* Sockets first: a Register in flight then fails fast instead of waiting for kubelet to
      * dial back into a loop that no longer runs. */
     for (uint32_t i = 0; i < GS_DP_RESOURCES_MAX; i++) {
-        res_stop(&a->res[i]);
+        gs__dp_res_stop(&a->res[i]);
         free(a->res[i].streams);
     }
     gs__dp_kube_free(a->kube); /* first: its log lines may go to the caller's sink */
@@ -1407,6 +1361,8 @@ void gs_dp_agent_free(struct gs_dp_agent *a)
         close(a->wake_fd);
     gs_health_free(a->health);
     gs_dp_model_fini(&a->model);
+    if (a->have_pending)
+        gs_dp_model_fini(&a->pending);
     free(a->state);
     free(a->xgpus);
     free(a->attr);

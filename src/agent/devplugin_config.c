@@ -352,7 +352,7 @@ static int read_plugin(struct rd *r, const struct gs_yaml_node *map, struct gs_d
     return r->err;
 }
 
-static const char *const flags_keys[] = {"migStrategy", "plugin", NULL};
+static const char *const flags_keys[] = {"migStrategy", "plugin", "rediscoverInterval", NULL};
 
 static int read_flags(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
 {
@@ -372,8 +372,14 @@ static int read_flags(struct rd *r, const struct gs_yaml_node *map, struct gs_dp
             if (gs_gfd_mig_strategy_parse(s, &cfg->mig_strategy) != GS_OK)
                 fail_at(r, GS_EPARSE, v, "migStrategy",
                         "flags.migStrategy: '%.40s' is not none, single or mixed", s);
-        } else {
+        } else if (slot == 1) {
             read_plugin(r, v, cfg);
+        } else if (get_duration(r, v, "flags.rediscoverInterval", "rediscoverInterval", 0,
+                                &cfg->rediscover_ms) == GS_OK &&
+                   cfg->rediscover_ms > 0 && cfg->rediscover_ms < GS_DP_REDISCOVER_MIN_MS) {
+            fail_at(r, GS_EPARSE, v, "rediscoverInterval",
+                    "flags.rediscoverInterval: must be 0 (off) or at least %dms",
+                    GS_DP_REDISCOVER_MIN_MS);
         }
     }
     return r->err;
@@ -827,6 +833,7 @@ void gs_dp_config_default(struct gs_dp_config *cfg)
     gs_health_config_default(&cfg->health);
     (void)snprintf(cfg->metrics_addr, sizeof cfg->metrics_addr, "%s", GS_DP_DEFAULT_METRICS_ADDR);
     cfg->refresh_ms = GS_DP_DEFAULT_REFRESH_MS;
+    cfg->rediscover_ms = GS_DP_DEFAULT_REDISCOVER_MS;
     (void)snprintf(cfg->plugin_dir, sizeof cfg->plugin_dir, "%s", GS_DP_DEFAULT_PLUGIN_DIR);
     (void)snprintf(cfg->pod_resources_socket, sizeof cfg->pod_resources_socket, "%s",
                    GS_DP_DEFAULT_POD_RESOURCES_SOCKET);

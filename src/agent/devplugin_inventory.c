@@ -32,8 +32,8 @@ static void unit_facts(const struct gs_dp_model *m, uint32_t gpu, int32_t mig, u
         const struct gs_dp_resource *res = &m->resources[r];
         for (uint32_t d = 0; d < res->n_devices; d++) {
             const struct gs_dp_device *dev = &res->devices[d];
-            if (dev->gpu != gpu)
-                continue;
+            if (dev->gpu != gpu || dev->retired)
+                continue; /* a retired device is no longer on the GPU */
             if (dev->mig >= 0 && has_mig_devices != NULL)
                 *has_mig_devices = true;
             if (dev->mig != mig && mig != INT32_MIN)
@@ -45,6 +45,11 @@ static void unit_facts(const struct gs_dp_model *m, uint32_t gpu, int32_t mig, u
                 *replicas = dev->replicas;
         }
     }
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 static json_t *mig_entry(const struct gs_dp_model *m, uint32_t g, uint32_t k)
@@ -85,9 +90,15 @@ static json_t *gpu_entry(const struct gs_dp_model *m, const enum gs_health_state
     bool ok = o != NULL && peers != NULL && res != NULL && migs != NULL;
     for (uint32_t i = 0; ok && i < info->nvlink_peer_count; i++)
         ok = push(peers, json_integer(info->nvlink_peers[i]));
-    for (uint32_t r = 0; ok && r < m->n_resources; r++)
+    /* By name: a rediscovered model keeps its resources in the order first advertised. */
+    const char *names[GS_DP_RESOURCES_MAX];
+    size_t n_names = 0;
+    for (uint32_t r = 0; r < m->n_resources && r < GS_DP_RESOURCES_MAX; r++)
         if (all_mask & (1u << r))
-            ok = push(res, json_string(m->resources[r].name));
+            names[n_names++] = m->resources[r].name;
+    qsort(names, n_names, sizeof names[0], cmp_name);
+    for (size_t i = 0; ok && i < n_names; i++)
+        ok = push(res, json_string(names[i]));
     for (uint32_t k = 0; ok && has_mig && k < info->mig_count; k++)
         ok = push(migs, mig_entry(m, g, k));
     /*

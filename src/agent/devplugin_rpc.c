@@ -80,9 +80,10 @@ static bool view_ok(const struct gs_dp_view *v)
            v->resource < v->model->n_resources;
 }
 
+/* A retired device (gone from the hardware, kept while a container holds it) never is. */
 static bool healthy(const struct gs_dp_view *v, const struct gs_dp_device *d)
 {
-    return d->gpu < v->model->n_gpus && v->health[d->gpu] == GS_HEALTH_HEALTHY;
+    return !d->retired && d->gpu < v->model->n_gpus && v->health[d->gpu] == GS_HEALTH_HEALTHY;
 }
 
 int gs_dp_handle_list(const struct gs_dp_view *v, struct gs_dp_answer *out)
@@ -360,7 +361,8 @@ int gs_dp_handle_preferred(const struct gs_dp_view *v, const uint8_t *req, size_
                 if (mark[pos])
                     continue; /* a repeat */
                 mark[pos] = 1;
-                must[n_must++] = (uint32_t)pos;
+                if (!r->devices[pos].retired) /* echoed below, but no unit to pack by */
+                    must[n_must++] = (uint32_t)pos;
             } else {
                 bool dup = false;
                 for (uint32_t j = 0; j < n_unknown && !dup; j++)
@@ -549,6 +551,13 @@ static int build_container(const struct gs_dp_view *v, const V1beta1__ContainerA
                 goto out;
             }
         const struct gs_dp_device *d = &r->devices[pos[i]];
+        if (d->retired) {
+            answer_error(out, GS_GRPC_FAILED_PRECONDITION,
+                         "device '%.80s' no longer exists (GPU %u was re-partitioned); it is "
+                         "listed Unhealthy while a container holds it",
+                         id, (unsigned)d->gpu);
+            goto out;
+        }
         if (!healthy(v, d)) {
             answer_error(out, GS_GRPC_FAILED_PRECONDITION, "device '%.80s' is Unhealthy (GPU %u)",
                          id, (unsigned)d->gpu);

@@ -37,6 +37,8 @@
 #define FAKE_FILE_MAX ((size_t)4 * 1024 * 1024)
 /** Most script entries. */
 #define FAKE_STEPS_MAX 100000u
+/** Most scripted MIG layouts ("mig:" script entries). */
+#define FAKE_LAYOUTS_MAX 1024u
 /** Largest accepted t_ms: about 31 years, far from int64 overflow when added to a clock. */
 #define FAKE_T_MAX_MS 1000000000000LL
 /** Deepest nesting a fake node file may have (its schema needs 5). */
@@ -55,6 +57,7 @@ enum step_kind {
     STEP_XID,  /**< raise an XID */
     STEP_ECC,  /**< raise double-bit ECC errors */
     STEP_LOST, /**< mark the GPU lost (sample fails) or found again */
+    STEP_MIG,  /**< replace the GPU's MIG mode and instances (an operator re-partitioned it) */
 };
 
 /** One script entry. */
@@ -66,6 +69,7 @@ struct step {
     struct gs_gpu_sample set; /**< STEP_SET: the values (fb_used_mib for GS_GPU_HAVE_FB) */
     uint64_t n;               /**< STEP_XID: the code; STEP_ECC: error count (>= 1) */
     bool lost;                /**< STEP_LOST: new state */
+    uint32_t layout;          /**< STEP_MIG: position in fake.layouts */
     size_t seq;               /**< position in the file, for a stable sort */
 };
 
@@ -87,8 +91,12 @@ struct fake {
     struct step *steps;              /**< script, sorted by t_ms */
     size_t n_steps;                  /**< entries in steps */
     size_t cap_steps;                /**< allocated entries */
-    size_t applied;                  /**< steps[0, applied) have taken effect */
-    size_t delivered;                /**< event steps before this were returned by wait_event */
+    struct gs_gpu_info *layouts;     /**< STEP_MIG layouts: mig_enabled, mig_count, mig only */
+    uint32_t n_layouts;              /**< entries used in layouts */
+    uint32_t layout_gpu[FAKE_LAYOUTS_MAX];            /**< the GPU each layout is for */
+    const yaml_node_t *layout_node[FAKE_LAYOUTS_MAX]; /**< where it was read (parse only) */
+    size_t applied;                                   /**< steps[0, applied) have taken effect */
+    size_t delivered; /**< event steps before this were returned by wait_event */
 };
 
 /* ---- YAML reading --------------------------------------------------------------------- */
@@ -767,7 +775,73 @@ static int push_step(struct rd *r, struct fake *f, const yaml_node_t *at, const 
     return GS_OK;
 }
 
-static const char *const step_keys[] = {"t_ms", "gpu", "set", "xid", "ecc_dbe", "lost", NULL};
+static const char *const step_keys[] = {"t_ms",    "gpu",  "set", "xid",
+                                        "ecc_dbe", "lost", "mig", NULL};
+
+/*
+ * A scripted MIG layout ("mig:" of a script entry, the same mapping as a GPU's "mig:"): read
+ * once the entry's GPU is known, against that GPU's memory; the GPU must be MIG-capable, and
+ * `capable` cannot change.
+ */
+static int read_layout(struct rd *r, struct fake *f, const yaml_node_t *v, struct step *s)
+{
+    const struct gs_gpu_info *gpu = &f->gpu[s->gpu].info;
+    if (!gpu->mig_capable)
+        return fail_at(r, GS_EPARSE, v, "mig",
+                       "GPU %" PRIu32 " is not MIG-capable (its mig.capable is false)", s->gpu);
+    if (f->n_layouts == FAKE_LAYOUTS_MAX)
+        return fail_at(r, GS_EPARSE, v, "mig", "more than %u scripted MIG layouts",
+                       FAKE_LAYOUTS_MAX);
+    if (f->layouts == NULL) {
+        f->layouts = calloc(FAKE_LAYOUTS_MAX, sizeof *f->layouts);
+        if (f->layouts == NULL)
+            return fail_at(r, GS_ENOMEM, v, "mig", "out of memory");
+    }
+    struct gs_gpu_info *g = &f->layouts[f->n_layouts];
+    memset(g, 0, sizeof *g);
+    g->mem_total_mib = gpu->mem_total_mib;
+    if (read_mig(r, v, g) != GS_OK)
+        return r->err;
+    if (!g->mig_capable)
+        return fail_at(r, GS_EPARSE, v, "capable",
+                       "a script entry cannot make a GPU MIG-incapable");
+    for (uint32_t m = 0; m < g->mig_count; m++)
+        for (uint32_t k = 0; k < m; k++)
+            if (strcmp(g->mig[k].uuid, g->mig[m].uuid) == 0)
+                return fail_at(r, GS_EPARSE, v, "uuid", "MIG UUID %s repeated", g->mig[m].uuid);
+    f->layout_gpu[f->n_layouts] = s->gpu;
+    f->layout_node[f->n_layouts] = v;
+    s->layout = f->n_layouts++;
+    return GS_OK;
+}
+
+/* Whether GPU gpu's MIG devices, initial or scripted, include uuid. */
+static bool gpu_has_mig_uuid(const struct fake *f, uint32_t gpu, const char *uuid)
+{
+    const struct gs_gpu_info *g = &f->gpu[gpu].info;
+    for (uint32_t k = 0; k < g->mig_count; k++)
+        if (strcmp(g->mig[k].uuid, uuid) == 0)
+            return true;
+    for (uint32_t l = 0; l < f->n_layouts; l++)
+        if (f->layout_gpu[l] == gpu)
+            for (uint32_t k = 0; k < f->layouts[l].mig_count; k++)
+                if (strcmp(f->layouts[l].mig[k].uuid, uuid) == 0)
+                    return true;
+    return false;
+}
+
+/* A MIG UUID belongs to one GPU: a scripted layout may reuse its own GPU's, never another's. */
+static int check_layouts(struct rd *r, const struct fake *f)
+{
+    for (uint32_t l = 0; l < f->n_layouts; l++)
+        for (uint32_t k = 0; k < f->layouts[l].mig_count; k++)
+            for (uint32_t g = 0; g < f->n; g++)
+                if (g != f->layout_gpu[l] && gpu_has_mig_uuid(f, g, f->layouts[l].mig[k].uuid))
+                    return fail_at(r, GS_EPARSE, f->layout_node[l], "uuid",
+                                   "MIG UUID %s is GPU %" PRIu32 "'s", f->layouts[l].mig[k].uuid,
+                                   g);
+    return GS_OK;
+}
 
 static int read_step(struct rd *r, struct fake *f, const yaml_node_t *map)
 {
@@ -776,7 +850,7 @@ static int read_step(struct rd *r, struct fake *f, const yaml_node_t *map)
     struct step s;
     memset(&s, 0, sizeof s);
     uint32_t seen = 0;
-    const yaml_node_t *gpu_node = NULL, *action = NULL;
+    const yaml_node_t *gpu_node = NULL, *action = NULL, *mig = NULL;
     int actions = 0;
     FOR_PAIRS(r, map, pair)
     {
@@ -819,6 +893,11 @@ static int read_step(struct rd *r, struct fake *f, const yaml_node_t *map)
             actions++;
             get_bool(r, v, k, &s.lost);
             break;
+        case 6:
+            s.kind = STEP_MIG;
+            action = mig = v;
+            actions++;
+            break;
         default:
             break;
         }
@@ -829,9 +908,11 @@ static int read_step(struct rd *r, struct fake *f, const yaml_node_t *map)
         return r->err;
     if (actions != 1)
         return fail_at(r, GS_EPARSE, actions == 0 ? map : action, "script",
-                       "a script entry needs exactly one of set, xid, ecc_dbe, lost");
+                       "a script entry needs exactly one of set, xid, ecc_dbe, lost, mig");
     if (s.gpu >= f->n)
         return fail_at(r, GS_EPARSE, gpu_node, "gpu", "GPU %" PRIu32 " does not exist", s.gpu);
+    if (mig != NULL && read_layout(r, f, mig, &s) != GS_OK)
+        return r->err;
     if (s.kind == STEP_SET && (s.set_mask & GS_GPU_HAVE_FB) &&
         s.set.fb_used_mib > f->gpu[s.gpu].info.mem_total_mib)
         return fail_at(r, GS_EPARSE, action, "fb_used_mib", "fb_used_mib exceeds memory_mib");
@@ -919,6 +1000,8 @@ static int read_top(struct rd *r, struct fake *f, const yaml_node_t *root)
          it < script->data.sequence.items.top; it++)
         if (read_step(r, f, node_at(r, *it)) != GS_OK)
             return r->err;
+    if (check_layouts(r, f) != GS_OK)
+        return r->err;
     qsort(f->steps, f->n_steps, sizeof f->steps[0], cmp_step);
     return GS_OK;
 }
@@ -968,6 +1051,14 @@ static void apply(struct fake *f, const struct step *s)
             g->resets++; /* found again: what the NVML backend counts as a reset seen */
         g->lost = s->lost;
         break;
+    case STEP_MIG: {
+        const struct gs_gpu_info *l = &f->layouts[s->layout];
+        g->info.mig_enabled = l->mig_enabled;
+        g->info.mig_count = l->mig_count;
+        memset(g->info.mig, 0, sizeof g->info.mig);
+        memcpy(g->info.mig, l->mig, l->mig_count * sizeof l->mig[0]);
+        break;
+    }
     }
 }
 
@@ -1002,6 +1093,7 @@ static int fake_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_inf
     if (index >= f->n)
         return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
                             index, f->n);
+    advance(f); /* a scripted MIG layout is seen from its t_ms on */
     *out = f->gpu[index].info;
     return GS_OK;
 }
@@ -1088,8 +1180,10 @@ static int fake_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct 
 static void fake_close(struct gs_gpu_backend *b)
 {
     struct fake *f = impl(b);
-    if (f != NULL)
+    if (f != NULL) {
         free(f->steps);
+        free(f->layouts);
+    }
     free(f);
     free(b);
 }
@@ -1225,8 +1319,10 @@ out:
         yaml_document_delete(&doc);
     if (have_parser)
         yaml_parser_delete(&parser);
-    if (f != NULL)
+    if (f != NULL) {
         free(f->steps);
+        free(f->layouts);
+    }
     free(f);
     free(b);
     return r.err;

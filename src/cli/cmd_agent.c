@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* sigaction, gethostname */
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -46,6 +47,9 @@ static const char *const usage_agent =
     "                              (default " GS_DP_DEFAULT_POD_RESOURCES_SOCKET ")\n"
     "  --metrics-addr HOST:PORT    /metrics and /healthz address, \"\" for none\n"
     "                              (default " GS_DP_DEFAULT_METRICS_ADDR "; port 0 picks one)\n"
+    "  --rediscover-s S            re-read the GPUs' MIG layouts every S seconds and advertise\n"
+    "                              changes without a restart (default 30; 0 never; overrides\n"
+    "                              flags.rediscoverInterval; decimals allowed, at least 0.1)\n"
     "  --node-name NAME            the Node's name: Hostname label of metrics and the Node the\n"
     "                              inventory goes on (default $NODE_NAME, else the host name)\n"
     "  --kubeconfig FILE           API server to publish the GPU inventory on (Node annotation\n"
@@ -106,6 +110,7 @@ struct args {
     const char *metrics_addr;  /**< --metrics-addr */
     const char *node_name;     /**< --node-name */
     const char *kubeconfig;    /**< --kubeconfig */
+    const char *rediscover_s;  /**< --rediscover-s */
     bool labels;               /**< the labels subcommand */
     bool timestamp;            /**< --timestamp */
 };
@@ -145,6 +150,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             slot = &a->node_name;
         else if (strcmp(o, "--kubeconfig") == 0 && !a->labels)
             slot = &a->kubeconfig;
+        else if (strcmp(o, "--rediscover-s") == 0 && !a->labels)
+            slot = &a->rediscover_s;
         if (slot == NULL) {
             (void)fprintf(stderr, "gpusched agent: unknown option '%s' (see --help)\n", o);
             return 2;
@@ -202,6 +209,21 @@ static int load_config(const struct args *a, struct gs_dp_config *cfg)
                  "--pod-resources-socket") ||
         override(cfg->metrics_addr, sizeof cfg->metrics_addr, a->metrics_addr, "--metrics-addr"))
         return 2;
+    if (a->rediscover_s != NULL) {
+        /* Seconds, decimals allowed ("0.5"); 0 turns rediscovery off. */
+        char *end = NULL;
+        errno = 0;
+        double sec = strtod(a->rediscover_s, &end);
+        if (a->rediscover_s[0] < '0' || a->rediscover_s[0] > '9' || *end != '\0' || errno != 0 ||
+            !(sec >= 0 && sec <= 86400) || (sec > 0 && sec * 1000 < GS_DP_REDISCOVER_MIN_MS)) {
+            (void)fprintf(stderr,
+                          "gpusched agent: --rediscover-s: '%s' is not 0 or a number of seconds "
+                          "from 0.1 to 86400\n",
+                          a->rediscover_s);
+            return 2;
+        }
+        cfg->rediscover_ms = (int64_t)(sec * 1000 + 0.5);
+    }
     return 0;
 }
 

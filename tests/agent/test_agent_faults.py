@@ -61,6 +61,7 @@ class Case:
         self.sock = os.path.join(self.dir, "gpusched-nvidia.com-gpu.sock")
         self.kubelet = td.Kubelet(self.pb, self.dir)
         self.agent = None
+        self.extra = []  # more agent options for the next start()
         self.start()
 
     def set_faults(self, text):
@@ -78,7 +79,7 @@ class Case:
             self.agent = td.Agent(self.env["bin"], [
                 "--gpu-backend", "nvml", "--config", self.cfg, "--kubelet-dir", self.dir,
                 "--pod-resources-socket", "", "--metrics-addr", "127.0.0.1:0",
-                "--node-name", "node-f"], self.name)
+                "--node-name", "node-f"] + self.extra, self.name)
         finally:
             for k, v in old.items():
                 if v is None:
@@ -144,9 +145,11 @@ def f_lost_at_start(env):
         _, _, m = c.watch().wait()
         assert healthy_ids(m) == seven and len(m.devices) == 7, td.devices_of(m)
 
-        # An agent restart, this time with GPU 5 answering GPU_IS_LOST for its UUID: still 7.
+        # An agent restart, this time with GPU 5 answering GPU_IS_LOST for its UUID: still 7;
+        # and rediscovering every second.
         c.agent.stop()
         c.set_faults("uuid_lost 5\n")
+        c.extra = ["--rediscover-s", "1"]
         n_regs = len(c.kubelet.registrations())
         c.start()
         td.wait_until(lambda: len(c.kubelet.registrations()) > n_regs, "registration after the "
@@ -157,12 +160,19 @@ def f_lost_at_start(env):
         assert healthy_ids(m) == seven and len(m.devices) == 7, td.devices_of(m)
 
         # GPU 5 answers again: seen reset, Healthy in the metrics, named with its UUID; the
-        # device list kubelet has stays fixed until the agent restarts, and the log says so.
+        # next rediscovery (issue 9; 1 s here) reads its UUID and kubelet gets all 8, in GPU
+        # order, every one Healthy, on the stream it has.
+        w = c.watch()
+        n_msgs = len(w.msgs)
         c.set_faults("")
-        c.agent.wait_line(r"health: GPU 5: seen reset \(lost and found again\) and answering: "
-                          r"Unhealthy -> Healthy")
-        c.agent.wait_line(r"GPU 5 \(%s\) answers again; the agent advertises it after a restart"
+        t_ans, _ = c.agent.wait_line(r"health: GPU 5: seen reset \(lost and found again\) and "
+                                     r"answering: Unhealthy -> Healthy")
+        c.agent.wait_line(r"GPU 5 \(%s\) answers again; the next rediscovery advertises it"
                           % UUID[5])
+        _, t8, m = w.wait(lambda m: len(m.devices) == 8, after=n_msgs)
+        assert [d.ID for d in m.devices] == UUID and healthy_ids(m) == sorted(UUID), \
+            td.devices_of(m)
+        assert t8 - t_ans <= 1.0 + 0.2 + 0.3, t8 - t_ans  # an interval, the settle, slack
         wait_health(c, {"5": ("1", "none")}, "GPU 5 Healthy again")
         text = c.metrics()
         assert 'gpusched_gpu_health{gpu="5",UUID="%s"' % UUID[5] in text, text

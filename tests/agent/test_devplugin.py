@@ -23,6 +23,11 @@ opens ListAndWatch, recording every list it receives with its arrival time.
   M. tests/agent/data/mig-node.yaml (a whole GPU and one split into seven 1g.18gb instances)
      under migStrategy mixed: the seven device IDs, packing, two instances of one card in one
      container, no limits without an assignment (the Kubernetes side: tests/k8s/agent_e2e.py).
+  R. tests/agent/data/mig-repartition.yaml: GPU 1 put in MIG mode, re-partitioned and taken out
+     of it while the agent runs with --rediscover-s 1: the new lists within one interval (plus
+     the agent's 200 ms between withdrawal and advertisement), empty lists for MIG resources
+     that are gone, one Register per resource, and never a device (or GPU 1 whole and as MIG
+     devices) under two resources at any moment kubelet saw.
 Plus command-line checks: a bad configuration names file:line:column and key, `agent labels`,
 and the Kubernetes side: none without a configuration, a bad --kubeconfig named, an API server
 that refuses connections logged while the device plugin serves.
@@ -36,6 +41,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -949,6 +955,198 @@ def run_m(env):
         r.agent.stop()
 
 
+# ---- R: MIG re-partitioned while the agent runs (issue 9) ---------------------------------------
+
+REDISCOVER_S = 1.0  # --rediscover-s of run R
+SETTLE_S = 0.2      # the agent's pause between a withdrawal and the new lists (WITHDRAW_SETTLE_MS)
+SLACK_S = 0.3       # loop rounds and a loaded machine
+
+
+def rep_node(src):
+    node = yaml.safe_load(open(os.path.join(src, "tests/agent/data/mig-repartition.yaml")))
+    gpus = [g["uuid"] for g in node["gpus"]]
+    steps = [(s["t_ms"] / 1000.0, [m["uuid"] for m in s["mig"].get("instances", [])])
+             for s in node["script"]]
+    return gpus, steps
+
+
+def ids_of(msg):
+    return [d.ID for d in msg.devices]
+
+
+def timeline(kubelet):
+    """Every list any stream received, in arrival order: (time, resource, [(id, health)])."""
+    with kubelet.lock:
+        watches = list(kubelet.watches.items())
+    ev = []
+    for res, w in watches:
+        with w.cv:
+            ev += [(t, res, [(d.ID, d.health) for d in m.devices]) for t, m in w.msgs]
+    return sorted(ev)
+
+
+def never_twice(events, gpu1, gpu1_migs):
+    """(d): after every message kubelet received, the lists in force hold no device ID twice,
+    and GPU 1 is never Healthy whole (nvidia.com/gpu) while any of its MIG devices is Healthy
+    (a device a container holds after the hardware dropped it stays listed, Unhealthy)."""
+    cur = {}
+    for t, res, devs in events:
+        cur[res] = devs
+        where = {}
+        for rr, lst in cur.items():
+            for i, _ in lst:
+                assert i not in where, "%s under %s and %s at %.3f" % (i, where[i], rr, t)
+                where[i] = rr
+        healthy = {i for lst in cur.values() for i, h in lst if h == "Healthy"}
+        migs = sorted(i for i in healthy if i in gpu1_migs)
+        assert not (gpu1 in healthy and migs), "GPU 1 whole and as %s at %.3f: %s" % (
+            migs, t, cur)
+
+
+def r_repartition(r):
+    """GPU 1 goes MIG on, re-partitioned, MIG off (tests/agent/data/mig-repartition.yaml), the
+    agent rediscovering every second, and a pod (PodResources stand-in) holding M111 from the
+    start. Expected lists, worked out from the file (G0/G1 the GPUs; M110..M114 the MIG UUIDs
+    ending so; migStrategy mixed; U = Unhealthy, else Healthy):
+      start            nvidia.com/gpu [G0, G1]
+      (a) t=2.0 s MIG on: 1g@0 M110, 1g@1 M111, 3g@4 M112
+                       nvidia.com/gpu [G0] (withdrawal: G1 leaves first), then, new,
+                       nvidia.com/mig-1g.18gb [M110, M111], nvidia.com/mig-3g.71gb [M112]
+      (b) t=4.5 s 2g@0 M113, 1g@2 M114, 3g@4 M112 (kept); M111 is gone but the pod holds it
+                       mig-1g.18gb [M111 U] (M110 withdrawn), then [M114, M111 U];
+                       new mig-2g.35gb [M113]; mig-3g.71gb and nvidia.com/gpu send nothing
+      (c) t=7.0 s MIG off
+                       mig-1g.18gb [M111 U], mig-2g.35gb [], mig-3g.71gb [] (withdrawn: sockets
+                       stay, kubelet counts 0), then nvidia.com/gpu [G0, G1]
+      the pod ends     mig-1g.18gb [] at the next List (1 s) and rediscovery (1 s)
+    Each resource registers once. Times are measured from the agent's start, which is before the
+    backend's clock starts, so a measured delay is an upper bound of the real one."""
+    g0, g1 = r.gpus
+    (ta, mig_a), (tb, mig_b), (tc, _) = r.steps
+    m110, m111, m112 = mig_a
+    m113, m114, m112b = mig_b
+    assert m112b == m112
+    t0 = r.agent.t_popen
+    k = r.kubelet
+    gpu = k.watch("nvidia.com/gpu")
+    _, _, first = gpu.wait()
+    assert ids_of(first) == [g0, g1], ids_of(first)
+    # (a) MIG enabled on GPU 1.
+    i_wd, t_wd, _ = gpu.wait(lambda m: ids_of(m) == [g0], timeout_s=ta + 10)
+    assert t0 + ta < t_wd <= t0 + ta + REDISCOVER_S + SLACK_S, (t_wd - t0, ta)
+    w1 = k.watch("nvidia.com/mig-1g.18gb")
+    w3 = k.watch("nvidia.com/mig-3g.71gb")
+    _, t1, l1 = w1.wait()
+    _, t3, l3 = w3.wait()
+    assert ids_of(l1) == [m110, m111] and ids_of(l3) == [m112], (ids_of(l1), ids_of(l3))
+    assert all(d.health == "Healthy" and [n.ID for n in d.topology.nodes] == [1]
+               for d in list(l1.devices) + list(l3.devices))
+    for t in (t1, t3):
+        assert t_wd < t <= t0 + ta + REDISCOVER_S + SETTLE_S + SLACK_S + 1.0, (t - t0, t_wd - t0)
+    r.agent.wait_line(r"rediscovery: GPU 1 \(%s\): MIG on, 3 instance\(s\): 1g.18gb 1g.18gb "
+                      r"3g.71gb, was MIG off" % g1)
+    plug = Plugin(r.pb, os.path.join(r.dir, endpoint("nvidia.com/gpu")))
+    p1 = Plugin(r.pb, os.path.join(r.dir, endpoint("nvidia.com/mig-1g.18gb")))
+    r.plugins += [plug, p1]
+    expect_rpc_error(lambda: plug.allocate([g1]), grpc.StatusCode.INVALID_ARGUMENT,
+                     "GPU 1 whole while in MIG mode")
+    c = p1.allocate([m111]).container_responses[0]
+    check_container(c, m111, ["/dev/nvidia1"],
+                    {"gpusched.io/resource": "nvidia.com/mig-1g.18gb",
+                     "gpusched.io/devices": m111, "gpusched.io/gpus": m111})
+    # (b) re-partitioned: 1g.18gb loses both instances (M111 held: kept Unhealthy) and gains
+    # one, 2g.35gb is new.
+    i_e, t_e, _ = w1.wait(lambda m: ids_of(m) == [m111], after=1, timeout_s=tb + 10)
+    assert i_e == 1 and t0 + tb < t_e <= t0 + tb + REDISCOVER_S + SLACK_S, (i_e, t_e - t0)
+    i_n, t_n, _ = w1.wait(lambda m: ids_of(m) == [m114, m111], after=2)
+    assert i_n == 2 and t_n - t_e >= SETTLE_S - 0.05, (i_n, t_n - t_e)
+    r.agent.wait_line(r"rediscovery: warning: %s \(nvidia.com/mig-1g.18gb\) is held by pod "
+                      r"ml/holder but GPU 1 no longer has it" % m111)
+    why = expect_rpc_error(lambda: p1.allocate([m111]), grpc.StatusCode.FAILED_PRECONDITION,
+                           "a held device that the GPU no longer has")
+    assert "no longer exists" in why, why
+    w2 = k.watch("nvidia.com/mig-2g.35gb")
+    _, t2, l2 = w2.wait()
+    assert ids_of(l2) == [m113] and t2 > t_e, (ids_of(l2), t2 - t_e)
+    # (c) MIG disabled: every MIG resource sends an empty list, then GPU 1 is whole again.
+    _, t_back, back = gpu.wait(lambda m: ids_of(m) == [g0, g1], after=i_wd + 1,
+                               timeout_s=tc + 10)
+    assert t0 + tc < t_back <= t0 + tc + REDISCOVER_S + SETTLE_S + SLACK_S, t_back - t0
+    empties = []
+    for w, after, want in ((w1, 3, [m111]), (w2, 1, []), (w3, 1, [])):
+        i, t, _ = w.wait(lambda m, want=want: ids_of(m) == want, after=after)
+        assert i == after, (w.resource, i, [ids_of(m) for _, m in w.msgs])
+        empties.append(t)
+    assert max(empties) < t_back, (empties, t_back)
+    assert all(d.health == "Healthy" for d in back.devices)
+    c = plug.allocate([g1]).container_responses[0]
+    assert dict(c.envs) == {"NVIDIA_VISIBLE_DEVICES": g1}, dict(c.envs)
+    expect_rpc_error(lambda: p1.allocate([m114]), grpc.StatusCode.INVALID_ARGUMENT,
+                     "a MIG device after MIG was disabled")
+    # The pod ends: M111 goes at the next List and rediscovery.
+    r.podres.pods = []
+    t_end = time.monotonic()
+    _, t_gone, _ = w1.wait(lambda m: ids_of(m) == [], after=4)
+    assert t_gone - t_end <= 1.0 + REDISCOVER_S + SLACK_S, t_gone - t_end
+    time.sleep(0.5)  # nothing more may come
+    H, U = "Healthy", "Unhealthy"
+    got = {res: [[(d.ID, d.health) for d in m.devices] for _, m in w.msgs] for res, w in (
+        ("nvidia.com/gpu", gpu), ("nvidia.com/mig-1g.18gb", w1),
+        ("nvidia.com/mig-2g.35gb", w2), ("nvidia.com/mig-3g.71gb", w3))}
+    assert got == {"nvidia.com/gpu": [[(g0, H), (g1, H)], [(g0, H)], [(g0, H), (g1, H)]],
+                   "nvidia.com/mig-1g.18gb": [[(m110, H), (m111, H)], [(m111, U)],
+                                              [(m114, H), (m111, U)], [(m111, U)], []],
+                   "nvidia.com/mig-2g.35gb": [[(m113, H)], []],
+                   "nvidia.com/mig-3g.71gb": [[(m112, H)], []]}, got
+    # One Register per resource; withdrawn resources keep their sockets.
+    assert sorted(q.resource_name for _, q in k.registrations()) == [
+        "nvidia.com/gpu", "nvidia.com/mig-1g.18gb", "nvidia.com/mig-2g.35gb",
+        "nvidia.com/mig-3g.71gb"], k.registrations()
+    for res in ("nvidia.com/mig-1g.18gb", "nvidia.com/mig-2g.35gb", "nvidia.com/mig-3g.71gb"):
+        assert stat_is_socket(os.path.join(r.dir, endpoint(res))), res
+    # (d) over everything kubelet saw.
+    never_twice(timeline(k), g1, set(mig_a) | set(mig_b))
+
+
+def stat_is_socket(path):
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def run_r(env):
+    tmp = env["tmp"]
+    r = RunA()
+    r.pb = env["dp"]
+    r.gpus, r.steps = rep_node(env["src"])
+    r.dir = os.path.join(tmp, "r-device-plugins")
+    os.mkdir(r.dir)
+    cfg = os.path.join(tmp, "r-config.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nflags:\n  migStrategy: mixed\n")
+    pr_sock = os.path.join(tmp, "r-pod-resources.sock")
+    m111 = r.steps[0][1][1]
+    r.podres = PodResources(env["pr"], pr_sock, [
+        ("ml", "holder", "main", "nvidia.com/mig-1g.18gb", [m111])])
+    r.kubelet = Kubelet(r.pb, r.dir)
+    r.agent = Agent(env["bin"], ["--gpu-backend", "fake", "--fake-gpus",
+                                 os.path.join(env["src"], "tests/agent/data/mig-repartition.yaml"),
+                                 "--config", cfg, "--kubelet-dir", r.dir,
+                                 "--pod-resources-socket", pr_sock, "--metrics-addr", "127.0.0.1:0",
+                                 "--node-name", "node-r", "--rediscover-s", str(REDISCOVER_S)],
+                    "R")
+    r.plugins = []
+    try:
+        yield (r_repartition, r)
+    finally:
+        for p in r.plugins:
+            p.close()
+        r.kubelet.stop()
+        r.podres.stop()
+        r.agent.stop()
+
+
 # ---- command line -------------------------------------------------------------------------------
 
 def run_cli(env):
@@ -1067,14 +1265,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpusched", required=True)
     ap.add_argument("--source-dir", required=True)
-    ap.add_argument("--only", default="abcmx", help="runs to do: a, b, c, m, x (command line)")
+    ap.add_argument("--only", default="abcmrx",
+                    help="runs to do: a, b, c, m, r, x (command line)")
     args = ap.parse_args()
     failures = 0
     t_all = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gsagent-") as tmp:
         dp, pr = load_protos(os.path.join(args.source_dir, "proto"), tmp)
         env = {"tmp": tmp, "bin": args.gpusched, "src": args.source_dir, "dp": dp, "pr": pr}
-        runs = {"a": run_a, "b": run_b, "c": run_c, "m": run_m, "x": run_cli}
+        runs = {"a": run_a, "b": run_b, "c": run_c, "m": run_m, "r": run_r, "x": run_cli}
         for key in args.only:
             gen = runs[key](env)
             try:

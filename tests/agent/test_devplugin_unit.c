@@ -17,6 +17,7 @@
 
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "gpusched/devplugin.h"
+#include "gpusched/dpkube.h"
 #include "gpusched/err.h"
 
 /* ---- a synthetic node ------------------------------------------------------------------- */
@@ -946,6 +947,351 @@ static void test_list_marks_only_the_unhealthy_gpu_devices(void **state)
     gs_dp_model_fini(&m);
 }
 
+/* ---- rediscovery: the model diff ---------------------------------------------------------- */
+
+static void test_config_rediscover_interval(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    assert_int_equal(c.rediscover_ms, 30000); /* issue 9: within 30 s */
+    parse_ok("version: v1\nflags: {rediscoverInterval: 1m30s}\n", &c);
+    assert_int_equal(c.rediscover_ms, 90000);
+    parse_ok("version: v1\nflags: {rediscoverInterval: 0}\n", &c);
+    assert_int_equal(c.rediscover_ms, 0); /* off */
+    parse_ok("version: v1\nflags: {rediscoverInterval: 100ms}\n", &c);
+    assert_int_equal(c.rediscover_ms, 100);
+    /* The value on line 2 starts after "flags: {" (8) and "rediscoverInterval: " (20
+     * characters): column 29. */
+    struct gs_diag d;
+    const char *bad = "version: v1\nflags: {rediscoverInterval: 50ms}\n";
+    assert_int_equal(gs_dp_config_parse(bad, strlen(bad), "t.yaml", &c, &d), GS_EPARSE);
+    assert_int_equal(d.line, 2);
+    assert_int_equal(d.column, 29);
+    assert_string_equal(d.field, "rediscoverInterval");
+    assert_non_null(strstr(d.msg, "0 (off) or at least 100ms"));
+    bad = "version: v1\nflags: {rediscoverInterval: soon}\n";
+    assert_int_equal(gs_dp_config_parse(bad, strlen(bad), "t.yaml", &c, &d), GS_EPARSE);
+    assert_string_equal(d.field, "rediscoverInterval");
+    assert_non_null(strstr(d.msg, "not a duration"));
+}
+
+static void test_gpu_layout_same_looks_at_mig_only(void **state)
+{
+    (void)state;
+    static const char *const p3[] = {"1g.18gb", "1g.18gb", "3g.71gb"};
+    struct gs_gpu_info a[2], b[2];
+    make_node(a, 2, 1, 0);
+    add_mig(&a[1], p3, 3);
+    memcpy(b, a, sizeof a);
+    assert_true(gs_dp_gpu_layout_same(&a[1], &b[1]));
+    b[1].nvlink_peers[b[1].nvlink_peer_count++] = 0; /* not a layout fact */
+    b[1].numa_node = 3;
+    assert_true(gs_dp_gpu_layout_same(&a[1], &b[1]));
+    b[1].mig[2].has_start = true; /* a start slot now known */
+    assert_false(gs_dp_gpu_layout_same(&a[1], &b[1]));
+    memcpy(b, a, sizeof a);
+    (void)snprintf(b[1].mig[1].profile, sizeof b[1].mig[1].profile, "2g.35gb");
+    assert_false(gs_dp_gpu_layout_same(&a[1], &b[1]));
+    memcpy(b, a, sizeof a);
+    b[1].mig_count = 2; /* an instance destroyed */
+    assert_false(gs_dp_gpu_layout_same(&a[1], &b[1]));
+    assert_false(gs_dp_gpu_layout_same(&a[0], &a[1])); /* MIG off vs on (and another UUID) */
+    memcpy(b, a, sizeof a);
+    a[0].uuid[0] = '\0'; /* lost at start, found again with its UUID */
+    assert_false(gs_dp_gpu_layout_same(&a[0], &b[0]));
+    assert_true(gs_dp_gpu_layout_same(NULL, NULL));
+    assert_false(gs_dp_gpu_layout_same(&a[0], NULL));
+}
+
+/* One rediscovery: build next from g, carry it over prev; prev then becomes next. */
+static void rediscover_round(const struct gs_dp_config *c, const struct gs_gpu_info *g,
+                             struct gs_dp_model *prev, enum gs_dp_res_change *chg,
+                             struct gs_dp_model *step)
+{
+    struct gs_dp_model next;
+    char err[256];
+    assert_int_equal(gs_dp_model_build(c, g, 2, &next, err, sizeof err), GS_OK);
+    assert_int_equal(gs_dp_model_carry(prev, &next, chg, err, sizeof err), GS_OK);
+    assert_int_equal(gs_dp_model_withdrawal(prev, &next, chg, step), GS_OK);
+    gs_dp_model_fini(prev);
+    *prev = next;
+}
+
+/*
+ * GPU 1 of two under migStrategy mixed: MIG off, then on (1g, 1g, 3g), re-partitioned (2g new,
+ * 1g MIG-1-1 kept, 3g kept), off, on again with one 1g. Expected positions and lists by hand:
+ *   start  0 nvidia.com/gpu [GPU-0, GPU-1]
+ *   on     0 gpu CHANGED [GPU-0] (step [GPU-0]); 1 mig-1g.18gb ADDED [MIG-1-0, MIG-1-1];
+ *          2 mig-3g.71gb ADDED [MIG-1-2]
+ *   re-partitioned: 0 SAME; 1 CHANGED [MIG-1-1] (step [MIG-1-1]: the kept one stays);
+ *          2 SAME; 3 mig-2g.35gb ADDED [MIG-1-3]
+ *   off    0 CHANGED [GPU-0, GPU-1] (step [GPU-0]); 1, 2, 3 WITHDRAWN: empty, names kept
+ *   on     0 CHANGED [GPU-0]; 1 CHANGED [MIG-1-0] (back on its old position); 2, 3 SAME (empty)
+ */
+static void test_carry_keeps_positions_across_repartitions(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 1, 0);
+    g[1].mig_capable = true;
+    struct gs_dp_model prev, step;
+    enum gs_dp_res_change chg[GS_DP_RESOURCES_MAX];
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &prev, NULL, 0), GS_OK);
+    assert_int_equal(prev.n_resources, 1);
+
+    static const char *const p3[] = {"1g.18gb", "1g.18gb", "3g.71gb"};
+    add_mig(&g[1], p3, 3);
+    rediscover_round(&c, g, &prev, chg, &step);
+    assert_int_equal(prev.n_resources, 3);
+    assert_string_equal(prev.resources[0].name, "nvidia.com/gpu");
+    assert_string_equal(prev.resources[1].name, "nvidia.com/mig-1g.18gb");
+    assert_string_equal(prev.resources[2].name, "nvidia.com/mig-3g.71gb");
+    assert_int_equal(chg[0], GS_DP_RES_CHANGED);
+    assert_int_equal(chg[1], GS_DP_RES_ADDED);
+    assert_int_equal(chg[2], GS_DP_RES_ADDED);
+    assert_int_equal(chg[3], GS_DP_RES_SAME);
+    assert_string_equal(ids(&prev.resources[0]), "GPU-0");
+    assert_string_equal(ids(&prev.resources[1]), "MIG-1-0,MIG-1-1");
+    assert_string_equal(ids(&prev.resources[2]), "MIG-1-2");
+    assert_int_equal(step.n_resources, 1); /* the new resources come with the second step */
+    assert_string_equal(ids(&step.resources[0]), "GPU-0");
+    assert_true(step.gpus[1].mig_enabled); /* the step's GPUs are the new ones */
+    gs_dp_model_fini(&step);
+
+    static const char *const p3b[] = {"2g.35gb", "1g.18gb", "3g.71gb"};
+    add_mig(&g[1], p3b, 3);
+    (void)snprintf(g[1].mig[0].uuid, sizeof g[1].mig[0].uuid, "MIG-1-3"); /* a new instance */
+    rediscover_round(&c, g, &prev, chg, &step);
+    assert_int_equal(prev.n_resources, 4);
+    assert_int_equal(chg[0], GS_DP_RES_SAME);
+    assert_int_equal(chg[1], GS_DP_RES_CHANGED);
+    assert_int_equal(chg[2], GS_DP_RES_SAME);
+    assert_int_equal(chg[3], GS_DP_RES_ADDED);
+    assert_string_equal(prev.resources[3].name, "nvidia.com/mig-2g.35gb");
+    assert_string_equal(ids(&prev.resources[1]), "MIG-1-1");
+    assert_string_equal(ids(&prev.resources[3]), "MIG-1-3");
+    assert_int_equal(step.n_resources, 3);
+    assert_string_equal(ids(&step.resources[1]), "MIG-1-1");
+    assert_int_equal(gs_dp_model_find(&step.resources[1], "MIG-1-1"), 0);
+    assert_int_equal(gs_dp_model_find(&step.resources[1], "MIG-1-0"), -1);
+    assert_int_equal(step.resources[1].devices[0].mig, 1); /* its position in the new GPU */
+    assert_string_equal(ids(&step.resources[2]), "MIG-1-2");
+    gs_dp_model_fini(&step);
+    /* The inventory names GPU 1's resources by name, whatever their positions (1g, 3g, 2g). */
+    enum gs_health_state hh[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    char *inv = NULL;
+    assert_int_equal(gs_dp_inventory_json(&prev, hh, &inv), GS_OK);
+    assert_non_null(strstr(inv,
+                           "\"resources\":[\"nvidia.com/mig-1g.18gb\",\"nvidia.com/mig-2g.35gb\","
+                           "\"nvidia.com/mig-3g.71gb\"]"));
+    free(inv);
+
+    g[1].mig_enabled = false;
+    g[1].mig_count = 0;
+    rediscover_round(&c, g, &prev, chg, &step);
+    assert_int_equal(prev.n_resources, 4);
+    assert_int_equal(chg[0], GS_DP_RES_CHANGED);
+    for (uint32_t i = 1; i < 4; i++) {
+        assert_int_equal(chg[i], GS_DP_RES_WITHDRAWN);
+        assert_int_equal(prev.resources[i].n_devices, 0);
+        assert_int_equal(step.resources[i].n_devices, 0);
+    }
+    assert_string_equal(prev.resources[1].endpoint, "gpusched-nvidia.com-mig-1g.18gb.sock");
+    assert_string_equal(ids(&prev.resources[0]), "GPU-0,GPU-1");
+    assert_string_equal(ids(&step.resources[0]), "GPU-0"); /* GPU 1 comes back in step two */
+    /* Withdrawn resources are on no GPU of the inventory: GPU 1 is whole again. */
+    assert_int_equal(gs_dp_inventory_json(&prev, hh, &inv), GS_OK);
+    assert_null(strstr(inv, "mig-"));
+    assert_non_null(strstr(inv, "\"index\":1,\"mem_mib\":143771,\"mig\":[],\"mode\":\"whole\""));
+    free(inv);
+    /* A withdrawn resource answers like any: an empty list, and no device to allocate. */
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    struct gs_dp_view v = {&c, &prev, 1, h, NULL, NULL, NULL};
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_list(&v, &a), GS_OK);
+    assert_int_equal(a.status, 0);
+    V1beta1__ListAndWatchResponse *r =
+        v1beta1__list_and_watch_response__unpack(NULL, a.len, a.data);
+    assert_non_null(r);
+    assert_int_equal(r->n_devices, 0);
+    v1beta1__list_and_watch_response__free_unpacked(r, NULL);
+    gs_dp_answer_fini(&a);
+    static const char *const gone[] = {"MIG-1-1"};
+    int status = 0;
+    assert_null(allocate(&c, &prev, "nvidia.com/mig-1g.18gb", h, gone, 1, &status));
+    assert_int_equal(status, 3); /* INVALID_ARGUMENT */
+    gs_dp_model_fini(&step);
+
+    static const char *const p1[] = {"1g.18gb"};
+    add_mig(&g[1], p1, 1);
+    rediscover_round(&c, g, &prev, chg, &step);
+    assert_int_equal(prev.n_resources, 4);
+    assert_int_equal(chg[0], GS_DP_RES_CHANGED);
+    assert_int_equal(chg[1], GS_DP_RES_CHANGED);
+    assert_int_equal(chg[2], GS_DP_RES_SAME);
+    assert_int_equal(chg[3], GS_DP_RES_SAME);
+    assert_string_equal(ids(&prev.resources[1]), "MIG-1-0");
+    assert_int_equal(step.resources[1].n_devices, 0);
+    gs_dp_model_fini(&step);
+    gs_dp_model_fini(&prev);
+}
+
+/*
+ * A container holds MIG-1-1 when GPU 1 is re-partitioned (1g, 1g -> one 2g, MIG-1-2): the
+ * rebuilt mig-1g.18gb has no device, and the retained model lists MIG-1-1 there, retired
+ * (mig -1); MIG-1-0, held by nobody, is gone. By hand: Unhealthy on the list, never proposed
+ * even when offered, Allocate FAILED_PRECONDITION (9), no resource on the GPU in the inventory;
+ * the next round with nobody holding it drops it.
+ */
+static void test_retain_keeps_held_devices_unhealthy(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    struct gs_gpu_info g[2];
+    make_node(g, 2, 1, 0);
+    static const char *const p2[] = {"1g.18gb", "1g.18gb"};
+    add_mig(&g[1], p2, 2);
+    struct gs_dp_model prev, next, step;
+    enum gs_dp_res_change chg[GS_DP_RESOURCES_MAX];
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &prev, NULL, 0), GS_OK);
+    assert_string_equal(ids(res(&prev, "nvidia.com/mig-1g.18gb")), "MIG-1-0,MIG-1-1");
+
+    static const char *const p1[] = {"2g.35gb"};
+    add_mig(&g[1], p1, 1);
+    (void)snprintf(g[1].mig[0].uuid, sizeof g[1].mig[0].uuid, "MIG-1-2");
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &next, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_carry(&prev, &next, chg, NULL, 0), GS_OK);
+    static const char *const held[] = {"GPU-0", "MIG-1-1", "MIG-9-9"};
+    uint32_t n_ret = 0;
+    assert_int_equal(gs_dp_model_retain(&prev, &next, held, 3, &n_ret), GS_OK);
+    assert_int_equal(n_ret, 1); /* GPU-0 is still in next; MIG-9-9 was never here */
+    const struct gs_dp_resource *r1 = res(&next, "nvidia.com/mig-1g.18gb");
+    assert_int_equal(chg[gs_dp_model_resource(&next, "nvidia.com/mig-1g.18gb")],
+                     GS_DP_RES_WITHDRAWN);
+    assert_string_equal(ids(r1), "MIG-1-1");
+    assert_true(r1->devices[0].retired);
+    assert_int_equal(r1->devices[0].mig, -1);
+    assert_int_equal(r1->devices[0].gpu, 1);
+    assert_int_equal(gs_dp_model_find(r1, "MIG-1-1"), 0);
+    assert_false(res(&next, "nvidia.com/gpu")->devices[0].retired);
+    /* The withdrawal step keeps it (it never disappears from kubelet's view). */
+    assert_int_equal(gs_dp_model_withdrawal(&prev, &next, chg, &step), GS_OK);
+    assert_string_equal(ids(res(&step, "nvidia.com/mig-1g.18gb")), "MIG-1-1");
+    assert_true(res(&step, "nvidia.com/mig-1g.18gb")->devices[0].retired);
+    gs_dp_model_fini(&step);
+
+    enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
+    struct gs_dp_view v = {
+        &c,   &next, (uint32_t)gs_dp_model_resource(&next, "nvidia.com/mig-1g.18gb"), h, NULL,
+        NULL, NULL};
+    struct gs_dp_answer a;
+    assert_int_equal(gs_dp_handle_list(&v, &a), GS_OK);
+    V1beta1__ListAndWatchResponse *lr =
+        v1beta1__list_and_watch_response__unpack(NULL, a.len, a.data);
+    assert_non_null(lr);
+    assert_int_equal(lr->n_devices, 1);
+    assert_string_equal(lr->devices[0]->id, "MIG-1-1");
+    assert_string_equal(lr->devices[0]->health, "Unhealthy");
+    v1beta1__list_and_watch_response__free_unpacked(lr, NULL);
+    gs_dp_answer_fini(&a);
+    static const char *const one[] = {"MIG-1-1"};
+    assert_string_equal(prefer(&c, &next, "nvidia.com/mig-1g.18gb", one, 1, NULL, 0, 1), "");
+    int status = 0;
+    assert_null(allocate(&c, &next, "nvidia.com/mig-1g.18gb", h, one, 1, &status));
+    assert_int_equal(status, 9); /* FAILED_PRECONDITION */
+    char *inv = NULL;
+    assert_int_equal(gs_dp_inventory_json(&next, h, &inv), GS_OK);
+    assert_null(strstr(inv, "mig-1g"));
+    assert_non_null(strstr(inv, "\"resources\":[\"nvidia.com/mig-2g.35gb\"]"));
+    free(inv);
+
+    /* Nobody holds it any more: the next round drops it. */
+    struct gs_dp_model again;
+    assert_int_equal(gs_dp_model_build(&c, g, 2, &again, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_carry(&next, &again, chg, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_retain(&next, &again, NULL, 0, &n_ret), GS_OK);
+    assert_int_equal(n_ret, 0);
+    assert_int_equal(res(&again, "nvidia.com/mig-1g.18gb")->n_devices, 0);
+    gs_dp_model_fini(&again);
+    gs_dp_model_fini(&next);
+    gs_dp_model_fini(&prev);
+}
+
+/* A prev of 32 positions: nvidia.com/gpu and 31 others ("example.com/old-NN"). */
+static void full_prev(const struct gs_dp_config *c, const struct gs_gpu_info *g,
+                      struct gs_dp_model *prev, bool others_have_devices)
+{
+    assert_int_equal(gs_dp_model_build(c, g, 1, prev, NULL, 0), GS_OK);
+    for (uint32_t i = 1; i < GS_DP_RESOURCES_MAX; i++) {
+        struct gs_dp_resource *r = &prev->resources[i];
+        (void)snprintf(r->name, sizeof r->name, "example.com/old-%02u", (unsigned)i);
+        (void)snprintf(r->endpoint, sizeof r->endpoint, "gpusched-example.com-old-%02u.sock",
+                       (unsigned)i);
+        if (others_have_devices) {
+            r->devices = calloc(1, sizeof *r->devices);
+            r->by_id = calloc(1, sizeof *r->by_id);
+            assert_non_null(r->devices);
+            assert_non_null(r->by_id);
+            (void)snprintf(r->devices[0].id, sizeof r->devices[0].id, "old-%u", (unsigned)i);
+            r->n_devices = 1;
+        }
+    }
+    prev->n_resources = GS_DP_RESOURCES_MAX;
+}
+
+/*
+ * All 32 positions used: a new resource takes the first one whose resource was already empty
+ * before and is not in the new model (position 1, example.com/old-01), REPLACED; its withdrawal
+ * step still shows the old empty resource there. When every position holds devices until this
+ * round, there is no room: GS_ELIMIT, and next is left as built.
+ */
+static void test_carry_reuses_an_empty_position_when_full(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    struct gs_gpu_info g[1], gm[1];
+    make_node(g, 1, 1, 0);
+    memcpy(gm, g, sizeof g);
+    static const char *const p1[] = {"1g.18gb"};
+    add_mig(&gm[0], p1, 1);
+    struct gs_dp_model prev, next, step;
+    enum gs_dp_res_change chg[GS_DP_RESOURCES_MAX];
+    char err[256];
+
+    full_prev(&c, g, &prev, false);
+    assert_int_equal(gs_dp_model_build(&c, gm, 1, &next, NULL, 0), GS_OK);
+    assert_int_equal(next.n_resources, 1);
+    assert_int_equal(gs_dp_model_carry(&prev, &next, chg, err, sizeof err), GS_OK);
+    assert_int_equal(next.n_resources, GS_DP_RESOURCES_MAX);
+    assert_int_equal(chg[0], GS_DP_RES_WITHDRAWN); /* nvidia.com/gpu had GPU-0 */
+    assert_int_equal(chg[1], GS_DP_RES_REPLACED);
+    assert_string_equal(next.resources[1].name, "nvidia.com/mig-1g.18gb");
+    assert_string_equal(ids(&next.resources[1]), "MIG-0-0");
+    assert_int_equal(chg[2], GS_DP_RES_SAME);
+    assert_string_equal(next.resources[2].name, "example.com/old-02");
+    assert_int_equal(gs_dp_model_withdrawal(&prev, &next, chg, &step), GS_OK);
+    assert_string_equal(step.resources[1].name, "example.com/old-01");
+    assert_int_equal(step.resources[1].n_devices, 0);
+    assert_int_equal(step.resources[0].n_devices, 0);
+    gs_dp_model_fini(&step);
+    gs_dp_model_fini(&next);
+    gs_dp_model_fini(&prev);
+
+    full_prev(&c, g, &prev, true);
+    assert_int_equal(gs_dp_model_build(&c, gm, 1, &next, NULL, 0), GS_OK);
+    assert_int_equal(gs_dp_model_carry(&prev, &next, chg, err, sizeof err), GS_ELIMIT);
+    assert_non_null(strstr(err, "nvidia.com/mig-1g.18gb is new"));
+    assert_int_equal(next.n_resources, 1); /* untouched */
+    assert_string_equal(ids(&next.resources[0]), "MIG-0-0");
+    gs_dp_model_fini(&next);
+    gs_dp_model_fini(&prev);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < GS_GPU_MAX; i++)
@@ -971,6 +1317,11 @@ int main(void)
         cmocka_unit_test(test_preferred_replicas_pack_onto_shared_gpus),
         cmocka_unit_test(test_allocate_names_units_and_refuses_bad_ids),
         cmocka_unit_test(test_list_marks_only_the_unhealthy_gpu_devices),
+        cmocka_unit_test(test_config_rediscover_interval),
+        cmocka_unit_test(test_gpu_layout_same_looks_at_mig_only),
+        cmocka_unit_test(test_carry_keeps_positions_across_repartitions),
+        cmocka_unit_test(test_carry_reuses_an_empty_position_when_full),
+        cmocka_unit_test(test_retain_keeps_held_devices_unhealthy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * sanitizers' checks it asserts the reader's contract: on failure no backend and a diagnostic
  * with a message; on success GPUs with valid indices, UUIDs, NVLink peers and MIG devices, and
  * a script that replays to its end (on a clock that only moves when the backend sleeps)
- * without a sample or event breaking the documented ranges. A broken promise aborts, which
+ * without a sample or event breaking the documented ranges, and scripted MIG layouts that keep
+ * every GPU valid and no MIG UUID on two GPUs. A broken promise aborts, which
  * the fuzzer reports as a crash.
  */
 #include <stddef.h>
@@ -111,6 +112,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check(!(s.valid & GS_GPU_HAVE_FB) ||
                   s.fb_used_mib + s.fb_free_mib == info[i].mem_total_mib);
         }
+    }
+    /* Past the script's end: every "mig:" entry applied, each GPU still the same GPU with a
+     * valid layout, and no MIG UUID on two GPUs. */
+    now += INT64_C(2000000000000);
+    for (uint32_t i = 0; i < n; i++) {
+        struct gs_gpu_info g;
+        check(gs_gpu_info(b, i, &g) == GS_OK);
+        check_info(&g, i, n);
+        check(strcmp(g.uuid, info[i].uuid) == 0 && g.mem_total_mib == info[i].mem_total_mib);
+        info[i] = g;
+        for (uint32_t j = 0; j < i; j++)
+            for (uint32_t k = 0; k < info[i].mig_count; k++)
+                for (uint32_t l = 0; l < info[j].mig_count; l++)
+                    check(strcmp(info[i].mig[k].uuid, info[j].mig[l].uuid) != 0);
     }
     gs_gpu_close(b);
     return 0;

@@ -38,6 +38,11 @@ first free ones: a test that passes because both happen to agree is impossible h
      (NVIDIA_VISIBLE_DEVICES = GPU 1's UUID, CUDA_DEVICE_SM_LIMIT=25), the mismatch logged and
      f marked allocated-gpus=1. A second slice Allocate, with no pod left to claim it, gets the
      GPU of the slice handed and a warning.
+  7. A fourth agent on tests/agent/data/mig-repartition.yaml (migStrategy mixed, rediscovering
+     every second), its Node made first: GPU 1 is whole, put in MIG mode (1g@0, 1g@1, 3g@4),
+     re-partitioned (2g@0, 1g@2, 3g@4) and whole again while it runs, and the Node annotation
+     goes through exactly these four states (mode, MIG instances by profile, start and UUID,
+     resources), each valid against docs/schemas/, in four PATCHes.
 """
 import argparse
 import json
@@ -170,7 +175,8 @@ def main():
     agent = sched = kubelet = plugin = None
     agent2 = kubelet2 = whole2 = mig2 = None
     agent3 = kubelet3 = slice3 = None
-    node2 = node3 = None
+    agent4 = kubelet4 = None
+    node2 = node3 = node4 = None
     sched_log = None
     with tempfile.TemporaryDirectory(prefix="gsagente2e-") as tmp:
         try:
@@ -511,6 +517,60 @@ def main():
                              r"slices" % re.escape(other))
             print("ok   a slice without an assignment keeps its GPU, with a warning")
             assert "forbidden" not in agent3.text().lower(), agent3.text()
+
+            # 7. MIG re-partitioned under a running agent: the annotation follows.
+            node4 = node + "-rep"
+            kubectl("apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node4, "labels": {"gpusched.test/agent-run": "%d-rep" % run}},
+                "spec": {"taints": [{"key": "gpusched.test/agent", "effect": "NoSchedule"}]}}))
+            rep_gpus, rep_steps = tdp.rep_node(args.source_dir)
+            (_, mig_a), (_, mig_b), _ = rep_steps
+            dp4 = os.path.join(tmp, "dp4")
+            os.mkdir(dp4)
+            kubelet4 = tdp.Kubelet(pb, dp4)
+            agent4 = tdp.Agent(args.gpusched, [
+                "--gpu-backend", "fake", "--fake-gpus",
+                os.path.join(args.source_dir, "tests", "agent", "data", "mig-repartition.yaml"),
+                "--config", cfg2, "--kubelet-dir", dp4, "--pod-resources-socket", "",
+                "--metrics-addr", "", "--node-name", node4, "--kubeconfig", agent_kc,
+                "--rediscover-s", "1"], "agent-rep")
+
+            def gpu1_state():
+                inv = inventory(node4)
+                if inv is None:
+                    return None
+                g = inv["gpus"][1]
+                return (g["uuid"], g["mode"],
+                        tuple((m["profile"], m["start"], m["uuid"]) for m in g["mig"]),
+                        tuple(g["resources"]), inv)
+            # The states by hand from the file: (mode, instances, resources of GPU 1).
+            want = [("whole", (), ("nvidia.com/gpu",)),
+                    ("mig", (("1g.18gb", 0, mig_a[0]), ("1g.18gb", 1, mig_a[1]),
+                             ("3g.71gb", 4, mig_a[2])),
+                     ("nvidia.com/mig-1g.18gb", "nvidia.com/mig-3g.71gb")),
+                    ("mig", (("2g.35gb", 0, mig_b[0]), ("1g.18gb", 2, mig_b[1]),
+                             ("3g.71gb", 4, mig_b[2])),
+                     ("nvidia.com/mig-1g.18gb", "nvidia.com/mig-2g.35gb",
+                      "nvidia.com/mig-3g.71gb")),
+                    ("whole", (), ("nvidia.com/gpu",))]
+            seen = []
+            end = time.monotonic() + WAIT_S
+            while len(seen) < len(want) and time.monotonic() < end:
+                st = gpu1_state()
+                if st is not None and (not seen or st[:4] != seen[-1][:4]):
+                    seen.append(st)
+                    schema_check(args.source_dir, "node-gpus.schema.json", st[4])
+                time.sleep(0.1)
+            got = [(st[1], st[2], st[3]) for st in seen]
+            assert got == want, "GPU 1 in the annotation went %s, want %s" % (got, want)
+            assert all(st[0] == rep_gpus[1] for st in seen), seen
+            agent4.wait_line(r"annotation gpusched\.io/gpus written")
+            patches = len(re.findall(r"annotation gpusched\.io/gpus written", agent4.text()))
+            assert patches == 4, "%d PATCHes of the Node, want 4 (start, 3 layouts)" % patches
+            print("ok   MIG re-partitioned twice and disabled: the annotation followed, "
+                  "4 PATCHes")
+            assert "forbidden" not in agent4.text().lower(), agent4.text()
         except BaseException:
             if agent is not None:
                 print("--- agent log (last 40 lines)\n" + "\n".join(agent.text().splitlines()[-40:]))
@@ -520,6 +580,9 @@ def main():
             if agent3 is not None:
                 print("--- fractions agent log (last 40 lines)\n" +
                       "\n".join(agent3.text().splitlines()[-40:]))
+            if agent4 is not None:
+                print("--- re-partition agent log (last 40 lines)\n" +
+                      "\n".join(agent4.text().splitlines()[-40:]))
             if sched_log is not None:
                 sched_log.flush()
                 print("--- scheduler log (last 40 lines)\n" + "\n".join(
@@ -537,6 +600,10 @@ def main():
             for p_ in (plugin, whole2, mig2, slice3):
                 if p_ is not None:
                     p_.close()
+            if kubelet4 is not None:
+                kubelet4.stop()
+            if agent4 is not None:
+                agent4.stop()
             if kubelet3 is not None:
                 kubelet3.stop()
             if agent3 is not None:
@@ -553,7 +620,7 @@ def main():
                     check=False)
             kubectl("delete", "namespace", ns, "--wait=false", check=False)
             kubectl("delete", "node", node, check=False)
-            for n_ in (node2, node3):
+            for n_ in (node2, node3, node4):
                 if n_ is not None:
                     kubectl("delete", "node", n_, check=False)
     print("ok   agent e2e in %.1f s" % (time.monotonic() - t_all))

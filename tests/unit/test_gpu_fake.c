@@ -260,6 +260,55 @@ static void test_fake_lost_gpu_fails_sample_until_found(void **state)
     gs_gpu_close(b);
 }
 
+/* A scripted re-partition: gs_gpu_info() shows the new MIG mode and instances from t_ms on. */
+static void test_fake_script_repartitions_mig(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        "gpus:\n"
+        "  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, mig: {capable: true}}\n"
+        "script:\n"
+        "  - t_ms: 1000\n"
+        "    gpu: 0\n"
+        "    mig: {enabled: true, instances: [{profile: 1g.10gb, uuid: MIG-p, memory_mib: 10,\n"
+        "                                      start: 0},\n"
+        "                                     {profile: 3g.40gb, uuid: MIG-q, memory_mib: 40,\n"
+        "                                      start: 4}]}\n"
+        "  - {t_ms: 2000, gpu: 0, mig: {enabled: false}}\n";
+    struct tclock c = {.now_ms = 7000};
+    struct gs_clock k = make_clock(&c);
+    struct gs_gpu_backend *b = NULL;
+    struct gs_diag d;
+    assert_int_equal(gs_gpu_parse_fake(yaml, strlen(yaml), "r.yaml", &k, &b, &d), GS_OK);
+    struct gs_gpu_info g;
+    c.now_ms += 999;
+    assert_int_equal(gs_gpu_info(b, 0, &g), GS_OK);
+    assert_true(g.mig_capable);
+    assert_false(g.mig_enabled);
+    assert_int_equal(g.mig_count, 0);
+    c.now_ms += 1; /* t_ms 1000: MIG on, two instances in file order */
+    assert_int_equal(gs_gpu_info(b, 0, &g), GS_OK);
+    assert_true(g.mig_enabled);
+    assert_int_equal(g.mig_count, 2);
+    assert_string_equal(g.mig[0].uuid, "MIG-p");
+    assert_string_equal(g.mig[0].profile, "1g.10gb");
+    assert_int_equal(g.mig[0].mem_mib, 10);
+    assert_true(g.mig[0].has_start);
+    assert_int_equal(g.mig[0].start_slot, 0);
+    assert_string_equal(g.mig[1].uuid, "MIG-q");
+    assert_int_equal(g.mig[1].start_slot, 4);
+    assert_string_equal(g.uuid, "GPU-a"); /* the rest of the GPU as it was */
+    assert_int_equal(g.mem_total_mib, 100);
+    struct gs_gpu_sample s;
+    assert_int_equal(gs_gpu_sample(b, 0, &s), GS_OK);
+    c.now_ms += 1000; /* t_ms 2000: MIG off, no instance left over */
+    assert_int_equal(gs_gpu_info(b, 0, &g), GS_OK);
+    assert_false(g.mig_enabled);
+    assert_int_equal(g.mig_count, 0);
+    assert_string_equal(g.mig[0].uuid, "");
+    gs_gpu_close(b);
+}
+
 static void test_fake_deep_nesting_stops_at_the_limit(void **state)
 {
     (void)state;
@@ -310,6 +359,11 @@ static void test_fake_example_node_of_the_deploy_directory_loads(void **state)
 /* ---- bad input ------------------------------------------------------------------------ */
 
 #define HEAD "gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100}\n"
+#define MIG_X "{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5}"
+/* GPU 0 in MIG mode with one instance, MIG-x. */
+#define HEAD_MIG                                                                                   \
+    "gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, mig: {enabled: true, "          \
+    "instances: [" MIG_X "]}}\n"
 
 struct bad_case {
     const char *yaml;
@@ -416,6 +470,23 @@ static const struct bad_case bad_cases[] = {
     {HEAD "cuda_driver_version: 999\n", 3, 22, "cuda_driver_version", "not a CUDA version"},
     {HEAD "---\ngpus: []\n", 3, 1, "", "a second YAML document; a fake node is one"},
     {"? [a]\n: 1\n", 1, 3, "the top level", "keys of the top level must be scalars"},
+    /* Scripted MIG layouts: the value of "mig:" starts at column 28 of the entry's line
+     * ("  - {" 5, "t_ms: 1, " 9, "gpu: 0, " 8, "mig: " 5 characters before it); a following
+     * "{enabled: true}" takes 28..42, ", xid: " 43..49, so the xid's value is at 50. */
+    {HEAD "script:\n  - {t_ms: 1, gpu: 0, mig: {enabled: true}}\n", 4, 28, "mig",
+     "GPU 0 is not MIG-capable"},
+    {HEAD_MIG "script:\n  - {t_ms: 1, gpu: 0, mig: {capable: false}}\n", 4, 28, "capable",
+     "cannot make a GPU MIG-incapable"},
+    {HEAD_MIG "script:\n  - {t_ms: 1, gpu: 0, mig: {enabled: false, instances: [" MIG_X "]}}\n", 4,
+     56, "instances", "while MIG is disabled"},
+    {HEAD_MIG "  - {index: 1, uuid: GPU-b, model: M, memory_mib: 100, mig: {enabled: false}}\n"
+              "script:\n  - {t_ms: 1, gpu: 1, mig: {enabled: true, instances: [" MIG_X "]}}\n",
+     5, 28, "uuid", "MIG UUID MIG-x is GPU 0's"},
+    {HEAD_MIG "script:\n  - {t_ms: 1, gpu: 0, mig: {enabled: true, instances: [" MIG_X ", " MIG_X
+              "]}}\n",
+     4, 28, "uuid", "MIG UUID MIG-x repeated"},
+    {HEAD_MIG "script:\n  - {t_ms: 1, gpu: 0, mig: {enabled: true}, xid: 3}\n", 4, 50, "script",
+     "exactly one of set, xid, ecc_dbe, lost, mig"},
 };
 
 static void test_fake_bad_input_names_line_column_and_key(void **state)
@@ -499,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_fake_wait_event_sleeps_until_the_next_scripted_event),
         cmocka_unit_test(test_fake_wait_event_times_out_before_a_later_event),
         cmocka_unit_test(test_fake_lost_gpu_fails_sample_until_found),
+        cmocka_unit_test(test_fake_script_repartitions_mig),
         cmocka_unit_test(test_fake_deep_nesting_stops_at_the_limit),
         cmocka_unit_test(test_fake_example_node_of_the_deploy_directory_loads),
         cmocka_unit_test(test_fake_bad_input_names_line_column_and_key),
