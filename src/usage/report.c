@@ -240,8 +240,12 @@ static struct gs_usage_row *group(struct build *b, const char *key, uint32_t *in
     if (!k)
         return NULL;
     memcpy(k, key, strlen(key) + 1);
-    r->rows[r->nrows] = (struct gs_usage_row){
-        .key = k, .used_gpu_h = NAN, .quota_gpu_h = NAN, .wait_mean_s = NAN, .wait_p95_s = NAN};
+    r->rows[r->nrows] = (struct gs_usage_row){.key = k,
+                                              .used_gpu_h = NAN,
+                                              .used_pct = NAN,
+                                              .quota_gpu_h = NAN,
+                                              .wait_mean_s = NAN,
+                                              .wait_p95_s = NAN};
     b->map.slot[j] = ++r->nrows;
     *index = r->nrows - 1;
     return &r->rows[*index];
@@ -671,8 +675,12 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
                 sp->gpus * (double)gs_charge_overlap_ms(sp->s, sp->e, bs, bs + r->bucket_ms) / H_MS;
         }
     }
-    for (uint32_t i = 0; i < r->nrows; i++)
-        r->charged_gpu_h += r->rows[i].charged_gpu_h;
+    for (uint32_t i = 0; i < r->nrows; i++) {
+        struct gs_usage_row *w = &r->rows[i];
+        r->charged_gpu_h += w->charged_gpu_h;
+        if (!isnan(w->used_gpu_h) && w->charged_gpu_h > 0)
+            w->used_pct = 100.0 * w->used_gpu_h / w->charged_gpu_h;
+    }
     r->idle_gpu_h = r->capacity_gpu_h - r->charged_gpu_h;
     if (r->nidle > 1)
         qsort(r->idle, r->nidle, sizeof(*r->idle), cmp_idle);
@@ -842,21 +850,23 @@ static void write_table(const struct gs_usage_report *r, FILE *f)
     (void)fprintf(f, "capacity %.2f GPU-hours (mean %.1f GPUs; %.2f on unhealthy GPUs)\n",
                   r->capacity_gpu_h, period_h > 0 ? r->capacity_gpu_h / period_h : 0,
                   r->unhealthy_gpu_h);
-    (void)fprintf(f, "%-20s %12s %7s %11s %11s %8s %9s %7s %9s %9s %6s\n", gs_usage_by_name(r->by),
-                  "charged GPUh", "share%", "used GPUh", "quota GPUh", "attain%", "preempted",
-                  "caused", "wait mean", "wait p95", "starts");
+    (void)fprintf(f, "%-20s %12s %7s %11s %6s %11s %8s %9s %7s %9s %9s %6s\n",
+                  gs_usage_by_name(r->by), "charged GPUh", "share%", "used GPUh", "used%",
+                  "quota GPUh", "attain%", "preempted", "caused", "wait mean", "wait p95",
+                  "starts");
     for (uint32_t i = 0; i < r->nrows; i++) {
         const struct gs_usage_row *w = &r->rows[i];
-        char used[24], quota[24], att[24], wm[16], wp[16];
+        char used[24], used_pct[24], quota[24], att[24], wm[16], wp[16];
         fmt_num(w->used_gpu_h, 2, used, sizeof(used));
+        fmt_num(w->used_pct, 1, used_pct, sizeof(used_pct));
         fmt_num(w->quota_gpu_h, 2, quota, sizeof(quota));
         fmt_num(attainment(w), 1, att, sizeof(att));
         fmt_dur(w->wait_mean_s, wm, sizeof(wm));
         fmt_dur(w->wait_p95_s, wp, sizeof(wp));
-        (void)fprintf(f, "%-20.20s %12.2f %7.1f %11s %11s %8s %9llu %7llu %9s %9s %6u\n", w->key,
-                      w->charged_gpu_h,
+        (void)fprintf(f, "%-20.20s %12.2f %7.1f %11s %6s %11s %8s %9llu %7llu %9s %9s %6u\n",
+                      w->key, w->charged_gpu_h,
                       r->capacity_gpu_h > 0 ? 100.0 * w->charged_gpu_h / r->capacity_gpu_h : 0.0,
-                      used, quota, att, (unsigned long long)w->preemptions_suffered,
+                      used, used_pct, quota, att, (unsigned long long)w->preemptions_suffered,
                       (unsigned long long)w->preemptions_caused, wm, wp, w->starts);
     }
     (void)fprintf(f, "%-20s %12.2f %7.1f\n", "(idle)", r->idle_gpu_h,
@@ -909,7 +919,7 @@ static void write_csv(const struct gs_usage_report *r, FILE *f)
 {
     (void)fprintf(
         f,
-        "%s,charged_gpu_hours,used_gpu_hours,quota_gpu_hours,attainment_pct,"
+        "%s,charged_gpu_hours,used_gpu_hours,used_pct,quota_gpu_hours,attainment_pct,"
         "preemptions_suffered,preemptions_caused,wait_mean_s,wait_p95_s,starts,intervals\n",
         gs_usage_by_name(r->by));
     for (uint32_t i = 0; i < r->nrows; i++) {
@@ -917,6 +927,7 @@ static void write_csv(const struct gs_usage_report *r, FILE *f)
         csv_field(f, w->key);
         csv_num(f, w->charged_gpu_h, 6);
         csv_num(f, w->used_gpu_h, 6);
+        csv_num(f, w->used_pct, 3);
         csv_num(f, w->quota_gpu_h, 6);
         csv_num(f, attainment(w), 3);
         (void)fprintf(f, ",%llu,%llu", (unsigned long long)w->preemptions_suffered,
@@ -925,8 +936,8 @@ static void write_csv(const struct gs_usage_report *r, FILE *f)
         csv_num(f, w->wait_p95_s, 3);
         (void)fprintf(f, ",%u,%u\n", w->starts, w->intervals);
     }
-    (void)fprintf(f, "(idle),%.6f,,,,,,,,,\n", r->idle_gpu_h);
-    (void)fprintf(f, "(capacity),%.6f,,,,,,,,,\n", r->capacity_gpu_h);
+    (void)fprintf(f, "(idle),%.6f,,,,,,,,,,\n", r->idle_gpu_h);
+    (void)fprintf(f, "(capacity),%.6f,,,,,,,,,,\n", r->capacity_gpu_h);
 }
 
 static json_t *jnum(double v)
@@ -947,14 +958,15 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
         goto out;
     for (uint32_t i = 0; i < r->nrows; i++) {
         const struct gs_usage_row *w = &r->rows[i];
-        json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:I, s:I}", "key",
-                              w->key, "charged_gpu_hours", jnum(w->charged_gpu_h), "used_gpu_hours",
-                              jnum(w->used_gpu_h), "quota_gpu_hours", jnum(w->quota_gpu_h),
-                              "attainment_pct", jnum(attainment(w)), "preemptions_suffered",
-                              (json_int_t)w->preemptions_suffered, "preemptions_caused",
-                              (json_int_t)w->preemptions_caused, "wait_mean_s",
-                              jnum(w->wait_mean_s), "wait_p95_s", jnum(w->wait_p95_s), "starts",
-                              (json_int_t)w->starts, "intervals", (json_int_t)w->intervals);
+        json_t *o =
+            json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:I, s:I}", "key", w->key,
+                      "charged_gpu_hours", jnum(w->charged_gpu_h), "used_gpu_hours",
+                      jnum(w->used_gpu_h), "used_pct", jnum(w->used_pct), "quota_gpu_hours",
+                      jnum(w->quota_gpu_h), "attainment_pct", jnum(attainment(w)),
+                      "preemptions_suffered", (json_int_t)w->preemptions_suffered,
+                      "preemptions_caused", (json_int_t)w->preemptions_caused, "wait_mean_s",
+                      jnum(w->wait_mean_s), "wait_p95_s", jnum(w->wait_p95_s), "starts",
+                      (json_int_t)w->starts, "intervals", (json_int_t)w->intervals);
         if (!o || json_array_append_new(rows, o))
             goto out;
     }
@@ -1017,19 +1029,25 @@ static void write_prometheus(const struct gs_usage_report *r, FILE *f)
         {"gpusched_usage_preemptions_suffered", "Intervals ended by eviction in the period."},
         {"gpusched_usage_quota_gpu_seconds",
          "Quota GPU-seconds over the period (queues and teams)."},
+        {"gpusched_usage_used_gpu_seconds",
+         "GPU-seconds used, from utilisation samples (groups with samples)."},
+        {"gpusched_usage_used_ratio",
+         "Used over charged GPU-seconds in the period (groups with samples)."},
     };
-    for (unsigned k = 0; k < 3; k++) {
+    for (unsigned k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
         (void)fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", m[k].name, m[k].help, m[k].name);
         for (uint32_t i = 0; i < r->nrows; i++) {
             const struct gs_usage_row *w = &r->rows[i];
             double v = k == 0   ? w->charged_gpu_h * 3600.0
                        : k == 1 ? (double)w->preemptions_suffered
-                                : w->quota_gpu_h * 3600.0;
+                       : k == 2 ? w->quota_gpu_h * 3600.0
+                       : k == 3 ? w->used_gpu_h * 3600.0
+                                : w->used_pct / 100.0;
             if (isnan(v))
                 continue;
             (void)fprintf(f, "%s{%s=\"", m[k].name, by);
             prom_label(f, w->key);
-            (void)fprintf(f, "\"} %.3f\n", v);
+            (void)fprintf(f, "\"} %.*f\n", k == 4 ? 6 : 3, v);
         }
     }
     (void)fprintf(f,

@@ -463,6 +463,8 @@ static void test_utilisation_names_idle_allocations(void **state)
     /* Used: 2 % x 1 GPU x 2 h = 0.04 and 50 % x 1 x 2 = 1.0: 1.04 of 4 charged. */
     assert_near(row_of(r, "t")->used_gpu_h, 1.04, 1e-9);
     assert_near(row_of(r, "t")->charged_gpu_h, 4.0, 1e-9);
+    /* The ratio: 1.04 / 4.0 = 26.0 %. */
+    assert_near(row_of(r, "t")->used_pct, 26.0, 1e-9);
     assert_int_equal(r->util_samples, 8);
     /* Idle: held 2 h >= 1 h and used 0.04 < 5 % of 2: only "lazy". */
     assert_int_equal(r->nidle, 1);
@@ -479,7 +481,30 @@ static void test_utilisation_names_idle_allocations(void **state)
     assert_non_null(strstr(page, "data-used-gpu-hours=\"1.040000\""));
     assert_non_null(strstr(page, "<tr><td>lazy</td><td>lazy</td><td>t</td><td>2.0</td>"));
     assert_null(strstr(page, "no utilisation samples"));
+    /* The table's row: charged 4.00, used 1.04, used % 26.0. */
+    assert_non_null(strstr(page, "<tr><td>t</td><td>4.00</td><td>1.04</td><td>26.0</td>"));
     free(page);
+    /* The same ratio in the table, CSV, JSON and Prometheus forms. */
+    static const struct {
+        enum gs_usage_format fmt;
+        const char *want;
+    } forms[] = {
+        /* share 100.0: 4.00 of 2 GPUs x 2 h; used 1.04 GPU-h = 3,744 GPU-s. */
+        {GS_USAGE_TABLE, "t                            4.00   100.0        1.04   26.0 "},
+        {GS_USAGE_CSV, "t,4.000000,1.040000,26.000,"},
+        {GS_USAGE_JSON, "\"used_pct\": 26.0"},
+        {GS_USAGE_PROMETHEUS, "gpusched_usage_used_ratio{team=\"t\"} 0.260000\n"},
+        {GS_USAGE_PROMETHEUS, "gpusched_usage_used_gpu_seconds{team=\"t\"} 3744.000\n"},
+    };
+    for (unsigned i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        mf = open_memstream(&page, &page_len);
+        assert_non_null(mf);
+        assert_int_equal(gs_usage_report_write(r, forms[i].fmt, mf), GS_OK);
+        assert_int_equal(fclose(mf), 0);
+        if (!strstr(page, forms[i].want))
+            fail_msg("form %u lacks \"%s\":\n%s", i, forms[i].want, page);
+        free(page);
+    }
     gs_usage_report_free(r);
     assert_int_equal(gs_usage_close(s), GS_OK);
 }
