@@ -289,8 +289,11 @@ void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
             err = begin(a, w, ev);
         }
     } else if (row) {
-        /* The preemptor as the world names it, "ns/name". */
-        const char *by = ev->kind == GS_KEV_EVICT ? ev->by : NULL;
+        /* The preemptor by its uid, as the report matches evicted_by against pod_uid (the
+         * "ns/name" only when the world has no uid for it). */
+        const char *by = ev->kind != GS_KEV_EVICT      ? NULL
+                         : ev->by_uid && ev->by_uid[0] ? ev->by_uid
+                                                       : ev->by;
         err = gs_usage_end_interval(a->store, json_integer_value(row), ev->now_ms, end_reason(ev),
                                     by);
         /* GS_EINVAL: the wall clock stepped back past its start; it stays open in the file

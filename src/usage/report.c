@@ -586,15 +586,20 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     sqlite3_finalize(st);
     st = NULL;
 
-    /* Preemptions caused: the group of the pod named in evicted_by. */
+    /* Preemptions caused: the group of the pod named in evicted_by, by its uid (what the
+     * recorders write), else as "namespace/name" (what the live scheduler wrote before it
+     * stored uids), so that older files attribute too. The uid lookup uses the (pod_uid,
+     * start_ms) index; the name lookup runs only when it finds nothing. */
     {
-        char sql[640];
+        char sql[1024];
         (void)snprintf(sql, sizeof(sql),
-                       "SELECT (SELECT p.%s FROM allocation p WHERE p.pod_uid = v.evicted_by "
-                       "ORDER BY p.start_ms LIMIT 1), count(*) FROM allocation v WHERE "
-                       "v.evicted_by IS NOT NULL AND v.end_reason LIKE 'evicted-%%' AND "
-                       "v.end_ms >= ?1 AND v.end_ms < ?2 GROUP BY 1",
-                       by_columns[opt->by]);
+                       "SELECT coalesce((SELECT p.%s FROM allocation p WHERE p.pod_uid = "
+                       "v.evicted_by ORDER BY p.start_ms LIMIT 1), (SELECT p.%s FROM allocation "
+                       "p WHERE p.namespace || '/' || p.name = v.evicted_by ORDER BY p.start_ms "
+                       "LIMIT 1)), count(*) FROM allocation v WHERE v.evicted_by IS NOT NULL AND "
+                       "v.end_reason LIKE 'evicted-%%' AND v.end_ms >= ?1 AND v.end_ms < ?2 "
+                       "GROUP BY 1",
+                       by_columns[opt->by], by_columns[opt->by]);
         if ((err = prepare(&b, sql, &st)) != GS_OK)
             goto out;
     }

@@ -9,7 +9,7 @@
 #   3. fin is marked Succeeded (as a kubelet would), del is deleted, then vic takes all 4 GPUs
 #      and high (a higher PriorityClass) preempts it;
 #   4. the database has one interval per pod with end reasons finished, deleted, recovered,
-#      evicted-preemption (by high) and open, times inside the test's own clock readings around
+#      evicted-preemption (by high's uid) and open, times inside the test's own clock readings around
 #      each step, and `gpusched report usage --format json` charges team vision the GPU-hours
 #      worked out here from those timestamps (1 GPU x duration, 4 GPUs x duration).
 #
@@ -149,7 +149,8 @@ for name in ("fin", "del", "gone"):
     check(bind0 - 5 <= s <= bind1 + 5, f"{name}: start {s} outside [{bind0}, {bind1}]")
 check(vic0 - 5 <= rows["vic"]["start"] <= vic1 + 5, "vic: start outside its window")
 check(pre0 - 5 <= rows["high"]["start"] <= end + 5, "high: start outside its window")
-check(rows["vic"]["by"] == f"{ns}/high", f"vic: evicted by {rows['vic']['by']}")
+# The preemptor by its uid, as the report matches evicted_by against pod_uid.
+check(rows["vic"]["by"] == rows["high"]["uid"], f"vic: evicted by {rows['vic']['by']}")
 check(rows["vic"]["pc"] == f"low-{run}" and rows["high"]["pc"] == f"high-{run}",
       "PriorityClass names")
 gpus = {"fin": 1, "del": 1, "gone": 1, "vic": 4, "high": 1}
@@ -172,6 +173,9 @@ check(lo - 1e-6 <= exact <= hi + 1e-6, f"{exact} GPU-h outside [{lo}, {hi}] from
 check(abs(sum(got.values()) + t["idle_gpu_hours"] - t["capacity_gpu_hours"]) < 1e-6,
       "charged + idle != capacity")
 check(t["capacity_gpu_hours"] > 0, "no capacity recorded")
+# high (team vision) caused vic's eviction: counted in vision's row, no "-" row for it.
+caused = {g["key"]: (g["preemptions_caused"], g["preemptions_suffered"]) for g in t["groups"]}
+check(caused == {"vision": (1, 1)}, f"caused/suffered by team {caused}, want vision (1, 1)")
 p = {g["key"]: g["charged_gpu_hours"] for g in json.load(open(pc_json))["groups"]}
 want_low = sum(gpus[k] * (rows[k]["end"] - rows[k]["start"]) / 3.6e6
                for k in ("fin", "del", "gone", "vic"))

@@ -27,6 +27,8 @@
 #include "cli/sched_int.h"
 #include "gpusched/err.h"
 #include "gpusched/kworld.h"
+#include "gpusched/usage.h"
+#include "gpusched/usage_report.h"
 
 static int errors_logged;
 
@@ -207,10 +209,106 @@ static void test_end_reasons_and_restart_reconcile(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* The team rows of a report over [0, 10 s): "key:caused:suffered ..." in the report's order. */
+static void caused_by_team(const char *path, char *out, size_t cap)
+{
+    char msg[256] = "";
+    struct gs_usage_store *s;
+    struct gs_usage_options ro = {.read_only = true};
+    assert_int_equal(gs_usage_open(path, &ro, &s, msg, sizeof(msg)), GS_OK);
+    struct gs_usage_report_options opt = {.from_ms = 0, .to_ms = 10000, .by = GS_USAGE_BY_TEAM};
+    struct gs_usage_report *r;
+    if (gs_usage_report_build(s, &opt, &r, msg, sizeof(msg)) != GS_OK)
+        fail_msg("report: %s", msg);
+    size_t n = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < r->nrows && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%s:%llu:%llu", i ? " " : "", r->rows[i].key,
+                              (unsigned long long)r->rows[i].preemptions_caused,
+                              (unsigned long long)r->rows[i].preemptions_suffered);
+    gs_usage_report_free(r);
+    assert_int_equal(gs_usage_close(s), GS_OK);
+}
+
+static void test_preemptor_is_recorded_by_uid(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gs-ksched-acct-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    (void)snprintf(path, sizeof(path), "%s/usage.db", dir);
+    errors_logged = 0;
+    struct ctx c = {0};
+    char msg[256] = "";
+    assert_int_equal(gs__sched_acct_new(path, "gpusched.io/team", &c.acct), GS_OK);
+    assert_int_equal(gs__sched_acct_start(c.acct, msg, sizeof(msg)), GS_OK);
+    struct gs_kworld_config cfg = {
+        .policy = "bestfit", .preemption = true, .on_event = on_event, .ctx = &c};
+    assert_int_equal(gs_kworld_new(&cfg, &c.w), GS_OK);
+    apply(&c, json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind", "Namespace",
+                        "metadata", "name", "ml", "labels", "gpusched.io/team", "vision"));
+    apply(&c, node("c", 1));
+    json_t *vic = pod("ml", "vic", "uid-vic", NULL);
+    json_object_set_new(json_object_get(vic, "spec"), "priority", json_integer(0));
+    apply(&c, vic);
+    cycle(&c, 1000);
+    assert_int_equal(gs__sched_acct_reconcile(c.acct, c.w, 1000), GS_OK);
+    json_t *high = pod("ml", "high", "uid-high", NULL);
+    json_object_set_new(json_object_get(high, "spec"), "priority", json_integer(1000));
+    json_object_set_new(json_object_get(high, "metadata"), "labels",
+                        json_pack("{s:s}", "gpusched.io/team", "nlp"));
+    apply(&c, high);
+    cycle(&c, 2000);
+    /* The victim's pod is gone (its kubelet stopped it): the preemptor binds. */
+    assert_int_equal(gs_kworld_delete_pod(c.w, "ml", "vic", 2500), GS_OK);
+    cycle(&c, 3000);
+    assert_int_equal(gs__sched_acct_free(c.acct, 4000, NULL), GS_OK);
+    gs_kworld_free(c.w);
+    assert_int_equal(errors_logged, 0);
+
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT evicted_by, end_reason FROM allocation WHERE "
+                                        "name = 'vic'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "uid-high");
+    assert_string_equal((const char *)sqlite3_column_text(st, 1), "evicted-preemption");
+    sqlite3_finalize(st);
+    char got[256];
+    /* vic suffered one (vision), high caused it (nlp); no "-" row for an unmatched preemptor.
+     * Rows by charged GPU-hours: vic held c 1-2 s, high from its bind on. */
+    caused_by_team(path, got, sizeof(got));
+    assert_non_null(strstr(got, "nlp:1:0"));
+    assert_non_null(strstr(got, "vision:0:1"));
+    assert_null(strstr(got, "-:"));
+    /* A file from before uids were stored names the preemptor "ns/name": it attributes too. */
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE allocation SET evicted_by = 'ml/high' WHERE "
+                                  "name = 'vic'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    caused_by_team(path, got, sizeof(got));
+    assert_non_null(strstr(got, "nlp:1:0"));
+    assert_null(strstr(got, "-:"));
+
+    const char *const files[] = {"usage.db", "usage.db-wal", "usage.db-shm"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char f[96];
+        (void)snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
+        (void)unlink(f);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_end_reasons_and_restart_reconcile),
+        cmocka_unit_test(test_preemptor_is_recorded_by_uid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
