@@ -438,6 +438,84 @@ static void test_recorder_writes_quota_snapshots_only_on_change(void **state)
                      1000);
 }
 
+/*
+ * Capacity follows the cluster through the recorder's syncs: n1 has 2 GPUs, n2 1 GPU, from 0:00.
+ * At 1:00 n1's GPU 1 turns unhealthy, at 2:00 n2 is removed, at 3:00 n3 with 4 GPUs is added;
+ * the recording ends at 4:00. A 1-GPU pod holds n1's GPU 0 from 0:00 to 4:00.
+ *   n1 g0: 0-4 h healthy, 4 GPU-h; n1 g1: 0-1 h healthy (ended health-changed), 1-4 h unhealthy:
+ *   4 GPU-h, 3 of them unhealthy; n2 g0: 0-2 h (ended removed), 2 GPU-h; n3 g0-3: 3-4 h, 4.
+ *   Capacity 4 + 4 + 2 + 4 = 14 GPU-h, unhealthy 3, charged 4, idle 14 - 4 = 10.
+ */
+static void test_recorder_follows_health_removal_and_addition(void **state)
+{
+    (void)state;
+    struct gs_usage_store *s = open_new("capacity.db");
+    struct gs_cluster *c;
+    assert_int_equal(gs_cluster_new(&c), GS_OK);
+    struct gs_node_spec n1 = {"n1", 64000, 1 << 20, 110, 2, "A100", 0};
+    struct gs_node_spec n2 = {"n2", 64000, 1 << 20, 110, 1, "A100", 0};
+    struct gs_node_spec n3 = {"n3", 64000, 1 << 20, 110, 4, "H100", 0};
+    uint32_t i1, i2, i3;
+    assert_int_equal(gs_cluster_add_node(c, &n1, &i1), GS_OK);
+    assert_int_equal(gs_cluster_add_node(c, &n2, &i2), GS_OK);
+    struct gs_usage_recorder *rec;
+    struct gs_usage_recorder_config rc = {s, EPOCH_MS, "uid-"};
+    assert_int_equal(gs_usage_recorder_new(&rc, &rec), GS_OK);
+    assert_int_equal(gs_usage_recorder_sync(rec, c, NULL, 0), GS_OK);
+    (void)begin(s, "held", "t", EPOCH_MS, milli_gpu(0, 1000));
+    assert_int_equal(gs_cluster_set_gpu_health(c, i1, 1, false), GS_OK);
+    assert_int_equal(gs_usage_recorder_sync(rec, c, NULL, H_MS), GS_OK);
+    assert_int_equal(gs_usage_recorder_sync(rec, c, NULL, H_MS + 30 * MIN_MS), GS_OK); /* same */
+    assert_int_equal(gs_cluster_remove_node(c, i2), GS_OK);
+    assert_int_equal(gs_usage_recorder_sync(rec, c, NULL, 2 * H_MS), GS_OK);
+    assert_int_equal(gs_cluster_add_node(c, &n3, &i3), GS_OK);
+    assert_int_equal(gs_usage_recorder_sync(rec, c, NULL, 3 * H_MS), GS_OK);
+    assert_int_equal(gs_usage_recorder_finish(rec, 4 * H_MS), GS_OK);
+    gs_usage_recorder_free(rec);
+    gs_cluster_free(c);
+
+    /* The rows: node, GPU, healthy, start and end (h), reason. */
+    static const char *const want[] = {
+        "n1 0 1 0 4 recording-ended", "n1 1 0 1 4 recording-ended", "n1 1 1 0 1 health-changed",
+        "n2 0 1 0 2 removed",         "n3 0 1 3 4 recording-ended", "n3 1 1 3 4 recording-ended",
+        "n3 2 1 3 4 recording-ended", "n3 3 1 3 4 recording-ended",
+    };
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(gs_usage_db(s),
+                                        "SELECT node, gpu_index, healthy, (start_ms - ?1) / ?2, "
+                                        "(end_ms - ?1) / ?2, end_reason FROM capacity ORDER BY "
+                                        "node, gpu_index, start_ms DESC",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    (void)sqlite3_bind_int64(st, 1, EPOCH_MS);
+    (void)sqlite3_bind_int64(st, 2, H_MS);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        char got[96];
+        (void)snprintf(got, sizeof(got), "%s %d %d %lld %lld %s", sqlite3_column_text(st, 0),
+                       sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+                       (long long)sqlite3_column_int64(st, 3),
+                       (long long)sqlite3_column_int64(st, 4), sqlite3_column_text(st, 5));
+        assert_string_equal(got, want[i]);
+    }
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+
+    struct gs_usage_report *r = report(s, EPOCH_MS, EPOCH_MS + 4 * H_MS, GS_USAGE_BY_TEAM);
+    assert_near(r->capacity_gpu_h, 14.0, 1e-9);
+    assert_near(r->unhealthy_gpu_h, 3.0, 1e-9);
+    assert_near(r->charged_gpu_h, 4.0, 1e-9);
+    assert_near(r->idle_gpu_h, 10.0, 1e-9);
+    assert_near(row_of(r, "t")->charged_gpu_h + r->idle_gpu_h, r->capacity_gpu_h, 1e-9);
+    /* Per hour: 3, 3, 2 (n2 gone), 6 (n3 added): the buckets add up to the capacity. */
+    static const double per_hour[] = {3, 3, 2, 6};
+    assert_int_equal(r->nbuckets, 4);
+    for (uint32_t k = 0; k < 4; k++)
+        assert_near(r->bucket_capacity[k], per_hour[k], 1e-9);
+    gs_usage_report_free(r);
+    assert_int_equal(gs_usage_close(s), GS_OK);
+}
+
 static void test_utilisation_names_idle_allocations(void **state)
 {
     (void)state;
@@ -754,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_queue_share_integrates_snapshots_over_time),
         cmocka_unit_test(test_recorder_writes_quota_snapshots_only_on_change),
         cmocka_unit_test(test_utilisation_names_idle_allocations),
+        cmocka_unit_test(test_recorder_follows_health_removal_and_addition),
         cmocka_unit_test(test_recover_closes_open_intervals_at_the_last_heartbeat),
         cmocka_unit_test(test_compact_keeps_hourly_means_and_deletes_only_when_asked),
         cmocka_unit_test(test_foreign_corrupt_and_newer_files_get_a_clear_error),
