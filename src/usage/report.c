@@ -957,10 +957,17 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
     gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, to, sizeof(to));
     gs_usage_format_time_tz(r->records_from_ms, r->tz_offset_min, rf, sizeof(rf));
     gs_usage_format_time_tz(r->records_to_ms, r->tz_offset_min, rt, sizeof(rt));
-    json_t *root = json_object(), *rows = json_array(), *idle = json_array();
+    json_t *root = json_object(), *rows = json_array(), *idle = json_array(),
+           *queues = json_array();
     int err = GS_ENOMEM;
-    if (!root || !rows || !idle)
+    if (!root || !rows || !idle || !queues)
         goto out;
+    for (uint32_t q = 0; q < r->nqueues; q++) {
+        json_t *o = json_pack("{s:s, s:f, s:f}", "name", r->queue_names[q], "alloc_pct",
+                              r->queue_alloc_pct[q], "fair_pct", r->queue_fair_pct[q]);
+        if (!o || json_array_append_new(queues, o))
+            goto out;
+    }
     for (uint32_t i = 0; i < r->nrows; i++) {
         const struct gs_usage_row *w = &r->rows[i];
         json_t *o =
@@ -997,13 +1004,15 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
                             json_integer((json_int_t)r->util_samples)) ||
         json_object_set_new(root, "note",
                             r->util_samples ? json_null() : json_string(no_util_note)) ||
-        json_object_set(root, "groups", rows) || json_object_set(root, "idle_allocations", idle))
+        json_object_set(root, "groups", rows) || json_object_set(root, "idle_allocations", idle) ||
+        json_object_set(root, "queues", queues))
         goto out;
     err = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15)) ? GS_EIO : GS_OK;
     (void)fputc('\n', f);
 out:
     json_decref(rows);
     json_decref(idle);
+    json_decref(queues);
     json_decref(root);
     return err;
 }
