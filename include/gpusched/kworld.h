@@ -102,6 +102,7 @@ struct gs_kevent {
     bool adopted;       /**< BIND of a pod that was already running */
     const char *reason; /**< EVICT: the reason word; PENDING: the message; else NULL */
     const char *by;     /**< EVICT: "ns/name" of the pod that caused it, or NULL */
+    const char *by_uid; /**< EVICT: metadata.uid of that pod, or NULL with by */
     const char *gang;   /**< BIND: "ns/podgroup" of the pod's gang, or NULL */
     int64_t now_ms;
 };

@@ -55,6 +55,9 @@ struct gs_usage_row {
     char *key;                      /**< group value ("-" when not recorded), owned */
     double charged_gpu_h;           /**< GPU-hours charged */
     double used_gpu_h;              /**< GPU-hours used, from samples; NAN without samples */
+    double used_pct;                /**< 100 x used_gpu_h / charged_gpu_h: how much of what
+                                         was charged was used; NAN without samples (or with
+                                         nothing charged) */
     double quota_gpu_h;             /**< quota GPU-hours over the period; NAN when the group is
                                          not a queue (team: its top-level queue) */
     uint64_t preemptions_suffered;  /**< its intervals ended by eviction in the period */

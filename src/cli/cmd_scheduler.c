@@ -110,8 +110,10 @@ static const char *const usage =
     "                        delete or eviction, with the reason) in the SQLite usage store\n"
     "                        FILE (created; read by gpusched report usage); only the leader\n"
     "                        writes, committing at most once a second; at a restart the\n"
-    "                        intervals of pods still running stay open, the others close at\n"
-    "                        the last commit with reason recovered (default: not recorded)\n"
+    "                        intervals of pods still running stay open, those of pods seen\n"
+    "                        Succeeded/Failed close at their containers' finishedAt (reason\n"
+    "                        finished), the others at the last commit with reason recovered\n"
+    "                        (default: not recorded)\n"
     "  --team-label KEY      the pod, else namespace, label naming a pod's team in the store\n"
     "                        (default gpusched.io/team; else the queue's top-level ancestor)\n"
     "  --version             print the version and exit\n"
@@ -1393,11 +1395,12 @@ out:
         struct gs__sched_acct_stats as = {0};
         int arc = gs__sched_acct_free(s.acct, gs__sched_wall_ms(), &as);
         gs__sched_logf(arc ? "error" : "info",
-                       "accounting: opened=%llu closed=%llu kept=%llu recovered=%llu commits=%llu "
-                       "commit_ms_mean=%.3f commit_ms_max=%.3f%s",
+                       "accounting: opened=%llu closed=%llu kept=%llu recovered=%llu "
+                       "recovered_finished=%llu commits=%llu commit_ms_mean=%.3f "
+                       "commit_ms_max=%.3f%s",
                        (unsigned long long)as.opened, (unsigned long long)as.closed,
                        (unsigned long long)as.kept, (unsigned long long)as.recovered,
-                       (unsigned long long)as.commits,
+                       (unsigned long long)as.recovered_finished, (unsigned long long)as.commits,
                        as.commits ? as.commit_ms_total / (double)as.commits : 0.0, as.commit_ms_max,
                        arc ? " (the last commit failed)" : "");
     }

@@ -11,8 +11,10 @@
  * ran is closed at most a second after it was last known running.
  *
  * Restart: the intervals open in the file are read at start, by pod uid. A pod adopted in the
- * first cycle (already bound, running) keeps its interval; the others are closed at the last
- * heartbeat with reason "recovered" (gs_usage_recover()).
+ * first cycle (already bound, running) keeps its interval; of the others, a pod seen Succeeded
+ * or Failed is closed at its containers' finish time (the latest status.containerStatuses[].
+ * state.terminated.finishedAt, and never before the interval's start) with reason "finished";
+ * the rest at the last heartbeat with reason "recovered" (gs_usage_recover()).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -26,6 +28,7 @@
 
 #include "gpusched/err.h"
 #include "gpusched/usage.h"
+#include "gpusched/usage_report.h"
 #include "sched_int.h"
 
 /* The longest a batch stays open, wall ms. */
@@ -41,7 +44,9 @@ struct gs__sched_acct {
     const struct gs_kworld *world; /* the world last seen, for the syncs */
     int64_t last_sync_ms;
     json_t *open;       /* pod uid -> open interval id */
-    json_t *candidates; /* pod uid -> true: open at start, not yet seen running */
+    json_t *candidates; /* pod uid -> its start_ms: open at start, not yet seen running */
+    json_t *finished;   /* pod uid -> the latest container finishedAt (Unix ms) of a pod seen
+                           Succeeded or Failed: where its interval ends at the reconcile */
     json_t *ns_team;    /* namespace -> its team label's value */
     json_t *pods;       /* pod uid -> {"team": label, "pc": priorityClassName} */
     bool reconciled;
@@ -68,7 +73,8 @@ int gs__sched_acct_new(const char *path, const char *team_label, struct gs__sche
     a->candidates = json_object();
     a->ns_team = json_object();
     a->pods = json_object();
-    if (!a->open || !a->candidates || !a->ns_team || !a->pods) {
+    a->finished = json_object();
+    if (!a->open || !a->candidates || !a->ns_team || !a->pods || !a->finished) {
         (void)gs__sched_acct_free(a, 0, NULL);
         return GS_ENOMEM;
     }
@@ -94,15 +100,15 @@ int gs__sched_acct_start(struct gs__sched_acct *a, char *msg, size_t cap)
     }
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(gs_usage_db(a->store),
-                                "SELECT id, pod_uid FROM allocation WHERE end_ms IS NULL", -1, &st,
-                                NULL);
+                                "SELECT id, pod_uid, start_ms FROM allocation WHERE end_ms IS NULL",
+                                -1, &st, NULL);
     if (rc == SQLITE_OK) {
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             const char *uid = (const char *)sqlite3_column_text(st, 1);
             if (!uid)
                 continue;
             json_object_set_new(a->open, uid, json_integer(sqlite3_column_int64(st, 0)));
-            json_object_set_new(a->candidates, uid, json_true());
+            json_object_set_new(a->candidates, uid, json_integer(sqlite3_column_int64(st, 2)));
         }
         sqlite3_finalize(st);
     }
@@ -118,6 +124,30 @@ int gs__sched_acct_start(struct gs__sched_acct *a, char *msg, size_t cap)
     gs__sched_logf("info", "accounting: recording to %s (%zu interval(s) open in it from before)",
                    a->path, json_object_size(a->open));
     return GS_OK;
+}
+
+/* The latest status.containerStatuses[].state.terminated.finishedAt of a pod in phase Succeeded
+ * or Failed, Unix ms; false when it is in neither phase or none parses. */
+static bool finished_at(const json_t *obj, int64_t *ms)
+{
+    const json_t *status = json_object_get(obj, "status");
+    const char *phase = json_string_value(json_object_get(status, "phase"));
+    if (!phase || (strcmp(phase, "Succeeded") != 0 && strcmp(phase, "Failed") != 0))
+        return false;
+    bool have = false;
+    size_t i;
+    const json_t *cs;
+    json_array_foreach(json_object_get(status, "containerStatuses"), i, cs)
+    {
+        const json_t *term = json_object_get(json_object_get(cs, "state"), "terminated");
+        const char *at = json_string_value(json_object_get(term, "finishedAt"));
+        int64_t t;
+        if (at && gs_usage_parse_time(at, &t) == GS_OK && (!have || t > *ms)) {
+            *ms = t;
+            have = true;
+        }
+    }
+    return have;
 }
 
 static const char *label_of(const json_t *obj, const char *key)
@@ -143,6 +173,9 @@ void gs__sched_acct_observe(struct gs__sched_acct *a, const char *kind, bool del
         const char *uid = json_string_value(json_object_get(md, "uid"));
         if (!uid)
             return;
+        int64_t fin_ms;
+        if (!a->reconciled && finished_at(obj, &fin_ms)) /* kept until the reconcile */
+            json_object_set_new(a->finished, uid, json_integer(fin_ms));
         const char *team = label_of(obj, a->team_label);
         const char *pc =
             json_string_value(json_object_get(json_object_get(obj, "spec"), "priorityClassName"));
@@ -289,8 +322,11 @@ void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
             err = begin(a, w, ev);
         }
     } else if (row) {
-        /* The preemptor as the world names it, "ns/name". */
-        const char *by = ev->kind == GS_KEV_EVICT ? ev->by : NULL;
+        /* The preemptor by its uid, as the report matches evicted_by against pod_uid (the
+         * "ns/name" only when the world has no uid for it). */
+        const char *by = ev->kind != GS_KEV_EVICT      ? NULL
+                         : ev->by_uid && ev->by_uid[0] ? ev->by_uid
+                                                       : ev->by;
         err = gs_usage_end_interval(a->store, json_integer_value(row), ev->now_ms, end_reason(ev),
                                     by);
         /* GS_EINVAL: the wall clock stepped back past its start; it stays open in the file
@@ -327,12 +363,27 @@ int gs__sched_acct_reconcile(struct gs__sched_acct *a, const struct gs_kworld *w
         return GS_OK;
     a->world = w;
     a->reconciled = true;
+    const char *uid;
+    json_t *v, *tmp;
+    /* Pods seen finished: closed at their containers' finish time, not the heartbeat. */
+    json_object_foreach(a->candidates, uid, v)
+    {
+        const json_t *fin = json_object_get(a->finished, uid);
+        if (!fin)
+            continue;
+        int64_t start_ms = json_integer_value(v), end_ms = json_integer_value(fin);
+        int err = gs_usage_end_interval(a->store, json_integer_value(json_object_get(a->open, uid)),
+                                        end_ms > start_ms ? end_ms : start_ms,
+                                        GS_USAGE_END_FINISHED, NULL);
+        if (err)
+            return err;
+        a->st.recovered_finished++;
+    }
+    json_object_clear(a->finished);
     size_t n = json_object_size(a->open), k = 0;
     const char **running = calloc(n ? n : 1, sizeof(*running));
     if (!running)
         return GS_ENOMEM;
-    const char *uid;
-    json_t *v, *tmp;
     json_object_foreach(a->open, uid, v)
     {
         if (!json_object_get(a->candidates, uid))
@@ -396,6 +447,7 @@ int gs__sched_acct_free(struct gs__sched_acct *a, int64_t now_ms,
     json_decref(a->candidates);
     json_decref(a->ns_team);
     json_decref(a->pods);
+    json_decref(a->finished);
     free(a);
     return err;
 }

@@ -16,13 +16,16 @@ struct gs__sched_acct;
 
 /** What the scheduler's accounting did, for its exit log line. */
 struct gs__sched_acct_stats {
-    uint64_t opened;        /**< intervals opened */
-    uint64_t closed;        /**< intervals ended by an event */
-    uint64_t kept;          /**< intervals open in the file at start whose pods still ran */
-    uint64_t recovered;     /**< intervals open in the file at start whose pods were gone */
-    uint64_t commits;       /**< transactions committed */
-    double commit_ms_total; /**< wall time spent committing, ms */
-    double commit_ms_max;   /**< longest commit, ms */
+    uint64_t opened;             /**< intervals opened */
+    uint64_t closed;             /**< intervals ended by an event */
+    uint64_t kept;               /**< intervals open in the file at start whose pods still ran */
+    uint64_t recovered;          /**< intervals open in the file at start whose pods were gone,
+                                      closed at the last heartbeat */
+    uint64_t recovered_finished; /**< ... whose pods were seen Succeeded or Failed, closed at
+                                      their containers' finish time */
+    uint64_t commits;            /**< transactions committed */
+    double commit_ms_total;      /**< wall time spent committing, ms */
+    double commit_ms_max;        /**< longest commit, ms */
 };
 
 /**
@@ -44,7 +47,8 @@ int gs__sched_acct_start(struct gs__sched_acct *a, char *msg, size_t cap);
 
 /**
  * Notes what a watched object says that the world does not keep: a Namespace's team label, a
- * Pod's team label and PriorityClass name (by uid). Other kinds are ignored.
+ * Pod's team label and PriorityClass name (by uid), and until the reconcile a finished Pod's
+ * container finish time. Other kinds are ignored.
  */
 void gs__sched_acct_observe(struct gs__sched_acct *a, const char *kind, bool deleted,
                             const json_t *obj);
@@ -60,7 +64,9 @@ void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
 
 /**
  * After the first cycle: ends the intervals left open by a previous writer whose pods were not
- * adopted (gone while no scheduler recorded), at its last committed heartbeat, reason
+ * adopted (gone while no scheduler recorded): a pod observed (gs__sched_acct_observe()) in phase
+ * Succeeded or Failed at its containers' latest state.terminated.finishedAt (at least the
+ * interval's start), reason "finished"; the rest at the last committed heartbeat, reason
  * "recovered" (gs_usage_recover()); then opens capacity intervals of the world's GPUs and
  * snapshots its queues' quotas at now_ms (wall ms). Later calls do nothing.
  * @param w  the world after its first cycle; borrowed, outlives `a`.

@@ -257,8 +257,10 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
     case GS_EV_EVICT:
         k.kind = GS_KEV_EVICT;
         k.reason = evict_word(ev->reason);
-        if (ev->by != UINT32_MAX && of_engine(w, ev->by))
+        if (ev->by != UINT32_MAX && of_engine(w, ev->by)) {
             k.by = of_engine(w, ev->by)->key;
+            k.by_uid = of_engine(w, ev->by)->uid;
+        }
         w->changes++;
         break;
     case GS_EV_FINISH:

@@ -240,8 +240,12 @@ static struct gs_usage_row *group(struct build *b, const char *key, uint32_t *in
     if (!k)
         return NULL;
     memcpy(k, key, strlen(key) + 1);
-    r->rows[r->nrows] = (struct gs_usage_row){
-        .key = k, .used_gpu_h = NAN, .quota_gpu_h = NAN, .wait_mean_s = NAN, .wait_p95_s = NAN};
+    r->rows[r->nrows] = (struct gs_usage_row){.key = k,
+                                              .used_gpu_h = NAN,
+                                              .used_pct = NAN,
+                                              .quota_gpu_h = NAN,
+                                              .wait_mean_s = NAN,
+                                              .wait_p95_s = NAN};
     b->map.slot[j] = ++r->nrows;
     *index = r->nrows - 1;
     return &r->rows[*index];
@@ -582,15 +586,20 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     sqlite3_finalize(st);
     st = NULL;
 
-    /* Preemptions caused: the group of the pod named in evicted_by. */
+    /* Preemptions caused: the group of the pod named in evicted_by, by its uid (what the
+     * recorders write), else as "namespace/name" (what the live scheduler wrote before it
+     * stored uids), so that older files attribute too. The uid lookup uses the (pod_uid,
+     * start_ms) index; the name lookup runs only when it finds nothing. */
     {
-        char sql[640];
+        char sql[1024];
         (void)snprintf(sql, sizeof(sql),
-                       "SELECT (SELECT p.%s FROM allocation p WHERE p.pod_uid = v.evicted_by "
-                       "ORDER BY p.start_ms LIMIT 1), count(*) FROM allocation v WHERE "
-                       "v.evicted_by IS NOT NULL AND v.end_reason LIKE 'evicted-%%' AND "
-                       "v.end_ms >= ?1 AND v.end_ms < ?2 GROUP BY 1",
-                       by_columns[opt->by]);
+                       "SELECT coalesce((SELECT p.%s FROM allocation p WHERE p.pod_uid = "
+                       "v.evicted_by ORDER BY p.start_ms LIMIT 1), (SELECT p.%s FROM allocation "
+                       "p WHERE p.namespace || '/' || p.name = v.evicted_by ORDER BY p.start_ms "
+                       "LIMIT 1)), count(*) FROM allocation v WHERE v.evicted_by IS NOT NULL AND "
+                       "v.end_reason LIKE 'evicted-%%' AND v.end_ms >= ?1 AND v.end_ms < ?2 "
+                       "GROUP BY 1",
+                       by_columns[opt->by], by_columns[opt->by]);
         if ((err = prepare(&b, sql, &st)) != GS_OK)
             goto out;
     }
@@ -671,8 +680,12 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
                 sp->gpus * (double)gs_charge_overlap_ms(sp->s, sp->e, bs, bs + r->bucket_ms) / H_MS;
         }
     }
-    for (uint32_t i = 0; i < r->nrows; i++)
-        r->charged_gpu_h += r->rows[i].charged_gpu_h;
+    for (uint32_t i = 0; i < r->nrows; i++) {
+        struct gs_usage_row *w = &r->rows[i];
+        r->charged_gpu_h += w->charged_gpu_h;
+        if (!isnan(w->used_gpu_h) && w->charged_gpu_h > 0)
+            w->used_pct = 100.0 * w->used_gpu_h / w->charged_gpu_h;
+    }
     r->idle_gpu_h = r->capacity_gpu_h - r->charged_gpu_h;
     if (r->nidle > 1)
         qsort(r->idle, r->nidle, sizeof(*r->idle), cmp_idle);
@@ -842,21 +855,23 @@ static void write_table(const struct gs_usage_report *r, FILE *f)
     (void)fprintf(f, "capacity %.2f GPU-hours (mean %.1f GPUs; %.2f on unhealthy GPUs)\n",
                   r->capacity_gpu_h, period_h > 0 ? r->capacity_gpu_h / period_h : 0,
                   r->unhealthy_gpu_h);
-    (void)fprintf(f, "%-20s %12s %7s %11s %11s %8s %9s %7s %9s %9s %6s\n", gs_usage_by_name(r->by),
-                  "charged GPUh", "share%", "used GPUh", "quota GPUh", "attain%", "preempted",
-                  "caused", "wait mean", "wait p95", "starts");
+    (void)fprintf(f, "%-20s %12s %7s %11s %6s %11s %8s %9s %7s %9s %9s %6s\n",
+                  gs_usage_by_name(r->by), "charged GPUh", "share%", "used GPUh", "used%",
+                  "quota GPUh", "attain%", "preempted", "caused", "wait mean", "wait p95",
+                  "starts");
     for (uint32_t i = 0; i < r->nrows; i++) {
         const struct gs_usage_row *w = &r->rows[i];
-        char used[24], quota[24], att[24], wm[16], wp[16];
+        char used[24], used_pct[24], quota[24], att[24], wm[16], wp[16];
         fmt_num(w->used_gpu_h, 2, used, sizeof(used));
+        fmt_num(w->used_pct, 1, used_pct, sizeof(used_pct));
         fmt_num(w->quota_gpu_h, 2, quota, sizeof(quota));
         fmt_num(attainment(w), 1, att, sizeof(att));
         fmt_dur(w->wait_mean_s, wm, sizeof(wm));
         fmt_dur(w->wait_p95_s, wp, sizeof(wp));
-        (void)fprintf(f, "%-20.20s %12.2f %7.1f %11s %11s %8s %9llu %7llu %9s %9s %6u\n", w->key,
-                      w->charged_gpu_h,
+        (void)fprintf(f, "%-20.20s %12.2f %7.1f %11s %6s %11s %8s %9llu %7llu %9s %9s %6u\n",
+                      w->key, w->charged_gpu_h,
                       r->capacity_gpu_h > 0 ? 100.0 * w->charged_gpu_h / r->capacity_gpu_h : 0.0,
-                      used, quota, att, (unsigned long long)w->preemptions_suffered,
+                      used, used_pct, quota, att, (unsigned long long)w->preemptions_suffered,
                       (unsigned long long)w->preemptions_caused, wm, wp, w->starts);
     }
     (void)fprintf(f, "%-20s %12.2f %7.1f\n", "(idle)", r->idle_gpu_h,
@@ -909,7 +924,7 @@ static void write_csv(const struct gs_usage_report *r, FILE *f)
 {
     (void)fprintf(
         f,
-        "%s,charged_gpu_hours,used_gpu_hours,quota_gpu_hours,attainment_pct,"
+        "%s,charged_gpu_hours,used_gpu_hours,used_pct,quota_gpu_hours,attainment_pct,"
         "preemptions_suffered,preemptions_caused,wait_mean_s,wait_p95_s,starts,intervals\n",
         gs_usage_by_name(r->by));
     for (uint32_t i = 0; i < r->nrows; i++) {
@@ -917,6 +932,7 @@ static void write_csv(const struct gs_usage_report *r, FILE *f)
         csv_field(f, w->key);
         csv_num(f, w->charged_gpu_h, 6);
         csv_num(f, w->used_gpu_h, 6);
+        csv_num(f, w->used_pct, 3);
         csv_num(f, w->quota_gpu_h, 6);
         csv_num(f, attainment(w), 3);
         (void)fprintf(f, ",%llu,%llu", (unsigned long long)w->preemptions_suffered,
@@ -925,8 +941,8 @@ static void write_csv(const struct gs_usage_report *r, FILE *f)
         csv_num(f, w->wait_p95_s, 3);
         (void)fprintf(f, ",%u,%u\n", w->starts, w->intervals);
     }
-    (void)fprintf(f, "(idle),%.6f,,,,,,,,,\n", r->idle_gpu_h);
-    (void)fprintf(f, "(capacity),%.6f,,,,,,,,,\n", r->capacity_gpu_h);
+    (void)fprintf(f, "(idle),%.6f,,,,,,,,,,\n", r->idle_gpu_h);
+    (void)fprintf(f, "(capacity),%.6f,,,,,,,,,,\n", r->capacity_gpu_h);
 }
 
 static json_t *jnum(double v)
@@ -941,20 +957,28 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
     gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, to, sizeof(to));
     gs_usage_format_time_tz(r->records_from_ms, r->tz_offset_min, rf, sizeof(rf));
     gs_usage_format_time_tz(r->records_to_ms, r->tz_offset_min, rt, sizeof(rt));
-    json_t *root = json_object(), *rows = json_array(), *idle = json_array();
+    json_t *root = json_object(), *rows = json_array(), *idle = json_array(),
+           *queues = json_array();
     int err = GS_ENOMEM;
-    if (!root || !rows || !idle)
+    if (!root || !rows || !idle || !queues)
         goto out;
+    for (uint32_t q = 0; q < r->nqueues; q++) {
+        json_t *o = json_pack("{s:s, s:f, s:f}", "name", r->queue_names[q], "alloc_pct",
+                              r->queue_alloc_pct[q], "fair_pct", r->queue_fair_pct[q]);
+        if (!o || json_array_append_new(queues, o))
+            goto out;
+    }
     for (uint32_t i = 0; i < r->nrows; i++) {
         const struct gs_usage_row *w = &r->rows[i];
-        json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:I, s:I}", "key",
-                              w->key, "charged_gpu_hours", jnum(w->charged_gpu_h), "used_gpu_hours",
-                              jnum(w->used_gpu_h), "quota_gpu_hours", jnum(w->quota_gpu_h),
-                              "attainment_pct", jnum(attainment(w)), "preemptions_suffered",
-                              (json_int_t)w->preemptions_suffered, "preemptions_caused",
-                              (json_int_t)w->preemptions_caused, "wait_mean_s",
-                              jnum(w->wait_mean_s), "wait_p95_s", jnum(w->wait_p95_s), "starts",
-                              (json_int_t)w->starts, "intervals", (json_int_t)w->intervals);
+        json_t *o =
+            json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:I, s:I}", "key", w->key,
+                      "charged_gpu_hours", jnum(w->charged_gpu_h), "used_gpu_hours",
+                      jnum(w->used_gpu_h), "used_pct", jnum(w->used_pct), "quota_gpu_hours",
+                      jnum(w->quota_gpu_h), "attainment_pct", jnum(attainment(w)),
+                      "preemptions_suffered", (json_int_t)w->preemptions_suffered,
+                      "preemptions_caused", (json_int_t)w->preemptions_caused, "wait_mean_s",
+                      jnum(w->wait_mean_s), "wait_p95_s", jnum(w->wait_p95_s), "starts",
+                      (json_int_t)w->starts, "intervals", (json_int_t)w->intervals);
         if (!o || json_array_append_new(rows, o))
             goto out;
     }
@@ -980,13 +1004,15 @@ static int write_json(const struct gs_usage_report *r, FILE *f)
                             json_integer((json_int_t)r->util_samples)) ||
         json_object_set_new(root, "note",
                             r->util_samples ? json_null() : json_string(no_util_note)) ||
-        json_object_set(root, "groups", rows) || json_object_set(root, "idle_allocations", idle))
+        json_object_set(root, "groups", rows) || json_object_set(root, "idle_allocations", idle) ||
+        json_object_set(root, "queues", queues))
         goto out;
     err = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15)) ? GS_EIO : GS_OK;
     (void)fputc('\n', f);
 out:
     json_decref(rows);
     json_decref(idle);
+    json_decref(queues);
     json_decref(root);
     return err;
 }
@@ -1017,19 +1043,25 @@ static void write_prometheus(const struct gs_usage_report *r, FILE *f)
         {"gpusched_usage_preemptions_suffered", "Intervals ended by eviction in the period."},
         {"gpusched_usage_quota_gpu_seconds",
          "Quota GPU-seconds over the period (queues and teams)."},
+        {"gpusched_usage_used_gpu_seconds",
+         "GPU-seconds used, from utilisation samples (groups with samples)."},
+        {"gpusched_usage_used_ratio",
+         "Used over charged GPU-seconds in the period (groups with samples)."},
     };
-    for (unsigned k = 0; k < 3; k++) {
+    for (unsigned k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
         (void)fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", m[k].name, m[k].help, m[k].name);
         for (uint32_t i = 0; i < r->nrows; i++) {
             const struct gs_usage_row *w = &r->rows[i];
             double v = k == 0   ? w->charged_gpu_h * 3600.0
                        : k == 1 ? (double)w->preemptions_suffered
-                                : w->quota_gpu_h * 3600.0;
+                       : k == 2 ? w->quota_gpu_h * 3600.0
+                       : k == 3 ? w->used_gpu_h * 3600.0
+                                : w->used_pct / 100.0;
             if (isnan(v))
                 continue;
             (void)fprintf(f, "%s{%s=\"", m[k].name, by);
             prom_label(f, w->key);
-            (void)fprintf(f, "\"} %.3f\n", v);
+            (void)fprintf(f, "\"} %.*f\n", k == 4 ? 6 : 3, v);
         }
     }
     (void)fprintf(f,

@@ -269,7 +269,8 @@ int gs__usage_report_html(const struct gs_usage_report *r, FILE *f)
                   r->charged_gpu_h, r->idle_gpu_h);
     (void)fprintf(f,
                   "<table id=\"usage\"><tr><th>%s</th><th>charged GPU-hours</th><th>used "
-                  "GPU-hours</th><th>quota GPU-hours</th><th>attainment %%</th><th>preempted</th>"
+                  "GPU-hours</th><th>used %%</th><th>quota GPU-hours</th><th>attainment "
+                  "%%</th><th>preempted</th>"
                   "<th>caused</th><th>wait mean s</th><th>wait p95 s</th><th>starts</th></tr>\n",
                   by);
     for (uint32_t i = 0; i < r->nrows; i++) {
@@ -279,6 +280,7 @@ int gs__usage_report_html(const struct gs_usage_report *r, FILE *f)
         (void)fputs("</td>", f);
         cell_num(f, w->charged_gpu_h, 2);
         cell_num(f, w->used_gpu_h, 2);
+        cell_num(f, w->used_pct, 1);
         cell_num(f, w->quota_gpu_h, 2);
         cell_num(f,
                  isnan(w->quota_gpu_h) || w->quota_gpu_h <= 0

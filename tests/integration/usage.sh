@@ -10,7 +10,9 @@
 #  - the daily export sums to the report's charge; compact deletes intervals only with --delete;
 #  - bad databases and options exit 2 with a message naming the file or option;
 #  - the HTML page in headless Chromium: its text against the JSON, and pixel probes of the
-#    bars (usage_png.py). Skipped with a message only when chromium is not installed.
+#    bars (usage_png.py); then, with utilisation samples written into a copy of the store, its
+#    share bars, used bars and idle table against the JSON, and a probe of a share and a used
+#    bar. Skipped with a message only when chromium is not installed.
 set -uo pipefail
 bin=$1 src=$2
 tmp=$(mktemp -d)
@@ -227,6 +229,81 @@ if "no utilisation samples" not in dom:
 sys.exit(1 if fails else 0)
 PY
     python3 "$src/tests/integration/usage_png.py" "$tmp/shot.png" "$tmp/dom.html" "$tmp/team.json" || fail=1
+
+    # The same store with utilisation samples, written as the schema has them (one per interval
+    # at its start, on each of its GPUs: 1 % for every third interval, 60 % for the others), so
+    # that the page draws charged against used and lists idle allocations. Its DOM against its
+    # JSON: every queue's share bars, every group's used bars, every idle allocation's row.
+    cp "$db" "$tmp/util.db"
+    sqlite3 "$tmp/util.db" "INSERT INTO util_sample(t_ms, pod_uid, node, gpu_index, util_pct)
+        SELECT a.start_ms, a.pod_uid, a.node, g.gpu_index, CASE WHEN a.id % 3 = 0 THEN 1.0 ELSE 60.0 END
+        FROM allocation a JOIN allocation_gpu g ON g.allocation_id = a.id" ||
+        { echo "FAIL: writing utilisation samples"; fail=1; }
+    for f in json html; do
+        "$bin" report usage --db "$tmp/util.db" --by queue --format $f --out "$tmp/util.$f" 2>"$tmp/err" ||
+            { echo "FAIL: report --format $f of the sampled store"; cat "$tmp/err"; fail=1; }
+    done
+    timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$tmp/util.html" >"$tmp/util.dom" 2>"$tmp/chrome.err" ||
+        { echo "FAIL: chromium --dump-dom (sampled)"; tail -5 "$tmp/chrome.err"; fail=1; }
+    timeout 120 "$chrome" "${flags[@]}" --screenshot="$tmp/util.png" "file://$tmp/util.html" >/dev/null 2>>"$tmp/chrome.err" ||
+        { echo "FAIL: chromium --screenshot (sampled)"; tail -5 "$tmp/chrome.err"; fail=1; }
+    python3 - "$tmp/util.dom" "$tmp/util.json" <<'PY' || fail=1
+import json, re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+rep = json.load(open(sys.argv[2]))
+fails = 0
+def attrs(pattern):
+    """The rects whose attributes match: {data-key or data-queue: {attribute: value}}."""
+    out = {}
+    for m in re.finditer(r"<rect ([^>]*)>", dom):
+        a = dict(re.findall(r'([\w-]+)="([^"]*)"', m.group(1)))
+        if pattern in a:
+            out[a.get("data-queue", a.get("data-key"))] = a
+    return out
+def near(a, b, eps=1e-3):
+    return a is not None and abs(float(a) - b) <= eps
+alloc, fair = attrs("data-alloc-pct"), attrs("data-fair-pct")
+if not rep["queues"]:
+    print("FAIL: the JSON report has no queues")
+    fails += 1
+for q in rep["queues"]:
+    if not near(alloc.get(q["name"], {}).get("data-alloc-pct"), q["alloc_pct"]) or \
+            not near(fair.get(q["name"], {}).get("data-fair-pct"), q["fair_pct"]):
+        print(f"FAIL: share bars of {q['name']}: {alloc.get(q['name'])} {fair.get(q['name'])} vs {q}")
+        fails += 1
+if len(alloc) != len(rep["queues"]) or len(fair) != len(rep["queues"]):
+    print(f"FAIL: {len(alloc)}/{len(fair)} share bars for {len(rep['queues'])} queues")
+    fails += 1
+charged, used = attrs("data-charged-gpu-hours"), attrs("data-used-gpu-hours")
+sampled = [g for g in rep["groups"] if g["used_gpu_hours"] is not None]
+if not sampled or len(used) != len(sampled) or len(charged) != len(sampled):
+    print(f"FAIL: {len(used)} used bars for {len(sampled)} sampled groups")
+    fails += 1
+for g in sampled:
+    if not near(used.get(g["key"], {}).get("data-used-gpu-hours"), g["used_gpu_hours"]) or \
+            not near(charged.get(g["key"], {}).get("data-charged-gpu-hours"), g["charged_gpu_hours"]):
+        print(f"FAIL: used bars of {g['key']}: {used.get(g['key'])} vs {g}")
+        fails += 1
+    cell = f"<td>{g['used_gpu_hours']:.2f}</td><td>{g['used_pct']:.1f}</td>"
+    if f"<tr><td>{g['key']}</td><td>{g['charged_gpu_hours']:.2f}</td>{cell}" not in dom:
+        print(f"FAIL: the table has no used/used% cells {cell} for {g['key']}")
+        fails += 1
+idle = rep["idle_allocations"]
+if not idle:
+    print("FAIL: no idle allocations in the sampled report (every third interval is at 1 %)")
+    fails += 1
+for i in idle:
+    row = (f"<tr><td>{i['pod_uid']}</td><td>{i['name']}</td><td>{i['key']}</td>"
+           f"<td>{i['held_hours']:.1f}</td><td>{i['charged_gpu_hours']:.2f}</td>"
+           f"<td>{i['used_gpu_hours']:.2f}</td></tr>")
+    if row not in dom:
+        print(f"FAIL: the idle table has no row {row}")
+        fails += 1
+print(f"sampled page: {len(rep['queues'])} queues' share bars, {len(sampled)} groups' used bars, "
+      f"{len(idle)} idle allocations, as in the JSON")
+sys.exit(1 if fails else 0)
+PY
+    python3 "$src/tests/integration/usage_png.py" "$tmp/util.png" "$tmp/util.dom" "$tmp/util.json" || fail=1
 fi
 [ $fail = 0 ] && echo "usage accounting: all checks passed"
 exit $fail

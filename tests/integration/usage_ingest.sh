@@ -125,9 +125,13 @@ assert set(got) == set(want), got
 for k, (c, u) in want.items():
     assert abs(got[k][0] - c) < 1e-9 and abs(got[k][1] - u) < 1e-9, (k, got[k], (c, u))
 assert r["utilisation_samples"] == samples, (r["utilisation_samples"], samples)
+# The ratio, 100 x used / charged: 1.00/2.00, 0.04/2.00, 0.80/1.00, 0.40/0.50, 0.30/1.00.
+want_pct = {"train": 50.0, "notebook": 2.0, "share-c": 80.0, "share-d": 80.0, "late": 30.0}
+for g in r["groups"]:
+    assert abs(g["used_pct"] - want_pct[g["key"]]) < 1e-9, (g["key"], g["used_pct"])
 idle = [(i["name"], round(i["used_gpu_hours"], 9)) for i in r["idle_allocations"]]
 assert idle == [("notebook-b", 0.04)], idle
-print(f"usage_ingest.sh: used 1.00/0.04/0.80/0.40/0.30 GPU-h, notebook-b idle, {samples} samples")
+print(f"usage_ingest.sh: used 1.00/0.04/0.80/0.40/0.30 GPU-h (50/2/80/80/30 %), notebook-b idle, {samples} samples")
 PY
 }
 check_report

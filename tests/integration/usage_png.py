@@ -6,7 +6,8 @@ usage: usage_png.py SCREENSHOT.png DOM.html REPORT.json
 Reads the bars from the DOM Chromium dumped (each <rect> with data-key, data-gpu-hours, its
 geometry and fill), checks that the bars' GPU-hours add up to the JSON report's charged and
 idle totals, and that the screenshot shows each bar's colour at the centre of the largest bar
-of every group (the SVG is drawn at the page's top left, 1 CSS pixel per unit, device scale 1).
+of every group, of the widest queue-share bar and (with utilisation samples) of the widest
+used bar (the SVG is drawn at the page's top left, 1 CSS pixel per unit, device scale 1).
 A small PNG reader (8-bit RGB/RGBA, non-interlaced) stands in for an imaging library.
 """
 import json
@@ -101,6 +102,37 @@ def main():
     if "(idle)" not in by_key or len(by_key) < 2:
         print(f"FAIL: too few bars to probe: {sorted(by_key)}")
         fails += 1
+    # One share bar (the widest allocated-share bar) and, when the report has utilisation
+    # samples, one used bar (the widest): its fill at its centre.
+    for attr, need in (("data-alloc-pct", bool(rep.get("queues"))),
+                       ("data-used-gpu-hours",
+                        any(g.get("used_gpu_hours") is not None for g in rep["groups"]))):
+        bars = []
+        for m in re.finditer(r"<rect ([^>]*" + attr + r"[^>]*)>", dom):
+            a = dict(re.findall(r'([\w-]+)="([^"]*)"', m.group(1)))
+            if float(a["width"]) >= 3:
+                bars.append(a)
+        if not bars:
+            if need:
+                print(f"FAIL: no {attr} bar at least 3 px wide to probe")
+                fails += 1
+            continue
+        b = max(bars, key=lambda a: float(a["width"]))
+        x = int(float(b["x"]) + float(b["width"]) / 2)
+        y = int(float(b["y"]) + float(b["height"]) / 2)
+        if x >= width or y >= height:
+            print(f"FAIL: the {attr} bar at ({x}, {y}) is outside the {width}x{height} screenshot")
+            fails += 1
+            continue
+        got = tuple(rows[y][x * bpp:x * bpp + 3])
+        want = tuple(int(b["fill"][i:i + 2], 16) for i in (1, 3, 5))
+        if max(abs(g - w) for g, w in zip(got, want)) > 6:
+            print(f"FAIL: pixel ({x}, {y}) of the {attr} bar is {got}, its fill is {want}")
+            fails += 1
+        else:
+            print(f"{attr} bar of {b.get('data-queue', b.get('data-key'))}: pixel ({x}, {y}) "
+                  f"is its fill {b['fill']}")
+        probes += 1
     # Outside the bars, inside the plot's top-left margin: the page's white background.
     corner = tuple(rows[50][5 * bpp:5 * bpp + 3])
     if corner != (255, 255, 255):

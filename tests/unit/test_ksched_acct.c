@@ -27,6 +27,8 @@
 #include "cli/sched_int.h"
 #include "gpusched/err.h"
 #include "gpusched/kworld.h"
+#include "gpusched/usage.h"
+#include "gpusched/usage_report.h"
 
 static int errors_logged;
 
@@ -207,10 +209,178 @@ static void test_end_reasons_and_restart_reconcile(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* A pod of `pod()` that ran on b and ended in `phase`, its containers finished at the given
+ * RFC 3339 times. */
+static json_t *ended_pod(const char *name, const char *uid, const char *phase, const char *fin1,
+                         const char *fin2)
+{
+    json_t *p = pod("other", name, uid, "b");
+    json_t *cs = json_array();
+    const char *fins[] = {fin1, fin2};
+    for (int i = 0; i < 2; i++)
+        json_array_append_new(cs, json_pack("{s:s,s:{s:{s:i,s:s}}}", "name", i ? "d" : "c", "state",
+                                            "terminated", "exitCode", 0, "finishedAt", fins[i]));
+    json_object_set_new(p, "status",
+                        json_pack("{s:s,s:o}", "phase", phase, "containerStatuses", cs));
+    return p;
+}
+
+/*
+ * Recovery at the containers' finish time: q1, q2 and q3 bind on b at 1 s; the scheduler stops
+ * at 5 s (its last heartbeat). While none runs q1 succeeds (containers finished at 2 s and
+ * 3.5 s: the later counts), q2 fails with a finish time of 0.5 s, before its interval's start
+ * (clamped to the start, 1 s), and q3 is deleted. The restart closes q1 at 3.5 s and q2 at 1 s
+ * as finished, q3 at the heartbeat, 5 s, as recovered.
+ */
+static void test_restart_closes_finished_pods_at_their_finish_time(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gs-ksched-acct-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    (void)snprintf(path, sizeof(path), "%s/usage.db", dir);
+    errors_logged = 0;
+    struct ctx c = {0};
+    start(&c, path);
+    apply(&c, node("b", 4));
+    apply(&c, pod("other", "q1", "uid-q1", NULL));
+    apply(&c, pod("other", "q2", "uid-q2", NULL));
+    apply(&c, pod("other", "q3", "uid-q3", NULL));
+    cycle(&c, 1000);
+    assert_int_equal(gs__sched_acct_reconcile(c.acct, c.w, 1000), GS_OK);
+    struct gs__sched_acct_stats st;
+    assert_int_equal(gs__sched_acct_free(c.acct, 5000, &st), GS_OK);
+    gs_kworld_free(c.w);
+    assert_int_equal(st.opened, 3);
+
+    memset(&c, 0, sizeof(c));
+    start(&c, path);
+    apply(&c, node("b", 4));
+    apply(&c,
+          ended_pod("q1", "uid-q1", "Succeeded", "1970-01-01T00:00:02Z", "1970-01-01T00:00:03.5Z"));
+    apply(&c,
+          ended_pod("q2", "uid-q2", "Failed", "1970-01-01T00:00:00.5Z", "1970-01-01T00:00:00.5Z"));
+    cycle(&c, 10000);
+    assert_int_equal(gs__sched_acct_reconcile(c.acct, c.w, 10000), GS_OK);
+    assert_int_equal(gs__sched_acct_free(c.acct, 11000, &st), GS_OK);
+    gs_kworld_free(c.w);
+    assert_int_equal(st.kept, 0);
+    assert_int_equal(st.recovered_finished, 2);
+    assert_int_equal(st.recovered, 1);
+    expect(path, "q1", "1000 3500 finished default b 1.0");
+    expect(path, "q2", "1000 1000 finished default b 1.0");
+    expect(path, "q3", "1000 5000 recovered default b 1.0");
+    assert_int_equal(errors_logged, 0);
+
+    const char *const files[] = {"usage.db", "usage.db-wal", "usage.db-shm"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char f[96];
+        (void)snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
+        (void)unlink(f);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* The team rows of a report over [0, 10 s): "key:caused:suffered ..." in the report's order. */
+static void caused_by_team(const char *path, char *out, size_t cap)
+{
+    char msg[256] = "";
+    struct gs_usage_store *s;
+    struct gs_usage_options ro = {.read_only = true};
+    assert_int_equal(gs_usage_open(path, &ro, &s, msg, sizeof(msg)), GS_OK);
+    struct gs_usage_report_options opt = {.from_ms = 0, .to_ms = 10000, .by = GS_USAGE_BY_TEAM};
+    struct gs_usage_report *r;
+    if (gs_usage_report_build(s, &opt, &r, msg, sizeof(msg)) != GS_OK)
+        fail_msg("report: %s", msg);
+    size_t n = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < r->nrows && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%s:%llu:%llu", i ? " " : "", r->rows[i].key,
+                              (unsigned long long)r->rows[i].preemptions_caused,
+                              (unsigned long long)r->rows[i].preemptions_suffered);
+    gs_usage_report_free(r);
+    assert_int_equal(gs_usage_close(s), GS_OK);
+}
+
+static void test_preemptor_is_recorded_by_uid(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gs-ksched-acct-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    (void)snprintf(path, sizeof(path), "%s/usage.db", dir);
+    errors_logged = 0;
+    struct ctx c = {0};
+    char msg[256] = "";
+    assert_int_equal(gs__sched_acct_new(path, "gpusched.io/team", &c.acct), GS_OK);
+    assert_int_equal(gs__sched_acct_start(c.acct, msg, sizeof(msg)), GS_OK);
+    struct gs_kworld_config cfg = {
+        .policy = "bestfit", .preemption = true, .on_event = on_event, .ctx = &c};
+    assert_int_equal(gs_kworld_new(&cfg, &c.w), GS_OK);
+    apply(&c, json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind", "Namespace",
+                        "metadata", "name", "ml", "labels", "gpusched.io/team", "vision"));
+    apply(&c, node("c", 1));
+    json_t *vic = pod("ml", "vic", "uid-vic", NULL);
+    json_object_set_new(json_object_get(vic, "spec"), "priority", json_integer(0));
+    apply(&c, vic);
+    cycle(&c, 1000);
+    assert_int_equal(gs__sched_acct_reconcile(c.acct, c.w, 1000), GS_OK);
+    json_t *high = pod("ml", "high", "uid-high", NULL);
+    json_object_set_new(json_object_get(high, "spec"), "priority", json_integer(1000));
+    json_object_set_new(json_object_get(high, "metadata"), "labels",
+                        json_pack("{s:s}", "gpusched.io/team", "nlp"));
+    apply(&c, high);
+    cycle(&c, 2000);
+    /* The victim's pod is gone (its kubelet stopped it): the preemptor binds. */
+    assert_int_equal(gs_kworld_delete_pod(c.w, "ml", "vic", 2500), GS_OK);
+    cycle(&c, 3000);
+    assert_int_equal(gs__sched_acct_free(c.acct, 4000, NULL), GS_OK);
+    gs_kworld_free(c.w);
+    assert_int_equal(errors_logged, 0);
+
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT evicted_by, end_reason FROM allocation WHERE "
+                                        "name = 'vic'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "uid-high");
+    assert_string_equal((const char *)sqlite3_column_text(st, 1), "evicted-preemption");
+    sqlite3_finalize(st);
+    char got[256];
+    /* vic suffered one (vision), high caused it (nlp); no "-" row for an unmatched preemptor.
+     * Rows by charged GPU-hours: vic held c 1-2 s, high from its bind on. */
+    caused_by_team(path, got, sizeof(got));
+    assert_non_null(strstr(got, "nlp:1:0"));
+    assert_non_null(strstr(got, "vision:0:1"));
+    assert_null(strstr(got, "-:"));
+    /* A file from before uids were stored names the preemptor "ns/name": it attributes too. */
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE allocation SET evicted_by = 'ml/high' WHERE "
+                                  "name = 'vic'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    caused_by_team(path, got, sizeof(got));
+    assert_non_null(strstr(got, "nlp:1:0"));
+    assert_null(strstr(got, "-:"));
+
+    const char *const files[] = {"usage.db", "usage.db-wal", "usage.db-shm"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char f[96];
+        (void)snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
+        (void)unlink(f);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_end_reasons_and_restart_reconcile),
+        cmocka_unit_test(test_preemptor_is_recorded_by_uid),
+        cmocka_unit_test(test_restart_closes_finished_pods_at_their_finish_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

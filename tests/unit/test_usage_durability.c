@@ -3,8 +3,9 @@
  *
  * A writer process records 10,000 allocation intervals (each a begin and an end event, batches
  * of 50 events) and, after every commit, tells the parent through a pipe the last interval whose
- * end that commit made durable. The parent kills it with SIGKILL at random moments (10-160 ms
- * after it starts), then reopens the store as a new writer would: gs_usage_recover() with no
+ * end that commit made durable. The parent kills it with SIGKILL at a seeded-random point of its
+ * progress (once it has reported 1 to 2,000 more committed intervals; about ten kills a run,
+ * 9 here), then reopens the store as a new writer would: gs_usage_recover() with no
  * running pods, and checks
  *  - every interval reported committed is there, closed as "finished" at its own end;
  *  - no pod has two intervals (the resumed writer starts after what the file holds);
