@@ -63,16 +63,17 @@ struct gs_kworld {
     uint32_t npods, cappods;
     uint32_t *of_engine; /* engine pod id -> index in pods */
     uint32_t cap_of_engine;
-    json_t *queues;        /* name -> engine queue id */
-    json_t *pclasses;      /* PriorityClass name -> {"value", "preemptible", "default"} */
-    json_t *pc_ids;        /* engine class name -> id */
-    json_t *gangs;         /* "ns/name" -> engine gang id */
-    json_t *podgroups;     /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
-    json_t *avoid;         /* "ns/name" -> array of node names its placement must avoid */
-    json_t *mode_due;      /* node name -> its Node, while a GPU's new mode waits for pods to go */
-    struct gs__kinv inv;   /* the node agents' inventories: UUIDs, warnings given */
-    struct gs__kpdbs pdb;  /* PodDisruptionBudgets and the pods they may cover */
-    struct gs__kqueues kq; /* which Queue kind made each queue */
+    json_t *queues;       /* name -> engine queue id */
+    json_t *pclasses;     /* PriorityClass name -> {"value", "preemptible", "default"} */
+    json_t *pc_ids;       /* engine class name -> id */
+    json_t *gangs;        /* "ns/name" -> engine gang id */
+    json_t *podgroups;    /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
+    json_t *avoid;        /* "ns/name" -> array of node names its placement must avoid */
+    json_t *mode_due;     /* node name -> its Node, while a GPU's new mode waits for pods to go */
+    struct gs__kinv inv;  /* the node agents' inventories: UUIDs, warnings given */
+    struct gs__kpdbs pdb; /* PodDisruptionBudgets and the pods they may cover */
+    /* Which Queue kind made each queue; Queue edits and deletes (kworld_queue.h). */
+    struct gs__kqueues kq;
     uint32_t changes;
     uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
     char *err;         /* where messages go: the caller's buffer, or scratch */
