@@ -47,7 +47,14 @@
  * Objects are held until the first cycle (gs_kworld_cycle()), a later change of the same object
  * replacing the one held, so the order of a dump or of several watches does not matter: then
  * queues, classes and gangs are created before pods, and FGD's target workload is built from the
- * pods known at that moment. Later objects apply at once.
+ * pods known at that moment. Later objects apply at once, incrementally: a Queue that comes
+ * again (MODIFIED, or a relist's ADDED) updates its queue in place and evicts nothing (a lowered
+ * limit stops new placements while the queue is above it); a changed spec.parentQueue is a
+ * warning (on_warning) and the queue keeps its parent; a DELETED Queue's pending pods wait with
+ * "queue NAME does not exist" and its running pods stay charged until they end, until a Queue of
+ * that name comes again; a Queue of another API group than the one that made a queue of its
+ * name is refused with a warning. A PodGroup edited before its gang starts sets its minimum
+ * (after: a warning). src/k8s/kworld_queue.h has the details.
  *
  * Single-threaded; the callback runs inside gs_kworld_apply() and gs_kworld_cycle().
  */
@@ -155,8 +162,9 @@ enum gs_kchange {
  * Applies one object change. Objects of kinds it does not use are ignored (return GS_OK).
  * @param obj   the object (apiVersion, kind, metadata, spec, status); borrowed.
  * @param err   receives a message naming the object and field on GS_EINVAL.
- * @return GS_OK; GS_EINVAL for an object it cannot read (the world is unchanged);
- *         GS_ENOMEM.
+ * @return GS_OK; GS_EINVAL for an object it cannot read, a Queue edit the engine refuses (a
+ *         limit below the quota, children's quotas above the parent's) or the delete of a Queue
+ *         that child queues still name (the world is unchanged); GS_ENOMEM.
  */
 int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *obj, int64_t now_ms,
                     char *err, size_t cap);

@@ -292,17 +292,35 @@ int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, u
 
 /**
  * Changes a queue's quota, limit, over-quota weight and min_runtime_ms (a Queue object edited in
- * the cluster), for the next cycle's fair shares. Nothing is evicted: running pods keep running.
- * Every gang in the queue's subtree is judged again against the new caps (see
- * gs_engine_submit()), so a refused gang may become schedulable and the other way round.
+ * the cluster), for the next cycle's fair shares, and undoes gs_engine_delete_queue() (the Queue
+ * created again). As in Kubernetes, an edit evicts nothing by itself: running pods keep running,
+ * also when the new limit is below what the queue's subtree holds now; the queue then starts no
+ * pod until it is back under the limit (as after gs_engine_adopt() over a limit), and reclaim may
+ * take its pods back as from any queue above its fair share. Every gang in the queue's subtree
+ * is judged again against the new caps (see gs_engine_submit()), so a refused gang may become
+ * schedulable and the other way round; its pending pods' reasons are worked out again at the
+ * next cycle.
  * @param id    a queue id other than GS_QUEUE_ROOT.
  * @param spec  borrowed; name and parent must be the queue's own (a queue is not renamed or moved).
  * @return GS_OK; GS_EINVAL an unknown id or the root, another name or parent, negative values,
- *         limit below quota, a limit below what the queue's subtree holds now (lower it after its
- *         pods finish), the queue's quota making its siblings' quotas sum above their parent's
- *         finite quota, or a finite quota below the sum of its children's. Unchanged on failure.
+ *         limit below quota, the queue's quota making its siblings' quotas sum above their
+ *         parent's finite quota, or a finite quota below the sum of its children's. Unchanged on
+ *         failure.
  */
 int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_queue_spec *spec);
+
+/**
+ * Deletes a queue (its Queue object was deleted in the cluster). Its id and name stay taken, its
+ * place in the tree and its books stay, but it guarantees nothing and starts nothing from now on:
+ * quota and limit 0 (so fair shares give it nothing and reclaim may take back what it holds),
+ * its pending pods stay pending with the reason "queue NAME does not exist" (a gang of it is not
+ * refused but waits), and its running pods keep running, charged to it, until they end.
+ * gs_engine_update_queue() with the queue's name and parent brings it back.
+ * @param id  a queue id other than GS_QUEUE_ROOT.
+ * @return GS_OK (also for a queue deleted already); GS_EINVAL an unknown id, the root, or a queue
+ *         with a child queue that is not deleted. Unchanged on failure.
+ */
+int gs_engine_delete_queue(struct gs_engine *e, uint32_t id);
 
 /** Finds a queue by name; returns its id or -1. */
 int gs_engine_find_queue(const struct gs_engine *e, const char *name);
@@ -371,6 +389,17 @@ int gs_engine_set_pod_budgets(struct gs_engine *e, uint32_t pod, const uint32_t 
 /** Adds a PodGroup, with no grace period. @return GS_OK; GS_EEXIST; GS_EINVAL (min_member 0);
  *  GS_ENOMEM. */
 int gs_engine_add_gang(struct gs_engine *e, const struct gs_gang_spec *spec, uint32_t *id);
+
+/**
+ * Changes a gang's min_member (its PodGroup's spec.minMember was edited) while none of its
+ * members has run: a gang that started, or has a member running or finished, keeps its minimum.
+ * The gang is judged again (gs_engine_submit()), and its members' reasons at the next cycle.
+ * @param gang        a gang id.
+ * @param min_member  >= 1.
+ * @return GS_OK; GS_EINVAL an unknown gang, min_member 0, or a gang that has started or has a
+ *         member running or finished (nothing changes).
+ */
+int gs_engine_set_gang_min_member(struct gs_engine *e, uint32_t gang, uint32_t min_member);
 
 /**
  * Sets a gang's grace period: how long a running gang that lost members (deleted, or their node

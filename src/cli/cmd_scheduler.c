@@ -2,9 +2,10 @@
  * gpusched scheduler: the core against a real Kubernetes API server, as a second scheduler
  * (pods with spec.schedulerName: gpusched).
  *
- * One scheduling thread. Informers (list, then watch) feed nodes, pods, PriorityClasses, Queues and
- * PodGroups into the shared translation (kworld.h). Once nodes, pods and PriorityClasses are
- * listed, scheduling cycles run whenever something changed (and at least once a second); the
+ * One scheduling thread. Informers (list, then watch) feed nodes, pods, PriorityClasses, Queues
+ * (gpusched's, KAI's) and PodGroups (scheduler-plugins', Volcano's) into the shared translation
+ * (kworld.h), which applies their edits and deletes in place. Once nodes, pods and PriorityClasses
+ * are listed, scheduling cycles run whenever something changed (and at least once a second); the
  * decisions of a cycle are collected and sent after it: a Binding (with the GPU choice as the
  * annotation gpusched.io/assigned-gpus), an Eviction for a victim, and a PodScheduled=False
  * condition with the reason for a pod that waits. Bindings are sent without waiting
@@ -136,7 +137,12 @@ static const char *const usage =
     "doubling to 10 s.\n"
     "A gang member whose Binding is refused is sent again on the GPUs held for it for 30 s;\n"
     "then its gang is released whole (members already bound are evicted, reason gang).\n"
-    "Queue status (allocated, fairShare, running, pending) is written to each Queue's status.\n"
+    "Queues (scheduling.gpusched.io and KAI's scheduling.run.ai/v2) and PodGroups\n"
+    "(scheduling.x-k8s.io and Volcano's scheduling.volcano.sh/v1beta1) are watched when their\n"
+    "CRDs exist. A Queue edit applies at the next cycle and evicts nothing (a lowered limit\n"
+    "stops new placements); a deleted Queue's pending pods wait \"queue NAME does not exist\",\n"
+    "its running ones keep running; a PodGroup's minMember edit applies until its gang starts.\n"
+    "Queue status (allocated, fairShare, running, pending) is written to each gpusched Queue.\n"
     "SIGTERM or SIGINT: finish the cycle in progress and its binds, release the Lease, exit 0.\n"
     "Exit: 0 stopped; 1 internal error or the Lease was lost; 2 bad usage or configuration.\n";
 
@@ -928,7 +934,9 @@ static const struct watched watched[] = {
     {"/api/v1/pods", "Pod", true},
     {"/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", true},
     {"/apis/scheduling.gpusched.io/v1alpha1/queues", "Queue", false},
+    {"/apis/scheduling.run.ai/v2/queues", "Queue", false}, /* KAI's */
     {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", "PodGroup", false},
+    {"/apis/scheduling.volcano.sh/v1beta1/podgroups", "PodGroup", false},   /* Volcano's */
     {"/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", false}, /* victim choice */
     {"/api/v1/namespaces", "Namespace", false}, /* team labels for --accounting */
 };
@@ -1233,8 +1241,8 @@ int gs_cmd_scheduler(int argc, char **argv)
                        lease_ns, lease_name);
     int64_t t0 = gs__sched_mono_ms(), last_cycle = 0, last_flush = 0;
     const json_t *queues_known = NULL; /* the Queue objects the watch delivered */
-    for (size_t i = 0; i < N_WATCHED; i++)
-        if (strcmp(watched[i].kind, "Queue") == 0)
+    for (size_t i = 0; i < N_WATCHED && !queues_known; i++)
+        if (strcmp(watched[i].kind, "Queue") == 0) /* gpusched's: the status written is its */
             queues_known = feeds[i].known;
     bool started = false, was_leader = false;
     uint64_t cycles = 0;

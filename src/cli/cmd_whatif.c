@@ -44,7 +44,7 @@ static const char *const usage =
     "                       create: [objects], finish: [ns/name], delete: [ns/name],\n"
     "                       cordon: [node], uncordon: [node], deleteNode: [node],\n"
     "                       gpuHealth: {node: N, gpu: INDEX, healthy: BOOL} (or a list);\n"
-    "                       a create of a Node that exists updates it, of a Pod\n"
+    "                       a create of a Node or Queue that exists updates it, of a Pod\n"
     "                       that exists is refused (deleted pods may be created again)\n"
     "  --json               one JSON object per line instead of a table\n"
     "  --max-cycles N       cycles after the dump and after each step before giving up\n"
@@ -283,7 +283,9 @@ static const struct {
     {"/api/v1/nodes", true},
     {"/apis/scheduling.k8s.io/v1/priorityclasses", true},
     {"/apis/scheduling.gpusched.io/v1alpha1/queues", false},
+    {"/apis/scheduling.run.ai/v2/queues", false}, /* KAI's */
     {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", false},
+    {"/apis/scheduling.volcano.sh/v1beta1/podgroups", false}, /* Volcano's */
     {"/apis/policy/v1/poddisruptionbudgets", false},
     {"/api/v1/pods", true},
 };
@@ -527,8 +529,9 @@ static int check_timeline(const json_t *steps, const char *path)
     return 0;
 }
 
-/* The key under which a run remembers an object: "Kind ns/name" (cluster-scoped: "Kind name");
- * a Pod is "ns/name" and a Node "node NAME", the keys of ended. 0; -1 without kind or name. */
+/* The key under which a run remembers an object: "Kind ns/name" (cluster-scoped: "Kind name"),
+ * then " (API group)" when it has one; a Pod is "ns/name" and a Node "node NAME", the keys of
+ * ended. 0; -1 without kind or name. */
 static int object_key(const json_t *o, char *key, size_t cap)
 {
     const char *kind = json_string_value(json_object_get(o, "kind"));
@@ -545,14 +548,22 @@ static int object_key(const json_t *o, char *key, size_t cap)
         (void)snprintf(key, cap, "%s %s/%s", kind, ns, name);
     else
         (void)snprintf(key, cap, "%s %s", kind, name);
+    /* Two API groups may each have a kind of that name (gpusched's and KAI's Queue): the
+     * translation says what a second one of one name does. */
+    const char *api = json_string_value(json_object_get(o, "apiVersion"));
+    const char *slash =
+        api && strcmp(kind, "Pod") != 0 && strcmp(kind, "Node") != 0 ? strchr(api, '/') : NULL;
+    size_t len = strlen(key);
+    if (slash && len < cap)
+        (void)snprintf(key + len, cap - len, " (%.*s)", (int)(slash - api), api);
     return 0;
 }
 
 /* Refuses a second object of one name, as the API server does (AlreadyExists): in the dump any
  * kind; in a timeline's create a Pod that exists and has not ended. Other kinds go to
- * gs_kworld_apply() as they come: a Node's is an update (its new inventory); what other kinds
- * do is the translation's to say. where names the object ("items[3]"). 0; 2 after the
- * message. */
+ * gs_kworld_apply() as they come: a Node's is an update (its new inventory), a Queue's too (its
+ * new quota or limit); what other kinds do is the translation's to say. where names the object
+ * ("items[3]"). 0; 2 after the message. */
 static int check_new(struct run *r, const char *path, const json_t *o, const char *where, bool dump)
 {
     char key[700];

@@ -215,6 +215,40 @@ int gs_engine_set_workload(struct gs_engine *e, const struct gs_workload *w)
     return err;
 }
 
+/* Sets a queue's quota and limit; what it holds above a lowered limit stays (over_limit). */
+static void set_caps(struct gs_engine *e, uint32_t id, const int64_t quota[GS_RES_COUNT],
+                     const int64_t limit[GS_RES_COUNT])
+{
+    struct queue *q = &e->q[id];
+    for (int r = 0; r < GS_RES_COUNT; r++) {
+        q->quota[r] = quota[r];
+        q->limit[r] = limit[r];
+        q->over_limit[r] = limit[r] != GS_UNLIMITED && q->alloc[r] > limit[r] ? q->alloc[r] : 0;
+    }
+}
+
+/* Whether queue a is q or one of its ancestors. */
+static bool queue_under(const struct gs_engine *e, uint32_t q, uint32_t a)
+{
+    for (; q != NO_ID; q = e->q[q].parent)
+        if (q == a)
+            return true;
+    return false;
+}
+
+/* Caps of queue id changed: every gang below it is judged again (e->vals already holds the
+ * largest gang, from its submissions), and its pending pods' reasons are worked out again at
+ * the next cycle (gs__note_unschedulable() otherwise keeps them while no node changes). */
+static void caps_changed(struct gs_engine *e, uint32_t id)
+{
+    for (uint32_t gi = 0; gi < e->ng; gi++)
+        if (e->g[gi].n_members > 0 && queue_under(e, e->p[e->g[gi].members[0]].queue, id))
+            gs__gang_judge(e, gi);
+    for (uint32_t i = 0; i < e->np; i++)
+        if (e->p[i].state == GS_TPOD_PENDING && queue_under(e, e->p[i].queue, id))
+            e->p[i].explained_at = UINT64_MAX;
+}
+
 int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_queue_spec *spec)
 {
     if (id == GS_QUEUE_ROOT || id >= e->nq || !spec->name ||
@@ -223,7 +257,7 @@ int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_que
         return GS_EINVAL;
     const struct queue *q = &e->q[id], *par = &e->q[q->parent];
     for (int r = 0; r < GS_RES_COUNT; r++) {
-        if (spec->quota[r] < 0 || spec->limit[r] < spec->quota[r] || spec->limit[r] < q->alloc[r])
+        if (spec->quota[r] < 0 || spec->limit[r] < spec->quota[r])
             return GS_EINVAL;
         if (par->quota[r] != GS_UNLIMITED) {
             int64_t sum = spec->quota[r];
@@ -240,23 +274,25 @@ int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_que
                 return GS_EINVAL;
         }
     }
-    struct queue *w = &e->q[id];
-    memcpy(w->quota, spec->quota, sizeof(w->quota));
-    memcpy(w->limit, spec->limit, sizeof(w->limit));
-    w->weight = spec->over_quota_weight;
-    w->min_runtime_ms = spec->min_runtime_ms;
-    /* Caps changed: every gang below this queue is judged again (e->vals already holds the
-     * largest gang, from its submissions). */
-    for (uint32_t gi = 0; gi < e->ng; gi++) {
-        if (e->g[gi].n_members == 0)
-            continue;
-        for (uint32_t a = e->p[e->g[gi].members[0]].queue; a != NO_ID; a = e->q[a].parent) {
-            if (a == id) {
-                gs__gang_judge(e, gi);
-                break;
-            }
-        }
-    }
+    set_caps(e, id, spec->quota, spec->limit);
+    e->q[id].deleted = false;
+    e->q[id].weight = spec->over_quota_weight;
+    e->q[id].min_runtime_ms = spec->min_runtime_ms;
+    caps_changed(e, id);
+    return GS_OK;
+}
+
+int gs_engine_delete_queue(struct gs_engine *e, uint32_t id)
+{
+    if (id == GS_QUEUE_ROOT || id >= e->nq)
+        return GS_EINVAL;
+    for (uint32_t ch = e->q[id].first_child; ch != NO_ID; ch = e->q[ch].next_sibling)
+        if (!e->q[ch].deleted)
+            return GS_EINVAL;
+    const int64_t zero[GS_RES_COUNT] = {0};
+    set_caps(e, id, zero, zero);
+    e->q[id].deleted = true;
+    caps_changed(e, id);
     return GS_OK;
 }
 
@@ -639,9 +675,10 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
             /* Adopted pods may put a queue over its limit (they run already); what the engine
              * bound itself never is. */
             int64_t own = q->alloc[r] - qadopt[qi * GS_RES_COUNT + r];
+            /* Nor above what it held when its limit was lowered below that: pods stay. */
+            int64_t top = q->limit[r] > q->over_limit[r] ? q->limit[r] : q->over_limit[r];
             if (q->limit[r] != GS_UNLIMITED &&
-                (own > q->limit[r] ||
-                 (qadopt[qi * GS_RES_COUNT + r] == 0 && q->alloc[r] > q->limit[r]))) {
+                (own > top || (qadopt[qi * GS_RES_COUNT + r] == 0 && q->alloc[r] > top))) {
                 (void)snprintf(msg, cap, "queue %s is above its limit for resource %d: %lld > %lld",
                                q->name, r, (long long)q->alloc[r], (long long)q->limit[r]);
                 goto out;

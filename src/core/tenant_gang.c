@@ -44,6 +44,20 @@ int gs_engine_add_gang(struct gs_engine *e, const struct gs_gang_spec *spec, uin
     return GS_OK;
 }
 
+int gs_engine_set_gang_min_member(struct gs_engine *e, uint32_t gang, uint32_t min_member)
+{
+    if (gang >= e->ng || min_member == 0)
+        return GS_EINVAL;
+    struct gang *g = &e->g[gang];
+    if (g->started || g->running > 0 || g->succeeded > 0)
+        return GS_EINVAL;
+    g->min_member = min_member;
+    gs__gang_judge(e, gang);
+    for (uint32_t m = 0; m < g->n_members; m++)
+        e->p[g->members[m]].explained_at = UINT64_MAX; /* its reason names the minimum */
+    return GS_OK;
+}
+
 int gs_engine_set_gang_grace(struct gs_engine *e, uint32_t gang, int64_t grace_ms)
 {
     if (gang >= e->ng || grace_ms < 0)
@@ -92,6 +106,8 @@ void gs__gang_judge(struct gs_engine *e, uint32_t gi)
             continue;
         for (uint32_t a = qi; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent) {
             const struct queue *q = &e->q[a];
+            if (q->deleted)
+                return; /* not refused: it waits for its queue (gs_engine_delete_queue()) */
             int64_t cap = q->limit[r];
             bool by_quota = q->weight <= 0 && q->quota[r] != GS_UNLIMITED && q->quota[r] < cap;
             if (by_quota)

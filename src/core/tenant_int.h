@@ -65,7 +65,12 @@ struct queue {
     uint32_t parent;
     uint32_t first_child, next_sibling; /* NO_ID terminated */
     bool leaf_used;                     /* has ever held pods */
+    bool deleted;                       /* gs_engine_delete_queue(): starts nothing */
     int64_t quota[GS_RES_COUNT], limit[GS_RES_COUNT];
+    /* What the queue held when its limit was set below that (gs_engine_update_queue(),
+     * gs_engine_delete_queue()): pods placed before stay, so its books may be above the limit
+     * by up to this; 0 when the limit was at least what it held. */
+    int64_t over_limit[GS_RES_COUNT];
     double weight;
     int64_t min_runtime_ms;
     int64_t alloc[GS_RES_COUNT], demand[GS_RES_COUNT], fair[GS_RES_COUNT];

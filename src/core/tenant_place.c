@@ -22,6 +22,10 @@ static bool quota_reason(const struct gs_engine *e, const struct tpod *p, char *
 {
     for (uint32_t a = p->queue; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent) {
         const struct queue *q = &e->q[a];
+        if (q->deleted) {
+            (void)snprintf(buf, cap, "queue %s does not exist", q->name);
+            return true;
+        }
         for (int r = 0; r < GS_RES_COUNT; r++) {
             char amt[64];
             if (q->limit[r] != GS_UNLIMITED && q->alloc[r] + p->r[r] > q->limit[r]) {
@@ -109,6 +113,8 @@ static bool within_limits(const struct gs_engine *e, const struct tpod *p)
 {
     for (uint32_t a = p->queue; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent) {
         const struct queue *q = &e->q[a];
+        if (q->deleted)
+            return false;
         for (int r = 0; r < GS_RES_COUNT; r++) {
             if (q->limit[r] != GS_UNLIMITED && q->alloc[r] + p->r[r] > q->limit[r])
                 return false;

@@ -21,6 +21,7 @@
 #include "kworld_gpus.h"
 #include "kworld_inv.h"
 #include "kworld_pdb.h"
+#include "kworld_queue.h"
 #include "kworld_xres.h"
 #include "kjson.h"
 
@@ -71,6 +72,8 @@ struct gs_kworld {
     json_t *mode_due;     /* node name -> its Node, while a GPU's new mode waits for pods to go */
     struct gs__kinv inv;  /* the node agents' inventories: UUIDs, warnings given */
     struct gs__kpdbs pdb; /* PodDisruptionBudgets and the pods they may cover */
+    /* Which Queue kind made each queue; Queue edits and deletes (kworld_queue.h). */
+    struct gs__kqueues kq;
     uint32_t changes;
     uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
     char *err;         /* where messages go: the caller's buffer, or scratch */
@@ -143,7 +146,8 @@ int gs_kworld_new(const struct gs_kworld_config *cfg, struct gs_kworld **out)
     if (!err && (!w->sched_name || !w->default_queue || !w->policy || !w->staged || !w->staged_at ||
                  !w->pod_keys || !w->queues || !w->pclasses || !w->pc_ids || !w->gangs ||
                  !w->podgroups || !w->avoid || !w->mode_due || gs__kinv_init(&w->inv) != GS_OK ||
-                 gs__kpdb_init(&w->pdb) != GS_OK))
+                 gs__kpdb_init(&w->pdb) != GS_OK ||
+                 gs__kqueue_init(&w->kq, cfg->on_warning, cfg->ctx) != GS_OK))
         err = GS_ENOMEM;
     if (err) {
         gs_kworld_free(w);
@@ -177,6 +181,7 @@ void gs_kworld_free(struct gs_kworld *w)
     json_decref(w->staged_at);
     json_decref(w->pod_keys);
     json_decref(w->queues);
+    gs__kqueue_fini(&w->kq);
     json_decref(w->pclasses);
     json_decref(w->pc_ids);
     json_decref(w->gangs);
@@ -617,6 +622,8 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
     const json_t *spec = json_object_get(obj, "spec");
     const char *parent = jstr(spec, "parentQueue");
     (void)snprintf(name_out, cap, "%s", name ? name : "?");
+    if (gs__kqueue_other_kind(&w->kq, name, api))
+        return GS_OK; /* another kind's Queue made it */
     uint32_t pid = GS_QUEUE_ROOT;
     if (parent && *parent) {
         json_t *pv = json_object_get(w->queues, parent);
@@ -640,6 +647,10 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
             weight = json_number_value(wv);
     }
     q.over_quota_weight = weight < 0 ? 1.0 : weight;
+    int known = name ? gs_engine_find_queue(w->e, name) : -1;
+    if (known >= 0) /* an edit, a relist's ADDED, or created again after a delete */
+        return gs__kqueue_update(&w->kq, w->e, w->queues, (uint32_t)known, &q, parent, api, w->err,
+                                 w->errcap);
     uint32_t id;
     int err = gs_engine_add_queue(w->e, &q, &id);
     if (err == GS_ENOMEM)
@@ -649,7 +660,9 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
                     "Queue %s: refused by the engine (%s): names are up to 63 of "
                     "[A-Za-z0-9._-], limits at least the quota, children within the parent",
                     name, gs_strerror(err));
-    return json_object_set_new(w->queues, name, json_integer(id)) ? GS_ENOMEM : GS_OK;
+    if (json_object_set_new(w->queues, name, json_integer(id)))
+        return GS_ENOMEM;
+    return gs__kqueue_own(&w->kq, name, api);
 }
 
 /* The annotation on a PodGroup that sets its gang's grace period, in whole seconds. */
@@ -691,6 +704,10 @@ static int apply_podgroup(struct gs_kworld *w, const json_t *obj)
         return GS_ENOMEM;
     json_t *rec = json_pack("{s:I,s:I,s:I}", "min", min, "timeout_s", timeout, "grace_s", grace);
     int err = rec && !json_object_set_new(w->podgroups, key, rec) ? GS_OK : GS_ENOMEM;
+    json_t *gv = json_object_get(w->gangs, key);
+    if (!err && gv) /* edited after its first member came: its gang exists */
+        err = gs__kqueue_gang_changed(&w->kq, w->e, key, (uint32_t)json_integer_value(gv), min,
+                                      grace);
     free(key);
     return err;
 }
@@ -1290,11 +1307,15 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
                        ? GS_OK
                        : GS_ENOMEM;
         /* The unit separator cannot occur in a kind, namespace or name. */
-        size_t klen = strlen(kind) + (ns ? strlen(ns) : 0) + strlen(name) + 4;
+        /* With the API group: two kinds of Queue (or PodGroup) may share a name. */
+        const char *api = jstr(obj, "apiVersion"), *slash = api ? strchr(api, '/') : NULL;
+        int glen = slash ? (int)(slash - api) : 0;
+        size_t klen = strlen(kind) + (size_t)glen + (ns ? strlen(ns) : 0) + strlen(name) + 5;
         char *key = malloc(klen);
         if (!key)
             return GS_ENOMEM;
-        (void)snprintf(key, klen, "%s\x1f%s%s\x1f%s", kind, ns ? "+" : "-", ns ? ns : "", name);
+        (void)snprintf(key, klen, "%s\x1f%.*s\x1f%s%s\x1f%s", kind, glen, glen ? api : "",
+                       ns ? "+" : "-", ns ? ns : "", name);
         json_t *at = json_object_get(w->staged_at, key);
         int rc = GS_OK;
         if (at) {
@@ -1326,7 +1347,9 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
         return apply_podgroup(w, obj);
     if (strcmp(kind, "PodDisruptionBudget") == 0)
         return gs__kpdb_apply(&w->pdb, w->e, change, obj, w->err, w->errcap);
-    if (strcmp(kind, "Queue") == 0 && change == GS_KADDED) {
+    if (strcmp(kind, "Queue") == 0 && change == GS_KDELETED)
+        return gs__kqueue_delete(&w->kq, w->e, w->queues, obj, w->err, w->errcap);
+    if (strcmp(kind, "Queue") == 0) {
         char qn[256];
         int rc = add_queue(w, obj, qn, sizeof(qn));
         return rc == GS_ENOENT ? fail(w, "Queue %s: its parent queue does not exist", qn) : rc;

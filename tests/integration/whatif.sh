@@ -31,6 +31,7 @@ case_ reclaim
 case_ gang --timeline "$d/gang.timeline.yaml" --policy bestfit
 case_ lifecycle --timeline "$d/lifecycle.timeline.yaml" --policy bestfit
 case_ gang_loss --timeline "$d/gang_loss.timeline.yaml" --policy bestfit
+case_ queue_edit --timeline "$d/queue_edit.timeline.yaml" --policy bestfit
 case_ inventory
 case_ xres --policy bestfit
 case_ sharing_memory

@@ -686,7 +686,7 @@ static void test_preemption_takes_one_surplus_gang_member_not_the_gang(void **st
  * submit that shows it: queue q is limited to 1 GPU, gang g has min_member 2 x 1 GPU. The first
  * member alone (1000 <= 1000) may still fit; the second makes the minimum 2000 > 1000. The pods
  * stay pending and are never tried. Raising the limit to 2 GPUs clears the refusal and both
- * start in the next cycle. Lowering it below what q holds is refused. */
+ * start in the next cycle. Lowering it below what q holds is taken and evicts nothing. */
 static void test_gang_above_queue_limit_is_refused_with_reason(void **state_)
 {
     (void)state_;
@@ -729,12 +729,115 @@ static void test_gang_above_queue_limit_is_refused_with_reason(void **state_)
     cycle(&w, 20);
     assert_int_equal(state(&w, m0), GS_TPOD_RUNNING);
     assert_int_equal(state(&w, m1), GS_TPOD_RUNNING);
-    /* q now holds 2000: a limit of 1000 would put it above its limit. */
+    /* q now holds 2000: a limit of 1000 is taken all the same, and evicts nothing. */
     struct gs_queue_spec down = {"q", GS_QUEUE_ROOT, {0, 0, 0}, {1000, INF, INF}, 1, 0};
-    assert_int_equal(gs_engine_update_queue(w.e, q, &down), GS_EINVAL);
+    assert_int_equal(gs_engine_update_queue(w.e, q, &down), GS_OK);
+    cycle(&w, 21);
+    assert_int_equal(state(&w, m0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, m1), GS_TPOD_RUNNING);
+    assert_int_equal(evictions_total(&w), 0);
     struct gs_queue_spec renamed = {"r", GS_QUEUE_ROOT, {0, 0, 0}, {2000, INF, INF}, 1, 0};
     assert_int_equal(gs_engine_update_queue(w.e, q, &renamed), GS_EINVAL);
     assert_int_equal(gs_engine_update_queue(w.e, GS_QUEUE_ROOT, &up), GS_EINVAL);
+    world_fini(&w);
+}
+
+/* Queue edits while pods run (a Queue object edited, deleted, created again). q (limit 3 GPUs)
+ * runs p0..p2 (1 GPU each) on n0 (4 GPUs). Its limit drops to 1 GPU: nothing is evicted, and p3
+ * waits "at its limit of 1 GPU" while q holds 3, then 1 (p0, p1 finished: 1000 + 1000 > 1000),
+ * and starts when p2 has finished too (0 + 1000 <= 1000). p4 then waits at the limit; q is
+ * deleted: p3 keeps running, p4's reason becomes "queue q does not exist" at the next cycle
+ * though no node changed. q created again with a limit of 4 GPUs: p4 starts (2 GPUs used). */
+static void test_queue_limit_lowered_and_queue_deleted_evict_nothing(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, true, false);
+    add_node(&w, "n0", 4, "A100", 64000);
+    engine_start(&w, true, true, false);
+    uint32_t q = queue(&w, "q", GS_QUEUE_ROOT, 0, 3000, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    uint32_t p[5];
+    for (int i = 0; i < 3; i++)
+        p[i] = submit(&w, q, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 1);
+    assert_int_equal(running_in(&w, q), 3);
+    struct gs_queue_spec down = {"q", GS_QUEUE_ROOT, {0, 0, 0}, {1000, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_update_queue(w.e, q, &down), GS_OK);
+    p[3] = submit(&w, q, pc, GS_NO_GANG, 1, 1000, 2, -1, GS_MODEL_ANY);
+    cycle(&w, 3);
+    assert_int_equal(running_in(&w, q), 3);
+    assert_int_equal(evictions_total(&w), 0);
+    assert_int_equal(state(&w, p[3]), GS_TPOD_PENDING);
+    assert_string_equal(gs_engine_pod_reason(w.e, p[3]), "queue q is at its limit of 1 GPU");
+    assert_int_equal(gs_engine_finish(w.e, p[0], 4), GS_OK);
+    assert_int_equal(gs_engine_finish(w.e, p[1], 4), GS_OK);
+    cycle(&w, 5);
+    assert_int_equal(state(&w, p[3]), GS_TPOD_PENDING);
+    assert_int_equal(gs_engine_finish(w.e, p[2], 6), GS_OK);
+    cycle(&w, 7);
+    assert_int_equal(state(&w, p[3]), GS_TPOD_RUNNING);
+    p[4] = submit(&w, q, pc, GS_NO_GANG, 1, 1000, 8, -1, GS_MODEL_ANY);
+    cycle(&w, 9);
+    assert_string_equal(gs_engine_pod_reason(w.e, p[4]), "queue q is at its limit of 1 GPU");
+    assert_int_equal(gs_engine_delete_queue(w.e, q), GS_OK);
+    cycle(&w, 10);
+    assert_int_equal(state(&w, p[3]), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, p[4]), GS_TPOD_PENDING);
+    assert_string_equal(gs_engine_pod_reason(w.e, p[4]), "queue q does not exist");
+    assert_int_equal(evictions_total(&w), 0);
+    struct gs_queue_info qi;
+    assert_int_equal(gs_engine_queue_info(w.e, q, &qi), GS_OK);
+    assert_int_equal(qi.limit[GS_RES_GPU], 0);
+    assert_int_equal(qi.allocated[GS_RES_GPU], 1000); /* p3 stays charged */
+    struct gs_queue_spec again = {"q", GS_QUEUE_ROOT, {0, 0, 0}, {4000, INF, INF}, 1, 0};
+    assert_int_equal(gs_engine_update_queue(w.e, q, &again), GS_OK);
+    cycle(&w, 11);
+    assert_int_equal(state(&w, p[4]), GS_TPOD_RUNNING);
+    assert_int_equal(gs_cluster_gpu_milli_used(w.c), 2000);
+    /* The root, an unknown id and a queue with a live child cannot be deleted. */
+    uint32_t dept = queue(&w, "dept", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t team = queue(&w, "team", dept, 0, INF, 1);
+    assert_int_equal(gs_engine_delete_queue(w.e, GS_QUEUE_ROOT), GS_EINVAL);
+    assert_int_equal(gs_engine_delete_queue(w.e, 99), GS_EINVAL);
+    assert_int_equal(gs_engine_delete_queue(w.e, dept), GS_EINVAL);
+    assert_int_equal(gs_engine_delete_queue(w.e, team), GS_OK);
+    assert_int_equal(gs_engine_delete_queue(w.e, dept), GS_OK);
+    check(&w);
+    world_fini(&w);
+}
+
+/* A PodGroup's minMember edited before its gang starts: gang g (min_member 3) has 2 members on
+ * a node of 2 GPUs and waits ("2 of 3 members exist"); min_member 2 lets both start at the next
+ * cycle. Once started its minimum is fixed. */
+static void test_gang_min_member_changes_until_it_starts(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, false, false, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, false, false, false);
+    uint32_t q = queue(&w, "q", GS_QUEUE_ROOT, 0, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    struct gs_gang_spec gs = {"g", 3, 0};
+    uint32_t g;
+    assert_int_equal(gs_engine_add_gang(w.e, &gs, &g), GS_OK);
+    uint32_t m0 = submit(&w, q, pc, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    uint32_t m1 = submit(&w, q, pc, g, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 1);
+    assert_int_equal(state(&w, m0), GS_TPOD_PENDING);
+    assert_string_equal(gs_engine_pod_reason(w.e, m0),
+                        "gang g (min_member 3, 0 running): 2 of 3 members exist");
+    assert_int_equal(gs_engine_set_gang_min_member(w.e, g, 0), GS_EINVAL);
+    assert_int_equal(gs_engine_set_gang_min_member(w.e, g + 1, 2), GS_EINVAL);
+    assert_int_equal(gs_engine_set_gang_min_member(w.e, g, 2), GS_OK);
+    cycle(&w, 2);
+    assert_int_equal(state(&w, m0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, m1), GS_TPOD_RUNNING);
+    assert_int_equal(gs_engine_set_gang_min_member(w.e, g, 1), GS_EINVAL);
+    struct gs_gang_info gi;
+    assert_int_equal(gs_engine_gang_info(w.e, g, &gi), GS_OK);
+    assert_int_equal(gi.min_member, 2);
     world_fini(&w);
 }
 
@@ -897,6 +1000,8 @@ int main(void)
         cmocka_unit_test(test_preemption_takes_one_surplus_gang_member_not_the_gang),
         cmocka_unit_test(test_gang_above_queue_limit_is_refused_with_reason),
         cmocka_unit_test(test_finished_members_count_toward_gang_minimum),
+        cmocka_unit_test(test_queue_limit_lowered_and_queue_deleted_evict_nothing),
+        cmocka_unit_test(test_gang_min_member_changes_until_it_starts),
         cmocka_unit_test(test_gang_never_preempts_its_own_members),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

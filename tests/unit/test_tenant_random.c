@@ -220,10 +220,12 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
             us.over_quota_weight = weights[q];
             us.min_runtime_ms = min_runtimes[q];
             assert_int_equal(gs_engine_update_queue(e, q, &us), GS_OK);
+            /* Below what it holds: taken, nothing evicted; check_or_fail() below holds the
+             * engine to starting nothing more there until it is back under. */
             struct gs_queue_spec low = us;
-            if (qi.allocated[GS_RES_GPU] > qi.quota[GS_RES_GPU]) {
+            if (gs_rng_below(&rng, 4) == 0 && qi.allocated[GS_RES_GPU] > qi.quota[GS_RES_GPU]) {
                 low.limit[GS_RES_GPU] = qi.allocated[GS_RES_GPU] - 1;
-                assert_int_equal(gs_engine_update_queue(e, q, &low), GS_EINVAL);
+                assert_int_equal(gs_engine_update_queue(e, q, &low), GS_OK);
             }
         } else {
             now += gs_rng_below(&rng, 100);
