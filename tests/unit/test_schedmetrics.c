@@ -12,11 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <arpa/inet.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "gpusched/err.h"
 #include "gpusched/kworld.h"
@@ -120,6 +124,38 @@ static void test_histograms_count_what_was_observed(void **state)
     assert_memory_equal(small, t, sizeof(small) - 1);
     free(t);
     gs_schedmetrics_free(m);
+}
+
+/* GET path from 127.0.0.1:port over HTTP/1.0; returns the whole answer, headers and body. */
+static char *http_get(uint16_t port, const char *path, size_t *len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    size_t cap = 1 << 16, got = 0;
+    char *buf = malloc(cap + 1);
+    assert_non_null(buf);
+    for (;;) {
+        if (got == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+            assert_non_null(buf);
+        }
+        ssize_t r = read(fd, buf + got, cap - got);
+        assert_true(r >= 0);
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    (void)close(fd);
+    buf[got] = '\0';
+    *len = got;
+    return buf;
 }
 
 static void apply(struct gs_kworld *w, const char *text)
@@ -273,6 +309,19 @@ static void test_pool_cap_counts_what_is_left_out(void **state)
     expect_line(t, "gpusched_metrics_pools_left_out", "6");
     expect_line(t, "gpusched_gpus{pool=\"r63\",state=\"free\"}", "1");
     expect_absent(t, "gpusched_gpus{pool=\"r64\"");
+    /* 64 pools: more than the 16 KiB a scrape's buffer starts with, so it grows; the body
+     * served is the render, whole. */
+    assert_true(strlen(t) > 16384);
+    uint16_t port = 0;
+    assert_int_equal(gs_schedmetrics_serve(m, "127.0.0.1:0", &port), GS_OK);
+    size_t len = 0;
+    char *answer = http_get(port, "/metrics", &len);
+    assert_true(len > 12 && strncmp(answer, "HTTP/1.", 7) == 0 &&
+                strncmp(answer + 9, "200", 3) == 0);
+    const char *body = strstr(answer, "\r\n\r\n");
+    assert_non_null(body);
+    assert_string_equal(body + 4, t);
+    free(answer);
     free(t);
     /* NULL engine: an empty snapshot. */
     assert_int_equal(gs_schedmetrics_observe(m, NULL, NULL, NULL, "a\"b"), GS_OK);
