@@ -1308,6 +1308,13 @@ int gs_cmd_scheduler(int argc, char **argv)
             gs_kevents_flush(s.events, false);
             if (!s.dry_run && cycles > 0)
                 write_queue_status(&s, queues_known);
+            /* Queue and pool series, once a second: a pass over every node (bench_schedmetrics). */
+            if (s.metrics && cycles > 0 &&
+                gs_schedmetrics_observe(s.metrics, gs_kworld_engine(s.world),
+                                        gs_kworld_cluster(s.world),
+                                        gs_kworld_workload(s.world, NULL), pool_label) != GS_OK)
+                gs__sched_logf("warn",
+                               "/metrics: out of memory; queue and pool series not updated");
             last_flush = now;
         }
         if (s.acct && gs__sched_acct_step(s.acct, gs__sched_wall_ms()) != GS_OK)
@@ -1338,11 +1345,6 @@ int gs_cmd_scheduler(int argc, char **argv)
             for (size_t i = 0; i < s.nacts; i++)
                 decided += s.acts[i].kind != GS_KEV_EVICT; /* a BIND or a PENDING */
             gs_schedmetrics_cycle(s.metrics, (double)(mono_ns() - c0_ns) / 1e9, pending, decided);
-            if (gs_schedmetrics_observe(s.metrics, gs_kworld_engine(s.world),
-                                        gs_kworld_cluster(s.world),
-                                        gs_kworld_workload(s.world, NULL), pool_label) != GS_OK)
-                gs__sched_logf("warn",
-                               "/metrics: out of memory; queue and pool series not updated");
         }
         if (rc == GS_EINVAL) {
             gs__sched_logf("error", "cannot schedule: %s", err);

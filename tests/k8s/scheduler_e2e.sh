@@ -283,8 +283,8 @@ awk -v a="$st" 'BEGIN {exit !(a + 0 == 2)}' || fail "Queue small-$run status.all
 [ "$(metric "gpusched_queue_pending_pods{queue=\"small-$run\"}")" = 1 ] || fail "queue small pending $(metric "gpusched_queue_pending_pods{queue=\"small-$run\"}"), want 1 (q2)"
 [ "$(metric "gpusched_queue_limit{queue=\"small-$run\",resource=\"gpu\"}")" = 2 ] || fail "queue small gpu limit, want 2"
 # Pool $run (all four nodes, 25 GPUs): a holds 5 (whole 2, half1+half2 one, q1 2), b 1 (sel),
-# c 1 (tol), d 1 (high); so 8 allocated, 17 free. The snapshot follows each cycle (at least one
-# a second): scrape again until high's placement and low's release are both in it.
+# c 1 (tol), d 1 (high); so 8 allocated, 17 free. The snapshot is taken once a second: scrape
+# again until high's placement and low's release are both in it.
 pool() { metric "gpusched_gpus{pool=\"$run\",state=\"$1\"}"; }
 for i in $(seq 1 50); do
     [ "$(pool allocated)" = 8 ] && [ "$(pool free)" = 17 ] && break
