@@ -109,7 +109,8 @@ void gs_schedmetrics_pod_scheduled(struct gs_schedmetrics *m, double seconds);
  *    quota and limit by resource (gpu in GPUs, cpu in cores, memory in bytes), pending pods;
  *  - per pool (the value of node label pool_label, "" for nodes without it, at most
  *    GS_SCHEDMETRICS_POOLS_MAX in node order): GPUs allocated, free and unhealthy (a healthy
- *    GPU's allocated part is the share its pods hold: milli used / capacity, time-slicing
+ *    GPU's allocated part is the share its pods hold: milli used / capacity (on a
+ *    fractions GPU with known memory the larger of that and memory used / memory), time-slicing
  *    replicas used / offered, MIG compute slices held / slices; free is the rest; an unhealthy
  *    GPU counts whole as unhealthy), and the FGD fragmentation (frag.h, gs_frag_node() of each
  *    node under the workload w: the expected idle GPU a task of the target workload could not

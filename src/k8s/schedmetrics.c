@@ -19,15 +19,15 @@
 #include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
-/* First size tried for a scrape's text; doubled until it fits. */
+/* First size tried for a scrape's text; grown to what the render asked for until it fits. */
 #define RENDER_FIRST 16384
 
 static const char *const evict_reasons[] = {"preemption", "reclaim", "gang", "node-lost", "other"};
@@ -236,9 +236,13 @@ static double gpu_held(const struct gs_gpu *g)
             used += (g->mig_slices_used >> b) & 1u;
         return used >= g->mig_slices ? 1.0 : (double)used / (double)g->mig_slices;
     }
-    if (g->gpu_milli <= 0)
-        return 0;
-    return g->gpu_milli_used >= g->gpu_milli ? 1.0 : (double)g->gpu_milli_used / g->gpu_milli;
+    double milli = g->gpu_milli > 0 ? (double)g->gpu_milli_used / g->gpu_milli : 0;
+    /* A fractions GPU with known memory: a pod asking memory alone holds no milli. */
+    double mem = g->sharing == GS_GPU_SHARE_MILLI && g->mem_mib > 0
+                     ? (double)g->mem_mib_used / (double)g->mem_mib
+                     : 0;
+    double held = milli > mem ? milli : mem;
+    return held > 1.0 ? 1.0 : held;
 }
 
 static double per_unit(int64_t v, double unit)

@@ -284,6 +284,35 @@ static void test_queue_and_pool_series_of_a_small_world(void **state)
     gs_kworld_free(w);
 }
 
+/* A pod asking device memory alone (KAI's gpu-memory: 20000 MiB) holds no milli: on an 80 GB
+ * GPU (label nvidia.com/gpu.memory 81920 MiB) its allocated part is 20000 / 81920 = 0.244140625
+ * of a GPU, the rest of the node's 2 GPUs free: 1.755859375. */
+static void test_memory_fraction_counts_as_allocated(void **state)
+{
+    (void)state;
+    struct gs_kworld_config cfg = {.policy = "bestfit"};
+    struct gs_kworld *w = NULL;
+    assert_int_equal(gs_kworld_new(&cfg, &w), GS_OK);
+    add_node(w, "m", "{\"nvidia.com/gpu.product\":\"A100\",\"nvidia.com/gpu.memory\":\"81920\"}", 2,
+             2);
+    apply(w, "{\"apiVersion\":\"scheduling.gpusched.io/v1alpha1\",\"kind\":\"Queue\",\"metadata\":"
+             "{\"name\":\"team-a\"},\"spec\":{}}");
+    add_pod(w, "mem", NULL, "{\"gpu-memory\":\"20000\"}", "");
+    char err[256] = "";
+    assert_int_equal(gs_kworld_cycle(w, 1000, NULL, err, sizeof(err)), GS_OK);
+    struct gs_schedmetrics *m = NULL;
+    assert_int_equal(gs_schedmetrics_new(&m), GS_OK);
+    assert_int_equal(
+        gs_schedmetrics_observe(m, gs_kworld_engine(w), gs_kworld_cluster(w), NULL, NULL), GS_OK);
+    char *t = render(m);
+    expect_line(t, "gpusched_gpus{pool=\"A100\",state=\"allocated\"}", "0.244140625");
+    expect_line(t, "gpusched_gpus{pool=\"A100\",state=\"free\"}", "1.75585938");
+    expect_line(t, "gpusched_queue_pending_pods{queue=\"team-a\"}", "0");
+    free(t);
+    gs_schedmetrics_free(m);
+    gs_kworld_free(w);
+}
+
 /* GS_SCHEDMETRICS_POOLS_MAX + 6 nodes, each its own pool (two share one past the cap): 64 pools
  * shown, the other 6 distinct values counted once each; a label value's quote is escaped. */
 static void test_pool_cap_counts_what_is_left_out(void **state)
@@ -339,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_histograms_count_what_was_observed),
         cmocka_unit_test(test_queue_and_pool_series_of_a_small_world),
+        cmocka_unit_test(test_memory_fraction_counts_as_allocated),
         cmocka_unit_test(test_pool_cap_counts_what_is_left_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
