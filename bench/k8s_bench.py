@@ -15,6 +15,10 @@ All three use the same client rate limit (--qps/--burst, default 5,000 as kube-s
 performance tests set it). The pods of a round are deleted before the next round, so every
 round starts from the same empty cluster. API calls per bound pod come from the API server's
 apiserver_request_total counters (every verb but WATCH) over the round's scheduling window.
+gpusched's round also serves /metrics (--metrics-addr 127.0.0.1:0), scraped when it starts and
+again before it stops: the difference of gpusched_scheduling_attempt_duration_seconds (every
+result) gives the p50 and p99 of its per-decision latency, interpolated within the buckets as
+Prometheus' histogram_quantile() does (so no finer than kube-scheduler's 1 ms x 2^k bounds).
 
 Optional cold start (--cold-start 10000,50000): that many pods already bound (created with
 spec.nodeName), then gpusched starts and one new pod is created: the time from start to its
@@ -250,6 +254,62 @@ def apiserver_calls(api):
     return total
 
 
+ATTEMPT = "gpusched_scheduling_attempt_duration_seconds"
+
+
+def scrape_attempts(port):
+    """gpusched's attempt-duration histogram, every result summed: ({le: cumulative}, sum, count)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    text = r.read().decode()
+    c.close()
+    if r.status != 200:
+        raise RuntimeError(f"gpusched /metrics answered {r.status}")
+    buckets, total, count = {}, 0.0, 0
+    for line in text.splitlines():
+        if line.startswith(ATTEMPT + "_bucket{"):
+            le = re.search(r'le="([^"]+)"', line).group(1)
+            le = float("inf") if le == "+Inf" else float(le)
+            buckets[le] = buckets.get(le, 0) + int(line.rsplit(" ", 1)[1])
+        elif line.startswith(ATTEMPT + "_sum{"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith(ATTEMPT + "_count{"):
+            count += int(line.rsplit(" ", 1)[1])
+    return buckets, total, count
+
+
+def histogram_quantile(q, buckets):
+    """Prometheus' histogram_quantile over {le: cumulative count}: linear within the bucket
+    holding rank q x total, from its lower bound (0 for the first); in +Inf: the last finite
+    bound. None when empty."""
+    les = sorted(buckets)
+    total = buckets[les[-1]] if les else 0
+    if total == 0:
+        return None
+    rank, prev_le, prev_c = q * total, 0.0, 0
+    for le in les:
+        c = buckets[le]
+        if c >= rank:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * ((rank - prev_c) / (c - prev_c) if c > prev_c else 1)
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def metrics_port(log_path, proc, timeout_s=30):
+    """The port gpusched logs it serves /metrics on."""
+    t = time.monotonic()
+    while time.monotonic() - t < timeout_s and proc.poll() is None:
+        with open(log_path) as f:
+            m = re.search(r"serving /healthz /readyz /metrics on .* \(port (\d+)\)", f.read())
+        if m:
+            return int(m.group(1))
+        time.sleep(0.05)
+    raise RuntimeError(f"gpusched logged no metrics port in {log_path}")
+
+
 def noop_binder(api, names, n_nodes, qps):
     """Binds pods round-robin, no decisions; paced to `qps` binds per second at most."""
     interval = 1.0 / qps
@@ -291,11 +351,16 @@ def run_round(api, args, env, tmp, who, n_nodes):
     calls0 = apiserver_calls(api)
     log = open(os.path.join(tmp, f"{who}.log"), "w")
     proc = None
+    port, before = None, None
     t_start = time.monotonic()
     if who == "gpusched":
         proc = subprocess.Popen([args.gpusched, "scheduler", "--kubeconfig", env["KUBECONFIG"],
                                  "--qps", str(args.qps), "--burst", str(args.burst),
-                                 "--leader-elect=false"], stdout=log, stderr=subprocess.STDOUT)
+                                 "--leader-elect=false", "--metrics-addr", "127.0.0.1:0"],
+                                stdout=log, stderr=subprocess.STDOUT)
+        log.flush()
+        port = metrics_port(log.name, proc)
+        before = scrape_attempts(port)
     elif who == "kube-scheduler":
         cfg = kube_scheduler_config(tmp, env, args.qps, args.burst)
         proc = subprocess.Popen([os.path.join(env["GPUSCHED_K8S_BIN"], "kube-scheduler"),
@@ -305,6 +370,16 @@ def run_round(api, args, env, tmp, who, n_nodes):
         threading.Thread(target=noop_binder, args=(api, names, n_nodes, args.qps),
                          daemon=True).start()
     ok = w.done.wait(args.timeout_s)
+    after = None
+    if port:
+        # The watch can see a Binding before gpusched has read the answer to it (and counted the
+        # attempt): scrape until every bound pod is counted, for 10 s at most.
+        t_scrape = time.monotonic()
+        while True:
+            after = scrape_attempts(port)
+            if after[2] - before[2] >= len(w.bound) or time.monotonic() - t_scrape > 10:
+                break
+            time.sleep(0.1)
     if proc:
         # SIGTERM: gpusched finishes its cycle (the Events of its last binds) and exits.
         proc.terminate()
@@ -331,6 +406,24 @@ def run_round(api, args, env, tmp, who, n_nodes):
     print(f"{who}: {args.pods} pods bound; first after {res['start_to_first_bind_s']} s, "
           f"all after {res['start_to_last_bind_s']} s; {res['pods_per_s']} pods/s between first "
           f"and last; {res['api_calls_per_pod']} API calls per pod", flush=True)
+    if after:
+        d = {le: c - before[0].get(le, 0) for le, c in after[0].items()}
+        n = after[2] - before[2]
+        p50, p99 = histogram_quantile(0.5, d), histogram_quantile(0.99, d)
+        res["decisions"] = n
+        res["decision_p50_ms"] = round(p50 * 1e3, 3) if p50 is not None else None
+        res["decision_p99_ms"] = round(p99 * 1e3, 3) if p99 is not None else None
+        res["decision_mean_ms"] = round((after[1] - before[1]) / n * 1e3, 3) if n else None
+        first = min(d) if d else None
+        # All in the first bucket (0, 1 ms]: the quantiles are q x 1 ms by interpolation, not a
+        # measurement; the mean (sum over count) is the figure then.
+        res["decisions_all_under_first_bound"] = bool(n) and d.get(first, 0) == n
+        print(f"{who}: per-decision latency ({ATTEMPT}, {n} decisions): p50 "
+              f"{res['decision_p50_ms']} ms, p99 {res['decision_p99_ms']} ms, mean "
+              f"{res['decision_mean_ms']} ms"
+              + (f" (all within the first bucket, {first * 1e3:g} ms: p50/p99 are interpolated "
+                 f"there, the mean is the measure)" if res["decisions_all_under_first_bound"]
+                 else ""), flush=True)
     t = time.monotonic()
     delete_pods(api)
     res["delete_s"] = round(time.monotonic() - t, 2)

@@ -18,6 +18,8 @@ echo "== multi-tenant engine: 10,000 nodes, 80,000 GPUs, 100,000 pending pods in
 "$build/bench/bench_tenant"
 echo "== MIG layouts rebuilt from a node's capacity (no agent inventory)"
 "$build/bench/bench_capmig"
+echo "== the scheduler's /metrics: queue and pool snapshot and one render, 5,000 nodes"
+"$build/bench/bench_schedmetrics"
 echo "== dynamic MIG: one re-partition plan per GPU (random layouts per model)"
 "$build/bench/bench_migplan"
 echo "== full sweep: 13 traces x 6 policies x 10 seeds"

@@ -65,6 +65,7 @@ static const char *const usage =
     "                          [--shutdown-timeout-s N]\n"
     "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
     "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
+    "                          [--pool-label KEY]\n"
     "                          [--webhook-addr HOST:PORT --webhook-cert FILE\n"
     "                           --webhook-key FILE]\n"
     "                          [--accounting FILE [--team-label KEY]]\n"
@@ -98,6 +99,9 @@ static const char *const usage =
     "  --metrics-addr H:P    serve /healthz, /readyz (200 once caches synced) and /metrics\n"
     "                        (Prometheus text) on H:P, e.g. 127.0.0.1:10259; port 0 picks\n"
     "                        one and logs it (default: not served)\n"
+    "  --pool-label KEY      the node label whose value names a node's pool in the pool\n"
+    "                        series of /metrics (gpusched_gpus, gpusched_gpu_fragmentation;\n"
+    "                        default nvidia.com/gpu.product; nodes without it: pool=\"\")\n"
     "  --webhook-addr H:P    serve the mutating admission webhook over HTTPS at\n"
     "                        https://H:P/mutate-pods (port 0 picks one and logs it): a pod\n"
     "                        of this scheduler that asks for a fraction by KAI annotation\n"
@@ -979,6 +983,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     const char *lease_ns = "kube-system", *lease_name = "gpusched", *metrics_addr = NULL;
     const char *wh_addr = NULL, *wh_cert = NULL, *wh_key = NULL;
     const char *acct_path = NULL, *team_label = "gpusched.io/team";
+    const char *pool_label = GS_SCHEDMETRICS_POOL_LABEL;
     double qps = 0;
     long burst = 0, max_runtime_s = 0, shutdown_timeout_s = 10;
     bool dry = false;
@@ -992,7 +997,8 @@ int gs_cmd_scheduler(int argc, char **argv)
                      strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0 ||
                      strcmp(a, "--webhook-addr") == 0 || strcmp(a, "--webhook-cert") == 0 ||
                      strcmp(a, "--webhook-key") == 0 || strcmp(a, "--accounting") == 0 ||
-                     strcmp(a, "--team-label") == 0 || strcmp(a, "--shutdown-timeout-s") == 0;
+                     strcmp(a, "--team-label") == 0 || strcmp(a, "--shutdown-timeout-s") == 0 ||
+                     strcmp(a, "--pool-label") == 0;
         const char *val = NULL;
         if (takes) {
             if (i + 1 >= argc) {
@@ -1029,6 +1035,8 @@ int gs_cmd_scheduler(int argc, char **argv)
             acct_path = val;
         } else if (strcmp(a, "--team-label") == 0) {
             team_label = val;
+        } else if (strcmp(a, "--pool-label") == 0) {
+            pool_label = val;
         } else if (val && strcmp(a, "--shutdown-timeout-s") == 0) {
             char *end;
             errno = 0;
@@ -1081,6 +1089,10 @@ int gs_cmd_scheduler(int argc, char **argv)
     }
     if (!team_label || !team_label[0]) {
         (void)fprintf(stderr, "gpusched scheduler: --team-label must not be empty\n");
+        return 2;
+    }
+    if (!pool_label || !pool_label[0]) {
+        (void)fprintf(stderr, "gpusched scheduler: --pool-label must not be empty\n");
         return 2;
     }
     if (gs__cli_policy_arg("scheduler", &policy) != 0)
@@ -1307,6 +1319,13 @@ int gs_cmd_scheduler(int argc, char **argv)
             gs_kevents_flush(s.events, false);
             if (!s.dry_run && cycles > 0)
                 write_queue_status(&s, queues_known);
+            /* Queue and pool series, once a second: a pass over every node (bench_schedmetrics). */
+            if (s.metrics && cycles > 0 &&
+                gs_schedmetrics_observe(s.metrics, gs_kworld_engine(s.world),
+                                        gs_kworld_cluster(s.world),
+                                        gs_kworld_workload(s.world, NULL), pool_label) != GS_OK)
+                gs__sched_logf("warn",
+                               "/metrics: out of memory; queue and pool series not updated");
             last_flush = now;
         }
         if (s.acct && gs__sched_acct_step(s.acct, gs__sched_wall_ms()) != GS_OK)
@@ -1333,9 +1352,11 @@ int gs_cmd_scheduler(int argc, char **argv)
             gs__sched_logf("error", "accounting: reconciling the open intervals: %s",
                            gs__sched_acct_errmsg(s.acct));
         if (s.metrics) {
-            uint32_t pending = 0;
+            uint32_t pending = 0, decided = 0;
             gs_kworld_each_pending(s.world, count_pending, &pending);
-            gs_schedmetrics_cycle(s.metrics, (double)(mono_ns() - c0_ns) / 1e9, pending);
+            for (size_t i = 0; i < s.nacts; i++)
+                decided += s.acts[i].kind != GS_KEV_EVICT; /* a BIND or a PENDING */
+            gs_schedmetrics_cycle(s.metrics, (double)(mono_ns() - c0_ns) / 1e9, pending, decided);
         }
         if (rc == GS_EINVAL) {
             gs__sched_logf("error", "cannot schedule: %s", err);

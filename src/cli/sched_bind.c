@@ -17,6 +17,7 @@
 
 #include "cli/sched_int.h"
 #include "gpusched/err.h"
+#include "gpusched/tenant.h"
 
 /* Escapes nothing: namespaces and names are DNS labels and subdomains. */
 void gs__sched_pod_path(char *buf, size_t cap, const char *ns, const char *name, const char *sub)
@@ -180,6 +181,21 @@ static void gang_refused(struct sched *s, struct bind_call *bc, int err,
                          const struct gs_kube_response *r);
 static void send_bind(struct sched *s, struct action *a, int64_t first_ms, uint32_t tries);
 
+/*
+ * Seconds since the engine's submission of the pod of a (its creationTimestamp, or when it was
+ * first seen if earlier), by the wall clock; -1 when the pod is not found.
+ */
+static double since_submit_s(const struct sched *s, const struct action *a)
+{
+    const struct gs_engine *e = s->world ? gs_kworld_engine(s->world) : NULL;
+    int64_t id = e && a->uid ? gs_engine_find_pod(e, a->uid) : -1;
+    struct gs_tpod_info pi;
+    if (id < 0 || gs_engine_pod_info(e, (uint32_t)id, &pi) != GS_OK)
+        return -1;
+    int64_t d = gs__sched_wall_ms() - pi.submit_ms;
+    return d > 0 ? (double)d / 1000.0 : 0;
+}
+
 /* The answer to a Binding (inside gs_kube_client_step). */
 static void bind_done(void *ud, int err, struct gs_kube_response *r)
 {
@@ -198,6 +214,7 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
         free(k);
         gs_schedmetrics_bind(s->metrics, true);
         gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
+        gs_schedmetrics_pod_scheduled(s->metrics, since_submit_s(s, a));
         gs__sched_logf("info", "bound pod=%s/%s node=%s cycle=%llu gpus=%s", a->ns, a->name,
                        a->node, (unsigned long long)a->cycle, bc->ann ? bc->ann : "");
         if (a->gang) {

@@ -10,7 +10,10 @@
 #   7. priority preemption through the Eviction API;
 #   8. a restart adopts the assignments: the next pod gets a GPU nobody holds;
 # and the events.k8s.io/v1 Events told of 1 (Scheduled), 4 (FailedScheduling) and 7 (Preempted);
-# and /healthz, /readyz and /metrics (scraped with curl after 7) count what the log says.
+# and /healthz, /readyz and /metrics (scraped with curl after 7) count what the log says, its
+# queue series agree with the Queue's status, its pool series (pool = this run's node label,
+# --pool-label) hold the GPUs worked out below, and `promtool check metrics` (when installed)
+# finds nothing wrong with the text.
 #
 # Usage: scheduler_e2e.sh GPUSCHED_BINARY  (GPUSCHED_K8S_STATE names a plane that is up)
 set -euo pipefail
@@ -56,7 +59,7 @@ trap cleanup EXIT
 start_sched() {
     "$bin" scheduler --kubeconfig "$KUBECONFIG" --policy bestfit --qps 500 --burst 1000 \
         --max-runtime-s 600 --lease-namespace "$ns" --lease-name "gpusched-$run" \
-        --metrics-addr 127.0.0.1:0 >>"$log" 2>&1 &
+        --metrics-addr 127.0.0.1:0 --pool-label gpusched.test/run >>"$log" 2>&1 &
     sched_pid=$!
 }
 
@@ -262,6 +265,44 @@ nb=$(grep -c 'bound pod=' "$log")
 [ "$(metric gpusched_cycle_duration_seconds_count)" -gt 0 ] || fail "no cycle in the histogram"
 [ "$(metric 'gpusched_cycle_duration_seconds_bucket{le="+Inf"}')" = "$(metric gpusched_cycle_duration_seconds_count)" ] || fail "+Inf bucket != count"
 echo "ok: metrics: binds_total=$nb evictions{preemption}=1 pending_pods=$(metric gpusched_pending_pods) cycles=$(metric gpusched_cycle_duration_seconds_count) sum=$(metric gpusched_cycle_duration_seconds_sum)s leader=1; healthz, readyz 200"
+# Every bound pod was decided by a cycle, so each is observed once in both latency histograms.
+att=gpusched_scheduling_attempt_duration_seconds
+[ "$(metric "${att}_count{result=\"scheduled\"}")" = "$nb" ] || fail "${att}_count{scheduled} $(metric "${att}_count{result=\"scheduled\"}"), want $nb"
+[ "$(metric "${att}_bucket{result=\"scheduled\",le=\"+Inf\"}")" = "$nb" ] || fail "${att} +Inf bucket != $nb"
+[ "$(metric gpusched_pod_scheduling_duration_seconds_count)" = "$nb" ] || fail "pod_scheduling_duration count $(metric gpusched_pod_scheduling_duration_seconds_count), want $nb"
+# Queue small: q1's 2 GPUs, as the Queue's status says (written within a second of a change).
+qa="gpusched_queue_allocated{queue=\"small-$run\",resource=\"gpu\"}"
+[ "$(metric "$qa")" = 2 ] || fail "$qa $(metric "$qa"), want 2 (q1)"
+st=
+for i in $(seq 1 50); do
+    st=$(kubectl get queues.scheduling.gpusched.io "small-$run" -o jsonpath='{.status.allocated.gpu}')
+    [ -n "$st" ] && awk -v a="$st" -v b="$(metric "$qa")" 'BEGIN {exit !(a + 0 == b + 0)}' && break
+    sleep 0.2
+done
+awk -v a="$st" 'BEGIN {exit !(a + 0 == 2)}' || fail "Queue small-$run status.allocated.gpu '$st', want 2 as /metrics says"
+[ "$(metric "gpusched_queue_pending_pods{queue=\"small-$run\"}")" = 1 ] || fail "queue small pending $(metric "gpusched_queue_pending_pods{queue=\"small-$run\"}"), want 1 (q2)"
+[ "$(metric "gpusched_queue_limit{queue=\"small-$run\",resource=\"gpu\"}")" = 2 ] || fail "queue small gpu limit, want 2"
+# Pool $run (all four nodes, 25 GPUs): a holds 5 (whole 2, half1+half2 one, q1 2), b 1 (sel),
+# c 1 (tol), d 1 (high); so 8 allocated, 17 free. The snapshot is taken once a second: scrape
+# again until high's placement and low's release are both in it.
+pool() { metric "gpusched_gpus{pool=\"$run\",state=\"$1\"}"; }
+for i in $(seq 1 50); do
+    [ "$(pool allocated)" = 8 ] && [ "$(pool free)" = 17 ] && break
+    sleep 0.2
+    m=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics did not answer"
+done
+[ "$(pool allocated)" = 8 ] || fail "pool $run allocated $(pool allocated), want 8"
+[ "$(pool free)" = 17 ] || fail "pool $run free $(pool free), want 17"
+[ "$(pool unhealthy)" = 0 ] || fail "pool $run unhealthy $(pool unhealthy), want 0"
+frag=$(metric "gpusched_gpu_fragmentation{pool=\"$run\"}")
+[ -n "$frag" ] || fail "no gpusched_gpu_fragmentation for pool $run"
+echo "ok: metrics: ${att}_count{scheduled}=$nb sum=$(metric "${att}_sum{result=\"scheduled\"}")s; queue small-$run allocated gpu 2 = status; pool $run 8 allocated 17 free, fragmentation $frag GPUs"
+if command -v promtool >/dev/null; then
+    promtool check metrics <<<"$m" >&2 || fail "promtool check metrics found problems (above)"
+    echo "ok: promtool check metrics: clean"
+else
+    echo "skip: promtool not installed"
+fi
 
 # 8. Restart: the new process adopts every assignment; a's GPUs 0-4 are held (whole 0,1;
 #    halves on 2; q1 3,4), so a 3-GPU pod on a gets 5,6,7.
