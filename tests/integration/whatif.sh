@@ -9,21 +9,28 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-case_() { # case_ NAME [extra args...]
-    local name=$1
+case_() { # [EXPECT=E] case_ NAME [extra args...]: NAME.yaml against E.expected (E: NAME)
+    local name=$1 exp=${EXPECT:-$1}
     shift
-    "$bin" whatif --cluster "$d/$name.yaml" --json "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    "$bin" whatif --cluster "$d/$name.yaml" --json "$@" >"$tmp/$exp.out" 2>"$tmp/$exp.err"
     local rc=$?
-    if [ $rc != 0 ] || ! diff -u "$d/$name.expected" "$tmp/$name.out"; then
-        echo "FAIL: $name: rc $rc"
-        cat "$tmp/$name.err"
+    if [ $rc != 0 ] || ! diff -u "$d/$exp.expected" "$tmp/$exp.out"; then
+        echo "FAIL: $exp: rc $rc"
+        cat "$tmp/$exp.err"
         fail=1
     else
-        echo "ok: $name ($(wc -l <"$tmp/$name.out") lines)"
+        echo "ok: $exp ($(wc -l <"$tmp/$exp.out") lines)"
     fi
 }
 case_ selector
 case_ preempt
+# preemptionPolicy Never pods wait; the same pod with PreemptLowerPriority evicts.
+case_ preempt_never
+EXPECT=preempt_never.timeline case_ preempt_never --timeline "$d/preempt_never.timeline.yaml"
+# Preemptible classes without the label: all of them, or KAI's rule below N (100 or given).
+case_ kai_threshold
+EXPECT=kai_threshold.kai case_ kai_threshold --kai-preemptible-threshold
+EXPECT=kai_threshold.151 case_ kai_threshold --kai-preemptible-threshold=151
 case_ pdb
 case_ pdb_late --timeline "$d/pdb_late.timeline.yaml"
 case_ foreign
@@ -142,6 +149,9 @@ printf 'kind: List\nitems: []\n' | bad bad_pod_name "finish\[0\] must be namespa
 printf -- '- {at: 20s, create: []}\n- {at: 10s, create: []}\n' >"$tmp/tl3.yaml"
 printf 'kind: List\nitems: []\n' | bad backwards "tl3\.yaml: step 2: .at. goes back in time" --timeline "$tmp/tl3.yaml"
 printf 'kind: List\nitems: []\n' | bad bad_option "max-cycles must be" --max-cycles 0
+printf 'kind: List\nitems: []\n' | bad bad_threshold "^gpusched whatif: --kai-preemptible-threshold must be a whole number from -2147483648 to 2147483647 \(a PriorityClass value\), not '1e3'$" --kai-preemptible-threshold=1e3
+printf 'kind: List\nitems:\n- {kind: PriorityClass, metadata: {name: c}, value: 5, preemptionPolicy: Sometimes}\n' |
+    bad bad_class_policy "bad_class_policy\.yaml: PriorityClass c: preemptionPolicy must be PreemptLowerPriority or Never$"
 # A pod whose request is not a quantity waits, and its reason names the field and the value.
 printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n1}, status: {allocatable: {nvidia.com/gpu: "1"}}}\n- {kind: Pod, metadata: {name: p, namespace: t}, spec: {schedulerName: gpusched, containers: [{name: a}, {name: b, resources: {limits: {nvidia.com/gpu: "1", memory: 12Qi}}}]}}\n' >"$tmp/badreq.yaml"
 "$bin" whatif --cluster "$tmp/badreq.yaml" --json >"$tmp/out" 2>"$tmp/err"
