@@ -20,6 +20,7 @@
 #include "kworld_capmig.h"
 #include "kworld_gpus.h"
 #include "kworld_inv.h"
+#include "kworld_kai.h"
 #include "kworld_pdb.h"
 #include "kworld_xres.h"
 #include "kjson.h"
@@ -658,6 +659,15 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
                     "Queue %s: refused by the engine (%s): names are up to 63 of "
                     "[A-Za-z0-9._-], limits at least the quota, children within the parent",
                     name, gs_strerror(err));
+    char ignored[768];
+    if (kai && w->cfg.on_warning && gs__kai_queue_ignored(spec, ignored, sizeof(ignored)) > 0) {
+        char msg[1024];
+        (void)snprintf(msg, sizeof(msg),
+                       "Queue %s (%s): ignored: %s (gpusched reads spec.parentQueue and "
+                       "spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight})",
+                       name, api, ignored);
+        w->cfg.on_warning(w->cfg.ctx, msg);
+    }
     return json_object_set_new(w->queues, name, json_integer(id)) ? GS_ENOMEM : GS_OK;
 }
 

@@ -28,6 +28,7 @@ case_ preempt
 case_ preempt_never
 EXPECT=preempt_never.timeline case_ preempt_never --timeline "$d/preempt_never.timeline.yaml"
 # Preemptible classes without the label: all of them, or KAI's rule below N (100 or given).
+case_ kai_queue
 case_ kai_threshold
 EXPECT=kai_threshold.kai case_ kai_threshold --kai-preemptible-threshold
 EXPECT=kai_threshold.151 case_ kai_threshold --kai-preemptible-threshold=151
@@ -75,6 +76,19 @@ if [ "$(cat "$tmp/mig_capacity.err")" != "$want" ]; then
     fail=1
 else
     echo "ok: mig_capacity warning"
+fi
+
+# kai_queue.yaml's KAI Queues: one warning per queue naming the fields gpusched ignores (lab,
+# kmem), in the order written; none for kcpu, which has none.
+reads="(gpusched reads spec.parentQueue and spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight})"
+want="gpusched whatif: warning: Queue lab (scheduling.run.ai/v2): ignored: spec.displayName, spec.priority $reads
+gpusched whatif: warning: Queue kmem (scheduling.run.ai/v2): ignored: spec.reclaimMinRuntime, spec.resources.gpu.priority, spec.resources.nic $reads"
+if [ "$(cat "$tmp/kai_queue.err")" != "$want" ]; then
+    echo "FAIL: kai_queue: stderr is not the two warnings"
+    cat "$tmp/kai_queue.err"
+    fail=1
+else
+    echo "ok: kai_queue warnings"
 fi
 
 # The table form says the same as the JSON form.
