@@ -9,21 +9,30 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-case_() { # [EXPECT=E] case_ NAME [extra args...]: NAME.yaml against E.expected (E: NAME)
-    local name=$1 exp=${EXPECT:-$1}
+case_() { # [EXPECT=E] case_ NAME [extra args...]: NAME.yaml (NAME if it ends in .json)
+    local name=$1 exp=${EXPECT:-$1} file=$d/$1.yaml # against E.expected (E: NAME)
     shift
-    "$bin" whatif --cluster "$d/$name.yaml" --json "$@" >"$tmp/$exp.out" 2>"$tmp/$exp.err"
+    case $name in *.json) file=$d/$name ;; esac
+    local what=$exp
+    [ "$name" = "$exp" ] || what="$name as $exp"
+    "$bin" whatif --cluster "$file" --json "$@" >"$tmp/$exp.out" 2>"$tmp/$exp.err"
     local rc=$?
     if [ $rc != 0 ] || ! diff -u "$d/$exp.expected" "$tmp/$exp.out"; then
-        echo "FAIL: $exp: rc $rc"
+        echo "FAIL: $what: rc $rc"
         cat "$tmp/$exp.err"
         fail=1
     else
-        echo "ok: $exp ($(wc -l <"$tmp/$exp.out") lines)"
+        echo "ok: $what ($(wc -l <"$tmp/$exp.out") lines)"
     fi
 }
 case_ selector
 case_ preempt
+# The same dump as `kubectl get -o json` writes it: managedFields, resourceVersions, uids, what
+# admission and defaulting add (spec.priority, preemptionPolicy, tolerations, requests), Node
+# capacity; the decisions are the same, line for line.
+EXPECT=preempt case_ preempt.json
+# The translation rules, each worked out in translation.yaml's header.
+case_ translation
 # preemptionPolicy Never pods wait; the same pod with PreemptLowerPriority evicts.
 case_ preempt_never
 EXPECT=preempt_never.timeline case_ preempt_never --timeline "$d/preempt_never.timeline.yaml"
