@@ -87,6 +87,29 @@ else
     echo "ok: mig_capacity warning"
 fi
 
+# The shipped PriorityClasses (deploy/priorityclasses.yaml) mean the same with and without
+# --kai-preemptible-threshold: a gpusched-normal pod preempts a running gpusched-batch pod
+# (value 100, which KAI's rule alone would make unpreemptible; its label "true" wins).
+{
+    printf 'apiVersion: v1\nkind: List\nitems:\n'
+    awk 'BEGIN {first = 1} /^#/ {next} /^---/ {first = 1; next} first {print "- " $0; first = 0; next} {print "  " $0}' \
+        "$src/deploy/priorityclasses.yaml"
+    printf -- '- {apiVersion: v1, kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "8", memory: 64Gi, pods: "110", nvidia.com/gpu: "1"}}}\n'
+    printf -- '- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: t}, spec: {schedulerName: gpusched, nodeName: n1, priorityClassName: gpusched-batch, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Running}}\n'
+    printf -- '- {apiVersion: v1, kind: Pod, metadata: {name: n, namespace: t}, spec: {schedulerName: gpusched, priorityClassName: gpusched-normal, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}}\n'
+} >"$tmp/shipped.yaml"
+for opt in "" --kai-preemptible-threshold; do
+    # shellcheck disable=SC2086 # the option is one word or none
+    if ! "$bin" whatif --cluster "$tmp/shipped.yaml" --json $opt 2>"$tmp/err" |
+        grep -qxF '{"t_s":0.0,"cycle":1,"event":"evict","pod":"t/b","node":"n1","reason":"preemption","by":"t/n"}'; then
+        echo "FAIL: shipped classes ${opt:-without the option}"
+        cat "$tmp/err"
+        fail=1
+    else
+        echo "ok: shipped classes ${opt:-without the option}: batch is preempted by normal"
+    fi
+done
+
 # kai_queue.yaml's KAI Queues: one warning per queue naming the fields gpusched ignores (lab,
 # kmem), in the order written; none for kcpu, which has none.
 reads="(gpusched reads spec.parentQueue and spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight})"
