@@ -5,10 +5,11 @@
 # the same expected results; then `whatif --kubeconfig` reads the live cluster back and agrees.
 # On a control plane of this test's own: the cases need exact node counts in their reasons.
 #
-# Usage: two_drivers.sh GPUSCHED_BINARY
+# Usage: two_drivers.sh GPUSCHED_BINARY [CASE:POLICY...]  (no cases: the list below)
 set -euo pipefail
 
 bin=$1
+shift
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 run=$$
@@ -25,6 +26,8 @@ trap cleanup EXIT
 
 private_plane
 # The policies are those tests/integration/whatif.sh runs each case with.
-python3 "$HERE/two_drivers.py" "$bin" "$SRC" selector:fgd foreign:fgd reclaim:fgd preempt:fgd \
-    inventory:fgd xres:bestfit sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd \
-    sharing_adopt:fgd mig_capacity:fgd
+if [ $# = 0 ]; then
+    set -- selector:fgd foreign:fgd reclaim:fgd preempt:fgd inventory:fgd xres:bestfit \
+        sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd sharing_adopt:fgd mig_capacity:fgd
+fi
+python3 "$HERE/two_drivers.py" "$bin" "$SRC" "$@"
