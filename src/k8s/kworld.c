@@ -791,6 +791,14 @@ static int pod_class(struct gs_kworld *w, const json_t *spec, uint32_t *id, bool
     const json_t *label = json_object_get(rec, "preemptible");
     bool pre = label ? json_is_true(label)
                      : !w->cfg.kai_preemptible || value < w->cfg.kai_preemptible_threshold;
+    char name[300];
+    if (rec && value == (int32_t)json_integer_value(json_object_get(rec, "value")))
+        (void)snprintf(name, sizeof(name), "%s", cname);
+    else
+        (void)snprintf(name, sizeof(name), "%s.v%d", rec ? cname : NO_CLASS, value);
+    int err = class_id(w, name, value, pre, id);
+    if (err)
+        return err;
     const json_t *ppv = json_object_get(spec, "preemptionPolicy");
     const char *pp = json_string_value(ppv);
     if (ppv && !(pp && (strcmp(pp, "Never") == 0 || strcmp(pp, "PreemptLowerPriority") == 0))) {
@@ -803,12 +811,7 @@ static int pod_class(struct gs_kworld *w, const json_t *spec, uint32_t *id, bool
         return 1;
     }
     *never = pp ? strcmp(pp, "Never") == 0 : json_is_true(json_object_get(rec, "never"));
-    char name[300];
-    if (rec && value == (int32_t)json_integer_value(json_object_get(rec, "value")))
-        (void)snprintf(name, sizeof(name), "%s", cname);
-    else
-        (void)snprintf(name, sizeof(name), "%s.v%d", rec ? cname : NO_CLASS, value);
-    return class_id(w, name, value, pre, id);
+    return GS_OK;
 }
 
 /* Translates a Pod object; 0 = ready, 1 = waits with t->reason, <0 = error. */
@@ -847,6 +850,10 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         return err;
     err = pod_class(w, spec, &t->spec.priority_class, &t->spec.preempt_never, t->reason,
                     sizeof(t->reason));
+    if (err == 1 && t->foreign) { /* it preempts nothing here: it holds its capacity all the same */
+        err = GS_OK;
+        t->reason[0] = '\0';
+    }
     if (err)
         return err;
     if (t->node) {
