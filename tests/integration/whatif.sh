@@ -110,6 +110,18 @@ for opt in "" --kai-preemptible-threshold; do
     fi
 done
 
+# Without a globalDefault class a pod without a class has priority 0 (translation.yaml has one,
+# so it cannot show this): a class of value 1 preempts it; at 0 it would not.
+printf 'kind: List\nitems:\n- {kind: PriorityClass, metadata: {name: one}, value: 1}\n- {kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "8", memory: 64Gi, pods: "110", nvidia.com/gpu: "1"}}}\n- {kind: Pod, metadata: {name: zero, namespace: t}, spec: {schedulerName: gpusched, nodeName: n1, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Running}}\n- {kind: Pod, metadata: {name: p1, namespace: t}, spec: {schedulerName: gpusched, priorityClassName: one, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}}\n' >"$tmp/zero.yaml"
+if ! "$bin" whatif --cluster "$tmp/zero.yaml" --json 2>"$tmp/err" |
+    grep -qxF '{"t_s":0.0,"cycle":1,"event":"evict","pod":"t/zero","node":"n1","reason":"preemption","by":"t/p1"}'; then
+    echo "FAIL: no class and no globalDefault: priority 0"
+    cat "$tmp/err"
+    fail=1
+else
+    echo "ok: no class and no globalDefault: priority 0, preempted by a class of value 1"
+fi
+
 # kai_queue.yaml's KAI Queues: one warning per queue naming the fields gpusched ignores (lab,
 # kmem), in the order written; none for kcpu, which has none.
 reads="(gpusched reads spec.parentQueue and spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight})"
