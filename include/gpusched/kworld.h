@@ -23,7 +23,9 @@
  *    a limit stands in for a missing request, as the API defaults it); `nvidia.com/gpu: N`
  *    whole GPUs; a fraction as KAI writes it (annotation `gpu-fraction: "0.5"`) or as HAMi does
  *    (`nvidia.com/gpucores: 50` with one GPU); nodeSelector, node affinity, tolerations;
- *    spec.priority, else its PriorityClass, else the globalDefault class, else 0; the queue from
+ *    spec.priority, else its PriorityClass, else the globalDefault class, else 0;
+ *    spec.preemptionPolicy (else its class's): Never pods are ordered by priority but never
+ *    preempt (they still reclaim, tenant.h gs_tpod_spec.preempt_never); the queue from
  *    label `gpusched.io/queue`, `kai.scheduler/queue` or `kueue.x-k8s.io/queue-name`, else the
  *    default queue; a gang from label `scheduling.x-k8s.io/pod-group` or annotation
  *    `scheduling.k8s.io/group-name`. Pods with spec.nodeName are running there (ours charged
@@ -31,8 +33,12 @@
  *    other schedulers' pods hold capacity only); Succeeded and Failed pods hold nothing.
  *  - Queue (`scheduling.gpusched.io/v1alpha1`, and KAI's `scheduling.run.ai/v2` with its
  *    units): spec.parentQueue, spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight},
- *    -1 unlimited; gpu in GPUs (fractions allowed), cpu in cores, memory a quantity.
- *  - PriorityClass: value, globalDefault, label `gpusched.io/preemptible: "false"`.
+ *    -1 unlimited; gpu in GPUs (fractions allowed), cpu in cores, memory a quantity (KAI: cpu
+ *    in millicores, memory in MB); the other fields of a KAI Queue's spec are named in one
+ *    warning (on_warning) when the queue is created.
+ *  - PriorityClass: value, globalDefault, preemptionPolicy; label `gpusched.io/preemptible`
+ *    ("false": never a victim; any other value: preemptible); without the label a class is
+ *    preemptible, or with kai_preemptible iff its value is below kai_preemptible_threshold.
  *  - PodGroup (`scheduling.x-k8s.io`, Volcano's `scheduling.volcano.sh`): spec.minMember,
  *    spec.scheduleTimeoutSeconds.
  *  - PodDisruptionBudget (`policy/v1`): spec.selector (matchLabels, matchExpressions) over the
@@ -121,6 +127,13 @@ struct gs_kworld_config {
                                      at the first cycle when no Queue has that name) */
     const char *policy;         /**< placement policy; NULL: "fgd" */
     bool preemption, reclaim, backfill;
+    bool kai_preemptible;              /**< KAI-Scheduler's rule for PriorityClasses without the
+                                            gpusched.io/preemptible label: preemptible iff the
+                                            priority is below kai_preemptible_threshold. false:
+                                            every such class is preemptible. The label wins
+                                            either way */
+    int32_t kai_preemptible_threshold; /**< with kai_preemptible: the first priority value that
+                                            is not preemptible (KAI: 100) */
     void (*on_event)(void *ctx, const struct gs_kevent *ev); /**< may be NULL */
     void (*on_warning)(void *ctx, const char *msg);          /**< a problem that costs nothing but
                                                                   detail (a bad node inventory, read as

@@ -82,6 +82,11 @@ struct gs_tpod_spec {
     uint32_t gang;               /**< a gang id or GS_NO_GANG */
     struct gs_pod_req req;       /**< what it requests */
     int64_t runtime_estimate_ms; /**< expected run time for backfill, or -1 when unknown */
+    bool preempt_never;          /**< Kubernetes' preemptionPolicy Never: ordered by priority
+                                      like any pod, but never evicts a lower-priority pod of its
+                                      queue to fit (priority preemption); it still reclaims
+                                      quota its queue lent (reclaim), and may itself be a victim
+                                      (docs/internals/tenancy.md) */
 };
 
 /** States of a pod. Every pod is in exactly one. */

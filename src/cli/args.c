@@ -3,8 +3,11 @@
  * and policy names in any case. See src/cli/cmd.h.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cmd.h"
@@ -20,6 +23,30 @@ int gs__cli_split(const char *arg, char *name, size_t cap, const char **value)
     memcpy(name, arg, (size_t)(eq - arg));
     name[eq - arg] = '\0';
     *value = eq + 1;
+    return 1;
+}
+
+int gs__cli_kai_threshold(const char *cmd, const char *arg, int32_t *out)
+{
+    size_t n = strlen(GS_CLI_KAI_THRESHOLD_OPT);
+    if (strncmp(arg, GS_CLI_KAI_THRESHOLD_OPT, n) != 0 || (arg[n] != '\0' && arg[n] != '='))
+        return 0;
+    if (arg[n] == '\0') {
+        *out = GS_CLI_KAI_THRESHOLD_DEFAULT;
+        return 1;
+    }
+    const char *val = arg + n + 1;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(val, &end, 10);
+    if (!*val || *end || errno || v < INT32_MIN || v > INT32_MAX) {
+        (void)fprintf(stderr,
+                      "gpusched %s: " GS_CLI_KAI_THRESHOLD_OPT " must be a whole number from "
+                      "-2147483648 to 2147483647 (a PriorityClass value), not '%s'\n",
+                      cmd, val);
+        return 2;
+    }
+    *out = (int32_t)v;
     return 1;
 }
 

@@ -6,6 +6,7 @@
 #define GPUSCHED_CLI_CMD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /** The version printed by `gpusched version`. */
 #define GS_VERSION "0.1.0"
@@ -60,6 +61,23 @@ int gs__cli_policy_find(const char *name);
  * @return 0, or 2 after printing "gpusched CMD: --policy: unknown policy 'X' (the names)".
  */
 int gs__cli_policy_arg(const char *cmd, const char **name);
+
+/** The option that turns on KAI-Scheduler's preemptible rule (gs_kworld_config.kai_preemptible)
+ *  and its threshold when none is given. */
+#define GS_CLI_KAI_THRESHOLD_OPT "--kai-preemptible-threshold"
+#define GS_CLI_KAI_THRESHOLD_DEFAULT 100
+
+/**
+ * Reads `--kai-preemptible-threshold[=N]` for command `cmd` ("whatif"): the option alone means
+ * N = 100 (KAI-Scheduler's rule: classes of value 100 and above are not preemptible); N is a
+ * whole number from -2147483648 to 2147483647, as PriorityClass values are. The value is only
+ * ever after '=' (a bare next argument is not taken).
+ * @param arg  one command-line argument, whole.
+ * @param out  receives N when arg is the option.
+ * @return 0 arg is another option (out untouched); 1 read; 2 after printing
+ *         "gpusched CMD: --kai-preemptible-threshold must be ..." for a bad N.
+ */
+int gs__cli_kai_threshold(const char *cmd, const char *arg, int32_t *out);
 
 struct gs__stage_report;
 

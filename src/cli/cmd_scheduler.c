@@ -69,6 +69,7 @@ static const char *const usage =
     "                          [--webhook-addr HOST:PORT --webhook-cert FILE\n"
     "                           --webhook-key FILE]\n"
     "                          [--accounting FILE [--team-label KEY]]\n"
+    "                          [--kai-preemptible-threshold[=N]]\n"
     "       gpusched scheduler --version\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
@@ -121,6 +122,12 @@ static const char *const usage =
     "                        (default: not recorded)\n"
     "  --team-label KEY      the pod, else namespace, label naming a pod's team in the store\n"
     "                        (default gpusched.io/team; else the queue's top-level ancestor)\n"
+    "  --kai-preemptible-threshold[=N]\n"
+    "                        KAI-Scheduler's rule: a PriorityClass without the label\n"
+    "                        gpusched.io/preemptible is preemptible only when its value\n"
+    "                        is below N (default 100); without this option every such\n"
+    "                        class is preemptible. The label (\"false\": never a victim)\n"
+    "                        wins\n"
     "  --version             print the version and exit\n"
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling\n"
@@ -130,6 +137,8 @@ static const char *const usage =
     "behind Bindings, so on a loaded API server the requests that place pods go first;\n"
     "SIGTERM waits --shutdown-timeout-s for requests in flight and logs how many it leaves\n"
     "unanswered.\n"
+    "A pod with preemptionPolicy Never (its own, else its class's) waits instead of\n"
+    "preempting, as in kube-scheduler; it still reclaims quota its queue lent.\n"
     "Preemption chooses as kube-scheduler: on each node the lower-priority pods that must go,\n"
     "those whose PodDisruptionBudget (watched) has no disruption left given back first; the\n"
     "node with the fewest such violations, then the lowest highest victim priority, the\n"
@@ -986,7 +995,8 @@ int gs_cmd_scheduler(int argc, char **argv)
     const char *pool_label = GS_SCHEDMETRICS_POOL_LABEL;
     double qps = 0;
     long burst = 0, max_runtime_s = 0, shutdown_timeout_s = 10;
-    bool dry = false;
+    bool dry = false, kai_preemptible = false;
+    int32_t kai_threshold = 0;
     int elect = -1; /* -1: the default (on unless --dry-run) */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -1000,6 +1010,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                      strcmp(a, "--team-label") == 0 || strcmp(a, "--shutdown-timeout-s") == 0 ||
                      strcmp(a, "--pool-label") == 0;
         const char *val = NULL;
+        int k;
         if (takes) {
             if (i + 1 >= argc) {
                 (void)fprintf(stderr, "gpusched scheduler: %s needs a value\n", a);
@@ -1072,6 +1083,10 @@ int gs_cmd_scheduler(int argc, char **argv)
                 burst = (long)v;
             else
                 max_runtime_s = (long)v;
+        } else if ((k = gs__cli_kai_threshold("scheduler", a, &kai_threshold)) != 0) {
+            if (k != 1)
+                return k;
+            kai_preemptible = true;
         } else {
             (void)fprintf(stderr, "gpusched scheduler: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -1202,6 +1217,8 @@ int gs_cmd_scheduler(int argc, char **argv)
                                   .policy = policy,
                                   .preemption = true,
                                   .reclaim = true,
+                                  .kai_preemptible = kai_preemptible,
+                                  .kai_preemptible_threshold = kai_threshold,
                                   .on_event = on_world_event,
                                   .on_warning = on_world_warning,
                                   .ctx = &s};

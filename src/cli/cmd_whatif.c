@@ -26,7 +26,7 @@
 static const char *const usage =
     "usage: gpusched whatif (--cluster FILE | --kubeconfig FILE | --live) [--timeline FILE]\n"
     "                       [--json] [--max-cycles N] [--policy NAME] [--default-queue NAME]\n"
-    "                       [--scheduler-name NAME]\n"
+    "                       [--scheduler-name NAME] [--kai-preemptible-threshold[=N]]\n"
     "\n"
     "Runs a cluster dump through gpusched's scheduler offline and prints what it would bind,\n"
     "evict and leave pending, with reasons. The dump is what this command writes:\n"
@@ -52,6 +52,11 @@ static const char *const usage =
     "  --policy NAME        placement policy (default fgd)\n"
     "  --default-queue Q    queue of pods without a queue label (default: default)\n"
     "  --scheduler-name S   spec.schedulerName of gpusched's pods (default: gpusched)\n"
+    "  --kai-preemptible-threshold[=N]\n"
+    "                       KAI-Scheduler's rule: a PriorityClass without the label\n"
+    "                       gpusched.io/preemptible is preemptible only when its value is\n"
+    "                       below N (default 100); without this option every such class is\n"
+    "                       preemptible. The label (\"false\": never a victim) wins\n"
     "\n"
     "Preemption and reclaim are on, backfill off, as in the scheduler.\n"
     "Exit: 0 settled; 2 bad usage or input (then only the message is printed, none of the\n"
@@ -709,6 +714,8 @@ int gs_cmd_whatif(int argc, char **argv)
     const char *kubeconfig = NULL;
     bool live = false;
     unsigned long max_cycles = 100;
+    bool kai_preemptible = false;
+    int32_t kai_threshold = 0;
     struct run r = {0};
     char *report = NULL; /* r.out's buffer */
     size_t report_len = 0;
@@ -717,6 +724,7 @@ int gs_cmd_whatif(int argc, char **argv)
         const char *eq = strchr(a, '=');
         char opt[64];
         const char *val = NULL;
+        int k;
         if (strncmp(a, "--", 2) == 0 && eq && (size_t)(eq - a) < sizeof(opt)) {
             memcpy(opt, a, (size_t)(eq - a));
             opt[eq - a] = '\0';
@@ -762,6 +770,10 @@ int gs_cmd_whatif(int argc, char **argv)
                 (void)fprintf(stderr, "gpusched whatif: --max-cycles must be 1..1000000\n");
                 return 2;
             }
+        } else if ((k = gs__cli_kai_threshold("whatif", argv[i], &kai_threshold)) != 0) {
+            if (k != 1)
+                return k;
+            kai_preemptible = true;
         } else {
             (void)fprintf(stderr, "gpusched whatif: unknown option '%s' (see --help)\n", argv[i]);
             return 2;
@@ -800,6 +812,8 @@ int gs_cmd_whatif(int argc, char **argv)
                                    .policy = policy,
                                    .preemption = true,
                                    .reclaim = true,
+                                   .kai_preemptible = kai_preemptible,
+                                   .kai_preemptible_threshold = kai_threshold,
                                    .on_event = on_event,
                                    .on_warning = on_warning,
                                    .ctx = &r};

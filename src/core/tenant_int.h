@@ -159,6 +159,7 @@ struct tpod {
     int64_t created_ms;     /* creation time, for "newest first" */
     bool adopted;           /* came in running */
     bool foreign;           /* another scheduler's: capacity only, in the root's books */
+    bool preempt_never;     /* preemptionPolicy Never: no priority preemption for it */
     bool forgotten;         /* slot no longer a pod (free, or a gang member's tombstone) */
     uint32_t gen;           /* slot generation, for handles */
     char *reason_text;      /* last UNSCHEDULABLE text, owned */

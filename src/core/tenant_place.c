@@ -93,6 +93,11 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
                                                  : "waiting behind a reservation");
         else
             (void)gs_explain_format(&u, &p->req, buf + len, sizeof(buf) - len);
+        len = strlen(buf);
+        /* kube-scheduler's words for a pod that may not preempt (its PostFilter). */
+        if (u.fit == 0 && p->preempt_never && e->cfg.preemption)
+            (void)snprintf(buf + len, sizeof(buf) - len,
+                           " preemption: not eligible due to preemptionPolicy=Never.");
     }
     if (p->reason_text && strcmp(p->reason_text, buf) == 0)
         return GS_OK;
@@ -567,6 +572,8 @@ static int place_with_victims(struct gs_engine *e, uint32_t pod, bool reclaim)
         return err;
     if (!within_limits(e, &e->p[pod]))
         return GS_EUNSCHEDULABLE;
+    if (!reclaim && e->p[pod].preempt_never)
+        return GS_EUNSCHEDULABLE; /* preemptionPolicy Never: no victims for priority */
     struct victim_set vs;
     if (!find_victims(e, pod, reclaim, &vs))
         return GS_EUNSCHEDULABLE;

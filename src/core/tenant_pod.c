@@ -157,6 +157,7 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
             p->r[GS_RES_GPU] = gs_charge_milli(gpus);
     }
     p->est_ms = spec->runtime_estimate_ms;
+    p->preempt_never = spec->preempt_never;
     p->state = GS_TPOD_PENDING;
     p->submit_ms = now_ms;
     p->start_ms = p->end_ms = -1;

@@ -20,6 +20,7 @@
 #include "kworld_capmig.h"
 #include "kworld_gpus.h"
 #include "kworld_inv.h"
+#include "kworld_kai.h"
 #include "kworld_pdb.h"
 #include "kworld_queue.h"
 #include "kworld_xres.h"
@@ -64,7 +65,8 @@ struct gs_kworld {
     uint32_t *of_engine; /* engine pod id -> index in pods */
     uint32_t cap_of_engine;
     json_t *queues;       /* name -> engine queue id */
-    json_t *pclasses;     /* PriorityClass name -> {"value", "preemptible", "default"} */
+    json_t *pclasses;     /* PriorityClass name -> {"value", "default", "never", and
+                             "preemptible" when labelled gpusched.io/preemptible} */
     json_t *pc_ids;       /* engine class name -> id */
     json_t *gangs;        /* "ns/name" -> engine gang id */
     json_t *podgroups;    /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
@@ -587,10 +589,20 @@ static int apply_priority_class(struct gs_kworld *w, const json_t *obj)
     if (!name || !json_is_integer(value))
         return fail(w, "PriorityClass %s: needs metadata.name and an integer value",
                     name ? name : "?");
+    const char *pp = jstr(obj, "preemptionPolicy");
+    if (json_object_get(obj, "preemptionPolicy") &&
+        !(pp && (strcmp(pp, "Never") == 0 || strcmp(pp, "PreemptLowerPriority") == 0)))
+        return fail(w, "PriorityClass %s: preemptionPolicy must be PreemptLowerPriority or Never",
+                    name);
     const char *pre = meta_kv(obj, "labels", "gpusched.io/preemptible");
-    json_t *rec = json_pack("{s:I,s:b,s:b}", "value", json_integer_value(value), "preemptible",
-                            !(pre && strcmp(pre, "false") == 0), "default",
-                            json_is_true(json_object_get(obj, "globalDefault")));
+    json_t *rec = json_pack("{s:I,s:b,s:b}", "value", json_integer_value(value), "default",
+                            json_is_true(json_object_get(obj, "globalDefault")), "never",
+                            pp && strcmp(pp, "Never") == 0);
+    if (rec && pre &&
+        json_object_set_new(rec, "preemptible", json_boolean(strcmp(pre, "false") != 0))) {
+        json_decref(rec);
+        return GS_ENOMEM;
+    }
     if (!rec || json_object_set_new(w->pclasses, name, rec))
         return GS_ENOMEM;
     return GS_OK;
@@ -660,6 +672,15 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
                     "Queue %s: refused by the engine (%s): names are up to 63 of "
                     "[A-Za-z0-9._-], limits at least the quota, children within the parent",
                     name, gs_strerror(err));
+    char ignored[768];
+    if (kai && w->cfg.on_warning && gs__kai_queue_ignored(spec, ignored, sizeof(ignored)) > 0) {
+        char msg[1024];
+        (void)snprintf(msg, sizeof(msg),
+                       "Queue %s (%s): ignored: %s (gpusched reads spec.parentQueue and "
+                       "spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight})",
+                       name, api, ignored);
+        w->cfg.on_warning(w->cfg.ctx, msg);
+    }
     if (json_object_set_new(w->queues, name, json_integer(id)))
         return GS_ENOMEM;
     return gs__kqueue_own(&w->kq, name, api);
@@ -757,7 +778,16 @@ static void tr_free(struct tr *t)
     gs__kfilter_fini(&t->flt);
 }
 
-static int pod_class(struct gs_kworld *w, const json_t *spec, uint32_t *id)
+/*
+ * The pod's PriorityClass id in the engine, and whether it may preempt. Its priority is
+ * spec.priority, else its class's value, else the globalDefault class's, else 0; it is
+ * preemptible as its class's gpusched.io/preemptible label says, else (with
+ * --kai-preemptible-threshold) iff the priority is below the threshold, else yes. *never is
+ * spec.preemptionPolicy == Never, else the class's (admission copies it to the pod). Returns 1
+ * with `reason` for a preemptionPolicy that is neither Never nor PreemptLowerPriority.
+ */
+static int pod_class(struct gs_kworld *w, const json_t *spec, uint32_t *id, bool *never,
+                     char *reason, size_t cap)
 {
     const char *cname = jstr(spec, "priorityClassName");
     const json_t *prio = json_object_get(spec, "priority");
@@ -775,15 +805,32 @@ static int pod_class(struct gs_kworld *w, const json_t *spec, uint32_t *id)
         }
     }
     int32_t value = rec ? (int32_t)json_integer_value(json_object_get(rec, "value")) : 0;
-    bool pre = rec ? json_is_true(json_object_get(rec, "preemptible")) : true;
     if (json_is_integer(prio))
         value = (int32_t)json_integer_value(prio);
+    const json_t *label = json_object_get(rec, "preemptible");
+    bool pre = label ? json_is_true(label)
+                     : !w->cfg.kai_preemptible || value < w->cfg.kai_preemptible_threshold;
     char name[300];
     if (rec && value == (int32_t)json_integer_value(json_object_get(rec, "value")))
         (void)snprintf(name, sizeof(name), "%s", cname);
     else
         (void)snprintf(name, sizeof(name), "%s.v%d", rec ? cname : NO_CLASS, value);
-    return class_id(w, name, value, pre, id);
+    int err = class_id(w, name, value, pre, id);
+    if (err)
+        return err;
+    const json_t *ppv = json_object_get(spec, "preemptionPolicy");
+    const char *pp = json_string_value(ppv);
+    if (ppv && !(pp && (strcmp(pp, "Never") == 0 || strcmp(pp, "PreemptLowerPriority") == 0))) {
+        if (pp)
+            (void)snprintf(reason, cap,
+                           "spec.preemptionPolicy is \"%s\", not PreemptLowerPriority or Never",
+                           pp);
+        else
+            (void)snprintf(reason, cap, "spec.preemptionPolicy is not a string");
+        return 1;
+    }
+    *never = pp ? strcmp(pp, "Never") == 0 : json_is_true(json_object_get(rec, "never"));
+    return GS_OK;
 }
 
 /* Translates a Pod object; 0 = ready, 1 = waits with t->reason, <0 = error. */
@@ -820,7 +867,12 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
     int err = gs__kxres_pod(w->c, spec, &t->spec.req, t->reason, sizeof(t->reason));
     if (err)
         return err;
-    err = pod_class(w, spec, &t->spec.priority_class);
+    err = pod_class(w, spec, &t->spec.priority_class, &t->spec.preempt_never, t->reason,
+                    sizeof(t->reason));
+    if (err == 1 && t->foreign) { /* it preempts nothing here: it holds its capacity all the same */
+        err = GS_OK;
+        t->reason[0] = '\0';
+    }
     if (err)
         return err;
     if (t->node) {

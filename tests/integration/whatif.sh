@@ -9,21 +9,38 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-case_() { # case_ NAME [extra args...]
-    local name=$1
+case_() { # [EXPECT=E] case_ NAME [extra args...]: NAME.yaml (NAME if it ends in .json)
+    local name=$1 exp=${EXPECT:-$1} file=$d/$1.yaml # against E.expected (E: NAME)
     shift
-    "$bin" whatif --cluster "$d/$name.yaml" --json "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    case $name in *.json) file=$d/$name ;; esac
+    local what=$exp
+    [ "$name" = "$exp" ] || what="$name as $exp"
+    "$bin" whatif --cluster "$file" --json "$@" >"$tmp/$exp.out" 2>"$tmp/$exp.err"
     local rc=$?
-    if [ $rc != 0 ] || ! diff -u "$d/$name.expected" "$tmp/$name.out"; then
-        echo "FAIL: $name: rc $rc"
-        cat "$tmp/$name.err"
+    if [ $rc != 0 ] || ! diff -u "$d/$exp.expected" "$tmp/$exp.out"; then
+        echo "FAIL: $what: rc $rc"
+        cat "$tmp/$exp.err"
         fail=1
     else
-        echo "ok: $name ($(wc -l <"$tmp/$name.out") lines)"
+        echo "ok: $what ($(wc -l <"$tmp/$exp.out") lines)"
     fi
 }
 case_ selector
 case_ preempt
+# The same dump as `kubectl get -o json` writes it: managedFields, resourceVersions, uids, what
+# admission and defaulting add (spec.priority, preemptionPolicy, tolerations, requests), Node
+# capacity; the decisions are the same, line for line.
+EXPECT=preempt case_ preempt.json
+# The translation rules, each worked out in translation.yaml's header.
+case_ translation
+# preemptionPolicy Never pods wait; the same pod with PreemptLowerPriority evicts.
+case_ preempt_never
+EXPECT=preempt_never.timeline case_ preempt_never --timeline "$d/preempt_never.timeline.yaml"
+# Preemptible classes without the label: all of them, or KAI's rule below N (100 or given).
+case_ kai_queue
+case_ kai_threshold
+EXPECT=kai_threshold.kai case_ kai_threshold --kai-preemptible-threshold
+EXPECT=kai_threshold.151 case_ kai_threshold --kai-preemptible-threshold=151
 case_ pdb
 case_ pdb_late --timeline "$d/pdb_late.timeline.yaml"
 case_ foreign
@@ -69,6 +86,54 @@ if [ "$(cat "$tmp/mig_capacity.err")" != "$want" ]; then
     fail=1
 else
     echo "ok: mig_capacity warning"
+fi
+
+# The shipped PriorityClasses (deploy/priorityclasses.yaml) mean the same with and without
+# --kai-preemptible-threshold: a gpusched-normal pod preempts a running gpusched-batch pod
+# (value 100, which KAI's rule alone would make unpreemptible; its label "true" wins).
+{
+    printf 'apiVersion: v1\nkind: List\nitems:\n'
+    awk 'BEGIN {first = 1} /^#/ {next} /^---/ {first = 1; next} first {print "- " $0; first = 0; next} {print "  " $0}' \
+        "$src/deploy/priorityclasses.yaml"
+    printf -- '- {apiVersion: v1, kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "8", memory: 64Gi, pods: "110", nvidia.com/gpu: "1"}}}\n'
+    printf -- '- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: t}, spec: {schedulerName: gpusched, nodeName: n1, priorityClassName: gpusched-batch, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Running}}\n'
+    printf -- '- {apiVersion: v1, kind: Pod, metadata: {name: n, namespace: t}, spec: {schedulerName: gpusched, priorityClassName: gpusched-normal, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}}\n'
+} >"$tmp/shipped.yaml"
+for opt in "" --kai-preemptible-threshold; do
+    # shellcheck disable=SC2086 # the option is one word or none
+    if ! "$bin" whatif --cluster "$tmp/shipped.yaml" --json $opt 2>"$tmp/err" |
+        grep -qxF '{"t_s":0.0,"cycle":1,"event":"evict","pod":"t/b","node":"n1","reason":"preemption","by":"t/n"}'; then
+        echo "FAIL: shipped classes ${opt:-without the option}"
+        cat "$tmp/err"
+        fail=1
+    else
+        echo "ok: shipped classes ${opt:-without the option}: batch is preempted by normal"
+    fi
+done
+
+# Without a globalDefault class a pod without a class has priority 0 (translation.yaml has one,
+# so it cannot show this): a class of value 1 preempts it; at 0 it would not.
+printf 'kind: List\nitems:\n- {kind: PriorityClass, metadata: {name: one}, value: 1}\n- {kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "8", memory: 64Gi, pods: "110", nvidia.com/gpu: "1"}}}\n- {kind: Pod, metadata: {name: zero, namespace: t}, spec: {schedulerName: gpusched, nodeName: n1, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Running}}\n- {kind: Pod, metadata: {name: p1, namespace: t}, spec: {schedulerName: gpusched, priorityClassName: one, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}}\n' >"$tmp/zero.yaml"
+if ! "$bin" whatif --cluster "$tmp/zero.yaml" --json 2>"$tmp/err" |
+    grep -qxF '{"t_s":0.0,"cycle":1,"event":"evict","pod":"t/zero","node":"n1","reason":"preemption","by":"t/p1"}'; then
+    echo "FAIL: no class and no globalDefault: priority 0"
+    cat "$tmp/err"
+    fail=1
+else
+    echo "ok: no class and no globalDefault: priority 0, preempted by a class of value 1"
+fi
+
+# kai_queue.yaml's KAI Queues: one warning per queue naming the fields gpusched ignores (lab,
+# kmem), in the order written; none for kcpu, which has none.
+reads="(gpusched reads spec.parentQueue and spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight})"
+want="gpusched whatif: warning: Queue lab (scheduling.run.ai/v2): ignored: spec.displayName, spec.priority $reads
+gpusched whatif: warning: Queue kmem (scheduling.run.ai/v2): ignored: spec.reclaimMinRuntime, spec.resources.gpu.priority, spec.resources.nic $reads"
+if [ "$(cat "$tmp/kai_queue.err")" != "$want" ]; then
+    echo "FAIL: kai_queue: stderr is not the two warnings"
+    cat "$tmp/kai_queue.err"
+    fail=1
+else
+    echo "ok: kai_queue warnings"
 fi
 
 # The table form says the same as the JSON form.
@@ -143,6 +208,9 @@ printf 'kind: List\nitems: []\n' | bad bad_pod_name "finish\[0\] must be namespa
 printf -- '- {at: 20s, create: []}\n- {at: 10s, create: []}\n' >"$tmp/tl3.yaml"
 printf 'kind: List\nitems: []\n' | bad backwards "tl3\.yaml: step 2: .at. goes back in time" --timeline "$tmp/tl3.yaml"
 printf 'kind: List\nitems: []\n' | bad bad_option "max-cycles must be" --max-cycles 0
+printf 'kind: List\nitems: []\n' | bad bad_threshold "^gpusched whatif: --kai-preemptible-threshold must be a whole number from -2147483648 to 2147483647 \(a PriorityClass value\), not '1e3'$" --kai-preemptible-threshold=1e3
+printf 'kind: List\nitems:\n- {kind: PriorityClass, metadata: {name: c}, value: 5, preemptionPolicy: Sometimes}\n' |
+    bad bad_class_policy "bad_class_policy\.yaml: PriorityClass c: preemptionPolicy must be PreemptLowerPriority or Never$"
 # A pod whose request is not a quantity waits, and its reason names the field and the value.
 printf 'kind: List\nitems:\n- {kind: Node, metadata: {name: n1}, status: {allocatable: {nvidia.com/gpu: "1"}}}\n- {kind: Pod, metadata: {name: p, namespace: t}, spec: {schedulerName: gpusched, containers: [{name: a}, {name: b, resources: {limits: {nvidia.com/gpu: "1", memory: 12Qi}}}]}}\n' >"$tmp/badreq.yaml"
 "$bin" whatif --cluster "$tmp/badreq.yaml" --json >"$tmp/out" 2>"$tmp/err"

@@ -10,10 +10,11 @@
 # running its share of the cases one after another): the cases need exact node counts in their
 # reasons, so no two cases share a plane at once.
 #
-# Usage: two_drivers.sh GPUSCHED_BINARY
+# Usage: two_drivers.sh GPUSCHED_BINARY [CASE:POLICY...]  (no cases: the list below)
 set -euo pipefail
 
 bin=$1
+shift
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 tmp=$(mktemp -d)
@@ -28,10 +29,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The longest cases first, so that the planes finish together. The policies are those
-# tests/integration/whatif.sh runs each case with.
-python3 "$HERE/two_drivers.py" "$bin" "$SRC" "$tmp" "$jobs" \
-    gang_loss:bestfit lifecycle:bestfit pdb_late:fgd sharing_modes:fgd gang:bestfit \
-    selector:fgd foreign:fgd reclaim:fgd preempt:fgd pdb:fgd inventory:fgd xres:bestfit \
-    sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd sharing_adopt:fgd \
-    sharing_refused:fgd mig_capacity:fgd
+# The cases: CASE:POLICY arguments after the binary, else all 18, the longest first so that the
+# planes finish together. The policies are those tests/integration/whatif.sh runs each case with.
+shift
+if [ $# = 0 ]; then
+    set -- gang_loss:bestfit lifecycle:bestfit pdb_late:fgd sharing_modes:fgd gang:bestfit \
+        selector:fgd foreign:fgd reclaim:fgd preempt:fgd pdb:fgd inventory:fgd xres:bestfit \
+        sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd sharing_adopt:fgd \
+        sharing_refused:fgd mig_capacity:fgd
+fi
+python3 "$HERE/two_drivers.py" "$bin" "$SRC" "$tmp" "$jobs" "$@"

@@ -301,6 +301,94 @@ static void test_non_preemptible_pod_never_evicted(void **state_)
     world_fini(&w);
 }
 
+/* A one-GPU pod with preemptionPolicy Never (preempt_never) of priority `value`. */
+static uint32_t submit_never(struct world *w, uint32_t q, uint32_t pc, int64_t now_ms)
+{
+    struct gs_tpod_spec s = {
+        "never", q, pc, GS_NO_GANG, GS_POD_REQ(1000, 0, 1, 1000, GS_MODEL_ANY), -1, true};
+    uint32_t id;
+    assert_int_equal(gs_engine_submit(w->e, &s, now_ms, &id), GS_OK);
+    return id;
+}
+
+/* preemptionPolicy Never, as kube-scheduler has it: one GPU, held by a priority-10 pod (t=0);
+ * a second priority-10 pod waits from t=5. A priority-50 Never pod arrives at t=10: it evicts
+ * nothing (10 cycles), waits with kube-scheduler's reason, and when the running pod finishes at
+ * t=200 it goes first, ahead of the older priority-10 pod (ordering by priority still holds).
+ * The same pod without Never evicts the running pod at once (the control). */
+static void test_never_pod_waits_instead_of_preempting(void **state_)
+{
+    (void)state_;
+    for (int never = 1; never >= 0; never--) {
+        struct world w;
+        world_init(&w, true, false, false);
+        add_node(&w, "n0", 1, "A100", 64000);
+        engine_start(&w, true, false, false);
+        uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 1000, INF, 1);
+        uint32_t low = pclass(&w, "low", 10), high = pclass(&w, "high", 50);
+        uint32_t run = submit(&w, a, low, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+        cycle(&w, 0);
+        uint32_t older = submit(&w, a, low, GS_NO_GANG, 1, 1000, 5, -1, GS_MODEL_ANY);
+        uint32_t h = never ? submit_never(&w, a, high, 10)
+                           : submit(&w, a, high, GS_NO_GANG, 1, 1000, 10, -1, GS_MODEL_ANY);
+        for (int t = 1; t <= 10; t++)
+            cycle(&w, (int64_t)10 * t);
+        if (!never) {
+            assert_int_equal(w.evictions[GS_EVICT_PREEMPT], 1);
+            assert_int_equal(w.last_evicted, run);
+            assert_int_equal(w.last_evicted_by, h);
+            assert_int_equal(state(&w, h), GS_TPOD_RUNNING);
+            world_fini(&w);
+            continue;
+        }
+        assert_int_equal(w.evictions[GS_EVICT_PREEMPT] + w.evictions[GS_EVICT_RECLAIM], 0);
+        assert_int_equal(state(&w, run), GS_TPOD_RUNNING);
+        assert_int_equal(state(&w, h), GS_TPOD_PENDING);
+        struct gs_tpod_info in;
+        assert_int_equal(gs_engine_pod_info(w.e, h, &in), GS_OK);
+        assert_non_null(in.reason);
+        assert_string_equal(in.reason, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. "
+                                       "preemption: not eligible due to preemptionPolicy=Never.");
+        /* The low pod that waits has no such words: it has lower priority than everything
+         * running, so nothing was eligible in any case, but it is not a Never pod. */
+        assert_int_equal(gs_engine_pod_info(w.e, older, &in), GS_OK);
+        assert_null(strstr(in.reason ? in.reason : "", "preemptionPolicy"));
+        assert_int_equal(gs_engine_finish(w.e, run, 200), GS_OK);
+        cycle(&w, 200);
+        assert_int_equal(state(&w, h), GS_TPOD_RUNNING);
+        assert_int_equal(state(&w, older), GS_TPOD_PENDING);
+        world_fini(&w);
+    }
+}
+
+/* Reclaim is not preemption for a Never pod (docs/internals/tenancy.md): queues A and B have 1
+ * GPU of quota each on a 2-GPU node; A borrowed B's GPU (2 pods running). B's Never pod
+ * reclaims it: fair shares are 1000 and 1000, A is 1000 above, B 1000 below, and one reclaim
+ * takes |A - fair| + |B - fair| from 2000 to 0. Exactly one eviction, reason reclaim. */
+static void test_never_pod_still_reclaims_lent_quota(void **state_)
+{
+    (void)state_;
+    struct world w;
+    world_init(&w, true, true, false);
+    add_node(&w, "n0", 2, "A100", 64000);
+    engine_start(&w, true, true, false);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 1000, INF, 1);
+    uint32_t b = queue(&w, "b", GS_QUEUE_ROOT, 1000, INF, 1);
+    uint32_t pc = pclass(&w, "normal", 10);
+    submit(&w, a, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    submit(&w, a, pc, GS_NO_GANG, 1, 1000, 0, -1, GS_MODEL_ANY);
+    cycle(&w, 0);
+    assert_int_equal(running_in(&w, a), 2);
+    uint32_t n = submit_never(&w, b, pc, 10);
+    cycle(&w, 10);
+    assert_int_equal(state(&w, n), GS_TPOD_RUNNING);
+    assert_int_equal(w.evictions[GS_EVICT_RECLAIM], 1);
+    assert_int_equal(w.evictions[GS_EVICT_PREEMPT], 0);
+    assert_int_equal(w.last_evicted_by, n);
+    assert_int_equal(running_in(&w, a), 1);
+    world_fini(&w);
+}
+
 /* Gang all-or-nothing: min_member 3 one-GPU pods on a 2-GPU cluster run none; a third GPU on
  * a new node lets all three start in one cycle. */
 static void test_gang_is_all_or_nothing(void **state_)
@@ -986,6 +1074,8 @@ int main(void)
         cmocka_unit_test(test_over_quota_split_by_weight_1_to_3),
         cmocka_unit_test(test_priority_preempts_shortest_running_low_pod),
         cmocka_unit_test(test_non_preemptible_pod_never_evicted),
+        cmocka_unit_test(test_never_pod_waits_instead_of_preempting),
+        cmocka_unit_test(test_never_pod_still_reclaims_lent_quota),
         cmocka_unit_test(test_gang_is_all_or_nothing),
         cmocka_unit_test(test_two_100_gpu_gangs_on_150_gpus_no_partial_hold),
         cmocka_unit_test(test_no_reclaim_ping_pong_between_two_queues),
