@@ -167,8 +167,8 @@ static int kind_plan(struct gs_sched *s, const struct gs_node *n, uint32_t node,
     for (uint32_t step = 0; step < need; step++) {
         double best_f = INFINITY;
         int best = -1;
-        int64_t mib;
-        struct gs_placement_mig inst;
+        int64_t mib = 0;
+        struct gs_placement_mig inst = {0};
         for (uint32_t g = 0; g < n->gpu_count; g++) {
             struct gs_gpu keep = a[g];
             if (!unit_take(a, g, req, used, &mib, &inst))
