@@ -5,9 +5,15 @@
  * (milli fractions and whole GPUs, memory, slots, MIG instances) arrive in a fixed random order
  * and are placed and bound one by one until 20,000 are placed; the time per decision (filter,
  * score, pick) is reported per kind, median and p99, and decisions per second overall. The
- * dynamic MIG planner's cost is not measured: the planner is later work.
+ * dynamic MIG planner's cost is not measured here (bench_migplan).
  *
- *   bench_share [--policy bestfit|fgd|...] [--decisions N]
+ * FGD's target workload: with `--workload sample` (the default) it is built, as the live
+ * scheduler builds it, from 4,096 requests of the same mix drawn from another seed (threshold
+ * 100 %), so memory, slot and MIG types enter it and FGD scores memory and MIG requests by its
+ * gradient over every mode; `--workload milli` is the one milli type (2 cores, 500 milli) the
+ * bench used before, under which only milli types count.
+ *
+ *   bench_share [--policy bestfit|fgd|...] [--decisions N] [--workload sample|milli]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -93,22 +99,39 @@ static struct gs_pod_req request(struct gs_rng *rng, int *kind)
 
 int main(int argc, char **argv)
 {
-    const char *policy = "bestfit";
+    const char *policy = "bestfit", *workload = "sample";
     uint32_t decisions = 20000;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
             policy = argv[++i];
         else if (strcmp(argv[i], "--decisions") == 0 && i + 1 < argc)
             decisions = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--workload") == 0 && i + 1 < argc &&
+                 (strcmp(argv[i + 1], "sample") == 0 || strcmp(argv[i + 1], "milli") == 0))
+            workload = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_share [--policy NAME] [--decisions N]\n");
+            fprintf(stderr, "usage: bench_share [--policy NAME] [--decisions N] "
+                            "[--workload sample|milli]\n");
             return 2;
         }
     }
     struct gs_cluster *c = make_cluster();
     static char any[] = "";
     struct gs_task_type t = {2000, 500, 1, GS_MODEL_ANY, any, 1, 1.0};
-    struct gs_workload w = {&t, 1, 1, 1};
+    struct gs_workload w = {&t, 1, 1, 1}, sampled = {0};
+    if (strcmp(workload, "sample") == 0) {
+        enum { SAMPLE = 4096 };
+        static struct gs_pod_req reqs[SAMPLE];
+        struct gs_rng wr;
+        gs_rng_seed(&wr, 7);
+        for (int i = 0; i < SAMPLE; i++) {
+            int kind;
+            reqs[i] = request(&wr, &kind);
+        }
+        if (gs_workload_build(reqs, NULL, SAMPLE, 100, &sampled) != GS_OK)
+            return 1;
+        w = sampled;
+    }
     struct gs_sched_config cfg = {.policy = policy, .workload = &w};
     struct gs_sched *s;
     if (gs_sched_new(c, &cfg, &s)) {
@@ -143,8 +166,8 @@ int main(int argc, char **argv)
         }
     }
     printf("mixed sharing: %d nodes x %d GPUs (1/4 MIG, 1/4 time-sliced, 1/4 fractions, 1/4 "
-           "whole), policy %s\n",
-           NODES, GPUS, policy);
+           "whole), policy %s, workload %s (%u types)\n",
+           NODES, GPUS, policy, workload, w.n_types);
     printf("%-18s %8s %12s %12s\n", "kind", "n", "median us", "p99 us");
     for (int k = 0; k < 5; k++) {
         qsort(times[k], n[k], sizeof(double), cmp_double);
@@ -156,5 +179,6 @@ int main(int argc, char **argv)
            decisions / (total / 1e6));
     gs_sched_free(s);
     gs_cluster_free(c);
+    gs_workload_fini(&sampled);
     return 0;
 }

@@ -155,7 +155,8 @@ void gs_kworld_free(struct gs_kworld *w);
 /**
  * The target workload the engine scores with (FGD, and the fragmentation measure). At the first
  * cycle it is built from the GPU pods of what was applied before it (one whole GPU when there
- * were none); after that from the last 4,096 GPU pods seen, ours and other schedulers' alike,
+ * were none), of every kind (milli, memory, MIG, time-sliced; frag.h); after that from the last
+ * 4,096 GPU pods seen, ours and other schedulers' alike,
  * rebuilt at a cycle's start each time their count has doubled since (at least 16), then every
  * 4,096 pods. Weng et al. (USENIX ATC '23) take the workload from the trace; a live cluster
  * knows only what has arrived.

@@ -16,11 +16,13 @@
  *
  * These rules are for milli-GPU requests (gs_req_kind() GS_REQ_MILLI); a fraction never goes to
  * a GPU in whole mode, and no milli request to a time-sliced or MIG GPU. Requests of the other
- * kinds (GPU memory, time-slice slots, MIG instances; cluster.h) are scored by every policy the
- * same way, best fit on what the kind takes: the feasible node left with the least of it free
- * (MiB on fractions GPUs, free slots, free instances) scores 100, the one with the most 0,
- * min-max scaled; the GPUs are then those gs_node_pick_gpus() chooses. FGD's measure covers
- * milli-GPU only; extending it to memory and MIG is later work of issue 8.
+ * kinds (GPU memory, time-slice slots, MIG instances; cluster.h) are scored by random,
+ * dotprod, clustering, packing and bestfit the same way, best fit on what the kind takes: the
+ * feasible node left with the least of it free (MiB on fractions GPUs, free slots, free
+ * instances) scores 100, the one with the most 0, min-max scaled; the GPUs are then those
+ * gs_node_pick_gpus() chooses. fgd and fgdband score memory and MIG requests by the drop of the
+ * fragmentation measure over every mode (frag.h, gs_frag_node_gpus(); docs/fgd-policies.md
+ * §3.7) and take the GPUs (instances) that drop chose; time-slice slots keep best fit.
  *
  * A scheduler borrows its cluster and keeps caches keyed on node generations, so binding and
  * unbinding through gs_cluster_bind()/gs_cluster_unbind() is always seen. Not thread-safe: one
@@ -143,7 +145,9 @@ int gs_sched_score_nodes(struct gs_sched *s, const struct gs_pod_req *req, struc
                          int32_t *scores);
 
 /**
- * Returns the fragmentation F of node i under the scheduler's workload (cached per node state).
+ * Returns the fragmentation F of node i under the scheduler's workload (cached per node state):
+ * gs_frag_node() for a workload of milli types on a node of fractions GPUs, else
+ * gs_frag_node_gpus() (the two agree bit for bit where both apply).
  * @param out  receives the buckets; may be NULL.
  * @return F in milli-GPU; 0 when the scheduler has no workload or i is out of range.
  */

@@ -25,17 +25,31 @@ struct keyed {
     uint64_t mask;
     const char *spec;
     uint32_t count;
+    const struct gs_pod_req *req; /* the first pod of the group: its kind's members */
 };
+
+#define CMP(x, y)                                                                                  \
+    do {                                                                                           \
+        if ((x) != (y))                                                                            \
+            return (x) < (y) ? -1 : 1;                                                             \
+    } while (0)
 
 static int cmp_key(const struct keyed *a, const struct keyed *b)
 {
-    if (a->cpu != b->cpu)
-        return a->cpu < b->cpu ? -1 : 1;
-    if (a->gpu_milli != b->gpu_milli)
-        return a->gpu_milli < b->gpu_milli ? -1 : 1;
-    if (a->num_gpu != b->num_gpu)
-        return a->num_gpu < b->num_gpu ? -1 : 1;
-    return strcmp(a->spec, b->spec);
+    CMP(a->cpu, b->cpu);
+    CMP(a->gpu_milli, b->gpu_milli);
+    CMP(a->num_gpu, b->num_gpu);
+    int c = strcmp(a->spec, b->spec);
+    if (c != 0)
+        return c;
+    /* The kinds beyond milli: all 0 for milli pods, so milli keys compare as they always did. */
+    const struct gs_pod_req *x = a->req, *y = b->req;
+    CMP((int)gs_req_kind(x), (int)gs_req_kind(y));
+    CMP(x->gpu_mem_mib, y->gpu_mem_mib);
+    CMP(x->gpu_mem_pct, y->gpu_mem_pct);
+    CMP(x->timeslice_slots, y->timeslice_slots);
+    CMP(x->mig_count, y->mig_count);
+    return strncmp(x->mig_profile, y->mig_profile, sizeof(x->mig_profile));
 }
 
 static int cmp_group(const void *pa, const void *pb)
@@ -69,7 +83,8 @@ int gs_workload_build(const struct gs_pod_req *reqs, const char *const *specs, u
                               reqs[i].num_gpu,
                               reqs[i].gpu_model_mask,
                               s,
-                              1};
+                              1,
+                              &reqs[i]};
     }
     qsort(k, n, sizeof(*k), cmp_group);
     uint32_t groups = 0;
@@ -102,6 +117,21 @@ int gs_workload_build(const struct gs_pod_req *reqs, const char *const *specs, u
         tt->num_gpu = k[t].num_gpu;
         tt->gpu_model_mask = k[t].mask;
         tt->count = k[t].count;
+        const struct gs_pod_req *r = k[t].req;
+        tt->kind = (uint8_t)gs_req_kind(r);
+        tt->gpu_mem_mib = r->gpu_mem_mib;
+        tt->gpu_mem_pct = r->gpu_mem_pct;
+        tt->timeslice_slots = r->timeslice_slots;
+        tt->mig_count = r->mig_count;
+        if (tt->kind == GS_REQ_MIG) {
+            memcpy(tt->mig_profile, r->mig_profile, sizeof(tt->mig_profile));
+            tt->mig_profile[sizeof(tt->mig_profile) - 1] = '\0';
+            for (uint32_t i = 0; i < GS_FRAG_MIG_MODELS; i++) {
+                const struct gs_mig_model *mm = gs_mig_model_at(i);
+                int pi = mm ? gs_mig_profile_find(mm, tt->mig_profile) : -1;
+                tt->mig_profile_at[i] = (int8_t)(pi < 0 ? -1 : pi + 1);
+            }
+        }
         /* The reference divides the type's frequency by the covered frequency. */
         tt->p = ((double)k[t].count / n) / ((double)covered / n);
     }
@@ -137,6 +167,12 @@ double gs_frag_node(const struct gs_workload *w, uint32_t model_id, int64_t cpu_
         const struct gs_task_type *m = &w->types[t];
         double p = m->p;
         bool cpu_fits = cpu_milli_free >= m->cpu_milli;
+        if (m->kind != GS_REQ_MILLI) {
+            /* Free milli alone cannot tell what memory, slots or instances are left. */
+            q2 += p * idle;
+            wt += (int64_t)m->count * idle;
+            continue;
+        }
         if (m->gpu_milli == 0) {
             /* A CPU-only task can use no GPU: all idle GPU is fragment to it. */
             if (cpu_fits)

@@ -32,5 +32,10 @@ static int score_clustering(struct gs_sched *s, const struct gs_pod_req *req, ui
     return GS_OK;
 }
 
-const struct policy_ops gs__policy_clustering = {"clustering", "03-GpuClustering", score_clustering,
-                                                 gs__pick_share_best, gs__pick_whole_lowest};
+const struct policy_ops gs__policy_clustering = {"clustering",
+                                                 "03-GpuClustering",
+                                                 score_clustering,
+                                                 gs__pick_share_best,
+                                                 gs__pick_whole_lowest,
+                                                 NULL,
+                                                 NULL};

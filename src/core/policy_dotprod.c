@@ -30,5 +30,5 @@ static int score_dotprod(struct gs_sched *s, const struct gs_pod_req *req, uint3
     return GS_OK;
 }
 
-const struct policy_ops gs__policy_dotprod = {"dotprod", "02-DotProd", score_dotprod,
-                                              gs__pick_share_best, gs__pick_whole_lowest};
+const struct policy_ops gs__policy_dotprod = {
+    "dotprod", "02-DotProd", score_dotprod, gs__pick_share_best, gs__pick_whole_lowest, NULL, NULL};

@@ -12,6 +12,11 @@
  *   3. a memo from (node state, request class) to score shared by all nodes, so nodes in
  *      identical states (most idle nodes, and many partly used ones) are evaluated once.
  * The scores are pure functions of (state, class), so the caches never change a result.
+ *
+ * A node whose fragmentation needs the per-GPU measure (gs__frag_full(): the workload has
+ * memory, MIG or time-sliced types, or the node has GPUs in other modes) is scored on its GPU
+ * records (policy_fgd_modes.c), through cache 2 only: its state is more than the free list
+ * cache 3 keys on. Memory and MIG requests are scored there too (score_kind, pick_kind).
  */
 #include "sched_int.h"
 
@@ -24,7 +29,7 @@
 
 /* ---- fgd ---------------------------------------------------------------------------------- */
 
-static int32_t fgd_score_of(double f_before, double f_after)
+int32_t gs__fgd_score_of(double f_before, double f_after)
 {
     double x = (f_before - f_after) / 1000.0;
     return (int32_t)(100.0 * (1.0 / (1.0 + exp(-x))));
@@ -38,7 +43,7 @@ static int32_t fgd_share_gpu(const struct gs_sched *s, uint32_t model, int64_t c
     int32_t after[GS_NODE_GPUS_MAX];
     memcpy(after, free_list, n_gpu * sizeof(*after));
     after[g] -= gpu_milli;
-    return fgd_score_of(f_before, gs_frag_node(s->w, model, cpu_after, after, n_gpu, NULL));
+    return gs__fgd_score_of(f_before, gs_frag_node(s->w, model, cpu_after, after, n_gpu, NULL));
 }
 
 /* FGD score of a request on a node state (descending free list); pure. */
@@ -67,14 +72,39 @@ static int32_t fgd_eval(const struct gs_sched *s, const struct gs_node *n,
     memcpy(after, n->gpu_free_desc, n->gpu_count * sizeof(*after));
     for (uint32_t r = 0; r < req->num_gpu; r++)
         after[r] = 0;
-    return fgd_score_of(f_before,
-                        gs_frag_node(s->w, n->model_id, cpu_after, after, n->gpu_count, NULL));
+    return gs__fgd_score_of(f_before,
+                            gs_frag_node(s->w, n->model_id, cpu_after, after, n->gpu_count, NULL));
+}
+
+static uint64_t class_hash(const struct req_class *k)
+{
+    uint64_t h = mix64((uint64_t)k->cpu_milli ^
+                       mix64(((uint64_t)k->gpu_milli << 32) ^ k->num_gpu ^ mix64(k->mask)));
+    if (k->kind == GS_REQ_MILLI)
+        return h;
+    uint64_t name = 0;
+    memcpy(&name, k->mig_profile, sizeof(name));
+    return mix64(h ^ mix64((uint64_t)k->gpu_mem_mib ^ ((uint64_t)k->kind << 56) ^
+                           ((uint64_t)k->gpu_mem_pct << 48) ^ ((uint64_t)k->timeslice_slots << 40) ^
+                           ((uint64_t)k->mig_count << 32) ^ mix64(name)));
 }
 
 static int class_of(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *cls)
 {
-    struct req_class key = {gs_cpu_nonzero(req->cpu_milli), req->gpu_milli, req->num_gpu,
-                            req->gpu_model_mask};
+    struct req_class key;
+    memset(&key, 0, sizeof(key));
+    key.cpu_milli = gs_cpu_nonzero(req->cpu_milli);
+    key.gpu_milli = req->gpu_milli;
+    key.num_gpu = req->num_gpu;
+    key.mask = req->gpu_model_mask;
+    key.kind = (uint8_t)gs_req_kind(req);
+    if (key.kind != GS_REQ_MILLI) {
+        key.gpu_mem_mib = req->gpu_mem_mib;
+        key.gpu_mem_pct = req->gpu_mem_pct;
+        key.timeslice_slots = req->timeslice_slots;
+        key.mig_count = req->mig_count;
+        memcpy(key.mig_profile, req->mig_profile, sizeof(key.mig_profile));
+    }
     if ((s->n_classes + 1) * 2 > s->class_slots_cap) {
         uint32_t cap = s->class_slots_cap ? s->class_slots_cap * 2 : 256;
         uint32_t *slots = gs__calloc(cap, sizeof(*slots));
@@ -90,17 +120,14 @@ static int class_of(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *
         s->class_slots_cap = cap;
         s->classes_cap = cap / 2;
         for (uint32_t c = 0; c < s->n_classes; c++) {
-            const struct req_class *k = &s->classes[c];
-            uint64_t h = mix64((uint64_t)k->cpu_milli ^
-                               mix64(((uint64_t)k->gpu_milli << 32) ^ k->num_gpu ^ mix64(k->mask)));
+            uint64_t h = class_hash(&s->classes[c]);
             uint32_t i = (uint32_t)h & (cap - 1);
             while (slots[i])
                 i = (i + 1) & (cap - 1);
             slots[i] = c + 1;
         }
     }
-    uint64_t h = mix64((uint64_t)key.cpu_milli ^
-                       mix64(((uint64_t)key.gpu_milli << 32) ^ key.num_gpu ^ mix64(key.mask)));
+    uint64_t h = class_hash(&key);
     uint32_t mask = s->class_slots_cap - 1;
     uint32_t i = (uint32_t)h & mask;
     for (;;) {
@@ -168,6 +195,11 @@ static int32_t fgd_node(struct gs_sched *s, uint32_t node, uint32_t cls,
     struct score_entry *ce = &s->cache[(size_t)node * s->cache_classes + cls];
     if (ce->gen == n->gen)
         return ce->score;
+    if (gs__frag_full(s, n)) {
+        ce->score = gs__fgd_milli_full(s, n, req, gs_sched_node_frag(s, node, NULL), NULL);
+        ce->gen = n->gen;
+        return ce->score;
+    }
     if (!s->memo) {
         s->memo = gs__calloc(1024, sizeof(*s->memo));
         if (!s->memo)
@@ -227,15 +259,19 @@ static int32_t fgd_node(struct gs_sched *s, uint32_t node, uint32_t cls,
     return score;
 }
 
+int gs__fgd_class(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *cls)
+{
+    int err = class_of(s, req, cls);
+    return err ? err : ensure_cache(s, *cls);
+}
+
 static int score_fgd(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf,
                      struct gs_rng *rng)
 {
     (void)rng;
     uint32_t cls;
-    int err = class_of(s, req, &cls);
+    int err = gs__fgd_class(s, req, &cls);
     if (err)
-        return err;
-    if ((err = ensure_cache(s, cls)) != GS_OK)
         return err;
     for (uint32_t k = 0; k < nf; k++) {
         int32_t sc = fgd_node(s, s->feasible[k], cls, req);
@@ -253,6 +289,11 @@ static uint32_t pick_share_fgd(struct gs_sched *s, const struct gs_node *n,
     (void)rng;
     uint32_t node = (uint32_t)(n - gs_cluster_node(s->c, 0));
     double f_before = gs_sched_node_frag(s, node, NULL);
+    if (gs__frag_full(s, n)) {
+        uint32_t gpu = 0;
+        (void)gs__fgd_milli_full(s, n, req, f_before, &gpu);
+        return gpu;
+    }
     int64_t cpu_after = n->cpu_milli_free - gs_cpu_nonzero(req->cpu_milli);
     int32_t list[GS_NODE_GPUS_MAX];
     for (uint32_t g = 0; g < n->gpu_count; g++)
@@ -272,5 +313,10 @@ static uint32_t pick_share_fgd(struct gs_sched *s, const struct gs_node *n,
     return pick;
 }
 
-const struct policy_ops gs__policy_fgd = {"fgd", "06-FGD", score_fgd, pick_share_fgd,
-                                          gs__pick_whole_lowest};
+const struct policy_ops gs__policy_fgd = {"fgd",
+                                          "06-FGD",
+                                          score_fgd,
+                                          pick_share_fgd,
+                                          gs__pick_whole_lowest,
+                                          gs__fgd_score_kind,
+                                          gs__fgd_pick_kind};

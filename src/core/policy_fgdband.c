@@ -44,5 +44,8 @@ static uint32_t pick_share_fgdband(struct gs_sched *s, const struct gs_node *n,
     return gs__policy_fgd.pick_share(s, n, req, rng);
 }
 
-const struct policy_ops gs__policy_fgdband = {"fgdband", "07-FGD-band", score_fgdband,
-                                              pick_share_fgdband, gs__pick_whole_lowest};
+/* Memory and MIG requests: FGD's gradient and pick, without the band (it was measured on whole
+ * milli GPUs only). */
+const struct policy_ops gs__policy_fgdband = {
+    "fgdband",          "07-FGD-band",    score_fgdband, pick_share_fgdband, gs__pick_whole_lowest,
+    gs__fgd_score_kind, gs__fgd_pick_kind};

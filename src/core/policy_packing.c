@@ -41,5 +41,6 @@ static int score_packing(struct gs_sched *s, const struct gs_pod_req *req, uint3
     return GS_OK;
 }
 
-const struct policy_ops gs__policy_packing = {"packing", "04-GpuPacking", score_packing,
-                                              gs__pick_share_best, gs__pick_whole_lowest};
+const struct policy_ops gs__policy_packing = {
+    "packing", "04-GpuPacking", score_packing, gs__pick_share_best, gs__pick_whole_lowest, NULL,
+    NULL};

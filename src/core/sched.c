@@ -71,8 +71,12 @@ double gs_sched_node_frag(struct gs_sched *s, uint32_t i, struct gs_frag *out)
         return 0;
     }
     if (s->nfrag_gen[i] != n->gen) {
-        gs_frag_node(s->w, n->model_id, n->cpu_milli_free, n->gpu_free_desc, n->gpu_count,
-                     &s->nfrag[i]);
+        if (gs__frag_full(s, n))
+            gs_frag_node_gpus(s->w, n->model_id, n->cpu_milli_free, n->gpus, n->gpu_count,
+                              &s->nfrag[i]);
+        else
+            gs_frag_node(s->w, n->model_id, n->cpu_milli_free, n->gpu_free_desc, n->gpu_count,
+                         &s->nfrag[i]);
         s->nfrag_gen[i] = n->gen;
     }
     if (out)
@@ -232,6 +236,7 @@ int gs_sched_new(struct gs_cluster *c, const struct gs_sched_config *cfg, struct
     s->c = c;
     s->ops = policies[p];
     s->w = cfg->workload;
+    s->w_modes = gs_workload_has_modes(s->w);
     s->nodes_to_find = cfg->nodes_to_find;
     int err = ensure_nodes(s);
     if (err) {
@@ -266,6 +271,7 @@ int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w)
     if (needs_workload(s->ops) && (!w || w->n_types == 0))
         return GS_EINVAL;
     s->w = w;
+    s->w_modes = gs_workload_has_modes(w);
     s->frag_valid = false;
     /* Every cache below holds values computed against the old workload. */
     if (s->nfrag_gen)
@@ -329,8 +335,9 @@ static inline bool fits(const struct gs_cluster *c, const struct gs_node_fit *fi
 /*
  * The score of a node for a request of a kind beyond milli (memory, time-slice slots, MIG
  * instances): best fit on what the kind takes, the node left with the least of it free scoring
- * highest, min-max scaled to 0..100 over the feasible nodes. Every policy uses it for these
- * kinds; FGD's measure covers milli-GPU only (issue 8 extends it to memory and MIG later).
+ * highest, min-max scaled to 0..100 over the feasible nodes. Every policy without a score_kind
+ * of its own uses it for these kinds; FGD and FGD-band score memory and MIG requests by the
+ * fragmentation gradient (policy_fgd_modes.c) and leave time-sliced slots to this one.
  */
 static int64_t kind_free(const struct gs_node *n, const struct gs_pod_req *req)
 {
@@ -518,9 +525,13 @@ static int filter_and_score(struct gs_sched *s, const struct gs_pod_req *req, ui
     }
     if (!nf)
         return GS_OK;
-    if (gs_req_kind(req) != GS_REQ_MILLI)
-        score_kind(s, req, nf);
-    else if ((err = s->ops->score(s, req, nf, rng)) != GS_OK)
+    if (gs_req_kind(req) != GS_REQ_MILLI) {
+        err = s->ops->score_kind ? s->ops->score_kind(s, req, nf) : GS__KIND_SHARED;
+        if (err == GS__KIND_SHARED)
+            score_kind(s, req, nf);
+        else if (err != GS_OK)
+            return err;
+    } else if ((err = s->ops->score(s, req, nf, rng)) != GS_OK)
         return err;
     return add_filter_scores(s, cls, nf);
 }
@@ -565,8 +576,12 @@ int gs_sched_place_class(struct gs_sched *s, const struct gs_pod_req *req, uint3
     }
     uint32_t node = s->feasible[best];
     const struct gs_node *n = gs_cluster_node(s->c, node);
-    if (gs_req_kind(req) != GS_REQ_MILLI)
-        return gs_node_pick_gpus(n, node, req, pl) == GS_OK ? GS_OK : GS_EUNSCHEDULABLE;
+    if (gs_req_kind(req) != GS_REQ_MILLI) {
+        err = s->ops->pick_kind ? s->ops->pick_kind(s, n, node, req, pl) : GS__KIND_SHARED;
+        if (err == GS__KIND_SHARED)
+            err = gs_node_pick_gpus(n, node, req, pl);
+        return err == GS_OK ? GS_OK : GS_EUNSCHEDULABLE;
+    }
     memset(pl, 0, sizeof(*pl));
     pl->node = node;
     pl->num_gpu = req->num_gpu;

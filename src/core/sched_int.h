@@ -17,6 +17,9 @@
 #define MAX_SPEC_CPU_MILLI 128000.0
 #define MAX_SPEC_GPU_MILLI 8000
 #define MEMO_CAP_MAX (1u << 18)
+/* score_kind / pick_kind: "not this policy's kind", use the shared rule (positive, never an
+ * error code). */
+#define GS__KIND_SHARED 1
 
 struct policy_ops {
     const char *name;
@@ -31,15 +34,32 @@ struct policy_ops {
      * GPUs; every policy today takes gs__pick_whole_lowest. */
     void (*pick_whole)(struct gs_sched *s, const struct gs_node *n, const struct gs_pod_req *req,
                        uint8_t *gpu_index);
+    /* Scores a request of a kind beyond milli (memory, MIG); NULL: the shared best-fit score
+     * of sched.c for every kind. Returns GS_OK, or GS__KIND_SHARED to leave the kind to best fit.
+     */
+    int (*score_kind)(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf);
+    /* Picks the GPUs (instances) of such a request on node `node`, the one score_kind scored;
+     * NULL, or GS__KIND_SHARED: gs_node_pick_gpus(). GS_OK or GS_EUNSCHEDULABLE. */
+    int (*pick_kind)(struct gs_sched *s, const struct gs_node *n, uint32_t node,
+                     const struct gs_pod_req *req, struct gs_placement *pl);
 };
 
-/* A request class: what the FGD score of a pod depends on. */
+/* A request class: what the FGD score of a pod depends on. Compared with memcmp, so laid out
+ * without implicit padding (the members beyond `mask` are 0 for a milli request). */
 struct req_class {
     int64_t cpu_milli;
     int32_t gpu_milli;
     uint32_t num_gpu;
     uint64_t mask;
+    int64_t gpu_mem_mib;
+    uint8_t kind;
+    uint8_t gpu_mem_pct;
+    uint8_t timeslice_slots;
+    uint8_t mig_count;
+    char mig_profile[GS_MIG_NAME_MAX];
+    uint8_t pad[4];
 };
+_Static_assert(sizeof(struct req_class) == 56, "no implicit padding in a class key");
 
 struct score_entry {
     uint64_t gen; /* node generation the score is valid for; 0 = empty */
@@ -60,6 +80,8 @@ struct gs_sched {
     struct gs_cluster *c;
     const struct policy_ops *ops;
     const struct gs_workload *w;
+    bool w_modes;   /* w has a type beyond milli (gs_workload_has_modes): every node is judged by
+                       gs_frag_node_gpus() */
     uint32_t *rank; /* tie-break rank by node index; rank_len entries */
     uint32_t rank_len;
     uint32_t *feasible;    /* scratch: feasible node indices of this decision */
@@ -103,6 +125,34 @@ static inline uint64_t mix64(uint64_t x)
     x ^= x >> 33;
     return x;
 }
+
+/*
+ * Whether node n's fragmentation needs the per-GPU measure (gs_frag_node_gpus()) rather than
+ * the free-milli one (gs_frag_node()): the workload has types beyond milli, or the node has a
+ * GPU that is not a plain fractions GPU. For a milli workload on fractions GPUs, the case of
+ * the 13-trace comparison, the two are bit-for-bit equal and the cheaper, memoised one is used.
+ */
+static inline bool gs__frag_full(const struct gs_sched *s, const struct gs_node *n)
+{
+    return s->w_modes ||
+           (n->share_flags & (GS_FIT_HAS_WHOLE | GS_FIT_HAS_TIMESLICE | GS_FIT_HAS_MIG));
+}
+
+/* FGD's score from F before and after a placement: trunc(100 x sigmoid((before - after) /
+ * 1000)) (policy_fgd.c). */
+int32_t gs__fgd_score_of(double f_before, double f_after);
+
+/* FGD on the per-GPU measure (policy_fgd_modes.c). The score of a milli request on node n (a
+ * sharing pod: its best GPU, the first by index reaching the best, into *gpu when not NULL). */
+int32_t gs__fgd_milli_full(const struct gs_sched *s, const struct gs_node *n,
+                           const struct gs_pod_req *req, double f_before, uint32_t *gpu);
+/* The FGD request class of req (interned) with the per-(node, class) score cache wide enough
+ * for it (policy_fgd.c). GS_OK or GS_ENOMEM. */
+int gs__fgd_class(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *cls);
+/* FGD's score_kind and pick_kind for memory and MIG requests (policy_fgd_modes.c). */
+int gs__fgd_score_kind(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf);
+int gs__fgd_pick_kind(struct gs_sched *s, const struct gs_node *n, uint32_t node,
+                      const struct gs_pod_req *req, struct gs_placement *pl);
 
 /* Shared pod, best fit: the GPU with the least free milli that still fits (sched.c). */
 uint32_t gs__pick_share_best(struct gs_sched *s, const struct gs_node *n,

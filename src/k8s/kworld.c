@@ -1179,8 +1179,9 @@ static const char *kind_of(const json_t *obj)
 /* Records the request of a GPU pod seen (ours or another scheduler's) for the workload. */
 static void wl_note(struct gs_kworld *w, const struct gs_pod_req *req)
 {
-    /* The FGD target workload is milli-GPU task types (frag.h); other kinds do not enter it. */
-    if (req->num_gpu == 0 || gs_req_kind(req) != GS_REQ_MILLI)
+    /* The FGD target workload is the GPU pods' task types (frag.h): milli, memory fractions,
+     * MIG instances and time-sliced slots alike. */
+    if (!gs_req_wants_gpu(req))
         return;
     if (!w->wl_seen && !(w->wl_seen = calloc(WL_SAMPLES, sizeof(*w->wl_seen))))
         return; /* the workload only guides scores: keep the one we have */
@@ -1239,7 +1240,7 @@ static int build_workload(struct gs_kworld *w)
         const json_t *spec = json_object_get(obj, "spec");
         if (pod_request(spec, "cpu", 1e-3, &t.spec.req.cpu_milli) != 0 ||
             gs__kworld_pod_gpus(obj, spec, &t.spec.req, t.reason, sizeof(t.reason)) != 0 ||
-            t.spec.req.num_gpu == 0 || gs_req_kind(&t.spec.req) != GS_REQ_MILLI)
+            !gs_req_wants_gpu(&t.spec.req))
             continue;
         reqs[k] = t.spec.req;
         specs[k++] = "";

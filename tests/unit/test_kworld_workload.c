@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "gpusched/err.h"
+#include "gpusched/frag.h"
 #include "gpusched/kworld.h"
 
 static void apply(struct gs_kworld *w, const char *text)
@@ -158,11 +159,65 @@ static void test_workload_from_the_dump_first(void **state)
     gs_kworld_free(w);
 }
 
+/* A pod of ours with the given annotations and limits (JSON members, may be ""). */
+static void pod_with(struct gs_kworld *w, int i, const char *ann, const char *lim)
+{
+    char t[1024];
+    (void)snprintf(t, sizeof(t),
+                   "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%d\","
+                   "\"namespace\":\"t\",\"uid\":\"u%d\",\"annotations\":{%s}},\"spec\":{"
+                   "\"schedulerName\":\"gpusched\",\"containers\":[{\"name\":\"c\",\"resources\":"
+                   "{\"limits\":{%s},\"requests\":{\"cpu\":\"1\"}}}]}}",
+                   i, i, ann, lim);
+    apply(w, t);
+}
+
+static void test_workload_takes_memory_and_mig_pods(void **state)
+{
+    (void)state;
+    /* Before the first cycle: 2 pods of one whole GPU, one KAI gpu-memory 40000 MiB pod, one
+     * nvidia.com/mig-3g.40gb pod. All four are GPU pods of the workload (they were left out
+     * when FGD measured milli only): p 2/4, 1/4 and 1/4. */
+    struct gs_kworld *w = world();
+    node(w, "a", 8);
+    pod_with(w, 0, "", "\"nvidia.com/gpu\":\"1\"");
+    pod_with(w, 1, "", "\"nvidia.com/gpu\":\"1\"");
+    pod_with(w, 2, "\"gpu-memory\":\"40000\"", "");
+    pod_with(w, 3, "", "\"nvidia.com/mig-3g.40gb\":\"1\"");
+    cycle(w);
+    const struct gs_workload *wl = gs_kworld_workload(w, NULL);
+    assert_non_null(wl);
+    assert_int_equal(wl->n_types, 3);
+    assert_true(gs_workload_has_modes(wl));
+    int seen = 0;
+    for (uint32_t i = 0; i < wl->n_types; i++) {
+        const struct gs_task_type *t = &wl->types[i];
+        if (t->kind == GS_REQ_MILLI) {
+            assert_int_equal(t->gpu_milli, 1000);
+            assert_true(t->p == 0.5);
+            seen |= 1;
+        } else if (t->kind == GS_REQ_MEMORY) {
+            assert_int_equal(t->gpu_mem_mib, 40000);
+            assert_true(t->p == 0.25);
+            seen |= 2;
+        } else {
+            assert_int_equal(t->kind, GS_REQ_MIG);
+            assert_string_equal(t->mig_profile, "3g.40gb");
+            assert_int_equal(t->mig_count, 1);
+            assert_true(t->p == 0.25);
+            seen |= 4;
+        }
+    }
+    assert_int_equal(seen, 7);
+    gs_kworld_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_workload_learned_from_arrivals),
         cmocka_unit_test(test_workload_from_the_dump_first),
+        cmocka_unit_test(test_workload_takes_memory_and_mig_pods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
