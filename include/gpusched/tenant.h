@@ -286,6 +286,10 @@ struct gs_engine;
  */
 int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, struct gs_engine **out);
 
+/** Returns the cluster the engine was created over (borrowed), e.g. to look up model ids for
+ *  gs_queue_spec.by_model with gs_cluster_model_id(). */
+struct gs_cluster *gs_engine_cluster(const struct gs_engine *e);
+
 /** Frees an engine (not the cluster; bound pods stay bound). NULL is a no-op. */
 void gs_engine_free(struct gs_engine *e);
 

@@ -90,6 +90,11 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
     return GS_OK;
 }
 
+struct gs_cluster *gs_engine_cluster(const struct gs_engine *e)
+{
+    return e->c;
+}
+
 void gs_engine_free(struct gs_engine *e)
 {
     if (!e)
