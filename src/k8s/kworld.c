@@ -21,6 +21,7 @@
 #include "kworld_gpus.h"
 #include "kworld_inv.h"
 #include "kworld_pdb.h"
+#include "kworld_queue.h"
 #include "kworld_xres.h"
 #include "kjson.h"
 
@@ -589,24 +590,6 @@ static int apply_priority_class(struct gs_kworld *w, const json_t *obj)
     return GS_OK;
 }
 
-/* Converts one Queue resource field; -1 (or absent for a limit) means unlimited. */
-static int queue_amount(const json_t *v, int res, bool kai, int64_t dflt, int64_t *out)
-{
-    if (!v) {
-        *out = dflt;
-        return 0;
-    }
-    if (json_is_number(v) && json_number_value(v) < 0) {
-        *out = GS_UNLIMITED;
-        return 0;
-    }
-    if (res == GS_RES_GPU)
-        return quantity(v, 1e-3, true, out); /* GPUs, fractional: to milli */
-    if (res == GS_RES_CPU)
-        return quantity(v, kai ? 1.0 : 1e-3, true, out);              /* KAI: millicores */
-    return quantity(v, kai ? 1048576.0 / 1e6 : 1048576.0, true, out); /* KAI: MB */
-}
-
 static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, size_t cap)
 {
     const char *name = jstr(json_object_get(obj, "metadata"), "name");
@@ -627,8 +610,8 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
     double weight = -1;
     for (int r = 0; r < GS_RES_COUNT; r++) {
         const json_t *rv = jpath(json_object_get(spec, "resources"), res_names[r], NULL);
-        if (queue_amount(json_object_get(rv, "quota"), r, kai, 0, &q.quota[r]) != 0 ||
-            queue_amount(json_object_get(rv, "limit"), r, kai, GS_UNLIMITED, &q.limit[r]) != 0)
+        if (gs__kqueue_amount(json_object_get(rv, "quota"), r, kai, 0, &q.quota[r]) != 0 ||
+            gs__kqueue_amount(json_object_get(rv, "limit"), r, kai, GS_UNLIMITED, &q.limit[r]) != 0)
             return fail(w, "Queue %s: spec.resources.%s: quota and limit must be quantities", name,
                         res_names[r]);
         if (q.quota[r] == GS_UNLIMITED) /* guaranteed its demand up to its limit */
@@ -638,6 +621,12 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
             weight = json_number_value(wv);
     }
     q.over_quota_weight = weight < 0 ? 1.0 : weight;
+    struct gs_model_quota by_model[GS_MODELS_MAX];
+    char why[256];
+    if (gs__kqueue_by_model(jpath(json_object_get(spec, "resources"), "gpu", "byModel"), w->c,
+                            by_model, &q.n_by_model, why, sizeof(why)) != 0)
+        return fail(w, "Queue %s: %s", name, why);
+    q.by_model = by_model;
     uint32_t id;
     int err = gs_engine_add_queue(w->e, &q, &id);
     if (err == GS_ENOMEM)
@@ -645,7 +634,8 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
     if (err)
         return fail(w,
                     "Queue %s: refused by the engine (%s): names are up to 63 of "
-                    "[A-Za-z0-9._-], limits at least the quota, children within the parent",
+                    "[A-Za-z0-9._-], limits at least the quota, children within the parent "
+                    "(per GPU model too), byModel quotas within the gpu limit",
                     name, gs_strerror(err));
     return json_object_set_new(w->queues, name, json_integer(id)) ? GS_ENOMEM : GS_OK;
 }

@@ -27,4 +27,4 @@ private_plane
 # The policies are those tests/integration/whatif.sh runs each case with.
 python3 "$HERE/two_drivers.py" "$bin" "$SRC" selector:fgd foreign:fgd reclaim:fgd preempt:fgd \
     inventory:fgd xres:bestfit sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd \
-    sharing_adopt:fgd mig_capacity:fgd
+    sharing_adopt:fgd mig_capacity:fgd by_model:bestfit
