@@ -67,16 +67,12 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
     /* The root queue: everything, unlimited. */
     e->q = gs__calloc(8, sizeof(*e->q));
     e->capq = 8;
-    if (!e->q || !(e->q[0].name = gs__dup_str("root"))) {
-        gs_engine_free(e);
-        return GS_ENOMEM;
-    }
     e->m_alloc = gs__calloc((size_t)8 * GS_MODELS_MAX, sizeof(*e->m_alloc));
-    if (!e->m_alloc) {
+    e->m_alloc_capq = 8;
+    if (!e->q || !e->m_alloc || !(e->q[0].name = gs__dup_str("root"))) {
         gs_engine_free(e);
         return GS_ENOMEM;
     }
-    e->m_alloc_capq = 8;
     e->nq = 1;
     e->q[0].parent = NO_ID;
     e->q[0].first_child = e->q[0].next_sibling = NO_ID;
