@@ -31,7 +31,9 @@
  *    other schedulers' pods hold capacity only); Succeeded and Failed pods hold nothing.
  *  - Queue (`scheduling.gpusched.io/v1alpha1`, and KAI's `scheduling.run.ai/v2` with its
  *    units): spec.parentQueue, spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight},
- *    -1 unlimited; gpu in GPUs (fractions allowed), cpu in cores, memory a quantity.
+ *    -1 unlimited; gpu in GPUs (fractions allowed), cpu in cores, memory a quantity; and
+ *    spec.resources.gpu.byModel.<model>.{quota,limit} in GPUs, per GPU model (the nodes'
+ *    nvidia.com/gpu.product value; gs_queue_spec.by_model; KAI's Queue has no such field).
  *  - PriorityClass: value, globalDefault, label `gpusched.io/preemptible: "false"`.
  *  - PodGroup (`scheduling.x-k8s.io`, Volcano's `scheduling.volcano.sh`): spec.minMember,
  *    spec.scheduleTimeoutSeconds.
