@@ -15,7 +15,7 @@
 #include "gpusched/sched.h"
 #include "tenant_int.h"
 
-/* ---- per-GPU-model bounds ------------------------------------------------------------------ */
+/* ---- per-GPU-model bounds -------------------------------------------------------------------- */
 
 /* Whether queue qi's entry mq blocks g more milli-GPU of its model: its limit, or (over-quota
  * weight 0) its quota. */
@@ -314,8 +314,7 @@ struct victim_unit {
     int64_t loss_model; /* their GPU charge on nodes of the victim's node's GPU model */
 };
 
-/* ---- per-model reclaim ------------------------------------------------------------------------
- */
+/* ---- per-model reclaim ----------------------------------------------------------------------- */
 
 /* The lowest common ancestor of queues a and b (the root at worst). */
 static uint32_t common_ancestor(const struct gs_engine *e, uint32_t a, uint32_t b)
