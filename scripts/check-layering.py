@@ -54,7 +54,8 @@ KWORLD_FILES = {"kworld.c", "kquantity.c", "kselect.c", "kselect.h", "kworld_inv
                 "kworld_inv.h", "kworld_gpus.c", "kworld_gpus.h", "kworld_xres.c", "kworld_xres.h",
                 "kworld_capmig.c", "kworld_capmig.h", "kworld_pdb.c", "kworld_pdb.h",
                 "kworld_queue.c", "kworld_queue.h",
-                "kworld_kai.c", "kworld_kai.h",
+                "kworld_kai.c", "kworld_kai.h", "kworld_qspec.c", "kworld_qspec.h",
+                "kworld_node.c", "kworld_int.h",
                 "kjson.h", "yamljson.c", "yamljson.h"}
 # The admission webhook sits above both: it reads Pod quantities as the translation does and
 # serves on the address reader of the client's HTTP servers.

@@ -34,7 +34,9 @@
  *  - Queue (`scheduling.gpusched.io/v1alpha1`, and KAI's `scheduling.run.ai/v2` with its
  *    units): spec.parentQueue, spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight},
  *    -1 unlimited; gpu in GPUs (fractions allowed), cpu in cores, memory a quantity (KAI: cpu
- *    in millicores, memory in MB); the other fields of a KAI Queue's spec are named in one
+ *    in millicores, memory in MB); and spec.resources.gpu.byModel.<model>.{quota,limit} in
+ *    GPUs, per GPU model (the nodes' nvidia.com/gpu.product value; gs_queue_spec.by_model;
+ *    KAI's Queue has no such field); the other fields of a KAI Queue's spec are named in one
  *    warning (on_warning) when the queue is created.
  *  - PriorityClass: value, globalDefault, preemptionPolicy; label `gpusched.io/preemptible`
  *    ("false": never a victim; any other value: preemptible); without the label a class is

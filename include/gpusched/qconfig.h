@@ -1,8 +1,9 @@
 /*
  * Queue and PriorityClass configuration in YAML (read with libyaml), shaped like KAI-Scheduler's
- * Queue (spec.parentQueue, spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight}) and
- * Kueue's ClusterQueue, plus the rules that map trace pods to queues and PriorityClasses (the
- * trace has no team column). docs/queues.md documents the format with an example;
+ * Queue (spec.parentQueue, spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight}, and
+ * per-GPU-model bounds resources.gpu.byModel.<model>.{quota,limit}) and Kueue's ClusterQueue,
+ * plus the rules that map trace pods to queues and PriorityClasses (the trace has no team
+ * column). docs/queues.md documents the format with an example;
  * data/alibaba-gpu-v2023/queues.yaml is the example for the bundled trace.
  *
  * Units in the file follow Kubernetes: GPUs as a count (fractions allowed, "0.5"), CPU as cores
@@ -33,7 +34,8 @@ struct gs_qconfig;
  * Reads and validates a configuration file.
  * Errors name the line (and column) of the offending node: malformed YAML, unknown key, a value
  * of the wrong type or unit, a queue or PriorityClass name that is not a DNS-1123 subdomain,
- * negative quantities, a limit below its quota, an unknown parent
+ * negative quantities, a limit below its quota (overall or per GPU model), a per-model quota above
+ * the queue's gpu limit, children's per-model quotas above their parent's, an unknown parent
  * queue, a cycle of parents, children's quotas above their parent's, duplicate names, a rule
  * naming an unknown queue or PriorityClass, a pod rule that can send pods to a non-leaf queue,
  * an unknown QoS name; and the bounds: nesting (YAML or queue tree) deeper than
@@ -67,9 +69,12 @@ void gs_qconfig_free(struct gs_qconfig *qc);
  * added in file order, except that a queue listed before its parent is added right after it,
  * so ids follow the file when parents come first. Each queue gets its quotas (a parent without
  * a quota for a resource gets its children's sum), limits, over-quota weight and min run time
- * (its own preemptMinRuntime, else its nearest ancestor's, else the top-level one).
+ * (its own preemptMinRuntime, else its nearest ancestor's, else the top-level one), and its
+ * per-GPU-model entries with model ids from the engine's cluster (gs_engine_cluster(); a model
+ * no node has yet is added to the cluster's table).
  * @param qc    borrowed; the engine copies what it keeps.
- * @param diag  filled on error with the position of the refused queue's or class's name;
+ * @param diag  filled on error with the position of the refused queue's or class's name (of
+ *              the byModel key when the cluster refuses a model: too many models);
  *              zeroed on success; may be NULL.
  * @return GS_OK; an engine error (GS_EINVAL, GS_EEXIST, GS_ENOENT, GS_ENOMEM); the engine may
  *         then hold part of the tree and should be discarded.

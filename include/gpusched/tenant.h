@@ -44,6 +44,21 @@ enum gs_res {
 /** The root queue's id; every queue tree hangs below it. */
 #define GS_QUEUE_ROOT 0u
 
+/**
+ * A queue's bound on the GPUs of one model (the Queue's spec.resources.gpu.byModel entry; Kueue's
+ * nominalQuota and borrowingLimit of one ResourceFlavor). A queue's pods are charged, per model,
+ * the milli-GPU they hold on nodes of that model (a pod that may use several models is charged to
+ * the one it lands on); the queue's overall GPU quota and limit still apply. A model without an
+ * entry is bound by the overall values only. docs/queues.md ("GPU models") states the rules.
+ */
+struct gs_model_quota {
+    uint32_t model;      /**< GPU model id of the engine's cluster (gs_cluster_model_id()) */
+    int64_t quota_milli; /**< milli-GPU of this model guaranteed to the queue, >= 0: a queue below
+                              it may reclaim GPUs of this model from queues above theirs */
+    int64_t limit_milli; /**< cap on the milli-GPU of this model its subtree holds, >= quota, or
+                              GS_UNLIMITED */
+};
+
 /** A queue. Borrowed by gs_engine_add_queue(), which copies it. */
 struct gs_queue_spec {
     const char *name;            /**< unique, non-empty */
@@ -52,6 +67,10 @@ struct gs_queue_spec {
     int64_t limit[GS_RES_COUNT]; /**< hard cap per resource (>= quota) or GS_UNLIMITED */
     double over_quota_weight;    /**< share of the leftover, >= 0 (0: never borrows) */
     int64_t min_runtime_ms;      /**< its pods are never evicted before running this long */
+    /** Per-GPU-model bounds: n_by_model entries, distinct models (borrowed, copied); NULL when
+     *  n_by_model is 0 (no per-model bounds). */
+    const struct gs_model_quota *by_model;
+    uint32_t n_by_model; /**< entries in by_model, <= GS_MODELS_MAX */
 };
 
 /** A PriorityClass. */
@@ -272,6 +291,10 @@ struct gs_engine;
  */
 int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, struct gs_engine **out);
 
+/** Returns the cluster the engine was created over (borrowed), e.g. to look up model ids for
+ *  gs_queue_spec.by_model with gs_cluster_model_id(). */
+struct gs_cluster *gs_engine_cluster(const struct gs_engine *e);
+
 /** Frees an engine (not the cluster; bound pods stay bound). NULL is a no-op. */
 void gs_engine_free(struct gs_engine *e);
 
@@ -291,7 +314,9 @@ int gs_engine_set_workload(struct gs_engine *e, const struct gs_workload *w);
  *         not a DNS-1123 subdomain of at most 253 characters (gpusched/names.h), negative values,
  *         limit below quota, or
  * children's quotas summing above the parent's quota for a resource where the parent has a finite
- * quota; GS_ENOMEM. Unchanged on failure.
+ * quota; per-model entries (by_model) with a model the cluster does not know, a model twice, a
+ * quota below 0 or above the entry's limit or above the queue's overall GPU limit, or children's
+ * quotas for a model summing above the parent's entry for it; GS_ENOMEM. Unchanged on failure.
  */
 int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, uint32_t *id);
 
@@ -309,8 +334,10 @@ int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, u
  * @param spec  borrowed; name and parent must be the queue's own (a queue is not renamed or moved).
  * @return GS_OK; GS_EINVAL an unknown id or the root, another name or parent, negative values,
  *         limit below quota, the queue's quota making its siblings' quotas sum above their
- *         parent's finite quota, or a finite quota below the sum of its children's. Unchanged on
- *         failure.
+ *         parent's finite quota, or a finite quota below the sum of its children's; the
+ *         per-model entries (which replace the old ones whole) under the rules of
+ *         gs_engine_add_queue(), and no model limit below what the subtree holds of that model
+ *         now. Unchanged on failure.
  */
 int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_queue_spec *spec);
 
@@ -592,6 +619,22 @@ int gs_engine_queue_info(const struct gs_engine *e, uint32_t id, struct gs_queue
  */
 int gs_engine_queue_path(const struct gs_engine *e, uint32_t id, char *buf, size_t cap,
                          const char **top);
+
+/** A queue's books for one GPU model. */
+struct gs_queue_model_info {
+    bool bounded;            /**< the queue has a by_model entry for the model */
+    int64_t quota_milli;     /**< the entry's quota; 0 without one */
+    int64_t limit_milli;     /**< the entry's limit; GS_UNLIMITED without one */
+    int64_t allocated_milli; /**< milli-GPU its subtree's running pods hold on nodes of the
+                                  model (memory, slot and MIG pods at their charge, charge.h) */
+};
+
+/**
+ * Reads queue `id`'s per-model bound and allocation for GPU model `model`.
+ * @return GS_OK; GS_EINVAL for a bad queue id or a model id >= GS_MODELS_MAX.
+ */
+int gs_engine_queue_model_info(const struct gs_engine *e, uint32_t id, uint32_t model,
+                               struct gs_queue_model_info *out);
 
 /** Returns the number of gangs added. */
 uint32_t gs_engine_gang_count(const struct gs_engine *e);

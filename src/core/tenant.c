@@ -67,7 +67,9 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
     /* The root queue: everything, unlimited. */
     e->q = gs__calloc(8, sizeof(*e->q));
     e->capq = 8;
-    if (!e->q || !(e->q[0].name = gs__dup_str("root"))) {
+    e->m_alloc = gs__calloc((size_t)8 * GS_MODELS_MAX, sizeof(*e->m_alloc));
+    e->m_alloc_capq = 8;
+    if (!e->q || !e->m_alloc || !(e->q[0].name = gs__dup_str("root"))) {
         gs_engine_free(e);
         return GS_ENOMEM;
     }
@@ -84,6 +86,11 @@ int gs_engine_new(struct gs_cluster *c, const struct gs_engine_config *cfg, stru
     return GS_OK;
 }
 
+struct gs_cluster *gs_engine_cluster(const struct gs_engine *e)
+{
+    return e->c;
+}
+
 void gs_engine_free(struct gs_engine *e)
 {
     if (!e)
@@ -92,6 +99,7 @@ void gs_engine_free(struct gs_engine *e)
         /* nq is 0 while q is NULL (calloc); the analyzer forgets that once &e->sched escapes. */
         /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
         gs__free(e->q[i].name);
+        gs__free(e->q[i].mq);
         for (uint32_t f = 0; f < e->q[i].n_flavors; f++)
             gs__heap_fini(&e->q[i].flavors[f].heap);
         gs__free(e->q[i].flavors);
@@ -119,6 +127,7 @@ void gs_engine_free(struct gs_engine *e)
     gs__free(e->node_npods);
     gs__free(e->node_cappods);
     gs__free(e->q);
+    gs__free(e->m_alloc);
     gs__free(e->pc);
     gs__free(e->g);
     gs__free(e->p);
@@ -152,6 +161,75 @@ int gs_engine_find_queue(const struct gs_engine *e, const char *name)
     return -1;
 }
 
+const struct gs_model_quota *gs__queue_model(const struct queue *q, uint32_t model)
+{
+    for (uint32_t i = 0; i < q->n_mq; i++)
+        if (q->mq[i].model == model)
+            return &q->mq[i];
+    return NULL;
+}
+
+/* The quota queue q has for model m: its entry's, else 0. */
+static int64_t model_quota_of(const struct queue *q, uint32_t m)
+{
+    const struct gs_model_quota *mq = gs__queue_model(q, m);
+    return mq ? mq->quota_milli : 0;
+}
+
+/*
+ * Checks spec's per-model entries for queue `self` (NO_ID: a queue being added under
+ * spec->parent): known, distinct models; 0 <= quota <= limit and quota within the overall GPU
+ * limit; the siblings' quotas for a model within the parent's entry for it; and, for an update,
+ * the children's quotas within the new entries and no limit below what the subtree holds.
+ */
+static bool models_ok(const struct gs_engine *e, const struct gs_queue_spec *spec, uint32_t self)
+{
+    if (spec->n_by_model > GS_MODELS_MAX || (spec->n_by_model > 0 && !spec->by_model))
+        return false;
+    const struct queue *par = &e->q[spec->parent];
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < spec->n_by_model; i++) {
+        const struct gs_model_quota *m = &spec->by_model[i];
+        if (m->model >= GS_MODELS_MAX || !gs_cluster_model_name(e->c, m->model) ||
+            (seen & (UINT64_C(1) << m->model)) || m->quota_milli < 0 ||
+            m->limit_milli < m->quota_milli ||
+            (spec->limit[GS_RES_GPU] != GS_UNLIMITED && m->quota_milli > spec->limit[GS_RES_GPU]))
+            return false;
+        seen |= UINT64_C(1) << m->model;
+        const struct gs_model_quota *pm = gs__queue_model(par, m->model);
+        if (pm) {
+            int64_t sum = m->quota_milli;
+            for (uint32_t ch = par->first_child; ch != NO_ID; ch = e->q[ch].next_sibling)
+                sum += ch == self ? 0 : model_quota_of(&e->q[ch], m->model);
+            if (sum > pm->quota_milli)
+                return false;
+        }
+        if (self == NO_ID)
+            continue;
+        int64_t sum = 0;
+        for (uint32_t ch = e->q[self].first_child; ch != NO_ID; ch = e->q[ch].next_sibling)
+            sum += model_quota_of(&e->q[ch], m->model);
+        if (sum > m->quota_milli ||
+            (m->limit_milli != GS_UNLIMITED &&
+             e->m_alloc[(size_t)self * GS_MODELS_MAX + m->model] > m->limit_milli))
+            return false;
+    }
+    return true;
+}
+
+/* Copies spec's per-model entries into *out (NULL when there are none). */
+static int copy_models(const struct gs_queue_spec *spec, struct gs_model_quota **out)
+{
+    *out = NULL;
+    if (spec->n_by_model == 0)
+        return GS_OK;
+    *out = gs__malloc(spec->n_by_model * sizeof(**out));
+    if (!*out)
+        return GS_ENOMEM;
+    memcpy(*out, spec->by_model, spec->n_by_model * sizeof(**out));
+    return GS_OK;
+}
+
 int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, uint32_t *id)
 {
     if (!spec->name || !*spec->name || !(spec->over_quota_weight >= 0) || spec->min_runtime_ms < 0)
@@ -174,12 +252,28 @@ int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, u
                 return GS_EINVAL;
         }
     }
+    if (!models_ok(e, spec, NO_ID))
+        return GS_EINVAL;
     int err = gs__grow((void **)&e->q, &e->capq, e->nq + 1, sizeof(*e->q));
     if (err)
         return err;
+    if (e->capq > e->m_alloc_capq) {
+        int64_t *ma = gs__realloc(e->m_alloc, (size_t)e->capq * GS_MODELS_MAX * sizeof(*ma));
+        if (!ma)
+            return GS_ENOMEM;
+        memset(ma + (size_t)e->m_alloc_capq * GS_MODELS_MAX, 0,
+               (size_t)(e->capq - e->m_alloc_capq) * GS_MODELS_MAX * sizeof(*ma));
+        e->m_alloc = ma;
+        e->m_alloc_capq = e->capq;
+    }
+    struct gs_model_quota *mq;
+    if ((err = copy_models(spec, &mq)) != GS_OK)
+        return err;
     char *name = gs__dup_str(spec->name);
-    if (!name)
+    if (!name) {
+        gs__free(mq);
         return GS_ENOMEM;
+    }
     uint32_t qi = e->nq;
     struct queue *q = &e->q[qi];
     memset(q, 0, sizeof(*q));
@@ -190,6 +284,8 @@ int gs_engine_add_queue(struct gs_engine *e, const struct gs_queue_spec *spec, u
     memcpy(q->limit, spec->limit, sizeof(q->limit));
     q->weight = spec->over_quota_weight;
     q->min_runtime_ms = spec->min_runtime_ms;
+    q->mq = mq;
+    q->n_mq = spec->n_by_model;
     /* Append as the last child so children stay in id order. */
     par = &e->q[spec->parent];
     q->next_sibling = NO_ID;
@@ -274,10 +370,20 @@ int gs_engine_update_queue(struct gs_engine *e, uint32_t id, const struct gs_que
                 return GS_EINVAL;
         }
     }
+    if (!models_ok(e, spec, id))
+        return GS_EINVAL;
+    struct gs_model_quota *mq;
+    int err = copy_models(spec, &mq);
+    if (err)
+        return err;
+    struct queue *w = &e->q[id];
+    gs__free(w->mq);
+    w->mq = mq;
+    w->n_mq = spec->n_by_model;
     set_caps(e, id, spec->quota, spec->limit);
-    e->q[id].deleted = false;
-    e->q[id].weight = spec->over_quota_weight;
-    e->q[id].min_runtime_ms = spec->min_runtime_ms;
+    w->deleted = false;
+    w->weight = spec->over_quota_weight;
+    w->min_runtime_ms = spec->min_runtime_ms;
     caps_changed(e, id);
     return GS_OK;
 }
@@ -290,7 +396,7 @@ int gs_engine_delete_queue(struct gs_engine *e, uint32_t id)
         if (!e->q[ch].deleted)
             return GS_EINVAL;
     const int64_t zero[GS_RES_COUNT] = {0};
-    set_caps(e, id, zero, zero);
+    set_caps(e, id, zero, zero); /* per-model entries stay: they count what its pods hold */
     e->q[id].deleted = true;
     caps_changed(e, id);
     return GS_OK;
@@ -345,6 +451,26 @@ void gs__account(struct gs_engine *e, uint32_t qi, int which, const int64_t r[],
         for (int k = 0; k < GS_RES_COUNT; k++)
             v[k] += sign * r[k];
     }
+}
+
+/* The GPU model of a node with GPUs; -1 for a node without. */
+int gs__model_of_node(const struct gs_engine *e, uint32_t node)
+{
+    const struct gs_node *nd = gs_cluster_node(e->c, node);
+    return nd && nd->gpu_count > 0 && nd->model_id < GS_MODELS_MAX ? (int)nd->model_id : -1;
+}
+
+/* Adds sign x the pod's request to its queue's (and ancestors') allocation, and its GPU charge
+ * to their books for the model of `node`, where it runs or ran. */
+void gs__account_alloc(struct gs_engine *e, uint32_t pod, uint32_t node, int sign)
+{
+    const struct tpod *p = &e->p[pod];
+    gs__account(e, p->queue, 0, p->r, sign);
+    int m = p->r[GS_RES_GPU] > 0 ? gs__model_of_node(e, node) : -1;
+    if (m < 0)
+        return;
+    for (uint32_t a = p->queue; a != NO_ID; a = e->q[a].parent)
+        e->m_alloc[(size_t)a * GS_MODELS_MAX + (uint32_t)m] += sign * p->r[GS_RES_GPU];
 }
 
 /* Writes an amount of resource r for a reason text: "2 GPUs", "1.5 GPUs", "4000 milli-CPU". */
@@ -417,6 +543,19 @@ int gs_engine_queue_info(const struct gs_engine *e, uint32_t id, struct gs_queue
     out->running = q->running;
     out->evictions_suffered = q->ev_suffered;
     out->evictions_caused = q->ev_caused;
+    return GS_OK;
+}
+
+int gs_engine_queue_model_info(const struct gs_engine *e, uint32_t id, uint32_t model,
+                               struct gs_queue_model_info *out)
+{
+    if (id >= e->nq || model >= GS_MODELS_MAX)
+        return GS_EINVAL;
+    const struct gs_model_quota *mq = gs__queue_model(&e->q[id], model);
+    out->bounded = mq != NULL;
+    out->quota_milli = mq ? mq->quota_milli : 0;
+    out->limit_milli = mq ? mq->limit_milli : GS_UNLIMITED;
+    out->allocated_milli = e->m_alloc[(size_t)id * GS_MODELS_MAX + model];
     return GS_OK;
 }
 
@@ -570,6 +709,58 @@ static int check_xres(const struct gs_engine *e, char *msg, size_t cap)
     return GS_OK;
 }
 
+/* Per-model books: each queue's m_alloc equals what its subtree's running pods hold on nodes of
+ * each model, and no queue is above a model limit except by adopted pods. */
+static int check_model_books(const struct gs_engine *e, char *msg, size_t cap)
+{
+    size_t n = (size_t)e->nq * GS_MODELS_MAX;
+    int64_t *held = gs__calloc(n, sizeof(*held)), *adopted = gs__calloc(n, sizeof(*adopted));
+    int err = GS_EINVAL;
+    if (!held || !adopted) {
+        (void)snprintf(msg, cap, "out of memory");
+        err = GS_ENOMEM;
+        goto out;
+    }
+    for (uint32_t i = 0; i < e->np; i++) {
+        const struct tpod *p = &e->p[i];
+        int m = p->state == GS_TPOD_RUNNING && p->r[GS_RES_GPU] > 0
+                    ? gs__model_of_node(e, p->pl.node)
+                    : -1;
+        for (uint32_t a = p->queue; m >= 0 && a != NO_ID; a = e->q[a].parent) {
+            held[(size_t)a * GS_MODELS_MAX + (uint32_t)m] += p->r[GS_RES_GPU];
+            if (p->adopted)
+                adopted[(size_t)a * GS_MODELS_MAX + (uint32_t)m] += p->r[GS_RES_GPU];
+        }
+    }
+    for (uint32_t qi = 0; qi < e->nq; qi++) {
+        const struct queue *q = &e->q[qi];
+        for (uint32_t m = 0; m < GS_MODELS_MAX; m++) {
+            size_t k = (size_t)qi * GS_MODELS_MAX + m;
+            if (e->m_alloc[k] != held[k]) {
+                (void)snprintf(msg, cap, "queue %s GPU model %u: books say %lld milli, pods %lld",
+                               q->name, m, (long long)e->m_alloc[k], (long long)held[k]);
+                goto out;
+            }
+        }
+        for (uint32_t i = 0; i < q->n_mq; i++) {
+            const struct gs_model_quota *mq = &q->mq[i];
+            size_t k = (size_t)qi * GS_MODELS_MAX + mq->model;
+            if (mq->limit_milli != GS_UNLIMITED && e->m_alloc[k] - adopted[k] > mq->limit_milli) {
+                (void)snprintf(msg, cap,
+                               "queue %s is above its limit for GPU model %s: %lld > %lld", q->name,
+                               gs_cluster_model_name(e->c, mq->model), (long long)e->m_alloc[k],
+                               (long long)mq->limit_milli);
+                goto out;
+            }
+        }
+    }
+    err = GS_OK;
+out:
+    gs__free(held);
+    gs__free(adopted);
+    return err;
+}
+
 int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
 {
     int err = GS_EINVAL;
@@ -659,6 +850,9 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
     }
     if (check_xres(e, msg, cap) != GS_OK)
         goto out;
+    if ((err = check_model_books(e, msg, cap)) != GS_OK)
+        goto out;
+    err = GS_EINVAL;
     for (uint32_t qi = 0; qi < e->nq; qi++) {
         const struct queue *q = &e->q[qi];
         for (int r = 0; r < GS_RES_COUNT; r++) {

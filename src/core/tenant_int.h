@@ -74,6 +74,8 @@ struct queue {
     double weight;
     int64_t min_runtime_ms;
     int64_t alloc[GS_RES_COUNT], demand[GS_RES_COUNT], fair[GS_RES_COUNT];
+    struct gs_model_quota *mq; /* per-GPU-model bounds (gs_queue_spec.by_model), n_mq entries */
+    uint32_t n_mq;
     struct flavor_queue *flavors;
     uint32_t n_flavors;
     uint32_t pending, running;
@@ -208,6 +210,10 @@ struct gs_engine {
     struct gs_engine_config cfg;
     struct queue *q;
     uint32_t nq, capq;
+    /* Per queue and GPU model: milli-GPU its subtree's running pods hold on nodes of that model,
+     * m_alloc[queue * GS_MODELS_MAX + model]; capq queues' worth. */
+    int64_t *m_alloc;
+    uint32_t m_alloc_capq;
     struct pclass *pc;
     uint32_t npc, cappc;
     struct gang *g;
@@ -288,6 +294,9 @@ static inline int64_t min64(int64_t a, int64_t b)
 /* ---- tenant.c -------------------------------------------------------------------------------- */
 
 void gs__account(struct gs_engine *e, uint32_t qi, int which, const int64_t r[], int sign);
+void gs__account_alloc(struct gs_engine *e, uint32_t pod, uint32_t node, int sign);
+int gs__model_of_node(const struct gs_engine *e, uint32_t node);
+const struct gs_model_quota *gs__queue_model(const struct queue *q, uint32_t model);
 char *gs__dup_str(const char *s);
 int gs__ensure_nodes(struct gs_engine *e);
 void gs__fmt_amount(char *buf, size_t cap, int r, int64_t v);
@@ -330,11 +339,12 @@ int gs__release_holds(struct gs_engine *e, uint32_t gi);
 
 /* ---- tenant_mig.c ---------------------------------------------------------------------------- */
 
-int gs__place_mig_dynamic(struct gs_engine *e, uint32_t pod);
+int gs__place_mig_dynamic(struct gs_engine *e, uint32_t pod, const struct gs_pod_req *req);
 void gs__undo_mig(struct gs_engine *e, const struct undo *u);
 
 /* ---- tenant_place.c -------------------------------------------------------------------------- */
 
+uint64_t gs__model_room(const struct gs_engine *e, const struct tpod *p);
 int gs__note_unschedulable(struct gs_engine *e, uint32_t pod);
 int gs__reserve(struct gs_engine *e, uint32_t head);
 bool gs__respects_reservations(const struct gs_engine *e, uint32_t mark);

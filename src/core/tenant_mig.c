@@ -104,12 +104,12 @@ void gs__undo_mig(struct gs_engine *e, const struct undo *u)
  * is on (the caller found no node as the layouts are and checked the queue limits). The layout
  * change and the bind go into the undo log, in that order (gs__commit() reads the pair as "this
  * bind waited for a re-partition"). Returns GS_OK; GS_EUNSCHEDULABLE when dynamic MIG is off,
- * the pod asks no MIG instance or no GPU has a plan; GS_ENOMEM (nothing changed then).
+ * the pod asks no MIG instance or no GPU has a plan; GS_ENOMEM (nothing changed then). `req` is
+ * the pod's request with the GPU models its queues' per-model limits leave it (gs__model_room()).
  */
-int gs__place_mig_dynamic(struct gs_engine *e, uint32_t pod)
+int gs__place_mig_dynamic(struct gs_engine *e, uint32_t pod, const struct gs_pod_req *req)
 {
     const struct tpod *p = &e->p[pod];
-    const struct gs_pod_req *req = &p->req;
     if (!e->cfg.dynamic_mig || gs_req_kind(req) != GS_REQ_MIG)
         return GS_EUNSCHEDULABLE;
     const struct gs_node_fit *fit = gs_cluster_fit_array(e->c);

@@ -15,6 +15,78 @@
 #include "gpusched/sched.h"
 #include "tenant_int.h"
 
+/* ---- per-GPU-model bounds -------------------------------------------------------------------- */
+
+/* Whether queue qi's entry mq blocks g more milli-GPU of its model: its limit, or (over-quota
+ * weight 0) its quota. */
+static bool model_entry_full(const struct gs_engine *e, uint32_t qi,
+                             const struct gs_model_quota *mq, int64_t g)
+{
+    int64_t held = e->m_alloc[(size_t)qi * GS_MODELS_MAX + mq->model];
+    return (mq->limit_milli != GS_UNLIMITED && held + g > mq->limit_milli) ||
+           (e->q[qi].weight <= 0 && held + g > mq->quota_milli);
+}
+
+/*
+ * The GPU models pod p may land on now: its own model mask less every model for which its queue
+ * or an ancestor has a per-model entry that one more pod would take past its limit (or, at
+ * over-quota weight 0, past its quota). A pod without a GPU charge keeps its mask.
+ */
+uint64_t gs__model_room(const struct gs_engine *e, const struct tpod *p)
+{
+    uint64_t mask = p->req.gpu_model_mask;
+    int64_t g = p->r[GS_RES_GPU];
+    if (g <= 0)
+        return mask;
+    for (uint32_t a = p->queue; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent)
+        for (uint32_t i = 0; i < e->q[a].n_mq; i++)
+            if (model_entry_full(e, a, &e->q[a].mq[i], g))
+                mask &= ~(UINT64_C(1) << e->q[a].mq[i].model);
+    return mask;
+}
+
+/* Writes "8 H100 GPUs" (gs__fmt_amount() with the model's name before "GPU"). */
+static void fmt_model_amount(const struct gs_engine *e, char *buf, size_t cap, uint32_t model,
+                             int64_t milli)
+{
+    char amt[64];
+    gs__fmt_amount(amt, sizeof(amt), GS_RES_GPU, milli);
+    const char *sp = strchr(amt, ' ');
+    const char *name = gs_cluster_model_name(e->c, model);
+    (void)snprintf(buf, cap, "%.*s %s%s", (int)(sp ? sp - amt : 0), amt, name ? name : "?",
+                   sp ? sp : amt);
+}
+
+/* The per-model reason of a pod whose models gs__model_room() narrowed: the first entry (from
+ * its queue up) that blocks a model the pod may use. False if none does. */
+static bool model_reason(const struct gs_engine *e, const struct tpod *p, char *buf, size_t cap)
+{
+    for (uint32_t a = p->queue; a != GS_QUEUE_ROOT && a != NO_ID; a = e->q[a].parent) {
+        const struct queue *q = &e->q[a];
+        for (uint32_t i = 0; i < q->n_mq; i++) {
+            const struct gs_model_quota *mq = &q->mq[i];
+            if (!(p->req.gpu_model_mask & (UINT64_C(1) << mq->model)) ||
+                !model_entry_full(e, a, mq, p->r[GS_RES_GPU]))
+                continue;
+            char amt[128];
+            bool by_limit = mq->limit_milli != GS_UNLIMITED &&
+                            e->m_alloc[(size_t)a * GS_MODELS_MAX + mq->model] + p->r[GS_RES_GPU] >
+                                mq->limit_milli;
+            fmt_model_amount(e, amt, sizeof(amt), mq->model,
+                             by_limit ? mq->limit_milli : mq->quota_milli);
+            if (by_limit)
+                (void)snprintf(buf, cap, "queue %s is at its limit of %s", q->name, amt);
+            else
+                (void)snprintf(buf, cap,
+                               "queue %s is at its quota of %s and may not borrow "
+                               "(overQuotaWeight 0)",
+                               q->name, amt);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* ---- why pending ----------------------------------------------------------------------------- */
 
 /* The queue-limit reason of a pod that within_limits() refuses; false if it is within them. */
@@ -80,11 +152,29 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
         (void)snprintf(buf + len, sizeof(buf) - len, "%u of %u members exist", members,
                        pg->min_member);
     } else if (!quota_reason(e, p, buf + len, sizeof(buf) - len)) {
+        /* Per-model bounds narrow the models it may use: explained on those. When they leave
+         * it nothing, or nothing that fits while its own models would, the bound is the reason;
+         * when nothing fits either way, the cluster's state is (explained on its own models). */
+        struct gs_pod_req rq = p->req;
+        rq.gpu_model_mask = gs__model_room(e, p);
         struct gs_unsched u;
-        int err = gs_explain(e->c, &p->req, p->fclass, &u);
+        int err = gs_explain(e->c, &rq, p->fclass, &u);
         if (err)
             return err;
-        if (u.fit > 0 && p->gang != GS_NO_GANG && e->g[p->gang].last_fit < e->g[p->gang].min_member)
+        bool by_model = false;
+        if (rq.gpu_model_mask != p->req.gpu_model_mask) {
+            struct gs_unsched u0;
+            if ((err = gs_explain(e->c, &p->req, p->fclass, &u0)) != GS_OK)
+                return err;
+            if (rq.gpu_model_mask == 0 || (u.fit == 0 && u0.fit > 0))
+                by_model = model_reason(e, p, buf + len, sizeof(buf) - len);
+            else if (u.fit == 0)
+                u = u0;
+        }
+        if (by_model)
+            ; /* the reason is written */
+        else if (u.fit > 0 && p->gang != GS_NO_GANG &&
+                 e->g[p->gang].last_fit < e->g[p->gang].min_member)
             (void)snprintf(buf + len, sizeof(buf) - len, "%u of %u members fit",
                            e->g[p->gang].last_fit, e->g[p->gang].min_member);
         else if (u.fit > 0) /* it fits somewhere now: held back by order, a reservation, a gang */
@@ -137,10 +227,15 @@ static int place_one(struct gs_engine *e, uint32_t pod)
     struct tpod *p = &e->p[pod];
     if (!within_limits(e, p))
         return GS_EUNSCHEDULABLE;
+    /* Only on the models its queues' per-model limits leave it (the same request otherwise). */
+    struct gs_pod_req rq = p->req;
+    rq.gpu_model_mask = gs__model_room(e, p);
+    if (rq.gpu_model_mask == 0 && p->r[GS_RES_GPU] > 0)
+        return GS_EUNSCHEDULABLE;
     struct gs_placement pl;
-    int err = gs_sched_place_class(e->sched, &p->req, p->fclass, e->rng, &pl);
+    int err = gs_sched_place_class(e->sched, &rq, p->fclass, e->rng, &pl);
     if (err == GS_EUNSCHEDULABLE && e->cfg.dynamic_mig)
-        return gs__place_mig_dynamic(e, pod); /* a MIG GPU re-partitioned for it, if any */
+        return gs__place_mig_dynamic(e, pod, &rq); /* a MIG GPU re-partitioned for it, if any */
     if (err)
         return err;
     return gs__do_bind(e, pod, &pl);
@@ -223,11 +318,85 @@ static bool preempt_ok(const struct gs_engine *e, const struct tpod *p, const st
 
 /* What evicting one victim moves, in the current victim search (e->vic_stamp). */
 struct victim_unit {
-    bool whole;       /* its gang goes with it (it would drop below min_member) */
-    uint32_t pods;    /* pods evicted */
-    int64_t loss;     /* their requests on the preemptor's fairness resource */
-    int32_t max_prio; /* highest priority among them */
+    bool whole;         /* its gang goes with it (it would drop below min_member) */
+    uint32_t pods;      /* pods evicted */
+    int64_t loss;       /* their requests on the preemptor's fairness resource */
+    int32_t max_prio;   /* highest priority among them */
+    int64_t loss_model; /* their GPU charge on nodes of the victim's node's GPU model */
 };
+
+/* ---- per-model reclaim ----------------------------------------------------------------------- */
+
+/* The lowest common ancestor of queues a and b (the root at worst). */
+static uint32_t common_ancestor(const struct gs_engine *e, uint32_t a, uint32_t b)
+{
+    for (uint32_t x = a; x != NO_ID; x = e->q[x].parent)
+        for (uint32_t y = b; y != NO_ID; y = e->q[y].parent)
+            if (x == y)
+                return x;
+    return GS_QUEUE_ROOT;
+}
+
+/* Whether queue v and its ancestors below `top` keep their per-model quota for model m after
+ * losing `loss` milli-GPU of it. A queue without an entry for m is guaranteed none of it. */
+static bool model_keeps_quota(const struct gs_engine *e, uint32_t v, uint32_t top, int m,
+                              int64_t loss)
+{
+    if (m < 0)
+        return true;
+    for (uint32_t a = v; a != top && a != NO_ID; a = e->q[a].parent) {
+        const struct gs_model_quota *mq = gs__queue_model(&e->q[a], (uint32_t)m);
+        if (mq && e->m_alloc[(size_t)a * GS_MODELS_MAX + (uint32_t)m] - loss < mq->quota_milli)
+            return false;
+    }
+    return true;
+}
+
+/* Whether leaf queue qi stays within its own per-model quota for model m with `gain` more. */
+static bool leaf_under_model_quota(const struct gs_engine *e, uint32_t qi, int m, int64_t gain)
+{
+    if (m < 0)
+        return false;
+    const struct gs_model_quota *mq = gs__queue_model(&e->q[qi], (uint32_t)m);
+    return mq && e->m_alloc[(size_t)qi * GS_MODELS_MAX + (uint32_t)m] + gain <= mq->quota_milli;
+}
+
+/*
+ * Per-model reclaim of victim c (on a node of model m) by preemptor p, as Kueue reclaims one
+ * flavor's nominal quota within a cohort: p's queue has an entry for m and stays within its quota
+ * for m with what it gains, as does each of its ancestors with an entry below the queues' common
+ * ancestor; c's queue and its ancestors below that keep their quotas for m after the loss
+ * (model_keeps_quota()). Judged on m only: a gang member elsewhere moves with the unit uncounted.
+ */
+static bool model_reclaim_ok(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
+                             int64_t taken, const struct victim_unit *u, int64_t gain)
+{
+    int m = c->r[GS_RES_GPU] > 0 ? gs__model_of_node(e, c->pl.node) : -1;
+    if (m < 0 || c->queue == p->queue || p->r[GS_RES_GPU] <= 0 ||
+        !leaf_under_model_quota(e, p->queue, m, gain))
+        return false;
+    uint32_t top = common_ancestor(e, p->queue, c->queue);
+    for (uint32_t a = e->q[p->queue].parent; a != top && a != NO_ID; a = e->q[a].parent) {
+        const struct gs_model_quota *mq = gs__queue_model(&e->q[a], (uint32_t)m);
+        if (mq && e->m_alloc[(size_t)a * GS_MODELS_MAX + (uint32_t)m] + gain > mq->quota_milli)
+            return false;
+    }
+    return model_keeps_quota(e, c->queue, top, m, taken + u->loss_model);
+}
+
+/* The reclaim rules for victim c: the overall rule (reclaim_ok()) with the victim's queues
+ * keeping their per-model quotas, or the per-model rule (model_reclaim_ok()). */
+static bool reclaim_allowed(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
+                            int64_t taken, const struct victim_unit *u, int64_t gain)
+{
+    if (reclaim_ok(e, p, c, taken, u->loss, gain, u->whole)) {
+        int m = c->r[GS_RES_GPU] > 0 ? gs__model_of_node(e, c->pl.node) : -1;
+        if (model_keeps_quota(e, c->queue, common_ancestor(e, p->queue, c->queue), m,
+                              taken + u->loss_model))
+            return true;
+    }
+    return model_reclaim_ok(e, p, c, taken, u, gain);
+}
 
 /*
  * Works out what evicting c moves, given the victims this search has taken so far: c alone
@@ -239,14 +408,15 @@ static bool victim_unit(const struct gs_engine *e, const struct tpod *p, const s
                         bool reclaim, struct victim_unit *u)
 {
     int r = fair_res(p);
-    *u = (struct victim_unit){false, 1, c->r[r], prio_of(e, c)};
+    int cm = gs__model_of_node(e, c->pl.node);
+    *u = (struct victim_unit){false, 1, c->r[r], prio_of(e, c), cm >= 0 ? c->r[GS_RES_GPU] : 0};
     if (c->gang == GS_NO_GANG)
         return true;
     const struct gang *g = &e->g[c->gang];
     uint32_t taken = g->vic_stamp == e->vic_stamp ? g->vic_taken : 0;
     if (g->running - taken - 1 + g->succeeded >= g->min_member)
         return true;
-    *u = (struct victim_unit){true, 0, 0, INT32_MIN};
+    *u = (struct victim_unit){true, 0, 0, INT32_MIN, 0};
     for (uint32_t m = 0; m < g->n_members; m++) {
         const struct tpod *o = &e->p[g->members[m]];
         if (o->state != GS_TPOD_RUNNING || o->vic_stamp == e->vic_stamp)
@@ -255,6 +425,8 @@ static bool victim_unit(const struct gs_engine *e, const struct tpod *p, const s
             return false;
         u->pods++;
         u->loss += o->r[r];
+        if (cm >= 0 && gs__model_of_node(e, o->pl.node) == cm)
+            u->loss_model += o->r[GS_RES_GPU];
         u->max_prio = prio_of(e, o) > u->max_prio ? prio_of(e, o) : u->max_prio;
     }
     return true;
@@ -401,14 +573,14 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
     struct tpod *p = &e->p[pod];
     uint32_t nn = gs_cluster_node_count(e->c);
     bool found = false;
-    if (reclaim) {
-        /* Only a queue below its fair share on the needed resource may reclaim. */
-        const struct queue *R = &e->q[p->queue];
-        int r = fair_res(p);
-        if (R->alloc[r] >= R->fair[r])
-            return false;
-    }
+    /* Only a queue below its fair share on the needed resource may reclaim by the overall rule;
+     * by the per-model rule, only on nodes of a model its own quota for is not used up. */
+    const struct queue *R = &e->q[p->queue];
+    bool overall = reclaim && R->alloc[fair_res(p)] < R->fair[fair_res(p)];
     int64_t gain = reclaim ? reclaim_gain(e, pod, fair_res(p)) : 0;
+    if (reclaim && !overall && e->q[p->queue].n_mq == 0)
+        return false;
+    uint64_t room = gs__model_room(e, p); /* the models its per-model limits leave it */
     memset(best, 0, sizeof(*best));
     uint32_t *bestv = NULL;
     uint32_t bestv_cap = 0;
@@ -419,10 +591,13 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
         const struct gs_node *nd = gs_cluster_node(e->c, n);
         if (!gs_filter_pass(e->c, p->fclass, n))
             continue; /* cordoned, tainted or not selected: victims there would not help */
-        if (p->req.num_gpu && (nd->gpu_count < p->req.num_gpu ||
-                               (p->req.gpu_model_mask != GS_MODEL_ANY &&
-                                !(p->req.gpu_model_mask & (UINT64_C(1) << (nd->model_id & 63))))))
+        if (p->req.num_gpu &&
+            (nd->gpu_count < p->req.num_gpu ||
+             (room != GS_MODEL_ANY && !(room & (UINT64_C(1) << (nd->model_id & 63))))))
             continue;
+        if (reclaim && !overall &&
+            !leaf_under_model_quota(e, p->queue, gs__model_of_node(e, n), gain))
+            continue; /* neither rule can let it reclaim here */
         if (gs__grow((void **)&e->cand, &e->ncand_cap, k, sizeof(uint32_t)) != GS_OK ||
             gs__grow((void **)&e->unb, &e->unb_cap, k, sizeof(uint32_t)) != GS_OK ||
             gs__grow((void **)&e->vloss, &e->vloss_cap, k, sizeof(int64_t)) != GS_OK)
@@ -439,7 +614,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                 continue;
             /* The rules with nothing taken yet are necessary for any set containing c: taking
              * more only lowers the victim queue's allocation and grows what a victim moves. */
-            if (reclaim ? reclaim_ok(e, p, c, 0, u.loss, gain, u.whole) : preempt_ok(e, p, c)) {
+            if (reclaim ? reclaim_allowed(e, p, c, 0, &u, gain) : preempt_ok(e, p, c)) {
                 e->cand[nc++] = ci;
                 budgets |= c->nbudgets > 0;
             }
@@ -469,7 +644,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                 for (uint32_t j = 0; j < used; j++)
                     if (e->p[e->cand[j]].queue == c->queue)
                         taken += e->vloss[j];
-                if (!reclaim_ok(e, p, c, taken, u.loss, gain, u.whole))
+                if (!reclaim_allowed(e, p, c, taken, &u, gain))
                     continue;
             }
             if (take_unit(e, e->cand[i], u.whole, n, &nunb, &ntaken) != GS_OK) {

@@ -258,7 +258,7 @@ static int finish_quiet(struct gs_engine *e, uint32_t pod, int64_t now_ms)
     p->state = GS_TPOD_SUCCEEDED;
     p->end_ms = now_ms;
     e->mutations++;
-    gs__account(e, p->queue, 0, p->r, -1);
+    gs__account_alloc(e, pod, p->pl.node, -1);
     gs__account(e, p->queue, 1, p->r, -1);
     e->q[p->queue].running--;
     if (p->gang != GS_NO_GANG) {
@@ -441,7 +441,7 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
     struct queue *q = &e->q[p->queue];
     q->leaf_used = q->leaf_used || !foreign;
     q->running++;
-    gs__account(e, p->queue, 0, p->r, +1);
+    gs__account_alloc(e, pi, where.node, +1);
     gs__account(e, p->queue, 1, p->r, +1);
     if (foreign) {
         for (int r = 0; r < GS_RES_COUNT; r++)

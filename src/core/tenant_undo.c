@@ -64,7 +64,7 @@ int gs__do_bind(struct gs_engine *e, uint32_t pod, const struct gs_placement *pl
     p->state = GS_TPOD_RUNNING;
     p->bind_trial = e->trial;
     (void)gs__node_list_add(e, pod); /* capacity ensured above */
-    gs__account(e, p->queue, 0, p->r, +1);
+    gs__account_alloc(e, pod, pl->node, +1);
     e->q[p->queue].pending--;
     e->q[p->queue].running++;
     if (p->gang != GS_NO_GANG) {
@@ -86,7 +86,7 @@ int gs__do_evict(struct gs_engine *e, uint32_t pod, enum gs_evict_reason reason,
         return err;
     gs__node_list_remove(e, pod);
     p->state = GS_TPOD_PENDING;
-    gs__account(e, p->queue, 0, p->r, -1);
+    gs__account_alloc(e, pod, p->pl.node, -1);
     e->q[p->queue].pending++;
     e->q[p->queue].running--;
     if (p->gang != GS_NO_GANG) {
@@ -117,7 +117,7 @@ void gs__rollback(struct gs_engine *e, uint32_t mark)
             (void)gs_cluster_unbind(e->c, &p->req, &u->pl);
             gs__node_list_remove(e, u->pod);
             p->state = GS_TPOD_PENDING;
-            gs__account(e, p->queue, 0, p->r, -1);
+            gs__account_alloc(e, u->pod, u->pl.node, -1);
             e->q[p->queue].pending++;
             e->q[p->queue].running--;
             if (p->gang != GS_NO_GANG) {
@@ -129,7 +129,7 @@ void gs__rollback(struct gs_engine *e, uint32_t mark)
             p->pl = u->pl;
             (void)gs__node_list_add(e, u->pod); /* the slot it left is still allocated */
             p->state = GS_TPOD_RUNNING;
-            gs__account(e, p->queue, 0, p->r, +1);
+            gs__account_alloc(e, u->pod, u->pl.node, +1);
             e->q[p->queue].pending--;
             e->q[p->queue].running++;
             if (p->gang != GS_NO_GANG) {

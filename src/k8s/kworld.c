@@ -4,7 +4,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 
-#include "gpusched/kworld.h"
+#include "kworld_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,81 +22,14 @@
 #include "kworld_inv.h"
 #include "kworld_kai.h"
 #include "kworld_pdb.h"
+#include "kworld_qspec.h"
 #include "kworld_queue.h"
 #include "kworld_xres.h"
 #include "kjson.h"
 
-#define NO_ID UINT32_MAX
-#define WL_SAMPLES 4096u /* GPU pod requests the learned workload is built from */
-#define GPU_RES "nvidia.com/gpu"
-#define GPU_SHARED_RES "nvidia.com/gpu.shared"
-#define NO_CLASS "gpusched-no-priority-class"
-
-/* One pod of ours or another scheduler's bound pod, by ns/name. */
-struct kpod {
-    char *key, *ns, *name, *uid;
-    uint32_t engine_id; /* NO_ID while parked or staged */
-    char *park;         /* why it waits outside the engine; NULL when in it */
-    json_t *obj;        /* kept while parked, to try again */
-    bool ended;
-    bool ours;
-};
-
-struct gs_kworld {
-    char *sched_name, *default_queue, *policy;
-    struct gs_kworld_config cfg;
-    struct gs_cluster *c;
-    struct gs_engine *e;
-    /* FGD's target workload, learned from the GPU pods seen (Weng et al., ATC '23, take it from
-     * the trace; a live cluster only knows its arrivals): the last WL_SAMPLES requests, and the
-     * workload rebuilt from them each time their count doubles (then every WL_SAMPLES). */
-    struct gs_workload wls[2]; /* the engine's is wls[wl_cur] */
-    int wl_cur;
-    struct gs_pod_req *wl_seen; /* WL_SAMPLES entries, a ring */
-    uint64_t wl_n;              /* GPU pods seen so far */
-    uint64_t wl_next;           /* wl_n at which the workload is rebuilt next */
-    uint32_t wl_builds;         /* rebuilds after the first */
-    bool started;
-    json_t *staged;    /* objects applied before the first cycle, in order (null: deleted) */
-    json_t *staged_at; /* "kind\x1fns\x1fname" -> index in staged: O(1) per applied object */
-    json_t *pod_keys;  /* "ns/name" -> index in pods */
-    struct kpod *pods;
-    uint32_t npods, cappods;
-    uint32_t *of_engine; /* engine pod id -> index in pods */
-    uint32_t cap_of_engine;
-    json_t *queues;       /* name -> engine queue id */
-    json_t *pclasses;     /* PriorityClass name -> {"value", "default", "never", and
-                             "preemptible" when labelled gpusched.io/preemptible} */
-    json_t *pc_ids;       /* engine class name -> id */
-    json_t *gangs;        /* "ns/name" -> engine gang id */
-    json_t *podgroups;    /* "ns/name" -> {"min", "timeout_s", "grace_s"} */
-    json_t *avoid;        /* "ns/name" -> array of node names its placement must avoid */
-    json_t *mode_due;     /* node name -> its Node, while a GPU's new mode waits for pods to go */
-    struct gs__kinv inv;  /* the node agents' inventories: UUIDs, warnings given */
-    struct gs__kpdbs pdb; /* PodDisruptionBudgets and the pods they may cover */
-    /* Which Queue kind made each queue; Queue edits and deletes (kworld_queue.h). */
-    struct gs__kqueues kq;
-    uint32_t changes;
-    uint32_t entering; /* index in pods of the pod being submitted or adopted, or NO_ID */
-    char *err;         /* where messages go: the caller's buffer, or scratch */
-    size_t errcap;
-    char scratch[256];
-};
-
 static void wl_note(struct gs_kworld *w, const struct gs_pod_req *req);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-/* A label or annotation value. */
-static const char *meta_kv(const json_t *obj, const char *map, const char *key)
-{
-    return jstr(jpath(json_object_get(obj, "metadata"), map, NULL), key);
-}
-
-static int quantity(const json_t *v, double unit, bool up, int64_t *out)
-{
-    return gs__kquantity_json(v, unit, up, out);
-}
 
 static char *join_key(const char *ns, const char *name)
 {
@@ -110,9 +43,6 @@ static char *join_key(const char *ns, const char *name)
     }
     return k;
 }
-
-/* Writes a message for the caller and evaluates to GS_EINVAL. */
-#define fail(w, ...) ((void)snprintf((w)->err, (w)->errcap, __VA_ARGS__), GS_EINVAL)
 
 /* ---- world ------------------------------------------------------------------------------- */
 
@@ -315,256 +245,6 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
         w->cfg.on_event(w->cfg.ctx, &k);
 }
 
-/* ---- nodes -------------------------------------------------------------------------------- */
-
-static int node_taints(struct gs_kworld *w, uint32_t idx, const json_t *obj, const char *name)
-{
-    const json_t *arr = jpath(json_object_get(obj, "spec"), "taints", NULL);
-    size_t n = json_array_size(arr);
-    struct gs_taint *t = n ? calloc(n, sizeof(*t)) : NULL;
-    if (n && !t)
-        return GS_ENOMEM;
-    uint32_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *x = json_array_get(arr, i);
-        const char *eff = jstr(x, "effect");
-        uint8_t e = !eff                                   ? 0
-                    : strcmp(eff, "NoSchedule") == 0       ? GS_TAINT_NO_SCHEDULE
-                    : strcmp(eff, "PreferNoSchedule") == 0 ? GS_TAINT_PREFER_NO_SCHEDULE
-                    : strcmp(eff, "NoExecute") == 0        ? GS_TAINT_NO_EXECUTE
-                                                           : 0;
-        if (!jstr(x, "key") || !e) {
-            free(t);
-            return fail(w,
-                        "node %s: spec.taints: a taint needs a key and an effect (NoSchedule, "
-                        "PreferNoSchedule or NoExecute)",
-                        name);
-        }
-        t[k++] = (struct gs_taint){(char *)jstr(x, "key"),
-                                   (char *)(jstr(x, "value") ? jstr(x, "value") : ""), e};
-    }
-    int err = gs_cluster_set_taints(w->c, idx, t, k);
-    free(t);
-    return err;
-}
-
-static int node_labels(struct gs_kworld *w, uint32_t idx, const json_t *obj)
-{
-    const json_t *labels = jpath(json_object_get(obj, "metadata"), "labels", NULL);
-    size_t n = json_object_size(labels);
-    char **kv = calloc(n + 1, sizeof(*kv));
-    if (!kv)
-        return GS_ENOMEM;
-    uint32_t k = 0;
-    const char *key;
-    const json_t *val;
-    int err = GS_OK;
-    json_object_foreach((json_t *)labels, key, val)
-    {
-        const char *v = json_string_value(val);
-        if (!v)
-            continue;
-        kv[k] = malloc(strlen(key) + strlen(v) + 2);
-        if (!kv[k]) {
-            err = GS_ENOMEM;
-            break;
-        }
-        (void)sprintf(kv[k], "%s=%s", key, v);
-        k++;
-    }
-    if (!err)
-        err = gs_cluster_set_labels(w->c, idx, (const char *const *)kv, k);
-    for (uint32_t i = 0; i < k; i++)
-        free(kv[i]);
-    free(kv);
-    return err;
-}
-
-/* Allocatable (and GPU capacity) of a Node object. */
-struct node_res {
-    int64_t cpu_milli, mem_mib, pods, gpus, gpus_alloc, gpu_mem_mib;
-    int64_t replicas; /* GFD nvidia.com/gpu.replicas: time-slicing slots per GPU, 1 if none */
-};
-
-static int node_resources(struct gs_kworld *w, const json_t *obj, const char *name,
-                          struct node_res *r)
-{
-    const json_t *st = json_object_get(obj, "status");
-    const json_t *alloc = json_object_get(st, "allocatable");
-    const json_t *capy = json_object_get(st, "capacity");
-    if (!alloc)
-        alloc = capy;
-    char shown[64];
-    memset(r, 0, sizeof(*r));
-    r->pods = 110;
-    if (json_object_get(alloc, "cpu") &&
-        quantity(json_object_get(alloc, "cpu"), 1e-3, false, &r->cpu_milli) != 0)
-        return fail(w, "node %s: status.allocatable.cpu is %s, not a quantity", name,
-                    jshow(json_object_get(alloc, "cpu"), shown, sizeof(shown)));
-    if (json_object_get(alloc, "memory") &&
-        quantity(json_object_get(alloc, "memory"), 1048576.0, false, &r->mem_mib) != 0)
-        return fail(w, "node %s: status.allocatable.memory is %s, not a quantity", name,
-                    jshow(json_object_get(alloc, "memory"), shown, sizeof(shown)));
-    if (json_object_get(alloc, "pods") &&
-        quantity(json_object_get(alloc, "pods"), 1.0, false, &r->pods) != 0)
-        return fail(w, "node %s: status.allocatable.pods is %s, not a quantity", name,
-                    jshow(json_object_get(alloc, "pods"), shown, sizeof(shown)));
-    const json_t *gc = json_object_get(capy, GPU_RES);
-    const json_t *ga = json_object_get(alloc, GPU_RES);
-    if ((gc && quantity(gc, 1.0, false, &r->gpus) != 0) ||
-        (ga && quantity(ga, 1.0, false, &r->gpus_alloc) != 0))
-        return fail(w, "node %s: status nvidia.com/gpu is not a count", name);
-    if (!gc)
-        r->gpus = r->gpus_alloc;
-    if (!ga)
-        r->gpus_alloc = r->gpus;
-    /* Time-slicing (GFD label nvidia.com/gpu.replicas > 1): capacity is GPUs x replicas, under
-     * nvidia.com/gpu, or nvidia.com/gpu.shared when the device plugin renames it. A GPU that
-     * lost any of its replicas from allocatable is an unhealthy one. */
-    r->replicas = 1;
-    const char *rep = meta_kv(obj, "labels", "nvidia.com/gpu.replicas");
-    int64_t reps = 0;
-    if (rep && gs_kquantity(rep, 1.0, false, &reps) == 0 && reps > 1 && reps <= 255) {
-        int64_t sc = 0, sa = 0;
-        const json_t *shc = json_object_get(capy, GPU_SHARED_RES);
-        const json_t *sha = json_object_get(alloc, GPU_SHARED_RES);
-        if (r->gpus == 0 && (shc || sha) && (!shc || quantity(shc, 1.0, false, &sc) == 0) &&
-            (!sha || quantity(sha, 1.0, false, &sa) == 0)) {
-            r->gpus = shc ? sc : sa;
-            r->gpus_alloc = sha ? sa : sc;
-        }
-        r->replicas = reps;
-        r->gpus /= reps;
-        r->gpus_alloc /= reps;
-    }
-    if (r->gpus > GS_NODE_GPUS_MAX && !gs__kcap_single(obj)) /* MIG devices: gs__kcap_read */
-        return fail(w, "node %s: more than 16 nvidia.com/gpu", name);
-    if (r->gpus_alloc > r->gpus)
-        r->gpus_alloc = r->gpus;
-    const char *mem = meta_kv(obj, "labels", "nvidia.com/gpu.memory");
-    if (mem && gs_kquantity(mem, 1.0, false, &r->gpu_mem_mib) != 0)
-        r->gpu_mem_mib = 0;
-    if (r->pods < 1)
-        r->pods = 1;
-    return GS_OK;
-}
-
-static int apply_node(struct gs_kworld *w, enum gs_kchange change, const json_t *obj,
-                      int64_t now_ms)
-{
-    const char *name = jstr(json_object_get(obj, "metadata"), "name");
-    if (!name || !*name)
-        return fail(w, "a Node without metadata.name");
-    int idx = gs_cluster_find_node(w->c, name);
-    (void)json_object_del(w->mode_due, name);
-    if (change == GS_KDELETED) {
-        gs__kinv_forget(&w->inv, name);
-        return idx < 0 ? GS_OK : gs_engine_remove_node(w->e, (uint32_t)idx, now_ms);
-    }
-    struct node_res r;
-    int err = node_resources(w, obj, name, &r);
-    if (err)
-        return err;
-    /* The agent's inventory, when there and good, says which GPUs there are (over capacity)
-     * and each one's mode; without one, GFD's replicas label makes every GPU time-sliced, and
-     * MIG is read as the device plugin advertises it (kworld_capmig.h). */
-    struct gs__knode_gpus inv;
-    int have_inv = 0;
-    if (gs__kinv_read(&w->inv, obj, name, &inv, &have_inv, w->cfg.on_warning, w->cfg.ctx))
-        return GS_ENOMEM;
-    const char *model = meta_kv(obj, "labels", "nvidia.com/gpu.product");
-    struct gs_gpu_mode modes[GS_NODE_GPUS_MAX];
-    bool usable[GS_NODE_GPUS_MAX];
-    bool set_modes = have_inv == 1 || r.replicas > 1;
-    uint32_t n_modes = 0; /* entries of modes and usable filled */
-    if (have_inv == 1) {
-        r.gpus = r.gpus_alloc = inv.n;
-        r.gpu_mem_mib = inv.mem_mib;
-        if (gs__kinv_modes(&w->inv, &inv, name, model, modes, usable, &model, w->cfg.on_warning,
-                           w->cfg.ctx))
-            return GS_ENOMEM;
-    } else {
-        struct gs_gpu_mode plain = {r.replicas > 1 ? GS_GPU_SHARE_TIMESLICE : GS_GPU_SHARE_MILLI,
-                                    (uint8_t)r.replicas};
-        uint32_t n_cap = 0;
-        if (gs__kcap_read(&w->inv, obj, name, model, (uint32_t)r.gpus, (uint32_t)r.gpus_alloc,
-                          &plain, modes, usable, &n_cap, &set_modes, w->cfg.on_warning, w->cfg.ctx))
-            return GS_ENOMEM;
-        r.gpus = n_cap;
-    }
-    n_modes = set_modes ? (uint32_t)r.gpus : 0;
-    if (idx < 0) {
-        struct gs_node_spec s = {name,
-                                 r.cpu_milli,
-                                 r.mem_mib,
-                                 (int32_t)r.pods,
-                                 (uint32_t)r.gpus,
-                                 model ? model : "nvidia-gpu",
-                                 r.gpu_mem_mib,
-                                 set_modes ? modes : NULL};
-        uint32_t id;
-        if ((err = gs_cluster_add_node(w->c, &s, &id)) != GS_OK)
-            return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be added", name);
-        idx = (int)id;
-    } else {
-        struct gs_node_update u = {r.cpu_milli,
-                                   r.mem_mib,
-                                   (int32_t)r.pods,
-                                   (uint32_t)r.gpus,
-                                   model ? model : "nvidia-gpu",
-                                   r.gpu_mem_mib};
-        err = gs_cluster_update_node(w->c, (uint32_t)idx, &u);
-        if (err == GS_EINVAL) {
-            /* GPUs that hold pods cannot go: keep them, as unhealthy ones. */
-            const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
-            u.gpu_count = n->gpu_count;
-            u.gpu_model = NULL;
-            if (r.gpus_alloc > r.gpus)
-                r.gpus_alloc = r.gpus;
-            r.gpus = n->gpu_count;
-            err = gs_cluster_update_node(w->c, (uint32_t)idx, &u);
-        }
-        if (err)
-            return err == GS_ENOMEM ? err : fail(w, "node %s: cannot be updated", name);
-        /* A mode changes only on a GPU that holds no pod; one that holds pods keeps its mode
-         * until they leave: the Node is kept and applied again at each cycle until then. */
-        const struct gs_node *n = gs_cluster_node(w->c, (uint32_t)idx);
-        bool due = false;
-        for (uint32_t g = 0; g < n->gpu_count; g++) {
-            struct gs_gpu_mode fr = {.sharing = GS_GPU_SHARE_MILLI, .replicas = 1};
-            const struct gs_gpu_mode *m = g < n_modes ? &modes[g] : &fr;
-            if (gs__kinv_mode_equal(&n->gpus[g], m))
-                continue;
-            if (n->gpus[g].pods == 0)
-                (void)gs_cluster_set_gpu_mode(w->c, (uint32_t)idx, g, m, NULL, 0);
-            else
-                due = true;
-        }
-        if (due && json_object_set(w->mode_due, name, (json_t *)obj) != 0)
-            return GS_ENOMEM;
-    }
-    uint32_t i = (uint32_t)idx;
-    /* Allocatable below capacity: the highest indices are the unhealthy GPUs, unless the
-     * inventory says which. */
-    for (int64_t g = 0; g < r.gpus; g++)
-        (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g,
-                                        set_modes ? g < n_modes && usable[g] : g < r.gpus_alloc);
-    const json_t *st = json_object_get(obj, "status");
-    const json_t *alloc = json_object_get(st, "allocatable");
-    char warn[256];
-    err = gs__kxres_node(w->c, i, alloc ? alloc : json_object_get(st, "capacity"), name, w->err,
-                         w->errcap, warn, sizeof(warn));
-    if (err)
-        return err;
-    if (warn[0] && w->cfg.on_warning)
-        w->cfg.on_warning(w->cfg.ctx, warn);
-    bool unsched = json_is_true(jpath(json_object_get(obj, "spec"), "unschedulable", NULL));
-    (void)gs_cluster_set_unschedulable(w->c, i, unsched);
-    if ((err = node_labels(w, i, obj)) != GS_OK || (err = node_taints(w, i, obj, name)) != GS_OK)
-        return err;
-    return GS_OK;
-}
-
 /* ---- priority classes, queues, pod groups ------------------------------------------------ */
 
 static int class_id(struct gs_kworld *w, const char *name, int32_t value, bool preemptible,
@@ -587,14 +267,14 @@ static int apply_priority_class(struct gs_kworld *w, const json_t *obj)
     const char *name = jstr(json_object_get(obj, "metadata"), "name");
     const json_t *value = json_object_get(obj, "value");
     if (!name || !json_is_integer(value))
-        return fail(w, "PriorityClass %s: needs metadata.name and an integer value",
-                    name ? name : "?");
+        return gs__kfail(w, "PriorityClass %s: needs metadata.name and an integer value",
+                         name ? name : "?");
     const char *pp = jstr(obj, "preemptionPolicy");
     if (json_object_get(obj, "preemptionPolicy") &&
         !(pp && (strcmp(pp, "Never") == 0 || strcmp(pp, "PreemptLowerPriority") == 0)))
-        return fail(w, "PriorityClass %s: preemptionPolicy must be PreemptLowerPriority or Never",
-                    name);
-    const char *pre = meta_kv(obj, "labels", "gpusched.io/preemptible");
+        return gs__kfail(
+            w, "PriorityClass %s: preemptionPolicy must be PreemptLowerPriority or Never", name);
+    const char *pre = gs__kmeta_kv(obj, "labels", "gpusched.io/preemptible");
     json_t *rec = json_pack("{s:I,s:b,s:b}", "value", json_integer_value(value), "default",
                             json_is_true(json_object_get(obj, "globalDefault")), "never",
                             pp && strcmp(pp, "Never") == 0);
@@ -606,24 +286,6 @@ static int apply_priority_class(struct gs_kworld *w, const json_t *obj)
     if (!rec || json_object_set_new(w->pclasses, name, rec))
         return GS_ENOMEM;
     return GS_OK;
-}
-
-/* Converts one Queue resource field; -1 (or absent for a limit) means unlimited. */
-static int queue_amount(const json_t *v, int res, bool kai, int64_t dflt, int64_t *out)
-{
-    if (!v) {
-        *out = dflt;
-        return 0;
-    }
-    if (json_is_number(v) && json_number_value(v) < 0) {
-        *out = GS_UNLIMITED;
-        return 0;
-    }
-    if (res == GS_RES_GPU)
-        return quantity(v, 1e-3, true, out); /* GPUs, fractional: to milli */
-    if (res == GS_RES_CPU)
-        return quantity(v, kai ? 1.0 : 1e-3, true, out);              /* KAI: millicores */
-    return quantity(v, kai ? 1048576.0 / 1e6 : 1048576.0, true, out); /* KAI: MB */
 }
 
 static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, size_t cap)
@@ -648,10 +310,10 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
     double weight = -1;
     for (int r = 0; r < GS_RES_COUNT; r++) {
         const json_t *rv = jpath(json_object_get(spec, "resources"), res_names[r], NULL);
-        if (queue_amount(json_object_get(rv, "quota"), r, kai, 0, &q.quota[r]) != 0 ||
-            queue_amount(json_object_get(rv, "limit"), r, kai, GS_UNLIMITED, &q.limit[r]) != 0)
-            return fail(w, "Queue %s: spec.resources.%s: quota and limit must be quantities", name,
-                        res_names[r]);
+        if (gs__kqueue_amount(json_object_get(rv, "quota"), r, kai, 0, &q.quota[r]) != 0 ||
+            gs__kqueue_amount(json_object_get(rv, "limit"), r, kai, GS_UNLIMITED, &q.limit[r]) != 0)
+            return gs__kfail(w, "Queue %s: spec.resources.%s: quota and limit must be quantities",
+                             name, res_names[r]);
         if (q.quota[r] == GS_UNLIMITED) /* guaranteed its demand up to its limit */
             q.quota[r] = q.limit[r] == GS_UNLIMITED ? 0 : q.limit[r];
         const json_t *wv = json_object_get(rv, "overQuotaWeight");
@@ -659,6 +321,12 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
             weight = json_number_value(wv);
     }
     q.over_quota_weight = weight < 0 ? 1.0 : weight;
+    struct gs_model_quota by_model[GS_MODELS_MAX];
+    char why[256];
+    if (gs__kqueue_by_model(jpath(json_object_get(spec, "resources"), "gpu", "byModel"), w->c,
+                            by_model, &q.n_by_model, why, sizeof(why)) != 0)
+        return gs__kfail(w, "Queue %s: %s", name, why);
+    q.by_model = by_model;
     int known = name ? gs_engine_find_queue(w->e, name) : -1;
     if (known >= 0) /* an edit, a relist's ADDED, or created again after a delete */
         return gs__kqueue_update(&w->kq, w->e, w->queues, (uint32_t)known, &q, parent, api, w->err,
@@ -668,10 +336,11 @@ static int add_queue(struct gs_kworld *w, const json_t *obj, char *name_out, siz
     if (err == GS_ENOMEM)
         return err;
     if (err)
-        return fail(w,
-                    "Queue %s: refused by the engine (%s): names are up to 63 of "
-                    "[A-Za-z0-9._-], limits at least the quota, children within the parent",
-                    name, gs_strerror(err));
+        return gs__kfail(w,
+                         "Queue %s: refused by the engine (%s): names are up to 63 of "
+                         "[A-Za-z0-9._-], limits at least the quota, children within the parent "
+                         "(per GPU model too), byModel quotas within the gpu limit",
+                         name, gs_strerror(err));
     char ignored[768];
     if (kai && w->cfg.on_warning && gs__kai_queue_ignored(spec, ignored, sizeof(ignored)) > 0) {
         char msg[1024];
@@ -703,21 +372,21 @@ static int apply_podgroup(struct gs_kworld *w, const json_t *obj)
     const json_t *tv = json_object_get(spec, "scheduleTimeoutSeconds");
     json_int_t timeout = json_integer_value(tv);
     if (!name || min < 1)
-        return fail(w, "PodGroup %s: spec.minMember must be at least 1", name ? name : "?");
+        return gs__kfail(w, "PodGroup %s: spec.minMember must be at least 1", name ? name : "?");
     if ((tv && !json_is_integer(tv)) || timeout < 0)
-        return fail(w, "PodGroup %s: spec.scheduleTimeoutSeconds must be a whole number >= 0",
-                    name);
+        return gs__kfail(w, "PodGroup %s: spec.scheduleTimeoutSeconds must be a whole number >= 0",
+                         name);
     json_int_t grace = timeout > 0 ? timeout : GS_GANG_GRACE_DEFAULT_MS / 1000;
-    const char *ga = meta_kv(obj, "annotations", GANG_GRACE_ANNOTATION);
+    const char *ga = gs__kmeta_kv(obj, "annotations", GANG_GRACE_ANNOTATION);
     if (ga) {
         char *end = NULL;
         long long v = *ga >= '0' && *ga <= '9' ? strtoll(ga, &end, 10) : -1;
         /* At most ~31 years, so that the milliseconds cannot overflow. */
         if (v < 0 || *end != '\0' || v > 1000000000LL)
-            return fail(w,
-                        "PodGroup %s: metadata.annotations " GANG_GRACE_ANNOTATION
-                        " must be a whole number of seconds (0 to 1000000000), not \"%s\"",
-                        name, ga);
+            return gs__kfail(w,
+                             "PodGroup %s: metadata.annotations " GANG_GRACE_ANNOTATION
+                             " must be a whole number of seconds (0 to 1000000000), not \"%s\"",
+                             name, ga);
         grace = (json_int_t)v;
     }
     char *key = join_key(ns ? ns : "default", name);
@@ -896,11 +565,11 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         }
         return 0;
     }
-    const char *q = meta_kv(obj, "labels", "gpusched.io/queue");
+    const char *q = gs__kmeta_kv(obj, "labels", "gpusched.io/queue");
     if (!q)
-        q = meta_kv(obj, "labels", "kai.scheduler/queue");
+        q = gs__kmeta_kv(obj, "labels", "kai.scheduler/queue");
     if (!q)
-        q = meta_kv(obj, "labels", "kueue.x-k8s.io/queue-name");
+        q = gs__kmeta_kv(obj, "labels", "kueue.x-k8s.io/queue-name");
     if (!q)
         q = w->default_queue;
     const json_t *qv = json_object_get(w->queues, q);
@@ -909,9 +578,9 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         return 1;
     }
     t->spec.queue = (uint32_t)json_integer_value(qv);
-    const char *pg = meta_kv(obj, "labels", "scheduling.x-k8s.io/pod-group");
+    const char *pg = gs__kmeta_kv(obj, "labels", "scheduling.x-k8s.io/pod-group");
     if (!pg)
-        pg = meta_kv(obj, "annotations", "scheduling.k8s.io/group-name");
+        pg = gs__kmeta_kv(obj, "annotations", "scheduling.k8s.io/group-name");
     if (pg) {
         char *key = join_key(t->ident.ns, pg);
         if (!key)
@@ -1110,13 +779,14 @@ static int apply_pod(struct gs_kworld *w, enum gs_kchange change, const json_t *
     const char *ns = jstr(md, "namespace") ? jstr(md, "namespace") : "default";
     const char *name = jstr(md, "name");
     if (!name || !*name)
-        return fail(w, "a Pod without metadata.name");
+        return gs__kfail(w, "a Pod without metadata.name");
     const char *phase = jstr(json_object_get(obj, "status"), "phase");
     bool done = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
     struct kpod *p = find_kpod(w, ns, name);
     if (p && p->uid && jstr(md, "uid") && strcmp(p->uid, jstr(md, "uid")) != 0 && !p->ended &&
         change != GS_KDELETED)
-        return fail(w, "pod %s/%s: a second pod of that name while the first is known", ns, name);
+        return gs__kfail(w, "pod %s/%s: a second pod of that name while the first is known", ns,
+                         name);
     if (change == GS_KDELETED || (p && done)) {
         if (!p || p->ended)
             return GS_OK;
@@ -1309,9 +979,9 @@ static int start(struct gs_kworld *w, int64_t now_ms)
     for (size_t i = 0; i < n && !err; i++) {
         const json_t *o = json_array_get(w->staged, i);
         if (!done[i] && strcmp(kind_of(o), "Queue") == 0)
-            err = fail(w, "Queue %s: spec.parentQueue %s does not exist",
-                       jstr(json_object_get(o, "metadata"), "name"),
-                       jstr(json_object_get(o, "spec"), "parentQueue"));
+            err = gs__kfail(w, "Queue %s: spec.parentQueue %s does not exist",
+                            jstr(json_object_get(o, "metadata"), "name"),
+                            jstr(json_object_get(o, "spec"), "parentQueue"));
     }
     free(done);
     if (!err && !json_object_get(w->queues, w->default_queue)) {
@@ -1329,7 +999,7 @@ static int start(struct gs_kworld *w, int64_t now_ms)
     for (size_t i = 0; i < n && !err; i++) {
         const json_t *o = json_array_get(w->staged, i);
         if (strcmp(kind_of(o), "Node") == 0)
-            err = apply_node(w, GS_KADDED, o, now_ms);
+            err = gs__kworld_apply_node(w, GS_KADDED, o, now_ms);
     }
     /* Running pods first (oldest first, as they were bound), then pending ones. */
     for (int pass = 0; pass < 2 && !err; pass++)
@@ -1349,7 +1019,7 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
 {
     set_err(w, err, cap);
     if (!json_is_object(obj))
-        return fail(w, "an object is not a mapping");
+        return gs__kfail(w, "an object is not a mapping");
     const char *kind = kind_of(obj);
     if (!w->started) {
         /* Held for the first cycle: a later change of the same object replaces it. */
@@ -1391,7 +1061,7 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
         return rc;
     }
     if (strcmp(kind, "Node") == 0)
-        return apply_node(w, change, obj, now_ms);
+        return gs__kworld_apply_node(w, change, obj, now_ms);
     if (strcmp(kind, "Pod") == 0)
         return apply_pod(w, change, obj, now_ms);
     if (strcmp(kind, "PriorityClass") == 0 && change != GS_KDELETED)
@@ -1405,7 +1075,7 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
     if (strcmp(kind, "Queue") == 0) {
         char qn[256];
         int rc = add_queue(w, obj, qn, sizeof(qn));
-        return rc == GS_ENOENT ? fail(w, "Queue %s: its parent queue does not exist", qn) : rc;
+        return rc == GS_ENOENT ? gs__kfail(w, "Queue %s: its parent queue does not exist", qn) : rc;
     }
     return GS_OK;
 }
@@ -1426,7 +1096,7 @@ int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char
         {
             (void)k;
             if (rc == GS_OK)
-                rc = apply_node(w, GS_KMODIFIED, v, now_ms);
+                rc = gs__kworld_apply_node(w, GS_KMODIFIED, v, now_ms);
         }
         json_decref(due);
         if (rc)

@@ -34,11 +34,65 @@
 
 /* ---- queues ----------------------------------------------------------------------------- */
 
+/* Reads resources.gpu.byModel: a mapping from GPU model names to {quota, limit}. */
+static int parse_by_model(struct pctx *c, const struct gs_yaml_node *m, struct qqueue *q)
+{
+    static const char *const keys[] = {"quota", "limit", NULL};
+    char a[32], b[32];
+    int rc = gs__qc_need_kind(c, m, "byModel", GS_YAML_MAP);
+    if (rc)
+        return rc;
+    if (m->n == 0)
+        return FAIL(c, m, "byModel", "empty mapping; leave byModel out for no per-model bounds");
+    if (m->n > LIST_MAX)
+        return FAIL(c, m->u.items[2 * (size_t)LIST_MAX], "byModel", "more than %u models",
+                    LIST_MAX);
+    q->models = gs__arena_alloc(&c->qc->ar, m->n * sizeof *q->models);
+    if (q->models == NULL)
+        return gs__qc_oom(c);
+    for (uint32_t i = 0; i < m->n; i++) {
+        const struct gs_yaml_node *k = m->u.items[2 * (size_t)i],
+                                  *v = m->u.items[2 * (size_t)i + 1];
+        struct qmodel *x = &q->models[i];
+        memset(x, 0, sizeof *x);
+        x->limit = GS_UNLIMITED;
+        x->at = x->quota_at = k->at;
+        if ((rc = gs__qc_get_name(c, k, "byModel", &x->model)) != GS_OK)
+            return rc;
+        if (strchr(x->model, '|') != NULL)
+            return FAIL(c, k, "byModel", "a model name cannot contain '|'");
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(q->models[j].model, x->model) == 0)
+                return FAIL(c, k, "byModel", "duplicate model '%s' (first on line %u)", x->model,
+                            q->models[j].at.line);
+        if ((rc = gs__qc_check_map(c, v, x->model, keys)) != GS_OK)
+            return rc;
+        const struct gs_yaml_node *quota = gs__qc_get(v, "quota"), *limit = gs__qc_get(v, "limit");
+        if (quota != NULL) {
+            if ((rc = gs__qc_get_quantity(c, quota, "quota", GS_RES_GPU, false, &x->quota)) !=
+                GS_OK)
+                return rc;
+            x->quota_at = quota->at;
+        }
+        if (limit != NULL) {
+            if ((rc = gs__qc_get_quantity(c, limit, "limit", GS_RES_GPU, true, &x->limit)) != GS_OK)
+                return rc;
+            if (x->limit < x->quota)
+                return FAIL(c, limit, "limit", "%s limit %s is below the quota %s", x->model,
+                            gs__qc_fmt_qty(a, sizeof a, GS_RES_GPU, x->limit),
+                            gs__qc_fmt_qty(b, sizeof b, GS_RES_GPU, x->quota));
+        }
+        q->nmodels++;
+    }
+    return GS_OK;
+}
+
 static int parse_resource(struct pctx *c, const struct gs_yaml_node *m, int r, struct qqueue *q)
 {
     static const char *const keys[] = {"quota", "limit", "overQuotaWeight", NULL};
+    static const char *const gkeys[] = {"quota", "limit", "overQuotaWeight", "byModel", NULL};
     char a[32], b[32];
-    int rc = gs__qc_check_map(c, m, gs__qc_res_names[r], keys);
+    int rc = gs__qc_check_map(c, m, gs__qc_res_names[r], r == GS_RES_GPU ? gkeys : keys);
     if (rc)
         return rc;
     const struct gs_yaml_node *quota = gs__qc_get(m, "quota"), *limit = gs__qc_get(m, "limit");
@@ -70,6 +124,44 @@ static int parse_resource(struct pctx *c, const struct gs_yaml_node *m, int r, s
         q->weight = v;
         q->weight_from = r;
     }
+    const struct gs_yaml_node *bm = r == GS_RES_GPU ? gs__qc_get(m, "byModel") : NULL;
+    if (bm != NULL && (rc = parse_by_model(c, bm, q)) != GS_OK)
+        return rc;
+    for (uint32_t i = 0; i < q->nmodels; i++)
+        if (q->limit[GS_RES_GPU] != GS_UNLIMITED && q->models[i].quota > q->limit[GS_RES_GPU])
+            return gs__qc_fail_at(c, GS_EPARSE, &q->models[i].quota_at, "quota",
+                                  "%s quota %s is above the queue's gpu limit %s",
+                                  q->models[i].model,
+                                  gs__qc_fmt_qty(a, sizeof a, GS_RES_GPU, q->models[i].quota),
+                                  gs__qc_fmt_qty(b, sizeof b, GS_RES_GPU, q->limit[GS_RES_GPU]));
+    return GS_OK;
+}
+
+/* Children's per-model quotas within their parent's entry for the model, where it has one. */
+static int check_model_sums(struct pctx *c)
+{
+    struct qqueue *q = c->qc->q;
+    char a[32], b[32];
+    for (uint32_t i = 0; i < c->qc->nq; i++) {
+        if (q[i].parent == NONE)
+            continue;
+        struct qqueue *par = &q[q[i].parent];
+        for (uint32_t k = 0; k < q[i].nmodels; k++)
+            for (uint32_t j = 0; j < par->nmodels; j++)
+                if (strcmp(par->models[j].model, q[i].models[k].model) == 0)
+                    par->models[j].child_sum += q[i].models[k].quota;
+    }
+    for (uint32_t i = 0; i < c->qc->nq; i++)
+        for (uint32_t j = 0; j < q[i].nmodels; j++) {
+            const struct qmodel *x = &q[i].models[j];
+            if (x->child_sum > x->quota)
+                return gs__qc_fail_at(c, GS_EPARSE, &x->quota_at, "quota",
+                                      "the children's %s quotas sum to %s, above this queue's %s "
+                                      "quota %s",
+                                      x->model,
+                                      gs__qc_fmt_qty(a, sizeof a, GS_RES_GPU, x->child_sum),
+                                      x->model, gs__qc_fmt_qty(b, sizeof b, GS_RES_GPU, x->quota));
+        }
     return GS_OK;
 }
 
@@ -250,7 +342,7 @@ static int link_queues(struct pctx *c, const struct gs_yaml_node **parents)
         }
     }
     free(sum);
-    if (rc)
+    if (rc || (rc = check_model_sums(c)) != GS_OK)
         return rc;
     /* Min run times: own, else the parent's (resolved first), else the top-level default. */
     for (uint32_t k = 0; k < nq; k++) {

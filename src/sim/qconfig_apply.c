@@ -32,12 +32,30 @@ int gs_qconfig_apply(const struct gs_qconfig *qc, struct gs_engine *e, struct gs
         uint32_t i = qc->order[k];
         const struct qqueue *q = &qc->q[i];
         struct gs_queue_spec spec;
+        memset(&spec, 0, sizeof spec);
         spec.name = q->name;
         spec.parent = q->parent == NONE ? GS_QUEUE_ROOT : eid[q->parent];
         memcpy(spec.quota, q->quota, sizeof spec.quota);
         memcpy(spec.limit, q->limit, sizeof spec.limit);
         spec.over_quota_weight = q->weight;
         spec.min_runtime_ms = q->min_runtime_ms;
+        struct gs_model_quota mq[LIST_MAX];
+        for (uint32_t j = 0; j < q->nmodels; j++) {
+            /* Model ids from the cluster's table; a model no node has yet is added to it. */
+            rc = gs_cluster_model_id(gs_engine_cluster(e), q->models[j].model, &mq[j].model);
+            if (rc != GS_OK) {
+                d->line = q->models[j].at.line;
+                d->column = q->models[j].at.col;
+                (void)snprintf(d->field, sizeof d->field, "byModel");
+                (void)snprintf(d->msg, sizeof d->msg, "the cluster refused GPU model '%.100s': %s",
+                               q->models[j].model, gs_strerror(rc));
+                goto out;
+            }
+            mq[j].quota_milli = q->models[j].quota;
+            mq[j].limit_milli = q->models[j].limit;
+        }
+        spec.by_model = q->nmodels ? mq : NULL;
+        spec.n_by_model = q->nmodels;
         rc = gs_engine_add_queue(e, &spec, &eid[i]);
         if (rc != GS_OK) {
             d->line = q->at.line;
@@ -322,6 +340,13 @@ void gs_qconfig_scale(struct gs_qconfig *qc, double factor)
             qc->q[i].quota[r] = (int64_t)floor((double)qc->q[i].quota[r] * factor);
             if (qc->q[i].limit[r] != GS_UNLIMITED)
                 qc->q[i].limit[r] = (int64_t)floor((double)qc->q[i].limit[r] * factor);
+        }
+    for (uint32_t i = 0; i < qc->nq; i++) /* per-model bounds alike */
+        for (uint32_t j = 0; j < qc->q[i].nmodels; j++) {
+            struct qmodel *x = &qc->q[i].models[j];
+            x->quota = (int64_t)floor((double)x->quota * factor);
+            if (x->limit != GS_UNLIMITED)
+                x->limit = (int64_t)floor((double)x->limit * factor);
         }
 }
 

@@ -52,6 +52,16 @@
 /* ---- the configuration ------------------------------------------------------------------ */
 
 /** One configured queue. */
+/** One per-model bound of a queue (resources.gpu.byModel.<model>). */
+struct qmodel {
+    const char *model;           /**< GPU model name, in the configuration's arena */
+    int64_t quota;               /**< milli-GPU, 0 when not given */
+    int64_t limit;               /**< milli-GPU or GS_UNLIMITED */
+    int64_t child_sum;           /**< the children's quotas for the model (link_queues()) */
+    struct gs_yaml_pos at;       /**< the model's key */
+    struct gs_yaml_pos quota_at; /**< its `quota` value (its key's position when absent) */
+};
+
 struct qqueue {
     const char *name;             /**< in the configuration's arena */
     uint32_t parent;              /**< index of the parent; NONE for a top-level queue */
@@ -68,6 +78,8 @@ struct qqueue {
     struct gs_yaml_pos parent_at; /**< its `parentQueue` value (0 when absent) */
     struct gs_yaml_pos quota_at[GS_RES_COUNT]; /**< each `quota` value */
     struct gs_yaml_pos limit_at[GS_RES_COUNT]; /**< each `limit` value */
+    struct qmodel *models; /**< resources.gpu.byModel entries, file order (arena) */
+    uint32_t nmodels;
 };
 
 /** One PriorityClass. */

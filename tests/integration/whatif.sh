@@ -58,6 +58,7 @@ case_ sharing_adopt
 case_ sharing_refused
 case_ sharing_modes --timeline "$d/sharing_modes.timeline.yaml"
 case_ mig_capacity
+case_ by_model --policy bestfit
 # The broken inventory of inventory.yaml's n2 is one warning naming the node and the field.
 want="gpusched whatif: warning: node n2: annotation gpusched.io/gpus: gpus[1].uuid: not a non-empty string of at most 95 bytes; GPUs read from status.capacity"
 if [ "$(cat "$tmp/inventory.err")" != "$want" ]; then
@@ -197,6 +198,10 @@ printf 'kind: List\nitems:\n- {kind: Pod, metadata: {name: p, namespace: t}}\n- 
     bad duplicate_pod 'duplicate_pod\.yaml: items\[2\]: Pod t/p already exists \(items\[0\]\)$'
 printf 'kind: List\nitems:\n- {kind: Queue, apiVersion: scheduling.gpusched.io/v1alpha1, metadata: {name: q}, spec: {parentQueue: nope}}\n' |
     bad missing_parent "missing_parent\.yaml: Queue q: spec\.parentQueue nope does not exist"
+printf 'kind: List\nitems:\n- {kind: Queue, apiVersion: scheduling.gpusched.io/v1alpha1, metadata: {name: q}, spec: {resources: {gpu: {byModel: {H100: {quota: 4, limit: 2}}}}}}\n' |
+    bad bad_by_model "bad_by_model\.yaml: Queue q: spec\.resources\.gpu\.byModel\.H100\.limit: 2 is below the quota 4$"
+printf 'kind: List\nitems:\n- {kind: Queue, apiVersion: scheduling.gpusched.io/v1alpha1, metadata: {name: q}, spec: {resources: {gpu: {byModel: {H100: {limit: many}}}}}}\n' |
+    bad bad_by_model_qty 'bad_by_model_qty\.yaml: Queue q: spec\.resources\.gpu\.byModel\.H100\.limit is "many", not a number of GPUs$'
 printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v1alpha1, metadata: {name: g, annotations: {gpusched.io/gang-grace-seconds: soon}}, spec: {minMember: 2}}\n' |
     bad bad_grace "bad_grace\.yaml: PodGroup g: metadata\.annotations gpusched\.io/gang-grace-seconds must be a whole number of seconds \(0 to 1000000000\), not \"soon\""
 printf 'kind: List\nitems:\n- {kind: PodGroup, apiVersion: scheduling.x-k8s.io/v1alpha1, metadata: {name: g}, spec: {minMember: 2, scheduleTimeoutSeconds: -5}}\n' |

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The same scheduling scenarios through both drivers of the core: `gpusched whatif` on a
 cluster dump (tests/data/whatif/CASE.yaml, with CASE.timeline.yaml when there; the expected
-output CASE.expected is worked by hand in the dump's header) and `gpusched scheduler` on a real
+output CASE.expected, or CASE.timeline.expected for a timeline whatif also runs without, is
+worked by hand in the dump's header) and `gpusched scheduler` on a real
 API server holding the same objects, changed by the same timeline.
 
 Each case runs on a control plane of its worker (control-plane.sh up; no kubelet, no
@@ -195,13 +196,20 @@ def load_case(src, case):
     d = os.path.join(src, "tests", "data", "whatif")
     with open(os.path.join(d, case + ".yaml")) as f:
         dump = yaml.safe_load(f)
-    with open(os.path.join(d, case + ".expected")) as f:
-        expected = [json.loads(line) for line in f if line.strip()]
     timeline = []
     tl = os.path.join(d, case + ".timeline.yaml")
     if os.path.exists(tl):
         with open(tl) as f:
             timeline = yaml.safe_load(f) or []
+    # A case whatif runs both without and with its timeline keeps the timeline's results in
+    # CASE.timeline.expected (tests/integration/whatif.sh's EXPECT=): here the timeline is
+    # played, so those are the results to hold (the dump's own pods, which have no line before
+    # the first step, must stay unbound until it).
+    exp = os.path.join(d, case + ".timeline.expected")
+    if not (timeline and os.path.exists(exp)):
+        exp = os.path.join(d, case + ".expected")
+    with open(exp) as f:
+        expected = [json.loads(line) for line in f if line.strip()]
     return dump["items"], timeline, expected
 
 

@@ -31,11 +31,10 @@ trap cleanup EXIT
 
 # The cases: CASE:POLICY arguments after the binary, else all 18, the longest first so that the
 # planes finish together. The policies are those tests/integration/whatif.sh runs each case with.
-shift
 if [ $# = 0 ]; then
     set -- gang_loss:bestfit lifecycle:bestfit pdb_late:fgd sharing_modes:fgd gang:bestfit \
         selector:fgd foreign:fgd reclaim:fgd preempt:fgd pdb:fgd inventory:fgd xres:bestfit \
         sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd sharing_adopt:fgd \
-        sharing_refused:fgd mig_capacity:fgd
+        sharing_refused:fgd mig_capacity:fgd by_model:bestfit
 fi
 python3 "$HERE/two_drivers.py" "$bin" "$SRC" "$tmp" "$jobs" "$@"

@@ -129,9 +129,13 @@ static void scenario(void)
     for (uint32_t i = 0; i < 2; i++) {
         char name[8];
         (void)snprintf(name, sizeof(name), "q%u", i);
+        /* q1 has an A100 entry (model 0; refused when no node brought the model in) that bounds
+         * nothing, so the scenario runs as without it, through the per-model books. */
+        struct gs_model_quota mq = {0, 0, GS_UNLIMITED};
         struct gs_queue_spec qs = {
-            name, GS_QUEUE_ROOT, {4000, 0, 0}, {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 1, 0};
-        (void)ok(gs_engine_add_queue(r.e, &qs, &q[i]), GS_OK);
+            name, GS_QUEUE_ROOT,       {4000, 0, 0},  {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 1,
+            0,    i == 1 ? &mq : NULL, i == 1 ? 1 : 0};
+        (void)ok(gs_engine_add_queue(r.e, &qs, &q[i]), GS_EINVAL);
         struct gs_priority_class_spec ps = {name, 10 + 40 * (int32_t)i, 1};
         (void)ok(gs_engine_add_priority_class(r.e, &ps, &pc[i]), GS_OK);
     }

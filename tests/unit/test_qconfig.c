@@ -531,10 +531,10 @@ static void test_min_runtime_is_inherited_by_the_engine(void **state)
     assert_int_equal(gs_engine_submit(w.e, &low, 0, &lo), GS_OK);
     assert_int_equal(gs_engine_cycle(w.e, 0, NULL, NULL), GS_OK);
     assert_int_equal(gs_engine_submit(w.e, &high, 1000, &hi), GS_OK);
-    assert_int_equal(gs_engine_cycle(w.e, 5 * 60000, NULL, NULL), GS_OK);
+    assert_int_equal(gs_engine_cycle(w.e, (int64_t)5 * 60000, NULL, NULL), GS_OK);
     assert_int_equal(gs_engine_pod_info(w.e, lo, &in), GS_OK);
     assert_int_equal(in.state, GS_TPOD_RUNNING);
-    assert_int_equal(gs_engine_cycle(w.e, 10 * 60000, NULL, NULL), GS_OK);
+    assert_int_equal(gs_engine_cycle(w.e, (int64_t)10 * 60000, NULL, NULL), GS_OK);
     assert_int_equal(gs_engine_pod_info(w.e, hi, &in), GS_OK);
     assert_int_equal(in.state, GS_TPOD_RUNNING);
     world_fini(&w);
@@ -749,7 +749,7 @@ static void test_errors_keys_and_types(void **state)
          "unknown key 'queue' (allowed: apiVersion, kind, preemptMinRuntime, queues, "
          "priorityClasses, assignment, podGroups, sharing)"},
         {HDR QA "    resources:\n      gpu: {quota: 1, limt: 2}\n", 6, 23, "limt",
-         "unknown key 'limt' (allowed: quota, limit, overQuotaWeight)"},
+         "unknown key 'limt' (allowed: quota, limit, overQuotaWeight, byModel)"},
         {HDR QA "    resources:\n      gpus: {quota: 1}\n", 6, 7, "gpus",
          "unknown key 'gpus' (allowed: gpu, cpu, memory)"},
         {HDR QA "    name: b\n", 5, 5, "name", "duplicate key 'name' (first on line 4)"},
@@ -982,6 +982,90 @@ static void test_errors_values(void **state)
         assert_int_equal(gs_qconfig_min_runtime_ms(qc), ok[i].ms);
         gs_qconfig_free(qc);
     }
+}
+
+/* resources.gpu.byModel reaches the engine with the cluster's model ids: the world's node is
+ * A100 (id 0); H100 and B200, named by no node, are added to the model table (ids 1 and 2).
+ * Quantities are GPUs, as for the overall values; --cluster-scale 0.5 halves them, rounding down.
+ */
+static void test_by_model_reaches_the_engine(void **state)
+{
+    (void)state;
+    static const char text[] =
+        HDR "queues:\n"
+            "  - name: dept\n"
+            "    resources:\n"
+            "      gpu: {quota: 8, byModel: {H100: {quota: 6, limit: 12}}}\n"
+            "  - name: train\n"
+            "    parentQueue: dept\n"
+            "    resources:\n"
+            "      gpu: {quota: 8, limit: 16, byModel: {H100: {quota: 4, limit: 8}, B200: {limit: "
+            "2.5}}}\n";
+    for (int scaled = 0; scaled < 2; scaled++) {
+        struct gs_qconfig *qc = parse_ok(text);
+        if (scaled)
+            gs_qconfig_scale(qc, 0.5);
+        struct world w;
+        world_init(&w, 4, false);
+        apply_ok(qc, &w);
+        assert_int_equal(gs_cluster_model_find(w.c, "H100"), 1);
+        assert_int_equal(gs_cluster_model_find(w.c, "B200"), 2);
+        uint32_t train = (uint32_t)gs_engine_find_queue(w.e, "train");
+        uint32_t dept = (uint32_t)gs_engine_find_queue(w.e, "dept");
+        struct gs_queue_model_info mi;
+        assert_int_equal(gs_engine_queue_model_info(w.e, train, 1, &mi), GS_OK);
+        assert_true(mi.bounded);
+        assert_int_equal(mi.quota_milli, scaled ? 2000 : 4000);
+        assert_int_equal(mi.limit_milli, scaled ? 4000 : 8000);
+        assert_int_equal(gs_engine_queue_model_info(w.e, train, 2, &mi), GS_OK);
+        assert_true(mi.bounded);
+        assert_int_equal(mi.quota_milli, 0);
+        assert_int_equal(mi.limit_milli, scaled ? 1250 : 2500);
+        assert_int_equal(gs_engine_queue_model_info(w.e, train, 0, &mi), GS_OK);
+        assert_false(mi.bounded);
+        assert_int_equal(gs_engine_queue_model_info(w.e, dept, 1, &mi), GS_OK);
+        assert_int_equal(mi.quota_milli, scaled ? 3000 : 6000);
+        assert_int_equal(mi.limit_milli, scaled ? 6000 : 12000);
+        world_fini(&w);
+        gs_qconfig_free(qc);
+    }
+}
+
+/* byModel errors, each at its line, column and field. */
+static void test_errors_by_model(void **state)
+{
+    (void)state;
+#define RES HDR QA "    resources:\n"
+    static const struct err_case cases[] = {
+        {RES "      gpu: {byModel: {H100: {quota: 4, limit: 2}}}\n", 6, 47, "limit",
+         "H100 limit 2 is below the quota 4"},
+        {RES "      gpu: {byModel: {H100: {quota: 1, limt: 2}}}\n", 6, 40, "limt",
+         "unknown key 'limt' (allowed: quota, limit)"},
+        {RES "      gpu: {limit: 2, byModel: {H100: {quota: 4}}}\n", 6, 47, "quota",
+         "H100 quota 4 is above the queue's gpu limit 2"},
+        {RES "      gpu: {byModel: {H100: {quota: 1}, H100: {quota: 2}}}\n", 6, 41, "byModel",
+         "duplicate model 'H100' (first on line 6)"},
+        {RES "      gpu: {byModel: {}}\n", 6, 22, "byModel", "empty mapping"},
+        {RES "      gpu: {byModel: [H100]}\n", 6, 22, "byModel",
+         "expected a mapping, found a list"},
+        {RES "      gpu: {byModel: {H100: {quota: 1Gi}}}\n", 6, 37, "quota",
+         "gpu '1Gi' has a bad unit"},
+        {RES "      gpu: {byModel: {H100: {quota: unlimited}}}\n", 6, 37, "quota",
+         "a quota cannot be unlimited"},
+        {RES "      gpu: {byModel: {\"A|B\": {quota: 1}}}\n", 6, 23, "byModel",
+         "a model name cannot contain '|'"},
+        {RES "      cpu: {byModel: {H100: {quota: 1}}}\n", 6, 13, "byModel",
+         "unknown key 'byModel' (allowed: quota, limit, overQuotaWeight)"},
+        {HDR "queues:\n"
+             "  - name: dept\n"
+             "    resources:\n"
+             "      gpu: {byModel: {H100: {quota: 4}}}\n"
+             "  - {name: a, parentQueue: dept, resources: {gpu: {byModel: {H100: {quota: 3}}}}}\n"
+             "  - {name: b, parentQueue: dept, resources: {gpu: {byModel: {H100: {quota: 2}}}}}\n",
+         6, 37, "quota", "the children's H100 quotas sum to 5, above this queue's H100 quota 4"},
+    };
+#undef RES
+    RUN(cases);
 }
 
 /* The queue tree: parents, cycles, depth, quotas against the parent's. */
@@ -1328,6 +1412,8 @@ int main(void)
         cmocka_unit_test(test_sharing_rules_turn_pods_by_kind),
         cmocka_unit_test(test_sharing_rules_draw_by_seed),
         cmocka_unit_test(test_errors_values),
+        cmocka_unit_test(test_by_model_reaches_the_engine),
+        cmocka_unit_test(test_errors_by_model),
         cmocka_unit_test(test_errors_tree),
         cmocka_unit_test(test_errors_tree_limits),
         cmocka_unit_test(test_errors_assignment),

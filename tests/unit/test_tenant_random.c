@@ -1,7 +1,7 @@
 /*
  * Randomised check of the multi-tenant engine: seeded random clusters, queue trees,
  * PriorityClasses, gangs (some with members of mixed PriorityClasses) and workloads, driven
- * through 140,000 events (submit, finish, delete, queue cap change, scheduling cycle) with the
+ * through 180,000 events (submit, finish, delete, queue cap change, scheduling cycle) with the
  * invariant checker after every one. The event stream is checked too: every EVICT follows a
  * BIND of the same pod, and no pod is evicted by a member of its own gang. Reproducible: a
  * failure prints the world seed and event number.
@@ -22,6 +22,7 @@
 #define WORLDS 25
 #define EVENTS_PER_WORLD 4000
 #define GANG_WORLDS 10
+#define MODEL_WORLDS 10 /* teams with per-GPU-model entries, reclaim on; every other gang-heavy */
 #define PODS_MAX (EVENTS_PER_WORLD * 6)
 
 /* What the event stream has said so far, per pod id. */
@@ -60,7 +61,10 @@ static void check_or_fail(struct gs_engine *e, uint64_t seed, int event)
 
 /* gang_heavy: half the submissions are gangs, all of mixed PriorityClasses, with preemption on,
  * so that gangs meet their own members as possible victims. */
-static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uint64_t *evictions)
+/* by_model: each team also gets a per-GPU-model entry (a random model, quota within its GPU
+ * quota, a limit or none), reclaim on, so per-model limits and reclaim meet everything else. */
+static void run_world(uint64_t seed, bool gang_heavy, bool by_model, uint64_t *events_done,
+                      uint64_t *evictions)
 {
     static struct stream st_ev;
     memset(&st_ev, 0, sizeof(st_ev));
@@ -72,7 +76,7 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
     uint32_t nodes = 2 + gs_rng_below(&rng, 8);
     char name[32];
     for (uint32_t i = 0; i < nodes; i++) {
-        snprintf(name, sizeof(name), "n%u", i);
+        (void)snprintf(name, sizeof(name), "n%u", i);
         uint32_t gpus = 1 + gs_rng_below(&rng, 8);
         struct gs_node_spec s = {name,   16000 + 16000 * (int64_t)gs_rng_below(&rng, 4),
                                  262144, 110,
@@ -80,7 +84,7 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
                                  0};
         assert_int_equal(gs_cluster_add_node(c, &s, NULL), GS_OK);
     }
-    uint32_t flags = gs_rng_below(&rng, 8) | (gang_heavy ? 1u : 0u);
+    uint32_t flags = gs_rng_below(&rng, 8) | (gang_heavy ? 1u : 0u) | (by_model ? 2u : 0u);
     struct gs_engine_config cfg = {.policy = gs_rng_below(&rng, 2) ? "bestfit" : "packing",
                                    .preemption = (flags & 1) != 0,
                                    .reclaim = (flags & 2) != 0,
@@ -91,11 +95,12 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
     assert_int_equal(gs_engine_new(c, &cfg, &e), GS_OK);
     /* Queue tree: up to 2 departments with up to 3 teams each, quotas within the parent. */
     uint32_t leaves[8], nleaves = 0;
-    double weights[16];       /* per queue id, as added */
-    int64_t min_runtimes[16]; /* per queue id, as added */
+    double weights[16];           /* per queue id, as added */
+    int64_t min_runtimes[16];     /* per queue id, as added */
+    struct gs_model_quota mq[16]; /* per queue id: its per-model entry, when by_model */
     uint32_t depts = 1 + gs_rng_below(&rng, 2);
     for (uint32_t d = 0; d < depts; d++) {
-        snprintf(name, sizeof(name), "dept%u", d);
+        (void)snprintf(name, sizeof(name), "dept%u", d);
         int64_t dq = 1000 * (int64_t)gs_rng_below(&rng, 8);
         struct gs_queue_spec ds = {name,
                                    GS_QUEUE_ROOT,
@@ -108,19 +113,30 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
         uint32_t teams = 1 + gs_rng_below(&rng, 3);
         int64_t left = dq;
         for (uint32_t t = 0; t < teams; t++) {
-            snprintf(name, sizeof(name), "team%u.%u", d, t);
+            (void)snprintf(name, sizeof(name), "team%u.%u", d, t);
             int64_t tq =
                 left > 0 ? 1000 * (int64_t)gs_rng_below(&rng, (uint32_t)(left / 1000) + 1) : 0;
             left -= tq;
-            int64_t lim =
-                gs_rng_below(&rng, 3) == 0 ? tq + 1000 * gs_rng_below(&rng, 4) : GS_UNLIMITED;
+            int64_t lim = gs_rng_below(&rng, 3) == 0 ? tq + 1000 * (int64_t)gs_rng_below(&rng, 4)
+                                                     : GS_UNLIMITED;
             struct gs_queue_spec ts = {name,
                                        did,
                                        {tq, 0, 0},
                                        {lim, GS_UNLIMITED, GS_UNLIMITED},
                                        (double)gs_rng_below(&rng, 4),
                                        (int64_t)gs_rng_below(&rng, 3) * 50};
+            struct gs_model_quota m = {0, 0, GS_UNLIMITED};
+            if (by_model) {
+                assert_int_equal(gs_cluster_model_id(c, models[gs_rng_below(&rng, 3)], &m.model),
+                                 GS_OK);
+                m.quota_milli = 1000 * (int64_t)gs_rng_below(&rng, (uint32_t)(tq / 1000) + 1);
+                if (gs_rng_below(&rng, 2))
+                    m.limit_milli = m.quota_milli + 1000 * (int64_t)gs_rng_below(&rng, 4);
+                ts.by_model = &m;
+                ts.n_by_model = 1;
+            }
             assert_int_equal(gs_engine_add_queue(e, &ts, &leaves[nleaves]), GS_OK);
+            mq[leaves[nleaves]] = m;
             weights[leaves[nleaves]] = ts.over_quota_weight;
             min_runtimes[leaves[nleaves]] = ts.min_runtime_ms;
             nleaves++;
@@ -129,7 +145,7 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
     uint32_t classes = 0;
     int32_t values[] = {0, 50, 100, 1000};
     for (; classes < 4; classes++) {
-        snprintf(name, sizeof(name), "pc%u", classes);
+        (void)snprintf(name, sizeof(name), "pc%u", classes);
         struct gs_priority_class_spec ps = {name, values[classes], -1};
         assert_int_equal(gs_engine_add_priority_class(e, &ps, NULL), GS_OK);
     }
@@ -161,7 +177,7 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
             if (gs_rng_below(&rng, gang_heavy ? 2 : 6) == 0) {
                 mixed = gang_heavy || gs_rng_below(&rng, 2) == 0;
                 members = 2 + gs_rng_below(&rng, 4);
-                snprintf(name, sizeof(name), "g%u", ngangs++);
+                (void)snprintf(name, sizeof(name), "g%u", ngangs++);
                 struct gs_gang_spec gs = {name, members - gs_rng_below(&rng, 2),
                                           (int64_t)gs_rng_below(&rng, 2) * 500};
                 assert_int_equal(gs_engine_add_gang(e, &gs, &gang), GS_OK);
@@ -219,6 +235,8 @@ static void run_world(uint64_t seed, bool gang_heavy, uint64_t *events_done, uin
             /* Weight and min runtime are not in gs_queue_info: keep them as they were made. */
             us.over_quota_weight = weights[q];
             us.min_runtime_ms = min_runtimes[q];
+            us.by_model = by_model ? &mq[q] : NULL; /* entries are replaced whole: keep it */
+            us.n_by_model = by_model ? 1 : 0;
             assert_int_equal(gs_engine_update_queue(e, q, &us), GS_OK);
             /* Below what it holds: taken, nothing evicted; check_or_fail() below holds the
              * engine to starting nothing more there until it is back under. */
@@ -257,14 +275,21 @@ static void test_random_workloads_keep_every_invariant(void **state)
     (void)state;
     uint64_t events = 0, evictions = 0;
     for (uint64_t w = 0; w < WORLDS; w++)
-        run_world(1000 + w, false, &events, &evictions);
+        run_world(1000 + w, false, false, &events, &evictions);
     for (uint64_t w = 0; w < GANG_WORLDS; w++)
-        run_world(2000 + w, true, &events, &evictions);
+        run_world(2000 + w, true, false, &events, &evictions);
+    uint64_t model_evictions = 0;
+    for (uint64_t w = 0; w < MODEL_WORLDS; w++)
+        run_world(3000 + w, w % 2 == 1, true, &events, &model_evictions);
+    assert_true(model_evictions > 0);
+    evictions += model_evictions;
     assert_true(events >= 100000);
     /* The worlds must exercise eviction paths, or the check proves little. */
     assert_true(evictions > 0);
-    print_message("%llu events, %llu evictions, all invariants held\n", (unsigned long long)events,
-                  (unsigned long long)evictions);
+    print_message("%llu events, %llu evictions (%llu in worlds with per-model entries), all "
+                  "invariants held\n",
+                  (unsigned long long)events, (unsigned long long)evictions,
+                  (unsigned long long)model_evictions);
 }
 
 int main(void)
