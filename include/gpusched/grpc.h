@@ -303,12 +303,15 @@ int gs_grpc_server_add_stream(struct gs_grpc_server *srv, const char *method,
                               void *user);
 
 /**
- * Starts listening on a UNIX stream socket. An existing socket file at the path (a stale
- * socket of an earlier run) is removed first, as device plugins do.
+ * Starts listening on a UNIX stream socket. An existing socket file at the path is probed with
+ * a non-blocking connect(): only ECONNREFUSED (nobody listens: a stale socket of an earlier
+ * run) has it removed first, as device plugins do; a socket that accepts, or whose owner is
+ * alive but not accepting (EAGAIN: its backlog is full), is another process's and is left.
  * @param socket_path  file system path, shorter than sizeof(sockaddr_un.sun_path) (108).
  * @return GS_OK; GS_EINVAL when the path is too long or the server already listens; GS_EEXIST
- *         when the path exists and is not a socket; GS_EIO when socket/bind/listen fails (the
- *         reason goes to the log callback). On failure nothing is left behind.
+ *         when the path exists and is not a socket, or is a live server's (the reason goes to
+ *         the log callback); GS_EIO when socket/bind/listen fails (likewise). On failure
+ *         nothing is left behind, and another process's socket is never removed.
  */
 int gs_grpc_server_listen(struct gs_grpc_server *srv, const char *socket_path);
 

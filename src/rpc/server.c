@@ -998,18 +998,26 @@ int gs_grpc_server_listen(struct gs_grpc_server *srv, const char *socket_path)
     if (lstat(socket_path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode))
             return GS_EEXIST;
-        /* A socket someone still accepts on belongs to a live server (a second agent, say):
-         * taking it over would make the two unlink each other's sockets in turn. */
-        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (probe >= 0) {
-            int live = connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
-            close(probe);
-            if (live) {
-                gs__srv_say(srv, "grpc: %s is served by another process", socket_path);
-                return GS_EEXIST;
-            }
+        /* A socket someone still listens on belongs to a live server (a second agent, say):
+         * taking it over would make the two unlink each other's sockets in turn. The probe
+         * does not block: a live owner that is not accepting (its backlog full) answers
+         * EAGAIN at once where a blocking connect() would wait for it. Only ECONNREFUSED
+         * (nobody listens) makes the socket stale; any other answer leaves it alone. */
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (probe < 0) {
+            gs__srv_say(srv, "grpc: socket: %s", strerror(errno));
+            return GS_EIO;
         }
-        unlink(socket_path); /* a stale socket of an earlier run */
+        int c = connect(probe, (struct sockaddr *)&sa, sizeof sa);
+        int why = c == 0 ? 0 : errno;
+        close(probe);
+        if (c == 0 || (why != ECONNREFUSED && why != ENOENT)) {
+            gs__srv_say(srv, "grpc: %s is served by another process (%s); not taking it over",
+                        socket_path, c == 0 ? "it accepts connections" : strerror(why));
+            return GS_EEXIST;
+        }
+        if (why == ECONNREFUSED)
+            unlink(socket_path); /* a stale socket of an earlier run */
     }
     char *copy = malloc(n + 1);
     if (copy == NULL)

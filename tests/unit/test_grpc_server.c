@@ -13,6 +13,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, nanosleep */
 
 #include <pthread.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -877,6 +878,35 @@ static void test_registration_and_listen_errors(void **state)
     gs_grpc_server_free(NULL);
     struct stat st;
     assert_int_not_equal(stat(path, &st), 0);
+
+    /* A live owner that does not accept (its backlog full): the probe must neither hang (a
+     * blocking connect() waits on such a socket) nor take the socket over. */
+    snprintf(path, sizeof path, "%s/busy.sock", fx->dir);
+    strcpy(sa.sun_path, path);
+    int owner = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_int_equal(bind(owner, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(owner, 0), 0);
+    int fill[8], nfill = 0;
+    for (; nfill < 8; nfill++) { /* queue connections until the kernel refuses one more */
+        fill[nfill] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (connect(fill[nfill], (struct sockaddr *)&sa, sizeof sa) != 0) {
+            assert_int_equal(errno, EAGAIN);
+            close(fill[nfill]);
+            break;
+        }
+    }
+    assert_true(nfill < 8); /* the backlog did fill */
+    assert_int_equal(gs_grpc_server_new(&s), GS_OK);
+    assert_int_equal(gs_grpc_server_listen(s, path), GS_EEXIST);
+    gs_grpc_server_free(s);
+    assert_int_equal(stat(path, &st), 0); /* the owner's socket is still there */
+    for (int i = 0; i < nfill; i++)
+        close(fill[i]);
+    close(owner);
+    /* ... and once nobody listens on it, it is stale: replaced. */
+    assert_int_equal(gs_grpc_server_new(&s), GS_OK);
+    assert_int_equal(gs_grpc_server_listen(s, path), GS_OK);
+    gs_grpc_server_free(s);
 }
 
 static void test_limits_defaults_and_validation(void **state)
