@@ -219,6 +219,16 @@ int gs_usage_tick(struct gs_usage_store *s, int64_t now_ms, bool *committed);
 int gs_usage_commit(struct gs_usage_store *s, int64_t now_ms);
 
 /**
+ * Counts the allocation intervals whose pod uid begins with prefix (committed or in the open
+ * batch), so a writer can refuse to record what the store already holds: a replay's pods are
+ * "replay-<start s>-<n>", the same for every run from the same --start-time.
+ * @param prefix  compared byte for byte (no pattern characters); borrowed.
+ * @param n       receives the count.
+ * @return GS_OK; GS_EINVAL (NULL prefix); GS_EIO (the message names the store).
+ */
+int gs_usage_count_uid_prefix(struct gs_usage_store *s, const char *prefix, int64_t *n);
+
+/**
  * Drops the open batch (rolls its transaction back): what was written since the last commit is
  * lost, the store stays usable. No-op without an open batch. For a writer that meets an error
  * half-way through what it meant to commit together (report ingest).

@@ -13,6 +13,7 @@
 #include "cli/acct.h"
 #include "gpusched/err.h"
 #include "gpusched/usage.h"
+#include "gpusched/usage_report.h"
 
 struct gs__replay_acct {
     struct gs_usage_store *store;
@@ -59,6 +60,27 @@ int gs__replay_acct_open(const char *path, int64_t start_ms, const struct gs_qco
     }
     char prefix[48];
     (void)snprintf(prefix, sizeof(prefix), "replay-%" PRId64 "-", start_ms / 1000);
+    /* A replay from the same start writes the same pod uids: recording it again would fail on
+     * the first of them, with part of the second run (its capacity) already committed. Refuse
+     * before anything is written. */
+    int64_t held = 0;
+    if ((err = gs_usage_count_uid_prefix(a->store, prefix, &held)) != GS_OK || held > 0) {
+        if (!err) {
+            char when[40];
+            gs_usage_format_time_tz(start_ms, 0, when, sizeof(when));
+            (void)snprintf(msg, cap,
+                           "%s already holds a recording of a replay from %s (%lld intervals); a "
+                           "replay is recorded once: write to a new file, or give another "
+                           "--start-time",
+                           path, when, (long long)held);
+            err = GS_EEXIST;
+        } else {
+            (void)snprintf(msg, cap, "%s", gs_usage_errmsg(a->store));
+        }
+        (void)gs_usage_close(a->store);
+        free(a);
+        return err;
+    }
     struct gs_usage_recorder_config rc = {a->store, start_ms, prefix};
     if ((err = gs_usage_recorder_new(&rc, &a->rec)) != GS_OK) {
         (void)gs_usage_close(a->store);

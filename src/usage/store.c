@@ -583,6 +583,25 @@ int gs_usage_add_util(struct gs_usage_store *s, int64_t t_ms, const char *pod_ui
     return step_done(s, st, "recording a utilisation sample");
 }
 
+int gs_usage_count_uid_prefix(struct gs_usage_store *s, const char *prefix, int64_t *n)
+{
+    *n = 0;
+    if (!prefix)
+        return GS_EINVAL;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT count(*) FROM allocation WHERE substr(pod_uid, 1, ?2) = ?1", -1,
+                           &st, NULL) != SQLITE_OK)
+        return db_fail(s, "counting intervals");
+    (void)sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+    (void)sqlite3_bind_int64(st, 2, (sqlite3_int64)strlen(prefix));
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? GS_OK : db_fail(s, "counting intervals");
+}
+
 int gs_usage_commit(struct gs_usage_store *s, int64_t now_ms)
 {
     if (now_ms > s->last_event_ms)

@@ -166,6 +166,19 @@ deleted=$(sed -n 's/.*; \([0-9]*\) allocation and.*/\1/p' "$tmp/out")
 "$bin" report compact --db "$tmp/compact.db" --older-than soon >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && grep -q -- '--older-than' "$tmp/err" || { echo "FAIL: compact --older-than soon"; fail=1; }
 
+# The same replay recorded twice (same --start-time, so the same pod uids): refused before
+# anything is written, the store's report unchanged.
+"$bin" report usage --db "$db" --format csv >"$tmp/before.csv"
+"$bin" replay --nodes "$src/tests/data/slice_nodes.csv" --pods "$src/tests/data/slice_pods.csv" \
+    --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --cluster-scale 0.25 --speedup 2000 \
+    --sample-s 3600 --no-plot --out "$tmp/r-again" --accounting "$db" --start-time 2026-12-01 \
+    >/dev/null 2>"$tmp/err"
+rc=$?
+"$bin" report usage --db "$db" --format csv >"$tmp/after.csv"
+[ $rc = 2 ] && grep -q "usage.db already holds a recording of a replay from 2026-12-01T00:00:00Z (364 intervals)" "$tmp/err" &&
+    cmp -s "$tmp/before.csv" "$tmp/after.csv" && [ ! -e "$tmp/r-again" ] ||
+    { echo "FAIL: a replay recorded twice: rc $rc"; cat "$tmp/err"; diff "$tmp/before.csv" "$tmp/after.csv"; fail=1; }
+
 # Bad databases and options: exit 2, the message names the file or option, no crash.
 head -c 10000 /dev/urandom >"$tmp/garbage.db"
 python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE songs(t)'); c.commit()" "$tmp/foreign.db"
