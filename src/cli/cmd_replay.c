@@ -229,7 +229,7 @@ int gs_cmd_replay(int argc, char **argv)
             (void)fprintf(stderr, "gpusched replay: unknown option '%s' (see --help)\n", a);
             return 2;
         }
-        if (!v) {
+        if (!v || !*v) { /* "--nodes=" is as missing as "--nodes" */
             (void)fprintf(stderr, "gpusched replay: %s needs a value\n", a);
             return 2;
         }

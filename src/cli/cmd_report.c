@@ -161,7 +161,7 @@ static int cmd_report_usage(int argc, char **argv)
             (void)fprintf(stderr, "gpusched report usage: unknown option '%s' (see --help)\n", a);
             return 2;
         }
-        if (!v) {
+        if (!v || !*v) { /* "--db=" is as missing as "--db" */
             (void)fprintf(stderr, "gpusched report usage: %s needs a value\n", a);
             return 2;
         }
@@ -304,7 +304,7 @@ static int parse_maint(const char *cmd, int argc, char **argv, bool compact, str
             (void)fprintf(stderr, "gpusched report %s: unknown option '%s' (see --help)\n", cmd, a);
             return 2;
         }
-        if (!v) {
+        if (!v || !*v) {
             (void)fprintf(stderr, "gpusched report %s: %s needs a value\n", cmd, a);
             return 2;
         }
@@ -458,7 +458,7 @@ static int cmd_report_ingest(int argc, char **argv)
             (void)fprintf(stderr, "gpusched report ingest: unknown option '%s' (see --help)\n", a);
             return 2;
         }
-        if (!v) {
+        if (!v || !*v) {
             (void)fprintf(stderr, "gpusched report ingest: %s needs a value\n", a);
             return 2;
         }

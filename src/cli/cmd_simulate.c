@@ -433,7 +433,7 @@ int gs_cmd_simulate(int argc, char **argv)
             (void)fprintf(stderr, "gpusched simulate: unknown option '%s' (see --help)\n", a);
             goto out;
         }
-        if (!v) {
+        if (!v || !*v) { /* "--nodes=" is as missing as "--nodes" */
             (void)fprintf(stderr, "gpusched simulate: %s needs a value\n", a);
             goto out;
         }

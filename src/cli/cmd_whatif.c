@@ -38,8 +38,8 @@ static const char *const usage =
     "  --cluster FILE       the dump\n"
     "  --kubeconfig FILE    read the same objects from a live API server instead (list only:\n"
     "                       nothing is written to the cluster)\n"
-    "  --live               as --kubeconfig, with $KUBECONFIG, ~/.kube/config or the pod's\n"
-    "                       service account\n"
+    "  --live               as --kubeconfig, with $KUBECONFIG, else in a pod its service\n"
+    "                       account, else ~/.kube/config\n"
     "  --timeline FILE      a YAML list of steps, each with `at` (90s, 5m, 1h30m) and one of:\n"
     "                       create: [objects], finish: [ns/name], delete: [ns/name],\n"
     "                       cordon: [node], uncordon: [node], deleteNode: [node],\n"
@@ -426,10 +426,10 @@ static int settle(struct gs_kworld *w, struct run *r, uint32_t max_cycles)
             return 0;
     }
     (void)fprintf(stderr,
-                  "gpusched whatif: the scheduler did not settle within %u cycles at t=%.1fs: it "
-                  "keeps binding or evicting (raise --max-cycles if this case needs more; one "
-                  "that never settles is a bug to report)\n",
-                  max_cycles, (double)r->t_ms / 1000.0);
+                  "gpusched whatif: the scheduler did not settle within %u cycle%s at t=%.1fs: "
+                  "cycle %u still bound or evicted pods (raise --max-cycles if this case needs "
+                  "more; one that never settles is a bug to report)\n",
+                  max_cycles, max_cycles == 1 ? "" : "s", (double)r->t_ms / 1000.0, r->cycle);
     return 3;
 }
 
@@ -620,7 +620,7 @@ static int step_names(struct gs_kworld *w, struct run *r, const char *path, cons
             rc = gs_kworld_cordon(w, s, what[0] == 'c');
         else
             rc = gs_kworld_delete_node(w, s, now_ms);
-        if (rc == GS_ENOENT && ended) {
+        if ((rc == GS_ENOENT || rc == GS_EINVAL) && ended) {
             (void)fprintf(stderr, "gpusched whatif: %s: step %zu: %s %s: %s was already %s\n", path,
                           step + 1, what, s, pod ? "the pod" : "the node", ended);
             return 2;

@@ -56,6 +56,7 @@ expect 2 "--seeds 'x1': 'x1' is not a whole number" -- simulate --nodes "$nodes"
 expect 2 "--tune: expected" -- simulate --nodes "$nodes" --pods "$pods" --tune -1
 expect 2 "--jobs: expected" -- simulate --nodes "$nodes" --pods "$pods" --jobs 0
 expect 2 "--out needs a value" -- simulate --nodes "$nodes" --pods "$pods" --out
+expect 2 "--nodes needs a value" -- simulate --nodes= --pods "$pods"
 expect 2 "no-such.csv" -- simulate --nodes "$nodes" --pods "$tmp/no-such.csv"
 
 # A successful run: the summary table, every result file, a real PNG, nothing temporary left.

@@ -277,7 +277,7 @@ fi
 # A scheduling that does not settle within --max-cycles exits 3 and says so.
 "$bin" whatif --cluster "$d/preempt.yaml" --max-cycles 1 >"$tmp/out" 2>"$tmp/err"
 rc=$?
-if [ $rc != 3 ] || ! grep -q "did not settle within 1 cycles" "$tmp/err"; then
+if [ $rc != 3 ] || ! grep -q "did not settle within 1 cycle at t=0.0s: cycle 1 still bound or evicted pods" "$tmp/err"; then
     echo "FAIL: max-cycles: rc $rc"
     cat "$tmp/err"
     fail=1

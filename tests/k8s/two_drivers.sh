@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The semantics tests of the core through both drivers (tests/k8s/two_drivers.py): every
-# tests/data/whatif case (all 18 that tests/integration/whatif.sh runs, with the same policy and
+# tests/data/whatif case (19 of the 24 that tests/integration/whatif.sh runs, with the same policy and
 # timeline) runs through `gpusched whatif` (whatif.sh checks that against CASE.expected) and
 # here through `gpusched scheduler` on a real API server, the timeline's steps applied through
 # the API, with the same expected results checked after the dump and after each step; then
@@ -29,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The cases: CASE:POLICY arguments after the binary, else all 18, the longest first so that the
+# The cases: CASE:POLICY arguments after the binary, else these 19, the longest first so that the
 # planes finish together. The policies are those tests/integration/whatif.sh runs each case with.
 if [ $# = 0 ]; then
     set -- gang_loss:bestfit lifecycle:bestfit pdb_late:fgd sharing_modes:fgd gang:bestfit \
