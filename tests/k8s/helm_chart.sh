@@ -97,13 +97,26 @@ print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$tmp/
     "$bin" "${args[@]}" --help >/dev/null 2>"$tmp/args.err" ||
         fail "gpusched refuses the default chart's args ${args[*]}: $(cat "$tmp/args.err")"
 fi
+# The agent's log format: its DaemonSet's args, taken by the binary (agent --help exits 0 only
+# after every option before it parsed).
+"$helm" template gpusched "$CHART" -s templates/agent-daemonset.yaml --set agent.logFormat=json \
+    >"$tmp/agent-args.yaml"
+mapfile -t args < <(python3 -c 'import sys, yaml
+d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "DaemonSet"][0]
+print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$tmp/agent-args.yaml")
+[ "${args[*]}" = "agent --config /etc/gpusched/config.yaml --log-format json" ] ||
+    fail "agent.logFormat=json renders args '${args[*]}'"
+if [ -n "$bin" ]; then
+    "$bin" "${args[@]}" --help >/dev/null 2>"$tmp/args.err" ||
+        fail "gpusched refuses the agent's args ${args[*]}: $(cat "$tmp/args.err")"
+fi
 for bad in 'scheduler.kaiPreemptibleThreshold=1.5' 'scheduler.kaiPreemptibleThreshold=3000000000' \
-    'scheduler.logFormat=xml'; do
+    'scheduler.logFormat=xml' 'agent.logFormat=xml'; do
     "$helm" template gpusched "$CHART" --set "$bad" >/dev/null 2>"$tmp/bad-flag.err" &&
         fail "--set $bad was rendered"
     grep -q "must be" "$tmp/bad-flag.err" || fail "--set $bad: $(cat "$tmp/bad-flag.err")"
 done
-echo "ok: kaiPreemptibleThreshold, poolLabel and logFormat reach the args${bin:+ (gpusched takes them)}; the defaults add none; 1.5, 3000000000 and xml are refused"
+echo "ok: kaiPreemptibleThreshold, poolLabel, logFormat (scheduler and agent) reach the args${bin:+ (gpusched takes them)}; the defaults add none; 1.5, 3000000000 and xml are refused"
 
 # 2. The defaults render the plain manifests.
 "$helm" template gpusched "$CHART" -n gpusched-system --include-crds >"$tmp/chart.yaml"
