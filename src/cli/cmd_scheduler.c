@@ -108,6 +108,22 @@ void gs__sched_logf(const char *level, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A start-up failure (exit 1 or 2) after the options are read: "gpusched scheduler: TEXT" on
+ * stderr as a usage error is told, or one JSON line of level error with --log-format json, so
+ * that a JSON log holds nothing but JSON. */
+static void GS_PRINTF(1, 2) start_failure(const char *fmt, ...)
+{
+    char text[GS_LOG_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (log_format == GS_LOG_FORMAT_JSON)
+        gs__sched_logf("error", "%s", text);
+    else
+        (void)fprintf(stderr, "gpusched scheduler: %s\n", text);
+}
+
 /* The webhook's lines, from its own thread (stderr is locked per call). */
 static void on_webhook_log(void *ud, const char *level, const char *msg)
 {
@@ -945,7 +961,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         if (rc == GS_OK)
             rc = gs_schedmetrics_serve(s.metrics, metrics_addr, &port);
         if (rc) {
-            (void)fprintf(stderr, "gpusched scheduler: --metrics-addr %s: %s\n", metrics_addr,
+            start_failure("--metrics-addr %s: %s", metrics_addr,
                           rc == GS_EIO ? "cannot listen there" : gs_strerror(rc));
             gs_schedmetrics_free(s.metrics);
             gs_webhook_server_free(s.webhook);
@@ -965,7 +981,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         uint16_t port = 0;
         rc = gs_webhook_server_start(&wo, &s.webhook, &port, werr, sizeof(werr));
         if (rc) {
-            (void)fprintf(stderr, "gpusched scheduler: webhook: %s\n", werr);
+            start_failure("webhook: %s", werr);
             gs_schedmetrics_free(s.metrics);
             gs_kube_config_fini(&cfg);
             return 2;
@@ -985,8 +1001,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     }
     gs_kube_config_fini(&cfg);
     if (rc) {
-        (void)fprintf(stderr, "gpusched scheduler: cannot make an API client: %s\n",
-                      gs_strerror(rc));
+        start_failure("cannot make an API client: %s", gs_strerror(rc));
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
         gs_webhook_server_free(s.webhook);
@@ -994,7 +1009,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     }
     struct gs_kevents_opts eo = {.instance = identity, .log = log_event_failure};
     if (gs_kevents_new(s.client, &eo, &s.events) != GS_OK) {
-        (void)fprintf(stderr, "gpusched scheduler: out of memory\n");
+        start_failure("out of memory");
         gs_kube_client_free(lease_client);
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
@@ -1006,7 +1021,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             .namespace_ = lease_ns, .name = lease_name, .identity = identity};
         rc = gs_kube_leader_new(lease_client, &lopts, &s.leader);
         if (rc) {
-            (void)fprintf(stderr, "gpusched scheduler: leader election: %s\n", gs_strerror(rc));
+            start_failure("leader election: %s", gs_strerror(rc));
             gs_kevents_free(s.events);
             gs_kube_client_free(lease_client);
             gs_kube_client_free(s.client);

@@ -57,6 +57,13 @@ expect 0 'warn watch Node: list /api/v1/nodes: .*(refused|connect)' -- \
 python3 "$src/tests/integration/check_json_log.py" "$tmp/json.log" scheduler \
     'level=^warn$' 'msg=^watch Node: list /api/v1/nodes: .*(refused|connect)' >"$tmp/stdout" ||
     { echo "FAIL: scheduler --log-format json:"; cat "$tmp/stdout" "$tmp/json.log"; fail=1; }
+# A start-up failure after the options are read is a JSON line too (1.2.3.4 is no address here).
+"$bin" scheduler --kubeconfig "$tmp/kc.yaml" --metrics-addr 1.2.3.4:1 --log-format json \
+    >"$tmp/stdout" 2>"$tmp/json-fail.log"
+rc=$?
+python3 "$src/tests/integration/check_json_log.py" "$tmp/json-fail.log" scheduler 'level=^error$' \
+    'msg=^--metrics-addr 1\.2\.3\.4:1: cannot listen there$' >"$tmp/stdout" && [ $rc = 2 ] ||
+    { echo "FAIL: a start-up failure with --log-format json (rc $rc):"; cat "$tmp/stdout" "$tmp/json-fail.log"; fail=1; }
 # --name=value as well as --name value (the Helm chart writes --lease-namespace=kube-system).
 expect 2 "unknown policy 'fastest' \(random, dotprod" -- scheduler --lease-namespace=x --policy=fastest
 expect 2 "^gpusched scheduler: --log-format must be text or json, not 'xml'$" -- scheduler --log-format=xml
