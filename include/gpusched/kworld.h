@@ -119,6 +119,8 @@ struct gs_kevent {
     const char *by;     /**< EVICT: "ns/name" of the pod that caused it, or NULL */
     const char *by_uid; /**< EVICT: metadata.uid of that pod, or NULL with by */
     const char *gang;   /**< BIND: "ns/podgroup" of the pod's gang, or NULL */
+    const char *queue;  /**< the name of the pod's queue (its leaf); NULL when the engine has
+                             none for it (a pod that is already gone) */
     int64_t now_ms;
 };
 

@@ -23,6 +23,7 @@
 #include "gpusched/gfd_labels.h"
 #include "gpusched/gpu.h"
 #include "gpusched/kube.h"
+#include "gpusched/log.h"
 
 static const char *const usage_agent =
     "usage: gpusched agent [options]\n"
@@ -57,6 +58,10 @@ static const char *const usage_agent =
     "                              (gpusched.io/assigned-gpus); default: the in-cluster service\n"
     "                              account when KUBERNETES_SERVICE_HOST is set, else none (the\n"
     "                              agent then serves kubelet alone and publishes nothing)\n"
+    "  --log-format text|json      text (default): \"TIME agent: MESSAGE\"; json: one JSON\n"
+    "                              object per line: ts, level (info; warn for warnings),\n"
+    "                              component (agent),\n"
+    "                              msg, and pod, node, queue when the message names them\n"
     "  --timestamp                 labels: add nvidia.com/gfd.timestamp\n"
     "  -h, --help                  this text\n"
     "\n"
@@ -95,10 +100,21 @@ static void *stopper_main(void *arg)
     return NULL;
 }
 
+/* --log-format; set by gs_cmd_agent before any thread logs, read-only after. */
+static enum gs_log_format agent_log_format = GS_LOG_FORMAT_TEXT;
+
+/* The agent's lines carry no level field of their own: a JSON line says "warn" for a line that
+ * begins "warning: " (how src/agent words them), else "info". */
 static void log_line(void *ctx, const char *line)
 {
     (void)ctx;
-    gs_log_stderr_stamped((void *)"agent:", line);
+    if (agent_log_format == GS_LOG_FORMAT_JSON) {
+        bool warning = strncmp(line, "warning: ", 9) == 0;
+        struct gs_log_json_sink js = {.level = warning ? "warn" : "info", .component = "agent"};
+        gs_log_stderr_json(&js, line);
+    } else {
+        gs_log_stderr_stamped((void *)"agent:", line);
+    }
 }
 
 struct args {
@@ -111,6 +127,7 @@ struct args {
     const char *node_name;     /**< --node-name */
     const char *kubeconfig;    /**< --kubeconfig */
     const char *rediscover_s;  /**< --rediscover-s */
+    const char *log_format;    /**< --log-format: "text" (NULL) or "json" */
     bool labels;               /**< the labels subcommand */
     bool timestamp;            /**< --timestamp */
 };
@@ -152,6 +169,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             slot = &a->kubeconfig;
         else if (strcmp(o, "--rediscover-s") == 0 && !a->labels)
             slot = &a->rediscover_s;
+        else if (strcmp(o, "--log-format") == 0 && !a->labels)
+            slot = &a->log_format;
         if (slot == NULL) {
             (void)fprintf(stderr, "gpusched agent: unknown option '%s' (see --help)\n", o);
             return 2;
@@ -161,6 +180,11 @@ static int parse_args(int argc, char **argv, struct args *a)
             return 2;
         }
         *slot = argv[++i];
+    }
+    if (a->log_format != NULL && gs_log_format_parse(a->log_format, &agent_log_format) != GS_OK) {
+        (void)fprintf(stderr, "gpusched agent: --log-format must be text or json, not '%s'\n",
+                      a->log_format);
+        return 2;
     }
     if (strncmp(a->backend, "fake:", 5) == 0) {
         a->fake_gpus = a->backend + 5;

@@ -58,107 +58,6 @@
 #include "gpusched/schedmetrics.h"
 #include "gpusched/webhook.h"
 
-static const char *const usage =
-    "usage: gpusched scheduler [--kubeconfig FILE] [--scheduler-name NAME]\n"
-    "                          [--default-queue NAME] [--policy NAME] [--dry-run]\n"
-    "                          [--qps N] [--burst N] [--max-runtime-s N]\n"
-    "                          [--shutdown-timeout-s N]\n"
-    "                          [--leader-elect[=BOOL]] [--lease-namespace NS]\n"
-    "                          [--lease-name NAME] [--metrics-addr HOST:PORT]\n"
-    "                          [--pool-label KEY]\n"
-    "                          [--webhook-addr HOST:PORT --webhook-cert FILE\n"
-    "                           --webhook-key FILE]\n"
-    "                          [--accounting FILE [--team-label KEY]]\n"
-    "                          [--kai-preemptible-threshold[=N]]\n"
-    "       gpusched scheduler --version\n"
-    "\n"
-    "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
-    "gpusched (whole GPUs, milli and memory fractions, MIG instances, time-sliced slots,\n"
-    "queues, quotas, PriorityClasses, gangs), binds them with their GPU choice in annotation\n"
-    "gpusched.io/assigned-gpus, evicts victims through the Eviction API, and writes why each\n"
-    "pod waits in its PodScheduled condition (once per change of reason).\n"
-    "\n"
-    "  --kubeconfig FILE     API server and credentials (default: $KUBECONFIG; else in a pod\n"
-    "                        its service account; else ~/.kube/config)\n"
-    "  --scheduler-name NAME the spec.schedulerName it serves (default: gpusched)\n"
-    "  --default-queue NAME  queue of pods without a queue label (default: default)\n"
-    "  --policy NAME         placement policy (default fgd)\n"
-    "  --dry-run             decide and log (\"dry-run bind pod=NS/NAME node=N\"), bind,\n"
-    "                        evict and write nothing (no status, Events or Queue status)\n"
-    "  --qps N, --burst N    client rate limit (default 50 and 100)\n"
-    "  --max-runtime-s N     exit 0 after N seconds (tests)\n"
-    "  --shutdown-timeout-s N\n"
-    "                        at exit, wait up to N s (0 to 3600, default 10) for the\n"
-    "                        requests in flight (Bindings, Events) to be answered; the\n"
-    "                        Events still unanswered then are dropped, counted by reason\n"
-    "                        in the log (\"events dropped at exit: ...\")\n"
-    "  --leader-elect[=BOOL] elect one leader among replicas on a coordination.k8s.io/v1\n"
-    "                        Lease; only the leader schedules (default true, false with\n"
-    "                        --dry-run); lease 15 s, renew deadline 10 s, retry 2 s\n"
-    "  --lease-namespace NS  the Lease's namespace (default kube-system)\n"
-    "  --lease-name NAME     the Lease's name (default gpusched)\n"
-    "  --metrics-addr H:P    serve /healthz, /readyz (200 once caches synced) and /metrics\n"
-    "                        (Prometheus text) on H:P, e.g. 127.0.0.1:10259; port 0 picks\n"
-    "                        one and logs it (default: not served)\n"
-    "  --pool-label KEY      the node label whose value names a node's pool in the pool\n"
-    "                        series of /metrics (gpusched_gpus, gpusched_gpu_fragmentation;\n"
-    "                        default nvidia.com/gpu.product; nodes without it: pool=\"\")\n"
-    "  --webhook-addr H:P    serve the mutating admission webhook over HTTPS at\n"
-    "                        https://H:P/mutate-pods (port 0 picks one and logs it): a pod\n"
-    "                        of this scheduler that asks for a fraction by KAI annotation\n"
-    "                        only (gpu-fraction, gpu-memory) gets gpusched.io/gpu-slice: 1\n"
-    "                        added to its first container's limits and requests, so that\n"
-    "                        kubelet calls the node agent's Allocate; every replica serves\n"
-    "                        it, leader or not (default: not served)\n"
-    "  --webhook-cert FILE   the webhook's PEM certificate (chain), e.g. tls.crt\n"
-    "  --webhook-key FILE    its PEM private key, e.g. tls.key\n"
-    "  --accounting FILE     record every allocation interval (bind or adoption to finish,\n"
-    "                        delete or eviction, with the reason) in the SQLite usage store\n"
-    "                        FILE (created; read by gpusched report usage); only the leader\n"
-    "                        writes, committing at most once a second; at a restart the\n"
-    "                        intervals of pods still running stay open, those of pods seen\n"
-    "                        Succeeded/Failed close at their containers' finishedAt (reason\n"
-    "                        finished), the others at the last commit with reason recovered\n"
-    "                        (default: not recorded)\n"
-    "  --team-label KEY      the pod, else namespace, label naming a pod's team in the store\n"
-    "                        (default gpusched.io/team; else the queue's top-level ancestor)\n"
-    "  --kai-preemptible-threshold[=N]\n"
-    "                        KAI-Scheduler's rule: a PriorityClass without the label\n"
-    "                        gpusched.io/preemptible is preemptible only when its value\n"
-    "                        is below N (default 100); without this option every such\n"
-    "                        class is preemptible. The label (\"false\": never a victim)\n"
-    "                        wins\n"
-    "  --version             print the version and exit\n"
-    "\n"
-    "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling\n"
-    "(for every pod that waits, note = its PodScheduled message, once per change of reason;\n"
-    "none while schedulingGates hold it), Preempted; the same reason about a pod within\n"
-    "10 min is one Event whose series.count grows, written at most every 10 s. Events wait\n"
-    "behind Bindings, so on a loaded API server the requests that place pods go first;\n"
-    "SIGTERM waits --shutdown-timeout-s for requests in flight and logs how many it leaves\n"
-    "unanswered.\n"
-    "A pod with preemptionPolicy Never (its own, else its class's) waits instead of\n"
-    "preempting, as in kube-scheduler; it still reclaims quota its queue lent.\n"
-    "Preemption chooses as kube-scheduler: on each node the lower-priority pods that must go,\n"
-    "those whose PodDisruptionBudget (watched) has no disruption left given back first; the\n"
-    "node with the fewest such violations, then the lowest highest victim priority, the\n"
-    "lowest sum of victim priorities, the fewest victims, the latest start of the highest-\n"
-    "priority victims, then the first node. The preemptor gets status.nominatedNodeName and\n"
-    "binds once its victims are gone; victims are marked DisruptionTarget, then evicted; a\n"
-    "PodDisruptionBudget that refuses (429) sends the preemptor to the next node, else it\n"
-    "waits \"blocked by PodDisruptionBudget NS/NAME\". A refused Binding backs off 1 s\n"
-    "doubling to 10 s.\n"
-    "A gang member whose Binding is refused is sent again on the GPUs held for it for 30 s;\n"
-    "then its gang is released whole (members already bound are evicted, reason gang).\n"
-    "Queues (scheduling.gpusched.io and KAI's scheduling.run.ai/v2) and PodGroups\n"
-    "(scheduling.x-k8s.io and Volcano's scheduling.volcano.sh/v1beta1) are watched when their\n"
-    "CRDs exist. A Queue edit applies at the next cycle and evicts nothing (a lowered limit\n"
-    "stops new placements); a deleted Queue's pending pods wait \"queue NAME does not exist\",\n"
-    "its running ones keep running; a PodGroup's minMember edit applies until its gang starts.\n"
-    "Queue status (allocated, fairShare, running, pending) is written to each gpusched Queue.\n"
-    "SIGTERM or SIGINT: finish the cycle in progress and its binds, release the Lease, exit 0.\n"
-    "Exit: 0 stopped; 1 internal error or the Lease was lost; 2 bad usage or configuration.\n";
-
 static volatile sig_atomic_t stop_flag;
 
 static void on_signal(int sig)
@@ -188,12 +87,41 @@ int64_t gs__sched_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Set once by gs_cmd_scheduler before any other thread starts; read-only after. */
+static enum gs_log_format log_format = GS_LOG_FORMAT_TEXT;
+
+void gs__sched_log_set_format(enum gs_log_format fmt)
+{
+    log_format = fmt;
+}
+
 void gs__sched_logf(const char *level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    gs_vlog(gs_log_stderr_stamped, (void *)level, fmt, ap);
+    if (log_format == GS_LOG_FORMAT_JSON) {
+        struct gs_log_json_sink js = {.level = level, .component = "scheduler"};
+        gs_vlog(gs_log_stderr_json, &js, fmt, ap);
+    } else {
+        gs_vlog(gs_log_stderr_stamped, (void *)level, fmt, ap);
+    }
     va_end(ap);
+}
+
+/* A start-up failure (exit 1 or 2) after the options are read: "gpusched scheduler: TEXT" on
+ * stderr as a usage error is told, or one JSON line of level error with --log-format json, so
+ * that a JSON log holds nothing but JSON. */
+static void GS_PRINTF(1, 2) start_failure(const char *fmt, ...)
+{
+    char text[GS_LOG_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (log_format == GS_LOG_FORMAT_JSON)
+        gs__sched_logf("error", "%s", text);
+    else
+        (void)fprintf(stderr, "gpusched scheduler: %s\n", text);
 }
 
 /* The webhook's lines, from its own thread (stderr is locked per call). */
@@ -222,7 +150,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         size_t cap = s->capacts ? s->capacts * 2 : 64;
         struct action *a = realloc(s->acts, cap * sizeof(*a));
         if (!a) {
-            gs__sched_logf("error", "out of memory queueing a decision for %s/%s", ev->ns,
+            gs__sched_logf("error", "out of memory queueing a decision for pod=%s/%s", ev->ns,
                            ev->name);
             return;
         }
@@ -239,6 +167,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->text = ev->reason ? strdup(ev->reason) : NULL;
     a->by = ev->by ? strdup(ev->by) : NULL;
     a->gang = ev->kind == GS_KEV_BIND && ev->gang ? strdup(ev->gang) : NULL;
+    a->queue = ev->queue ? strdup(ev->queue) : NULL;
     a->cycle = s->cycle;
     if (ev->kind == GS_KEV_BIND) {
         a->gpus = json_array();
@@ -254,6 +183,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         free(a->text);
         free(a->by);
         free(a->gang);
+        free(a->queue);
         json_decref(a->gpus);
         return;
     }
@@ -269,6 +199,7 @@ void gs__sched_action_fini(struct action *a)
     free(a->text);
     free(a->by);
     free(a->gang);
+    free(a->queue);
     json_decref(a->gpus);
 }
 
@@ -545,7 +476,7 @@ static void nominate(struct sched *s, struct action *a)
         size_t cap = s->capnoms ? s->capnoms * 2 : 16;
         struct nomination *nn = realloc(s->noms, cap * sizeof(*nn));
         if (!nn) {
-            gs__sched_logf("error", "out of memory nominating pod %s/%s; binding it now", a->ns,
+            gs__sched_logf("error", "out of memory nominating pod=%s/%s; binding it now", a->ns,
                            a->name);
             gs__sched_bind(s, a);
             return;
@@ -587,7 +518,7 @@ static void nomination_fail(struct sched *s, size_t i)
                    n->blocked_by ? n->blocked_by : "?");
     (void)gs_kworld_forget_pod(s->world, b->ns, b->name, gs__sched_wall_ms());
     if (gs_kworld_avoid_node(s->world, b->ns, b->name, b->node) != GS_OK)
-        gs__sched_logf("error", "out of memory: pod %s/%s may try node %s again", b->ns, b->name,
+        gs__sched_logf("error", "out of memory: pod=%s/%s may try node=%s again", b->ns, b->name,
                        b->node);
     char reason[700];
     (void)snprintf(reason, sizeof(reason), "blocked by %s (evicting %s from node %s was refused)",
@@ -918,7 +849,7 @@ static void write_queue_status(struct sched *s, const json_t *queues_known)
         if (err == GS_OK)
             json_object_set(s->queue_status, qi.name, st);
         else
-            gs__sched_logf("warn", "status of Queue %s not written: HTTP %ld %s", qi.name,
+            gs__sched_logf("warn", "status of Queue queue=%s not written: HTTP %ld %s", qi.name,
                            r.http_status, r.message[0] ? r.message : gs_strerror(err));
         gs_kube_response_fini(&r);
         json_decref(body);
@@ -988,130 +919,18 @@ static void warn_watch_failures(struct gs_kube_informer *const *inf, uint64_t *s
 
 int gs_cmd_scheduler(int argc, char **argv)
 {
-    const char *kubeconfig = NULL, *name = NULL, *dq = NULL, *policy = "fgd";
-    const char *lease_ns = "kube-system", *lease_name = "gpusched", *metrics_addr = NULL;
-    const char *wh_addr = NULL, *wh_cert = NULL, *wh_key = NULL;
-    const char *acct_path = NULL, *team_label = "gpusched.io/team";
-    const char *pool_label = GS_SCHEDMETRICS_POOL_LABEL;
-    double qps = 0;
-    long burst = 0, max_runtime_s = 0, shutdown_timeout_s = 10;
-    bool dry = false, kai_preemptible = false;
-    int32_t kai_threshold = 0;
-    int elect = -1; /* -1: the default (on unless --dry-run) */
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        bool takes = strcmp(a, "--kubeconfig") == 0 || strcmp(a, "--scheduler-name") == 0 ||
-                     strcmp(a, "--default-queue") == 0 || strcmp(a, "--policy") == 0 ||
-                     strcmp(a, "--qps") == 0 || strcmp(a, "--burst") == 0 ||
-                     strcmp(a, "--max-runtime-s") == 0 || strcmp(a, "--lease-namespace") == 0 ||
-                     strcmp(a, "--lease-name") == 0 || strcmp(a, "--metrics-addr") == 0 ||
-                     strcmp(a, "--webhook-addr") == 0 || strcmp(a, "--webhook-cert") == 0 ||
-                     strcmp(a, "--webhook-key") == 0 || strcmp(a, "--accounting") == 0 ||
-                     strcmp(a, "--team-label") == 0 || strcmp(a, "--shutdown-timeout-s") == 0 ||
-                     strcmp(a, "--pool-label") == 0;
-        const char *val = NULL;
-        int k;
-        if (takes) {
-            if (i + 1 >= argc) {
-                (void)fprintf(stderr, "gpusched scheduler: %s needs a value\n", a);
-                return 2;
-            }
-            val = argv[++i];
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            (void)fputs(usage, stdout);
-            return 0;
-        } else if (strcmp(a, "--version") == 0) {
-            (void)printf("gpusched scheduler %s\n", GS_VERSION);
-            return 0;
-        } else if (strcmp(a, "--dry-run") == 0) {
-            dry = true;
-        } else if (strcmp(a, "--leader-elect") == 0 || strcmp(a, "--leader-elect=true") == 0) {
-            elect = 1;
-        } else if (strcmp(a, "--leader-elect=false") == 0) {
-            elect = 0;
-        } else if (strcmp(a, "--lease-namespace") == 0) {
-            lease_ns = val;
-        } else if (strcmp(a, "--lease-name") == 0) {
-            lease_name = val;
-        } else if (strcmp(a, "--metrics-addr") == 0) {
-            metrics_addr = val;
-        } else if (strcmp(a, "--webhook-addr") == 0) {
-            wh_addr = val;
-        } else if (strcmp(a, "--webhook-cert") == 0) {
-            wh_cert = val;
-        } else if (strcmp(a, "--webhook-key") == 0) {
-            wh_key = val;
-        } else if (strcmp(a, "--accounting") == 0) {
-            acct_path = val;
-        } else if (strcmp(a, "--team-label") == 0) {
-            team_label = val;
-        } else if (strcmp(a, "--pool-label") == 0) {
-            pool_label = val;
-        } else if (val && strcmp(a, "--shutdown-timeout-s") == 0) {
-            char *end;
-            errno = 0;
-            long v = strtol(val, &end, 10);
-            if (!val[0] || *end || errno || v < 0 || v > 3600) {
-                (void)fprintf(stderr,
-                              "gpusched scheduler: --shutdown-timeout-s must be a whole number of "
-                              "seconds from 0 to 3600, not '%s'\n",
-                              val);
-                return 2;
-            }
-            shutdown_timeout_s = v;
-        } else if (strcmp(a, "--kubeconfig") == 0) {
-            kubeconfig = val;
-        } else if (strcmp(a, "--scheduler-name") == 0) {
-            name = val;
-        } else if (strcmp(a, "--default-queue") == 0) {
-            dq = val;
-        } else if (strcmp(a, "--policy") == 0) {
-            policy = val;
-        } else if (val && (strcmp(a, "--qps") == 0 || strcmp(a, "--burst") == 0 ||
-                           strcmp(a, "--max-runtime-s") == 0)) {
-            char *end;
-            errno = 0;
-            double v = strtod(val, &end);
-            if (*end || errno || v <= 0 || v > 1e9) {
-                (void)fprintf(stderr, "gpusched scheduler: %s must be a positive number\n", a);
-                return 2;
-            }
-            if (a[2] == 'q')
-                qps = v;
-            else if (a[2] == 'b')
-                burst = (long)v;
-            else
-                max_runtime_s = (long)v;
-        } else if ((k = gs__cli_kai_threshold("scheduler", a, &kai_threshold)) != 0) {
-            if (k != 1)
-                return k;
-            kai_preemptible = true;
-        } else {
-            (void)fprintf(stderr, "gpusched scheduler: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-    if ((wh_addr || wh_cert || wh_key) && !(wh_addr && wh_cert && wh_key)) {
-        (void)fprintf(stderr, "gpusched scheduler: --webhook-addr, --webhook-cert and "
-                              "--webhook-key go together\n");
-        return 2;
-    }
-    if (acct_path && dry) {
-        (void)fprintf(stderr, "gpusched scheduler: --accounting records binds, which --dry-run "
-                              "does not make\n");
-        return 2;
-    }
-    if (!team_label || !team_label[0]) {
-        (void)fprintf(stderr, "gpusched scheduler: --team-label must not be empty\n");
-        return 2;
-    }
-    if (!pool_label || !pool_label[0]) {
-        (void)fprintf(stderr, "gpusched scheduler: --pool-label must not be empty\n");
-        return 2;
-    }
-    if (gs__cli_policy_arg("scheduler", &policy) != 0)
-        return 2;
+    struct gs__sched_opts o;
+    int prc = gs__sched_parse_opts(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
+    const char *kubeconfig = o.kubeconfig, *name = o.name, *dq = o.dq, *policy = o.policy;
+    const char *lease_ns = o.lease_ns, *lease_name = o.lease_name, *metrics_addr = o.metrics_addr;
+    const char *wh_addr = o.wh_addr, *wh_cert = o.wh_cert, *wh_key = o.wh_key;
+    const char *acct_path = o.acct_path, *team_label = o.team_label, *pool_label = o.pool_label;
+    long max_runtime_s = o.max_runtime_s, shutdown_timeout_s = o.shutdown_timeout_s;
+    bool dry = o.dry;
+    int elect = o.elect;
+    gs__sched_log_set_format(o.log_format);
     struct gs_kube_config cfg;
     int rc = gs__cli_kube_config("scheduler", kubeconfig, &cfg);
     if (rc)
@@ -1142,7 +961,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         if (rc == GS_OK)
             rc = gs_schedmetrics_serve(s.metrics, metrics_addr, &port);
         if (rc) {
-            (void)fprintf(stderr, "gpusched scheduler: --metrics-addr %s: %s\n", metrics_addr,
+            start_failure("--metrics-addr %s: %s", metrics_addr,
                           rc == GS_EIO ? "cannot listen there" : gs_strerror(rc));
             gs_schedmetrics_free(s.metrics);
             gs_webhook_server_free(s.webhook);
@@ -1162,7 +981,7 @@ int gs_cmd_scheduler(int argc, char **argv)
         uint16_t port = 0;
         rc = gs_webhook_server_start(&wo, &s.webhook, &port, werr, sizeof(werr));
         if (rc) {
-            (void)fprintf(stderr, "gpusched scheduler: webhook: %s\n", werr);
+            start_failure("webhook: %s", werr);
             gs_schedmetrics_free(s.metrics);
             gs_kube_config_fini(&cfg);
             return 2;
@@ -1172,7 +991,7 @@ int gs_cmd_scheduler(int argc, char **argv)
                        wh_addr, (unsigned)port);
     }
     struct gs_kube_client *lease_client = NULL;
-    struct gs_kube_client_opts opts = {.qps = qps, .burst = (uint32_t)burst};
+    struct gs_kube_client_opts opts = {.qps = o.qps, .burst = (uint32_t)o.burst};
     rc = gs_kube_client_new(&cfg, &opts, &s.client);
     if (rc == GS_OK && elect) {
         /* Its own connection and a 4 s limit: a renewal must never wait behind a list or bind,
@@ -1182,8 +1001,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     }
     gs_kube_config_fini(&cfg);
     if (rc) {
-        (void)fprintf(stderr, "gpusched scheduler: cannot make an API client: %s\n",
-                      gs_strerror(rc));
+        start_failure("cannot make an API client: %s", gs_strerror(rc));
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
         gs_webhook_server_free(s.webhook);
@@ -1191,7 +1009,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     }
     struct gs_kevents_opts eo = {.instance = identity, .log = log_event_failure};
     if (gs_kevents_new(s.client, &eo, &s.events) != GS_OK) {
-        (void)fprintf(stderr, "gpusched scheduler: out of memory\n");
+        start_failure("out of memory");
         gs_kube_client_free(lease_client);
         gs_kube_client_free(s.client);
         gs_schedmetrics_free(s.metrics);
@@ -1203,7 +1021,7 @@ int gs_cmd_scheduler(int argc, char **argv)
             .namespace_ = lease_ns, .name = lease_name, .identity = identity};
         rc = gs_kube_leader_new(lease_client, &lopts, &s.leader);
         if (rc) {
-            (void)fprintf(stderr, "gpusched scheduler: leader election: %s\n", gs_strerror(rc));
+            start_failure("leader election: %s", gs_strerror(rc));
             gs_kevents_free(s.events);
             gs_kube_client_free(lease_client);
             gs_kube_client_free(s.client);
@@ -1217,8 +1035,8 @@ int gs_cmd_scheduler(int argc, char **argv)
                                   .policy = policy,
                                   .preemption = true,
                                   .reclaim = true,
-                                  .kai_preemptible = kai_preemptible,
-                                  .kai_preemptible_threshold = kai_threshold,
+                                  .kai_preemptible = o.kai_preemptible,
+                                  .kai_preemptible_threshold = o.kai_threshold,
                                   .on_event = on_world_event,
                                   .on_warning = on_world_warning,
                                   .ctx = &s};

@@ -41,7 +41,7 @@ void gs__sched_hold_pod(struct sched *s, const char *ns, const char *name, int64
     char *k = gs__sched_key_of(ns, name);
     json_t *e = json_pack("{s:s,s:s,s:I}", "ns", ns, "name", name, "due_ms", (json_int_t)due_ms);
     if (!k || !e || json_object_set_new(s->held, k, e))
-        gs__sched_logf("error", "out of memory holding pod %s/%s", ns, name);
+        gs__sched_logf("error", "out of memory holding pod=%s/%s", ns, name);
     free(k);
 }
 
@@ -84,13 +84,13 @@ void gs__sched_process_held(struct sched *s)
                            node ? "bound to " : "pending", node ? node : "");
             if (gs_kworld_apply(s->world, GS_KADDED, r.body, gs__sched_wall_ms(), msg,
                                 sizeof(msg)) != GS_OK)
-                gs__sched_logf("warn", "pod %s/%s: %s", ns, name, msg);
+                gs__sched_logf("warn", "pod=%s/%s: %s", ns, name, msg);
             json_object_del(s->held, k);
             s->dirty = true;
         } else if (err == GS_ENOENT) {
             json_object_del(s->held, k); /* gone meanwhile */
         } else {
-            gs__sched_logf("warn", "cannot read pod %s/%s again: HTTP %ld %s; retrying in 1 s", ns,
+            gs__sched_logf("warn", "cannot read pod=%s/%s again: HTTP %ld %s; retrying in 1 s", ns,
                            name, r.http_status, r.message[0] ? r.message : gs_strerror(err));
             json_object_set_new(e, "due_ms", json_integer(now + 1000));
         }
@@ -215,8 +215,9 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
         gs_schedmetrics_bind(s->metrics, true);
         gs_schedmetrics_attempt(s->metrics, GS_SCHED_SCHEDULED);
         gs_schedmetrics_pod_scheduled(s->metrics, since_submit_s(s, a));
-        gs__sched_logf("info", "bound pod=%s/%s node=%s cycle=%llu gpus=%s", a->ns, a->name,
-                       a->node, (unsigned long long)a->cycle, bc->ann ? bc->ann : "");
+        gs__sched_logf("info", "bound pod=%s/%s node=%s cycle=%llu queue=%s gpus=%s", a->ns,
+                       a->name, a->node, (unsigned long long)a->cycle, a->queue ? a->queue : "",
+                       bc->ann ? bc->ann : "");
         if (a->gang) {
             json_t *set = json_object_get(s->gang_bound, a->gang);
             if (!set && json_object_set_new(s->gang_bound, a->gang, set = json_object()))

@@ -1,8 +1,8 @@
 /*
- * Internals of `gpusched scheduler` shared by its files: cmd_scheduler.c (options, the loop,
- * informers, evictions and nominations) and sched_bind.c (Bindings: assume, send, confirm or
- * forget, back off; gang members that fail to bind). One scheduling thread owns everything
- * here; nothing is locked.
+ * Internals of `gpusched scheduler` shared by its files: sched_opts.c (the options),
+ * cmd_scheduler.c (the loop, informers, evictions and nominations) and sched_bind.c (Bindings:
+ * assume, send, confirm or forget, back off; gang members that fail to bind). One scheduling thread
+ * owns everything here; nothing is locked.
  */
 #ifndef GPUSCHED_CLI_SCHED_INT_H
 #define GPUSCHED_CLI_SCHED_INT_H
@@ -16,6 +16,7 @@
 #include "gpusched/kevents.h"
 #include "gpusched/kube.h"
 #include "gpusched/kworld.h"
+#include "gpusched/log.h"
 #include "gpusched/schedmetrics.h"
 #include "gpusched/webhook.h"
 
@@ -27,6 +28,7 @@ struct action {
     char *ns, *name, *uid, *node, *text, *by;
     json_t *gpus;   /* BIND: the assignment's gpus array */
     char *gang;     /* BIND: "ns/podgroup" of the pod's gang; NULL when none */
+    char *queue;    /* the pod's queue (logged as queue=Q); NULL when unknown */
     uint64_t cycle; /* the scheduling cycle that decided it (1 = the first) */
 };
 
@@ -110,6 +112,42 @@ enum evict_result {
     EVICT_BLOCKED, /* 429: a PodDisruptionBudget forbids it now */
     EVICT_FAILED,  /* any other refusal */
 };
+
+/* The command line of `gpusched scheduler` (sched_opts.c); the strings borrow argv. */
+struct gs__sched_opts {
+    const char *kubeconfig;   /* --kubeconfig; NULL: $KUBECONFIG, in-cluster, ~/.kube/config */
+    const char *name;         /* --scheduler-name; NULL: GS_KWORLD_SCHEDULER */
+    const char *dq;           /* --default-queue; NULL: the world's default */
+    const char *policy;       /* --policy, checked by gs__cli_policy_arg (default fgd) */
+    const char *lease_ns;     /* --lease-namespace (default kube-system) */
+    const char *lease_name;   /* --lease-name (default gpusched) */
+    const char *metrics_addr; /* --metrics-addr; NULL: not served */
+    const char *wh_addr;      /* --webhook-addr; NULL: not served (then cert and key NULL too) */
+    const char *wh_cert;      /* --webhook-cert */
+    const char *wh_key;       /* --webhook-key */
+    const char *acct_path;    /* --accounting; NULL: not recorded */
+    const char *team_label;   /* --team-label, never empty */
+    const char *pool_label;   /* --pool-label, never empty */
+    double qps;               /* --qps, requests/s; 0: the client's default */
+    long burst;               /* --burst, requests; 0: the client's default */
+    long max_runtime_s;       /* --max-runtime-s, seconds; 0: no limit */
+    long shutdown_timeout_s;  /* --shutdown-timeout-s, seconds 0..3600 (default 10) */
+    bool dry;                 /* --dry-run */
+    bool kai_preemptible;     /* --kai-preemptible-threshold given */
+    int32_t kai_threshold;    /* its N (default 100) */
+    int elect;                /* --leader-elect: 1, 0, or -1 for the default (on unless dry) */
+    enum gs_log_format log_format; /* --log-format (default text) */
+};
+
+/**
+ * Reads the command line (argv without the subcommand's name) into o. Returns -1 to go on and
+ * run, or the exit code to return at once: 0 after --help or --version (printed on stdout), 2
+ * after a usage error (printed on stderr naming the option).
+ */
+int gs__sched_parse_opts(int argc, char **argv, struct gs__sched_opts *o);
+
+/** Selects how gs__sched_logf writes its lines from now on (call before any thread logs). */
+void gs__sched_log_set_format(enum gs_log_format fmt);
 
 /** CLOCK_MONOTONIC in milliseconds (deadlines and backoffs). */
 int64_t gs__sched_mono_ms(void);

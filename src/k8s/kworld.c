@@ -175,6 +175,13 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
     if (!p)
         return;
     struct gs_kevent k = {.ns = p->ns, .name = p->name, .uid = p->uid, .now_ms = ev->now_ms};
+    {
+        struct gs_tpod_info pi;
+        struct gs_queue_info qi;
+        if (gs_engine_pod_info(w->e, ev->pod, &pi) == GS_OK &&
+            gs_engine_queue_info(w->e, pi.queue, &qi) == GS_OK)
+            k.queue = qi.name;
+    }
     switch (ev->kind) {
     case GS_EV_BIND:
     case GS_EV_BACKFILL:

@@ -51,6 +51,23 @@ current-context: x
 EOF
 expect 0 'warn watch Node: list /api/v1/nodes: .*(refused|connect)' -- \
     scheduler --kubeconfig "$tmp/kc.yaml" --dry-run --max-runtime-s 1
+# The same as JSON lines (--log-format json): each parses, with ts, level, component, msg.
+"$bin" scheduler --kubeconfig "$tmp/kc.yaml" --dry-run --max-runtime-s 1 --log-format json \
+    >"$tmp/stdout" 2>"$tmp/json.log"
+python3 "$src/tests/integration/check_json_log.py" "$tmp/json.log" scheduler \
+    'level=^warn$' 'msg=^watch Node: list /api/v1/nodes: .*(refused|connect)' >"$tmp/stdout" ||
+    { echo "FAIL: scheduler --log-format json:"; cat "$tmp/stdout" "$tmp/json.log"; fail=1; }
+# A start-up failure after the options are read is a JSON line too (1.2.3.4 is no address here).
+"$bin" scheduler --kubeconfig "$tmp/kc.yaml" --metrics-addr 1.2.3.4:1 --log-format json \
+    >"$tmp/stdout" 2>"$tmp/json-fail.log"
+rc=$?
+python3 "$src/tests/integration/check_json_log.py" "$tmp/json-fail.log" scheduler 'level=^error$' \
+    'msg=^--metrics-addr 1\.2\.3\.4:1: cannot listen there$' >"$tmp/stdout" && [ $rc = 2 ] ||
+    { echo "FAIL: a start-up failure with --log-format json (rc $rc):"; cat "$tmp/stdout" "$tmp/json-fail.log"; fail=1; }
+# --name=value as well as --name value (the Helm chart writes --lease-namespace=kube-system).
+expect 2 "unknown policy 'fastest' \(random, dotprod" -- scheduler --lease-namespace=x --policy=fastest
+expect 2 "^gpusched scheduler: --log-format must be text or json, not 'xml'$" -- scheduler --log-format=xml
+expect 2 "^gpusched scheduler: --log-format needs a value$" -- scheduler --log-format
 expect 2 "--seeds '9-3': the range 9-3 goes down \\(write 3-9\\)" -- simulate --nodes "$nodes" --pods "$pods" --seeds 9-3
 expect 2 "--seeds 'x1': 'x1' is not a whole number" -- simulate --nodes "$nodes" --pods "$pods" --seeds x1
 expect 2 "--tune: expected" -- simulate --nodes "$nodes" --pods "$pods" --tune -1

@@ -2,7 +2,9 @@
 # The Helm chart deploy/helm/gpusched, checked with helm built from its Go module (helm.sh) and
 # the real API server of the test plane:
 #   1. `helm lint --strict` passes with the defaults and with the webhook, agent, leader
-#      election, PriorityClasses and Queues turned off;
+#      election, PriorityClasses and Queues turned off; the scheduler's values
+#      (kaiPreemptibleThreshold, poolLabel, logFormat, policy) reach its container's args, which
+#      the gpusched binary takes, and bad values fail the render;
 #   2. `helm template -n gpusched-system --include-crds` with the defaults renders exactly the
 #      objects of the plain manifests in deploy/ (CRDs, RBAC, Deployment, PDB, webhook Service
 #      and configuration, PriorityClasses, example Queues, agent RBAC, ConfigMap, DaemonSet,
@@ -14,9 +16,10 @@
 #      render with a bad value (failurePolicy Sometimes), to show this step can fail;
 #   4. deploy/webhook-cert.sh --dry-run makes a Secret and configuration the server accepts.
 #
-# Usage: helm_chart.sh  (GPUSCHED_K8S_STATE names a plane that is up)
+# Usage: helm_chart.sh [GPUSCHED_BINARY]  (GPUSCHED_K8S_STATE names a plane that is up)
 set -euo pipefail
 
+bin=${1:-} # the gpusched binary, to check that it takes the args the chart renders
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 CHART=$SRC/deploy/helm/gpusched
@@ -59,6 +62,61 @@ grep -q -- "- --accounting=/var/lib/gpusched/usage.db" "$tmp/acct.yaml" &&
     --set scheduler.accounting.claimName=usage >/dev/null 2>"$tmp/acct.err" &&
     grep -q "needs scheduler.replicas: 1" "$tmp/acct.err" || fail "accounting with 2 replicas was not refused"
 echo "ok: accounting renders its flag and claim, and refuses two writers"
+
+# The scheduler's values reach its container's args, in the template's order, and the gpusched
+# binary of this build takes them all (the args then --help: an option it did not know, or a
+# bad value, would exit 2 before --help is read). Refused values fail the render.
+"$helm" template gpusched "$CHART" -n gpusched-system -s templates/scheduler.yaml \
+    --set scheduler.kaiPreemptibleThreshold=100 --set scheduler.poolLabel=gpusched.io/pool \
+    --set scheduler.logFormat=json --set scheduler.policy=bestfit >"$tmp/flags.yaml"
+python3 - "$tmp/flags.yaml" >"$tmp/args" <<'PY' || fail "the scheduler's values do not reach its args"
+import sys, yaml
+dep = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
+args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+want = ["scheduler", "--policy=bestfit", "--kai-preemptible-threshold=100",
+        "--pool-label=gpusched.io/pool", "--log-format=json", "--leader-elect=true",
+        "--lease-namespace=kube-system", "--lease-name=gpusched", "--metrics-addr=0.0.0.0:10259",
+        "--webhook-addr=0.0.0.0:9443", "--webhook-cert=/etc/gpusched/webhook/tls.crt",
+        "--webhook-key=/etc/gpusched/webhook/tls.key"]
+if args != want:
+    sys.exit("args %s, want %s" % (args, want))
+print("\n".join(args))
+PY
+if [ -n "$bin" ]; then
+    mapfile -t args <"$tmp/args"
+    "$bin" "${args[@]}" --help >/dev/null 2>"$tmp/args.err" ||
+        fail "gpusched refuses the chart's args ${args[*]}: $(cat "$tmp/args.err")"
+fi
+"$helm" template gpusched "$CHART" -s templates/scheduler.yaml >"$tmp/plain-args.yaml"
+grep -q -- '--kai-preemptible-threshold\|--pool-label\|--log-format' "$tmp/plain-args.yaml" &&
+    fail "the defaults render --kai-preemptible-threshold, --pool-label or --log-format"
+if [ -n "$bin" ]; then # the defaults' args too (--lease-namespace=kube-system and the like)
+    mapfile -t args < <(python3 -c 'import sys, yaml
+d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
+print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$tmp/plain-args.yaml")
+    "$bin" "${args[@]}" --help >/dev/null 2>"$tmp/args.err" ||
+        fail "gpusched refuses the default chart's args ${args[*]}: $(cat "$tmp/args.err")"
+fi
+# The agent's log format: its DaemonSet's args, taken by the binary (agent --help exits 0 only
+# after every option before it parsed).
+"$helm" template gpusched "$CHART" -s templates/agent-daemonset.yaml --set agent.logFormat=json \
+    >"$tmp/agent-args.yaml"
+mapfile -t args < <(python3 -c 'import sys, yaml
+d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "DaemonSet"][0]
+print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$tmp/agent-args.yaml")
+[ "${args[*]}" = "agent --config /etc/gpusched/config.yaml --log-format json" ] ||
+    fail "agent.logFormat=json renders args '${args[*]}'"
+if [ -n "$bin" ]; then
+    "$bin" "${args[@]}" --help >/dev/null 2>"$tmp/args.err" ||
+        fail "gpusched refuses the agent's args ${args[*]}: $(cat "$tmp/args.err")"
+fi
+for bad in 'scheduler.kaiPreemptibleThreshold=1.5' 'scheduler.kaiPreemptibleThreshold=3000000000' \
+    'scheduler.logFormat=xml' 'agent.logFormat=xml'; do
+    "$helm" template gpusched "$CHART" --set "$bad" >/dev/null 2>"$tmp/bad-flag.err" &&
+        fail "--set $bad was rendered"
+    grep -q "must be" "$tmp/bad-flag.err" || fail "--set $bad: $(cat "$tmp/bad-flag.err")"
+done
+echo "ok: kaiPreemptibleThreshold, poolLabel, logFormat (scheduler and agent) reach the args${bin:+ (gpusched takes them)}; the defaults add none; 1.5, 3000000000 and xml are refused"
 
 # 2. The defaults render the plain manifests.
 "$helm" template gpusched "$CHART" -n gpusched-system --include-crds >"$tmp/chart.yaml"

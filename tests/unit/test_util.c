@@ -139,6 +139,76 @@ static void test_log_cuts_long_lines_to_the_limit(void **state)
     assert_int_equal(c.len, GS_LOG_LINE_MAX - 1);
 }
 
+/* 1764705600123 ms is 2025-12-02T20:00:00.123Z (python3: datetime.fromtimestamp(1764705600.123,
+ * timezone.utc)); the fields lifted are the message's own pod= and node= tokens. */
+static void test_log_json_lifts_pod_node_and_queue_from_the_message(void **state)
+{
+    (void)state;
+    char out[GS_LOG_JSON_MAX];
+    assert_int_equal(gs_log_json_format(out, sizeof out, 1764705600123LL, "info", "scheduler",
+                                        "bound pod=team-a/p1 node=n1 cycle=3 gpus={\"gpus\":[]}"),
+                     GS_OK);
+    assert_string_equal(out, "{\"ts\":\"2025-12-02T20:00:00.123Z\",\"level\":\"info\","
+                             "\"component\":\"scheduler\",\"msg\":\"bound pod=team-a/p1 node=n1 "
+                             "cycle=3 gpus={\\\"gpus\\\":[]}\",\"pod\":\"team-a/p1\","
+                             "\"node\":\"n1\"}");
+    /* A key inside a word (xpod=), an empty value, and punctuation after a value are not lifted
+     * or are cut; a NULL level is info, a NULL component leaves the field out. */
+    assert_int_equal(gs_log_json_format(out, sizeof out, 0, NULL, NULL,
+                                        "xpod=a pod= (queue=q1) and node=n2: gone."),
+                     GS_OK);
+    assert_string_equal(out, "{\"ts\":\"1970-01-01T00:00:00.000Z\",\"level\":\"info\","
+                             "\"msg\":\"xpod=a pod= (queue=q1) and node=n2: gone.\","
+                             "\"node\":\"n2\",\"queue\":\"q1\"}");
+}
+
+/* RFC 8259 section 7: quote, backslash and control characters escaped; valid UTF-8 (e-acute,
+ * C3 A9) kept; the two bytes of a three-byte sequence cut short (E2 82) each become U+FFFD
+ * (EF BF BD), so the line stays valid UTF-8. */
+static void test_log_json_escapes_and_keeps_utf8_valid(void **state)
+{
+    (void)state;
+    char out[GS_LOG_JSON_MAX];
+    assert_int_equal(gs_log_json_format(out, sizeof out, 1000, "warn", "agent",
+                                        "a\"b\\c\nd\te\x01 caf\xC3\xA9 \xE2\x82"),
+                     GS_OK);
+    assert_string_equal(out, "{\"ts\":\"1970-01-01T00:00:01.000Z\",\"level\":\"warn\","
+                             "\"component\":\"agent\",\"msg\":\"a\\\"b\\\\c\\nd\\te\\u0001 "
+                             "caf\xC3\xA9 \xEF\xBF\xBD\xEF\xBF\xBD\"}");
+    /* An overlong encoding (C0 AF) and a surrogate (ED A0 80) are not valid UTF-8 either. */
+    assert_int_equal(gs_log_json_format(out, sizeof out, 0, "info", NULL, "\xC0\xAF\xED\xA0\x80"),
+                     GS_OK);
+    assert_string_equal(out, "{\"ts\":\"1970-01-01T00:00:00.000Z\",\"level\":\"info\",\"msg\":\""
+                             "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"}");
+}
+
+/* The worst message (every byte a control character, six out) and a too-small buffer. */
+static void test_log_json_fits_the_worst_line_and_refuses_a_short_buffer(void **state)
+{
+    (void)state;
+    static char msg[GS_LOG_LINE_MAX];
+    static char out[GS_LOG_JSON_MAX];
+    memset(msg, '\x01', sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    assert_int_equal(gs_log_json_format(out, sizeof out, 0, "error", "scheduler", msg), GS_OK);
+    /* 2047 x "\u0001" (6 bytes) plus the fields around it. */
+    const char *head = "{\"ts\":\"1970-01-01T00:00:00.000Z\",\"level\":\"error\","
+                       "\"component\":\"scheduler\",\"msg\":\"";
+    assert_int_equal(strlen(out), strlen(head) + 6 * (GS_LOG_LINE_MAX - 1) + 2);
+    char small[40];
+    assert_int_equal(gs_log_json_format(small, sizeof small, 0, "info", NULL, "hello"), GS_ERANGE);
+    assert_string_equal(small, "");
+    assert_int_equal(gs_log_json_format(small, 0, 0, "info", NULL, "x"), GS_EINVAL);
+    enum gs_log_format f = GS_LOG_FORMAT_TEXT;
+    assert_int_equal(gs_log_format_parse("json", &f), GS_OK);
+    assert_int_equal(f, GS_LOG_FORMAT_JSON);
+    assert_int_equal(gs_log_format_parse("text", &f), GS_OK);
+    assert_int_equal(f, GS_LOG_FORMAT_TEXT);
+    assert_int_equal(gs_log_format_parse("JSON", &f), GS_EINVAL);
+    assert_int_equal(gs_log_format_parse(NULL, &f), GS_EINVAL);
+    assert_int_equal(f, GS_LOG_FORMAT_TEXT);
+}
+
 static void test_names_follow_kubernetes_dns1123_subdomains(void **state)
 {
     (void)state;
@@ -330,6 +400,9 @@ int main(void)
         cmocka_unit_test(test_heap_grows_past_its_first_allocation),
         cmocka_unit_test(test_log_formats_one_line_for_the_sink),
         cmocka_unit_test(test_log_cuts_long_lines_to_the_limit),
+        cmocka_unit_test(test_log_json_lifts_pod_node_and_queue_from_the_message),
+        cmocka_unit_test(test_log_json_escapes_and_keeps_utf8_valid),
+        cmocka_unit_test(test_log_json_fits_the_worst_line_and_refuses_a_short_buffer),
         cmocka_unit_test(test_names_follow_kubernetes_dns1123_subdomains),
         cmocka_unit_test(test_yaml_walk_streams_positioned_events),
         cmocka_unit_test(test_yaml_walk_enforces_the_reader_limits),
