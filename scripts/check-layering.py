@@ -37,8 +37,8 @@ ALLOWED = {
 # Public headers (include/gpusched/NAME) by layer.
 HEADERS = {
     "util": ["compiler.h", "diag.h", "err.h", "log.h", "names.h"],
-    "core": ["charge.h", "cluster.h", "explain.h", "filter.h", "frag.h", "mig.h", "mig_plan.h",
-             "rng.h", "sched.h", "tenant.h"],
+    "core": ["charge.h", "cluster.h", "defrag.h", "explain.h", "filter.h", "frag.h", "mig.h",
+             "mig_plan.h", "rng.h", "sched.h", "tenant.h"],
     "rpc": ["grpc.h"],
     "agent": ["devplugin.h", "dpkube.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h"],
     "sim": ["qconfig.h", "replay.h", "sim.h", "trace.h"],
