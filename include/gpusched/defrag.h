@@ -33,11 +33,13 @@
  * there with all its movable pods gone, and subsets are enumerated by size.
  *
  * Complexity. With N nodes, at most m movable pods per node and budget k: one expansion costs
- * O(N x (m + C(m, <=k))) fit trials in (b) plus O(N) in (a), and the tree has depth at most
- * 2k + 1 (k evictions, k + 1 placements), so the worst case is O((N x C(m, k))^(2k+1)); the
- * prunings above keep real cases far below it. `evals_max` bounds the fit trials: a search
- * that reaches it stops, with GS_ELIMIT when no plan was found yet, or with the best plan found
- * so far and `exact` false.
+ * O(N x (m + C(m, <=k))) fit trials in (b) plus O(N) in (a), and the tree has at most k + 1
+ * levels (one per pod placed: the pending one and at most k evicted), so the worst case is
+ * O((N x C(m, <=k))^(k+1)) trials; the prunings above keep real cases far below it, and an
+ * arithmetic test (what the pods of a set hold, added back to the node's free CPU, memory and
+ * GPUs) skips a node or a set that cannot make room before any trial eviction. `evals_max` bounds
+ * the trials (fit checks and trial evictions): a search that reaches it stops, with GS_ELIMIT when
+ * no plan was found yet, or with the best plan found so far and `exact` false.
  *
  * State: the planner changes the cluster while it searches (trial unbinds and binds, each
  * undone in reverse order) and leaves every node's bound resources as it found them; node
@@ -56,7 +58,7 @@
 #define GS_DEFRAG_BUDGET_MAX 6
 /** Most operations of a plan: one EVICT and one PLACE per moved pod, and the pending PLACE. */
 #define GS_DEFRAG_OPS_MAX (2 * GS_DEFRAG_BUDGET_MAX + 1)
-/** Fit trials a search makes at most when the caller gives 0. */
+/** Trials a search makes at most when the caller gives 0. */
 #define GS_DEFRAG_EVALS_DEFAULT 2000000u
 /** gs_defrag_op.pod of the pending pod. */
 #define GS_DEFRAG_PENDING UINT32_MAX
@@ -72,7 +74,8 @@ struct gs_defrag_pod {
 /** What the planner may do. Plain value record. */
 struct gs_defrag_config {
     uint32_t budget_pods; /**< most pods moved, 1..GS_DEFRAG_BUDGET_MAX */
-    uint64_t evals_max;   /**< most fit trials (gs_node_fits() calls), 0: GS_DEFRAG_EVALS_DEFAULT */
+    uint64_t evals_max;   /**< most trials (gs_node_fits() calls and trial evictions), 0:
+                               GS_DEFRAG_EVALS_DEFAULT */
 };
 
 /** Kinds of operation. */
@@ -95,7 +98,7 @@ struct gs_defrag_plan {
     uint32_t n_ops;                             /**< entries in ops */
     struct gs_defrag_op ops[GS_DEFRAG_OPS_MAX]; /**< in the order to carry them out */
     struct gs_placement pending_pl;             /**< where the pending pod goes (also in ops) */
-    uint64_t evals;                             /**< fit trials made */
+    uint64_t evals;                             /**< trials made (fit checks, trial evictions) */
     bool exact;                                 /**< the search ran to its end: the plan is the
                                                      best by the rules above */
 };

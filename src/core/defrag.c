@@ -86,9 +86,10 @@ static bool same_placement(const struct gs_placement *a, const struct gs_placeme
     return true;
 }
 
-/* Takes pod `p` off its node for a trial. */
+/* Takes pod `p` off its node for a trial (counted with the fit trials). */
 static bool evict(struct search *s, uint32_t p)
 {
+    s->evals++;
     if (gs_cluster_unbind(s->c, &s->pods[p].req, &s->pods[p].pl) != GS_OK) {
         s->err = GS_EINVAL; /* the caller's placement is not what the cluster holds */
         return false;
@@ -209,6 +210,41 @@ static void try_set(struct search *s, struct homeless h, uint32_t node, const ui
     (void)gs_cluster_unbind(s->c, req, &pl);
 }
 
+/*
+ * A necessary condition for "`req` fits on node `nd` once the pods cand[0..m) are gone", by
+ * arithmetic on what they hold: CPU, memory, pod slots and, for a milli request, the GPUs
+ * that would have gpu_milli free. An upper bound on what eviction frees (it ignores memory
+ * bounds and sharing modes), so false means no set of them makes room; true means try.
+ */
+static bool could_fit(const struct search *s, const struct gs_node *nd, const uint32_t *cand,
+                      uint32_t m, const struct gs_pod_req *req)
+{
+    int64_t cpu = nd->cpu_milli - nd->cpu_milli_used, mem = nd->mem_mib - nd->mem_mib_used;
+    int64_t slots = (int64_t)nd->pods_max - nd->pods + m;
+    int64_t gpu_free[GS_NODE_GPUS_MAX];
+    for (uint32_t g = 0; g < nd->gpu_count; g++)
+        gpu_free[g] = nd->gpus[g].gpu_milli_free;
+    for (uint32_t i = 0; i < m; i++) {
+        const struct gs_defrag_pod *p = &s->pods[cand[i]];
+        cpu += p->req.cpu_milli;
+        mem += p->req.mem_mib;
+        for (uint32_t k = 0; k < p->pl.num_gpu; k++)
+            if (p->pl.gpu_index[k] < nd->gpu_count)
+                gpu_free[p->pl.gpu_index[k]] += p->pl.gpu_milli;
+    }
+    if (req->cpu_milli > cpu || req->mem_mib > mem || slots <= 0)
+        return false;
+    if (gs_req_kind(req) != GS_REQ_MILLI || req->num_gpu == 0)
+        return true;
+    if (req->gpu_model_mask != GS_MODEL_ANY &&
+        (nd->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << nd->model_id))))
+        return false;
+    uint32_t enough = 0;
+    for (uint32_t g = 0; g < nd->gpu_count; g++)
+        enough += gpu_free[g] >= req->gpu_milli;
+    return enough >= req->num_gpu;
+}
+
 /* (b) Places homeless `h` on a node after evicting a minimal set of its movable pods. */
 static void place_evicting(struct search *s, struct homeless h, uint32_t *cand)
 {
@@ -218,8 +254,9 @@ static void place_evicting(struct search *s, struct homeless h, uint32_t *cand)
         if (!usable(gs_cluster_node(s->c, node)))
             continue;
         uint32_t m = unmoved_on(s, node, cand);
-        if (m == 0 || fits(s, node, req))
-            continue; /* nothing to evict, or nothing needs evicting */
+        if (m == 0 || !could_fit(s, gs_cluster_node(s->c, node), cand, m, req) ||
+            fits(s, node, req))
+            continue; /* nothing to evict, not enough to free, or nothing needs evicting */
         /* Worth a look only if it fits with every movable pod gone. */
         uint32_t off = 0;
         while (off < m && evict(s, cand[off]))
@@ -240,7 +277,8 @@ static void place_evicting(struct search *s, struct homeless h, uint32_t *cand)
                     e[i] = cand[idx[i]];
                     cost += s->charge_milli[e[i]];
                 }
-                if (!s->have_best || s->gpu_milli + cost < s->best.gpu_milli_moved) {
+                if ((!s->have_best || s->gpu_milli + cost < s->best.gpu_milli_moved) &&
+                    could_fit(s, gs_cluster_node(s->c, node), e, size, req)) {
                     uint32_t done = 0;
                     while (done < size && evict(s, e[done]))
                         done++;
