@@ -57,7 +57,9 @@ struct gs_replay_config {
      *  moves are carried out (gs_engine_migrate(): the moved pods restart at the plan's
      *  placements after defrag_restart_ms and run their whole run time again) and a cycle runs
      *  again at once, in which the pod starts unless another takes the room first. Movable:
-     *  running pods outside gangs that have run at least the queues file's preemptMinRuntime.
+     *  running pods outside gangs that have run at least defrag_wait_ms and the
+     *  queues file's preemptMinRuntime since their last start (plans cannot keep restarting a
+     *  pod).
      *  One plan per cycle; a pod is tried again defrag_wait_ms after its last try. */
     bool defrag;
     int64_t defrag_wait_ms;    /**< wait before a pod gets a plan, ms, >= 0 */

@@ -125,20 +125,20 @@ static void print_defrag(const struct gs_replay *r, const struct gs_replay *base
 {
     struct gs_replay_defrag d;
     gs_replay_defrag(r, &d);
-    printf("defrag: %llu searches, %llu plans carried out moving %llu pods (%.1f GPUs, %llu "
-           "evictions), %llu planned-for pods started at once (%.1f GPUs recovered), %llu "
-           "searches without a plan, %llu fit trials\n",
+    printf("defrag: searches %llu, plans carried out %llu (pods moved %llu, %.1f GPUs, evictions "
+           "%llu), planned-for pods started at once %llu (%.1f GPUs recovered), searches without "
+           "a plan %llu, trials %llu\n",
            (unsigned long long)d.searches, (unsigned long long)d.plans,
            (unsigned long long)d.pods_moved, (double)d.gpu_milli_moved / 1000.0,
            (unsigned long long)evictions, (unsigned long long)d.started,
            (double)d.gpu_milli_recovered / 1000.0, (unsigned long long)d.no_plan,
            (unsigned long long)d.evals);
-    printf("  %-16s %6s %7s %10s %10s %9s %9s\n", "queue", "moved", "planned", "wait mean",
-           "no defrag", "saved", "JCT p50");
+    printf("  %-16s %6s %7s %10s %10s %9s\n", "queue", "moved", "planned", "wait mean", "no defrag",
+           "saved");
     const struct gs_replay_queue *q, *qb;
     uint32_t nq = gs_replay_queues(r, &q), nb = gs_replay_queues(base, &qb);
     for (uint32_t i = 0; i < nq && i < nb; i++) {
-        char wm[16], wb[16], sv[24], jb[16];
+        char wm[16], wb[16], sv[24];
         fmt_s(q[i].wait_mean_s, wm, sizeof(wm));
         fmt_s(qb[i].wait_mean_s, wb, sizeof(wb));
         double saved = qb[i].wait_mean_s - q[i].wait_mean_s;
@@ -149,9 +149,8 @@ static void print_defrag(const struct gs_replay *r, const struct gs_replay *base
         } else {
             fmt_s(saved, sv, sizeof(sv));
         }
-        fmt_s(q[i].jct_p50_s, jb, sizeof(jb));
-        printf("  %-16s %6u %7u %10s %10s %9s %9s\n", q[i].name, q[i].defrag_moved,
-               q[i].defrag_started, wm, wb, sv, jb);
+        printf("  %-16s %6u %7u %10s %10s %9s\n", q[i].name, q[i].defrag_moved, q[i].defrag_started,
+               wm, wb, sv);
     }
     printf("moved: moves the queue's pods underwent; planned: its pods started right after a plan "
            "made room;\nwait mean: creation to first start, with --defrag and without it (the "

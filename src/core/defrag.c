@@ -399,6 +399,28 @@ int gs_defrag_plan(struct gs_cluster *c, const struct gs_defrag_pod *pods, uint3
     int err = build(s, n);
     if (err)
         goto out;
+    /* Moves never add to what the usable nodes have free in total (a moved pod only lands on
+     * a usable node; free is max(0, allocatable - used), so leaving an over-committed node
+     * frees less than the pod takes elsewhere): a request above that total has no plan,
+     * however many moves. A GPU with known memory derives its free milli from the memory left
+     * too, with rounding, so it counts 1 milli of slack. */
+    int64_t cpu_free = 0, mem_free = 0, gpu_free = 0;
+    for (uint32_t i = 0; i < s->nodes; i++) {
+        const struct gs_node *nd = gs_cluster_node(c, i);
+        if (!usable(nd))
+            continue;
+        cpu_free += nd->cpu_milli_free;
+        mem_free += nd->mem_mib_free;
+        gpu_free += nd->gpu_milli_free_total;
+        for (uint32_t g = 0; g < nd->gpu_count; g++)
+            gpu_free += nd->gpus[g].mem_mib > 0;
+    }
+    if (pending->cpu_milli > cpu_free || pending->mem_mib > mem_free ||
+        (gs_req_kind(pending) == GS_REQ_MILLI &&
+         (int64_t)pending->num_gpu * pending->gpu_milli > gpu_free)) {
+        err = GS_ENOENT;
+        goto out;
+    }
     double pend_gpus = 0;
     (void)gs_charge_request(c, pending, &pend_gpus);
     /* Depth 0 is the zero-move plan: the pod fits as the cluster is. */

@@ -337,13 +337,16 @@ static int defrag_step(struct run_state *s, int64_t t, uint32_t *target)
     }
     if (pick == UINT32_MAX)
         return GS_OK;
+    /* A pod runs at least the wait threshold between moves (and the queues file's minimum run
+     * time), so that plans cannot keep restarting the same pods. */
+    int64_t min_run_ms = s->min_run_ms > cfg->defrag_wait_ms ? s->min_run_ms : cfg->defrag_wait_ms;
     uint32_t n = 0;
     for (uint32_t id = 0; id < np; id++) {
         if (gs_engine_pod_info(s->e, id, &in) != GS_OK || in.state != GS_TPOD_RUNNING)
             continue;
         s->df_pods[n] = (struct gs_defrag_pod){s->reqs[s->trace_of[id]], in.pl,
                                                in.gang == GS_NO_GANG && !in.foreign &&
-                                                   t - in.start_ms >= s->min_run_ms};
+                                                   t - in.start_ms >= min_run_ms};
         s->df_ids[n++] = id;
     }
     struct gs_defrag_config dc = {cfg->defrag_moves ? cfg->defrag_moves : 2, DEFRAG_EVALS_MAX};
