@@ -27,7 +27,13 @@ static const char *const usage_bound =
     "  --pods FILE    pod list\n"
     "  --seeds N-M    seeds of the runs (default 42-51), as simulate draws them\n"
     "  --tune X       GPU request as a multiple of capacity (default 1.3, as simulate)\n"
-    "  -h, --help     this text\n";
+    "  -h, --help     this text\n"
+    "\n"
+    "exit status:\n"
+    "  0  done\n"
+    "  1  internal error (out of memory)\n"
+    "  2  bad usage or bad input (the message names the option, or file, line and field), or\n"
+    "     requests the programme does not cover (memory, MIG, time-sliced)\n";
 
 int gs_cmd_bound(int argc, char **argv)
 {
