@@ -10,7 +10,9 @@
  * most those that arrived; per type the sums of CPU, memory, pods and milli-GPU are at most the
  * type's nodes' total; and, per type, the pods that need a GPU to themselves (whole GPUs, each
  * counted num_gpu times, and fractions above 500 milli, of which no two share a GPU) are at
- * most its GPUs. The objective is the milli-GPU placed. Every placement of the arrived pods is
+ * most its GPUs; and x[s][t] is at most the type's nodes times the pods of shape s that fit on
+ * one empty node of it (by CPU, memory, pod limit and GPUs), since a pod never spans nodes. The
+ * objective is the milli-GPU placed. Every placement of the arrived pods is
  * a feasible point (sum its pods by shape and type), so the optimum bounds the GPU any policy
  * allocates from above, and 100 - 100 x optimum / capacity bounds its unallocated GPU % from
  * below. The relaxation ignores how pods split over the nodes of a type and the order of

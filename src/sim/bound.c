@@ -77,7 +77,23 @@ int gs_bound_lp(const struct gs_bound_shape *shapes, uint32_t ns, const struct g
             if (!fits[(size_t)s * nt + t])
                 continue;
             col++;
-            glp_set_col_bnds(lp, col, GLP_LO, 0.0, 0.0);
+            /* Per node at most as many pods of the shape as fit on it alone (whole pods of it:
+             * the rows above would let a type's nodes share a pod's remainder). */
+            const struct gs_bound_type *ty = &types[t];
+            double per_node = floor((double)ty->pods_max);
+            if (sh->cpu_milli > 0)
+                per_node = fmin(per_node, floor((double)ty->cpu_milli / (double)sh->cpu_milli));
+            if (sh->mem_mib > 0)
+                per_node = fmin(per_node, floor((double)ty->mem_mib / (double)sh->mem_mib));
+            /* GPUs: num_gpu each for whole ones, one each above half a GPU, and each GPU holds
+             * at most floor(1000 / gpu_milli) smaller fractions. */
+            per_node =
+                fmin(per_node, alone > 0 ? floor(ty->gpu_count / alone)
+                                         : ty->gpu_count * floor((double)GS_GPU_MILLI / gpu));
+            if (per_node * ty->count > 0)
+                glp_set_col_bnds(lp, col, GLP_DB, 0.0, per_node * ty->count);
+            else
+                glp_set_col_bnds(lp, col, GLP_FX, 0.0, 0.0);
             glp_set_obj_coef(lp, col, gpu);
             int base = (int)(ns + t * ROWS_PER_TYPE);
             double coef[1 + ROWS_PER_TYPE] = {

@@ -22,11 +22,13 @@
  * One type: 2 nodes of 2 GPUs and 10 cores each (20,000 milli-cores, 4 GPUs in all). Shapes:
  * A, 4 pods of 1 whole GPU and 6 cores; B, 2 pods of 600 milli-GPU and 1 core. Variables a, b
  * (pods of A and B placed). Rows: a <= 4, b <= 2; CPU 6000a + 1000b <= 20000; milli-GPU
- * 1000a + 600b <= 4000; GPUs held alone a + b <= 4 (B is above half a GPU). Maximise
- * 1000a + 600b. The vertices: (a, b) = (3.33, 0) gives 3333.3; (2, 2) gives 3200; CPU and the
- * alone row meet at 6000a + 1000(4 - a) = 20000, a = 3.2, b = 0.8, giving 3200 + 480 = 3680
- * (milli-GPU 3680 <= 4000 holds). The optimum is 3680: at least 8 % of the GPUs stay
- * unallocated. (The best integer placement reaches 3600: three A and one B.)
+ * 1000a + 600b <= 4000; GPUs held alone a + b <= 4 (B is above half a GPU); per node at most
+ * floor(10000 / 6000) = 1 A, so a <= 2, and min(10 by CPU, 2 GPUs alone) = 2 B, so b <= 4.
+ * Maximise 1000a + 600b: a = 2, b = 2 meets every row (CPU 14000, milli 3200, alone 4), and
+ * both variables are at their caps, so the optimum is 3200: at least 20 % of the GPUs stay
+ * unallocated. Here that is the integer optimum too (one A and one B per node). Without the
+ * per-node caps the programme would reach 3680 (a = 3.2, b = 0.8, where CPU and the alone row
+ * meet), which no placement can: three 6-core pods do not fit on two 10-core nodes.
  */
 static void test_lp_of_two_shapes_on_one_type_is_solved_as_by_hand(void **state)
 {
@@ -36,18 +38,18 @@ static void test_lp_of_two_shapes_on_one_type_is_solved_as_by_hand(void **state)
     bool fits[] = {true, true};
     double opt = -1;
     assert_int_equal(gs_bound_lp(shapes, 2, types, 1, fits, &opt), GS_OK);
-    assert_true(opt > 3680 - 1e-6 && opt < 3680 + 1e-6);
-    /* With B at 500 milli two of them may share a GPU, so B holds no GPU alone: a = 3, b = 2
-     * meets CPU (18000 + 2000 = 20000) and milli-GPU (3000 + 1000 = 4000) exactly: 4000. */
+    assert_true(opt > 3200 - 1e-6 && opt < 3200 + 1e-6);
+    /* With B at 500 milli two of them may share a GPU, so B holds no GPU alone: a <= 2 still,
+     * b <= 2 by count; a = 2, b = 2 gives 2000 + 1000 = 3000 (CPU 14000, milli 3000). */
     shapes[1].gpu_milli = 500;
     assert_int_equal(gs_bound_lp(shapes, 2, types, 1, fits, &opt), GS_OK);
-    assert_true(opt > 4000 - 1e-6 && opt < 4000 + 1e-6);
+    assert_true(opt > 3000 - 1e-6 && opt < 3000 + 1e-6);
 }
 
 /*
  * Two types, one shape that fits only the second: 3 pods of 4 GPUs; type 0 has 2 nodes of 2
  * GPUs (no 4-GPU pod fits there), type 1 one node of 8 GPUs: at most 2 pods (8 GPUs, alone row
- * 4a <= 8), so 8000 milli of the 12 GPUs' 12,000.
+ * 4a <= 8, per node floor(8 / 4) = 2), so 8000 milli of the 12 GPUs' 12,000.
  */
 static void test_lp_places_a_shape_only_where_it_fits(void **state)
 {
