@@ -37,11 +37,11 @@ ALLOWED = {
 # Public headers (include/gpusched/NAME) by layer.
 HEADERS = {
     "util": ["compiler.h", "diag.h", "err.h", "log.h", "names.h"],
-    "core": ["charge.h", "cluster.h", "explain.h", "filter.h", "frag.h", "mig.h", "mig_plan.h",
-             "rng.h", "sched.h", "tenant.h"],
+    "core": ["charge.h", "cluster.h", "defrag.h", "explain.h", "filter.h", "frag.h", "mig.h",
+             "mig_plan.h", "rng.h", "sched.h", "tenant.h"],
     "rpc": ["grpc.h"],
     "agent": ["devplugin.h", "dpkube.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h"],
-    "sim": ["qconfig.h", "replay.h", "sim.h", "trace.h"],
+    "sim": ["bound.h", "qconfig.h", "replay.h", "sim.h", "trace.h"],
     "kworld": ["kquantity.h", "kworld.h"],
     "k8s": ["kevents.h", "kube.h", "schedmetrics.h"],
     "usage": ["usage.h", "usage_report.h", "usage_ingest.h"],
@@ -71,6 +71,7 @@ TARGETS = {
     "gsrpc_proto": "rpc",
     "gsagent": "agent",
     "gssim": "sim",
+    "gsbound": "sim",
     "gskworld": "kworld",
     "gsusage": "usage",
     "gpusched_k8s": "k8s",

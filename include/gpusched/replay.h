@@ -52,6 +52,32 @@ struct gs_replay_config {
     int64_t mig_repartition_ms; /**< dynamic MIG: how long a re-partition takes, ms, >= 0: the
                                      pod starts that long after its bind, and its run ends
                                      that much later (the command's default is 10 s) */
+    /** Defragmentation (defrag.h): after a cycle, the pod that has waited longest past
+     *  defrag_wait_ms (not in a gang) and fits on no node as the cluster is gets a plan; its
+     *  moves are carried out (gs_engine_migrate(): the moved pods restart at the plan's
+     *  placements after defrag_restart_ms and run their whole run time again) and a cycle runs
+     *  again at once, in which the pod starts unless another takes the room first. Movable:
+     *  running pods outside gangs that have run at least defrag_wait_ms and the
+     *  queues file's preemptMinRuntime since their last start (plans cannot keep restarting a
+     *  pod).
+     *  One plan per cycle; a pod is tried again defrag_wait_ms after its last try. */
+    bool defrag;
+    int64_t defrag_wait_ms;    /**< wait before a pod gets a plan, ms, >= 0 */
+    uint32_t defrag_moves;     /**< most pods one plan moves, 1..GS_DEFRAG_BUDGET_MAX (0: 2) */
+    int64_t defrag_restart_ms; /**< how long a moved pod takes to restart, ms, >= 0 */
+};
+
+/** What the defragmentation planner did in a replay (all 0 without defrag). */
+struct gs_replay_defrag {
+    uint64_t searches;           /**< planner calls */
+    uint64_t plans;              /**< plans carried out (at least one move) */
+    uint64_t no_plan;            /**< searches without a plan within the budget or bound */
+    uint64_t pods_moved;         /**< pods moved by the plans */
+    int64_t gpu_milli_moved;     /**< their GPU charge, milli */
+    uint64_t started;            /**< planned-for pods that started in the cycle right after */
+    int64_t gpu_milli_recovered; /**< those pods' GPU charge, milli: GPU that was free but in
+                                      pieces too small, put to use */
+    uint64_t evals;              /**< fit trials over all searches */
 };
 
 /** Per-queue results. */
@@ -67,6 +93,9 @@ struct gs_replay_queue {
     double share_mean_pct; /**< mean allocated GPU, % of cluster, over samples */
     double fair_mean_pct;  /**< mean fair share GPU, % of cluster, over samples */
     uint64_t evictions_suffered, evictions_caused;
+    double wait_mean_s;      /**< mean wait of its started pods, s; NaN when none started */
+    uint32_t defrag_started; /**< its pods started right after a plan made room for them */
+    uint32_t defrag_moved;   /**< moves its pods underwent in plans */
 };
 
 /** One sample of the cluster over time. */
@@ -121,10 +150,10 @@ uint32_t gs_replay_waits(const struct gs_replay *r, const uint32_t **queue, cons
 const char *const *gs_replay_wait_pods(const struct gs_replay *r);
 
 /** Entries of gs_replay_evictions_by_reason(): one per enum gs_evict_reason value. */
-#define GS_REPLAY_EVICT_REASONS 5
+#define GS_REPLAY_EVICT_REASONS 6
 
 /** Evictions counted by reason, indexed by enum gs_evict_reason (preemption, reclaim, gang,
- *  node lost; index 0 stays 0); they add up to gs_replay_totals()' evictions. */
+ *  node lost, defrag; index 0 stays 0); they add up to gs_replay_totals()' evictions. */
 void gs_replay_evictions_by_reason(const struct gs_replay *r,
                                    uint64_t out[GS_REPLAY_EVICT_REASONS]);
 
@@ -168,6 +197,9 @@ const char *gs_replay_mode_name(uint32_t mode);
 
 /** MIG GPUs re-partitioned for pods that started (dynamic MIG; 0 when it is off). */
 uint64_t gs_replay_mig_repartitions(const struct gs_replay *r);
+
+/** Fills `out` with what the defragmentation planner did (zeros without defrag). */
+void gs_replay_defrag(const struct gs_replay *r, struct gs_replay_defrag *out);
 
 /** Totals: pods replayed, bind events, evictions, cycles run, final virtual time. */
 void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds,

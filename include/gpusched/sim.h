@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gpusched/cluster.h"
 #include "gpusched/frag.h"
 #include "gpusched/trace.h"
 
@@ -116,6 +117,31 @@ struct gs_sim_result {
  */
 int gs_sim_run(const struct gs_sim_input *in, const struct gs_sim_run_config *cfg,
                struct gs_sim_result *res);
+
+/**
+ * The pod list run (seed, tune) arrives, in arrival order: what gs_sim_run() draws first from
+ * its random stream (steps 2-3 of the method), for callers that study the same arrivals
+ * (gpusched bound).
+ * @param list  receives a malloc'd array of pod indices into the input's pod list (free()).
+ * @param len   receives its length.
+ * @return GS_OK; GS_EINVAL for a bad tune; GS_ELIMIT; GS_ENOMEM.
+ */
+int gs_sim_arrivals(const struct gs_sim_input *in, uint64_t seed, double tune, uint32_t **list,
+                    uint32_t *len);
+
+/** The request of pod `i` of the input's pod list (borrowed), model mask for the cluster of
+ *  gs_sim_input_cluster(); NULL past the end. */
+const struct gs_pod_req *gs_sim_input_req(const struct gs_sim_input *in, uint32_t i);
+
+/** Whether the input names sharing modes (a node gpu_mode or a pod sharing column). */
+bool gs_sim_input_mixed(const struct gs_sim_input *in);
+
+/**
+ * Builds the cluster every run starts from (nodes in name order, all free).
+ * @param out  receives it; free with gs_cluster_free().
+ * @return GS_OK or the cluster's errors (GS_ENOMEM).
+ */
+int gs_sim_input_cluster(const struct gs_sim_input *in, struct gs_cluster **out);
 
 /**
  * Rounds half to even at `decimals` decimal places on the exact binary value, as Python's

@@ -123,6 +123,7 @@ enum gs_evict_reason {
     GS_EVICT_RECLAIM = 2,   /**< a queue below its fair share took back lent quota */
     GS_EVICT_GANG = 3,      /**< another member of its gang was evicted */
     GS_EVICT_NODE_LOST = 4, /**< its node was removed (gs_engine_remove_node()) */
+    GS_EVICT_DEFRAG = 5,    /**< moved by a defragmentation plan (gs_engine_migrate()) */
 };
 
 /** What the engine reports. */
@@ -524,6 +525,24 @@ int gs_engine_pod_resolve(const struct gs_engine *e, uint64_t handle, uint32_t *
  * @return GS_OK; GS_EINVAL for a bad node; GS_ENOMEM (nothing changed).
  */
 int gs_engine_remove_node(struct gs_engine *e, uint32_t node, int64_t now_ms);
+
+/**
+ * Moves running pods to other placements, as a defragmentation plan (defrag.h) is carried out:
+ * every pod is evicted (EVICT, reason GS_EVICT_DEFRAG), then each is bound at its new placement
+ * in order (BIND, start_delay_ms = restart_delay_ms: it restarts and runs its whole run time
+ * again from then). Evicting all first makes every bind of a plan's order fit: each then sees
+ * at least what the plan left free at that step. Queue books do not change in total (the same
+ * requests leave and come back); quotas are not checked again. All or nothing.
+ * @param pods             engine pod ids, pods[0..n), distinct, n >= 1; borrowed.
+ * @param pls              pls[i] is where pods[i] goes, as gs_node_pick_gpus() gives it;
+ *                         borrowed.
+ * @param restart_delay_ms how long a restart takes, ms, >= 0 (start_ms is now_ms + this).
+ * @return GS_OK; GS_EINVAL for a pod that is not running, a gang member, a foreign pod, a
+ *         repeated pod, a negative delay, or a placement that does not fit (nothing changed
+ *         then); GS_ENOMEM (nothing changed).
+ */
+int gs_engine_migrate(struct gs_engine *e, const uint32_t *pods, const struct gs_placement *pls,
+                      uint32_t n, int64_t now_ms, int64_t restart_delay_ms);
 
 /**
  * Marks a running pod as finished and releases what it held.

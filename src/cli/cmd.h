@@ -45,6 +45,9 @@ int gs_cmd_report(int argc, char **argv);
 /** `gpusched whatif`: a cluster dump through the scheduler's translation and core, offline. */
 int gs_cmd_whatif(int argc, char **argv);
 
+/** `gpusched bound`: the offline lower bound on unallocated GPU % (cmd_bound.c). */
+int gs_cmd_bound(int argc, char **argv);
+
 /**
  * Splits `--name=value`: copies `--name` into name (cap bytes) and points *value after the '='.
  * @return 1 when split; 0 when arg has no '=', is not a long option, or the name does not fit

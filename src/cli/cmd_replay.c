@@ -16,6 +16,7 @@
 #include "cli/acct.h"
 #include "cli/cmd.h"
 #include "util/file.h"
+#include "gpusched/defrag.h"
 #include "gpusched/err.h"
 #include "gpusched/qconfig.h"
 #include "gpusched/replay.h"
@@ -52,6 +53,15 @@ static const char *const usage_replay =
     "                      re-partitioned for it (only free instances destroyed: the fewest,\n"
     "                      then the layout that keeps the most later requests placeable); the\n"
     "                      pod starts S seconds after (default 10, 0..86400). Default off\n"
+    "  --defrag[=S]        defragmentation: the pod that has waited longest past S seconds\n"
+    "                      (default 600) and fits on no node gets a migration plan (fewest\n"
+    "                      pods moved, then fewest GPUs; include/gpusched/defrag.h), carried\n"
+    "                      out by evictions; the moved pods restart at the plan's nodes. The\n"
+    "                      replay is also run without it, and the report gives the wait saved\n"
+    "                      per queue. Default off\n"
+    "  --defrag-moves N    most pods one plan moves (default 2, 1..6)\n"
+    "  --defrag-restart S  how long a moved pod takes to restart, seconds (default 30); it\n"
+    "                      then runs its whole run time again\n"
     "  --speedup X         arrivals at creation_time / X, run times unchanged: X times the\n"
     "                      offered load (default 1; the openb trace keeps under 1% of its\n"
     "                      cluster busy as recorded)\n"
@@ -103,6 +113,48 @@ static void fmt_s(double s, char *buf, size_t cap)
         (void)snprintf(buf, cap, "%.1fm", s / 60);
     else
         (void)snprintf(buf, cap, "%.1fh", s / 3600);
+}
+
+/*
+ * The defragmentation report: what the planner did in `r`, and per queue the mean wait of
+ * `base` (the same replay without it) against `r`'s. Both have the same leaf queues in the same
+ * order (one queues file).
+ */
+static void print_defrag(const struct gs_replay *r, const struct gs_replay *base,
+                         uint64_t evictions)
+{
+    struct gs_replay_defrag d;
+    gs_replay_defrag(r, &d);
+    printf("defrag: searches %llu, plans carried out %llu (pods moved %llu, %.1f GPUs, evictions "
+           "%llu), planned-for pods started at once %llu (%.1f GPUs recovered), searches without "
+           "a plan %llu, trials %llu\n",
+           (unsigned long long)d.searches, (unsigned long long)d.plans,
+           (unsigned long long)d.pods_moved, (double)d.gpu_milli_moved / 1000.0,
+           (unsigned long long)evictions, (unsigned long long)d.started,
+           (double)d.gpu_milli_recovered / 1000.0, (unsigned long long)d.no_plan,
+           (unsigned long long)d.evals);
+    printf("  %-16s %6s %7s %10s %10s %9s\n", "queue", "moved", "planned", "wait mean", "no defrag",
+           "saved");
+    const struct gs_replay_queue *q, *qb;
+    uint32_t nq = gs_replay_queues(r, &q), nb = gs_replay_queues(base, &qb);
+    for (uint32_t i = 0; i < nq && i < nb; i++) {
+        char wm[16], wb[16], sv[24];
+        fmt_s(q[i].wait_mean_s, wm, sizeof(wm));
+        fmt_s(qb[i].wait_mean_s, wb, sizeof(wb));
+        double saved = qb[i].wait_mean_s - q[i].wait_mean_s;
+        if (saved < 0) {
+            char neg[16];
+            fmt_s(-saved, neg, sizeof(neg));
+            (void)snprintf(sv, sizeof(sv), "-%s", neg);
+        } else {
+            fmt_s(saved, sv, sizeof(sv));
+        }
+        printf("  %-16s %6u %7u %10s %10s %9s\n", q[i].name, q[i].defrag_moved, q[i].defrag_started,
+               wm, wb, sv);
+    }
+    printf("moved: moves the queue's pods underwent; planned: its pods started right after a plan "
+           "made room;\nwait mean: creation to first start, with --defrag and without it (the "
+           "same replay run again);\nsaved: the difference.\n");
 }
 
 /* Progress on a terminal (issue 10: long runs are not silent): pods ended of the trace's pods
@@ -157,9 +209,23 @@ int gs_cmd_replay(int argc, char **argv)
 {
     const char *nodes_path = NULL, *pods_path = NULL, *queues_path = NULL;
     const char *out_dir = "out/replay";
-    struct gs_replay_config cfg = {
-        "fgd", true, true,  true, INT64_C(3600) * 1000, INT64_C(600) * 1000, 42, 1.0, NULL,
-        NULL,  NULL, false, 0};
+    struct gs_replay_config cfg = {"fgd",
+                                   true,
+                                   true,
+                                   true,
+                                   INT64_C(3600) * 1000,
+                                   INT64_C(600) * 1000,
+                                   42,
+                                   1.0,
+                                   NULL,
+                                   NULL,
+                                   NULL,
+                                   false,
+                                   0,
+                                   false,
+                                   INT64_C(600) * 1000,
+                                   2,
+                                   INT64_C(30) * 1000};
     int plot = 1;
     double scale = 1.0;
     const char *acct_path = NULL;
@@ -175,6 +241,23 @@ int gs_cmd_replay(int argc, char **argv)
         const char *flags[] = {
             "-h",           "--help",   "--backfill", "--no-backfill", "--no-preemption",
             "--no-reclaim", "--no-plot"};
+        if (strcmp(a, "--defrag") == 0) {
+            cfg.defrag = true;
+            if (inline_v) {
+                char *dend;
+                errno = 0;
+                double x = strtod(v, &dend);
+                if (errno || *dend || *v == '\0' || !(x >= 0) || x > 86400 * 365.0) {
+                    (void)fprintf(stderr,
+                                  "gpusched replay: --defrag: expected a wait in seconds in "
+                                  "[0, 31536000], got '%s'\n",
+                                  v);
+                    return 2;
+                }
+                cfg.defrag_wait_ms = (int64_t)llround(x * 1000);
+            }
+            continue;
+        }
         for (size_t k = 0; inline_v && k < sizeof(flags) / sizeof(flags[0]); k++) {
             if (strcmp(a, flags[k]) == 0) {
                 (void)fprintf(stderr, "gpusched replay: %s takes no value\n", a);
@@ -219,9 +302,10 @@ int gs_cmd_replay(int argc, char **argv)
             }
             continue;
         }
-        const char *valued[] = {"--nodes",         "--pods",       "--queues",    "--policy",
-                                "--seed",          "--sample-s",   "--out",       "--speedup",
-                                "--cluster-scale", "--accounting", "--start-time"};
+        const char *valued[] = {"--nodes",         "--pods",       "--queues",     "--policy",
+                                "--seed",          "--sample-s",   "--out",        "--speedup",
+                                "--cluster-scale", "--accounting", "--start-time", "--defrag-moves",
+                                "--defrag-restart"};
         int known = 0;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
@@ -299,6 +383,26 @@ int gs_cmd_replay(int argc, char **argv)
                 return 2;
             }
             scale = x;
+        } else if (strcmp(a, "--defrag-moves") == 0) {
+            errno = 0;
+            long long k = strtoll(v, &end, 10);
+            if (errno || *end || k < 1 || k > GS_DEFRAG_BUDGET_MAX) {
+                (void)fprintf(stderr, "gpusched replay: --defrag-moves: expected 1..%d, got '%s'\n",
+                              GS_DEFRAG_BUDGET_MAX, v);
+                return 2;
+            }
+            cfg.defrag_moves = (uint32_t)k;
+        } else if (strcmp(a, "--defrag-restart") == 0) {
+            errno = 0;
+            double x = strtod(v, &end);
+            if (errno || *end || !(x >= 0) || x > 86400) {
+                (void)fprintf(stderr,
+                              "gpusched replay: --defrag-restart: expected seconds in [0, 86400], "
+                              "got '%s'\n",
+                              v);
+                return 2;
+            }
+            cfg.defrag_restart_ms = (int64_t)llround(x * 1000);
         } else if (strcmp(a, "--sample-s") == 0) {
             errno = 0;
             long long s = strtoll(v, &end, 10);
@@ -319,7 +423,7 @@ int gs_cmd_replay(int argc, char **argv)
     struct gs_trace_nodes nodes = {0};
     struct gs_trace_pods pods = {0};
     struct gs_qconfig *qc = NULL;
-    struct gs_replay *r = NULL;
+    struct gs_replay *r = NULL, *base = NULL;
     struct gs_diag d;
     memset(&d, 0, sizeof(d));
     int err = gs_trace_read_nodes(nodes_path, &nodes, &d);
@@ -465,8 +569,18 @@ int gs_cmd_replay(int argc, char **argv)
     err = gs_replay_run(&view, &pods, qc, &cfg, &r, &d);
     if (prog.shown)
         (void)fprintf(stderr, "\r%*s\r", 72, "");
-    free(kept);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!err && cfg.defrag) {
+        /* The same replay without the planner, for the wait it saves (no taps: its events are
+         * not recorded). */
+        struct gs_replay_config plain = cfg;
+        plain.defrag = false;
+        plain.tap_event = NULL;
+        plain.tap_sample = NULL;
+        plain.tap_ctx = NULL;
+        err = gs_replay_run(&view, &pods, qc, &plain, &base, &d);
+    }
+    free(kept);
     if (err) {
         print_diag("", &d, err);
         rc = err == GS_ENOMEM ? 1 : 2;
@@ -565,6 +679,8 @@ int gs_cmd_replay(int argc, char **argv)
                q[i].pods, q[i].started, q[i].completed, q[i].pending_end, w50, w95, w99, j50,
                q[i].gpu_hours, sh, fa, (unsigned long long)q[i].evictions_suffered);
     }
+    if (base)
+        print_defrag(r, base, by[GS_EVICT_DEFRAG]);
     struct gs_replay_mode modes[GS_REPLAY_MODES];
     if (gs_replay_modes(r, modes)) {
         /* Only when the input names sharing, so plain runs print what they always did. */
@@ -613,6 +729,7 @@ out:
         (void)gs__replay_acct_close(acct, 0, NULL, amsg, sizeof(amsg));
     }
     gs_replay_free(r);
+    gs_replay_free(base);
     gs_qconfig_free(qc);
     gs_trace_nodes_fini(&nodes);
     gs_trace_pods_fini(&pods);

@@ -6,6 +6,7 @@
  *   gpusched agent ...      the node agent: GPU device plugin, health and metrics
  *   gpusched scheduler ...  a second Kubernetes scheduler against a real API server
  *   gpusched whatif ...     a Kubernetes cluster dump through the scheduler, offline
+ *   gpusched bound ...      a lower bound on unallocated GPU % (LP over pod shapes, GLPK)
  *   gpusched report ...     usage reports from an accounting database
  *   gpusched version
  *
@@ -26,6 +27,7 @@ static const char *const usage_main =
     "  agent      run the node agent: GPU device plugin, health and metrics\n"
     "  scheduler  schedule pods (schedulerName: gpusched) on a Kubernetes API server\n"
     "  whatif     run a Kubernetes cluster dump through the scheduler offline\n"
+    "  bound      a lower bound on unallocated GPU % for simulate's runs (an LP, GLPK)\n"
     "  report     usage reports (GPU-hours per team, queue, ...) from an accounting database,\n"
     "             and GPU utilisation into it from Prometheus (report ingest)\n"
     "  version    print the version\n"
@@ -45,8 +47,9 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"simulate", gs_cmd_simulate}, {"agent", gs_cmd_agent},         {"replay", gs_cmd_replay},
-    {"whatif", gs_cmd_whatif},     {"scheduler", gs_cmd_scheduler}, {"report", gs_cmd_report},
+    {"simulate", gs_cmd_simulate}, {"agent", gs_cmd_agent}, {"replay", gs_cmd_replay},
+    {"whatif", gs_cmd_whatif},     {"bound", gs_cmd_bound}, {"scheduler", gs_cmd_scheduler},
+    {"report", gs_cmd_report},
 };
 
 int main(int argc, char **argv)

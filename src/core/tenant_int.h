@@ -244,6 +244,8 @@ struct gs_engine {
     uint64_t evictions_reused;           /* evictions of pods whose slots were reused */
     uint32_t nfree, capfree;
     int64_t now_ms;
+    int64_t bind_delay_ms; /* start delay of binds gs__commit() reports (gs_engine_migrate()'s
+                              restart delay while it commits; 0 otherwise) */
     struct gs_rng *rng;
     struct gs_cycle_stats *st;
     /* scratch for victim search */

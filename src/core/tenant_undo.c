@@ -240,7 +240,7 @@ int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
              * logs the two together): it starts once the re-partition is done. */
             uint32_t repart =
                 i > mark && e->log[i - 1].kind == UNDO_MIG && e->log[i - 1].pod == u->pod;
-            int64_t delay_ms = repart ? e->cfg.mig_repartition_ms : 0;
+            int64_t delay_ms = repart ? e->cfg.mig_repartition_ms : e->bind_delay_ms;
             p->start_ms = e->now_ms + delay_ms;
             if (p->gang != GS_NO_GANG &&
                 e->g[p->gang].running + e->g[p->gang].succeeded >= e->g[p->gang].min_member) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "gpusched/charge.h"
+#include "gpusched/defrag.h"
 #include "gpusched/err.h"
 #include "gpusched/frag.h"
 #include "gpusched/sched.h"
@@ -22,6 +23,11 @@
 #include "util/heap.h"
 
 #define REPLAY_NODE_PODS_MAX 1001
+/* Defragmentation: waiting pods checked for "fits nowhere" per cycle at most, and the fit
+ * trials one search may make (bounds a replay's time; a search that reaches it counts as
+ * no_plan unless it found one). */
+#define DEFRAG_CHECKS_MAX 16
+#define DEFRAG_EVALS_MAX 200000u
 /* Retries without progress, once no event is left, before the replay ends (2 h at 10 min). */
 #define REPLAY_IDLE_RETRIES 12
 /* Trace times above this (about 31,700 years) are refused: they would overflow as ms. */
@@ -57,6 +63,7 @@ struct gs_replay {
     uint32_t gangs, gangs_started, gangs_timed_out; /* formed by podGroups rules */
     int mixed; /* 1: the input named sharing modes or kinds, and modes[] is kept */
     struct gs_replay_mode modes[GS_REPLAY_MODES]; /* by enum gs_gpu_sharing */
+    struct gs_replay_defrag defrag;               /* what the planner did */
 };
 
 struct run_state {
@@ -84,6 +91,12 @@ struct run_state {
     int64_t *charge_milli;                   /* per trace pod, while it runs */
     uint8_t *mode_of;                        /* per trace pod, while it runs */
     int64_t mode_now_milli[GS_REPLAY_MODES]; /* charged now, per mode */
+    /* Defragmentation (cfg->defrag). */
+    int64_t *df_next_ms;           /* per trace pod: not tried again before this time */
+    uint32_t df_low;               /* engine pods below this id have all ended */
+    struct gs_defrag_pod *df_pods; /* scratch: the running pods given to the planner */
+    uint32_t *df_ids;              /* scratch: their engine ids */
+    int64_t min_run_ms;            /* movable only after running this long */
 };
 
 /* Arrival of a pod in replay time: its creation time, divided by the arrival speed-up. */
@@ -275,6 +288,113 @@ static int take_sample(struct run_state *s, int64_t t_ms, int64_t cap_gpu)
     return GS_OK;
 }
 
+/* Whether `req` fits on some node that takes pods, as the cluster is. */
+static bool fits_somewhere(const struct gs_cluster *c, const struct gs_pod_req *req)
+{
+    const struct gs_node_fit *fit = gs_cluster_fit_array(c);
+    for (uint32_t i = 0; i < gs_cluster_node_count(c); i++) {
+        const struct gs_node *nd = gs_cluster_node(c, i);
+        if (nd->present && !nd->unschedulable && gs_cluster_fits_at(c, fit, i, req))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * One defragmentation step after a cycle (gs_replay_config.defrag): finds the pod that has
+ * waited longest past the threshold and fits nowhere, plans for it and carries the plan out.
+ * Engine ids grow with submission time (the replay forgets no pod), so the first eligible id
+ * is the longest wait. *target receives the planned-for pod, or UINT32_MAX when nothing moved.
+ */
+static int defrag_step(struct run_state *s, int64_t t, uint32_t *target)
+{
+    const struct gs_replay_config *cfg = s->cfg;
+    *target = UINT32_MAX;
+    uint32_t np = gs_engine_pod_count(s->e), pick = UINT32_MAX, checks = 0;
+    int64_t again_ms = cfg->defrag_wait_ms > 0 ? cfg->defrag_wait_ms : 60000;
+    struct gs_tpod_info in;
+    for (uint32_t id = s->df_low; id < np && checks < DEFRAG_CHECKS_MAX; id++) {
+        if (gs_engine_pod_info(s->e, id, &in) != GS_OK)
+            continue;
+        if (in.state == GS_TPOD_SUCCEEDED || in.state == GS_TPOD_FAILED) {
+            if (id == s->df_low)
+                s->df_low++;
+            continue;
+        }
+        if (in.state != GS_TPOD_PENDING || in.gang != GS_NO_GANG)
+            continue;
+        if (t - in.submit_ms < cfg->defrag_wait_ms)
+            break; /* every later pod has waited less */
+        uint32_t tp = s->trace_of[id];
+        if (s->df_next_ms[tp] > t)
+            continue;
+        s->df_next_ms[tp] = t + again_ms;
+        checks++;
+        if (!fits_somewhere(s->c, &s->reqs[tp])) {
+            pick = id;
+            break;
+        }
+    }
+    if (pick == UINT32_MAX)
+        return GS_OK;
+    /* A pod runs at least the wait threshold between moves (and the queues file's minimum run
+     * time), so that plans cannot keep restarting the same pods. */
+    int64_t min_run_ms = s->min_run_ms > cfg->defrag_wait_ms ? s->min_run_ms : cfg->defrag_wait_ms;
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < np; id++) {
+        if (gs_engine_pod_info(s->e, id, &in) != GS_OK || in.state != GS_TPOD_RUNNING)
+            continue;
+        s->df_pods[n] = (struct gs_defrag_pod){s->reqs[s->trace_of[id]], in.pl,
+                                               in.gang == GS_NO_GANG && !in.foreign &&
+                                                   t - in.start_ms >= min_run_ms};
+        s->df_ids[n++] = id;
+    }
+    struct gs_defrag_config dc = {cfg->defrag_moves ? cfg->defrag_moves : 2, DEFRAG_EVALS_MAX};
+    struct gs_defrag_plan plan;
+    struct gs_replay_defrag *d = &s->r->defrag;
+    int err = gs_defrag_plan(s->c, s->df_pods, n, &s->reqs[s->trace_of[pick]], &dc, &plan);
+    d->searches++;
+    d->evals += plan.evals;
+    if (err == GS_ENOENT || err == GS_ELIMIT || (err == GS_OK && plan.pods_moved == 0)) {
+        d->no_plan += err != GS_OK;
+        return GS_OK;
+    }
+    if (err)
+        return err;
+    uint32_t ids[GS_DEFRAG_BUDGET_MAX];
+    struct gs_placement pls[GS_DEFRAG_BUDGET_MAX];
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < plan.n_ops; k++)
+        if (plan.ops[k].kind == GS_DEFRAG_PLACE && plan.ops[k].pod != GS_DEFRAG_PENDING) {
+            ids[m] = s->df_ids[plan.ops[k].pod];
+            pls[m++] = plan.ops[k].pl;
+        }
+    if ((err = gs_engine_migrate(s->e, ids, pls, m, t, cfg->defrag_restart_ms)) != GS_OK)
+        return err;
+    d->plans++;
+    d->pods_moved += m;
+    d->gpu_milli_moved += plan.gpu_milli_moved;
+    for (uint32_t k = 0; k < m; k++)
+        if (gs_engine_pod_info(s->e, ids[k], &in) == GS_OK && s->r->leaf_of[in.queue] != UINT32_MAX)
+            s->r->queues[s->r->leaf_of[in.queue]].defrag_moved++;
+    *target = pick;
+    return GS_OK;
+}
+
+/* After the cycle that follows a plan: whether its pod started, and what that recovered. */
+static void defrag_note_start(struct run_state *s, uint32_t pod)
+{
+    struct gs_tpod_info in;
+    if (gs_engine_pod_info(s->e, pod, &in) != GS_OK || in.state != GS_TPOD_RUNNING)
+        return;
+    double gpus = 0;
+    (void)gs_charge_placement(s->c, &s->reqs[s->trace_of[pod]], &in.pl, &gpus);
+    s->r->defrag.started++;
+    s->r->defrag.gpu_milli_recovered += gs_charge_milli(gpus);
+    if (s->r->leaf_of[in.queue] != UINT32_MAX)
+        s->r->queues[s->r->leaf_of[in.queue]].defrag_started++;
+}
+
 int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods *pods,
                   const struct gs_qconfig *qc, const struct gs_replay_config *cfg,
                   struct gs_replay **out, struct gs_diag *diag)
@@ -287,6 +407,15 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
             (void)snprintf(diag->msg, sizeof(diag->msg),
                            "the MIG re-partition delay is negative (%lld ms)",
                            (long long)cfg->mig_repartition_ms);
+        return GS_EINVAL;
+    }
+    if (cfg->defrag && (cfg->defrag_wait_ms < 0 || cfg->defrag_restart_ms < 0 ||
+                        cfg->defrag_moves > GS_DEFRAG_BUDGET_MAX)) {
+        if (diag)
+            (void)snprintf(diag->msg, sizeof(diag->msg),
+                           "defragmentation: a negative wait or restart delay, or more than %d "
+                           "moves per plan",
+                           GS_DEFRAG_BUDGET_MAX);
         return GS_EINVAL;
     }
     if (!pods->has_times) {
@@ -379,7 +508,11 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
     s.jct_s = malloc((n + 1) * sizeof(double));
     s.charge_milli = calloc(n + 1, sizeof(int64_t));
     s.mode_of = malloc(n + 1);
-    if (!s.charge_milli || !s.mode_of)
+    s.df_next_ms = calloc(n + 1, sizeof(int64_t));
+    s.df_pods = malloc((n + 1) * sizeof(*s.df_pods));
+    s.df_ids = malloc((n + 1) * sizeof(*s.df_ids));
+    s.min_run_ms = gs_qconfig_min_runtime_ms(qc);
+    if (!s.charge_milli || !s.mode_of || !s.df_next_ms || !s.df_pods || !s.df_ids)
         goto out;
     memset(s.mode_of, UINT8_MAX, n + 1);
     s.reqs = reqs;
@@ -581,6 +714,17 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         r->cycles++;
         if (!err)
             err = s.err;
+        if (!err && cfg->defrag) {
+            uint32_t target;
+            err = defrag_step(&s, t, &target);
+            if (!err && target != UINT32_MAX) {
+                err = gs_engine_cycle(s.e, t, &rng, NULL);
+                r->cycles++;
+                if (!err)
+                    err = s.err;
+                defrag_note_start(&s, target);
+            }
+        }
         struct gs_queue_info root;
         gs_engine_queue_info(s.e, GS_QUEUE_ROOT, &root);
         uint32_t pending = 0;
@@ -664,6 +808,10 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
             if (r->wait_queue[w2] == li)
                 tmp[k++] = r->wait_s[w2];
         rq->started = k;
+        double wsum = 0;
+        for (uint32_t w3 = 0; w3 < k; w3++)
+            wsum += tmp[w3];
+        rq->wait_mean_s = k ? wsum / k : NAN;
         qsort(tmp, k, sizeof(*tmp), cmp_double);
         rq->wait_p50_s = percentile(tmp, k, 0.50);
         rq->wait_p95_s = percentile(tmp, k, 0.95);
@@ -716,6 +864,9 @@ out:
     free(s.jct_s);
     free(s.charge_milli);
     free(s.mode_of);
+    free(s.df_next_ms);
+    free(s.df_pods);
+    free(s.df_ids);
     free(s.gang_id);
     free(s.gang_timed_out);
     gs_qconfig_gangs_fini(&gangs);
@@ -789,6 +940,11 @@ void gs_replay_totals(const struct gs_replay *r, uint32_t *pods, uint64_t *binds
     *evictions = r->evictions;
     *cycles = r->cycles;
     *end_ms = r->end_ms;
+}
+
+void gs_replay_defrag(const struct gs_replay *r, struct gs_replay_defrag *out)
+{
+    *out = r->defrag;
 }
 
 uint64_t gs_replay_mig_repartitions(const struct gs_replay *r)

@@ -484,3 +484,28 @@ out:
     free(crossed);
     return err;
 }
+
+int gs_sim_arrivals(const struct gs_sim_input *in, uint64_t seed, double tune, uint32_t **list,
+                    uint32_t *len)
+{
+    if (!(tune > 0) || tune > 100)
+        return GS_EINVAL;
+    struct gs_rng rng;
+    gs_rng_seed(&rng, seed); /* as gs_sim_run(): the pod list is its first draw */
+    return make_pod_list(in, tune, &rng, list, len);
+}
+
+const struct gs_pod_req *gs_sim_input_req(const struct gs_sim_input *in, uint32_t i)
+{
+    return i < in->pods.n ? &in->reqs[i] : NULL;
+}
+
+bool gs_sim_input_mixed(const struct gs_sim_input *in)
+{
+    return in->mixed != 0;
+}
+
+int gs_sim_input_cluster(const struct gs_sim_input *in, struct gs_cluster **out)
+{
+    return build_cluster(in, out);
+}

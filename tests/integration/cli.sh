@@ -24,7 +24,7 @@ expect 0 '^gpusched [0-9]' -- version
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 2 "unknown option '--bogus'" -- simulate --bogus
 # Every command answers an unknown option with the same one line.
-for c in simulate replay whatif scheduler agent "report usage" "report export" "report compact"; do
+for c in simulate replay whatif bound scheduler agent "report usage" "report export" "report compact"; do
     # shellcheck disable=SC2086 # "report usage" is two words
     "$bin" $c --bogus >"$tmp/stdout" 2>"$tmp/stderr"
     got=$?
@@ -34,6 +34,22 @@ for c in simulate replay whatif scheduler agent "report usage" "report export" "
     fi
 done
 expect 2 '--nodes and --pods are required' -- simulate --nodes "$nodes"
+# bound: help, bad values named, and a run on the slice (its bound is a percentage, never above
+# what simulate gives for the same seed: checked with numbers in tests/unit/test_bound.c).
+expect 0 '^exit status:' -- bound --help
+expect 2 "bound: --seeds: expected N or N-M" -- bound --nodes "$nodes" --pods "$pods" --seeds 5-1
+expect 2 "bound: --tune: expected" -- bound --nodes "$nodes" --pods "$pods" --tune 0
+expect 2 '--nodes and --pods are required' -- bound --pods "$pods"
+expect 0 '^  mean [0-9]+\.[0-9]{2} ± [0-9]+\.[0-9]{2} % of the GPUs' -- bound --nodes "$nodes" \
+    --pods "$pods" --seeds 42-43
+# replay --defrag: values checked, the defrag report printed.
+expect 2 "replay: --defrag: expected a wait" -- replay --nodes "$nodes" --pods "$pods" \
+    --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --defrag=-1
+expect 2 "replay: --defrag-moves: expected 1..6" -- replay --nodes "$nodes" --pods "$pods" \
+    --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --defrag-moves 9
+d=$src/tests/data/defrag
+expect 0 '^  team +1 +1 +2\.0m +16\.0m +14\.0m$' -- replay --nodes "$d/nodes.csv" --pods "$d/pods.csv" \
+    --queues "$d/queues.yaml" --policy bestfit --defrag --no-plot --out "$tmp/defrag"
 expect 2 "unknown policy 'fastest'" -- simulate --nodes "$nodes" --pods "$pods" --policy fgd,fastest
 # whatif and scheduler read --policy as simulate and replay do: any case, the names listed.
 w=$src/tests/data/whatif/preempt.yaml
