@@ -26,6 +26,17 @@ int gs__cli_split(const char *arg, char *name, size_t cap, const char **value)
     return 1;
 }
 
+int gs__cli_value(const char *cmd, const char *opt, int inline_v, const char *value, int *i)
+{
+    if (!value || !*value) { /* "--nodes=" is as missing as "--nodes" */
+        (void)fprintf(stderr, "gpusched %s: %s needs a value\n", cmd, opt);
+        return 2;
+    }
+    if (!inline_v)
+        (*i)++;
+    return 0;
+}
+
 int gs__cli_kai_threshold(const char *cmd, const char *arg, int32_t *out)
 {
     size_t n = strlen(GS_CLI_KAI_THRESHOLD_OPT);

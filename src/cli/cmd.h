@@ -52,6 +52,16 @@ int gs_cmd_whatif(int argc, char **argv);
  */
 int gs__cli_split(const char *arg, char *name, size_t cap, const char **value);
 
+/**
+ * Takes the value of option `opt` of command `cmd` ("simulate"), one that needs a value: the
+ * text after '=' (inline_v, from gs__cli_split()) or else the next argument, which *i is then
+ * moved onto. An empty value ("--nodes=" or "--nodes ''") is as missing as none.
+ * @param value  the candidate: what gs__cli_split() gave, or the next argument (NULL at the end).
+ * @param i      the index of the option's argument; advanced past a separate value on success.
+ * @return 0; 2 after printing "gpusched CMD: OPT needs a value" (*i untouched).
+ */
+int gs__cli_value(const char *cmd, const char *opt, int inline_v, const char *value, int *i);
+
 /** gs_policy_find() on the name in lower case ("FGD" finds fgd); -1 when unknown. */
 int gs__cli_policy_find(const char *name);
 

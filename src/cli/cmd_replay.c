@@ -229,12 +229,8 @@ int gs_cmd_replay(int argc, char **argv)
             (void)fprintf(stderr, "gpusched replay: unknown option '%s' (see --help)\n", a);
             return 2;
         }
-        if (!v || !*v) { /* "--nodes=" is as missing as "--nodes" */
-            (void)fprintf(stderr, "gpusched replay: %s needs a value\n", a);
+        if (gs__cli_value("replay", a, inline_v, v, &i) != 0)
             return 2;
-        }
-        if (!inline_v)
-            i++;
         char *end;
         if (strcmp(a, "--nodes") == 0) {
             nodes_path = v;

@@ -161,12 +161,8 @@ static int cmd_report_usage(int argc, char **argv)
             (void)fprintf(stderr, "gpusched report usage: unknown option '%s' (see --help)\n", a);
             return 2;
         }
-        if (!v || !*v) { /* "--db=" is as missing as "--db" */
-            (void)fprintf(stderr, "gpusched report usage: %s needs a value\n", a);
+        if (gs__cli_value("report usage", a, inline_v, v, &i) != 0)
             return 2;
-        }
-        if (!inline_v)
-            i++;
         if (strcmp(a, "--db") == 0) {
             db = v;
         } else if (strcmp(a, "--out") == 0) {
@@ -304,12 +300,8 @@ static int parse_maint(const char *cmd, int argc, char **argv, bool compact, str
             (void)fprintf(stderr, "gpusched report %s: unknown option '%s' (see --help)\n", cmd, a);
             return 2;
         }
-        if (!v || !*v) {
-            (void)fprintf(stderr, "gpusched report %s: %s needs a value\n", cmd, a);
+        if (gs__cli_value(compact ? "report compact" : "report export", a, inline_v, v, &i) != 0)
             return 2;
-        }
-        if (!inline_v)
-            i++;
         if (strcmp(a, "--db") == 0) {
             m->db = v;
         } else if (strcmp(a, "--out") == 0) {
@@ -458,12 +450,8 @@ static int cmd_report_ingest(int argc, char **argv)
             (void)fprintf(stderr, "gpusched report ingest: unknown option '%s' (see --help)\n", a);
             return 2;
         }
-        if (!v || !*v) {
-            (void)fprintf(stderr, "gpusched report ingest: %s needs a value\n", a);
+        if (gs__cli_value("report ingest", a, inline_v, v, &i) != 0)
             return 2;
-        }
-        if (!inline_v)
-            i++;
         if (strcmp(a, "--db") == 0) {
             db = v;
         } else if (strcmp(a, "--prometheus") == 0) {

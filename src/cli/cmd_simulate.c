@@ -433,12 +433,8 @@ int gs_cmd_simulate(int argc, char **argv)
             (void)fprintf(stderr, "gpusched simulate: unknown option '%s' (see --help)\n", a);
             goto out;
         }
-        if (!v || !*v) { /* "--nodes=" is as missing as "--nodes" */
-            (void)fprintf(stderr, "gpusched simulate: %s needs a value\n", a);
+        if (gs__cli_value("simulate", a, inline_v, v, &i) != 0)
             goto out;
-        }
-        if (!inline_v)
-            i++;
         if (strcmp(a, "--nodes") == 0) {
             nodes = v;
         } else if (strcmp(a, "--pods") == 0) {

@@ -721,27 +721,20 @@ int gs_cmd_whatif(int argc, char **argv)
     size_t report_len = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        const char *eq = strchr(a, '=');
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         char opt[64];
-        const char *val = NULL;
         int k;
-        if (strncmp(a, "--", 2) == 0 && eq && (size_t)(eq - a) < sizeof(opt)) {
-            memcpy(opt, a, (size_t)(eq - a));
-            opt[eq - a] = '\0';
-            val = eq + 1;
+        int inline_v = gs__cli_split(a, opt, sizeof(opt), &val);
+        if (inline_v)
             a = opt;
-        }
         bool takes = strcmp(a, "--cluster") == 0 || strcmp(a, "--timeline") == 0 ||
                      strcmp(a, "--kubeconfig") == 0 || strcmp(a, "--max-cycles") == 0 ||
                      strcmp(a, "--policy") == 0 || strcmp(a, "--default-queue") == 0 ||
                      strcmp(a, "--scheduler-name") == 0;
-        if (takes && !val) {
-            if (i + 1 >= argc) {
-                (void)fprintf(stderr, "gpusched whatif: %s needs a value\n", a);
-                return 2;
-            }
-            val = argv[++i];
-        }
+        if (takes && gs__cli_value("whatif", a, inline_v, val, &i) != 0)
+            return 2;
+        if (!takes && !inline_v)
+            val = NULL; /* the next argument is not this option's */
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             (void)fputs(usage, stdout);
             return 0;

@@ -24,7 +24,8 @@ expect 0 '^gpusched [0-9]' -- version
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 2 "unknown option '--bogus'" -- simulate --bogus
 # Every command answers an unknown option with the same one line.
-for c in simulate replay whatif scheduler agent "report usage" "report export" "report compact"; do
+for c in simulate replay whatif scheduler agent "report usage" "report export" "report compact" \
+    "report ingest"; do
     # shellcheck disable=SC2086 # "report usage" is two words
     "$bin" $c --bogus >"$tmp/stdout" 2>"$tmp/stderr"
     got=$?
@@ -57,6 +58,18 @@ expect 2 "--tune: expected" -- simulate --nodes "$nodes" --pods "$pods" --tune -
 expect 2 "--jobs: expected" -- simulate --nodes "$nodes" --pods "$pods" --jobs 0
 expect 2 "--out needs a value" -- simulate --nodes "$nodes" --pods "$pods" --out
 expect 2 "--nodes needs a value" -- simulate --nodes= --pods "$pods"
+# Every command that reads --name=value answers an empty value with the same one line
+# (gs__cli_value() in src/cli/args.c), before it opens anything.
+for c in "simulate --nodes" "replay --nodes" "whatif --cluster" "report usage --db" \
+    "report export --db" "report compact --db" "report ingest --db"; do
+    # shellcheck disable=SC2086 # the command and option are several words
+    "$bin" $c= >"$tmp/stdout" 2>"$tmp/stderr"
+    got=$?
+    if [ $got != 2 ] || [ -s "$tmp/stdout" ] ||
+        [ "$(cat "$tmp/stderr")" != "gpusched ${c% *}: ${c##* } needs a value" ]; then
+        echo "FAIL: gpusched $c= -> rc $got:"; cat "$tmp/stdout" "$tmp/stderr"; fail=1
+    fi
+done
 expect 2 "no-such.csv" -- simulate --nodes "$nodes" --pods "$tmp/no-such.csv"
 
 # A successful run: the summary table, every result file, a real PNG, nothing temporary left.
