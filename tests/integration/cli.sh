@@ -102,6 +102,11 @@ expect 0 'fgd ' -- simulate --nodes="$nodes" --pods="$pods" --policy=FGD,BestFit
 [ -s "$tmp/eq/runs.csv" ] || { echo "FAIL: --out=DIR did not write there"; fail=1; }
 if grep -q '±' "$tmp/stdout"; then echo "FAIL: one seed prints a spread:"; cat "$tmp/stdout"; fail=1; fi
 expect 2 "no-plot takes no value" -- simulate --nodes "$nodes" --pods "$pods" --no-plot=1
+# The report subcommands read their options by one table (parse_opts in src/cli/cmd_report.c).
+expect 2 "^gpusched report compact: --delete takes no value$" -- report compact --delete=1
+expect 2 "^gpusched report ingest: --help takes no value$" -- report ingest --help=1
+expect 2 "^gpusched report export: --from: expected RFC 3339 \(2026-12-01T00:00:00Z\) or a date \(2026-12-01\), got 'x'$" -- report export --from x
+expect 2 "^gpusched report ingest: --step-s: expected seconds in \[1, 86400\], got '0'$" -- report ingest --step-s=0
 expect 2 "unknown policy 'fastest'" -- simulate --nodes "$nodes" --pods "$pods" --policy=fastest
 expect 2 "a replay runs one policy; 'all' is for simulate" -- replay --nodes "$nodes" --pods "$pods" \
     --queues "$queues" --policy all
