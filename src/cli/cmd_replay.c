@@ -599,8 +599,10 @@ int gs_cmd_replay(int argc, char **argv)
         "trace and were\ndeleted after waiting as long as they did there. wait: creation to first "
         "start. JCT (job completion\ntime): creation to the end of the pods that ran to their "
         "end, waits and runs lost to evictions\nincluded. evicted: evictions the queue's pods "
-        "suffered. share%% and fair%%: mean GPU share and fair\nshare, %% of the cluster, while "
-        "the queue had pods waiting ('-': it never waited).\nresults in %s/\n",
+        "suffered. share%% and fair%%: mean GPU share and fair\nshare, %% of the cluster's GPUs, "
+        "over the samples (every --sample-s) taken while the queue had pods\nwaiting ('-': it "
+        "never waited); not over the whole replay, as 'report usage' share%% is.\nresults in "
+        "%s/\n",
         out_dir);
     rc = 0;
 out:

@@ -75,6 +75,11 @@ expect 2 "no-such.csv" -- simulate --nodes "$nodes" --pods "$tmp/no-such.csv"
 # A successful run: the summary table, every result file, a real PNG, nothing temporary left.
 expect 0 'fgd .*±' -- simulate --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 7-8 \
     --out "$tmp/out"
+# The footer says what ± is: the sample standard deviation (n - 1) of the two seeds' values
+# (seeds 7 and 8: bestfit 7.72 and 7.52 unallocated, |7.72 - 7.52| / sqrt 2 = 0.14).
+grep -qxF '  mean ± sample standard deviation (n - 1) over the 2 seeds; failed pods, wall s/run: means' \
+    "$tmp/stdout" || { echo "FAIL: no ± footer:"; cat "$tmp/stdout"; fail=1; }
+grep -q 'bestfit  *7.62 ±  0.14 ' "$tmp/stdout" || { echo "FAIL: bestfit spread:"; cat "$tmp/stdout"; fail=1; }
 for f in allocation.csv fragmentation.csv frag_ratio.csv runs.csv summary.csv allocation.png fragmentation.png; do
     [ -s "$tmp/out/$f" ] || { echo "FAIL: $f missing"; fail=1; }
 done
@@ -129,6 +134,9 @@ sed 's/^own,/slice_pods,/' "$tmp/own/runs.csv" | cmp -s - "$tmp/plain/runs.csv" 
 expect 0 "note: .*own.csv: ignoring columns .*: team, job" -- replay --nodes "$nodes" \
     --pods "$tmp/own.csv" --queues "$queues" --cluster-scale 0.25 --speedup 2000 --no-plot \
     --out "$tmp/own-r"
+# Its footer says which time base share% has (the samples while a queue waited).
+grep -qxF "waiting ('-': it never waited); not over the whole replay, as 'report usage' share% is." \
+    "$tmp/stdout" || { echo "FAIL: replay share% footer:"; cat "$tmp/stdout"; fail=1; }
 expect 0 'gpu_spec \(GPU models the pod accepts' -- simulate --help
 expect 0 'Other columns are ignored' -- replay --help
 # A read-only --out (root reads and writes everything: run as nobody there).
