@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -328,16 +327,8 @@ int gs_cmd_replay(int argc, char **argv)
         rc = err == GS_ENOMEM ? 1 : 2;
         goto out;
     }
-    struct stat st_out;
-    if (!*out_dir) {
-        (void)fprintf(stderr, "gpusched replay: --out: empty directory name\n");
+    if (gs__cli_out_dir("replay", out_dir) != 0)
         goto out;
-    }
-    if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
-        (void)fprintf(stderr, "gpusched replay: --out %s: exists and is not a directory\n",
-                      out_dir);
-        goto out;
-    }
     if (pods.ignored_columns[0])
         (void)fprintf(stderr,
                       "gpusched replay: note: %s: ignoring columns that are not in the pod list "

@@ -259,6 +259,20 @@ static int parse_opts(const char *cmd, const char *help, const struct report_opt
     return -1;
 }
 
+/* Opens the store `db` for report subcommand `cmd` ("report usage") with options so; on failure
+ * says why, prefixed "gpusched CMD: ". 0; 1 out of memory; 2 missing, foreign, newer or
+ * corrupt. */
+static int open_store(const char *cmd, const char *db, const struct gs_usage_options *so,
+                      struct gs_usage_store **s)
+{
+    char msg[600];
+    int err = gs_usage_open(db, so, s, msg, sizeof(msg));
+    if (!err)
+        return 0;
+    (void)fprintf(stderr, "gpusched %s: %s\n", cmd, msg);
+    return err == GS_ENOMEM ? 1 : 2;
+}
+
 static int cmd_report_usage(int argc, char **argv)
 {
     const char *db = NULL, *out_path = NULL;
@@ -283,14 +297,12 @@ static int cmd_report_usage(int argc, char **argv)
         (void)fprintf(stderr, "gpusched report usage: --db is required (see --help)\n");
         return 2;
     }
-    char msg[600];
     struct gs_usage_store *s = NULL;
     struct gs_usage_options so = {.read_only = true};
-    int err = gs_usage_open(db, &so, &s, msg, sizeof(msg));
-    if (err) {
-        (void)fprintf(stderr, "gpusched report usage: %s\n", msg);
-        return err == GS_ENOMEM ? 1 : 2;
-    }
+    int err = open_store("report usage", db, &so, &s);
+    if (err)
+        return err;
+    char msg[600];
     struct gs_usage_report *r = NULL;
     err = gs_usage_report_build(s, &o, &r, msg, sizeof(msg));
     if (err) {
@@ -338,14 +350,10 @@ static int cmd_report_export(int argc, char **argv)
         (void)fprintf(stderr, "gpusched report export: --db is required (see --help)\n");
         return 2;
     }
-    char msg[600];
     struct gs_usage_store *s;
     struct gs_usage_options so = {.read_only = true};
-    int err = gs_usage_open(db, &so, &s, msg, sizeof(msg));
-    if (err) {
-        (void)fprintf(stderr, "gpusched report export: %s\n", msg);
-        return err == GS_ENOMEM ? 1 : 2;
-    }
+    if ((rc = open_store("report export", db, &so, &s)) != 0)
+        return rc;
     FILE *f = out ? fopen(out, "w") : stdout;
     if (!f) {
         (void)fprintf(stderr, "gpusched report export: cannot write %s: %s\n", out,
@@ -354,7 +362,8 @@ static int cmd_report_export(int argc, char **argv)
         return 1;
     }
     uint64_t rows;
-    err = gs_usage_export_daily(s, from_ms, to_ms, f, &rows, msg, sizeof(msg));
+    char msg[600];
+    int err = gs_usage_export_daily(s, from_ms, to_ms, f, &rows, msg, sizeof(msg));
     rc = 0;
     if (err) {
         (void)fprintf(stderr, "gpusched report export: %s\n", msg);
@@ -389,15 +398,12 @@ static int cmd_report_compact(int argc, char **argv)
                       "gpusched report compact: --db and --older-than are required (see --help)\n");
         return 2;
     }
-    char msg[600];
     struct gs_usage_store *s;
     /* Refuse what is not already ours: compact never creates a database (it migrates one). */
     struct gs_usage_options eo = {.existing_only = true};
-    int err = gs_usage_open(db, &eo, &s, msg, sizeof(msg));
-    if (err) {
-        (void)fprintf(stderr, "gpusched report compact: %s\n", msg);
-        return err == GS_ENOMEM ? 1 : 2;
-    }
+    if ((rc = open_store("report compact", db, &eo, &s)) != 0)
+        return rc;
+    char msg[600];
     sqlite3_stmt *st = NULL;
     int64_t hb = 0;
     if (sqlite3_prepare_v2(gs_usage_db(s), "SELECT t_ms FROM heartbeat", -1, &st, NULL) ==
@@ -407,7 +413,7 @@ static int cmd_report_compact(int argc, char **argv)
     sqlite3_finalize(st);
     struct gs_usage_compact_stats cs;
     int64_t cutoff = hb - older_ms;
-    err = gs_usage_compact(s, cutoff, del, &cs, msg, sizeof(msg));
+    int err = gs_usage_compact(s, cutoff, del, &cs, msg, sizeof(msg));
     (void)gs_usage_close(s);
     if (err) {
         (void)fprintf(stderr, "gpusched report compact: %s\n", msg);
@@ -447,18 +453,15 @@ static int cmd_report_ingest(int argc, char **argv)
                       "gpusched report ingest: --db and --prometheus are required (see --help)\n");
         return 2;
     }
-    char msg[600];
     struct gs_usage_store *s;
     /* Refuse what is not already ours: ingest never creates a database (it migrates one). */
     struct gs_usage_options eo = {.existing_only = true};
-    int err = gs_usage_open(db, &eo, &s, msg, sizeof(msg));
-    if (err) {
-        (void)fprintf(stderr, "gpusched report ingest: %s\n", msg);
-        return err == GS_ENOMEM ? 1 : 2;
-    }
+    if ((prc = open_store("report ingest", db, &eo, &s)) != 0)
+        return prc;
+    char msg[600];
     struct gs_usage_ingest_stats st;
     int64_t from, to;
-    err = gs_usage_ingest_prometheus(s, &o, &st, &from, &to, msg, sizeof(msg));
+    int err = gs_usage_ingest_prometheus(s, &o, &st, &from, &to, msg, sizeof(msg));
     int cerr = gs_usage_close(s);
     if (err) {
         (void)fprintf(stderr, "gpusched report ingest: %s\n", msg);

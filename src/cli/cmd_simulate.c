@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -510,16 +509,8 @@ int gs_cmd_simulate(int argc, char **argv)
     if (!policy_given) /* the default is `all`: the paper's six */
         for (int p = 0; p < GS_POLICY_PAPER_COUNT; p++)
             chosen[p] = 1;
-    struct stat st_out;
-    if (!*out_dir) {
-        (void)fprintf(stderr, "gpusched simulate: --out: empty directory name\n");
+    if (gs__cli_out_dir("simulate", out_dir) != 0)
         goto out;
-    }
-    if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
-        (void)fprintf(stderr, "gpusched simulate: --out %s: exists and is not a directory\n",
-                      out_dir);
-        goto out;
-    }
 
     /* Load every input before writing anything: bad input leaves no output behind. */
     for (int w = 0; w < n_pods; w++) {

@@ -821,16 +821,11 @@ int gs_cmd_whatif(int argc, char **argv)
         json_decref(tl);
         return rc;
     }
-    struct gs_kworld_config cfg = {.scheduler_name = sn,
-                                   .default_queue = dq,
-                                   .policy = policy,
-                                   .preemption = true,
-                                   .reclaim = true,
-                                   .kai_preemptible = kai_preemptible,
-                                   .kai_preemptible_threshold = kai_threshold,
-                                   .on_event = on_event,
-                                   .on_warning = on_warning,
-                                   .ctx = &r};
+    struct gs_kworld_config cfg; /* as the scheduler's: preemption and reclaim, no backfill */
+    gs__cli_kworld_config(&cfg, sn, dq, policy, kai_preemptible, kai_threshold);
+    cfg.on_event = on_event;
+    cfg.on_warning = on_warning;
+    cfg.ctx = &r;
     struct gs_kworld *w = NULL;
     if (gs_kworld_new(&cfg, &w) != GS_OK) {
         (void)fprintf(stderr, "gpusched whatif: out of memory\n");

@@ -71,6 +71,13 @@ for c in "simulate --nodes" "replay --nodes" "whatif --cluster" "report usage --
     fi
 done
 expect 2 "no-such.csv" -- simulate --nodes "$nodes" --pods "$tmp/no-such.csv"
+# An --out that is a file is refused before anything is read (gs__cli_out_dir()).
+: >"$tmp/a-file"
+expect 2 "^gpusched simulate: --out $tmp/a-file: exists and is not a directory$" -- \
+    simulate --nodes "$nodes" --pods "$pods" --out "$tmp/a-file"
+expect 2 "^gpusched replay: --out $tmp/a-file: exists and is not a directory$" -- \
+    replay --nodes "$nodes" --pods "$pods" --queues "$src/data/alibaba-gpu-v2023/queues.yaml" \
+    --out "$tmp/a-file"
 
 # A successful run: the summary table, every result file, a real PNG, nothing temporary left.
 expect 0 'fgd .*±' -- simulate --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 7-8 \
