@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cmd.h"
 #include "util/file.h"
@@ -24,6 +25,31 @@ int gs__cli_split(const char *arg, char *name, size_t cap, const char **value)
     name[eq - arg] = '\0';
     *value = eq + 1;
     return 1;
+}
+
+int gs__cli_value(const char *cmd, const char *opt, int inline_v, const char *value, int *i)
+{
+    if (!value || !*value) { /* "--nodes=" is as missing as "--nodes" */
+        (void)fprintf(stderr, "gpusched %s: %s needs a value\n", cmd, opt);
+        return 2;
+    }
+    if (!inline_v)
+        (*i)++;
+    return 0;
+}
+
+int gs__cli_out_dir(const char *cmd, const char *dir)
+{
+    struct stat st;
+    if (!*dir) {
+        (void)fprintf(stderr, "gpusched %s: --out: empty directory name\n", cmd);
+        return 2;
+    }
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        (void)fprintf(stderr, "gpusched %s: --out %s: exists and is not a directory\n", cmd, dir);
+        return 2;
+    }
+    return 0;
 }
 
 int gs__cli_kai_threshold(const char *cmd, const char *arg, int32_t *out)

@@ -5,6 +5,7 @@
 #ifndef GPUSCHED_CLI_CMD_H
 #define GPUSCHED_CLI_CMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,24 @@ int gs_cmd_bound(int argc, char **argv);
  */
 int gs__cli_split(const char *arg, char *name, size_t cap, const char **value);
 
+/**
+ * Takes the value of option `opt` of command `cmd` ("simulate"), one that needs a value: the
+ * text after '=' (inline_v, from gs__cli_split()) or else the next argument, which *i is then
+ * moved onto. An empty value ("--nodes=" or "--nodes ''") is as missing as none.
+ * @param value  the candidate: what gs__cli_split() gave, or the next argument (NULL at the end).
+ * @param i      the index of the option's argument; advanced past a separate value on success.
+ * @return 0; 2 after printing "gpusched CMD: OPT needs a value" (*i untouched).
+ */
+int gs__cli_value(const char *cmd, const char *opt, int inline_v, const char *value, int *i);
+
+/**
+ * Checks an --out directory of command `cmd` before anything is read: not empty, and not an
+ * existing file other than a directory (it need not exist yet).
+ * @return 0; 2 after printing "gpusched CMD: --out: empty directory name" or "gpusched CMD:
+ *         --out DIR: exists and is not a directory".
+ */
+int gs__cli_out_dir(const char *cmd, const char *dir);
+
 /** gs_policy_find() on the name in lower case ("FGD" finds fgd); -1 when unknown. */
 int gs__cli_policy_find(const char *name);
 
@@ -102,6 +121,19 @@ struct gs_kube_config;
  * @return 0; 2 (cannot be read: bad usage or input).
  */
 int gs__cli_kube_config(const char *cmd, const char *kubeconfig, struct gs_kube_config *cfg);
+
+struct gs_kworld_config;
+
+/**
+ * The translation's configuration for scheduler and whatif alike: preemption and reclaim on,
+ * backfill off, with the given scheduler name, default queue and policy (NULL: the
+ * translation's defaults; borrowed, must outlive the world) and KAI-Scheduler's preemptible
+ * rule (kai_preemptible, its threshold). No callbacks: the caller sets on_event, on_warning
+ * and ctx.
+ */
+void gs__cli_kworld_config(struct gs_kworld_config *wc, const char *scheduler_name,
+                           const char *default_queue, const char *policy, bool kai_preemptible,
+                           int32_t kai_threshold);
 
 struct gs_trace_unfit;
 

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -313,12 +312,8 @@ int gs_cmd_replay(int argc, char **argv)
             (void)fprintf(stderr, "gpusched replay: unknown option '%s' (see --help)\n", a);
             return 2;
         }
-        if (!v || !*v) { /* "--nodes=" is as missing as "--nodes" */
-            (void)fprintf(stderr, "gpusched replay: %s needs a value\n", a);
+        if (gs__cli_value("replay", a, inline_v, v, &i) != 0)
             return 2;
-        }
-        if (!inline_v)
-            i++;
         char *end;
         if (strcmp(a, "--nodes") == 0) {
             nodes_path = v;
@@ -436,16 +431,8 @@ int gs_cmd_replay(int argc, char **argv)
         rc = err == GS_ENOMEM ? 1 : 2;
         goto out;
     }
-    struct stat st_out;
-    if (!*out_dir) {
-        (void)fprintf(stderr, "gpusched replay: --out: empty directory name\n");
+    if (gs__cli_out_dir("replay", out_dir) != 0)
         goto out;
-    }
-    if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
-        (void)fprintf(stderr, "gpusched replay: --out %s: exists and is not a directory\n",
-                      out_dir);
-        goto out;
-    }
     if (pods.ignored_columns[0])
         (void)fprintf(stderr,
                       "gpusched replay: note: %s: ignoring columns that are not in the pod list "
@@ -719,8 +706,10 @@ int gs_cmd_replay(int argc, char **argv)
         "trace and were\ndeleted after waiting as long as they did there. wait: creation to first "
         "start. JCT (job completion\ntime): creation to the end of the pods that ran to their "
         "end, waits and runs lost to evictions\nincluded. evicted: evictions the queue's pods "
-        "suffered. share%% and fair%%: mean GPU share and fair\nshare, %% of the cluster, while "
-        "the queue had pods waiting ('-': it never waited).\nresults in %s/\n",
+        "suffered. share%% and fair%%: mean GPU share and fair\nshare, %% of the cluster's GPUs, "
+        "over the samples (every --sample-s) taken while the queue had pods\nwaiting ('-': it "
+        "never waited); not over the whole replay, as 'report usage' share%% is.\nresults in "
+        "%s/\n",
         out_dir);
     rc = 0;
 out:

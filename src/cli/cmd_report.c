@@ -109,11 +109,12 @@ static const char *const usage_report =
     "  --idle-util-pct X ... and used under X% of what it was charged (default 5)\n"
     "  -h, --help        this text\n"
     "\n"
-    "Columns: charged GPU-hours; used GPU-hours from utilisation samples ('report ingest'\n"
-    "writes them; '-' and a note when the database has none in the period); quota GPU-hours\n"
-    "and attainment (charged / quota) for queues and teams; preemptions suffered (its\n"
-    "intervals ended by eviction) and caused; wait from queueing to start of the intervals\n"
-    "starting in the period.\n"
+    "Columns: charged GPU-hours, and share% of the period's capacity GPU-hours (every hour\n"
+    "counted; replay's share% averages samples while a queue waits); used GPU-hours from\n"
+    "utilisation samples ('report ingest' writes them; '-' and a note when the database has\n"
+    "none in the period); quota GPU-hours and attainment (charged / quota) for queues and\n"
+    "teams; preemptions suffered (its intervals ended by eviction) and caused; wait from\n"
+    "queueing to start of the intervals starting in the period.\n"
     "\n"
     "exit status:\n"
     "  0  done\n"
@@ -131,11 +132,93 @@ static int parse_double(const char *v, double lo, double hi, double *out)
     return 0;
 }
 
-static int cmd_report_usage(int argc, char **argv)
+/* What an option of a report subcommand reads its value as, and the type of its destination. */
+enum opt_kind {
+    OPT_FLAG,        /* no value; bool, set true */
+    OPT_STR,         /* const char *, the value as given (borrowed from argv) */
+    OPT_TIME,        /* int64_t Unix ms: RFC 3339 or a date, UTC (gs_usage_parse_time) */
+    OPT_TZ,          /* int32_t minutes from UTC (gs_usage_parse_tz) */
+    OPT_BY,          /* enum gs_usage_by (gs_usage_by_find) */
+    OPT_FORMAT,      /* enum gs_usage_format, by name */
+    OPT_HOURS_MS,    /* int64_t ms from hours in [lo, hi], truncated */
+    OPT_PCT,         /* double, a number in [lo, hi] */
+    OPT_SECONDS_MS,  /* int64_t ms from seconds in [lo, hi], rounded */
+    OPT_DURATION_MS, /* int64_t ms from a whole number and d, h, m or s, at most 100,000 days */
+};
+
+/* One option of a report subcommand: one row of its table for parse_opts(). */
+struct report_opt {
+    const char *name;   /* "--db" */
+    enum opt_kind kind; /* how the value is read */
+    void *dst;          /* where it goes, of the type the kind names */
+    double lo, hi;      /* the range of a number (OPT_HOURS_MS, OPT_PCT, OPT_SECONDS_MS) */
+    const char *expect; /* what a bad value is told it should be, after "expected " */
+};
+
+#define TIME_EXPECT "RFC 3339 (2026-12-01T00:00:00Z) or a date (2026-12-01)"
+
+/* Reads a value of kind k into dst; 0, or -1 when it is not one. */
+static int read_value(enum opt_kind k, const char *v, double lo, double hi, void *dst)
 {
-    const char *db = NULL, *out_path = NULL;
-    struct gs_usage_report_options o = {INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM, 0, 0, 0};
-    enum gs_usage_format fmt = GS_USAGE_TABLE;
+    double x;
+    switch (k) {
+    case OPT_FLAG:
+    case OPT_STR:
+        break;
+    case OPT_TIME:
+        return gs_usage_parse_time(v, dst) == GS_OK ? 0 : -1;
+    case OPT_TZ:
+        return gs_usage_parse_tz(v, dst) == GS_OK ? 0 : -1;
+    case OPT_BY:
+        return gs_usage_by_find(v, dst) == GS_OK ? 0 : -1;
+    case OPT_FORMAT: {
+        static const char *const names[] = {"table", "csv", "json", "html", "prometheus"};
+        for (int f = 0; f < (int)(sizeof(names) / sizeof(names[0])); f++)
+            if (strcmp(v, names[f]) == 0) {
+                *(enum gs_usage_format *)dst = (enum gs_usage_format)f;
+                return 0;
+            }
+        return -1;
+    }
+    case OPT_HOURS_MS:
+        if (parse_double(v, lo, hi, &x) != 0)
+            return -1;
+        *(int64_t *)dst = (int64_t)(x * 3600000.0);
+        return 0;
+    case OPT_PCT:
+        return parse_double(v, lo, hi, dst);
+    case OPT_SECONDS_MS:
+        if (parse_double(v, lo, hi, &x) != 0)
+            return -1;
+        *(int64_t *)dst = (int64_t)(x * 1000.0 + 0.5);
+        return 0;
+    case OPT_DURATION_MS: {
+        char *end;
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        int64_t unit = strcmp(end, "d") == 0   ? INT64_C(86400000)
+                       : strcmp(end, "h") == 0 ? INT64_C(3600000)
+                       : strcmp(end, "m") == 0 ? INT64_C(60000)
+                       : strcmp(end, "s") == 0 ? INT64_C(1000)
+                                               : 0;
+        if (errno || end == v || n < 0 || !unit || n > INT64_C(100000) * 86400)
+            return -1;
+        *(int64_t *)dst = (int64_t)n * unit;
+        return 0;
+    }
+    }
+    return 0;
+}
+
+/*
+ * Reads the options of report subcommand `cmd` ("report usage") by its table, n rows: each as
+ * `--name value` or `--name=value` (a flag takes no value), into the rows' destinations; -h or
+ * --help prints `help`. Destinations of options not given keep what the caller put there.
+ * @return -1 read, go on; 0 after printing help; 2 after printing why not (the option named).
+ */
+static int parse_opts(const char *cmd, const char *help, const struct report_opt *t, size_t n,
+                      int argc, char **argv)
+{
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -143,104 +226,83 @@ static int cmd_report_usage(int argc, char **argv)
         int inline_v = gs__cli_split(a, name, sizeof(name), &v);
         if (inline_v)
             a = name;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            if (inline_v) {
-                (void)fprintf(stderr, "gpusched report usage: %s takes no value\n", a);
-                return 2;
-            }
-            (void)fputs(usage_report, stdout);
+        bool is_help = strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+        const struct report_opt *o = NULL;
+        for (size_t k = 0; k < n && !o; k++)
+            if (strcmp(a, t[k].name) == 0)
+                o = &t[k];
+        if (!o && !is_help) {
+            (void)fprintf(stderr, "gpusched %s: unknown option '%s' (see --help)\n", cmd, a);
+            return 2;
+        }
+        if ((is_help || o->kind == OPT_FLAG) && inline_v) {
+            (void)fprintf(stderr, "gpusched %s: %s takes no value\n", cmd, a);
+            return 2;
+        }
+        if (is_help) {
+            (void)fputs(help, stdout);
             return 0;
         }
-        const char *valued[] = {"--db",         "--from",          "--to",
-                                "--by",         "--format",        "--out",
-                                "--idle-min-h", "--idle-util-pct", "--tz"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
-            known |= strcmp(a, valued[k]) == 0;
-        if (!known) {
-            (void)fprintf(stderr, "gpusched report usage: unknown option '%s' (see --help)\n", a);
-            return 2;
+        if (o->kind == OPT_FLAG) {
+            *(bool *)o->dst = true;
+            continue;
         }
-        if (!v || !*v) { /* "--db=" is as missing as "--db" */
-            (void)fprintf(stderr, "gpusched report usage: %s needs a value\n", a);
+        if (gs__cli_value(cmd, a, inline_v, v, &i) != 0)
             return 2;
-        }
-        if (!inline_v)
-            i++;
-        if (strcmp(a, "--db") == 0) {
-            db = v;
-        } else if (strcmp(a, "--out") == 0) {
-            out_path = v;
-        } else if (strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0) {
-            if (gs_usage_parse_time(v, strcmp(a, "--from") == 0 ? &o.from_ms : &o.to_ms) != GS_OK) {
-                (void)fprintf(stderr,
-                              "gpusched report usage: %s: expected RFC 3339 "
-                              "(2026-12-01T00:00:00Z) or a date (2026-12-01), got '%s'\n",
-                              a, v);
-                return 2;
-            }
-        } else if (strcmp(a, "--tz") == 0) {
-            if (gs_usage_parse_tz(v, &o.tz_offset_min) != GS_OK) {
-                (void)fprintf(stderr,
-                              "gpusched report usage: --tz: expected UTC or an offset such as "
-                              "+01:00 or -05:00, got '%s'\n",
-                              v);
-                return 2;
-            }
-        } else if (strcmp(a, "--by") == 0) {
-            if (gs_usage_by_find(v, &o.by) != GS_OK) {
-                (void)fprintf(stderr,
-                              "gpusched report usage: --by: expected team, queue, namespace, "
-                              "model, node or priorityclass, got '%s'\n",
-                              v);
-                return 2;
-            }
-        } else if (strcmp(a, "--format") == 0) {
-            static const char *const names[] = {"table", "csv", "json", "html", "prometheus"};
-            int found = -1;
-            for (int k = 0; k < 5; k++)
-                if (strcmp(v, names[k]) == 0)
-                    found = k;
-            if (found < 0) {
-                (void)fprintf(stderr,
-                              "gpusched report usage: --format: expected table, csv, json, "
-                              "html or prometheus, got '%s'\n",
-                              v);
-                return 2;
-            }
-            fmt = (enum gs_usage_format)found;
-        } else if (strcmp(a, "--idle-min-h") == 0) {
-            double h;
-            if (parse_double(v, 1e-3, 1e6, &h) != 0) {
-                (void)fprintf(stderr,
-                              "gpusched report usage: --idle-min-h: expected hours in "
-                              "[0.001, 1e6], got '%s'\n",
-                              v);
-                return 2;
-            }
-            o.idle_min_ms = (int64_t)(h * 3600000.0);
-        } else {
-            if (parse_double(v, 1e-6, 100, &o.idle_util_pct) != 0) {
-                (void)fprintf(stderr,
-                              "gpusched report usage: --idle-util-pct: expected a percentage "
-                              "in (0, 100], got '%s'\n",
-                              v);
-                return 2;
-            }
+        if (o->kind == OPT_STR) {
+            *(const char **)o->dst = v;
+        } else if (read_value(o->kind, v, o->lo, o->hi, o->dst) != 0) {
+            (void)fprintf(stderr, "gpusched %s: %s: expected %s, got '%s'\n", cmd, a, o->expect, v);
+            return 2;
         }
     }
+    return -1;
+}
+
+/* Opens the store `db` for report subcommand `cmd` ("report usage") with options so; on failure
+ * says why, prefixed "gpusched CMD: ". 0; 1 out of memory; 2 missing, foreign, newer or
+ * corrupt. */
+static int open_store(const char *cmd, const char *db, const struct gs_usage_options *so,
+                      struct gs_usage_store **s)
+{
+    char msg[600];
+    int err = gs_usage_open(db, so, s, msg, sizeof(msg));
+    if (!err)
+        return 0;
+    (void)fprintf(stderr, "gpusched %s: %s\n", cmd, msg);
+    return err == GS_ENOMEM ? 1 : 2;
+}
+
+static int cmd_report_usage(int argc, char **argv)
+{
+    const char *db = NULL, *out_path = NULL;
+    struct gs_usage_report_options o = {INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM, 0, 0, 0};
+    enum gs_usage_format fmt = GS_USAGE_TABLE;
+    const struct report_opt opts[] = {
+        {"--db", OPT_STR, &db, 0, 0, NULL},
+        {"--from", OPT_TIME, &o.from_ms, 0, 0, TIME_EXPECT},
+        {"--to", OPT_TIME, &o.to_ms, 0, 0, TIME_EXPECT},
+        {"--by", OPT_BY, &o.by, 0, 0, "team, queue, namespace, model, node or priorityclass"},
+        {"--format", OPT_FORMAT, &fmt, 0, 0, "table, csv, json, html or prometheus"},
+        {"--out", OPT_STR, &out_path, 0, 0, NULL},
+        {"--idle-min-h", OPT_HOURS_MS, &o.idle_min_ms, 1e-3, 1e6, "hours in [0.001, 1e6]"},
+        {"--idle-util-pct", OPT_PCT, &o.idle_util_pct, 1e-6, 100, "a percentage in (0, 100]"},
+        {"--tz", OPT_TZ, &o.tz_offset_min, 0, 0, "UTC or an offset such as +01:00 or -05:00"},
+    };
+    int prc =
+        parse_opts("report usage", usage_report, opts, sizeof(opts) / sizeof(opts[0]), argc, argv);
+    if (prc >= 0)
+        return prc;
     if (!db) {
         (void)fprintf(stderr, "gpusched report usage: --db is required (see --help)\n");
         return 2;
     }
-    char msg[600];
     struct gs_usage_store *s = NULL;
     struct gs_usage_options so = {.read_only = true};
-    int err = gs_usage_open(db, &so, &s, msg, sizeof(msg));
-    if (err) {
-        (void)fprintf(stderr, "gpusched report usage: %s\n", msg);
-        return err == GS_ENOMEM ? 1 : 2;
-    }
+    int err = open_store("report usage", db, &so, &s);
+    if (err)
+        return err;
+    char msg[600];
     struct gs_usage_report *r = NULL;
     err = gs_usage_report_build(s, &o, &r, msg, sizeof(msg));
     if (err) {
@@ -270,114 +332,45 @@ static int cmd_report_usage(int argc, char **argv)
     return rc;
 }
 
-/* Options of export and compact: --db, --from, --to, --out, --older-than, --delete. */
-struct maint_args {
-    const char *db, *out;
-    int64_t from_ms, to_ms;
-    int64_t older_ms; /* -1 when not given */
-    bool del;
-};
-
-static int parse_maint(const char *cmd, int argc, char **argv, bool compact, struct maint_args *m)
-{
-    *m = (struct maint_args){NULL, NULL, INT64_MIN, INT64_MAX, -1, false};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char name[32];
-        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
-        if (inline_v)
-            a = name;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            (void)fputs(compact ? usage_compact : usage_export, stdout);
-            return 0;
-        }
-        if (compact && strcmp(a, "--delete") == 0 && !inline_v) {
-            m->del = true;
-            continue;
-        }
-        bool known = strcmp(a, "--db") == 0 ||
-                     (compact ? strcmp(a, "--older-than") == 0
-                              : strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0 ||
-                                    strcmp(a, "--out") == 0);
-        if (!known) {
-            (void)fprintf(stderr, "gpusched report %s: unknown option '%s' (see --help)\n", cmd, a);
-            return 2;
-        }
-        if (!v || !*v) {
-            (void)fprintf(stderr, "gpusched report %s: %s needs a value\n", cmd, a);
-            return 2;
-        }
-        if (!inline_v)
-            i++;
-        if (strcmp(a, "--db") == 0) {
-            m->db = v;
-        } else if (strcmp(a, "--out") == 0) {
-            m->out = v;
-        } else if (strcmp(a, "--older-than") == 0) {
-            char *end;
-            errno = 0;
-            long long n = strtoll(v, &end, 10);
-            int64_t unit = strcmp(end, "d") == 0   ? INT64_C(86400000)
-                           : strcmp(end, "h") == 0 ? INT64_C(3600000)
-                           : strcmp(end, "m") == 0 ? INT64_C(60000)
-                           : strcmp(end, "s") == 0 ? INT64_C(1000)
-                                                   : 0;
-            if (errno || end == v || n < 0 || !unit || n > INT64_C(100000) * 86400) {
-                (void)fprintf(stderr,
-                              "gpusched report compact: --older-than: expected a duration such "
-                              "as 90d, 36h, 30m or 45s, got '%s'\n",
-                              v);
-                return 2;
-            }
-            m->older_ms = (int64_t)n * unit;
-        } else if (gs_usage_parse_time(v, strcmp(a, "--from") == 0 ? &m->from_ms : &m->to_ms) !=
-                   GS_OK) {
-            (void)fprintf(stderr,
-                          "gpusched report %s: %s: expected RFC 3339 (2026-12-01T00:00:00Z) or a "
-                          "date (2026-12-01), got '%s'\n",
-                          cmd, a, v);
-            return 2;
-        }
-    }
-    if (!m->db || (compact && m->older_ms < 0)) {
-        (void)fprintf(stderr, "gpusched report %s: %s required (see --help)\n", cmd,
-                      compact ? "--db and --older-than are" : "--db is");
-        return 2;
-    }
-    return -1; /* go on */
-}
-
 static int cmd_report_export(int argc, char **argv)
 {
-    struct maint_args m;
-    int rc = parse_maint("export", argc, argv, false, &m);
+    const char *db = NULL, *out = NULL;
+    int64_t from_ms = INT64_MIN, to_ms = INT64_MAX;
+    const struct report_opt opts[] = {
+        {"--db", OPT_STR, &db, 0, 0, NULL},
+        {"--from", OPT_TIME, &from_ms, 0, 0, TIME_EXPECT},
+        {"--to", OPT_TIME, &to_ms, 0, 0, TIME_EXPECT},
+        {"--out", OPT_STR, &out, 0, 0, NULL},
+    };
+    int rc =
+        parse_opts("report export", usage_export, opts, sizeof(opts) / sizeof(opts[0]), argc, argv);
     if (rc >= 0)
         return rc;
-    char msg[600];
+    if (!db) {
+        (void)fprintf(stderr, "gpusched report export: --db is required (see --help)\n");
+        return 2;
+    }
     struct gs_usage_store *s;
     struct gs_usage_options so = {.read_only = true};
-    int err = gs_usage_open(m.db, &so, &s, msg, sizeof(msg));
-    if (err) {
-        (void)fprintf(stderr, "gpusched report export: %s\n", msg);
-        return err == GS_ENOMEM ? 1 : 2;
-    }
-    FILE *f = m.out ? fopen(m.out, "w") : stdout;
+    if ((rc = open_store("report export", db, &so, &s)) != 0)
+        return rc;
+    FILE *f = out ? fopen(out, "w") : stdout;
     if (!f) {
-        (void)fprintf(stderr, "gpusched report export: cannot write %s: %s\n", m.out,
+        (void)fprintf(stderr, "gpusched report export: cannot write %s: %s\n", out,
                       strerror(errno));
         (void)gs_usage_close(s);
         return 1;
     }
     uint64_t rows;
-    err = gs_usage_export_daily(s, m.from_ms, m.to_ms, f, &rows, msg, sizeof(msg));
+    char msg[600];
+    int err = gs_usage_export_daily(s, from_ms, to_ms, f, &rows, msg, sizeof(msg));
     rc = 0;
     if (err) {
         (void)fprintf(stderr, "gpusched report export: %s\n", msg);
         rc = err == GS_EINVAL ? 2 : 1;
     }
     if (f != stdout && fclose(f) != 0 && !rc) {
-        (void)fprintf(stderr, "gpusched report export: cannot write %s: %s\n", m.out,
+        (void)fprintf(stderr, "gpusched report export: cannot write %s: %s\n", out,
                       strerror(errno));
         rc = 1;
     }
@@ -387,19 +380,30 @@ static int cmd_report_export(int argc, char **argv)
 
 static int cmd_report_compact(int argc, char **argv)
 {
-    struct maint_args m;
-    int rc = parse_maint("compact", argc, argv, true, &m);
+    const char *db = NULL;
+    int64_t older_ms = -1; /* -1: not given */
+    bool del = false;
+    const struct report_opt opts[] = {
+        {"--db", OPT_STR, &db, 0, 0, NULL},
+        {"--older-than", OPT_DURATION_MS, &older_ms, 0, 0,
+         "a duration such as 90d, 36h, 30m or 45s"},
+        {"--delete", OPT_FLAG, &del, 0, 0, NULL},
+    };
+    int rc = parse_opts("report compact", usage_compact, opts, sizeof(opts) / sizeof(opts[0]), argc,
+                        argv);
     if (rc >= 0)
         return rc;
-    char msg[600];
+    if (!db || older_ms < 0) {
+        (void)fprintf(stderr,
+                      "gpusched report compact: --db and --older-than are required (see --help)\n");
+        return 2;
+    }
     struct gs_usage_store *s;
     /* Refuse what is not already ours: compact never creates a database (it migrates one). */
     struct gs_usage_options eo = {.existing_only = true};
-    int err = gs_usage_open(m.db, &eo, &s, msg, sizeof(msg));
-    if (err) {
-        (void)fprintf(stderr, "gpusched report compact: %s\n", msg);
-        return err == GS_ENOMEM ? 1 : 2;
-    }
+    if ((rc = open_store("report compact", db, &eo, &s)) != 0)
+        return rc;
+    char msg[600];
     sqlite3_stmt *st = NULL;
     int64_t hb = 0;
     if (sqlite3_prepare_v2(gs_usage_db(s), "SELECT t_ms FROM heartbeat", -1, &st, NULL) ==
@@ -408,8 +412,8 @@ static int cmd_report_compact(int argc, char **argv)
         hb = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     struct gs_usage_compact_stats cs;
-    int64_t cutoff = hb - m.older_ms;
-    err = gs_usage_compact(s, cutoff, m.del, &cs, msg, sizeof(msg));
+    int64_t cutoff = hb - older_ms;
+    int err = gs_usage_compact(s, cutoff, del, &cs, msg, sizeof(msg));
     (void)gs_usage_close(s);
     if (err) {
         (void)fprintf(stderr, "gpusched report compact: %s\n", msg);
@@ -421,16 +425,7 @@ static int cmd_report_compact(int argc, char **argv)
            "%llu capacity intervals deleted%s\n",
            when, (unsigned long long)cs.samples_in, (unsigned long long)cs.samples_out,
            (unsigned long long)cs.intervals_deleted, (unsigned long long)cs.capacity_deleted,
-           m.del ? "" : " (intervals are kept without --delete)");
-    return 0;
-}
-
-static int parse_seconds(const char *v, double lo, double hi, int64_t *ms)
-{
-    double x;
-    if (parse_double(v, lo, hi, &x) != 0)
-        return -1;
-    *ms = (int64_t)(x * 1000.0 + 0.5);
+           del ? "" : " (intervals are kept without --delete)");
     return 0;
 }
 
@@ -438,82 +433,35 @@ static int cmd_report_ingest(int argc, char **argv)
 {
     const char *db = NULL;
     struct gs_usage_ingest_options o = {NULL, NULL, INT64_MIN, INT64_MAX, 0, 0};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char name[32];
-        int inline_v = gs__cli_split(a, name, sizeof(name), &v);
-        if (inline_v)
-            a = name;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            (void)fputs(usage_ingest, stdout);
-            return 0;
-        }
-        const char *valued[] = {"--db",     "--prometheus", "--from",     "--to",
-                                "--step-s", "--query",      "--timeout-s"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
-            known |= strcmp(a, valued[k]) == 0;
-        if (!known) {
-            (void)fprintf(stderr, "gpusched report ingest: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (!v || !*v) {
-            (void)fprintf(stderr, "gpusched report ingest: %s needs a value\n", a);
-            return 2;
-        }
-        if (!inline_v)
-            i++;
-        if (strcmp(a, "--db") == 0) {
-            db = v;
-        } else if (strcmp(a, "--prometheus") == 0) {
-            o.base_url = v;
-        } else if (strcmp(a, "--query") == 0) {
-            o.query = v;
-        } else if (strcmp(a, "--step-s") == 0) {
-            if (parse_seconds(v, 1, 86400, &o.step_ms) != 0) {
-                (void)fprintf(stderr,
-                              "gpusched report ingest: --step-s: expected seconds in [1, 86400], "
-                              "got '%s'\n",
-                              v);
-                return 2;
-            }
-        } else if (strcmp(a, "--timeout-s") == 0) {
-            int64_t ms;
-            if (parse_seconds(v, 0.001, 3600, &ms) != 0) {
-                (void)fprintf(stderr,
-                              "gpusched report ingest: --timeout-s: expected seconds in "
-                              "[0.001, 3600], got '%s'\n",
-                              v);
-                return 2;
-            }
-            o.timeout_ms = (long)ms;
-        } else if (gs_usage_parse_time(v, strcmp(a, "--from") == 0 ? &o.from_ms : &o.to_ms) !=
-                   GS_OK) {
-            (void)fprintf(stderr,
-                          "gpusched report ingest: %s: expected RFC 3339 (2026-12-01T00:00:00Z) "
-                          "or a date (2026-12-01), got '%s'\n",
-                          a, v);
-            return 2;
-        }
-    }
+    int64_t timeout_ms = 0;
+    const struct report_opt opts[] = {
+        {"--db", OPT_STR, &db, 0, 0, NULL},
+        {"--prometheus", OPT_STR, &o.base_url, 0, 0, NULL},
+        {"--from", OPT_TIME, &o.from_ms, 0, 0, TIME_EXPECT},
+        {"--to", OPT_TIME, &o.to_ms, 0, 0, TIME_EXPECT},
+        {"--step-s", OPT_SECONDS_MS, &o.step_ms, 1, 86400, "seconds in [1, 86400]"},
+        {"--query", OPT_STR, &o.query, 0, 0, NULL},
+        {"--timeout-s", OPT_SECONDS_MS, &timeout_ms, 0.001, 3600, "seconds in [0.001, 3600]"},
+    };
+    int prc =
+        parse_opts("report ingest", usage_ingest, opts, sizeof(opts) / sizeof(opts[0]), argc, argv);
+    if (prc >= 0)
+        return prc;
+    o.timeout_ms = (long)timeout_ms;
     if (!db || !o.base_url) {
         (void)fprintf(stderr,
                       "gpusched report ingest: --db and --prometheus are required (see --help)\n");
         return 2;
     }
-    char msg[600];
     struct gs_usage_store *s;
     /* Refuse what is not already ours: ingest never creates a database (it migrates one). */
     struct gs_usage_options eo = {.existing_only = true};
-    int err = gs_usage_open(db, &eo, &s, msg, sizeof(msg));
-    if (err) {
-        (void)fprintf(stderr, "gpusched report ingest: %s\n", msg);
-        return err == GS_ENOMEM ? 1 : 2;
-    }
+    if ((prc = open_store("report ingest", db, &eo, &s)) != 0)
+        return prc;
+    char msg[600];
     struct gs_usage_ingest_stats st;
     int64_t from, to;
-    err = gs_usage_ingest_prometheus(s, &o, &st, &from, &to, msg, sizeof(msg));
+    int err = gs_usage_ingest_prometheus(s, &o, &st, &from, &to, msg, sizeof(msg));
     int cerr = gs_usage_close(s);
     if (err) {
         (void)fprintf(stderr, "gpusched report ingest: %s\n", msg);

@@ -1030,16 +1030,11 @@ int gs_cmd_scheduler(int argc, char **argv)
             return 2;
         }
     }
-    struct gs_kworld_config wc = {.scheduler_name = name,
-                                  .default_queue = dq,
-                                  .policy = policy,
-                                  .preemption = true,
-                                  .reclaim = true,
-                                  .kai_preemptible = o.kai_preemptible,
-                                  .kai_preemptible_threshold = o.kai_threshold,
-                                  .on_event = on_world_event,
-                                  .on_warning = on_world_warning,
-                                  .ctx = &s};
+    struct gs_kworld_config wc;
+    gs__cli_kworld_config(&wc, name, dq, policy, o.kai_preemptible, o.kai_threshold);
+    wc.on_event = on_world_event;
+    wc.on_warning = on_world_warning;
+    wc.ctx = &s;
     struct gs_kube_informer *inf[N_WATCHED] = {0};
     uint64_t watch_failures_seen[N_WATCHED] = {0};
     int64_t watch_warned_ms[N_WATCHED] = {0};

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +59,8 @@ static const char *const usage_simulate =
     "write are removed (stderr says what was replaced and removed), other files are named on\n"
     "stderr and left. An interrupted run (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its staging folder; files follow the umask.\n"
+    "The summary table gives, per policy, the mean over the seeds and, with several seeds,\n"
+    "'\xc2\xb1' the sample standard deviation (n - 1) over them.\n"
     "When the node list has a gpu_mode column or the pod list a sharing column, the summary\n"
     "adds the GPU charged at the end per sharing mode (% of the mode's GPUs, pods placed).\n"
     "\n" GS_CLI_TRACE_FORMAT_HELP "\n"
@@ -433,12 +434,8 @@ int gs_cmd_simulate(int argc, char **argv)
             (void)fprintf(stderr, "gpusched simulate: unknown option '%s' (see --help)\n", a);
             goto out;
         }
-        if (!v || !*v) { /* "--nodes=" is as missing as "--nodes" */
-            (void)fprintf(stderr, "gpusched simulate: %s needs a value\n", a);
+        if (gs__cli_value("simulate", a, inline_v, v, &i) != 0)
             goto out;
-        }
-        if (!inline_v)
-            i++;
         if (strcmp(a, "--nodes") == 0) {
             nodes = v;
         } else if (strcmp(a, "--pods") == 0) {
@@ -512,16 +509,8 @@ int gs_cmd_simulate(int argc, char **argv)
     if (!policy_given) /* the default is `all`: the paper's six */
         for (int p = 0; p < GS_POLICY_PAPER_COUNT; p++)
             chosen[p] = 1;
-    struct stat st_out;
-    if (!*out_dir) {
-        (void)fprintf(stderr, "gpusched simulate: --out: empty directory name\n");
+    if (gs__cli_out_dir("simulate", out_dir) != 0)
         goto out;
-    }
-    if (stat(out_dir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
-        (void)fprintf(stderr, "gpusched simulate: --out %s: exists and is not a directory\n",
-                      out_dir);
-        goto out;
-    }
 
     /* Load every input before writing anything: bad input leaves no output behind. */
     for (int w = 0; w < n_pods; w++) {
@@ -715,6 +704,7 @@ int gs_cmd_simulate(int argc, char **argv)
         printf("%s: %u pod%s; tune %g; %s\n", name, npods, npods == 1 ? "" : "s", tune, stext);
         printf("  %-11s %26s %24s %12s %11s\n", "policy", "unallocated GPU % @100%",
                "fragmented GPU % @80%", "failed pods", "wall s/run");
+        bool spread = false; /* a "mean ± std" was printed */
         for (size_t k = 0; k < n_agg; k++) {
             if (strcmp(agg[k].workload, name) != 0)
                 continue;
@@ -728,19 +718,29 @@ int gs_cmd_simulate(int argc, char **argv)
                 (void)snprintf(un, sizeof(un), "%26s", "- (never reached)");
             else if (agg[k].seeds == 1) /* no spread to show with one seed */
                 (void)snprintf(un, sizeof(un), "%17.2f%8s", agg[k].unalloc_mean, "");
-            else
+            else {
                 (void)snprintf(un, sizeof(un), "%17.2f \xc2\xb1 %5.2f", agg[k].unalloc_mean,
                                agg[k].unalloc_std);
+                spread = true;
+            }
             if (isnan(agg[k].frag_mean))
                 (void)snprintf(fr, sizeof(fr), "%24s", "- (never reached)");
             else if (agg[k].seeds == 1)
                 (void)snprintf(fr, sizeof(fr), "%15.2f%8s", agg[k].frag_mean, "");
-            else
+            else {
                 (void)snprintf(fr, sizeof(fr), "%15.2f \xc2\xb1 %5.2f", agg[k].frag_mean,
                                agg[k].frag_std);
+                spread = true;
+            }
             printf("  %-11s %s %s %12.1f %11.3f\n", gs_policy_name(agg[k].policy), un, fr,
                    agg[k].failed_mean, wall / agg[k].seeds);
         }
+        /* The spread is gs_report_aggregate()'s: the sample standard deviation (n - 1) of the
+         * seeds' values about their mean. */
+        if (spread)
+            printf("  mean \xc2\xb1 sample standard deviation (n - 1) over the %d seeds; failed "
+                   "pods, wall s/run: means\n",
+                   n_seeds);
         print_modes(inputs[w], agg, n_agg, name, tasks, n_tasks);
     }
     printf("%zu run%s in %.2f s with %d job%s; results in %s/\n", n_tasks, n_tasks == 1 ? "" : "s",

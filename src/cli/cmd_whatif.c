@@ -70,10 +70,27 @@ struct run {
     const char *where; /* the file whose objects the next cycle reads: named in messages */
     uint32_t cycle;
     uint32_t lines;
-    FILE *out;     /* the report, held until the run ends: bad input prints none of it */
-    json_t *seen;  /* object key (object_key()) -> where it was created ("items[3]") */
-    json_t *ended; /* "ns/name" of a pod, or "node NAME" -> what ended it and when */
+    FILE *out; /* the report, held until the run ends: bad input prints none of it */
+    /* What the run knows of each object, by its key (object_key(): "ns/name" for a pod,
+     * "node NAME" for a node): {"where": where it was created ("items[3]"), "ended": what
+     * ended the pod or node and when ("finished at t_s 2.0")}, each member only once known. */
+    json_t *objects;
 };
+
+/* The entry of `key` in r->objects, added empty when there is none; NULL out of memory. */
+static json_t *object_entry(struct run *r, const char *key)
+{
+    json_t *e = json_object_get(r->objects, key);
+    if (!e && r->objects && json_object_set_new(r->objects, key, json_object()) == 0)
+        e = json_object_get(r->objects, key);
+    return e;
+}
+
+/* Member `field` ("where", "ended") of the entry of `key`; NULL when not known. */
+static const char *object_field(const struct run *r, const char *key, const char *field)
+{
+    return json_string_value(json_object_get(json_object_get(r->objects, key), field));
+}
 
 static void print_line(struct run *r, json_t *o)
 {
@@ -152,8 +169,9 @@ static void note_ended(struct run *r, const char *key, const char *how)
 {
     char v[160];
     (void)snprintf(v, sizeof(v), "%s at t_s %.1f", how, (double)r->t_ms / 1000.0);
-    if (r->ended)
-        (void)json_object_set_new(r->ended, key, json_string(v));
+    json_t *e = object_entry(r, key);
+    if (e)
+        (void)json_object_set_new(e, "ended", json_string(v));
 }
 
 static void on_event(void *ctx, const struct gs_kevent *ev)
@@ -536,7 +554,7 @@ static int check_timeline(const json_t *steps, const char *path)
 
 /* The key under which a run remembers an object: "Kind ns/name" (cluster-scoped: "Kind name"),
  * then " (API group)" when it has one; a Pod is "ns/name" and a Node "node NAME", the keys of
- * ended. 0; -1 without kind or name. */
+ * the ones note_ended() uses. 0; -1 without kind or name. */
 static int object_key(const json_t *o, char *key, size_t cap)
 {
     const char *kind = json_string_value(json_object_get(o, "kind"));
@@ -572,19 +590,22 @@ static int object_key(const json_t *o, char *key, size_t cap)
 static int check_new(struct run *r, const char *path, const json_t *o, const char *where, bool dump)
 {
     char key[700];
-    if (!r->seen || object_key(o, key, sizeof(key)) != 0)
+    if (!r->objects || object_key(o, key, sizeof(key)) != 0)
         return 0; /* gs_kworld_apply says what is missing */
     const char *kind = json_string_value(json_object_get(o, "kind"));
     bool counted = dump || strcmp(kind, "Pod") == 0;
-    const char *first = json_string_value(json_object_get(r->seen, key));
-    if (counted && first && !json_object_get(r->ended, key)) {
+    const char *first = object_field(r, key, "where");
+    if (counted && first && !object_field(r, key, "ended")) {
         (void)fprintf(
             stderr, "gpusched whatif: %s: %s: %s %s already exists (%s)\n", path, where, kind,
             strchr(key, ' ') && strcmp(kind, "Pod") != 0 ? strchr(key, ' ') + 1 : key, first);
         return 2;
     }
-    (void)json_object_set_new(r->seen, key, json_string(where));
-    (void)json_object_del(r->ended, key);
+    json_t *e = object_entry(r, key);
+    if (e) {
+        (void)json_object_set_new(e, "where", json_string(where));
+        (void)json_object_del(e, "ended");
+    }
     return 0;
 }
 
@@ -607,7 +628,7 @@ static int step_names(struct gs_kworld *w, struct run *r, const char *path, cons
         } else {
             (void)snprintf(key, sizeof(key), "node %s", s);
         }
-        const char *ended = json_string_value(json_object_get(r->ended, key));
+        const char *ended = object_field(r, key, "ended");
         if (ended && strcmp(what, "delete") == 0 && strncmp(ended, "finished", 8) == 0) {
             note_ended(r, key, "deleted");
             continue;
@@ -721,27 +742,20 @@ int gs_cmd_whatif(int argc, char **argv)
     size_t report_len = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        const char *eq = strchr(a, '=');
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         char opt[64];
-        const char *val = NULL;
         int k;
-        if (strncmp(a, "--", 2) == 0 && eq && (size_t)(eq - a) < sizeof(opt)) {
-            memcpy(opt, a, (size_t)(eq - a));
-            opt[eq - a] = '\0';
-            val = eq + 1;
+        int inline_v = gs__cli_split(a, opt, sizeof(opt), &val);
+        if (inline_v)
             a = opt;
-        }
         bool takes = strcmp(a, "--cluster") == 0 || strcmp(a, "--timeline") == 0 ||
                      strcmp(a, "--kubeconfig") == 0 || strcmp(a, "--max-cycles") == 0 ||
                      strcmp(a, "--policy") == 0 || strcmp(a, "--default-queue") == 0 ||
                      strcmp(a, "--scheduler-name") == 0;
-        if (takes && !val) {
-            if (i + 1 >= argc) {
-                (void)fprintf(stderr, "gpusched whatif: %s needs a value\n", a);
-                return 2;
-            }
-            val = argv[++i];
-        }
+        if (takes && gs__cli_value("whatif", a, inline_v, val, &i) != 0)
+            return 2;
+        if (!takes && !inline_v)
+            val = NULL; /* the next argument is not this option's */
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             (void)fputs(usage, stdout);
             return 0;
@@ -807,16 +821,11 @@ int gs_cmd_whatif(int argc, char **argv)
         json_decref(tl);
         return rc;
     }
-    struct gs_kworld_config cfg = {.scheduler_name = sn,
-                                   .default_queue = dq,
-                                   .policy = policy,
-                                   .preemption = true,
-                                   .reclaim = true,
-                                   .kai_preemptible = kai_preemptible,
-                                   .kai_preemptible_threshold = kai_threshold,
-                                   .on_event = on_event,
-                                   .on_warning = on_warning,
-                                   .ctx = &r};
+    struct gs_kworld_config cfg; /* as the scheduler's: preemption and reclaim, no backfill */
+    gs__cli_kworld_config(&cfg, sn, dq, policy, kai_preemptible, kai_threshold);
+    cfg.on_event = on_event;
+    cfg.on_warning = on_warning;
+    cfg.ctx = &r;
     struct gs_kworld *w = NULL;
     if (gs_kworld_new(&cfg, &w) != GS_OK) {
         (void)fprintf(stderr, "gpusched whatif: out of memory\n");
@@ -829,10 +838,9 @@ int gs_cmd_whatif(int argc, char **argv)
         (void)clock_gettime(CLOCK_REALTIME, &ts);
         r.base_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     }
-    r.seen = json_object();
-    r.ended = json_object();
+    r.objects = json_object();
     r.out = open_memstream(&report, &report_len);
-    if (!r.seen || !r.ended || !r.out) {
+    if (!r.objects || !r.out) {
         (void)fprintf(stderr, "gpusched whatif: out of memory\n");
         rc = 1;
         goto out;
@@ -864,8 +872,10 @@ int gs_cmd_whatif(int argc, char **argv)
         size_t nodes = 0, pods = 0;
         const char *key;
         json_t *val;
-        json_object_foreach(r.seen, key, val)
+        json_object_foreach(r.objects, key, val)
         {
+            if (!json_object_get(val, "where"))
+                continue; /* ended, never created here */
             if (strncmp(key, "node ", 5) == 0)
                 nodes++;
             else if (!strchr(key, ' '))
@@ -888,8 +898,7 @@ out:
         free(report);
     }
     gs_kworld_free(w);
-    json_decref(r.seen);
-    json_decref(r.ended);
+    json_decref(r.objects);
     json_decref(doc);
     json_decref(tl);
     if (fflush(stdout) != 0 && rc == 0)

@@ -878,6 +878,8 @@ static void write_table(const struct gs_usage_report *r, FILE *f)
                   r->capacity_gpu_h > 0 ? 100.0 * r->idle_gpu_h / r->capacity_gpu_h : 0.0);
     (void)fprintf(f, "%-20s %12.2f %7.1f\n", "(capacity)", r->capacity_gpu_h,
                   r->capacity_gpu_h > 0 ? 100.0 : 0.0);
+    (void)fprintf(f, "share%%: charged / capacity GPU-hours over the whole period (replay's "
+                     "share%%: only while the queue waited)\n");
     if (outside_records(r)) {
         char rf[40], rt[40];
         gs_usage_format_time_tz(r->records_from_ms, r->tz_offset_min, rf, sizeof(rf));

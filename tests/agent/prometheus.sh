@@ -14,38 +14,18 @@ set -euo pipefail
 
 server=$1
 src=$2
-prom=${PROMETHEUS:-/usr/bin/prometheus}
-promtool=${PROMTOOL:-/usr/bin/promtool}
-if [ ! -x "$prom" ]; then
-    echo "prometheus.sh: $prom not installed, skipping" >&2
-    exit 77
-fi
+# shellcheck source=../lib/prometheus.sh
+. "$src/tests/lib/prometheus.sh"
+prom_require prometheus.sh
 
 tmp=$(mktemp -d)
-server_pid=""
-prom_pid=""
-stop() {
-    # Only the two processes this script started, by their ids.
-    for pid in $server_pid $prom_pid; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in $server_pid $prom_pid; do
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-}
-trap stop EXIT
+trap stop_started EXIT
 
 gpu0=GPU-11111111-2222-3333-4444-000000000000
 "$server" "$src/tests/data/fake/prom.yaml" "$tmp/port" --seconds 40 --hostname prom-test-node \
     --attr "$gpu0::0=ml/train-a/main" --attr "$gpu0::1=ml/train-b/main" \
     2>"$tmp/server.log" &
-server_pid=$!
+started $!
 for _ in $(seq 50); do
     [ -s "$tmp/port" ] && break
     sleep 0.1
@@ -57,9 +37,6 @@ if [ ! -s "$tmp/port" ]; then
 fi
 export_port=$(cat "$tmp/port")
 
-# A free port for Prometheus (bound and released at once; the window is tiny).
-prom_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-
 cat >"$tmp/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s
@@ -70,9 +47,7 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:$export_port"]
 EOF
-"$prom" --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
-    --web.listen-address="127.0.0.1:$prom_port" --log.level=warn 2>"$tmp/prom.log" &
-prom_pid=$!
+prom_start "$tmp/prometheus.yml" "$tmp/data" "$tmp/prom.log"
 
 set +e
 python3 - "$export_port" "$prom_port" "$promtool" "$gpu0" <<'PY'

@@ -20,27 +20,9 @@
 #include "gpusched/dpkube.h"
 #include "gpusched/err.h"
 
-/* ---- a synthetic node ------------------------------------------------------------------- */
+#include "dp_fixture.h"
 
-/*
- * n GPUs "GPU-<i>"; NUMA node i / per_numa; NVLink within each group of `nvl` GPUs (0: none);
- * GPUs listed in mig_gpus get MIG devices "MIG-<i>-<k>" with the given profiles.
- */
-static void make_node(struct gs_gpu_info *g, uint32_t n, uint32_t per_numa, uint32_t nvl)
-{
-    memset(g, 0, n * sizeof *g);
-    for (uint32_t i = 0; i < n; i++) {
-        g[i].index = i;
-        (void)snprintf(g[i].uuid, sizeof g[i].uuid, "GPU-%u", (unsigned)i);
-        (void)snprintf(g[i].model, sizeof g[i].model, "NVIDIA H200");
-        g[i].mem_total_mib = 143771;
-        g[i].numa_node = (int32_t)(i / per_numa);
-        if (nvl > 0)
-            for (uint32_t j = (i / nvl) * nvl; j < (i / nvl + 1) * nvl && j < n; j++)
-                if (j != i)
-                    g[i].nvlink_peers[g[i].nvlink_peer_count++] = j;
-    }
-}
+/* ---- a synthetic node ------------------------------------------------------------------- */
 
 static void add_mig(struct gs_gpu_info *g, const char *const *profiles, uint32_t k)
 {
@@ -51,17 +33,6 @@ static void add_mig(struct gs_gpu_info *g, const char *const *profiles, uint32_t
         (void)snprintf(g->mig[m].uuid, sizeof g->mig[m].uuid, "MIG-%u-%u", (unsigned)g->index,
                        (unsigned)m);
         g->mig[m].mem_mib = 16384;
-    }
-}
-
-static void parse_ok(const char *text, struct gs_dp_config *cfg)
-{
-    struct gs_diag d;
-    int rc = gs_dp_config_parse(text, strlen(text), "t.yaml", cfg, &d);
-    if (rc != GS_OK) {
-        char buf[700];
-        gs_diag_format(&d, buf, sizeof buf);
-        fail_msg("unexpected parse error: %s", buf);
     }
 }
 
@@ -91,7 +62,7 @@ static void test_config_minimal_keeps_defaults(void **state)
 {
     (void)state;
     struct gs_dp_config c, d;
-    parse_ok("version: v1\n", &c);
+    dpfx_parse_ok("version: v1\n", &c);
     gs_dp_config_default(&d);
     assert_memory_equal(&c, &d, sizeof c);
     assert_int_equal(c.mig_strategy, GS_MIG_STRATEGY_NONE);
@@ -106,21 +77,21 @@ static void test_config_reads_every_key(void **state)
 {
     (void)state;
     struct gs_dp_config c;
-    parse_ok("version: v1\n"
-             "flags:\n"
-             "  migStrategy: mixed\n"
-             "  plugin: {deviceListStrategy: [cdi-cri], deviceIDStrategy: index}\n"
-             "sharing:\n"
-             "  timeSlicing:\n"
-             "    renameByDefault: true\n"
-             "    failRequestsGreaterThanOne: true\n"
-             "    resources:\n"
-             "      - {name: nvidia.com/gpu, replicas: 4, devices: [0, \"6:1\", GPU-x]}\n"
-             "      - {name: nvidia.com/mig-1g.18gb, rename: example.com/small, replicas: 2}\n"
-             "health: {ignoredXids: [79], recoveryQuietPeriod: 1m30s, probeInterval: 500ms}\n"
-             "exporter: {listenAddress: \"\", refreshInterval: 2s}\n"
-             "kubelet: {devicePluginDir: /d, podResourcesSocket: \"\"}\n",
-             &c);
+    dpfx_parse_ok("version: v1\n"
+                  "flags:\n"
+                  "  migStrategy: mixed\n"
+                  "  plugin: {deviceListStrategy: [cdi-cri], deviceIDStrategy: index}\n"
+                  "sharing:\n"
+                  "  timeSlicing:\n"
+                  "    renameByDefault: true\n"
+                  "    failRequestsGreaterThanOne: true\n"
+                  "    resources:\n"
+                  "      - {name: nvidia.com/gpu, replicas: 4, devices: [0, \"6:1\", GPU-x]}\n"
+                  "      - {name: nvidia.com/mig-1g.18gb, rename: example.com/small, replicas: 2}\n"
+                  "health: {ignoredXids: [79], recoveryQuietPeriod: 1m30s, probeInterval: 500ms}\n"
+                  "exporter: {listenAddress: \"\", refreshInterval: 2s}\n"
+                  "kubelet: {devicePluginDir: /d, podResourcesSocket: \"\"}\n",
+                  &c);
     assert_int_equal(c.mig_strategy, GS_MIG_STRATEGY_MIXED);
     assert_true(!c.list_envvar && c.list_cdi);
     assert_int_equal(c.id_strategy, GS_DP_ID_INDEX);
@@ -144,7 +115,7 @@ static void test_config_reads_every_key(void **state)
     assert_string_equal(c.pod_resources_socket, "");
     assert_int_equal(gs_dp_config_gpu_replicas(&c), 4);
 
-    parse_ok("version: v1\nhealth: {recoveryQuietPeriod: never}\n", &c);
+    dpfx_parse_ok("version: v1\nhealth: {recoveryQuietPeriod: never}\n", &c);
     assert_true(c.health.quiet_ms < 0);
 }
 
@@ -286,7 +257,7 @@ static void test_model_none_strategy_advertises_mig_gpus_whole(void **state)
 {
     (void)state;
     struct gs_gpu_info g[3];
-    make_node(g, 3, 2, 0);
+    dpfx_make_node(g, 3, 2, 0);
     static const char *const p[] = {"1g.18gb", "1g.18gb"};
     add_mig(&g[2], p, 2);
     struct gs_dp_config c;
@@ -306,7 +277,7 @@ static void test_model_single_strategy_needs_one_profile_on_every_gpu(void **sta
 {
     (void)state;
     struct gs_gpu_info g[2];
-    make_node(g, 2, 2, 0);
+    dpfx_make_node(g, 2, 2, 0);
     static const char *const p[] = {"3g.71gb", "3g.71gb"};
     add_mig(&g[0], p, 2);
     struct gs_dp_config c;
@@ -330,7 +301,7 @@ static void test_model_single_strategy_needs_one_profile_on_every_gpu(void **sta
     assert_non_null(strstr(err, "one profile"));
 
     /* No GPU in MIG mode: single is whole GPUs. */
-    make_node(g, 2, 2, 0);
+    dpfx_make_node(g, 2, 2, 0);
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_OK);
     assert_string_equal(ids(res(&m, "nvidia.com/gpu")), "GPU-0,GPU-1");
     gs_dp_model_fini(&m);
@@ -340,7 +311,7 @@ static void test_model_mixed_strategy_names_profiles(void **state)
 {
     (void)state;
     struct gs_gpu_info g[2];
-    make_node(g, 2, 1, 0);
+    dpfx_make_node(g, 2, 1, 0);
     static const char *const p[] = {"1g.18gb", "3g.71gb+me", "1g.18gb", ""};
     add_mig(&g[1], p, 4);
     struct gs_dp_config c;
@@ -366,11 +337,12 @@ static void test_model_time_slicing_selects_devices_and_renames(void **state)
 {
     (void)state;
     struct gs_gpu_info g[4];
-    make_node(g, 4, 2, 0);
+    dpfx_make_node(g, 4, 2, 0);
     struct gs_dp_config c;
-    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
-             "2, devices: [1, GPU-3, 9, GPU-elsewhere]}]}}\n",
-             &c);
+    dpfx_parse_ok(
+        "version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
+        "2, devices: [1, GPU-3, 9, GPU-elsewhere]}]}}\n",
+        &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 4, &m, NULL, 0), GS_OK);
     /* Without rename whole GPUs and replicas share nvidia.com/gpu (as NVIDIA's plugin). */
@@ -401,12 +373,12 @@ static void test_model_device_in_two_entries_is_an_error(void **state)
 {
     (void)state;
     struct gs_gpu_info g[2];
-    make_node(g, 2, 2, 0);
+    dpfx_make_node(g, 2, 2, 0);
     struct gs_dp_config c;
-    parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
-             "      - {name: nvidia.com/gpu, replicas: 2}\n"
-             "      - {name: nvidia.com/gpu, replicas: 3, devices: [1]}\n",
-             &c);
+    dpfx_parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                  "      - {name: nvidia.com/gpu, replicas: 2}\n"
+                  "      - {name: nvidia.com/gpu, replicas: 3, devices: [1]}\n",
+                  &c);
     struct gs_dp_model m;
     char err[256];
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_EINVAL);
@@ -417,7 +389,7 @@ static void test_model_long_ids_and_limits(void **state)
 {
     (void)state;
     struct gs_gpu_info g[1];
-    make_node(g, 1, 1, 0);
+    dpfx_make_node(g, 1, 1, 0);
     memset(g[0].uuid, 'a', 62);
     memcpy(g[0].uuid, "GPU-", 4);
     g[0].uuid[62] = '\0';
@@ -427,18 +399,18 @@ static void test_model_long_ids_and_limits(void **state)
     char err[256];
     assert_int_equal(gs_dp_model_build(&c, g, 1, &m, err, sizeof err), GS_OK); /* 62 chars */
     gs_dp_model_fini(&m);
-    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
-             "replicas: 2}]}}\n",
-             &c);
+    dpfx_parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
+                  "replicas: 2}]}}\n",
+                  &c);
     assert_int_equal(gs_dp_model_build(&c, g, 1, &m, err, sizeof err), GS_EINVAL);
     assert_non_null(strstr(err, "longer than 63 characters"));
 
     /* 64 GPUs x 256 replicas = 16384 devices: the limit, accepted. */
     static struct gs_gpu_info big[GS_GPU_MAX];
-    make_node(big, GS_GPU_MAX, 8, 8);
-    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
-             "replicas: 256}]}}\n",
-             &c);
+    dpfx_make_node(big, GS_GPU_MAX, 8, 8);
+    dpfx_parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, "
+                  "replicas: 256}]}}\n",
+                  &c);
     assert_int_equal(gs_dp_model_build(&c, big, GS_GPU_MAX, &m, err, sizeof err), GS_OK);
     assert_int_equal(m.resources[0].n_devices, GS_DP_DEVICES_MAX);
     assert_int_equal(gs_dp_model_find(&m.resources[0], "GPU-63::255"), GS_DP_DEVICES_MAX - 1);
@@ -452,21 +424,21 @@ static void test_config_fractions_default_bounds_and_one_mode(void **state)
     (void)state;
     struct gs_dp_config c;
     /* An empty mapping: every whole GPU, 10 slices (GS_DP_SLICES_DEFAULT). */
-    parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
+    dpfx_parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
     assert_true(c.has_fractions);
     assert_string_equal(c.fractions.name, "gpusched.io/gpu-slice");
     assert_int_equal(c.fractions.replicas, 10);
     assert_true(c.fractions.all_devices);
     assert_int_equal(c.fractions.line, 2);
     /* Without the key: no fractions. */
-    parse_ok("version: v1\n", &c);
+    dpfx_parse_ok("version: v1\n", &c);
     assert_false(c.has_fractions);
     /* Both bounds are accepted; a list of selectors replaces 'all'. */
-    parse_ok("version: v1\nsharing:\n  fractions:\n    slicesPerGpu: 1\n", &c);
+    dpfx_parse_ok("version: v1\nsharing:\n  fractions:\n    slicesPerGpu: 1\n", &c);
     assert_int_equal(c.fractions.replicas, 1);
-    parse_ok("version: v1\nsharing:\n  fractions:\n    slicesPerGpu: 256\n"
-             "    devices: [1, GPU-3]\n",
-             &c);
+    dpfx_parse_ok("version: v1\nsharing:\n  fractions:\n    slicesPerGpu: 256\n"
+                  "    devices: [1, GPU-3]\n",
+                  &c);
     assert_int_equal(c.fractions.replicas, 256);
     assert_false(c.fractions.all_devices);
     assert_int_equal(c.fractions.n_devices, 2);
@@ -474,9 +446,9 @@ static void test_config_fractions_default_bounds_and_one_mode(void **state)
     assert_string_equal(c.fractions.devices[1], "GPU-3");
     /* fractions with a time-slicing entry of another resource (a MIG profile) is one mode
      * per GPU still: fractions take whole GPUs only. */
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {devices: [0]}, "
-             "timeSlicing: {resources: [{name: nvidia.com/mig-1g.18gb, replicas: 2}]}}\n",
-             &c);
+    dpfx_parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {devices: [0]}, "
+                  "timeSlicing: {resources: [{name: nvidia.com/mig-1g.18gb, replicas: 2}]}}\n",
+                  &c);
 
     static const struct {
         const char *text;
@@ -526,9 +498,9 @@ static void test_model_fractions_advertise_slices_per_gpu(void **state)
 {
     (void)state;
     struct gs_gpu_info g[2];
-    make_node(g, 2, 1, 0);
+    dpfx_make_node(g, 2, 1, 0);
     struct gs_dp_config c;
-    parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
+    dpfx_parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     /* Every GPU in fractions: gpusched.io/gpu-slice only, 2 x 10 = 20 devices, GPU by GPU. */
@@ -553,7 +525,8 @@ static void test_model_fractions_advertise_slices_per_gpu(void **state)
 
     /* One GPU selected by UUID, 3 slices: GPU 0 stays whole under nvidia.com/gpu. Resources
      * sort by name, so gpusched.io/gpu-slice is 0 and nvidia.com/gpu 1. */
-    parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 3, devices: [GPU-1, 7]}}\n", &c);
+    dpfx_parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 3, devices: [GPU-1, 7]}}\n",
+                  &c);
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     assert_int_equal(m.n_resources, 2);
     assert_string_equal(m.resources[0].name, "gpusched.io/gpu-slice");
@@ -565,10 +538,10 @@ static void test_model_fractions_advertise_slices_per_gpu(void **state)
     gs_dp_model_fini(&m);
 
     /* The same GPU by index in time-slicing and by UUID in fractions: only the model can tell. */
-    parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
-             "      - {name: nvidia.com/gpu, replicas: 2, devices: [1]}\n"
-             "  fractions: {devices: [GPU-1]}\n",
-             &c);
+    dpfx_parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                  "      - {name: nvidia.com/gpu, replicas: 2, devices: [1]}\n"
+                  "  fractions: {devices: [GPU-1]}\n",
+                  &c);
     char err[256];
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_EINVAL);
     assert_string_equal(err, "sharing.fractions (line 6) and time-slicing entry 0 (line 5) both "
@@ -577,13 +550,13 @@ static void test_model_fractions_advertise_slices_per_gpu(void **state)
     /* A MIG GPU named in fractions is refused; under 'all' it keeps its MIG devices. */
     static const char *const p[] = {"1g.18gb", "1g.18gb"};
     add_mig(&g[1], p, 2);
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {devices: [1]}}\n",
-             &c);
+    dpfx_parse_ok(
+        "version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {devices: [1]}}\n", &c);
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_EINVAL);
     assert_string_equal(err, "sharing.fractions (line 3) selects GPU 1, which runs MIG: a GPU is "
                              "in one mode");
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {slicesPerGpu: 2}}\n",
-             &c);
+    dpfx_parse_ok(
+        "version: v1\nflags: {migStrategy: mixed}\nsharing: {fractions: {slicesPerGpu: 2}}\n", &c);
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, err, sizeof err), GS_OK);
     assert_string_equal(ids(res(&m, "gpusched.io/gpu-slice")), "GPU-0::slice-0,GPU-0::slice-1");
     assert_string_equal(ids(res(&m, "nvidia.com/mig-1g.18gb")), "MIG-1-0,MIG-1-1");
@@ -596,64 +569,14 @@ static enum gs_health_state all_healthy[GS_GPU_MAX];
 /** The health prefer() hands the handler; all_healthy unless a test points it elsewhere. */
 static const enum gs_health_state *prefer_health = all_healthy;
 
-/* Packs one container's PreferredAllocationRequest into a malloc'd buffer. */
-static uint8_t *pack_preferred(const char *const *avail, size_t n_avail, const char *const *must,
-                               size_t n_must, int size, size_t *len)
-{
-    V1beta1__ContainerPreferredAllocationRequest q =
-        V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-    q.n_available_deviceids = n_avail;
-    q.available_deviceids = (char **)avail;
-    q.n_must_include_deviceids = n_must;
-    q.must_include_deviceids = (char **)must;
-    q.allocation_size = size;
-    V1beta1__ContainerPreferredAllocationRequest *qp = &q;
-    V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
-    req.n_container_requests = 1;
-    req.container_requests = &qp;
-    uint8_t *buf = malloc(v1beta1__preferred_allocation_request__get_packed_size(&req) + 1);
-    assert_non_null(buf);
-    *len = v1beta1__preferred_allocation_request__pack(&req, buf);
-    return buf;
-}
-
 /* Calls GetPreferredAllocation for one container; returns "id,id". */
 static const char *prefer(const struct gs_dp_config *c, const struct gs_dp_model *m,
                           const char *resource, const char *const *avail, size_t n_avail,
                           const char *const *must, size_t n_must, int size)
 {
-    static char out[4096];
-    V1beta1__ContainerPreferredAllocationRequest q =
-        V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-    q.n_available_deviceids = n_avail;
-    q.available_deviceids = (char **)avail;
-    q.n_must_include_deviceids = n_must;
-    q.must_include_deviceids = (char **)must;
-    q.allocation_size = size;
-    V1beta1__ContainerPreferredAllocationRequest *qp = &q;
-    V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
-    req.n_container_requests = 1;
-    req.container_requests = &qp;
-    uint8_t buf[8192];
-    size_t len = v1beta1__preferred_allocation_request__pack(&req, buf);
     struct gs_dp_view v = {
         c, m, (uint32_t)gs_dp_model_resource(m, resource), prefer_health, NULL, NULL, NULL};
-    struct gs_dp_answer a;
-    assert_int_equal(gs_dp_handle_preferred(&v, buf, len, &a), GS_OK);
-    assert_int_equal(a.status, 0);
-    V1beta1__PreferredAllocationResponse *r =
-        v1beta1__preferred_allocation_response__unpack(NULL, a.len, a.data);
-    assert_non_null(r);
-    out[0] = '\0';
-    size_t used = 0;
-    for (size_t i = 0; i < r->container_responses[0]->n_deviceids && used < sizeof out; i++) {
-        int w = snprintf(out + used, sizeof out - used, "%s%s", i > 0 ? "," : "",
-                         r->container_responses[0]->deviceids[i]);
-        used += w > 0 ? (size_t)w : 0;
-    }
-    v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
-    gs_dp_answer_fini(&a);
-    return out;
+    return dpfx_prefer(&v, avail, n_avail, must, n_must, size);
 }
 
 static void test_preferred_whole_gpus_follow_nvlink_then_numa(void **state)
@@ -661,7 +584,7 @@ static void test_preferred_whole_gpus_follow_nvlink_then_numa(void **state)
     (void)state;
     /* 8 GPUs: NVLink quads {0-3} {4-7}; NUMA pairs {0,1} {2,3} {4,5} {6,7}. */
     struct gs_gpu_info g[8];
-    make_node(g, 8, 2, 4);
+    dpfx_make_node(g, 8, 2, 4);
     struct gs_dp_config c;
     gs_dp_config_default(&c);
     struct gs_dp_model m;
@@ -698,7 +621,7 @@ static void test_preferred_whole_gpus_is_exact_up_to_16(void **state)
      * {2,3,6,7} holds two links (2-6, 3-7); the greedy completion returned {2,5,6,7}, which
      * holds one (2-6), because seeded at 5 it filled NUMA node 1 first. */
     struct gs_gpu_info g[8];
-    make_node(g, 8, 4, 0);
+    dpfx_make_node(g, 8, 4, 0);
     const uint32_t links1[][2] = {{0, 4}, {0, 5}, {2, 6}, {3, 4}, {3, 7}};
     link_pairs(g, links1, 5);
     struct gs_dp_model m;
@@ -710,7 +633,7 @@ static void test_preferred_whole_gpus_is_exact_up_to_16(void **state)
 
     /* NVLink 0-2, 3-7, 6-7. Offered {0,1,2,3,5,7}, 4 wanted: {0,2,3,7} holds 0-2 and 3-7;
      * greedy took {0,1,2,3} (all on NUMA node 0, one link). Links count before NUMA. */
-    make_node(g, 8, 4, 0);
+    dpfx_make_node(g, 8, 4, 0);
     const uint32_t links2[][2] = {{0, 2}, {3, 7}, {6, 7}};
     link_pairs(g, links2, 3);
     assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
@@ -731,7 +654,7 @@ static void test_preferred_never_proposes_an_unhealthy_device(void **state)
     /* 8 GPUs, no NVLink, one NUMA node; GPU 5 lost, but kubelet still offers all 8 (issue 9:
      * a size-7 request used to get GPU 5, and the Allocate that followed was refused). */
     struct gs_gpu_info g[8];
-    make_node(g, 8, 8, 0);
+    dpfx_make_node(g, 8, 8, 0);
     struct gs_dp_config c;
     gs_dp_config_default(&c);
     struct gs_dp_model m;
@@ -772,7 +695,7 @@ static void test_preferred_sizes_are_bounded_by_the_resource(void **state)
 {
     (void)state;
     struct gs_gpu_info g[8];
-    make_node(g, 8, 8, 0);
+    dpfx_make_node(g, 8, 8, 0);
     struct gs_dp_config c;
     gs_dp_config_default(&c);
     struct gs_dp_model m;
@@ -781,7 +704,7 @@ static void test_preferred_sizes_are_bounded_by_the_resource(void **state)
     char msg[256];
     size_t len = 0;
     /* allocation_size 2^31-1 used to size two allocations per container (24 GiB). */
-    uint8_t *buf = pack_preferred(all, 8, NULL, 0, INT32_MAX, &len);
+    uint8_t *buf = dpfx_pack_preferred(all, 8, NULL, 0, INT32_MAX, &len);
     assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3 /* INVALID_ARG */);
     assert_string_equal(msg, "container request 0: allocation_size 2147483647 is more than the 8 "
                              "devices of nvidia.com/gpu");
@@ -793,7 +716,7 @@ static void test_preferred_sizes_are_bounded_by_the_resource(void **state)
     assert_non_null(must);
     for (size_t i = 0; i < N; i++)
         must[i] = all[i % 8];
-    buf = pack_preferred(all, 8, must, N, N, &len);
+    buf = dpfx_pack_preferred(all, 8, must, N, N, &len);
     assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3);
     free(buf);
     /* Within the bound, repeats of known IDs count once and cost a lookup each: 72 = 8 + 64
@@ -808,7 +731,7 @@ static void test_preferred_sizes_are_bounded_by_the_resource(void **state)
         (void)snprintf(unknown[i], sizeof unknown[i], "GPU-x%zu", i);
         must[i] = unknown[i];
     }
-    buf = pack_preferred(all, 8, must, 65, 70, &len);
+    buf = dpfx_pack_preferred(all, 8, must, 65, 70, &len);
     assert_int_equal(preferred_status(&c, &m, buf, len, msg, sizeof msg), 3);
     assert_string_equal(msg, "container request 0: more than 64 must_include IDs that "
                              "nvidia.com/gpu does not have");
@@ -821,11 +744,12 @@ static void test_preferred_replicas_pack_onto_shared_gpus(void **state)
 {
     (void)state;
     struct gs_gpu_info g[3];
-    make_node(g, 3, 3, 0);
+    dpfx_make_node(g, 3, 3, 0);
     struct gs_dp_config c;
-    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
-             "2, devices: [1, 2]}]}}\n",
-             &c);
+    dpfx_parse_ok(
+        "version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
+        "2, devices: [1, 2]}]}}\n",
+        &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 3, &m, NULL, 0), GS_OK);
     /* A whole GPU and shared slots in one resource: a shared slot rather than the whole GPU. */
@@ -846,24 +770,9 @@ static V1beta1__AllocateResponse *allocate(const struct gs_dp_config *c,
                                            const enum gs_health_state *health,
                                            const char *const *idv, size_t n, int *status)
 {
-    V1beta1__ContainerAllocateRequest q = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-    q.n_devices_ids = n;
-    q.devices_ids = (char **)idv;
-    V1beta1__ContainerAllocateRequest *qp = &q;
-    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-    req.n_container_requests = 1;
-    req.container_requests = &qp;
-    uint8_t buf[4096];
-    size_t len = v1beta1__allocate_request__pack(&req, buf);
     struct gs_dp_view v = {c,    m,   (uint32_t)gs_dp_model_resource(m, resource), health, NULL,
                            NULL, NULL};
-    struct gs_dp_answer a;
-    assert_int_equal(gs_dp_handle_allocate(&v, buf, len, &a), GS_OK);
-    *status = a.status;
-    V1beta1__AllocateResponse *r =
-        a.status == 0 ? v1beta1__allocate_response__unpack(NULL, a.len, a.data) : NULL;
-    gs_dp_answer_fini(&a);
-    return r;
+    return dpfx_allocate(&v, idv, n, status);
 }
 
 static const char *env(const V1beta1__ContainerAllocateResponse *c, const char *key)
@@ -878,13 +787,14 @@ static void test_allocate_names_units_and_refuses_bad_ids(void **state)
 {
     (void)state;
     struct gs_gpu_info g[2];
-    make_node(g, 2, 1, 0);
+    dpfx_make_node(g, 2, 1, 0);
     static const char *const p[] = {"1g.18gb", "1g.18gb"};
     add_mig(&g[1], p, 2);
     struct gs_dp_config c;
-    parse_ok("version: v1\nflags: {migStrategy: mixed, plugin: {deviceListStrategy: cdi-cri}}\n"
-             "sharing: {timeSlicing: {resources: [{name: nvidia.com/mig-1g.18gb, replicas: 3}]}}\n",
-             &c);
+    dpfx_parse_ok(
+        "version: v1\nflags: {migStrategy: mixed, plugin: {deviceListStrategy: cdi-cri}}\n"
+        "sharing: {timeSlicing: {resources: [{name: nvidia.com/mig-1g.18gb, replicas: 3}]}}\n",
+        &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     int status = -1;
@@ -919,12 +829,13 @@ static void test_list_marks_only_the_unhealthy_gpu_devices(void **state)
 {
     (void)state;
     struct gs_gpu_info g[2];
-    make_node(g, 2, 1, 0);
+    dpfx_make_node(g, 2, 1, 0);
     g[1].numa_node = -1;
     struct gs_dp_config c;
-    parse_ok("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
-             "2}]}}\n",
-             &c);
+    dpfx_parse_ok(
+        "version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
+        "2}]}}\n",
+        &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     enum gs_health_state h[2] = {GS_HEALTH_UNHEALTHY, GS_HEALTH_HEALTHY};
@@ -955,11 +866,11 @@ static void test_config_rediscover_interval(void **state)
     struct gs_dp_config c;
     gs_dp_config_default(&c);
     assert_int_equal(c.rediscover_ms, 30000); /* issue 9: within 30 s */
-    parse_ok("version: v1\nflags: {rediscoverInterval: 1m30s}\n", &c);
+    dpfx_parse_ok("version: v1\nflags: {rediscoverInterval: 1m30s}\n", &c);
     assert_int_equal(c.rediscover_ms, 90000);
-    parse_ok("version: v1\nflags: {rediscoverInterval: 0}\n", &c);
+    dpfx_parse_ok("version: v1\nflags: {rediscoverInterval: 0}\n", &c);
     assert_int_equal(c.rediscover_ms, 0); /* off */
-    parse_ok("version: v1\nflags: {rediscoverInterval: 100ms}\n", &c);
+    dpfx_parse_ok("version: v1\nflags: {rediscoverInterval: 100ms}\n", &c);
     assert_int_equal(c.rediscover_ms, 100);
     /* The value on line 2 starts after "flags: {" (8) and "rediscoverInterval: " (20
      * characters): column 29. */
@@ -981,7 +892,7 @@ static void test_gpu_layout_same_looks_at_mig_only(void **state)
     (void)state;
     static const char *const p3[] = {"1g.18gb", "1g.18gb", "3g.71gb"};
     struct gs_gpu_info a[2], b[2];
-    make_node(a, 2, 1, 0);
+    dpfx_make_node(a, 2, 1, 0);
     add_mig(&a[1], p3, 3);
     memcpy(b, a, sizeof a);
     assert_true(gs_dp_gpu_layout_same(&a[1], &b[1]));
@@ -1033,9 +944,9 @@ static void test_carry_keeps_positions_across_repartitions(void **state)
 {
     (void)state;
     struct gs_dp_config c;
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    dpfx_parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
     struct gs_gpu_info g[2];
-    make_node(g, 2, 1, 0);
+    dpfx_make_node(g, 2, 1, 0);
     g[1].mig_capable = true;
     struct gs_dp_model prev, step;
     enum gs_dp_res_change chg[GS_DP_RESOURCES_MAX];
@@ -1150,9 +1061,9 @@ static void test_retain_keeps_held_devices_unhealthy(void **state)
 {
     (void)state;
     struct gs_dp_config c;
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    dpfx_parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
     struct gs_gpu_info g[2];
-    make_node(g, 2, 1, 0);
+    dpfx_make_node(g, 2, 1, 0);
     static const char *const p2[] = {"1g.18gb", "1g.18gb"};
     add_mig(&g[1], p2, 2);
     struct gs_dp_model prev, next, step;
@@ -1253,9 +1164,9 @@ static void test_carry_reuses_an_empty_position_when_full(void **state)
 {
     (void)state;
     struct gs_dp_config c;
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    dpfx_parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
     struct gs_gpu_info g[1], gm[1];
-    make_node(g, 1, 1, 0);
+    dpfx_make_node(g, 1, 1, 0);
     memcpy(gm, g, sizeof g);
     static const char *const p1[] = {"1g.18gb"};
     add_mig(&gm[0], p1, 1);

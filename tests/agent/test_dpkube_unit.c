@@ -24,33 +24,7 @@
 #include "gpusched/dpkube.h"
 #include "gpusched/err.h"
 
-/* n GPUs "GPU-<i>", NUMA node i / per_numa, NVLink inside groups of nvl GPUs (0: none). */
-static void make_node(struct gs_gpu_info *g, uint32_t n, uint32_t per_numa, uint32_t nvl)
-{
-    memset(g, 0, n * sizeof *g);
-    for (uint32_t i = 0; i < n; i++) {
-        g[i].index = i;
-        (void)snprintf(g[i].uuid, sizeof g[i].uuid, "GPU-%u", (unsigned)i);
-        (void)snprintf(g[i].model, sizeof g[i].model, "NVIDIA H200");
-        g[i].mem_total_mib = 143771;
-        g[i].numa_node = (int32_t)(i / per_numa);
-        if (nvl > 0)
-            for (uint32_t j = (i / nvl) * nvl; j < (i / nvl + 1) * nvl && j < n; j++)
-                if (j != i)
-                    g[i].nvlink_peers[g[i].nvlink_peer_count++] = j;
-    }
-}
-
-static void parse_ok(const char *text, struct gs_dp_config *cfg)
-{
-    struct gs_diag d;
-    int rc = gs_dp_config_parse(text, strlen(text), "t.yaml", cfg, &d);
-    if (rc != GS_OK) {
-        char buf[700];
-        gs_diag_format(&d, buf, sizeof buf);
-        fail_msg("unexpected parse error: %s", buf);
-    }
-}
+#include "dp_fixture.h"
 
 /* ---- inventory ---------------------------------------------------------------------------- */
 
@@ -60,7 +34,7 @@ static void test_inventory_names_modes_mig_instances_and_health(void **state)
     /* GPU 0 whole, NVLink to 1; GPU 1 time-sliced 4 ways; GPU 2 MIG (mixed): 1g.18gb at
      * slot 0 and 3g.71gb with no known start. NUMA: 0, 0, 1 (two GPUs per node). */
     struct gs_gpu_info g[3];
-    make_node(g, 3, 2, 2);
+    dpfx_make_node(g, 3, 2, 2);
     g[2].mig_capable = g[2].mig_enabled = true;
     g[2].mig_count = 2;
     (void)snprintf(g[2].mig[0].profile, sizeof g[2].mig[0].profile, "1g.18gb");
@@ -72,9 +46,9 @@ static void test_inventory_names_modes_mig_instances_and_health(void **state)
     (void)snprintf(g[2].mig[1].uuid, sizeof g[2].mig[1].uuid, "MIG-2-1");
     g[2].mig[1].mem_mib = 65536;
     struct gs_dp_config c;
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {timeSlicing: {resources: "
-             "[{name: nvidia.com/gpu, replicas: 4, devices: [1]}]}}\n",
-             &c);
+    dpfx_parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {timeSlicing: {resources: "
+                  "[{name: nvidia.com/gpu, replicas: 4, devices: [1]}]}}\n",
+                  &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 3, &m, NULL, 0), GS_OK);
     enum gs_health_state h[3] = {GS_HEALTH_UNHEALTHY, GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
@@ -164,7 +138,7 @@ static void test_inventory_of_a_gpu_lost_at_start_keeps_the_schema(void **state)
      * does not have it), with the model and memory of GPU 1, so that the scheduler neither
      * refuses the annotation (empty uuid) nor takes 0 MiB as the node's GPU memory. */
     struct gs_gpu_info g[2];
-    make_node(g, 2, 2, 2);
+    dpfx_make_node(g, 2, 2, 2);
     memset(&g[0], 0, sizeof g[0]);
     g[0].index = 0;
     g[0].lost = true;
@@ -355,56 +329,13 @@ static void hook_outcome(void *ctx, const struct gs_dp_claim_outcome *o)
     (void)snprintf(h->ids, sizeof h->ids, "%s", o->ids);
 }
 
-static const char *prefer(const struct gs_dp_view *v, const char *const *avail, size_t n_avail,
-                          const char *const *must, size_t n_must, int size)
-{
-    static char out[1024];
-    V1beta1__ContainerPreferredAllocationRequest q =
-        V1BETA1__CONTAINER_PREFERRED_ALLOCATION_REQUEST__INIT;
-    q.n_available_deviceids = n_avail;
-    q.available_deviceids = (char **)avail;
-    q.n_must_include_deviceids = n_must;
-    q.must_include_deviceids = (char **)must;
-    q.allocation_size = size;
-    V1beta1__ContainerPreferredAllocationRequest *qp = &q;
-    V1beta1__PreferredAllocationRequest req = V1BETA1__PREFERRED_ALLOCATION_REQUEST__INIT;
-    req.n_container_requests = 1;
-    req.container_requests = &qp;
-    uint8_t buf[4096];
-    size_t len = v1beta1__preferred_allocation_request__pack(&req, buf);
-    struct gs_dp_answer a;
-    assert_int_equal(gs_dp_handle_preferred(v, buf, len, &a), GS_OK);
-    assert_int_equal(a.status, 0);
-    V1beta1__PreferredAllocationResponse *r =
-        v1beta1__preferred_allocation_response__unpack(NULL, a.len, a.data);
-    assert_non_null(r);
-    out[0] = '\0';
-    size_t used = 0;
-    for (size_t i = 0; i < r->container_responses[0]->n_deviceids && used < sizeof out; i++) {
-        int w = snprintf(out + used, sizeof out - used, "%s%s", i > 0 ? "," : "",
-                         r->container_responses[0]->deviceids[i]);
-        used += w > 0 ? (size_t)w : 0;
-    }
-    v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
-    gs_dp_answer_fini(&a);
-    return out;
-}
-
+/* Allocate of one container; returns the gRPC status. */
 static int allocate(const struct gs_dp_view *v, const char *const *ids, size_t n)
 {
-    V1beta1__ContainerAllocateRequest q = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-    q.n_devices_ids = n;
-    q.devices_ids = (char **)ids;
-    V1beta1__ContainerAllocateRequest *qp = &q;
-    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-    req.n_container_requests = 1;
-    req.container_requests = &qp;
-    uint8_t buf[4096];
-    size_t len = v1beta1__allocate_request__pack(&req, buf);
-    struct gs_dp_answer a;
-    assert_int_equal(gs_dp_handle_allocate(v, buf, len, &a), GS_OK);
-    int status = a.status;
-    gs_dp_answer_fini(&a);
+    int status;
+    V1beta1__AllocateResponse *r = dpfx_allocate(v, ids, n, &status);
+    if (r)
+        v1beta1__allocate_response__free_unpacked(r, NULL);
     return status;
 }
 
@@ -414,22 +345,11 @@ static int allocate_env(const struct gs_dp_view *v, const char *const *ids, size
                         const char **env)
 {
     static char out[2048];
-    V1beta1__ContainerAllocateRequest q = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-    q.n_devices_ids = n;
-    q.devices_ids = (char **)ids;
-    V1beta1__ContainerAllocateRequest *qp = &q;
-    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-    req.n_container_requests = 1;
-    req.container_requests = &qp;
-    uint8_t buf[4096];
-    size_t len = v1beta1__allocate_request__pack(&req, buf);
-    struct gs_dp_answer a;
-    assert_int_equal(gs_dp_handle_allocate(v, buf, len, &a), GS_OK);
     out[0] = '\0';
     *env = out;
-    int status = a.status;
+    int status;
+    V1beta1__AllocateResponse *r = dpfx_allocate(v, ids, n, &status);
     if (status == 0) {
-        V1beta1__AllocateResponse *r = v1beta1__allocate_response__unpack(NULL, a.len, a.data);
         assert_non_null(r);
         const V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
         /* Sorted by key: a handful of entries, so a selection by the smallest unprinted key. */
@@ -450,7 +370,6 @@ static int allocate_env(const struct gs_dp_view *v, const char *const *ids, size
         }
         v1beta1__allocate_response__free_unpacked(r, NULL);
     }
-    gs_dp_answer_fini(&a);
     return status;
 }
 
@@ -541,7 +460,7 @@ static void test_assign_carries_mig_instances_and_memory_shares(void **state)
 /* n H200s; GPU `mig_gpu` runs MIG with seven 1g.18gb devices "MIG-<g>-<s>" at starts 0..6. */
 static void make_mig_node(struct gs_gpu_info *g, uint32_t n, uint32_t mig_gpu)
 {
-    make_node(g, n, n, 0);
+    dpfx_make_node(g, n, n, 0);
     struct gs_gpu_info *m = &g[mig_gpu];
     m->mig_capable = m->mig_enabled = true;
     m->mig_count = 7;
@@ -571,7 +490,7 @@ static void test_preferred_and_allocate_follow_the_claimed_mig_instances(void **
     struct gs_gpu_info g[2];
     make_mig_node(g, 2, 1);
     struct gs_dp_config c;
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    dpfx_parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     assert_int_equal(gs_dp_model_resource(&m, "nvidia.com/mig-1g.18gb"), 1);
@@ -590,31 +509,31 @@ static void test_preferred_and_allocate_follow_the_claimed_mig_instances(void **
 
     /* Without a claim the packing takes the first device of the GPU (MIG-1-0)... */
     k.have = false;
-    assert_string_equal(prefer(&v, all, 7, NULL, 0, 1), "MIG-1-0");
+    assert_string_equal(dpfx_prefer(&v, all, 7, NULL, 0, 1), "MIG-1-0");
     /* ...with one, the instance at start 3, not another 1g.18gb of the same GPU. */
     k.have = true;
-    assert_string_equal(prefer(&v, all, 7, NULL, 0, 1), "MIG-1-3");
+    assert_string_equal(dpfx_prefer(&v, all, 7, NULL, 0, 1), "MIG-1-3");
     assert_true(k.honoured);
     /* Start 3 held by another pod (not offered): the packing's choice, and why. */
     const char *no3[] = {"MIG-1-0", "MIG-1-1", "MIG-1-2", "MIG-1-4", "MIG-1-5", "MIG-1-6"};
-    assert_string_equal(prefer(&v, no3, 6, NULL, 0, 1), "MIG-1-0");
+    assert_string_equal(dpfx_prefer(&v, no3, 6, NULL, 0, 1), "MIG-1-0");
     assert_false(k.honoured);
     assert_string_equal(k.why,
                         "assigned MIG instance 1g.18gb at start 3 of GPU 1 (GPU-1) is not offered");
     /* A start the node has no such instance at (its layout changed under the scheduler). */
     k.claim.mig_start[0] = 7;
-    assert_string_equal(prefer(&v, all, 7, NULL, 0, 1), "MIG-1-0");
+    assert_string_equal(dpfx_prefer(&v, all, 7, NULL, 0, 1), "MIG-1-0");
     assert_string_equal(k.why, "assigned MIG instance 1g.18gb at start 7 of GPU 1 (GPU-1) is not "
                                "a device of this resource here");
     /* Two instances on one card: starts 5 and 2, in the assignment's order. */
     k.claim.n_gpus = 2;
     mig_entry(&k.claim, 0, 1, 5);
     mig_entry(&k.claim, 1, 1, 2);
-    assert_string_equal(prefer(&v, all, 7, NULL, 0, 2), "MIG-1-5,MIG-1-2");
+    assert_string_equal(dpfx_prefer(&v, all, 7, NULL, 0, 2), "MIG-1-5,MIG-1-2");
     assert_true(k.honoured);
     /* must_include one of them: it first, then the other. */
     const char *must2[] = {"MIG-1-2"};
-    assert_string_equal(prefer(&v, all, 7, must2, 1, 2), "MIG-1-2,MIG-1-5");
+    assert_string_equal(dpfx_prefer(&v, all, 7, must2, 1, 2), "MIG-1-2,MIG-1-5");
     assert_true(k.honoured);
 
     /* Allocate of both, in any order: as assigned; the environment names both MIG devices and
@@ -640,7 +559,7 @@ static void test_allocate_passes_the_claimed_memory_and_compute_shares(void **st
 {
     (void)state;
     struct gs_gpu_info g[4];
-    make_node(g, 4, 4, 0);
+    dpfx_make_node(g, 4, 4, 0);
     struct gs_dp_config c;
     gs_dp_config_default(&c);
     struct gs_dp_model m;
@@ -717,9 +636,9 @@ static void test_inventory_names_fractions_gpus(void **state)
     (void)state;
     /* Two GPUs, NUMA 0 and 1, no NVLink; GPU 1 in fractions (4 slices), GPU 0 whole. */
     struct gs_gpu_info g[2];
-    make_node(g, 2, 1, 0);
+    dpfx_make_node(g, 2, 1, 0);
     struct gs_dp_config c;
-    parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 4, devices: [1]}}\n", &c);
+    dpfx_parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 4, devices: [1]}}\n", &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
@@ -741,29 +660,6 @@ static void test_inventory_names_fractions_gpus(void **state)
     gs_dp_model_fini(&m);
 }
 
-/* Allocate of one container: the unpacked response (free with ..._free_unpacked), NULL with
- * *status set for a refused call. */
-static V1beta1__AllocateResponse *allocate_resp(const struct gs_dp_view *v, const char *const *ids,
-                                                size_t n, int *status)
-{
-    V1beta1__ContainerAllocateRequest q = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-    q.n_devices_ids = n;
-    q.devices_ids = (char **)ids;
-    V1beta1__ContainerAllocateRequest *qp = &q;
-    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-    req.n_container_requests = 1;
-    req.container_requests = &qp;
-    uint8_t buf[4096];
-    size_t len = v1beta1__allocate_request__pack(&req, buf);
-    struct gs_dp_answer a;
-    assert_int_equal(gs_dp_handle_allocate(v, buf, len, &a), GS_OK);
-    *status = a.status;
-    V1beta1__AllocateResponse *r =
-        a.status == 0 ? v1beta1__allocate_response__unpack(NULL, a.len, a.data) : NULL;
-    gs_dp_answer_fini(&a);
-    return r;
-}
-
 static const char *annotation(const V1beta1__ContainerAllocateResponse *c, const char *key)
 {
     for (size_t i = 0; i < c->n_annotations; i++)
@@ -778,9 +674,9 @@ static void test_slices_follow_the_assigned_gpu(void **state)
     /* Two GPUs in fractions, 10 slices each: gpusched.io/gpu-slice is the only resource (0).
      * Pod p was assigned 250 milli and 20,000 MiB on GPU 1 and asks one slice. */
     struct gs_gpu_info g[2];
-    make_node(g, 2, 2, 0);
+    dpfx_make_node(g, 2, 2, 0);
     struct gs_dp_config c;
-    parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
+    dpfx_parse_ok("version: v1\nsharing: {fractions: {}}\n", &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     assert_int_equal(gs_dp_model_resource(&m, "gpusched.io/gpu-slice"), 0);
@@ -807,24 +703,24 @@ static void test_slices_follow_the_assigned_gpu(void **state)
 
     /* GetPreferredAllocation. No claim: the packing's lowest unit, GPU 0's first slice. */
     k.have = false;
-    assert_string_equal(prefer(&v, all, 20, NULL, 0, 1), "GPU-0::slice-0");
+    assert_string_equal(dpfx_prefer(&v, all, 20, NULL, 0, 1), "GPU-0::slice-0");
     /* With the claim: the first offered slice of GPU 1. */
     k.have = true;
-    assert_string_equal(prefer(&v, all, 20, NULL, 0, 1), "GPU-1::slice-0");
+    assert_string_equal(dpfx_prefer(&v, all, 20, NULL, 0, 1), "GPU-1::slice-0");
     assert_true(k.honoured);
     assert_false(k.allocate);
     /* Other pods hold GPU 1's slices but 7 (kubelet offers 0..9 of GPU 0 and slice-7). */
     const char *seven[] = {all[0], all[1], all[2], all[3], all[4], all[5],
                            all[6], all[7], all[8], all[9], all[17]};
-    assert_string_equal(prefer(&v, seven, 11, NULL, 0, 1), "GPU-1::slice-7");
+    assert_string_equal(dpfx_prefer(&v, seven, 11, NULL, 0, 1), "GPU-1::slice-7");
     assert_true(k.honoured);
     /* None of GPU 1 offered: the packing's choice, and why. */
-    assert_string_equal(prefer(&v, all, 10, NULL, 0, 1), "GPU-0::slice-0");
+    assert_string_equal(dpfx_prefer(&v, all, 10, NULL, 0, 1), "GPU-0::slice-0");
     assert_false(k.honoured);
     assert_string_equal(k.why, "no device of assigned GPU 1 (GPU-1) is offered");
     /* GPU 1 Unhealthy: its slices are never proposed, the claim not followed. */
     h[1] = GS_HEALTH_UNHEALTHY;
-    assert_string_equal(prefer(&v, all, 20, NULL, 0, 1), "GPU-0::slice-0");
+    assert_string_equal(dpfx_prefer(&v, all, 20, NULL, 0, 1), "GPU-0::slice-0");
     assert_false(k.honoured);
     assert_string_equal(k.why, "assigned GPU 1 (GPU-1) is Unhealthy");
     h[1] = GS_HEALTH_HEALTHY;
@@ -833,7 +729,7 @@ static void test_slices_follow_the_assigned_gpu(void **state)
      * memory limit of visible device 0. */
     int status = -1;
     const char *s13[] = {"GPU-1::slice-3"};
-    V1beta1__AllocateResponse *r = allocate_resp(&v, s13, 1, &status);
+    V1beta1__AllocateResponse *r = dpfx_allocate(&v, s13, 1, &status);
     assert_int_equal(status, 0);
     assert_true(k.allocate && k.honoured && !k.gave);
     const char *env = NULL;
@@ -846,7 +742,7 @@ static void test_slices_follow_the_assigned_gpu(void **state)
      * /dev/nvidia1, the UUID in gpusched.io/gpus), kubelet's ID stays in gpusched.io/devices,
      * and the mismatch is told with gave_assigned. */
     const char *s03[] = {"GPU-0::slice-3"};
-    r = allocate_resp(&v, s03, 1, &status);
+    r = dpfx_allocate(&v, s03, 1, &status);
     assert_int_equal(status, 0);
     const V1beta1__ContainerAllocateResponse *cr = r->container_responses[0];
     assert_false(k.honoured);
@@ -917,9 +813,9 @@ static void test_slices_whose_assigned_gpu_has_none_follow_kubelet(void **state)
     /* GPU 0 in fractions, GPU 1 whole: an assignment naming GPU 1 for a slice (a stale
      * inventory on the scheduler's side) cannot be given by the slice resource. */
     struct gs_gpu_info g[2];
-    make_node(g, 2, 2, 0);
+    dpfx_make_node(g, 2, 2, 0);
     struct gs_dp_config c;
-    parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 2, devices: [0]}}\n", &c);
+    dpfx_parse_ok("version: v1\nsharing: {fractions: {slicesPerGpu: 2, devices: [0]}}\n", &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     enum gs_health_state h[2] = {GS_HEALTH_HEALTHY, GS_HEALTH_HEALTHY};
@@ -971,7 +867,7 @@ static void test_mig_start_null_matches_any_instance_of_the_profile(void **state
         (void)snprintf(g[0].mig[s].uuid, sizeof g[0].mig[s].uuid, "MIG-0-%u", (unsigned)s);
     }
     struct gs_dp_config c;
-    parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    dpfx_parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
     struct gs_dp_model m;
     assert_int_equal(gs_dp_model_build(&c, g, 2, &m, NULL, 0), GS_OK);
     assert_int_equal(m.n_resources, 1);
@@ -1006,16 +902,16 @@ static void test_mig_start_null_matches_any_instance_of_the_profile(void **state
                          "MIG-1-3", "MIG-1-4", "MIG-1-5", "MIG-1-6"};
     /* No claim: the packing's lowest GPU, MIG-0-0; with it, GPU 1's first offered instance. */
     k.have = false;
-    assert_string_equal(prefer(&v, all, 14, NULL, 0, 1), "MIG-0-0");
+    assert_string_equal(dpfx_prefer(&v, all, 14, NULL, 0, 1), "MIG-0-0");
     k.have = true;
-    assert_string_equal(prefer(&v, all, 14, NULL, 0, 1), "MIG-1-0");
+    assert_string_equal(dpfx_prefer(&v, all, 14, NULL, 0, 1), "MIG-1-0");
     assert_true(k.honoured);
     /* Starts 0..3 of GPU 1 held: start 4 will do. */
     const char *late[] = {"MIG-0-0", "MIG-1-4", "MIG-1-5"};
-    assert_string_equal(prefer(&v, late, 3, NULL, 0, 1), "MIG-1-4");
+    assert_string_equal(dpfx_prefer(&v, late, 3, NULL, 0, 1), "MIG-1-4");
     assert_true(k.honoured);
     /* None of GPU 1 offered: the packing's choice, the reason naming no start. */
-    assert_string_equal(prefer(&v, all, 7, NULL, 0, 1), "MIG-0-0");
+    assert_string_equal(dpfx_prefer(&v, all, 7, NULL, 0, 1), "MIG-0-0");
     assert_false(k.honoured);
     assert_string_equal(k.why, "assigned MIG instance 1g.18gb at any start of GPU 1 (GPU-1) is "
                                "not offered");
@@ -1037,7 +933,7 @@ static void test_mig_start_null_matches_any_instance_of_the_profile(void **state
     k.claim.n_gpus = 2;
     mig_entry(&k.claim, 0, 1, -1);
     mig_entry(&k.claim, 1, 1, 3);
-    assert_string_equal(prefer(&v, all, 14, NULL, 0, 2), "MIG-1-0,MIG-1-3");
+    assert_string_equal(dpfx_prefer(&v, all, 14, NULL, 0, 2), "MIG-1-0,MIG-1-3");
     assert_true(k.honoured);
     const char *i16_13[] = {"MIG-1-6", "MIG-1-3"};
     assert_int_equal(allocate_env(&v, i16_13, 2, &env), 0);
@@ -1062,7 +958,7 @@ static void test_preferred_follows_the_claim_only_when_offered_healthy_and_same(
     /* 8 GPUs, NVLink quads {0-3} {4-7}, NUMA pairs: the topology choice for 2 is GPU-0,GPU-1
      * (test_devplugin_unit.c). The scheduler assigned GPUs 5 and 2, in that order. */
     struct gs_gpu_info g[8];
-    make_node(g, 8, 2, 4);
+    dpfx_make_node(g, 8, 2, 4);
     struct gs_dp_config c;
     gs_dp_config_default(&c);
     struct gs_dp_model m;
@@ -1080,41 +976,41 @@ static void test_preferred_follows_the_claim_only_when_offered_healthy_and_same(
     struct gs_dp_view v = {&c, &m, 0, h, hook_claim, hook_outcome, &k};
     const char *all[] = {"GPU-7", "GPU-6", "GPU-5", "GPU-4", "GPU-3", "GPU-2", "GPU-1", "GPU-0"};
 
-    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-5,GPU-2");
+    assert_string_equal(dpfx_prefer(&v, all, 8, NULL, 0, 2), "GPU-5,GPU-2");
     assert_int_equal(k.calls, 1);
     assert_true(k.honoured);
     assert_false(k.allocate);
     assert_string_equal(k.ids, "GPU-5,GPU-2");
     /* must_include among the claimed GPUs comes first, the rest follows. */
     const char *must2[] = {"GPU-2"};
-    assert_string_equal(prefer(&v, all, 8, must2, 1, 2), "GPU-2,GPU-5");
+    assert_string_equal(dpfx_prefer(&v, all, 8, must2, 1, 2), "GPU-2,GPU-5");
     assert_true(k.honoured);
     /* must_include outside them: kubelet insists, so the topology choice with it. */
     const char *must7[] = {"GPU-7"};
-    assert_string_equal(prefer(&v, all, 8, must7, 1, 2), "GPU-7,GPU-6");
+    assert_string_equal(dpfx_prefer(&v, all, 8, must7, 1, 2), "GPU-7,GPU-6");
     assert_false(k.honoured);
     assert_string_equal(k.why, "kubelet insists on GPU-7, not of the assigned GPUs");
     /* GPU 5 not offered (kubelet leaves out what it gave others or holds Unhealthy): the
      * topology choice, a pair of the broken quad {4,6,7} on one NUMA node, so {0-3} stays
      * whole. */
     const char *no5[] = {"GPU-7", "GPU-6", "GPU-4", "GPU-3", "GPU-2", "GPU-1", "GPU-0"};
-    assert_string_equal(prefer(&v, no5, 7, NULL, 0, 2), "GPU-6,GPU-7");
+    assert_string_equal(dpfx_prefer(&v, no5, 7, NULL, 0, 2), "GPU-6,GPU-7");
     assert_string_equal(k.why, "no device of assigned GPU 5 (GPU-5) is offered");
     /* GPU 5 Unhealthy on our side although offered: never proposed, so the topology choice
      * is the one without GPU 5 above (before issue 9 it was GPU-0,GPU-1 over all eight). */
     h[5] = GS_HEALTH_UNHEALTHY;
-    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-6,GPU-7");
+    assert_string_equal(dpfx_prefer(&v, all, 8, NULL, 0, 2), "GPU-6,GPU-7");
     assert_string_equal(k.why, "assigned GPU 5 (GPU-5) is Unhealthy");
     h[5] = GS_HEALTH_HEALTHY;
     /* The scheduler's UUID is another GPU's: never follow an index alone then. */
     (void)snprintf(k.claim.uuid[0], sizeof k.claim.uuid[0], "GPU-other");
-    assert_string_equal(prefer(&v, all, 8, NULL, 0, 2), "GPU-0,GPU-1");
+    assert_string_equal(dpfx_prefer(&v, all, 8, NULL, 0, 2), "GPU-0,GPU-1");
     assert_string_equal(k.why,
                         "assigned GPU 5 is GPU-other on the scheduler's side but GPU-5 here");
     (void)snprintf(k.claim.uuid[0], sizeof k.claim.uuid[0], "GPU-5");
     /* No claim for 3 GPUs: today's choice, nothing told. */
     int calls = k.calls;
-    assert_string_equal(prefer(&v, all, 8, NULL, 0, 3), "GPU-0,GPU-1,GPU-2");
+    assert_string_equal(dpfx_prefer(&v, all, 8, NULL, 0, 3), "GPU-0,GPU-1,GPU-2");
     assert_int_equal(k.calls, calls);
 
     /* Allocate of the assigned GPUs, in any order: as assigned. */

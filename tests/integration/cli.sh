@@ -24,7 +24,8 @@ expect 0 '^gpusched [0-9]' -- version
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 2 "unknown option '--bogus'" -- simulate --bogus
 # Every command answers an unknown option with the same one line.
-for c in simulate replay whatif bound scheduler agent "report usage" "report export" "report compact"; do
+for c in simulate replay whatif bound scheduler agent "report usage" "report export" "report compact" \
+    "report ingest"; do
     # shellcheck disable=SC2086 # "report usage" is two words
     "$bin" $c --bogus >"$tmp/stdout" 2>"$tmp/stderr"
     got=$?
@@ -90,11 +91,35 @@ expect 2 "--tune: expected" -- simulate --nodes "$nodes" --pods "$pods" --tune -
 expect 2 "--jobs: expected" -- simulate --nodes "$nodes" --pods "$pods" --jobs 0
 expect 2 "--out needs a value" -- simulate --nodes "$nodes" --pods "$pods" --out
 expect 2 "--nodes needs a value" -- simulate --nodes= --pods "$pods"
+# Every command that reads --name=value answers an empty value with the same one line
+# (gs__cli_value() in src/cli/args.c), before it opens anything.
+for c in "simulate --nodes" "replay --nodes" "whatif --cluster" "report usage --db" \
+    "report export --db" "report compact --db" "report ingest --db"; do
+    # shellcheck disable=SC2086 # the command and option are several words
+    "$bin" $c= >"$tmp/stdout" 2>"$tmp/stderr"
+    got=$?
+    if [ $got != 2 ] || [ -s "$tmp/stdout" ] ||
+        [ "$(cat "$tmp/stderr")" != "gpusched ${c% *}: ${c##* } needs a value" ]; then
+        echo "FAIL: gpusched $c= -> rc $got:"; cat "$tmp/stdout" "$tmp/stderr"; fail=1
+    fi
+done
 expect 2 "no-such.csv" -- simulate --nodes "$nodes" --pods "$tmp/no-such.csv"
+# An --out that is a file is refused before anything is read (gs__cli_out_dir()).
+: >"$tmp/a-file"
+expect 2 "^gpusched simulate: --out $tmp/a-file: exists and is not a directory$" -- \
+    simulate --nodes "$nodes" --pods "$pods" --out "$tmp/a-file"
+expect 2 "^gpusched replay: --out $tmp/a-file: exists and is not a directory$" -- \
+    replay --nodes "$nodes" --pods "$pods" --queues "$src/data/alibaba-gpu-v2023/queues.yaml" \
+    --out "$tmp/a-file"
 
 # A successful run: the summary table, every result file, a real PNG, nothing temporary left.
 expect 0 'fgd .*±' -- simulate --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 7-8 \
     --out "$tmp/out"
+# The footer says what ± is: the sample standard deviation (n - 1) of the two seeds' values
+# (seeds 7 and 8: bestfit 7.72 and 7.52 unallocated, |7.72 - 7.52| / sqrt 2 = 0.14).
+grep -qxF '  mean ± sample standard deviation (n - 1) over the 2 seeds; failed pods, wall s/run: means' \
+    "$tmp/stdout" || { echo "FAIL: no ± footer:"; cat "$tmp/stdout"; fail=1; }
+grep -q 'bestfit  *7.62 ±  0.14 ' "$tmp/stdout" || { echo "FAIL: bestfit spread:"; cat "$tmp/stdout"; fail=1; }
 for f in allocation.csv fragmentation.csv frag_ratio.csv runs.csv summary.csv allocation.png fragmentation.png; do
     [ -s "$tmp/out/$f" ] || { echo "FAIL: $f missing"; fail=1; }
 done
@@ -122,6 +147,11 @@ expect 0 'fgd ' -- simulate --nodes="$nodes" --pods="$pods" --policy=FGD,BestFit
 [ -s "$tmp/eq/runs.csv" ] || { echo "FAIL: --out=DIR did not write there"; fail=1; }
 if grep -q '±' "$tmp/stdout"; then echo "FAIL: one seed prints a spread:"; cat "$tmp/stdout"; fail=1; fi
 expect 2 "no-plot takes no value" -- simulate --nodes "$nodes" --pods "$pods" --no-plot=1
+# The report subcommands read their options by one table (parse_opts in src/cli/cmd_report.c).
+expect 2 "^gpusched report compact: --delete takes no value$" -- report compact --delete=1
+expect 2 "^gpusched report ingest: --help takes no value$" -- report ingest --help=1
+expect 2 "^gpusched report export: --from: expected RFC 3339 \(2026-12-01T00:00:00Z\) or a date \(2026-12-01\), got 'x'$" -- report export --from x
+expect 2 "^gpusched report ingest: --step-s: expected seconds in \[1, 86400\], got '0'$" -- report ingest --step-s=0
 expect 2 "unknown policy 'fastest'" -- simulate --nodes "$nodes" --pods "$pods" --policy=fastest
 expect 2 "a replay runs one policy; 'all' is for simulate" -- replay --nodes "$nodes" --pods "$pods" \
     --queues "$queues" --policy all
@@ -144,6 +174,9 @@ sed 's/^own,/slice_pods,/' "$tmp/own/runs.csv" | cmp -s - "$tmp/plain/runs.csv" 
 expect 0 "note: .*own.csv: ignoring columns .*: team, job" -- replay --nodes "$nodes" \
     --pods "$tmp/own.csv" --queues "$queues" --cluster-scale 0.25 --speedup 2000 --no-plot \
     --out "$tmp/own-r"
+# Its footer says which time base share% has (the samples while a queue waited).
+grep -qxF "waiting ('-': it never waited); not over the whole replay, as 'report usage' share% is." \
+    "$tmp/stdout" || { echo "FAIL: replay share% footer:"; cat "$tmp/stdout"; fail=1; }
 expect 0 'gpu_spec \(GPU models the pod accepts' -- simulate --help
 expect 0 'Other columns are ignored' -- replay --help
 # A read-only --out (root reads and writes everything: run as nobody there).

@@ -32,6 +32,8 @@ done
 "$bin" report usage --db "$db" --by queue --format json >"$tmp/queue.json" ||
     { echo "FAIL: report --by queue"; fail=1; }
 grep -q 'note: no utilisation samples' "$tmp/team.table" || { echo "FAIL: no-samples note"; fail=1; }
+grep -qxF "share%: charged / capacity GPU-hours over the whole period (replay's share%: only while the queue waited)" \
+    "$tmp/team.table" || { echo "FAIL: share% footer"; cat "$tmp/team.table"; fail=1; }
 grep -q '^usage 2026-12-01T00:00:00Z to ' "$tmp/team.table" || { echo "FAIL: table header"; cat "$tmp/team.table"; fail=1; }
 # A period the store holds nothing of says so (its zeros are "not recorded", not "idle"); one
 # inside says nothing of the kind. The JSON form carries the store's span either way.

@@ -22,32 +22,12 @@ set -euo pipefail
 gpusched=$1
 fixture=$2
 src=$3
-prom=${PROMETHEUS:-/usr/bin/prometheus}
-promtool=${PROMTOOL:-/usr/bin/promtool}
-if [ ! -x "$prom" ] || [ ! -x "$promtool" ]; then
-    echo "usage_ingest.sh: $prom or $promtool not installed, skipping" >&2
-    exit 77
-fi
+# shellcheck source=../lib/prometheus.sh
+. "$src/tests/lib/prometheus.sh"
+prom_require usage_ingest.sh promtool
 
 tmp=$(mktemp -d)
-prom_pid=""
-quiet_pid=""
-stop() {
-    # Only the processes this script started, by their ids.
-    for pid in $prom_pid $quiet_pid; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in $prom_pid $quiet_pid; do
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-}
-trap stop EXIT
+trap stop_started EXIT
 
 fail() {
     echo "usage_ingest.sh: FAIL: $*" >&2
@@ -55,24 +35,13 @@ fail() {
     exit 1
 }
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
 "$promtool" tsdb create-blocks-from openmetrics "$src/tests/data/usage/gpu_util.om" \
     "$tmp/tsdb" >"$tmp/promtool.log" 2>&1 || { cat "$tmp/promtool.log" >&2; fail "backfill"; }
-port=$(free_port)
 printf 'global:\n  scrape_interval: 1m\n' >"$tmp/prometheus.yml"
-"$prom" --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
-    --storage.tsdb.retention.time=100y --web.listen-address="127.0.0.1:$port" \
-    --log.level=warn 2>"$tmp/prom.log" &
-prom_pid=$!
-url="http://127.0.0.1:$port"
-for _ in $(seq 100); do
-    python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=1)" \
-        "$url/-/ready" 2>/dev/null && break
-    sleep 0.1
-done
+prom_start "$tmp/prometheus.yml" "$tmp/tsdb" "$tmp/prom.log" --storage.tsdb.retention.time=100y
+port=$prom_port
+url=$prom_url
+prom_wait_ready
 
 db="$tmp/acct.db"
 "$fixture" "$db" || fail "fixture"
@@ -170,7 +139,7 @@ python3 -c 'import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); open(sys.argv[2], "w").close()
 time.sleep(60)' "$quiet" "$tmp/quiet.ready" &
-quiet_pid=$!
+started $!
 for _ in $(seq 100); do
     [ -e "$tmp/quiet.ready" ] && break
     sleep 0.05

@@ -25,67 +25,20 @@
 #include "gpusched/rng.h"
 #include "gpusched/sched.h"
 
+#include "share_fixture.h"
+
 #define GIB80 81920 /* an 80 GB GPU's memory, MiB */
 #define GIB(x) ((int64_t)(x)*1024)
-
-static struct gs_cluster *new_cluster(void)
-{
-    struct gs_cluster *c = NULL;
-    assert_int_equal(gs_cluster_new(&c), GS_OK);
-    return c;
-}
-
-static uint32_t add_node(struct gs_cluster *c, const char *name, uint32_t gpus, const char *model,
-                         int64_t gpu_mem_mib, const struct gs_gpu_mode *modes)
-{
-    struct gs_node_spec s = {.name = name,
-                             .cpu_milli = 64000,
-                             .mem_mib = 262144,
-                             .pods_max = 110,
-                             .gpu_count = gpus,
-                             .gpu_model = model,
-                             .gpu_mem_mib = gpu_mem_mib,
-                             .gpu_modes = modes};
-    uint32_t id;
-    assert_int_equal(gs_cluster_add_node(c, &s, &id), GS_OK);
-    return id;
-}
-
-static struct gs_pod_req mem_req(int64_t mib, int32_t milli)
-{
-    return (struct gs_pod_req){.cpu_milli = 1000,
-                               .mem_mib = 1024,
-                               .num_gpu = 1,
-                               .gpu_milli = milli,
-                               .gpu_model_mask = GS_MODEL_ANY,
-                               .gpu_mem_mib = mib};
-}
-
-static struct gs_pod_req mig_req(const char *profile, uint8_t count)
-{
-    struct gs_pod_req r = {
-        .cpu_milli = 1000, .mem_mib = 1024, .gpu_model_mask = GS_MODEL_ANY, .mig_count = count};
-    (void)snprintf(r.mig_profile, sizeof(r.mig_profile), "%s", profile);
-    return r;
-}
 
 /* Binds a memory request on GPU `gpu` of node `node`. */
 static void bind_mem_at(struct gs_cluster *c, uint32_t node, uint32_t gpu, int64_t mib,
                         int32_t milli)
 {
-    struct gs_pod_req r = mem_req(mib, milli);
+    struct gs_pod_req r = fx_mem_req(1, mib, 0, milli);
     struct gs_placement pl = {.node = node, .num_gpu = 1, .gpu_milli = milli};
     pl.gpu_index[0] = (uint8_t)gpu;
     pl.gpu_mem_mib[0] = (int32_t)mib;
     assert_int_equal(gs_cluster_bind(c, &r, &pl), GS_OK);
-}
-
-/* Picks and binds a request on one node with the core's own pick. */
-static void bind_on(struct gs_cluster *c, uint32_t node, const struct gs_pod_req *r)
-{
-    struct gs_placement pl;
-    assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, node), node, r, &pl), GS_OK);
-    assert_int_equal(gs_cluster_bind(c, r, &pl), GS_OK);
 }
 
 static double frag_of(const struct gs_workload *w, const struct gs_cluster *c, uint32_t node,
@@ -98,7 +51,8 @@ static double frag_of(const struct gs_workload *w, const struct gs_cluster *c, u
 /* The workload "half 20 GiB, half 40 GiB" (no compute share unless given). */
 static void mem_workload(struct gs_workload *w, int32_t milli20, int32_t milli40)
 {
-    struct gs_pod_req r[2] = {mem_req(GIB(20), milli20), mem_req(GIB(40), milli40)};
+    struct gs_pod_req r[2] = {fx_mem_req(1, GIB(20), 0, milli20),
+                              fx_mem_req(1, GIB(40), 0, milli40)};
     assert_int_equal(gs_workload_build(r, NULL, 2, 100, w), GS_OK);
     assert_int_equal(w->n_types, 2);
     assert_true(gs_workload_has_modes(w));
@@ -113,12 +67,12 @@ static void test_workload_keys_memory_and_mig_types_apart(void **state)
      * pod (num_gpu 0, gpu_milli 0) grouped with the CPU-only one. Counts 3, 2, 1, 1; the two
      * of count 1 by key descending: (cpu 1000, milli 500, 1 GPU) before (1000, 0, 0). */
     struct gs_pod_req r[7] = {
-        mig_req("1g.5gb", 1),
-        mem_req(GIB(20), 0),
-        mig_req("1g.5gb", 1),
+        fx_mig_req("1g.5gb", 1),
+        fx_mem_req(1, GIB(20), 0, 0),
+        fx_mig_req("1g.5gb", 1),
         GS_POD_REQ(1000, 1024, 1, 500, GS_MODEL_ANY),
-        mem_req(GIB(20), 0),
-        mig_req("1g.5gb", 1),
+        fx_mem_req(1, GIB(20), 0, 0),
+        fx_mig_req("1g.5gb", 1),
         GS_POD_REQ(1000, 1024, 0, 0, GS_MODEL_ANY),
     };
     struct gs_workload w;
@@ -182,8 +136,8 @@ static void test_memory_fragment_of_one_80gb_gpu(void **state)
         {80, 0, 0},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-        struct gs_cluster *c = new_cluster();
-        uint32_t n = add_node(c, "a", 1, "H100-80GB", GIB80, NULL);
+        struct gs_cluster *c = fx_new_cluster();
+        uint32_t n = fx_add_node(c, "a", 1, "H100-80GB", GIB80, NULL);
         if (cases[k].used_gib)
             bind_mem_at(c, n, 0, GIB(cases[k].used_gib), 0);
         struct gs_frag f;
@@ -206,8 +160,8 @@ static void test_memory_fragment_counts_memory_compute_cannot_reach(void **state
      * = 875, p 1/2 -> 437.5 in q2. The 40 GiB type fits (q3 437.5). F = 437.5. */
     struct gs_workload w;
     mem_workload(&w, 300, 0);
-    struct gs_cluster *c = new_cluster();
-    uint32_t n = add_node(c, "a", 1, "H100-80GB", GIB80, NULL);
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t n = fx_add_node(c, "a", 1, "H100-80GB", GIB80, NULL);
     bind_mem_at(c, n, 0, GIB(10), 800);
     struct gs_frag f;
     assert_true(frag_of(&w, c, n, &f) == 437.5);
@@ -232,9 +186,9 @@ static void test_mig_fragment_of_an_a100_40gb_layout(void **state)
     /* 1g@0, 1g@1, 2g@2, 3g@4: memory slices 0, 1, 2-3, 4-7; compute 1 + 1 + 2 + 3 = 7. */
     struct gs_gpu_mode mode = {
         .sharing = GS_GPU_SHARE_MIG, .mig_count = 4, .mig = {{g1, 0}, {g1, 1}, {g2, 2}, {g3, 4}}};
-    struct gs_cluster *c = new_cluster();
-    uint32_t n = add_node(c, "a", 1, "NVIDIA-A100-SXM4-40GB", 40960, &mode);
-    struct gs_pod_req r[2] = {mig_req("1g.5gb", 1), mig_req("3g.20gb", 1)};
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t n = fx_add_node(c, "a", 1, "NVIDIA-A100-SXM4-40GB", 40960, &mode);
+    struct gs_pod_req r[2] = {fx_mig_req("1g.5gb", 1), fx_mig_req("3g.20gb", 1)};
     struct gs_workload w;
     assert_int_equal(gs_workload_build(r, NULL, 2, 100, &w), GS_OK);
     struct gs_frag f;
@@ -244,18 +198,18 @@ static void test_mig_fragment_of_an_a100_40gb_layout(void **state)
     assert_true(f.q3 == 356);
     /* One 1g held (the lowest start, 1g@0): idle 855; 1g: fragment 855 - 142 = 713; 3g: 855 -
      * 428 = 427. F = 356.5 + 213.5 = 570. */
-    struct gs_pod_req one = mig_req("1g.5gb", 1);
-    bind_on(c, n, &one);
+    struct gs_pod_req one = fx_mig_req("1g.5gb", 1);
+    fx_place(c, n, &one);
     assert_true(frag_of(&w, c, n, &f) == 570);
     /* Both 1g held: idle 713; the 1g type fits no more: all 713 (q2); 3g: 713 - 428 = 285.
      * F = 356.5 + 142.5 = 499. */
-    bind_on(c, n, &one);
+    fx_place(c, n, &one);
     assert_true(frag_of(&w, c, n, &f) == 499);
     assert_true(f.q2 == 499);
     /* The 3g held too: only 2g.10gb is free, which no profile of the workload can use: the
      * whole 285 is fragment (each type counts it, p 1/2 each). */
-    struct gs_pod_req three = mig_req("3g.20gb", 1);
-    bind_on(c, n, &three);
+    struct gs_pod_req three = fx_mig_req("3g.20gb", 1);
+    fx_place(c, n, &three);
     assert_true(frag_of(&w, c, n, &f) == 285);
     assert_int_equal(f.total_count_milli, 570);
     gs_cluster_free(c);
@@ -283,14 +237,14 @@ static void test_fgd_memory_keeps_room_for_40gib_where_bestfit_does_not(void **s
     (void)state;
     struct gs_workload w;
     mem_workload(&w, 0, 0);
-    struct gs_pod_req r20 = mem_req(GIB(20), 0);
+    struct gs_pod_req r20 = fx_mem_req(1, GIB(20), 0, 0);
     /* One node, two 80 GB GPUs: GPU 0 has 60 GiB free, GPU 1 50 GiB. A 20 GiB request.
      * Best fit takes GPU 1 (30 GiB left, the least). FGD: on GPU 0 it leaves 40 and 50 free,
      * where both types fit: F 0. On GPU 1 it leaves 60 and 30: the 40 GiB type fits the node
      * (GPU 0) but not GPU 1, whose 375 milli are fragment to it: F = 0.5 x 375 = 187.5. FGD
      * takes GPU 0. */
-    struct gs_cluster *c = new_cluster();
-    uint32_t n = add_node(c, "a", 2, "H100-80GB", GIB80, NULL);
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t n = fx_add_node(c, "a", 2, "H100-80GB", GIB80, NULL);
     bind_mem_at(c, n, 0, GIB(20), 0);
     bind_mem_at(c, n, 1, GIB(30), 0);
     struct gs_placement pl;
@@ -308,9 +262,9 @@ static void test_fgd_memory_keeps_room_for_40gib_where_bestfit_does_not(void **s
     /* The same two GPUs as two nodes. Best fit scores the node left with the least memory:
      * b (51200 MiB free) 100, a 0. FGD: a, dF 0, trunc(100 sigmoid(0)) = 50; b, F 0 -> 187.5,
      * trunc(100 sigmoid(-0.1875)) = trunc(45.33) = 45. */
-    c = new_cluster();
-    uint32_t a = add_node(c, "a", 1, "H100-80GB", GIB80, NULL);
-    uint32_t b = add_node(c, "b", 1, "H100-80GB", GIB80, NULL);
+    c = fx_new_cluster();
+    uint32_t a = fx_add_node(c, "a", 1, "H100-80GB", GIB80, NULL);
+    uint32_t b = fx_add_node(c, "b", 1, "H100-80GB", GIB80, NULL);
     bind_mem_at(c, a, 0, GIB(20), 0);
     bind_mem_at(c, b, 0, GIB(30), 0);
     struct gs_sched_config cfg = {.policy = "fgd", .workload = &w};
@@ -345,16 +299,16 @@ static void test_fgd_mig_leaves_no_lone_1g_where_bestfit_does(void **state)
      * both types fit, F 0; after: 142 left, the x2 type fits no more: F = 0.5 x 142 = 71,
      * score trunc(100 sigmoid(-0.071)) = trunc(48.23) = 48. b: 426 -> 284, both types still
      * fit: F 0 -> 0, score 50. FGD takes b. */
-    struct gs_cluster *c = new_cluster();
-    uint32_t a = add_node(c, "a", 1, "NVIDIA-A100-SXM4-40GB", 40960, &seven);
-    uint32_t b = add_node(c, "b", 1, "NVIDIA-A100-SXM4-40GB", 40960, &seven);
-    struct gs_pod_req five = mig_req("1g.5gb", 5), four = mig_req("1g.5gb", 4);
-    bind_on(c, a, &five);
-    bind_on(c, b, &four);
-    struct gs_pod_req r[2] = {mig_req("1g.5gb", 1), mig_req("1g.5gb", 2)};
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t a = fx_add_node(c, "a", 1, "NVIDIA-A100-SXM4-40GB", 40960, &seven);
+    uint32_t b = fx_add_node(c, "b", 1, "NVIDIA-A100-SXM4-40GB", 40960, &seven);
+    struct gs_pod_req five = fx_mig_req("1g.5gb", 5), four = fx_mig_req("1g.5gb", 4);
+    fx_place(c, a, &five);
+    fx_place(c, b, &four);
+    struct gs_pod_req r[2] = {fx_mig_req("1g.5gb", 1), fx_mig_req("1g.5gb", 2)};
     struct gs_workload w;
     assert_int_equal(gs_workload_build(r, NULL, 2, 100, &w), GS_OK);
-    struct gs_pod_req one = mig_req("1g.5gb", 1);
+    struct gs_pod_req one = fx_mig_req("1g.5gb", 1);
     struct gs_sched_config cfg = {.policy = "fgd", .workload = &w};
     struct gs_sched *s = NULL;
     assert_int_equal(gs_sched_new(c, &cfg, &s), GS_OK);
@@ -400,12 +354,12 @@ static void test_fgd_mig_two_instances_one_at_a_time(void **state)
          .mig_count = 7,
          .mig = {{g1, 0}, {g1, 1}, {g1, 2}, {g1, 3}, {g1, 4}, {g1, 5}, {g1, 6}}},
     };
-    struct gs_cluster *c = new_cluster();
-    uint32_t n = add_node(c, "a", 2, "NVIDIA-A100-SXM4-40GB", 40960, modes);
-    struct gs_pod_req r[2] = {mig_req("1g.5gb", 1), mig_req("3g.20gb", 1)};
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t n = fx_add_node(c, "a", 2, "NVIDIA-A100-SXM4-40GB", 40960, modes);
+    struct gs_pod_req r[2] = {fx_mig_req("1g.5gb", 1), fx_mig_req("3g.20gb", 1)};
     struct gs_workload w;
     assert_int_equal(gs_workload_build(r, NULL, 2, 100, &w), GS_OK);
-    struct gs_pod_req two = mig_req("1g.5gb", 2);
+    struct gs_pod_req two = fx_mig_req("1g.5gb", 2);
     struct gs_placement pl;
     assert_int_equal(place_with(c, "fgd", &w, &two, &pl), GS_OK);
     assert_int_equal(pl.node, n);
@@ -452,10 +406,10 @@ static void test_milli_workload_same_buckets_in_both_forms(void **state)
         struct gs_workload w;
         assert_int_equal(gs_workload_build(reqs, NULL, np, 95, &w), GS_OK);
         assert_false(gs_workload_has_modes(&w));
-        struct gs_cluster *c = new_cluster();
+        struct gs_cluster *c = fx_new_cluster();
         uint32_t gpus = 1 + gs_rng_below(&rng, 8);
         uint32_t n =
-            add_node(c, "n", gpus, round % 2 ? "V100" : "A100", round % 3 ? GIB80 : 0, NULL);
+            fx_add_node(c, "n", gpus, round % 2 ? "V100" : "A100", round % 3 ? GIB80 : 0, NULL);
         for (int k = 0; k < 12; k++) {
             struct gs_pod_req p = GS_POD_REQ(1000 * (int64_t)gs_rng_below(&rng, 8), 1024, 1,
                                              millis[gs_rng_below(&rng, 6)], GS_MODEL_ANY);
@@ -484,8 +438,8 @@ static void test_free_milli_form_counts_other_kinds_as_fragment(void **state)
      * per-GPU one. */
     struct gs_workload w;
     mem_workload(&w, 0, 0);
-    struct gs_cluster *c = new_cluster();
-    uint32_t n = add_node(c, "a", 1, "H100-80GB", GIB80, NULL);
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t n = fx_add_node(c, "a", 1, "H100-80GB", GIB80, NULL);
     const struct gs_node *nd = gs_cluster_node(c, n);
     struct gs_frag f;
     assert_true(gs_frag_node(&w, nd->model_id, nd->cpu_milli_free, nd->gpu_free_desc, 1, &f) ==

@@ -22,41 +22,9 @@
 #include "gpusched/rng.h"
 #include "gpusched/sched.h"
 
+#include "share_fixture.h"
+
 #define GIB80 81920 /* an 80 GB GPU's memory in these tests, MiB */
-
-static struct gs_cluster *new_cluster(void)
-{
-    struct gs_cluster *c = NULL;
-    assert_int_equal(gs_cluster_new(&c), GS_OK);
-    return c;
-}
-
-static uint32_t add_node(struct gs_cluster *c, const char *name, uint32_t gpus, const char *model,
-                         int64_t gpu_mem_mib, const struct gs_gpu_mode *modes)
-{
-    struct gs_node_spec s = {.name = name,
-                             .cpu_milli = 64000,
-                             .mem_mib = 262144,
-                             .pods_max = 110,
-                             .gpu_count = gpus,
-                             .gpu_model = model,
-                             .gpu_mem_mib = gpu_mem_mib,
-                             .gpu_modes = modes};
-    uint32_t id;
-    assert_int_equal(gs_cluster_add_node(c, &s, &id), GS_OK);
-    return id;
-}
-
-static struct gs_pod_req mem_req(uint32_t num_gpu, int64_t mib, uint8_t pct, int32_t milli)
-{
-    return (struct gs_pod_req){.cpu_milli = 1000,
-                               .mem_mib = 1024,
-                               .num_gpu = num_gpu,
-                               .gpu_milli = milli,
-                               .gpu_model_mask = GS_MODEL_ANY,
-                               .gpu_mem_mib = mib,
-                               .gpu_mem_pct = pct};
-}
 
 static struct gs_pod_req milli_req(uint32_t num_gpu, int32_t milli)
 {
@@ -75,24 +43,6 @@ static struct gs_pod_req ts_req(uint8_t slots)
                                .timeslice_slots = slots};
 }
 
-static struct gs_pod_req mig_req(const char *profile, uint8_t count)
-{
-    struct gs_pod_req r = {
-        .cpu_milli = 1000, .mem_mib = 1024, .gpu_model_mask = GS_MODEL_ANY, .mig_count = count};
-    (void)snprintf(r.mig_profile, sizeof(r.mig_profile), "%s", profile);
-    return r;
-}
-
-/* Picks and binds; returns the placement. */
-static struct gs_placement place(struct gs_cluster *c, uint32_t node, const struct gs_pod_req *r)
-{
-    struct gs_placement pl;
-    assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, node), node, r, &pl), GS_OK);
-    assert_true(gs_node_fits(gs_cluster_node(c, node), r));
-    assert_int_equal(gs_cluster_bind(c, r, &pl), GS_OK);
-    return pl;
-}
-
 static void expect_no_fit(struct gs_cluster *c, uint32_t node, const struct gs_pod_req *r)
 {
     struct gs_placement pl;
@@ -103,12 +53,12 @@ static void expect_no_fit(struct gs_cluster *c, uint32_t node, const struct gs_p
 static void test_memory_fractions_debit_mib_and_bound_milli(void **state)
 {
     (void)state;
-    struct gs_cluster *c = new_cluster();
-    uint32_t n = add_node(c, "a", 2, "H100-80GB", GIB80, NULL);
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t n = fx_add_node(c, "a", 2, "H100-80GB", GIB80, NULL);
     const struct gs_node *nd = gs_cluster_node(c, n);
     /* 30000 MiB, no compute: both GPUs have 81920 free; best fit ties, lowest index: GPU 0. */
-    struct gs_pod_req m30 = mem_req(1, 30000, 0, 0);
-    struct gs_placement p30 = place(c, n, &m30);
+    struct gs_pod_req m30 = fx_mem_req(1, 30000, 0, 0);
+    struct gs_placement p30 = fx_place(c, n, &m30);
     assert_int_equal(p30.gpu_index[0], 0);
     assert_int_equal(p30.gpu_mem_mib[0], 30000);
     assert_int_equal(nd->gpus[0].mem_mib_used, 30000);
@@ -120,22 +70,22 @@ static void test_memory_fractions_debit_mib_and_bound_milli(void **state)
     assert_int_equal(nd->gpus_full_free, 1);
     /* 700 milli: only GPU 1 (1000 free) has room; it takes floor(81920 x 0.7) = 57344 MiB. */
     struct gs_pod_req m700 = milli_req(1, 700);
-    struct gs_placement p700 = place(c, n, &m700);
+    struct gs_placement p700 = fx_place(c, n, &m700);
     assert_int_equal(p700.gpu_index[0], 1);
     assert_int_equal(nd->gpus[1].mem_mib_used, 57344);
     assert_int_equal(nd->gpus[1].gpu_milli_free, 300);
     /* 40000 MiB: GPU 0 has 51920 free, GPU 1 81920 - 57344 = 24576: GPU 0. */
-    struct gs_pod_req m40 = mem_req(1, 40000, 0, 0);
-    struct gs_placement p40 = place(c, n, &m40);
+    struct gs_pod_req m40 = fx_mem_req(1, 40000, 0, 0);
+    struct gs_placement p40 = fx_place(c, n, &m40);
     assert_int_equal(p40.gpu_index[0], 0);
     assert_int_equal(nd->gpus[0].mem_mib_free, 11920);
     /* 20000 MiB: GPU 0 has 11920, GPU 1 24576: GPU 1, leaving 4576. */
-    struct gs_pod_req m20 = mem_req(1, 20000, 0, 0);
-    struct gs_placement p20 = place(c, n, &m20);
+    struct gs_pod_req m20 = fx_mem_req(1, 20000, 0, 0);
+    struct gs_placement p20 = fx_place(c, n, &m20);
     assert_int_equal(p20.gpu_index[0], 1);
     assert_int_equal(nd->gpus[1].mem_mib_free, 4576);
     /* 12000 MiB fits on neither GPU (11920 and 4576 free). */
-    struct gs_pod_req m12 = mem_req(1, 12000, 0, 0);
+    struct gs_pod_req m12 = fx_mem_req(1, 12000, 0, 0);
     expect_no_fit(c, n, &m12);
     /* A hand-made placement that over-grants memory is refused, the node unchanged. */
     struct gs_placement over = {.node = n, .num_gpu = 1, .gpu_index = {0}, .gpu_mem_mib = {12000}};
@@ -144,7 +94,7 @@ static void test_memory_fractions_debit_mib_and_bound_milli(void **state)
     assert_int_equal(nd->gpus[0].mem_mib_used, 70000);
     /* A placement whose MiB disagree with the request is refused too. */
     struct gs_placement wrong = {.node = n, .num_gpu = 1, .gpu_index = {0}, .gpu_mem_mib = {100}};
-    struct gs_pod_req m1k = mem_req(1, 1000, 0, 0);
+    struct gs_pod_req m1k = fx_mem_req(1, 1000, 0, 0);
     assert_int_equal(gs_cluster_bind(c, &m1k, &wrong), GS_EINVAL);
     /* Unbind is exact: 40000 back on GPU 0, then the 700 milli gives back 57344 MiB. */
     assert_int_equal(gs_cluster_unbind(c, &m40, &p40), GS_OK);
@@ -164,31 +114,31 @@ static void test_memory_fractions_debit_mib_and_bound_milli(void **state)
 static void test_memory_percent_and_compute_on_n_gpus(void **state)
 {
     (void)state;
-    struct gs_cluster *c = new_cluster();
-    uint32_t n = add_node(c, "a", 2, "H100-80GB", GIB80, NULL);
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t n = fx_add_node(c, "a", 2, "H100-80GB", GIB80, NULL);
     const struct gs_node *nd = gs_cluster_node(c, n);
     /* 60 % of 81920 = 49152 MiB on each of 2 GPUs, with 300 milli of compute on each. */
-    struct gs_pod_req p60 = mem_req(2, 0, 60, 300);
-    struct gs_placement pl = place(c, n, &p60);
+    struct gs_pod_req p60 = fx_mem_req(2, 0, 60, 300);
+    struct gs_placement pl = fx_place(c, n, &p60);
     assert_int_equal(pl.num_gpu, 2);
     assert_int_equal(pl.gpu_mem_mib[0], 49152);
     assert_int_equal(pl.gpu_mem_mib[1], 49152);
     assert_int_equal(nd->gpus[0].gpu_milli_used, 300);
     assert_int_equal(nd->gpus[1].mem_mib_used, 49152);
     /* Another 60 %: 49152 > 81920 - 49152 = 32768 on both: no fit (memory never over-granted). */
-    struct gs_pod_req again = mem_req(1, 0, 60, 0);
+    struct gs_pod_req again = fx_mem_req(1, 0, 60, 0);
     expect_no_fit(c, n, &again);
     /* 40 % = 32768 fits exactly on one. */
-    struct gs_pod_req p40 = mem_req(1, 0, 40, 0);
-    struct gs_placement pl40 = place(c, n, &p40);
+    struct gs_pod_req p40 = fx_mem_req(1, 0, 40, 0);
+    struct gs_placement pl40 = fx_place(c, n, &p40);
     assert_int_equal(nd->gpus[pl40.gpu_index[0]].mem_mib_free, 0);
     assert_int_equal(nd->gpus[pl40.gpu_index[0]].gpu_milli_free, 0); /* no memory: no milli */
     assert_int_equal(gs_cluster_unbind(c, &p60, &pl), GS_OK);
     assert_int_equal(gs_cluster_unbind(c, &p40, &pl40), GS_OK);
     assert_int_equal(gs_cluster_gpu_milli_used(c), 0);
     /* A GPU whose memory is unknown takes no memory request. */
-    uint32_t u = add_node(c, "unknown", 1, "H100-80GB", 0, NULL);
-    struct gs_pod_req m1 = mem_req(1, 1, 0, 0);
+    uint32_t u = fx_add_node(c, "unknown", 1, "H100-80GB", 0, NULL);
+    struct gs_pod_req m1 = fx_mem_req(1, 1, 0, 0);
     expect_no_fit(c, u, &m1);
     gs_cluster_free(c);
 }
@@ -196,16 +146,16 @@ static void test_memory_percent_and_compute_on_n_gpus(void **state)
 static void test_whole_mode_takes_only_whole_gpus(void **state)
 {
     (void)state;
-    struct gs_cluster *c = new_cluster();
+    struct gs_cluster *c = fx_new_cluster();
     struct gs_gpu_mode modes[2] = {{.sharing = GS_GPU_SHARE_WHOLE},
                                    {.sharing = GS_GPU_SHARE_MILLI}};
-    uint32_t n = add_node(c, "a", 2, "A100", 40960, modes);
+    uint32_t n = fx_add_node(c, "a", 2, "A100", 40960, modes);
     const struct gs_node *nd = gs_cluster_node(c, n);
     const struct gs_node_fit *fit = &gs_cluster_fit_array(c)[n];
     assert_true(fit->share_flags & GS_FIT_HAS_WHOLE);
     /* 500 milli: GPU 0 is whole-only, so GPU 1. */
     struct gs_pod_req half = milli_req(1, 500);
-    struct gs_placement ph = place(c, n, &half);
+    struct gs_placement ph = fx_place(c, n, &half);
     assert_int_equal(ph.gpu_index[0], 1);
     /* 600 milli: GPU 1 has 500 left, GPU 0 has 1000 but takes no fraction: no fit, though the
      * fit view's largest free value (1000) would say yes; it does not decide here. */
@@ -217,7 +167,7 @@ static void test_whole_mode_takes_only_whole_gpus(void **state)
     assert_int_equal(gs_cluster_bind(c, &six, &bad), GS_EINVAL);
     /* One whole GPU: GPU 0, the only fully free one. */
     struct gs_pod_req one = milli_req(1, 1000);
-    struct gs_placement p1 = place(c, n, &one);
+    struct gs_placement p1 = fx_place(c, n, &one);
     assert_int_equal(p1.gpu_index[0], 0);
     assert_int_equal(nd->gpus[0].gpu_milli_free, 0);
     assert_int_equal(nd->gpus[0].mem_mib_used, 40960); /* a whole GPU takes all its memory */
@@ -230,11 +180,11 @@ static void test_whole_mode_takes_only_whole_gpus(void **state)
 static void test_timeslice_slots_on_distinct_gpus(void **state)
 {
     (void)state;
-    struct gs_cluster *c = new_cluster();
+    struct gs_cluster *c = fx_new_cluster();
     struct gs_gpu_mode modes[3] = {{.sharing = GS_GPU_SHARE_TIMESLICE, .replicas = 4},
                                    {.sharing = GS_GPU_SHARE_TIMESLICE, .replicas = 2},
                                    {.sharing = GS_GPU_SHARE_MILLI}};
-    uint32_t n = add_node(c, "a", 3, "T4", 15360, modes);
+    uint32_t n = fx_add_node(c, "a", 3, "T4", 15360, modes);
     const struct gs_node *nd = gs_cluster_node(c, n);
     /* Time-sliced GPUs take no milli request: GPU 2 alone is open to milli. */
     assert_int_equal(nd->gpus[0].gpu_milli_free, 0);
@@ -242,7 +192,7 @@ static void test_timeslice_slots_on_distinct_gpus(void **state)
     assert_int_equal(nd->gpus_full_free, 1);
     /* 2 slots: the two time-sliced GPUs, fewest free first (GPU 1: 2, GPU 0: 4). */
     struct gs_pod_req two = ts_req(2);
-    struct gs_placement p2 = place(c, n, &two);
+    struct gs_placement p2 = fx_place(c, n, &two);
     assert_int_equal(p2.num_gpu, 2);
     assert_int_equal(p2.gpu_index[0], 0);
     assert_int_equal(p2.gpu_index[1], 1);
@@ -250,7 +200,7 @@ static void test_timeslice_slots_on_distinct_gpus(void **state)
     assert_int_equal(nd->gpus[1].replicas_used, 1);
     /* 1 slot: GPU 1 has 1 free, GPU 0 has 3: GPU 1, which is then full. */
     struct gs_pod_req one = ts_req(1);
-    struct gs_placement p1 = place(c, n, &one);
+    struct gs_placement p1 = fx_place(c, n, &one);
     assert_int_equal(p1.gpu_index[0], 1);
     assert_int_equal(nd->gpus[1].replicas_used, 2);
     /* 2 slots on distinct GPUs: only GPU 0 has slots left: no fit. */
@@ -276,7 +226,7 @@ static void test_timeslice_slots_on_distinct_gpus(void **state)
 static void test_mig_instances_lowest_start_two_on_one_card(void **state)
 {
     (void)state;
-    struct gs_cluster *c = new_cluster();
+    struct gs_cluster *c = fx_new_cluster();
     const struct gs_mig_model *a100 = gs_mig_model_find("A100-40GB");
     uint8_t g1 = (uint8_t)gs_mig_profile_find(a100, "1g.5gb");
     uint8_t g2 = (uint8_t)gs_mig_profile_find(a100, "2g.10gb");
@@ -288,7 +238,7 @@ static void test_mig_instances_lowest_start_two_on_one_card(void **state)
          .mig_count = 7,
          .mig = {{g1, 0}, {g1, 1}, {g1, 2}, {g1, 3}, {g1, 4}, {g1, 5}, {g1, 6}}},
     };
-    uint32_t n = add_node(c, "a", 2, "NVIDIA-A100-SXM4-40GB", 40960, modes);
+    uint32_t n = fx_add_node(c, "a", 2, "NVIDIA-A100-SXM4-40GB", 40960, modes);
     const struct gs_node *nd = gs_cluster_node(c, n);
     /* Kept by start: 2g@0, 1g@2, 1g@3, 3g@4. */
     assert_int_equal(nd->gpus[0].mig[0].start, 0);
@@ -298,8 +248,8 @@ static void test_mig_instances_lowest_start_two_on_one_card(void **state)
     assert_int_equal(nd->gpu_milli_free_total, 0); /* MIG GPUs take no milli request */
     assert_true(gs_cluster_fit_array(c)[n].share_flags & GS_FIT_HAS_MIG);
     /* Two 1g.5gb: GPU 0's at starts 2 and 3, both on one card. */
-    struct gs_pod_req two = mig_req("1g.5gb", 2);
-    struct gs_placement p2 = place(c, n, &two);
+    struct gs_pod_req two = fx_mig_req("1g.5gb", 2);
+    struct gs_placement p2 = fx_place(c, n, &two);
     assert_int_equal(p2.mig_count, 2);
     assert_int_equal(p2.mig[0].gpu, 0);
     assert_int_equal(p2.mig[0].start, 2);
@@ -310,18 +260,18 @@ static void test_mig_instances_lowest_start_two_on_one_card(void **state)
     /* Compute slices 2 and 3 held: bitmap 0b1100. */
     assert_int_equal(nd->gpus[0].mig_slices_used, 0x0c);
     /* One more 1g.5gb: none left on GPU 0, GPU 1's lowest start, 0. */
-    struct gs_pod_req one = mig_req("1g.5gb", 1);
-    struct gs_placement p1 = place(c, n, &one);
+    struct gs_pod_req one = fx_mig_req("1g.5gb", 1);
+    struct gs_placement p1 = fx_place(c, n, &one);
     assert_int_equal(p1.mig[0].gpu, 1);
     assert_int_equal(p1.mig[0].start, 0);
     /* 3g.20gb: GPU 0 at 4; a second finds none. The "mig-" resource spelling works too. */
-    struct gs_pod_req three = mig_req("mig-3g.20gb", 1);
-    struct gs_placement p3 = place(c, n, &three);
+    struct gs_pod_req three = fx_mig_req("mig-3g.20gb", 1);
+    struct gs_placement p3 = fx_place(c, n, &three);
     assert_int_equal(p3.mig[0].gpu, 0);
     assert_int_equal(p3.mig[0].start, 4);
     expect_no_fit(c, n, &three);
     /* A profile of no GPU here, and a held instance bound again, are refused. */
-    struct gs_pod_req h200 = mig_req("1g.18gb", 1);
+    struct gs_pod_req h200 = fx_mig_req("1g.18gb", 1);
     expect_no_fit(c, n, &h200);
     assert_int_equal(gs_cluster_bind(c, &one, &p1), GS_EINVAL);
     assert_int_equal(gs_cluster_adopt(c, &one, &p1), GS_EINVAL);
@@ -345,9 +295,9 @@ static void test_mig_instances_lowest_start_two_on_one_card(void **state)
 static void test_mode_changes_checked_with_reasons(void **state)
 {
     (void)state;
-    struct gs_cluster *c = new_cluster();
-    uint32_t plain = add_node(c, "plain", 1, "A100", 40960, NULL);
-    uint32_t h100 = add_node(c, "h100", 1, "NVIDIA-H100-80GB-HBM3", GIB80, NULL);
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t plain = fx_add_node(c, "plain", 1, "A100", 40960, NULL);
+    uint32_t h100 = fx_add_node(c, "h100", 1, "NVIDIA-H100-80GB-HBM3", GIB80, NULL);
     const struct gs_mig_model *m = gs_mig_model_find("H100-80GB");
     uint8_t g3 = (uint8_t)gs_mig_profile_find(m, "3g.40gb");
     uint8_t g2 = (uint8_t)gs_mig_profile_find(m, "2g.20gb");
@@ -468,8 +418,8 @@ static void test_request_validation_names_the_field(void **state)
     assert_false(gs_req_wants_gpu(&ok[0]));
     assert_true(gs_req_wants_gpu(&ok[5]));
     /* A bad request is refused by the pick, not placed. */
-    struct gs_cluster *c = new_cluster();
-    uint32_t n = add_node(c, "a", 1, "A100", 40960, NULL);
+    struct gs_cluster *c = fx_new_cluster();
+    uint32_t n = fx_add_node(c, "a", 1, "A100", 40960, NULL);
     struct gs_placement pl;
     assert_int_equal(gs_node_pick_gpus(gs_cluster_node(c, n), n, &cases[3].req, &pl), GS_EINVAL);
     gs_cluster_free(c);
@@ -484,23 +434,23 @@ struct mixed {
 
 static struct mixed mixed_cluster(void)
 {
-    struct mixed m = {.c = new_cluster()};
-    m.frac = add_node(m.c, "frac", 2, "H100-80GB", GIB80, NULL);
-    m.frac2 = add_node(m.c, "frac2", 2, "H100-80GB", GIB80, NULL);
+    struct mixed m = {.c = fx_new_cluster()};
+    m.frac = fx_add_node(m.c, "frac", 2, "H100-80GB", GIB80, NULL);
+    m.frac2 = fx_add_node(m.c, "frac2", 2, "H100-80GB", GIB80, NULL);
     struct gs_gpu_mode ts[2] = {{.sharing = GS_GPU_SHARE_TIMESLICE, .replicas = 4},
                                 {.sharing = GS_GPU_SHARE_TIMESLICE, .replicas = 4}};
-    m.ts = add_node(m.c, "ts", 2, "T4", 15360, ts);
+    m.ts = fx_add_node(m.c, "ts", 2, "T4", 15360, ts);
     const struct gs_mig_model *a100 = gs_mig_model_find("A100-40GB");
     uint8_t g1 = (uint8_t)gs_mig_profile_find(a100, "1g.5gb");
     struct gs_gpu_mode mig = {
         .sharing = GS_GPU_SHARE_MIG,
         .mig_count = 7,
         .mig = {{g1, 0}, {g1, 1}, {g1, 2}, {g1, 3}, {g1, 4}, {g1, 5}, {g1, 6}}};
-    m.mig = add_node(m.c, "mig", 1, "A100-40GB", 40960, &mig);
+    m.mig = fx_add_node(m.c, "mig", 1, "A100-40GB", 40960, &mig);
     struct gs_gpu_mode whole[2] = {{.sharing = GS_GPU_SHARE_WHOLE},
                                    {.sharing = GS_GPU_SHARE_WHOLE}};
-    m.whole = add_node(m.c, "whole", 2, "A100", 40960, whole);
-    struct gs_pod_req held = mem_req(1, 60000, 0, 0);
+    m.whole = fx_add_node(m.c, "whole", 2, "A100", 40960, whole);
+    struct gs_pod_req held = fx_mem_req(1, 60000, 0, 0);
     struct gs_placement pl = {
         .node = m.frac2, .num_gpu = 1, .gpu_index = {0}, .gpu_mem_mib = {60000}};
     assert_int_equal(gs_cluster_bind(m.c, &held, &pl), GS_OK);
@@ -532,7 +482,7 @@ static void test_every_policy_places_each_kind_on_a_mixed_cluster(void **state)
         /* 20000 MiB: only the fractions nodes take memory. Free memory on their fractions GPUs:
          * frac 2 x 81920 = 163840, frac2 21920 + 81920 = 103840; best fit scores frac2 100 and
          * frac 0. On frac2, GPU 0 is left with 1920 MiB, GPU 1 with 61920: GPU 0. */
-        struct gs_pod_req mem = mem_req(1, 20000, 0, 0);
+        struct gs_pod_req mem = fx_mem_req(1, 20000, 0, 0);
         struct gs_placement pm = sched_place(s, m.c, &mem, &rng);
         assert_int_equal(pm.node, m.frac2);
         assert_int_equal(pm.gpu_index[0], 0);
@@ -542,7 +492,7 @@ static void test_every_policy_places_each_kind_on_a_mixed_cluster(void **state)
         assert_int_equal(pt.node, m.ts);
         assert_int_equal(pt.num_gpu, 2);
         /* Two 1g.5gb: the MIG node's starts 0 and 1. */
-        struct gs_pod_req mig = mig_req("1g.5gb", 2);
+        struct gs_pod_req mig = fx_mig_req("1g.5gb", 2);
         struct gs_placement pg = sched_place(s, m.c, &mig, &rng);
         assert_int_equal(pg.node, m.mig);
         assert_int_equal(pg.mig[0].start, 0);
@@ -583,7 +533,7 @@ static void test_unschedulable_reasons_per_kind(void **state)
     char msg[512];
     /* 90000 MiB: more than any GPU has. frac and frac2 lack memory; ts, mig and whole have no
      * fractions GPU with memory (3). */
-    struct gs_pod_req big = mem_req(1, 90000, 0, 0);
+    struct gs_pod_req big = fx_mem_req(1, 90000, 0, 0);
     explain_text(m.c, &big, msg, sizeof(msg));
     assert_string_equal(msg, "0/5 nodes are available: 2 Insufficient GPU memory, 3 node(s) had "
                              "no GPU with known memory in fractions mode.");
@@ -593,11 +543,11 @@ static void test_unschedulable_reasons_per_kind(void **state)
     assert_string_equal(msg, "0/5 nodes are available: 1 Insufficient time-sliced GPU slots, 4 "
                              "node(s) had no time-sliced GPU.");
     /* Eight 1g.5gb: the MIG node has seven; a 3g.20gb is in no layout. */
-    struct gs_pod_req g8 = mig_req("1g.5gb", 8);
+    struct gs_pod_req g8 = fx_mig_req("1g.5gb", 8);
     explain_text(m.c, &g8, msg, sizeof(msg));
     assert_string_equal(msg, "0/5 nodes are available: 1 Insufficient nvidia.com/mig-1g.5gb, 4 "
                              "node(s) had no MIG GPU with profile 1g.5gb.");
-    struct gs_pod_req g3 = mig_req("3g.20gb", 1);
+    struct gs_pod_req g3 = fx_mig_req("3g.20gb", 1);
     explain_text(m.c, &g3, msg, sizeof(msg));
     assert_string_equal(msg, "0/5 nodes are available: 5 node(s) had no MIG GPU with profile "
                              "3g.20gb.");
