@@ -730,10 +730,7 @@ uint64_t gs_cluster_refreshes(const struct gs_cluster *c)
 
 bool gs_cluster_refreshed_node(const struct gs_cluster *c, uint64_t k, uint32_t *node)
 {
-    if (k >= c->refreshes || c->refreshes - k > GS__REFRESH_RING)
-        return false;
-    *node = c->refreshed[k % GS__REFRESH_RING];
-    return true;
+    return gs__journal_at(c, k, node);
 }
 
 uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c)

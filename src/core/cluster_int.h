@@ -150,4 +150,13 @@ static inline void gs__node_bump(struct gs_cluster *c, struct gs_node *n)
     c->refreshed[c->refreshes++ % GS__REFRESH_RING] = (uint32_t)(n - c->nodes);
 }
 
+/* gs_cluster_refreshed_node() inline, for the core's hot loops (sched.c, sched_index.c). */
+static inline bool gs__journal_at(const struct gs_cluster *c, uint64_t k, uint32_t *node)
+{
+    if (k >= c->refreshes || c->refreshes - k > GS__REFRESH_RING)
+        return false;
+    *node = c->refreshed[k % GS__REFRESH_RING];
+    return true;
+}
+
 #endif /* GPUSCHED_CLUSTER_INT_H */

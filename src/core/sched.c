@@ -12,6 +12,7 @@
 #include "gpusched/err.h"
 #include "gpusched/filter.h"
 #include "alloc_int.h"
+#include "cluster_int.h"
 #include "sched_int.h"
 
 /* Grows every per-node array to the cluster's node count. */
@@ -128,7 +129,7 @@ double gs_sched_cluster_frag(struct gs_sched *s)
     bool recount = !s->frag_valid || gs_cluster_node_count(s->c) > s->frag_cap;
     for (uint64_t k = s->frag_seen; !recount && k < now; k++) {
         uint32_t i;
-        if (!gs_cluster_refreshed_node(s->c, k, &i) || i >= s->frag_cap) {
+        if (!gs__journal_at(s->c, k, &i) || i >= s->frag_cap) {
             recount = true;
             break;
         }

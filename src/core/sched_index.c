@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "alloc_int.h"
+#include "cluster_int.h"
 #include "gpusched/err.h"
 #include "gpusched/filter.h"
 
@@ -217,7 +218,7 @@ static struct ix_class *ix_class_of(struct gs_sched *s, const struct ix_key *key
 static int leaf_key(struct gs_sched *s, const struct ix_class *k, const uint64_t *set,
                     const struct gs_pod_req *req, enum fit_how how, uint32_t i, uint64_t *out)
 {
-    const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
+    const struct gs_node_fit *fit = s->c->fit;
     *out = 0;
     if (!(set[i / 64] >> (i % 64) & 1) || !gs__fits(s->c, fit, i, req, how))
         return GS_OK;
@@ -334,10 +335,10 @@ int gs__index_best(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cl
         return GS__INDEX_SCAN;
     struct gs__index *ix = s->ix;
     k->used = ++ix->clock;
-    uint64_t now = gs_cluster_refreshes(s->c);
+    uint64_t now = s->c->refreshes;
     for (uint64_t r = ix->jseen; r < now; r++) {
         uint32_t i;
-        if (!gs_cluster_refreshed_node(s->c, r, &i)) {
+        if (!gs__journal_at(s->c, r, &i)) {
             /* Forgotten: the last refreshes of some nodes are unknown; every class rebuilds. */
             gs__index_invalidate(ix);
             break;
@@ -352,7 +353,7 @@ int gs__index_best(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cl
     } else {
         for (uint64_t r = k->seen; r < now && err == GS_OK; r++) {
             uint32_t i;
-            if (!gs_cluster_refreshed_node(s->c, r, &i) || i >= n) {
+            if (!gs__journal_at(s->c, r, &i) || i >= n) {
                 err = rebuild(s, k, set, req, how, n);
                 break;
             }
