@@ -3,10 +3,9 @@
 # result file is byte-identical: the check that a speed change to the core places every pod as
 # before (issue 12). Plots are not drawn (--no-plot); MANIFEST and the CSV files are compared.
 #   usage: tools/sim-diff.sh OLD_GPUSCHED NEW_GPUSCHED [--full] [--jobs N] [--policy P[,P...]]
-#     default: 4 of the 13 openb traces (default, gpushare40, multigpu20, cpu050), every
-#              policy, seeds 42-44;
-#     --full:  the published sweep, all 13 traces x every policy x seeds 42-51 (780 runs of the
-#              paper's six, plus ours).
+#     default: 4 of the 13 openb traces (default, gpushare40, multigpu20, cpu050), seeds 42-44;
+#     --full:  the published sweep, all 13 traces x seeds 42-51 (780 runs of the paper's six);
+#     --policy: the policies (default `all`, the paper's six; e.g. all,fgdband for ours too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 trace=$root/data/alibaba-gpu-v2023/csv
