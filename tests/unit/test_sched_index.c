@@ -1,6 +1,7 @@
 /*
  * The placement index (src/core/sched_index.c) against the scan it replaces, under a seeded
- * random run of every policy: binds, releases, cordons, removed and added nodes, a new
+ * random run of every policy: binds, releases, cordons, removed and added nodes (past the
+ * index's first size), a new
  * workload, CPU-only pods on a cluster with and without GPU-less nodes, shared and whole-GPU
  * pods, memory and model limits. Before each placement the expected node is worked out from
  * gs_sched_score_nodes() (always the scan: every feasible node's score) by the engine's rule,
@@ -22,7 +23,7 @@
 #include "gpusched/rng.h"
 #include "gpusched/sched.h"
 
-#define NODES_MAX 40
+#define NODES_MAX 120
 #define LIVE_MAX 4096
 
 struct live {
@@ -114,6 +115,9 @@ static void run_policy(uint32_t policy, uint64_t seed)
     static struct live live[LIVE_MAX];
     uint32_t n_live = 0, placed = 0, refused = 0;
     for (uint32_t step = 0; step < 3000; step++) {
+        if (step == 2000) /* a grown cluster: past the index's first 64 leaves */
+            while (gs_cluster_node_count(c) < 80)
+                add_node(c, &rng, serial++);
         uint32_t n = gs_cluster_node_count(c);
         for (uint32_t i = 24; i < n; i++)
             rank[i] = i; /* nodes added after creation rank by index */
@@ -168,9 +172,11 @@ static void run_policy(uint32_t policy, uint64_t seed)
             add_node(c, &rng, serial++);
         }
     }
-    /* The run went through full and empty stretches, not only one of them. */
+    /* The run went through full and empty stretches, not only one of them, and the cluster
+     * grew past the index's first 64 leaves (every class rebuilt at the new size). */
     assert_true(placed > 500);
     assert_true(refused > 10);
+    assert_true(gs_cluster_node_count(c) > 64);
     gs_sched_free(s);
     gs_cluster_free(c);
     gs_workload_fini(&w[0]);
