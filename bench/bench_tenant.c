@@ -14,9 +14,9 @@
  *      CPU-only) after a restart; and the memory of the engine per node and per pod.
  * The engine keeps its state incrementally; nothing is rebuilt per cycle.
  *
- * With --policy fgd the engine's target workload is learned from 10,000 requests drawn from the
- * same mix the benchmark submits (random_req, its own seed), as a live scheduler learns it from
- * the pods it sees.
+ * With --policy fgd (or fgdband) the engine's target workload is learned from 10,000 requests drawn
+ * from the same mix the benchmark submits (random_req, its own seed), as a live scheduler learns it
+ * from the pods it sees.
  *
  *   bench_tenant [--policy bestfit|fgd|...] [--decisions N] [--full-scan]
  */
@@ -496,26 +496,50 @@ static void live(const char *policy, uint32_t to_find, int n_decisions)
     free_setup(&s);
 }
 
+static int usage(const char *why, const char *arg)
+{
+    fprintf(stderr, "bench_tenant: %s%s%s\n", why, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr, "usage: bench_tenant [--policy P] [--decisions N] [--full-scan]\n"
+                    "  --policy P       a policy name (default bestfit): ");
+    for (uint32_t p = 0; p < GS_POLICY_COUNT; p++)
+        fprintf(stderr, "%s%s", p ? ", " : "", gs_policy_name(p));
+    fprintf(stderr, "\n  --decisions N    decisions timed, 100..1000000 (default 20000)\n"
+                    "  --full-scan      score every node (default: kube-scheduler's bound)\n");
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     const char *policy = "bestfit";
     int n = 20000;
     bool full = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
-            policy = argv[++i];
-        else if (strcmp(argv[i], "--decisions") == 0 && i + 1 < argc)
-            n = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--full-scan") == 0)
+        if (strcmp(argv[i], "--policy") == 0 || strcmp(argv[i], "--decisions") == 0) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0')
+                return usage("missing value of", argv[i]);
+            const char *v = argv[++i];
+            if (argv[i - 1][2] == 'p') {
+                policy = v;
+                continue;
+            }
+            char *end = NULL;
+            long d = strtol(v, &end, 10);
+            if (*end != '\0' || d < 100 || d > 1000000)
+                return usage("--decisions: expected 100..1000000, got", v);
+            n = (int)d;
+        } else if (strcmp(argv[i], "--full-scan") == 0) {
             full = true;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage("the multi-tenant engine at 10,000 nodes", NULL);
+            return 0;
+        } else {
+            return usage("unknown argument", argv[i]);
+        }
     }
-    if (n < 100 || n > 1000000)
-        n = 20000;
-    if (gs_policy_find(policy) < 0) {
-        fprintf(stderr, "bench_tenant: unknown policy %s\n", policy);
-        return 2;
-    }
-    if (strcmp(policy, "fgd") == 0)
+    if (gs_policy_find(policy) < 0)
+        return usage("--policy: unknown policy", policy);
+    /* FGD and FGD-band score against a target workload and refuse to start without one. */
+    if (strncmp(policy, "fgd", 3) == 0)
         build_target_workload();
     uint32_t to_find = full ? 0 : gs_sched_adaptive_nodes_to_find(NODES);
     printf("cluster: %d nodes, %d GPUs (A100 40%%, H100 30%%, L40S 20%%, T4 10%%); node scan: %s\n",

@@ -47,6 +47,16 @@ def rows(text):
     out.append((f"one FGD run, default trace, seed 42, tune 1.3 ({pods} on 1,213 nodes)", measured,
                 "under 1 s (the authors report about 10 minutes per run)"))
 
+    # 1b. FGD on the trace replicated 8x and 16x.
+    for nodes, target in (("9704", "50,000/s or more"), ("19408", "40,000/s or more")):
+        m = find(r"^fgd scale: " + nodes + r" nodes, (\d+) decisions, ([\d.]+) s median of 3, "
+                 r"(\d+) decisions/s")
+        out.append((f"FGD on the default trace replicated {int(nodes) // 1213}x "
+                    f"({fmt_int(num(nodes))} nodes)",
+                    m and f"{fmt_int(num(m.group(3)))} decisions/s ({fmt_int(num(m.group(1)))} "
+                          f"decisions in {num(m.group(2)):.2f} s, median of 3)",
+                    target))
+
     # 2. the published sweep.
     m = find(r"^sweep: ([\d.]+) s wall, (\d+) pod decisions, (\d+) pods/s")
     out.append(("the whole sweep, 13 traces x 6 policies x 10 seeds, all cores",

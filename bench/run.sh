@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the simulator benchmarks on the bundled trace and prints the figures the README quotes:
 #   1. one run of each policy on the default trace (seed 42, tune 1.3): median of 5, pods/s;
+#      FGD on the trace replicated 8x and 16x (9,704 and 19,408 nodes): decisions/s;
 #   2. the whole published sweep: 13 traces x 6 policies x 10 seeds, with all cores;
 #   3. one run on a 1.4M-pod list that tuning must shrink (the Fenwick-tree removal).
 #   4. usage accounting: intervals/s written, MiB per million intervals, a year's report.
@@ -14,6 +15,25 @@ trace=$root/data/alibaba-gpu-v2023/csv
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "== one run per policy, default trace"
 "$build/bench/bench_sim" "$trace/openb_node_list_gpu_node.csv" "$trace/openb_pod_list_default.csv" --repeat 5
+echo "== FGD at scale: the default trace's nodes and pods replicated 8x and 16x (seed 42, tune 1.3)"
+# Copies c of every node and pod, renamed -rC: 9,704 and 19,408 nodes, the pod list alike, so the
+# cluster is as full as the original at each arrival fraction. Median of 3 runs each.
+scale_dir=$(mktemp -d)
+for k in 8 16; do
+    awk -F, -v K="$k" 'NR == 1 {print; next} {l[++n] = $0}
+        END {for (c = 0; c < K; c++) for (i = 1; i <= n; i++) {m = split(l[i], f, ",");
+            s = f[1] "-r" c; for (j = 2; j <= m; j++) s = s "," f[j]; print s}}' \
+        "$trace/openb_node_list_gpu_node.csv" >"$scale_dir/nodes_x$k.csv"
+    awk -F, -v K="$k" 'NR == 1 {print; next} {l[++n] = $0}
+        END {for (c = 0; c < K; c++) for (i = 1; i <= n; i++) {m = split(l[i], f, ",");
+            s = f[1] "-r" c; for (j = 2; j <= m; j++) s = s "," f[j]; print s}}' \
+        "$trace/openb_pod_list_default.csv" >"$scale_dir/pods_x$k.csv"
+    nodes=$(($(wc -l <"$scale_dir/nodes_x$k.csv") - 1))
+    "$build/bench/bench_sim" "$scale_dir/nodes_x$k.csv" "$scale_dir/pods_x$k.csv" --repeat 3 \
+        --policy fgd | awk -v n="$nodes" '$1 == "fgd" \
+        {printf "fgd scale: %d nodes, %d decisions, %.3f s median of 3, %.0f decisions/s\n", n, $4, $2, $5}'
+done
+rm -rf "$scale_dir"
 echo "== multi-tenant engine: 10,000 nodes, 80,000 GPUs, 100,000 pending pods in 50 queues"
 "$build/bench/bench_tenant"
 echo "== MIG layouts rebuilt from a node's capacity (no agent inventory)"

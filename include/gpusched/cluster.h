@@ -550,17 +550,17 @@ void gs_cluster_capacity(const struct gs_cluster *c, int64_t *cpu_milli, int64_t
 uint64_t gs_cluster_changes(const struct gs_cluster *c);
 
 /**
- * Returns how many times a node's derived state was recomputed so far: once per added or
- * removed node, resize (gs_cluster_update_node()), GPU health change, bind, adopt and unbind.
- * Labels, taints, cordon and other resources do not count (they change no free CPU, memory or
- * GPU). With gs_cluster_refreshed_node() a caller keeps a per-node sum exact by visiting only
- * the nodes refreshed since it last looked.
+ * Returns how many times a node got a new generation so far: once per added or removed node,
+ * resize (gs_cluster_update_node()), GPU health change, bind, adopt and unbind, and once per
+ * change of labels, taints, cordon or other resources. With gs_cluster_refreshed_node() a
+ * caller keeps a per-node sum or index exact by visiting only the nodes refreshed since it
+ * last looked.
  */
 uint64_t gs_cluster_refreshes(const struct gs_cluster *c);
 
 /**
  * Finds the node of refresh number k (0-based, k < gs_cluster_refreshes()). The cluster keeps
- * the last 256 refreshes only.
+ * the last 65,536 refreshes only.
  * @param node  receives the node index (the slot; the node may since have been removed).
  * @return true; false when k is not yet made or already forgotten (the caller must then look
  *         at every node).

@@ -110,6 +110,13 @@ int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w);
  * gs_sched_score_nodes() reports them -1). Only when no feasible node is GPU-less does such a pod
  * go to a GPU node, chosen by the policy as for any pod. With a bounded scan (nodes_to_find) the
  * rule applies to the nodes the scan found.
+ *
+ * Cost: for a milli request without other resources, with every node scanned (nodes_to_find 0)
+ * and no filter scores, the six paper policies answer from a per-request-class index
+ * (src/core/sched_index.c) in O(nodes changed since the class was last asked x log nodes)
+ * rather than O(nodes); the choice, and the random policy's draws, are those of the scan.
+ * Memory: 16 bytes per node and request class, at most 64 MiB (the least recently used class
+ * gives way). Other requests, FGD-band and bounded scans visit every node.
  * @param req  the request; borrowed; it must pass gs_pod_req_validate() (for milli requests:
  *             gpu_milli 1..1000 when num_gpu > 0, under 1000 only with num_gpu == 1).
  * @param rng  random source for the policies that draw (random); others do not touch it.
@@ -158,7 +165,7 @@ double gs_sched_node_frag(struct gs_sched *s, uint32_t i, struct gs_frag *out);
  * fixed point (struct gs_frag's total_count_milli) and divided by the workload's covered pods
  * once, so the value does not depend on the order nodes changed in. Only nodes refreshed since
  * the last call (gs_cluster_refreshed_node()) are recomputed: O(changed nodes), O(nodes) on the
- * first call, after a new workload, or when more than 256 refreshes passed.
+ * first call, after a new workload, or when more than 65,536 refreshes passed.
  * @return F in milli-GPU; 0 without a workload.
  */
 double gs_sched_cluster_frag(struct gs_sched *s);

@@ -235,8 +235,7 @@ static void node_refresh(struct gs_cluster *c, struct gs_node *n)
     n->gpu_milli_free_total = total;
     n->gpus_full_free = full;
     n->healthy_gpus = healthy;
-    n->gen = c->next_gen++;
-    c->refreshed[c->refreshes++ % GS__REFRESH_RING] = (uint32_t)(n - c->nodes);
+    gs__node_bump(c, n);
     struct gs_node_fit *f = &c->fit[n - c->nodes];
     memset(f, 0, sizeof(*f));
     if (!n->present)
@@ -435,7 +434,7 @@ int gs_cluster_set_unschedulable(struct gs_cluster *c, uint32_t i, bool unschedu
     if (n->unschedulable == unschedulable)
         return GS_OK;
     n->unschedulable = unschedulable;
-    n->gen = c->next_gen++;
+    gs__node_bump(c, n);
     gs__filter_node_changed(c, i, gs__node_has_prefer_taint(n));
     return GS_OK;
 }
@@ -577,7 +576,7 @@ int gs_cluster_set_taints(struct gs_cluster *c, uint32_t i, const struct gs_tain
     gs__free(n->taints);
     n->taints = copy;
     n->taint_count = count;
-    n->gen = c->next_gen++;
+    gs__node_bump(c, n);
     gs__filter_node_changed(c, i, had_prefer);
     return GS_OK;
 }
@@ -621,7 +620,7 @@ int gs_cluster_set_label(struct gs_cluster *c, uint32_t node, const char *key, c
         n->labels = labels;
         n->labels[n->label_count++] = kv;
     }
-    n->gen = c->next_gen++;
+    gs__node_bump(c, n);
     gs__filter_node_changed(c, node, gs__node_has_prefer_taint(n));
     return GS_OK;
 }
@@ -650,7 +649,7 @@ int gs_cluster_set_labels(struct gs_cluster *c, uint32_t i, const char *const *k
     gs__free(n->labels);
     n->labels = labels;
     n->label_count = count;
-    n->gen = c->next_gen++;
+    gs__node_bump(c, n);
     gs__filter_node_changed(c, i, gs__node_has_prefer_taint(n));
     return GS_OK;
 }
@@ -731,10 +730,7 @@ uint64_t gs_cluster_refreshes(const struct gs_cluster *c)
 
 bool gs_cluster_refreshed_node(const struct gs_cluster *c, uint64_t k, uint32_t *node)
 {
-    if (k >= c->refreshes || c->refreshes - k > GS__REFRESH_RING)
-        return false;
-    *node = c->refreshed[k % GS__REFRESH_RING];
-    return true;
+    return gs__journal_at(c, k, node);
 }
 
 uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c)

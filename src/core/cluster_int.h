@@ -55,13 +55,17 @@ struct filter_table {
     uint32_t node_pins_cap;
 };
 
-/* Refreshes the journal of struct gs_cluster remembers (gs_cluster_refreshed_node()). */
-#define GS__REFRESH_RING 256
+/* Refreshes the journal of struct gs_cluster remembers (gs_cluster_refreshed_node()), 256 KiB:
+ * enough that the placement index (sched_index.c) of a request class asked again within 65,536
+ * decisions catches up from the journal rather than rebuilding from every node. */
+#define GS__REFRESH_RING 65536
 
 struct gs_cluster {
-    /* Node refreshes (node_refresh: add, remove, resize, bind, release, health) so far, and the
-     * node index of refresh k at refreshed[k % GS__REFRESH_RING]: the journal that lets a
-     * per-node total be kept up to date by visiting only the nodes that changed. */
+    /* Node refreshes so far (every new generation of a node: node_refresh on add, remove,
+     * resize, bind, release, health, and gs__node_bump on labels, taints, cordon and other
+     * resources), and the node index of refresh k at refreshed[k % GS__REFRESH_RING]: the
+     * journal that lets a per-node total or index be kept up to date by visiting only the nodes
+     * that changed. */
     uint64_t refreshes;
     uint32_t refreshed[GS__REFRESH_RING];
 
@@ -137,5 +141,22 @@ int gs__xres_reserve(struct gs_node *n, const struct gs_pod_req *req);
 bool gs__xres_release_ok(const struct gs_node *n, const struct gs_pod_req *req);
 /* cluster_xres.c: adds (sign +1) or removes (-1) what req asks; entries must exist. */
 void gs__xres_apply(struct gs_node *n, const struct gs_pod_req *req, int sign);
+
+/* Gives node n a new generation and names it in the refresh journal: a change of what the
+ * node offers beyond its derived members (labels, taints, cordon, other resources). */
+static inline void gs__node_bump(struct gs_cluster *c, struct gs_node *n)
+{
+    n->gen = c->next_gen++;
+    c->refreshed[c->refreshes++ % GS__REFRESH_RING] = (uint32_t)(n - c->nodes);
+}
+
+/* gs_cluster_refreshed_node() inline, for the core's hot loops (sched.c, sched_index.c). */
+static inline bool gs__journal_at(const struct gs_cluster *c, uint64_t k, uint32_t *node)
+{
+    if (k >= c->refreshes || c->refreshes - k > GS__REFRESH_RING)
+        return false;
+    *node = c->refreshed[k % GS__REFRESH_RING];
+    return true;
+}
 
 #endif /* GPUSCHED_CLUSTER_INT_H */

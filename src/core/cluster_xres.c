@@ -182,6 +182,6 @@ int gs_cluster_set_xres(struct gs_cluster *c, uint32_t i, const struct gs_xres *
     nd->xres_count = len;
     if (!len)
         gs__free(next);
-    nd->gen = c->next_gen++;
+    gs__node_bump(c, nd);
     return GS_OK;
 }

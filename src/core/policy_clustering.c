@@ -7,28 +7,38 @@
 
 /* ---- clustering --------------------------------------------------------------------------- */
 
+/* The score of node n for a pod of tag `tag` (gs_req_tag()). */
+static int32_t clustering_node(const struct gs_node *n, int tag)
+{
+    if (tag < 0)
+        return 0;
+    int32_t b = 25 * (MAX_SPEC_GPU_MILLI - n->gpu_milli_free_total) / MAX_SPEC_GPU_MILLI;
+    uint32_t same = n->tag_count[tag];
+    if (n->gpu_pods == 0)
+        return 25 + b;
+    if (same == n->gpu_pods)
+        return 75 + b;
+    if (same > 0)
+        return 50 + b;
+    return b;
+}
+
 static int score_clustering(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf,
                             struct gs_rng *rng)
 {
     (void)rng;
     int tag = gs_req_tag(req);
-    for (uint32_t k = 0; k < nf; k++) {
-        const struct gs_node *n = gs_cluster_node(s->c, s->feasible[k]);
-        if (tag < 0) {
-            s->scores[k] = 0;
-            continue;
-        }
-        int32_t b = 25 * (MAX_SPEC_GPU_MILLI - n->gpu_milli_free_total) / MAX_SPEC_GPU_MILLI;
-        uint32_t same = n->tag_count[tag];
-        if (n->gpu_pods == 0)
-            s->scores[k] = 25 + b;
-        else if (same == n->gpu_pods)
-            s->scores[k] = 75 + b;
-        else if (same > 0)
-            s->scores[k] = 50 + b;
-        else
-            s->scores[k] = b;
-    }
+    for (uint32_t k = 0; k < nf; k++)
+        s->scores[k] = clustering_node(gs_cluster_node(s->c, s->feasible[k]), tag);
+    return GS_OK;
+}
+
+/* One node's score for the placement index (sched_index.c): score_clustering()'s for it. */
+static int node_score_clustering(struct gs_sched *s, uint32_t node, const struct gs_pod_req *req,
+                                 uint32_t cls, int32_t *score)
+{
+    (void)cls;
+    *score = clustering_node(gs_cluster_node(s->c, node), gs_req_tag(req));
     return GS_OK;
 }
 
@@ -38,4 +48,5 @@ const struct policy_ops gs__policy_clustering = {"clustering",
                                                  gs__pick_share_best,
                                                  gs__pick_whole_lowest,
                                                  NULL,
-                                                 NULL};
+                                                 NULL,
+                                                 node_score_clustering};

@@ -313,10 +313,23 @@ static uint32_t pick_share_fgd(struct gs_sched *s, const struct gs_node *n,
     return pick;
 }
 
+/* One node's FGD score for the placement index: what score_fgd() writes for it. */
+static int node_score_fgd(struct gs_sched *s, uint32_t node, const struct gs_pod_req *req,
+                          uint32_t cls, int32_t *score)
+{
+    int32_t sc = fgd_node(s, node, cls, req);
+    if (sc < 0)
+        return sc;
+    *score = sc;
+    return GS_OK;
+}
+
 const struct policy_ops gs__policy_fgd = {"fgd",
                                           "06-FGD",
                                           score_fgd,
                                           pick_share_fgd,
                                           gs__pick_whole_lowest,
                                           gs__fgd_score_kind,
-                                          gs__fgd_pick_kind};
+                                          gs__fgd_pick_kind,
+                                          node_score_fgd,
+                                          gs__fgd_class};

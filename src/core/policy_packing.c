@@ -41,6 +41,17 @@ static int score_packing(struct gs_sched *s, const struct gs_pod_req *req, uint3
     return GS_OK;
 }
 
+/* One node's score for the placement index (sched_index.c): score_packing()'s for it. */
+static int node_score_packing(struct gs_sched *s, uint32_t node, const struct gs_pod_req *req,
+                              uint32_t cls, int32_t *score)
+{
+    (void)cls;
+    *score = req->num_gpu == 0 || req->gpu_milli <= 0
+                 ? 0
+                 : packing_node(gs_cluster_node(s->c, node), req);
+    return GS_OK;
+}
+
 const struct policy_ops gs__policy_packing = {
-    "packing", "04-GpuPacking", score_packing, gs__pick_share_best, gs__pick_whole_lowest, NULL,
-    NULL};
+    "packing", "04-GpuPacking",   score_packing, gs__pick_share_best, gs__pick_whole_lowest, NULL,
+    NULL,      node_score_packing};

@@ -24,15 +24,22 @@ static uint32_t pick_share_random(struct gs_sched *s, const struct gs_node *n,
 
 /* ---- random ------------------------------------------------------------------------------- */
 
+/* The draw of one of nf feasible nodes, for score_random() and the placement index. */
+static uint32_t draw_random(struct gs_rng *rng, uint32_t nf)
+{
+    return gs_rng_below(rng, nf);
+}
+
 static int score_random(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf,
                         struct gs_rng *rng)
 {
     (void)req;
-    uint32_t chosen = gs_rng_below(rng, nf);
+    uint32_t chosen = draw_random(rng, nf);
     for (uint32_t k = 0; k < nf; k++)
         s->scores[k] = k == chosen ? 100 : 0;
     return GS_OK;
 }
 
 const struct policy_ops gs__policy_random = {
-    "random", "01-Random", score_random, pick_share_random, gs__pick_whole_lowest, NULL, NULL};
+    "random", "01-Random", score_random, pick_share_random, gs__pick_whole_lowest, NULL,
+    NULL,     NULL,        NULL,         draw_random};

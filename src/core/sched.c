@@ -12,6 +12,7 @@
 #include "gpusched/err.h"
 #include "gpusched/filter.h"
 #include "alloc_int.h"
+#include "cluster_int.h"
 #include "sched_int.h"
 
 /* Grows every per-node array to the cluster's node count. */
@@ -128,7 +129,7 @@ double gs_sched_cluster_frag(struct gs_sched *s)
     bool recount = !s->frag_valid || gs_cluster_node_count(s->c) > s->frag_cap;
     for (uint64_t k = s->frag_seen; !recount && k < now; k++) {
         uint32_t i;
-        if (!gs_cluster_refreshed_node(s->c, k, &i) || i >= s->frag_cap) {
+        if (!gs__journal_at(s->c, k, &i) || i >= s->frag_cap) {
             recount = true;
             break;
         }
@@ -281,6 +282,7 @@ int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w)
     if (s->memo)
         memset(s->memo, 0, (size_t)s->memo_cap * sizeof(*s->memo));
     s->memo_len = 0;
+    gs__index_invalidate(s->ix);
     return GS_OK;
 }
 
@@ -298,38 +300,8 @@ void gs_sched_free(struct gs_sched *s)
     gs__free(s->class_slots);
     gs__free(s->cache);
     gs__free(s->memo);
+    gs__index_free(s->ix);
     gs__free(s);
-}
-
-/*
- * How the filter judges a node for one decision, chosen once per decision so that the hot loop
- * for a plain milli request is the one-cache-line test it always was: FIT_VIEW, a milli request
- * of whole GPUs or no GPU, no other resources (the view decides); FIT_SHARE, a milli fraction
- * without other resources (the view decides unless the node has a whole-mode GPU); FIT_ANY,
- * everything else (gs_cluster_fits_at()).
- */
-enum fit_how { FIT_VIEW, FIT_SHARE, FIT_ANY };
-
-static enum fit_how fit_how_of(const struct gs_pod_req *req)
-{
-    if (gs_req_kind(req) != GS_REQ_MILLI || req->xres_count != 0)
-        return FIT_ANY;
-    return is_share(req) ? FIT_SHARE : FIT_VIEW;
-}
-
-static inline bool fits(const struct gs_cluster *c, const struct gs_node_fit *fit, uint32_t i,
-                        const struct gs_pod_req *req, enum fit_how how)
-{
-    switch (how) {
-    case FIT_VIEW:
-        return gs_fit_ok_milli(&fit[i], req);
-    case FIT_SHARE:
-        return gs_fit_ok_milli(&fit[i], req) && (!(fit[i].share_flags & GS_FIT_HAS_WHOLE) ||
-                                                 gs_node_fits(gs_cluster_node(c, i), req));
-    case FIT_ANY:
-        break;
-    }
-    return gs_cluster_fits_at(c, fit, i, req);
 }
 
 /*
@@ -450,13 +422,13 @@ static inline __attribute__((always_inline)) uint32_t scan(struct gs_sched *s, u
     const struct gs_node_fit *fit = gs_cluster_fit_array(s->c);
     if (!set) {
         /* A pod pinned to one node (filter.h): that node is judged alone, with no scan. */
-        if (gs_filter_pass(s->c, cls, pin) && fits(s->c, fit, pin, req, how))
+        if (gs_filter_pass(s->c, cls, pin) && gs__fits(s->c, fit, pin, req, how))
             s->feasible[nf++] = pin;
     } else if (s->nodes_to_find == 0 || s->nodes_to_find >= n) {
         for (uint32_t w = 0; w < (n + 63) / 64; w++)
             for (uint64_t bits = set[w]; bits; bits &= bits - 1) {
                 uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-                if (i < n && fits(s->c, fit, i, req, how))
+                if (i < n && gs__fits(s->c, fit, i, req, how))
                     s->feasible[nf++] = i;
             }
     } else {
@@ -477,7 +449,7 @@ static inline __attribute__((always_inline)) uint32_t scan(struct gs_sched *s, u
                 i = w * 64 + (uint32_t)__builtin_ctzll(bits);
                 if (i >= n)
                     break;
-                if (fits(s->c, fit, i, req, how) &&
+                if (gs__fits(s->c, fit, i, req, how) &&
                     (s->feasible[nf++] = i, nf == s->nodes_to_find)) {
                     done = true;
                     break;
@@ -560,21 +532,31 @@ int gs_sched_place(struct gs_sched *s, const struct gs_pod_req *req, struct gs_r
 int gs_sched_place_class(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
                          struct gs_rng *rng, struct gs_placement *pl)
 {
-    uint32_t nf;
-    int err = filter_and_score(s, req, cls, rng, &nf);
+    uint32_t node = 0;
+    int err = gs_pod_req_validate(req, NULL, 0) != GS_OK ? GS_EINVAL : ensure_nodes(s);
     if (err)
         return err;
-    if (nf == 0)
-        return GS_EUNSCHEDULABLE;
-    /* Highest score; among equal scores the smallest rank. */
-    uint32_t best = 0;
-    for (uint32_t k = 1; k < nf; k++) {
-        if (s->scores[k] > s->scores[best] ||
-            (s->scores[k] == s->scores[best] &&
-             s->rank[s->feasible[k]] < s->rank[s->feasible[best]]))
-            best = k;
+    /* The index gives the node the scan below would (sched_index.c), without the scan. */
+    err = gs__index_best(s, req, cls, rng, &node);
+    if (err == GS__INDEX_SCAN) {
+        uint32_t nf;
+        err = filter_and_score(s, req, cls, rng, &nf);
+        if (err)
+            return err;
+        if (nf == 0)
+            return GS_EUNSCHEDULABLE;
+        /* Highest score; among equal scores the smallest rank. */
+        uint32_t best = 0;
+        for (uint32_t k = 1; k < nf; k++) {
+            if (s->scores[k] > s->scores[best] ||
+                (s->scores[k] == s->scores[best] &&
+                 s->rank[s->feasible[k]] < s->rank[s->feasible[best]]))
+                best = k;
+        }
+        node = s->feasible[best];
+    } else if (err) {
+        return err;
     }
-    uint32_t node = s->feasible[best];
     const struct gs_node *n = gs_cluster_node(s->c, node);
     if (gs_req_kind(req) != GS_REQ_MILLI) {
         err = s->ops->pick_kind ? s->ops->pick_kind(s, n, node, req, pl) : GS__KIND_SHARED;

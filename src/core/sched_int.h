@@ -42,6 +42,19 @@ struct policy_ops {
      * NULL, or GS__KIND_SHARED: gs_node_pick_gpus(). GS_OK or GS_EUNSCHEDULABLE. */
     int (*pick_kind)(struct gs_sched *s, const struct gs_node *n, uint32_t node,
                      const struct gs_pod_req *req, struct gs_placement *pl);
+    /* The score of node `node` for a milli request, a pure function of the node's state (fixed
+     * while its generation is) and the request: what score() writes for that node whatever the
+     * other feasible nodes. Lets the placement index (sched_index.c) keep each request class's
+     * best node; NULL: the policy's scores are not per node, and every decision scans. GS_OK
+     * and *score, or an error code. `cls` is node_class()'s for the request (0 without one). */
+    int (*node_score)(struct gs_sched *s, uint32_t node, const struct gs_pod_req *req, uint32_t cls,
+                      int32_t *score);
+    /* The policy's class of a request for node_score (FGD's interned class); NULL: none. GS_OK
+     * or an error code. */
+    int (*node_class)(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *cls);
+    /* For a policy that takes one of nf >= 2 feasible nodes (in index order) by a draw and
+     * scores nothing (Random): the draw, 0..nf-1, exactly the one score() makes. NULL: none. */
+    uint32_t (*node_draw)(struct gs_rng *rng, uint32_t nf);
 };
 
 /* A request class: what the FGD score of a pod depends on. Compared with memcmp, so laid out
@@ -76,6 +89,8 @@ struct memo_entry {
     int16_t free_desc[GS_NODE_GPUS_MAX];
 };
 
+struct gs__index;
+
 struct gs_sched {
     struct gs_cluster *c;
     const struct policy_ops *ops;
@@ -105,6 +120,7 @@ struct gs_sched {
     uint64_t frag_seen;
     uint32_t frag_cap;
     bool frag_valid;
+    struct gs__index *ix;   /* the placement index (sched_index.c); NULL until first used */
     uint32_t nodes_to_find; /* 0 = all */
     uint32_t next_start;    /* where the next bounded scan starts */
 };
@@ -138,6 +154,37 @@ static inline bool gs__frag_full(const struct gs_sched *s, const struct gs_node 
            (n->share_flags & (GS_FIT_HAS_WHOLE | GS_FIT_HAS_TIMESLICE | GS_FIT_HAS_MIG));
 }
 
+/*
+ * How the filter judges a node for one decision, chosen once per decision so that the hot loop
+ * for a plain milli request is the one-cache-line test it always was: FIT_VIEW, a milli request
+ * of whole GPUs or no GPU, no other resources (the view decides); FIT_SHARE, a milli fraction
+ * without other resources (the view decides unless the node has a whole-mode GPU); FIT_ANY,
+ * everything else (gs_cluster_fits_at()).
+ */
+enum fit_how { FIT_VIEW, FIT_SHARE, FIT_ANY };
+
+static inline enum fit_how fit_how_of(const struct gs_pod_req *req)
+{
+    if (gs_req_kind(req) != GS_REQ_MILLI || req->xres_count != 0)
+        return FIT_ANY;
+    return is_share(req) ? FIT_SHARE : FIT_VIEW;
+}
+
+static inline bool gs__fits(const struct gs_cluster *c, const struct gs_node_fit *fit, uint32_t i,
+                            const struct gs_pod_req *req, enum fit_how how)
+{
+    switch (how) {
+    case FIT_VIEW:
+        return gs_fit_ok_milli(&fit[i], req);
+    case FIT_SHARE:
+        return gs_fit_ok_milli(&fit[i], req) && (!(fit[i].share_flags & GS_FIT_HAS_WHOLE) ||
+                                                 gs_node_fits(gs_cluster_node(c, i), req));
+    case FIT_ANY:
+        break;
+    }
+    return gs_cluster_fits_at(c, fit, i, req);
+}
+
 /* FGD's score from F before and after a placement: trunc(100 x sigmoid((before - after) /
  * 1000)) (policy_fgd.c). */
 int32_t gs__fgd_score_of(double f_before, double f_after);
@@ -153,6 +200,23 @@ int gs__fgd_class(struct gs_sched *s, const struct gs_pod_req *req, uint32_t *cl
 int gs__fgd_score_kind(struct gs_sched *s, const struct gs_pod_req *req, uint32_t nf);
 int gs__fgd_pick_kind(struct gs_sched *s, const struct gs_node *n, uint32_t node,
                       const struct gs_pod_req *req, struct gs_placement *pl);
+
+/* ---- the placement index (sched_index.c) ----------------------------------------------- */
+
+/* gs__index_best(): the index cannot answer this decision, scan (positive, never an error). */
+#define GS__INDEX_SCAN 1
+
+/* The node a full scan of filter class `cls` would choose for milli request `req` (the highest
+ * score, the smallest rank among equal ones; for a drawing policy the node its draw from `rng`
+ * names), from the index: GS_OK and *node;
+ * GS_EUNSCHEDULABLE when no node is feasible; GS__INDEX_SCAN when the index does not apply or
+ * ran out of memory (the caller scans). The request is valid and the per-node arrays sized. */
+int gs__index_best(struct gs_sched *s, const struct gs_pod_req *req, uint32_t cls,
+                   struct gs_rng *rng, uint32_t *node);
+/* Marks every class for a rebuild (a new workload changes every score). NULL: no-op. */
+void gs__index_invalidate(struct gs__index *ix);
+/* Frees the index; NULL: no-op. */
+void gs__index_free(struct gs__index *ix);
 
 /* Shared pod, best fit: the GPU with the least free milli that still fits (sched.c). */
 uint32_t gs__pick_share_best(struct gs_sched *s, const struct gs_node *n,

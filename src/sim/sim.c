@@ -217,6 +217,18 @@ int gs_sim_input_unfit(const struct gs_sim_input *in, struct gs_trace_unfit *out
 
 double gs_round_half_even(double x, int decimals)
 {
+    /* Two decimals, once per simulated event: without printf. 100x is s + e exactly (s the
+     * rounded product, e its error from fma). With k = floor(s), d = s - k is exact and, like
+     * 0.5, a multiple of ulp(s) (s < 2^50), so d != 0.5 differs from 0.5 by more than |e| and
+     * decides alone; d == 0.5 leaves it to the sign of e, a tie (e == 0) to the even k. The
+     * result k / 100 is the correctly rounded quotient, the double strtod gives for "k/100"
+     * written out. tests/unit/test_sim checks it against the printf path. */
+    if (decimals == 2 && x >= 0 && x < 0x1p40) {
+        double sp = 100.0 * x, e = fma(100.0, x, -sp), k = floor(sp), d = sp - k;
+        if (d > 0.5 || (d == 0.5 && (e > 0 || (e == 0 && fmod(k, 2.0) != 0))))
+            k += 1;
+        return k / 100.0;
+    }
     /* glibc's printf rounds the exact binary value to nearest, ties to even: the same result
      * as Python's correctly rounded round(). */
     char buf[64];
