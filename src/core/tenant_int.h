@@ -344,6 +344,11 @@ void gs__undo_mig(struct gs_engine *e, const struct undo *u);
 
 /* ---- tenant_place.c -------------------------------------------------------------------------- */
 
+bool gs__fits_no_node(const struct gs_engine *e, const struct tpod *p, char *why, size_t cap);
+void gs__evict_text(const struct gs_engine *e, uint32_t victim, uint32_t by,
+                    enum gs_evict_reason reason, char *buf, size_t cap);
+size_t gs__victim_note(const struct gs_engine *e, uint32_t victim, uint32_t by,
+                       enum gs_evict_reason reason, char *buf, size_t len, size_t cap);
 uint64_t gs__model_room(const struct gs_engine *e, const struct tpod *p);
 int gs__note_unschedulable(struct gs_engine *e, uint32_t pod);
 int gs__reserve(struct gs_engine *e, uint32_t head);
