@@ -162,9 +162,11 @@ struct gs_event {
     const char *text; /**< UNSCHEDULABLE: the reason (explain.h templates, or a quota or gang
                            message; for a pod that fits no node even when empty, a last
                            sentence "It fits no node ..." says so). EVICT of reason PREEMPT or
-                           RECLAIM: why, e.g. "preempted by ns/a1 (priority 100 > 10) of queue
-                           a, within its quota of 1 GPU: queue b ran above its quota of 1 GPU
-                           (it holds 1 GPU after the eviction)". BIND/BACKFILL of a pod that
+                           RECLAIM: why, to follow the preemptor's name ("priority 100 > 10;
+                           queue a is within its quota of 1 GPU, queue b ran above its quota of
+                           1 GPU (it holds 1 GPU after the eviction)"; within one queue
+                           "priority 100 > 10 in queue q"; reclaim "queue b lent what queue a
+                           is guaranteed (it holds ...)"). BIND/BACKFILL of a pod that
                            evicted others to fit: whom, e.g. "preempted ns/b1 (priority 10,
                            queue b above its quota of 1 GPU)". Else NULL. Valid during the
                            callback. */

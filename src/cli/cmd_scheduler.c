@@ -25,13 +25,13 @@
  * passed. A leader that loses the Lease stops at once and exits 1, as kube-scheduler does; on
  * SIGTERM it waits for its Bindings in flight and releases the Lease so a standby takes over at
  * its next attempt. Each decision is also told as an events.k8s.io/v1 Event (Scheduled,
- * FailedScheduling, Preempted), the same reason about a pod within 10 minutes counted into one
- * Event's series. The leader writes each Queue's status. With --metrics-addr, libmicrohttpd's
- * own thread serves /healthz, /readyz and /metrics from counters the loop records under a mutex
- * (schedmetrics.h). With --webhook-addr, another libmicrohttpd thread answers the mutating
- * admission webhook (webhook.h), on every replica; it reads only the request, sharing nothing
- * with the loop. Those are the only other threads. Bindings, and the retries of gang members
- * whose Binding was refused, are in sched_bind.c.
+ * FailedScheduling, Preempted, Nominated), the same reason about a pod within 10 minutes counted
+ * into one Event's series. The leader writes each Queue's status. With --metrics-addr,
+ * libmicrohttpd's own thread serves /healthz, /readyz and /metrics from counters the loop records
+ * under a mutex (schedmetrics.h). With --webhook-addr, another libmicrohttpd thread answers the
+ * mutating admission webhook (webhook.h), on every replica; it reads only the request, sharing
+ * nothing with the loop. Those are the only other threads. Bindings, and the retries of gang
+ * members whose Binding was refused, are in sched_bind.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -132,18 +132,22 @@ static const char *const usage =
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling\n"
     "(for every pod that waits, note = its PodScheduled message, once per change of reason;\n"
-    "none while schedulingGates hold it), Preempted; the same reason about a pod within\n"
+    "none while schedulingGates hold it), Preempted (on a victim: by whom and why),\n"
+    "Nominated (on a preemptor: whom it evicts); the same reason about a pod within\n"
     "10 min is one Event whose series.count grows, written at most every 10 s. Events wait\n"
     "behind Bindings, so on a loaded API server the requests that place pods go first;\n"
     "SIGTERM waits --shutdown-timeout-s for requests in flight and logs how many it leaves\n"
     "unanswered.\n"
     "A pod with preemptionPolicy Never (its own, else its class's) waits instead of\n"
     "preempting, as in kube-scheduler; it still reclaims quota its queue lent.\n"
-    "Preemption chooses as kube-scheduler: on each node the lower-priority pods that must go,\n"
-    "those whose PodDisruptionBudget (watched) has no disruption left given back first; the\n"
-    "node with the fewest such violations, then the lowest highest victim priority, the\n"
-    "lowest sum of victim priorities, the fewest victims, the latest start of the highest-\n"
-    "priority victims, then the first node. The preemptor gets status.nominatedNodeName and\n"
+    "Preemption takes lower-priority pods of the preemptor's queue, and of other queues\n"
+    "only pods running above their queue's quota, for a pod whose queue stays within its\n"
+    "own (docs/queues.md). It chooses as kube-scheduler: on each node the lower-priority\n"
+    "pods that must go, those whose PodDisruptionBudget (watched) has no disruption left\n"
+    "given back first; the node with the fewest such violations, then the lowest highest\n"
+    "victim priority, the lowest sum of victim priorities, the fewest victims, the latest\n"
+    "start of the highest-priority victims, then the first node. The preemptor gets "
+    "status.nominatedNodeName and\n"
     "binds once its victims are gone; victims are marked DisruptionTarget, then evicted; a\n"
     "PodDisruptionBudget that refuses (429) sends the preemptor to the next node, else it\n"
     "waits \"blocked by PodDisruptionBudget NS/NAME\". A refused Binding backs off 1 s\n"
@@ -238,6 +242,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->node = ev->node ? strdup(ev->node) : NULL;
     a->text = ev->reason ? strdup(ev->reason) : NULL;
     a->by = ev->by ? strdup(ev->by) : NULL;
+    a->detail = ev->detail ? strdup(ev->detail) : NULL;
     a->gang = ev->kind == GS_KEV_BIND && ev->gang ? strdup(ev->gang) : NULL;
     a->cycle = s->cycle;
     if (ev->kind == GS_KEV_BIND) {
@@ -253,6 +258,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         free(a->node);
         free(a->text);
         free(a->by);
+        free(a->detail);
         free(a->gang);
         json_decref(a->gpus);
         return;
@@ -268,6 +274,7 @@ void gs__sched_action_fini(struct action *a)
     free(a->node);
     free(a->text);
     free(a->by);
+    free(a->detail);
     free(a->gang);
     json_decref(a->gpus);
 }
@@ -344,10 +351,14 @@ enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, b
     } else if (res == EVICT_SENT || res == EVICT_GONE) {
         s->evictions++;
         gs_schedmetrics_eviction(s->metrics, a->text);
-        gs__sched_logf("info", "evicted pod=%s/%s reason=%s%s%s", a->ns, a->name,
-                       a->text ? a->text : "", a->by ? " by=" : "", a->by ? a->by : "");
-        char note[600];
-        if (a->by)
+        gs__sched_logf("info", "evicted pod=%s/%s reason=%s%s%s%s%s%s", a->ns, a->name,
+                       a->text ? a->text : "", a->by ? " by=" : "", a->by ? a->by : "",
+                       a->detail ? " why=\"" : "", a->detail ? a->detail : "",
+                       a->detail ? "\"" : "");
+        char note[1024];
+        if (a->by && a->detail)
+            (void)snprintf(note, sizeof(note), "Preempted by %s: %s", a->by, a->detail);
+        else if (a->by)
             (void)snprintf(note, sizeof(note), "Preempted by %s", a->by);
         else
             (void)snprintf(note, sizeof(note), "Evicted: %s", a->text ? a->text : "");
@@ -374,7 +385,7 @@ enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, b
  */
 void gs__sched_mark_disruption_target(struct sched *s, const struct action *a)
 {
-    char now[80], msg[600];
+    char now[80], msg[1400];
     struct timespec ts;
     (void)clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
@@ -388,11 +399,14 @@ void gs__sched_mark_disruption_target(struct sched *s, const struct action *a)
                        s->sched_name, a->gang ? a->gang : "?", GANG_RETRY_MS / 1000);
     else if (a->text && strcmp(a->text, "reclaim") == 0)
         (void)snprintf(msg, sizeof(msg),
-                       "%s: reclaiming resources for %s, whose queue is below its fair share",
-                       s->sched_name, a->by ? a->by : "another queue");
+                       "%s: reclaiming resources for %s, whose queue is below its fair share%s%s",
+                       s->sched_name, a->by ? a->by : "another queue", a->detail ? ": " : "",
+                       a->detail ? a->detail : "");
     else
-        (void)snprintf(msg, sizeof(msg), "%s: preempting to accommodate a higher priority pod%s%s",
-                       s->sched_name, a->by ? " " : "", a->by ? a->by : "");
+        (void)snprintf(msg, sizeof(msg),
+                       "%s: preempting to accommodate a higher priority pod%s%s%s%s", s->sched_name,
+                       a->by ? " " : "", a->by ? a->by : "", a->detail ? ": " : "",
+                       a->detail ? a->detail : "");
     json_t *body = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
                              "DisruptionTarget", "status", "True", "reason",
                              "PreemptionByScheduler", "message", msg, "lastTransitionTime", now);
@@ -567,8 +581,14 @@ static void nominate(struct sched *s, struct action *a)
     memset(a, 0, sizeof(*a));
     s->nnoms++;
     set_nominated(s, n->bind.ns, n->bind.name, n->bind.node);
-    gs__sched_logf("info", "nominated pod=%s/%s node=%s: waiting for its victims to leave",
-                   n->bind.ns, n->bind.name, n->bind.node);
+    gs__sched_logf("info", "nominated pod=%s/%s node=%s: waiting for its victims to leave%s%s",
+                   n->bind.ns, n->bind.name, n->bind.node, n->bind.detail ? ": " : "",
+                   n->bind.detail ? n->bind.detail : "");
+    /* The preemptor is told whom it evicts and why, as the victims are (Preempted). */
+    char note[1400];
+    (void)snprintf(note, sizeof(note), "Nominated to node %s: %s", n->bind.node,
+                   n->bind.detail ? n->bind.detail : "evicting pods to make room");
+    gs__sched_post_event(s, &n->bind, "Normal", "Nominated", "Preempting", note);
 }
 
 /*

@@ -899,10 +899,10 @@ static void pod_label(const struct tpod *p, char *buf, size_t cap)
 
 /*
  * Why `victim` was evicted for preemptor `by` (reason PREEMPT or RECLAIM), as its EVICT event
- * says it; written after the trial's changes, so a queue's allocation is what it holds after
- * them. Preemption within a queue names the priorities; across queues also the two quotas (the
- * rule of xq_quota_ok()); reclaim the victim queue's books against its fair share and quota.
- * Writes "" for other reasons.
+ * says it after the preemptor's name ("Preempted by ns/p: <this>"); written after the trial's
+ * changes, so a queue's allocation is what it holds after them. Preemption within a queue
+ * names the priorities; across queues also the two quotas (the rule of xq_quota_ok()); reclaim
+ * the victim queue's books against its fair share and quota. Writes "" for other reasons.
  */
 void gs__evict_text(const struct gs_engine *e, uint32_t victim, uint32_t by,
                     enum gs_evict_reason reason, char *buf, size_t cap)
@@ -913,30 +913,29 @@ void gs__evict_text(const struct gs_engine *e, uint32_t victim, uint32_t by,
     const struct tpod *v = &e->p[victim], *p = &e->p[by];
     const struct queue *vq = &e->q[v->queue], *pq = &e->q[p->queue];
     int r = fair_res(p);
-    char who[300], quota[64], held[64], fair[64];
-    pod_label(p, who, sizeof(who));
+    char quota[64], held[64], fair[64];
     gs__fmt_amount(held, sizeof(held), r, vq->alloc[r]);
     gs__fmt_amount(fair, sizeof(fair), r, vq->fair[r]);
     if (reason == GS_EVICT_RECLAIM) {
         gs__fmt_amount(quota, sizeof(quota), r, vq->quota[r]);
         (void)snprintf(buf, cap,
-                       "reclaimed by %s of queue %s: queue %s lent what queue %s is guaranteed "
-                       "(it holds %s after the eviction, fair share %s, quota %s)",
-                       who, pq->name, vq->name, pq->name, held, fair, quota);
+                       "queue %s lent what queue %s is guaranteed (it holds %s after the "
+                       "eviction, fair share %s, quota %s)",
+                       vq->name, pq->name, held, fair, quota);
         return;
     }
     if (v->queue == p->queue) {
-        (void)snprintf(buf, cap, "preempted by %s (priority %d > %d) of the same queue %s", who,
-                       prio_of(e, p), prio_of(e, v), pq->name);
+        (void)snprintf(buf, cap, "priority %d > %d in queue %s", prio_of(e, p), prio_of(e, v),
+                       pq->name);
         return;
     }
     char pquota[64];
     gs__fmt_amount(pquota, sizeof(pquota), r, pq->quota[r]);
     gs__fmt_amount(quota, sizeof(quota), r, vq->quota[r]);
     (void)snprintf(buf, cap,
-                   "preempted by %s (priority %d > %d) of queue %s, within its quota of %s: "
-                   "queue %s ran above its quota of %s (it holds %s after the eviction)",
-                   who, prio_of(e, p), prio_of(e, v), pq->name, pquota, vq->name, quota, held);
+                   "priority %d > %d; queue %s is within its quota of %s, queue %s ran above "
+                   "its quota of %s (it holds %s after the eviction)",
+                   prio_of(e, p), prio_of(e, v), pq->name, pquota, vq->name, quota, held);
 }
 
 /*

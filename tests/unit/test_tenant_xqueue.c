@@ -402,9 +402,8 @@ static void test_eviction_and_bind_say_who_was_evicted_and_why(void **st)
     assert_int_equal(w.nevicted, 1);
     assert_int_equal(w.evicted[0], b1);
     assert_string_equal(w.evict_text[0],
-                        "preempted by ns/a1 (priority 100 > 10) of queue a, within its quota of "
-                        "1 GPU: queue b ran above its quota of 1 GPU (it holds 1 GPU after the "
-                        "eviction)");
+                        "priority 100 > 10; queue a is within its quota of 1 GPU, queue b ran "
+                        "above its quota of 1 GPU (it holds 1 GPU after the eviction)");
     assert_int_equal(w.bound_pod, a1);
     assert_string_equal(w.bind_text,
                         "preempted ns/b1 (priority 10, queue b above its quota of 1 GPU)");
