@@ -400,6 +400,8 @@ static bool queue_under(const struct gs_engine *e, uint32_t leaf, uint32_t qi)
 }
 
 static uint32_t common_ancestor(const struct gs_engine *e, uint32_t a, uint32_t b);
+static bool model_keeps_quota(const struct gs_engine *e, uint32_t v, uint32_t top, int m,
+                              int64_t loss);
 
 /*
  * The quota rule of cross-queue priority preemption, for victim c of preemptor p of another
@@ -407,13 +409,15 @@ static uint32_t common_ancestor(const struct gs_engine *e, uint32_t a, uint32_t 
  * fairness resource in e->vloss) and what c moves (`loss`, c alone or its whole gang): below
  * the two queues' common ancestor, p's queue and each of its ancestors stay within their quota
  * with what p's side gains (`gain`, reclaim_gain()), and c's queue and each of its ancestors keep
- * at least their quota after everything taken from their subtree. So only pods that run on
- * borrowed capacity go, a queue within its quota is never a victim of another queue's
- * priority, and neither side can take back what it lost by this rule (the winner ends within
- * its quota, the loser at or above its own). A quota of GS_UNLIMITED is never exceeded.
+ * at least their quota after everything taken from their subtree, and their per-GPU-model
+ * quotas for the model of c's node (model_keeps_quota(); `loss_model` is what c moves there).
+ * So only pods that run on borrowed capacity go, a queue within its quota is never a victim of
+ * another queue's priority, and neither side can take back what it lost by this rule (the
+ * winner ends within its quota, the loser at or above its own). A quota of GS_UNLIMITED is
+ * never exceeded.
  */
 static bool xq_quota_ok(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
-                        uint32_t used, int64_t loss, int64_t gain)
+                        uint32_t used, int64_t loss, int64_t loss_model, int64_t gain)
 {
     if (c->queue == p->queue)
         return true;
@@ -435,7 +439,15 @@ static bool xq_quota_ok(const struct gs_engine *e, const struct tpod *p, const s
         if (q->alloc[r] - taken < q->quota[r])
             return false;
     }
-    return true;
+    if (c->r[GS_RES_GPU] <= 0)
+        return true;
+    /* The victims of one search are on one node (gang mates aside), so the GPU taken from c's
+     * queue before is on the same model. */
+    int64_t taken_model = loss_model;
+    for (uint32_t j = 0; j < used && r == GS_RES_GPU; j++)
+        if (e->p[e->cand[j]].queue == c->queue)
+            taken_model += e->vloss[j];
+    return model_keeps_quota(e, c->queue, top, gs__model_of_node(e, c->pl.node), taken_model);
 }
 
 /* What evicting one victim moves, in the current victim search (e->vic_stamp). */
@@ -736,8 +748,9 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                 continue;
             /* The rules with nothing taken yet are necessary for any set containing c: taking
              * more only lowers the victim queue's allocation and grows what a victim moves. */
-            if (reclaim ? reclaim_allowed(e, p, c, 0, &u, gain)
-                        : preempt_ok(e, p, c) && xq_quota_ok(e, p, c, 0, u.loss, gain)) {
+            if (reclaim
+                    ? reclaim_allowed(e, p, c, 0, &u, gain)
+                    : preempt_ok(e, p, c) && xq_quota_ok(e, p, c, 0, u.loss, u.loss_model, gain)) {
                 e->cand[nc++] = ci;
                 budgets |= c->nbudgets > 0;
             }
@@ -769,7 +782,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                         taken += e->vloss[j];
                 if (!reclaim_allowed(e, p, c, taken, &u, gain))
                     continue;
-            } else if (!xq_quota_ok(e, p, c, used, u.loss, gain)) {
+            } else if (!xq_quota_ok(e, p, c, used, u.loss, u.loss_model, gain)) {
                 continue; /* its queue would go below its quota with what was taken before */
             }
             if (take_unit(e, e->cand[i], u.whole, n, &nunb, &ntaken) != GS_OK) {

@@ -382,6 +382,38 @@ static void test_ancestor_quota_shields_a_team_from_other_departments(void **st)
 }
 
 /*
+ * A per-GPU-model quota is a quota too: queue b (overall quota 0, H100 quota 2 GPUs) runs b0,
+ * b1 (priority 10) on the one H100 node of 2 GPUs. Overall b is 2 above its quota, but it holds
+ * exactly its H100 quota, which it would lose (2 - 1 < 2): a1 (priority 100) of a (quota 2)
+ * takes nothing and waits.
+ */
+static void test_model_quota_shields_pods_from_cross_queue_preemption(void **st)
+{
+    (void)st;
+    struct world w;
+    world_init(&w);
+    add_node(&w, "n0", 2, "H100");
+    engine_start(&w, false);
+    int h100 = gs_cluster_model_find(w.c, "H100");
+    assert_true(h100 >= 0);
+    uint32_t a = queue(&w, "a", GS_QUEUE_ROOT, 2);
+    struct gs_model_quota mq = {(uint32_t)h100, 2 * G, INF};
+    struct gs_queue_spec bs = {"b", GS_QUEUE_ROOT, {0, 0, 0}, {INF, INF, INF}, 1, 0, &mq, 1};
+    uint32_t b;
+    assert_int_equal(gs_engine_add_queue(w.e, &bs, &b), GS_OK);
+    uint32_t low = pclass(&w, "low", 10), high = pclass(&w, "high", 100);
+    uint32_t b0 = start(&w, "b0", b, low, 1, NULL, 0);
+    uint32_t b1 = start(&w, "b1", b, low, 1, NULL, 1000);
+    uint32_t a1 = submit(&w, "a1", a, high, 1, NULL, 2000);
+    cycle(&w, 2000);
+    assert_int_equal(state(&w, a1), GS_TPOD_PENDING);
+    assert_int_equal(state(&w, b0), GS_TPOD_RUNNING);
+    assert_int_equal(state(&w, b1), GS_TPOD_RUNNING);
+    assert_int_equal(w.nevicted, 0);
+    world_fini(&w);
+}
+
+/*
  * The explanation: the victim's EVICT says who took its place and why it could be taken; the
  * preemptor's BIND lists what it evicted. Queue b (quota 1) runs b0, b1 on 2 GPUs; a1
  * (priority 100) of a (quota 1) takes b1 (newest). After the eviction b holds 1 GPU, its quota.
@@ -517,6 +549,7 @@ int main(void)
         cmocka_unit_test(test_lowest_priority_victim_first_across_and_within_queues),
         cmocka_unit_test(test_victim_node_lowest_priority_then_fewest_victims),
         cmocka_unit_test(test_ancestor_quota_shields_a_team_from_other_departments),
+        cmocka_unit_test(test_model_quota_shields_pods_from_cross_queue_preemption),
         cmocka_unit_test(test_eviction_and_bind_say_who_was_evicted_and_why),
         cmocka_unit_test(test_pod_that_fits_no_node_does_not_block_its_queue),
         cmocka_unit_test(test_selected_pod_too_big_for_its_nodes_does_not_block),
