@@ -167,6 +167,8 @@ struct tpod {
     char *reason_text;      /* last UNSCHEDULABLE text, owned */
     uint64_t explained_at;  /* gs_cluster_changes() when last explained */
     uint64_t explained_aux; /* its gang's members and last_fit then (0 without a gang) */
+    bool fits_none;         /* when last explained, it fit no node even when empty
+                               (gs__fits_no_node()): it holds up nothing behind it */
     uint32_t budgets[GS_POD_BUDGETS_MAX]; /* disruption budget ids covering it, 0-padded */
     uint8_t nbudgets;                     /* entries used in budgets */
     bool pdb_viol;      /* violates a budget in victim search pdb_stamp (gs__budget_classify) */

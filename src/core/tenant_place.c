@@ -140,6 +140,7 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
         return GS_OK;
     p->explained_at = stamp;
     p->explained_aux = aux;
+    p->fits_none = false;
     char buf[1024];
     size_t len = 0;
     if (pg) {
@@ -186,6 +187,7 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
         len = strlen(buf);
         char never[256];
         if (u.fit == 0 && !by_model && gs__fits_no_node(e, p, never, sizeof(never))) {
+            p->fits_none = true;
             (void)snprintf(buf + len, sizeof(buf) - len, " %s", never);
             len = strlen(buf);
         }
