@@ -118,6 +118,9 @@ struct gs_kevent {
     const char *reason; /**< EVICT: the reason word; PENDING: the message; else NULL */
     const char *by;     /**< EVICT: "ns/name" of the pod that caused it, or NULL */
     const char *by_uid; /**< EVICT: metadata.uid of that pod, or NULL with by */
+    const char *detail; /**< EVICT by preemption or reclaim: why (the engine's sentence,
+                             gs_event.text); BIND of a pod that evicted others: whom; else
+                             NULL. Valid during the callback */
     const char *gang;   /**< BIND: "ns/podgroup" of the pod's gang, or NULL */
     const char *queue;  /**< the name of the pod's queue (its leaf); NULL when the engine has
                              none for it (a pod that is already gone) */

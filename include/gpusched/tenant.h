@@ -9,7 +9,10 @@
  *    borrowingLimit);
  *  - PriorityClasses: a value and a preemptible flag (default: preemptible below 100, as KAI);
  *  - PodGroups with `min_member` (all-or-nothing gangs) and a timeout;
- *  - preemption inside a queue by priority; reclaim of lent quota between queues;
+ *  - preemption by priority: inside a queue of any lower-priority pod, across queues only of
+ *    pods running above their queue's quota, by a pod whose queue stays within its own (as
+ *    KAI-Scheduler and Volcano bound preemption by quotas); reclaim of lent quota between
+ *    queues;
  *  - EASY backfill (Lifka, "The ANL/IBM SP scheduling system", JSSPP 1995) around the
  *    reservation of a blocked head job.
  * docs/internals/tenancy.md states every rule and why.
@@ -119,7 +122,8 @@ enum gs_tpod_state {
 /** Why a pod was evicted. */
 enum gs_evict_reason {
     GS_EVICT_NONE = 0,
-    GS_EVICT_PREEMPT = 1,   /**< a higher-priority pod of the same queue needed the room */
+    GS_EVICT_PREEMPT = 1,   /**< a higher-priority pod needed the room: of the same queue, or of
+                                 a queue within its quota while the victim's ran above its own */
     GS_EVICT_RECLAIM = 2,   /**< a queue below its fair share took back lent quota */
     GS_EVICT_GANG = 3,      /**< another member of its gang was evicted */
     GS_EVICT_NODE_LOST = 4, /**< its node was removed (gs_engine_remove_node()) */
@@ -157,7 +161,16 @@ struct gs_event {
                                         running pod: where it is or was; else NULL */
     int64_t now_ms;
     const char *text; /**< UNSCHEDULABLE: the reason (explain.h templates, or a quota or gang
-                           message); else NULL. Valid during the callback. */
+                           message; for a pod that fits no node even when empty, a last
+                           sentence "It fits no node ..." says so). EVICT of reason PREEMPT or
+                           RECLAIM: why, to follow the preemptor's name ("priority 100 > 10;
+                           queue a is within its quota of 1 GPU, queue b ran above its quota of
+                           1 GPU (it holds 1 GPU after the eviction)"; within one queue
+                           "priority 100 > 10 in queue q"; reclaim "queue b lent what queue a
+                           is guaranteed (it holds ...)"). BIND/BACKFILL of a pod that
+                           evicted others to fit: whom, e.g. "preempted ns/b1 (priority 10,
+                           queue b above its quota of 1 GPU)". Else NULL. Valid during the
+                           callback. */
     uint32_t mig_repartitions; /**< BIND/BACKFILL: MIG GPUs re-partitioned for this pod (dynamic
                                     MIG, gs_engine_config.dynamic_mig): 0 or 1; else 0 */
     int64_t start_delay_ms;    /**< BIND/BACKFILL: how long after now_ms the pod really starts:
@@ -591,6 +604,14 @@ const char *gs_engine_pod_reason(const struct gs_engine *e, uint32_t pod);
  * first, else with its whole gang; a job never evicts a member of its own gang or a pod it bound in
  * the same trial; reclaim is judged on what moves on both sides (the victim or its whole gang; the
  * preemptor and the gang members that start with it).
+ *
+ * Priority preemption (cfg.preemption) takes pods of lower priority than the preemptor: of its
+ * own queue, any; of another queue, only what runs above that queue's quota: below the two
+ * queues' common ancestor, the preemptor's queue and each of its ancestors must stay within
+ * their quota with what it gains, and the victim's queue and each of its ancestors keep at
+ * least their quota after what is taken from them (on the resource the preemptor needs: GPU
+ * for a GPU pod, else CPU). A pod that fits no node even when empty (no node passing its
+ * filters has the GPUs, CPU, memory it asks) holds up nothing behind it in its queue.
  *
  * Victims and their node follow kube-scheduler's DefaultPreemption (SelectVictimsOnNode and
  * pickOneNodeForPreemption, pkg/scheduler/framework/plugins/defaultpreemption and

@@ -25,13 +25,13 @@
  * passed. A leader that loses the Lease stops at once and exits 1, as kube-scheduler does; on
  * SIGTERM it waits for its Bindings in flight and releases the Lease so a standby takes over at
  * its next attempt. Each decision is also told as an events.k8s.io/v1 Event (Scheduled,
- * FailedScheduling, Preempted), the same reason about a pod within 10 minutes counted into one
- * Event's series. The leader writes each Queue's status. With --metrics-addr, libmicrohttpd's
- * own thread serves /healthz, /readyz and /metrics from counters the loop records under a mutex
- * (schedmetrics.h). With --webhook-addr, another libmicrohttpd thread answers the mutating
- * admission webhook (webhook.h), on every replica; it reads only the request, sharing nothing
- * with the loop. Those are the only other threads. Bindings, and the retries of gang members
- * whose Binding was refused, are in sched_bind.c.
+ * FailedScheduling, Preempted, Nominated), the same reason about a pod within 10 minutes counted
+ * into one Event's series. The leader writes each Queue's status. With --metrics-addr,
+ * libmicrohttpd's own thread serves /healthz, /readyz and /metrics from counters the loop records
+ * under a mutex (schedmetrics.h). With --webhook-addr, another libmicrohttpd thread answers the
+ * mutating admission webhook (webhook.h), on every replica; it reads only the request, sharing
+ * nothing with the loop. Those are the only other threads. Bindings, and the retries of gang
+ * members whose Binding was refused, are in sched_bind.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -166,6 +166,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->node = ev->node ? strdup(ev->node) : NULL;
     a->text = ev->reason ? strdup(ev->reason) : NULL;
     a->by = ev->by ? strdup(ev->by) : NULL;
+    a->detail = ev->detail ? strdup(ev->detail) : NULL;
     a->gang = ev->kind == GS_KEV_BIND && ev->gang ? strdup(ev->gang) : NULL;
     a->queue = ev->queue ? strdup(ev->queue) : NULL;
     a->cycle = s->cycle;
@@ -182,6 +183,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         free(a->node);
         free(a->text);
         free(a->by);
+        free(a->detail);
         free(a->gang);
         free(a->queue);
         json_decref(a->gpus);
@@ -198,6 +200,7 @@ void gs__sched_action_fini(struct action *a)
     free(a->node);
     free(a->text);
     free(a->by);
+    free(a->detail);
     free(a->gang);
     free(a->queue);
     json_decref(a->gpus);
@@ -275,10 +278,14 @@ enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, b
     } else if (res == EVICT_SENT || res == EVICT_GONE) {
         s->evictions++;
         gs_schedmetrics_eviction(s->metrics, a->text);
-        gs__sched_logf("info", "evicted pod=%s/%s reason=%s%s%s", a->ns, a->name,
-                       a->text ? a->text : "", a->by ? " by=" : "", a->by ? a->by : "");
-        char note[600];
-        if (a->by)
+        gs__sched_logf("info", "evicted pod=%s/%s reason=%s%s%s%s%s%s", a->ns, a->name,
+                       a->text ? a->text : "", a->by ? " by=" : "", a->by ? a->by : "",
+                       a->detail ? " why=\"" : "", a->detail ? a->detail : "",
+                       a->detail ? "\"" : "");
+        char note[1024];
+        if (a->by && a->detail)
+            (void)snprintf(note, sizeof(note), "Preempted by %s: %s", a->by, a->detail);
+        else if (a->by)
             (void)snprintf(note, sizeof(note), "Preempted by %s", a->by);
         else
             (void)snprintf(note, sizeof(note), "Evicted: %s", a->text ? a->text : "");
@@ -305,7 +312,7 @@ enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, b
  */
 void gs__sched_mark_disruption_target(struct sched *s, const struct action *a)
 {
-    char now[80], msg[600];
+    char now[80], msg[1400];
     struct timespec ts;
     (void)clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
@@ -319,11 +326,14 @@ void gs__sched_mark_disruption_target(struct sched *s, const struct action *a)
                        s->sched_name, a->gang ? a->gang : "?", GANG_RETRY_MS / 1000);
     else if (a->text && strcmp(a->text, "reclaim") == 0)
         (void)snprintf(msg, sizeof(msg),
-                       "%s: reclaiming resources for %s, whose queue is below its fair share",
-                       s->sched_name, a->by ? a->by : "another queue");
+                       "%s: reclaiming resources for %s, whose queue is below its fair share%s%s",
+                       s->sched_name, a->by ? a->by : "another queue", a->detail ? ": " : "",
+                       a->detail ? a->detail : "");
     else
-        (void)snprintf(msg, sizeof(msg), "%s: preempting to accommodate a higher priority pod%s%s",
-                       s->sched_name, a->by ? " " : "", a->by ? a->by : "");
+        (void)snprintf(msg, sizeof(msg),
+                       "%s: preempting to accommodate a higher priority pod%s%s%s%s", s->sched_name,
+                       a->by ? " " : "", a->by ? a->by : "", a->detail ? ": " : "",
+                       a->detail ? a->detail : "");
     json_t *body = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
                              "DisruptionTarget", "status", "True", "reason",
                              "PreemptionByScheduler", "message", msg, "lastTransitionTime", now);
@@ -498,8 +508,14 @@ static void nominate(struct sched *s, struct action *a)
     memset(a, 0, sizeof(*a));
     s->nnoms++;
     set_nominated(s, n->bind.ns, n->bind.name, n->bind.node);
-    gs__sched_logf("info", "nominated pod=%s/%s node=%s: waiting for its victims to leave",
-                   n->bind.ns, n->bind.name, n->bind.node);
+    gs__sched_logf("info", "nominated pod=%s/%s node=%s: waiting for its victims to leave%s%s",
+                   n->bind.ns, n->bind.name, n->bind.node, n->bind.detail ? ": " : "",
+                   n->bind.detail ? n->bind.detail : "");
+    /* The preemptor is told whom it evicts and why, as the victims are (Preempted). */
+    char note[1400];
+    (void)snprintf(note, sizeof(note), "Nominated to node %s: %s", n->bind.node,
+                   n->bind.detail ? n->bind.detail : "evicting pods to make room");
+    gs__sched_post_event(s, &n->bind, "Normal", "Nominated", "Preempting", note);
 }
 
 /*

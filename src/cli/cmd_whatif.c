@@ -145,11 +145,14 @@ static void print_line(struct run *r, json_t *o)
             (void)fprintf(r->out, "%8s %5s  %-7s %-40s %-20s %-12s %s\n", "t_s", "cycle", "event",
                           "pod", "node", "gpus", "reason");
         const char *by = json_string_value(json_object_get(o, "by"));
-        char reason[1200];
-        (void)snprintf(reason, sizeof(reason), "%s%s%s%s", why ? why : "", by ? " by " : "",
-                       by ? by : "", json_is_true(json_object_get(o, "adopted")) ? "adopted" : "");
+        /* Preemption and reclaim: why a victim could go, and whom a preemptor evicted. */
+        const char *expl = json_string_value(json_object_get(o, "why"));
+        char reason[2400];
+        (void)snprintf(reason, sizeof(reason), "%s%s%s%s%s%s", why ? why : "", by ? " by " : "",
+                       by ? by : "", json_is_true(json_object_get(o, "adopted")) ? "adopted" : "",
+                       expl && (why || by) ? ": " : "", expl ? expl : "");
         /* Columns padded to width, but no line ends in spaces (an empty reason). */
-        char line[2048];
+        char line[3072];
         int n = snprintf(line, sizeof(line), "%8.1f %5lld  %-7s %-40s %-20s %-12s %s",
                          json_number_value(json_object_get(o, "t_s")),
                          json_integer_value(json_object_get(o, "cycle")), ev ? ev : "",
@@ -210,10 +213,14 @@ static void on_event(void *ctx, const struct gs_kevent *ev)
         json_object_set_new(o, "gpus", gpus);
         if (adopted)
             json_object_set_new(o, "adopted", json_true());
+        if (ev->detail) /* a preemptor: whom it evicted (docs/queues.md) */
+            json_object_set_new(o, "why", json_string(ev->detail));
     }
     if (ev->kind == GS_KEV_EVICT) {
         json_object_set_new(o, "reason", json_string(ev->reason));
         json_object_set_new(o, "by", ev->by ? json_string(ev->by) : json_null());
+        if (ev->detail) /* preemption and reclaim: why this pod could be taken */
+            json_object_set_new(o, "why", json_string(ev->detail));
         char how[96];
         (void)snprintf(how, sizeof(how), "evicted (%s)", ev->reason ? ev->reason : "?");
         note_ended(r, pod, how);

@@ -26,6 +26,7 @@ struct gs__sched_acct; /* sched_acct.h */
 struct action {
     enum gs_kevent_kind kind;
     char *ns, *name, *uid, *node, *text, *by;
+    char *detail;   /* EVICT: why (kworld.h gs_kevent.detail); BIND: whom it evicted; or NULL */
     json_t *gpus;   /* BIND: the assignment's gpus array */
     char *gang;     /* BIND: "ns/podgroup" of the pod's gang; NULL when none */
     char *queue;    /* the pod's queue (logged as queue=Q); NULL when unknown */

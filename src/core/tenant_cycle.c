@@ -391,6 +391,12 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
          * pinned to a full node would otherwise stop those pinned elsewhere). */
         if (hp->gang == GS_NO_GANG && gs_filter_pinned(e->c, hp->fclass, NULL))
             continue;
+        /* Nor does one that fits no node even when empty: it waits for the cluster to change
+         * (a node added, relabelled, uncordoned), not for room that pods behind it could take.
+         * gs__note_unschedulable() just judged it on the cluster as it is (or found that
+         * nothing changed since it last did). */
+        if (hp->gang == GS_NO_GANG && hp->fits_none)
+            continue;
         if (e->cfg.backfill && fq->bf_cycle != e->cycle) {
             /* The first job of this flavor that cannot start gets the reservation. */
             fq->bf_cycle = e->cycle;

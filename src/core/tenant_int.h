@@ -167,6 +167,8 @@ struct tpod {
     char *reason_text;      /* last UNSCHEDULABLE text, owned */
     uint64_t explained_at;  /* gs_cluster_changes() when last explained */
     uint64_t explained_aux; /* its gang's members and last_fit then (0 without a gang) */
+    bool fits_none;         /* when last explained, it fit no node even when empty
+                               (gs__fits_no_node()): it holds up nothing behind it */
     uint32_t budgets[GS_POD_BUDGETS_MAX]; /* disruption budget ids covering it, 0-padded */
     uint8_t nbudgets;                     /* entries used in budgets */
     bool pdb_viol;      /* violates a budget in victim search pdb_stamp (gs__budget_classify) */
@@ -346,6 +348,11 @@ void gs__undo_mig(struct gs_engine *e, const struct undo *u);
 
 /* ---- tenant_place.c -------------------------------------------------------------------------- */
 
+bool gs__fits_no_node(const struct gs_engine *e, const struct tpod *p, char *why, size_t cap);
+void gs__evict_text(const struct gs_engine *e, uint32_t victim, uint32_t by,
+                    enum gs_evict_reason reason, char *buf, size_t cap);
+size_t gs__victim_note(const struct gs_engine *e, uint32_t victim, uint32_t by,
+                       enum gs_evict_reason reason, char *buf, size_t len, size_t cap);
 uint64_t gs__model_room(const struct gs_engine *e, const struct tpod *p);
 int gs__note_unschedulable(struct gs_engine *e, uint32_t pod);
 int gs__reserve(struct gs_engine *e, uint32_t head);

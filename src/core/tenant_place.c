@@ -140,6 +140,7 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
         return GS_OK;
     p->explained_at = stamp;
     p->explained_aux = aux;
+    p->fits_none = false;
     char buf[1024];
     size_t len = 0;
     if (pg) {
@@ -184,6 +185,12 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
         else
             (void)gs_explain_format(&u, &p->req, buf + len, sizeof(buf) - len);
         len = strlen(buf);
+        char never[256];
+        if (u.fit == 0 && !by_model && gs__fits_no_node(e, p, never, sizeof(never))) {
+            p->fits_none = true;
+            (void)snprintf(buf + len, sizeof(buf) - len, " %s", never);
+            len = strlen(buf);
+        }
         /* kube-scheduler's words for a pod that may not preempt (its PostFilter). */
         if (u.fit == 0 && p->preempt_never && e->cfg.preemption)
             (void)snprintf(buf + len, sizeof(buf) - len,
@@ -198,6 +205,66 @@ int gs__note_unschedulable(struct gs_engine *e, uint32_t pod)
     p->reason_text = copy;
     gs__emit_text(e, GS_EV_UNSCHEDULABLE, pod, NO_ID, GS_EVICT_NONE, NULL, copy);
     return GS_OK;
+}
+
+/* ---- pods that fit no node ------------------------------------------------------------------- */
+
+/*
+ * Whether pod p fits no node even with nothing running there: no node passes its filters
+ * (cordon, taints, nodeSelector, required affinity), or none of those that do has the
+ * allocatable GPUs (of a model it may use), CPU, memory and pod slot it asks. Such a pod waits
+ * for the cluster to change, not for room, so it holds up nothing behind it (a 16-GPU pod on
+ * 8-GPU nodes kept every smaller pod of its queue waiting, cycle after cycle). Judged for milli
+ * requests (whole GPUs, one fraction) only: the other kinds depend on GPU modes and MIG
+ * layouts and are never called unfit here. On true, `why` (cap > 0) receives the sentence its
+ * reason ends with. O(nodes); on the failure path only.
+ */
+bool gs__fits_no_node(const struct gs_engine *e, const struct tpod *p, char *why, size_t cap)
+{
+    const struct gs_pod_req *rq = &p->req;
+    if (gs_req_kind(rq) != GS_REQ_MILLI || rq->xres_count > 0)
+        return false;
+    uint32_t nn = gs_cluster_node_count(e->c), passing = 0, max_gpus = 0;
+    int64_t max_cpu = 0, max_mem = 0;
+    for (uint32_t n = 0; n < nn; n++) {
+        const struct gs_node *nd = gs_cluster_node(e->c, n);
+        if (!nd || !nd->present || !gs_filter_pass(e->c, p->fclass, n))
+            continue;
+        passing++;
+        bool model_ok = rq->num_gpu == 0 || rq->gpu_model_mask == GS_MODEL_ANY ||
+                        (rq->gpu_model_mask & (UINT64_C(1) << (nd->model_id & 63)));
+        uint32_t gpus = model_ok ? nd->gpu_count : 0;
+        max_gpus = gpus > max_gpus ? gpus : max_gpus;
+        max_cpu = nd->cpu_milli > max_cpu ? nd->cpu_milli : max_cpu;
+        max_mem = nd->mem_mib > max_mem ? nd->mem_mib : max_mem;
+        if (gpus >= rq->num_gpu && nd->cpu_milli >= rq->cpu_milli && nd->mem_mib >= rq->mem_mib &&
+            nd->pods_max > 0)
+            return false;
+    }
+    if (cap == 0)
+        return true;
+    if (passing == 0)
+        (void)snprintf(why, cap, "It fits no node: none passes its filters.");
+    else if (max_gpus < rq->num_gpu)
+        (void)snprintf(why, cap,
+                       "It fits no node even when empty: the most GPUs on a node that passes its "
+                       "filters is %u, it asks %u.",
+                       max_gpus, rq->num_gpu);
+    else if (max_cpu < rq->cpu_milli)
+        (void)snprintf(why, cap,
+                       "It fits no node even when empty: the most CPU on a node that passes its "
+                       "filters is %lld milli-CPU, it asks %lld.",
+                       (long long)max_cpu, (long long)rq->cpu_milli);
+    else if (max_mem < rq->mem_mib)
+        (void)snprintf(why, cap,
+                       "It fits no node even when empty: the most memory on a node that passes "
+                       "its filters is %lld MiB, it asks %lld.",
+                       (long long)max_mem, (long long)rq->mem_mib);
+    else
+        (void)snprintf(why, cap,
+                       "It fits no node even when empty: no node that passes its filters has "
+                       "all of what it asks at once.");
+    return true;
 }
 
 /* ---- placement of one job -------------------------------------------------------------------- */
@@ -311,9 +378,78 @@ static int64_t reclaim_gain(const struct gs_engine *e, uint32_t pod, int r)
     return gain;
 }
 
+/*
+ * Priority preemption's candidates for preemptor p: pods of lower priority, of p's queue, or of
+ * another queue when they hold the resource p needs (GPU for a GPU pod, CPU otherwise). Across
+ * queues only pods running above their queue's quota may go, judged on what moves
+ * (xq_quota_ok()): Kubernetes' priority preemption bounded by quotas, as KAI-Scheduler and
+ * Volcano bound theirs.
+ */
 static bool preempt_ok(const struct gs_engine *e, const struct tpod *p, const struct tpod *c)
 {
-    return c->queue == p->queue && prio_of(e, c) < prio_of(e, p);
+    if (prio_of(e, c) >= prio_of(e, p))
+        return false;
+    return c->queue == p->queue || c->r[fair_res(p)] > 0;
+}
+
+/* Whether queue qi's subtree holds leaf queue leaf (qi is leaf or one of its ancestors). */
+static bool queue_under(const struct gs_engine *e, uint32_t leaf, uint32_t qi)
+{
+    for (uint32_t a = leaf; a != NO_ID; a = e->q[a].parent)
+        if (a == qi)
+            return true;
+    return false;
+}
+
+static uint32_t common_ancestor(const struct gs_engine *e, uint32_t a, uint32_t b);
+static bool model_keeps_quota(const struct gs_engine *e, uint32_t v, uint32_t top, int m,
+                              int64_t loss);
+
+/*
+ * The quota rule of cross-queue priority preemption, for victim c of preemptor p of another
+ * queue, given the victims e->cand[0..used) this search took before (what each moves on the
+ * fairness resource in e->vloss) and what c moves (`loss`, c alone or its whole gang): below
+ * the two queues' common ancestor, p's queue and each of its ancestors stay within their quota
+ * with what p's side gains (`gain`, reclaim_gain()), and c's queue and each of its ancestors keep
+ * at least their quota after everything taken from their subtree, and their per-GPU-model
+ * quotas for the model of c's node (model_keeps_quota(); `loss_model` is what c moves there).
+ * So only pods that run on borrowed capacity go, a queue within its quota is never a victim of
+ * another queue's priority, and neither side can take back what it lost by this rule (the
+ * winner ends within its quota, the loser at or above its own). A quota of GS_UNLIMITED is
+ * never exceeded.
+ */
+static bool xq_quota_ok(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
+                        uint32_t used, int64_t loss, int64_t loss_model, int64_t gain)
+{
+    if (c->queue == p->queue)
+        return true;
+    int r = fair_res(p);
+    uint32_t top = common_ancestor(e, p->queue, c->queue);
+    for (uint32_t a = p->queue; a != top && a != NO_ID; a = e->q[a].parent) {
+        const struct queue *q = &e->q[a];
+        if (q->quota[r] != GS_UNLIMITED && q->alloc[r] + gain > q->quota[r])
+            return false;
+    }
+    for (uint32_t a = c->queue; a != top && a != NO_ID; a = e->q[a].parent) {
+        const struct queue *q = &e->q[a];
+        if (q->quota[r] == GS_UNLIMITED)
+            return false;
+        int64_t taken = loss;
+        for (uint32_t j = 0; j < used; j++)
+            if (queue_under(e, e->p[e->cand[j]].queue, a))
+                taken += e->vloss[j];
+        if (q->alloc[r] - taken < q->quota[r])
+            return false;
+    }
+    if (c->r[GS_RES_GPU] <= 0)
+        return true;
+    /* The victims of one search are on one node (gang mates aside), so the GPU taken from c's
+     * queue before is on the same model. */
+    int64_t taken_model = loss_model;
+    for (uint32_t j = 0; j < used && r == GS_RES_GPU; j++)
+        if (e->p[e->cand[j]].queue == c->queue)
+            taken_model += e->vloss[j];
+    return model_keeps_quota(e, c->queue, top, gs__model_of_node(e, c->pl.node), taken_model);
 }
 
 /* What evicting one victim moves, in the current victim search (e->vic_stamp). */
@@ -577,7 +713,7 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
      * by the per-model rule, only on nodes of a model its own quota for is not used up. */
     const struct queue *R = &e->q[p->queue];
     bool overall = reclaim && R->alloc[fair_res(p)] < R->fair[fair_res(p)];
-    int64_t gain = reclaim ? reclaim_gain(e, pod, fair_res(p)) : 0;
+    int64_t gain = reclaim_gain(e, pod, fair_res(p)); /* reclaim, and preemption across queues */
     if (reclaim && !overall && e->q[p->queue].n_mq == 0)
         return false;
     uint64_t room = gs__model_room(e, p); /* the models its per-model limits leave it */
@@ -614,7 +750,9 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                 continue;
             /* The rules with nothing taken yet are necessary for any set containing c: taking
              * more only lowers the victim queue's allocation and grows what a victim moves. */
-            if (reclaim ? reclaim_allowed(e, p, c, 0, &u, gain) : preempt_ok(e, p, c)) {
+            if (reclaim
+                    ? reclaim_allowed(e, p, c, 0, &u, gain)
+                    : preempt_ok(e, p, c) && xq_quota_ok(e, p, c, 0, u.loss, u.loss_model, gain)) {
                 e->cand[nc++] = ci;
                 budgets |= c->nbudgets > 0;
             }
@@ -646,6 +784,8 @@ static bool find_victims(struct gs_engine *e, uint32_t pod, bool reclaim, struct
                         taken += e->vloss[j];
                 if (!reclaim_allowed(e, p, c, taken, &u, gain))
                     continue;
+            } else if (!xq_quota_ok(e, p, c, used, u.loss, u.loss_model, gain)) {
+                continue; /* its queue would go below its quota with what was taken before */
             }
             if (take_unit(e, e->cand[i], u.whole, n, &nunb, &ntaken) != GS_OK) {
                 oom = true;
@@ -759,6 +899,94 @@ static int place_with_victims(struct gs_engine *e, uint32_t pod, bool reclaim)
     if (err)
         return err;
     return place_one(e, pod);
+}
+
+/* ---- what an eviction says ------------------------------------------------------------------- */
+
+/* A pod as reports name it: "ns/name" in a live cluster, else its name. */
+static void pod_label(const struct tpod *p, char *buf, size_t cap)
+{
+    if (p->ns)
+        (void)snprintf(buf, cap, "%s/%s", p->ns, p->name);
+    else
+        (void)snprintf(buf, cap, "%s", p->name);
+}
+
+/*
+ * Why `victim` was evicted for preemptor `by` (reason PREEMPT or RECLAIM), as its EVICT event
+ * says it after the preemptor's name ("Preempted by ns/p: <this>"); written after the trial's
+ * changes, so a queue's allocation is what it holds after them. Preemption within a queue
+ * names the priorities; across queues also the two quotas (the rule of xq_quota_ok()); reclaim
+ * the victim queue's books against its fair share and quota. Writes "" for other reasons.
+ */
+void gs__evict_text(const struct gs_engine *e, uint32_t victim, uint32_t by,
+                    enum gs_evict_reason reason, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (by == NO_ID || (reason != GS_EVICT_PREEMPT && reason != GS_EVICT_RECLAIM))
+        return;
+    const struct tpod *v = &e->p[victim], *p = &e->p[by];
+    const struct queue *vq = &e->q[v->queue], *pq = &e->q[p->queue];
+    int r = fair_res(p);
+    char quota[64], held[64], fair[64];
+    gs__fmt_amount(held, sizeof(held), r, vq->alloc[r]);
+    gs__fmt_amount(fair, sizeof(fair), r, vq->fair[r]);
+    if (reason == GS_EVICT_RECLAIM) {
+        gs__fmt_amount(quota, sizeof(quota), r, vq->quota[r]);
+        (void)snprintf(buf, cap,
+                       "queue %s lent what queue %s is guaranteed (it holds %s after the "
+                       "eviction, fair share %s, quota %s)",
+                       vq->name, pq->name, held, fair, quota);
+        return;
+    }
+    if (v->queue == p->queue) {
+        (void)snprintf(buf, cap, "priority %d > %d in queue %s", prio_of(e, p), prio_of(e, v),
+                       pq->name);
+        return;
+    }
+    char pquota[64];
+    gs__fmt_amount(pquota, sizeof(pquota), r, pq->quota[r]);
+    gs__fmt_amount(quota, sizeof(quota), r, vq->quota[r]);
+    (void)snprintf(buf, cap,
+                   "priority %d > %d; queue %s is within its quota of %s, queue %s ran above "
+                   "its quota of %s (it holds %s after the eviction)",
+                   prio_of(e, p), prio_of(e, v), pq->name, pquota, vq->name, quota, held);
+}
+
+/*
+ * Appends to buf (holding len bytes) the entry of one victim in its preemptor's BIND text:
+ * "ns/v (priority 10, same queue)", "ns/v (priority 10, queue b above its quota of 1 GPU)",
+ * "ns/v (queue b above its fair share of 2 GPUs)" for reclaim, "ns/v (its gang g went whole)".
+ * Returns the new length (cut at cap - 1).
+ */
+size_t gs__victim_note(const struct gs_engine *e, uint32_t victim, uint32_t by,
+                       enum gs_evict_reason reason, char *buf, size_t len, size_t cap)
+{
+    if (len + 1 >= cap)
+        return len;
+    const struct tpod *v = &e->p[victim], *p = &e->p[by];
+    const struct queue *vq = &e->q[v->queue];
+    int r = fair_res(p);
+    char who[300], amt[64];
+    pod_label(v, who, sizeof(who));
+    int w;
+    if (reason == GS_EVICT_GANG) {
+        w = snprintf(buf + len, cap - len, "%s (its gang %s went whole)", who,
+                     v->gang != GS_NO_GANG ? e->g[v->gang].name : "?");
+    } else if (reason == GS_EVICT_RECLAIM) {
+        gs__fmt_amount(amt, sizeof(amt), r, vq->fair[r]);
+        w = snprintf(buf + len, cap - len, "%s (queue %s above its fair share of %s)", who,
+                     vq->name, amt);
+    } else if (v->queue == p->queue) {
+        w = snprintf(buf + len, cap - len, "%s (priority %d, same queue)", who, prio_of(e, v));
+    } else {
+        gs__fmt_amount(amt, sizeof(amt), r, vq->quota[r]);
+        w = snprintf(buf + len, cap - len, "%s (priority %d, queue %s above its quota of %s)", who,
+                     prio_of(e, v), vq->name, amt);
+    }
+    if (w < 0)
+        return len;
+    return len + (size_t)w < cap ? len + (size_t)w : cap - 1;
 }
 
 /* ---- one job in one mode --------------------------------------------------------------------- */

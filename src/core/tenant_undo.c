@@ -179,14 +179,54 @@ void gs__emit(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod, uint32
     gs__emit_text(e, kind, pod, by, reason, pl, NULL);
 }
 
-/* BIND or BACKFILL of a pod, with its dynamic MIG re-partitions and start delay. */
+static bool log_has(const struct gs_engine *e, uint32_t from, uint32_t to, uint32_t pod,
+                    uint8_t kind);
+
+/*
+ * The BIND text of a pod that evicted others in the log from `mark` (its net evictions, as
+ * gs__commit() reports them): "preempted ns/a (...), ns/b (...)" or "reclaimed ns/a (...)";
+ * "" when it evicted nothing.
+ */
+static void victims_text(const struct gs_engine *e, uint32_t mark, uint32_t pod, char *buf,
+                         size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (uint32_t i = mark; i < e->nlog; i++) {
+        const struct undo *u = &e->log[i];
+        if (u->kind != UNDO_EVICT || u->by != pod || log_has(e, mark, i, u->pod, UNDO_BIND))
+            continue;
+        if (len == 0) {
+            bool reclaim = u->reason == GS_EVICT_RECLAIM;
+            int w = snprintf(buf, cap, "%s ", reclaim ? "reclaimed" : "preempted");
+            len = w > 0 && (size_t)w < cap ? (size_t)w : 0;
+        } else if (len + 3 < cap) {
+            buf[len++] = ',';
+            buf[len++] = ' ';
+            buf[len] = '\0';
+        }
+        len = gs__victim_note(e, u->pod, pod, (enum gs_evict_reason)u->reason, buf, len, cap);
+    }
+}
+
+/* BIND or BACKFILL of a pod, with its dynamic MIG re-partitions and start delay, and what it
+ * evicted to fit (victims_text()). */
 static void emit_bind(struct gs_engine *e, enum gs_event_kind kind, uint32_t pod,
-                      uint32_t repartitions, int64_t delay_ms)
+                      uint32_t repartitions, int64_t delay_ms, uint32_t mark)
 {
     if (!e->cfg.on_event)
         return;
-    struct gs_event ev = {kind,      pod,  NO_ID,        GS_EVICT_NONE, &e->p[pod].pl,
-                          e->now_ms, NULL, repartitions, delay_ms};
+    char text[1024];
+    victims_text(e, mark, pod, text, sizeof(text));
+    struct gs_event ev = {kind,
+                          pod,
+                          NO_ID,
+                          GS_EVICT_NONE,
+                          &e->p[pod].pl,
+                          e->now_ms,
+                          text[0] ? text : NULL,
+                          repartitions,
+                          delay_ms};
     e->cfg.on_event(e->cfg.ctx, &ev);
 }
 
@@ -251,7 +291,7 @@ int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
                 e->st->bound++;
                 e->st->backfilled += backfill;
             }
-            emit_bind(e, backfill ? GS_EV_BACKFILL : GS_EV_BIND, u->pod, repart, delay_ms);
+            emit_bind(e, backfill ? GS_EV_BACKFILL : GS_EV_BIND, u->pod, repart, delay_ms, mark);
         } else {
             p->evictions++;
             p->reason = (enum gs_evict_reason)u->reason;
@@ -264,7 +304,10 @@ int gs__commit(struct gs_engine *e, uint32_t mark, bool backfill)
             if (p->reason == GS_EVICT_PREEMPT || p->reason == GS_EVICT_RECLAIM ||
                 p->reason == GS_EVICT_GANG)
                 gs__budget_evicted(e, u->pod); /* what the Eviction API will count */
-            gs__emit(e, GS_EV_EVICT, u->pod, u->by, p->reason, &u->pl);
+            char why[1024] = "";
+            if (e->cfg.on_event)
+                gs__evict_text(e, u->pod, u->by, p->reason, why, sizeof(why));
+            gs__emit_text(e, GS_EV_EVICT, u->pod, u->by, p->reason, &u->pl, why[0] ? why : NULL);
             if (p->gang != GS_NO_GANG && e->g[p->gang].running == 0)
                 gs__gang_settle(e, p->gang); /* nothing left running to keep a grace for */
             if (p->state == GS_TPOD_PENDING && (e->cfg.evict_ends_pod || p->foreign)) {

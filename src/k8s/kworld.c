@@ -188,6 +188,7 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
     case GS_EV_ADOPT:
         k.kind = GS_KEV_BIND;
         k.adopted = ev->kind == GS_EV_ADOPT;
+        k.detail = ev->kind != GS_EV_ADOPT ? ev->text : NULL;
         if (!k.adopted)
             w->changes++;
         {
@@ -201,6 +202,7 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
     case GS_EV_EVICT:
         k.kind = GS_KEV_EVICT;
         k.reason = evict_word(ev->reason);
+        k.detail = ev->text;
         if (ev->by != UINT32_MAX && of_engine(w, ev->by)) {
             k.by = of_engine(w, ev->by)->key;
             k.by_uid = of_engine(w, ev->by)->uid;

@@ -45,6 +45,11 @@ case_ pdb
 case_ pdb_late --timeline "$d/pdb_late.timeline.yaml"
 case_ foreign
 case_ reclaim
+# Priority preemption across queues (only pods above their queue's quota, for a pod within its
+# own), and a pod that fits no node holding up nothing behind it.
+case_ cross_queue
+# Preferred node affinity: its weights, summed over the terms a node matches.
+case_ preferred
 case_ gang --timeline "$d/gang.timeline.yaml" --policy bestfit
 case_ lifecycle --timeline "$d/lifecycle.timeline.yaml" --policy bestfit
 case_ gang_loss --timeline "$d/gang_loss.timeline.yaml" --policy bestfit
@@ -103,7 +108,7 @@ fi
 for opt in "" --kai-preemptible-threshold; do
     # shellcheck disable=SC2086 # the option is one word or none
     if ! "$bin" whatif --cluster "$tmp/shipped.yaml" --json $opt 2>"$tmp/err" |
-        grep -qxF '{"t_s":0.0,"cycle":1,"event":"evict","pod":"t/b","node":"n1","reason":"preemption","by":"t/n"}'; then
+        grep -qxF '{"t_s":0.0,"cycle":1,"event":"evict","pod":"t/b","node":"n1","reason":"preemption","by":"t/n","why":"priority 1000 > 100 in queue default"}'; then
         echo "FAIL: shipped classes ${opt:-without the option}"
         cat "$tmp/err"
         fail=1
@@ -116,7 +121,7 @@ done
 # so it cannot show this): a class of value 1 preempts it; at 0 it would not.
 printf 'kind: List\nitems:\n- {kind: PriorityClass, metadata: {name: one}, value: 1}\n- {kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "8", memory: 64Gi, pods: "110", nvidia.com/gpu: "1"}}}\n- {kind: Pod, metadata: {name: zero, namespace: t}, spec: {schedulerName: gpusched, nodeName: n1, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}, status: {phase: Running}}\n- {kind: Pod, metadata: {name: p1, namespace: t}, spec: {schedulerName: gpusched, priorityClassName: one, containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]}}\n' >"$tmp/zero.yaml"
 if ! "$bin" whatif --cluster "$tmp/zero.yaml" --json 2>"$tmp/err" |
-    grep -qxF '{"t_s":0.0,"cycle":1,"event":"evict","pod":"t/zero","node":"n1","reason":"preemption","by":"t/p1"}'; then
+    grep -qxF '{"t_s":0.0,"cycle":1,"event":"evict","pod":"t/zero","node":"n1","reason":"preemption","by":"t/p1","why":"priority 1 > 0 in queue default"}'; then
     echo "FAIL: no class and no globalDefault: priority 0"
     cat "$tmp/err"
     fail=1
@@ -139,7 +144,8 @@ fi
 
 # The table form says the same as the JSON form.
 "$bin" whatif --cluster "$d/preempt.yaml" >"$tmp/table" 2>&1
-if ! grep -qE '^ +0\.0 +1 +evict +t/low-b +n1 +- +preemption by t/urgent$' "$tmp/table"; then
+if ! grep -qE '^ +0\.0 +1 +evict +t/low-b +n1 +- +preemption by t/urgent: priority 50 > 10 in queue default$' "$tmp/table" ||
+    ! grep -qE '^ +0\.0 +1 +bind +t/urgent +n1 +1 +preempted t/low-b \(priority 10, same queue\)$' "$tmp/table"; then
     echo "FAIL: table form"
     cat "$tmp/table"
     fail=1

@@ -242,8 +242,10 @@ grep -q "evicted pod=$ns/low reason=preemption" "$log" || fail "low was not evic
 kubectl -n "$ns" delete pod low --grace-period=0 --force >/dev/null 2>&1 || true
 wait_node high "d-$run"
 echo "ok: preemption: low evicted through the Eviction API, high -> d-$run"
-event_check low Preempted Normal "^Preempted by $ns/high\$"
-echo "ok: event: Preempted \"Preempted by $ns/high\" on low"
+event_check low Preempted Normal "^Preempted by $ns/high: priority 1000 > 10 in queue [^ ]+\$"
+echo "ok: event: Preempted \"Preempted by $ns/high: priority 1000 > 10 in queue ...\" on low"
+event_check high Nominated Normal "^Nominated to node d-$run: preempted $ns/low \\(priority 10, same queue\\)\$"
+echo "ok: event: Nominated \"Nominated to node d-$run: preempted $ns/low (priority 10, same queue)\" on high"
 
 # Metrics of this first process: what its log says it did.
 port=$(sed -n 's/.*serving \/healthz \/readyz \/metrics on .* (port \([0-9]*\)).*/\1/p' "$log" | tail -n 1)

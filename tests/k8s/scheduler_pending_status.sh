@@ -3,11 +3,13 @@
 # the core never tries: one behind its schedulingGates (reason SchedulingGated, as Kubernetes
 # names it), one the translation refuses (pod affinity), one waiting behind an older pod of its
 # flavor that cannot fit, a gang short of its minMember, beside the pods the core tried (a queue
-# over its limit, one asking more GPUs than the node has). One node of 2 GPUs; every pod is
+# over its limit, one asking more GPUs than are free). One node of 2 GPUs; every pod is
 # created before the scheduler starts, so each reason is final at the first cycle:
 #   q1 (1 GPU, queue lim: limit 1 GPU) binds; q2 (1 GPU, queue lim) waits over the limit;
-#   big (3 GPUs) waits: Insufficient nvidia.com/gpu; after (1 GPU, younger, same flavor) waits
-#   behind it, never tried; gated (1 GPU, a scheduling gate); podaff (pod affinity: refused);
+#   big (2 GPUs; q1 holds one) waits: Insufficient nvidia.com/gpu; after (1 GPU, younger, same
+#   flavor) waits behind it, never tried (big would fit the empty node, so it holds its place:
+#   a pod that fits no node at all holds up nothing, k8s_scheduler_cross_queue_preemption);
+#   gated (1 GPU, a scheduling gate); podaff (pod affinity: refused);
 #   g-0 (PodGroup pg, minMember 3, its only member; in queue gang of its own, not behind big).
 # Each pending pod's condition message must equal the reason of its `pending` line from
 # `gpusched whatif --kubeconfig` on the same cluster, and the API server's own count of
@@ -56,7 +58,7 @@ q=", \"labels\": {\"gpusched.io/queue\": \"lim-$run\"}"
 mkpod q1 1 "" "$q"
 sleep 1.1 # creation times a second apart: the queue's order is by age
 mkpod q2 1 "" "$q"
-mkpod big 3
+mkpod big 2
 sleep 1.1
 mkpod after 1
 mkpod gated 1 ', "schedulingGates": [{"name": "gpusched.test/hold"}]'

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The semantics tests of the core through both drivers (tests/k8s/two_drivers.py): every
-# tests/data/whatif case (19 of the 24 that tests/integration/whatif.sh runs, with the same policy and
+# tests/data/whatif case (19 of those tests/integration/whatif.sh runs by default, others named
+# by tests/k8s/CMakeLists.txt on planes of their own; with the same policy and
 # timeline) runs through `gpusched whatif` (whatif.sh checks that against CASE.expected) and
 # here through `gpusched scheduler` on a real API server, the timeline's steps applied through
 # the API, with the same expected results checked after the dump and after each step; then
