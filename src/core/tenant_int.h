@@ -144,7 +144,10 @@ struct tpod {
     char *name;
     uint32_t queue, pclass, gang;
     struct gs_pod_req req;
-    int64_t r[GS_RES_COUNT];
+    int64_t r[GS_RES_COUNT]; /* what its queue is charged: the request, GPU at its charge
+                                (charge.h); while RUNNING the charge of where it landed */
+    int64_t pend_gpu_milli;  /* GPU charge while PENDING (gs_charge_request() at submit): what
+                                r[GS_RES_GPU] goes back to when it leaves its GPUs */
     int64_t est_ms;
     enum gs_tpod_state state;
     struct gs_placement pl;
@@ -295,6 +298,8 @@ static inline int64_t min64(int64_t a, int64_t b)
 
 void gs__account(struct gs_engine *e, uint32_t qi, int which, const int64_t r[], int sign);
 void gs__account_alloc(struct gs_engine *e, uint32_t pod, uint32_t node, int sign);
+void gs__charge_landed(struct gs_engine *e, uint32_t pod, const struct gs_placement *pl);
+void gs__charge_pending(struct gs_engine *e, uint32_t pod);
 int gs__model_of_node(const struct gs_engine *e, uint32_t node);
 const struct gs_model_quota *gs__queue_model(const struct queue *q, uint32_t model);
 char *gs__dup_str(const char *s);
