@@ -129,6 +129,8 @@ void gs_engine_free(struct gs_engine *e)
     gs__free(e->node_cappods);
     gs__free(e->q);
     gs__free(e->m_alloc);
+    gs__free(e->m_demand);
+    gs__free(e->m_fair);
     gs__free(e->pc);
     gs__free(e->g);
     gs__free(e->p);
@@ -592,6 +594,10 @@ int gs_engine_queue_model_info(const struct gs_engine *e, uint32_t id, uint32_t 
     out->quota_milli = mq ? mq->quota_milli : 0;
     out->limit_milli = mq ? mq->limit_milli : GS_UNLIMITED;
     out->allocated_milli = e->m_alloc[(size_t)id * GS_MODELS_MAX + model];
+    size_t k = (size_t)id * GS_MODELS_MAX + model;
+    out->fair_known = e->m_fair_on;
+    out->demand_milli = e->m_fair_on ? e->m_demand[k] : 0;
+    out->fair_milli = e->m_fair_on ? e->m_fair[k] : 0;
     return GS_OK;
 }
 

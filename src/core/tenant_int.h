@@ -217,6 +217,14 @@ struct gs_engine {
      * m_alloc[queue * GS_MODELS_MAX + model]; capq queues' worth. */
     int64_t *m_alloc;
     uint32_t m_alloc_capq;
+    /* Per queue and GPU model, laid out as m_alloc and computed each cycle while some queue has
+     * per-model entries (m_fair_on): the demand a queue's subtree has for GPUs of the model and
+     * its fair share of them (tenant_cycle.c, "fair share per GPU model"). m_cap: milli-GPU of
+     * each model the queues share. m_fair_capq queues' worth. */
+    int64_t *m_demand, *m_fair;
+    int64_t m_cap[GS_MODELS_MAX];
+    uint32_t m_fair_capq;
+    bool m_fair_on;
     struct pclass *pc;
     uint32_t npc, cappc;
     struct gang *g;
