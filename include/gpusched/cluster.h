@@ -608,7 +608,8 @@ uint64_t gs_cluster_refreshes(const struct gs_cluster *c);
  */
 bool gs_cluster_refreshed_node(const struct gs_cluster *c, uint64_t k, uint32_t *node);
 
-/** Returns a number that changes whenever capacity (gs_cluster_capacity()) may have changed. */
+/** Returns a number that changes whenever capacity (gs_cluster_capacity()) or a GPU's sharing
+ *  mode (gs_cluster_set_gpu_mode()) may have changed. */
 uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c);
 
 /** Returns the total GPU count of the cluster. */

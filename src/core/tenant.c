@@ -505,6 +505,30 @@ void gs__charge_landed(struct gs_engine *e, uint32_t pod, const struct gs_placem
         set_gpu_charge(e, pod, gs_charge_milli(landed));
 }
 
+/*
+ * Re-estimates the pending charge of every pending pod whose charge depends on the cluster's
+ * GPUs (memory, slots; MIG for a profile no model had), after the GPUs may have changed (a
+ * node added or removed, a health or mode change): a GPU with less memory than any before
+ * would otherwise land a pod at more than the charge its queue's limits admitted. O(pending
+ * pods of those kinds x GPUs), only when gs_cluster_capacity_gen() moved. A gang whose member
+ * changed charge is judged again against its queues' caps.
+ */
+void gs__charge_refresh_pending(struct gs_engine *e)
+{
+    for (uint32_t i = 0; i < e->np; i++) {
+        struct tpod *p = &e->p[i];
+        double gpus;
+        if (p->state != GS_TPOD_PENDING || p->forgotten || gs_req_kind(&p->req) == GS_REQ_MILLI ||
+            gs_charge_request(e->c, &p->req, &gpus) != GS_OK)
+            continue;
+        int64_t was = p->pend_gpu_milli;
+        p->pend_gpu_milli = gs_charge_milli(gpus);
+        set_gpu_charge(e, i, p->pend_gpu_milli);
+        if (p->gang != GS_NO_GANG && was != p->pend_gpu_milli)
+            gs__gang_judge(e, p->gang); /* its least footprint changed with it */
+    }
+}
+
 /* Puts pod's GPU charge back to its pending one, after gs__account_alloc(-1). */
 void gs__charge_pending(struct gs_engine *e, uint32_t pod)
 {

@@ -402,6 +402,7 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
     if (e->capacity_gen != gs_cluster_capacity_gen(e->c)) {
         cluster_capacity(e, e->capacity); /* O(nodes), only when capacity may have changed */
         e->capacity_gen = gs_cluster_capacity_gen(e->c);
+        gs__charge_refresh_pending(e);
     }
     gs_engine_compute_fair(e, e->capacity);
     if ((err = model_fair(e)) != GS_OK)

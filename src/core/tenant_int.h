@@ -308,6 +308,7 @@ void gs__account(struct gs_engine *e, uint32_t qi, int which, const int64_t r[],
 void gs__account_alloc(struct gs_engine *e, uint32_t pod, uint32_t node, int sign);
 void gs__charge_landed(struct gs_engine *e, uint32_t pod, const struct gs_placement *pl);
 void gs__charge_pending(struct gs_engine *e, uint32_t pod);
+void gs__charge_refresh_pending(struct gs_engine *e);
 int gs__model_of_node(const struct gs_engine *e, uint32_t node);
 const struct gs_model_quota *gs__queue_model(const struct queue *q, uint32_t model);
 char *gs__dup_str(const char *s);

@@ -506,6 +506,68 @@ static void test_pending_memory_pod_is_recharged_exactly_at_bind(void **state)
     gs_cluster_free(c);
 }
 
+/*
+ * A pending charge is estimated again when the cluster's GPUs change, so a GPU with less
+ * memory than any before cannot land a pod above its queue's limit. Queue limit 1.4 GPUs. Node
+ * h200 (one 144384 MiB GPU) takes a whole-GPU pod: 1000. A 40960 MiB pod then waits (no room),
+ * charged 40960 / 144384 = 283 (the only GPU). Node h100 (one 81920 MiB GPU) is added: the
+ * estimate becomes 40960 / 81920 = 500, and 1000 + 500 = 1500 > 1400, so the pod stays pending
+ * at its limit; charged the old 283 it would have passed (1283) and landed at 1500.
+ */
+static void test_pending_charge_follows_a_smaller_gpu_added_later(void **state)
+{
+    (void)state;
+    struct gs_cluster *c;
+    assert_int_equal(gs_cluster_new(&c), GS_OK);
+    add_gpu_node(c, "h200", "H200-141GB", 144384);
+    struct gs_engine *e;
+    struct gs_engine_config cfg = {.policy = "bestfit", .on_event = on_event};
+    assert_int_equal(gs_engine_new(c, &cfg, &e), GS_OK);
+    struct gs_queue_spec qs = {
+        "team", GS_QUEUE_ROOT, {1000, 64000, 262144}, {1400, GS_UNLIMITED, GS_UNLIMITED}, 0, 0};
+    uint32_t q, pc, whole, mem;
+    assert_int_equal(gs_engine_add_queue(e, &qs, &q), GS_OK);
+    struct gs_priority_class_spec ps = {"normal", 10, -1};
+    assert_int_equal(gs_engine_add_priority_class(e, &ps, &pc), GS_OK);
+    struct gs_tpod_spec sw = {
+        "whole",
+        q,
+        pc,
+        GS_NO_GANG,
+        {.cpu_milli = 100, .num_gpu = 1, .gpu_milli = 1000, .gpu_model_mask = GS_MODEL_ANY},
+        -1};
+    struct gs_tpod_spec sm = {
+        "mem",
+        q,
+        pc,
+        GS_NO_GANG,
+        {.cpu_milli = 100, .num_gpu = 1, .gpu_model_mask = GS_MODEL_ANY, .gpu_mem_mib = 40960},
+        -1};
+    assert_int_equal(gs_engine_submit(e, &sw, 0, &whole), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 1, NULL, NULL), GS_OK);
+    assert_int_equal(gs_engine_submit(e, &sm, 2, &mem), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 3, NULL, NULL), GS_OK);
+    assert_queue_gpu(e, q, 1000, 1000 + 283);
+    add_gpu_node(c, "h100", "H100-80GB", 81920);
+    assert_int_equal(gs_engine_cycle(e, 4, NULL, NULL), GS_OK);
+    struct gs_tpod_info im;
+    assert_int_equal(gs_engine_pod_info(e, mem, &im), GS_OK);
+    assert_int_equal(im.state, GS_TPOD_PENDING);
+    assert_non_null(im.reason);
+    assert_non_null(strstr(im.reason, "limit of 1.4 GPUs"));
+    assert_queue_gpu(e, q, 1000, 1000 + 500);
+    /* The whole pod ends: 500 fits the limit, and the pod lands on the H100 (best fit on
+     * memory: 81920 MiB free is tighter than 144384) at exactly 500. */
+    assert_int_equal(gs_engine_finish(e, whole, 5), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 6, NULL, NULL), GS_OK);
+    assert_int_equal(gs_engine_pod_info(e, mem, &im), GS_OK);
+    assert_int_equal(im.state, GS_TPOD_RUNNING);
+    assert_int_equal(im.pl.node, 1);
+    assert_queue_gpu(e, q, 500, 500);
+    gs_engine_free(e);
+    gs_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_two_sixty_percent_pods_against_a_quota_of_one_gpu),
         cmocka_unit_test(test_two_memory_pods_on_one_gpu_are_charged_1_80_by_quota_and_accounting),
         cmocka_unit_test(test_pending_memory_pod_is_recharged_exactly_at_bind),
+        cmocka_unit_test(test_pending_charge_follows_a_smaller_gpu_added_later),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
