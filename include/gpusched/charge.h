@@ -83,8 +83,9 @@ int gs_charge_placement(const struct gs_cluster *c, const struct gs_pod_req *req
 int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, double *gpus);
 
 /**
- * A charge in GPUs as integer milli-GPU for the quota books, rounded down, so that the charges
- * of the pods on one GPU never sum above 1000 (seven 1g of 7 are 7 x 142 = 994).
+ * A charge in GPUs as integer milli-GPU for the quota books, rounded down, so that rounding
+ * never takes the charges of the pods on one GPU above what their shares sum to (seven 1g of 7
+ * are 7 x 142 = 994, not 1001).
  */
 int64_t gs_charge_milli(double gpus);
 
