@@ -25,7 +25,7 @@ ALLOWED = {
     "util": set(),
     "core": {"util"},
     "rpc": {"util"},
-    "agent": {"util", "rpc", "k8s"},
+    "agent": {"util", "core", "rpc", "k8s"},
     "sim": {"util", "core"},
     "kworld": {"util", "core"},
     "k8s": {"util", "core"},

@@ -3,9 +3,11 @@
  *
  * Chargeback tools that charge a pod holding a quarter of a GPU as a whole GPU (HAMi #3073,
  * OpenCost #3828) make per-team totals that add up to more than the cluster. Here a grant is
- * charged by the share of the GPU's capacity it takes, so the charges of the pods on one GPU
- * never sum above 1 and idle capacity (capacity minus charged) is never negative. The rules are
- * those of issue 8, "Quota charged by what is used":
+ * charged by the share of the GPU's capacity it takes, so the charges of compute fractions, MIG
+ * instances and replicas on one GPU never sum above 1. The rules are those of issue 8, "Quota
+ * charged by what is used", which sets no cap per GPU: memory grants, each charged the larger of
+ * its shares, can sum above 1 (900 milli + 8 GiB and 99 milli + 72 GiB on one 80 GiB GPU are
+ * 0.9 + 0.9 = 1.8), and idle capacity is then negative:
  *  - a compute fraction (milli-GPU): gpu_milli / 1000;
  *  - when the GPU's memory and the grant's memory are both known: the larger of the compute
  *    share and the memory share (mem_mib / GPU mem_mib), because a pod holding 80 % of a GPU's
@@ -67,9 +69,13 @@ int gs_charge_placement(const struct gs_cluster *c, const struct gs_pod_req *req
 /**
  * The GPUs a pod not yet placed is charged. MILLI: num_gpu x gpu_milli / 1000. MIG: mig_count x
  * the profile's compute slices over its GPU's (the same on every model that has the profile
- * name). MEMORY and TIMESLICE, whose share depends on the GPU: per GPU asked, the smallest
- * share over the healthy GPUs, present nodes and models the request may use (for memory, the
- * largest GPU memory gives the smallest share); GPU-less nodes count for nothing; 0 when no
+ * name). MEMORY and TIMESLICE, whose share depends on the GPU: per GPU asked, the largest share
+ * over the GPUs it may use: healthy GPUs that can take it (memory: its MiB fit the GPU's) of
+ * present nodes of the models it may use, and for MEMORY only nodes with num_gpu such GPUs.
+ * For memory that is the share of the GPU with the smallest memory (issue 8: "a pending memory
+ * request by the smallest GPU memory among the GPUs it may use"); for slots, of the GPU with
+ * the fewest replicas. The charge is thus never below gs_charge_placement() wherever it lands,
+ * and the engine re-charges it exactly at bind. GPU-less nodes count for nothing; 0 when no
  * GPU can take it. O(GPUs of the cluster) for those two kinds, O(1) otherwise.
  * @param gpus receives the charge in GPUs, >= 0.
  * @return GS_OK; GS_EINVAL for a request that fails gs_pod_req_validate() (*gpus then 0).
@@ -77,8 +83,9 @@ int gs_charge_placement(const struct gs_cluster *c, const struct gs_pod_req *req
 int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, double *gpus);
 
 /**
- * A charge in GPUs as integer milli-GPU for the quota books, rounded down, so that the charges
- * of the pods on one GPU never sum above 1000 (seven 1g of 7 are 7 x 142 = 994).
+ * A charge in GPUs as integer milli-GPU for the quota books, rounded down, so that rounding
+ * never takes the charges of the pods on one GPU above what their shares sum to (seven 1g of 7
+ * are 7 x 142 = 994, not 1001).
  */
 int64_t gs_charge_milli(double gpus);
 

@@ -97,6 +97,47 @@ struct gs_gpu_mode {
                                                            node's GPU model */
 };
 
+/**
+ * The name of a sharing mode in the node agent's inventory (Node annotation gpusched.io/gpus,
+ * docs/schemas/node-gpus.schema.json) and in reports: "whole", "replicas" (time-slicing),
+ * "fractions" (milli and memory), "mig". One table for the agent that writes the inventory,
+ * the scheduler that reads it and the replay's reports.
+ * @return static storage; NULL for a value outside enum gs_gpu_sharing.
+ */
+const char *gs_gpu_sharing_name(enum gs_gpu_sharing s);
+
+/**
+ * The sharing mode of a name of gs_gpu_sharing_name() (exactly, case-sensitively).
+ * @param name  borrowed; NULL matches nothing.
+ * @return GS_OK with *out set; GS_EINVAL for any other name (*out untouched).
+ */
+int gs_gpu_sharing_parse(const char *name, enum gs_gpu_sharing *out);
+
+/** A MIG instance as a device reports it: the profile's name and the start slot if known. */
+struct gs_mig_device {
+    const char *profile; /**< "1g.18gb" as NVML and the inventory spell it; borrowed */
+    int start;           /**< first memory slice, 0..7, or -1 when not known */
+};
+
+/**
+ * The core's mode of a MIG GPU from its devices: each profile looked up in the model's
+ * geometry (gs_mig_profile_find()), each start known, and the layout passing
+ * gs_mig_layout_check(). The node agent (what it publishes) and the scheduler (what it reads
+ * from the agent) both build MIG GPUs with it, so they judge a layout alike.
+ * @param model  the GPU's model (gs_mig_model_find()); NULL when not in the table.
+ * @param dev    borrowed, n entries; may be NULL when n == 0.
+ * @param n      devices, 1..GS_MIG_INSTANCES_MAX.
+ * @param out    receives a MIG mode with the layout in the order given; on failure a whole GPU
+ *               (the caller marks it unusable).
+ * @param why    receives "" or the first fault ("model X is not in the MIG table", "mig[1]
+ *               .profile 5g.40gb is not a profile of H100-80GB", "mig[0].start is unknown",
+ *               "MIG layout: ..." with gs_mig_layout_check()'s reason); cut to cap bytes; may be
+ *               NULL.
+ * @return GS_OK; GS_EINVAL (why says it) for no model, no or too many devices, or a fault.
+ */
+int gs_mig_mode_build(const struct gs_mig_model *model, const struct gs_mig_device *dev, uint32_t n,
+                      struct gs_gpu_mode *out, char *why, size_t cap);
+
 /** Effects of a Kubernetes taint (core/v1 Taint.effect). */
 enum gs_taint_effect {
     GS_TAINT_NO_SCHEDULE = 1,        /**< `NoSchedule`: pods that do not tolerate it never land */
@@ -567,7 +608,8 @@ uint64_t gs_cluster_refreshes(const struct gs_cluster *c);
  */
 bool gs_cluster_refreshed_node(const struct gs_cluster *c, uint64_t k, uint32_t *node);
 
-/** Returns a number that changes whenever capacity (gs_cluster_capacity()) may have changed. */
+/** Returns a number that changes whenever capacity (gs_cluster_capacity()) or a GPU's sharing
+ *  mode (gs_cluster_set_gpu_mode()) may have changed. */
 uint64_t gs_cluster_capacity_gen(const struct gs_cluster *c);
 
 /** Returns the total GPU count of the cluster. */

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gpusched/cluster.h" /* struct gs_gpu_mode, the core's model of a GPU's mode */
 #include "gpusched/devplugin.h"
 #include "gpusched/health.h"
 
@@ -37,11 +38,29 @@
 #define GS_DP_INVENTORY_VERSION 1
 
 /**
+ * GPU g of the agent's model in the core's terms (struct gs_gpu_mode, cluster.h), the one
+ * model of a GPU's mode that the inventory is written from and the scheduler places on: MIG
+ * when the model advertises MIG devices of the GPU, the layout built by the core's
+ * gs_mig_mode_build() from the GPU's MIG devices (profiles in the core's geometry table for
+ * the GPU's model, gs_mig_model_find() of its NVML name); else fractions (MILLI) when it
+ * advertises gpusched.io/gpu-slice slices of it; else TIMESLICE with its replica count when it
+ * advertises more than one replica of it; else WHOLE.
+ * @param m     the model (borrowed).
+ * @param g     GPU index, < m->n_gpus.
+ * @param mode  receives the mode. A MIG GPU whose layout the core cannot place on (model not
+ *              in the table, unknown profile or start, a layout the hardware does not allow)
+ *              has sharing MIG and mig_count 0, and `why` says what the scheduler will say.
+ * @param why   receives "" or that reason, cut to cap bytes; may be NULL.
+ * @return GS_OK; GS_EINVAL for NULL arguments or g out of range.
+ */
+int gs_dp_gpu_mode(const struct gs_dp_model *m, uint32_t g, struct gs_gpu_mode *mode, char *why,
+                   size_t cap);
+
+/**
  * Builds the inventory document: {"version":1,"gpus":[{"index","uuid","model","mem_mib",
  * "mode","health","numa_node","nvlink_peers","replicas","resources","mig"}...]}, one entry per
- * GPU in index order. mode is "mig" when the model advertises MIG devices of the GPU, else
- * "fractions" when it advertises gpusched.io/gpu-slice slices of it (sharing.fractions), else
- * "replicas" when it advertises time-sliced replicas of it, else "whole"; replicas is the
+ * GPU in index order. mode is gs_gpu_sharing_name() of gs_dp_gpu_mode()'s sharing: "mig",
+ * "fractions", "replicas" or "whole"; replicas is the
  * replica count of a time-sliced GPU (1 otherwise); resources the advertised resources with a
  * device on the GPU; mig every MIG device of the GPU with profile, start (null unknown), uuid,
  * mem_mib and replicas; health "Healthy" or "Unhealthy" from the health array.

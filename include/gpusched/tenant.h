@@ -667,10 +667,21 @@ struct gs_queue_model_info {
     int64_t limit_milli;     /**< the entry's limit; GS_UNLIMITED without one */
     int64_t allocated_milli; /**< milli-GPU its subtree's running pods hold on nodes of the
                                   model (memory, slot and MIG pods at their charge, charge.h) */
+    bool fair_known;         /**< the last cycle divided the model's GPUs (some queue of the
+                                  engine has per-model entries); the two below are 0 otherwise */
+    int64_t demand_milli;    /**< milli-GPU of the model its subtree wants: what it holds there
+                                  plus every pending pod that may use the model (a pod that may
+                                  use several models counts on each), at the last cycle */
+    int64_t fair_milli;      /**< its fair share of the model's GPUs from the last cycle: the
+                                  model's GPUs divided as gs_engine_compute_fair() divides the
+                                  cluster's, with the entry's quota (0 without one) and limit
+                                  (else the overall GPU limit) and the demand above */
 };
 
 /**
- * Reads queue `id`'s per-model bound and allocation for GPU model `model`.
+ * Reads queue `id`'s per-model bound, allocation, demand and fair share for GPU model `model`.
+ * Each model's GPUs are divided on their own, so a queue's unused share of one model is never
+ * counted as a share of another (issue 8's per-GPU-model quotas; Kueue's ResourceFlavors).
  * @return GS_OK; GS_EINVAL for a bad queue id or a model id >= GS_MODELS_MAX.
  */
 int gs_engine_queue_model_info(const struct gs_engine *e, uint32_t id, uint32_t model,

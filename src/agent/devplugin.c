@@ -794,6 +794,15 @@ void gs__dp_publish_inventory(struct gs_dp_agent *a)
     }
     free(a->inventory);
     a->inventory = text;
+    /* A MIG GPU the core's geometry refuses is published as seen, and the scheduler will keep
+     * pods off it: say so here too, with the scheduler's reason, once per change. */
+    for (uint32_t g = 0; g < a->model.n_gpus; g++) {
+        struct gs_gpu_mode mode;
+        char why[200];
+        if (gs_dp_gpu_mode(&a->model, g, &mode, why, sizeof why) == GS_OK && why[0] != '\0')
+            gs__dp_logf(a, "inventory: GPU %u: %s; the scheduler will not place on it", (unsigned)g,
+                        why);
+    }
 }
 
 /* Sends the full list to every stream of every resource touched by a health change. */

@@ -8,6 +8,7 @@
 #include "gpusched/dpkube.h"
 
 #include "gpusched/err.h"
+#include "gpusched/mig.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -72,17 +73,61 @@ static json_t *mig_entry(const struct gs_dp_model *m, uint32_t g, uint32_t k)
     return o;
 }
 
+int gs_dp_gpu_mode(const struct gs_dp_model *m, uint32_t g, struct gs_gpu_mode *mode, char *why,
+                   size_t cap)
+{
+    if (why != NULL && cap > 0)
+        why[0] = '\0';
+    if (m == NULL || mode == NULL || g >= m->n_gpus)
+        return GS_EINVAL;
+    memset(mode, 0, sizeof *mode);
+    uint32_t replicas = 1, mask = 0;
+    bool has_mig = false, sliced = false;
+    unit_facts(m, g, -1, &replicas, &has_mig, &mask, &sliced);
+    mode->replicas = 1;
+    if (!has_mig) {
+        mode->sharing = sliced         ? GS_GPU_SHARE_MILLI
+                        : replicas > 1 ? GS_GPU_SHARE_TIMESLICE
+                                       : GS_GPU_SHARE_WHOLE;
+        if (mode->sharing == GS_GPU_SHARE_TIMESLICE)
+            mode->replicas = (uint8_t)(replicas > 255 ? 255 : replicas);
+        return GS_OK;
+    }
+    const struct gs_gpu_info *info = &m->gpus[g];
+    struct gs_mig_device dev[GS_MIG_INSTANCES_MAX];
+    uint32_t n = info->mig_count;
+    for (uint32_t k = 0; k < n && k < GS_MIG_INSTANCES_MAX; k++)
+        dev[k] = (struct gs_mig_device){info->mig[k].profile,
+                                        info->mig[k].has_start ? (int)info->mig[k].start_slot : -1};
+    const struct gs_mig_model *mm = gs_mig_model_find(info->model);
+    char reason[200] = "";
+    if (mm == NULL)
+        (void)snprintf(reason, sizeof reason, "model %s is not in the MIG table", info->model);
+    else if (n > 0)
+        (void)gs_mig_mode_build(mm, dev, n, mode, reason, sizeof reason);
+    if (reason[0] != '\0' || n == 0) {
+        memset(mode, 0, sizeof *mode);
+        mode->replicas = 1;
+    }
+    mode->sharing = GS_GPU_SHARE_MIG;
+    if (why != NULL && cap > 0)
+        (void)snprintf(why, cap, "%s", reason);
+    return GS_OK;
+}
+
 static json_t *gpu_entry(const struct gs_dp_model *m, const enum gs_health_state *health,
                          uint32_t g)
 {
     const struct gs_gpu_info *info = &m->gpus[g];
     uint32_t replicas = 1, mask = 0;
-    bool has_mig = false, sliced = false;
-    unit_facts(m, g, -1, &replicas, &has_mig, &mask, &sliced);
+    bool has_mig = false;
+    unit_facts(m, g, -1, &replicas, &has_mig, &mask, NULL);
     uint32_t all_mask = 0, unused = 1;
     unit_facts(m, g, INT32_MIN, &unused, NULL, &all_mask,
                NULL); /* every resource with a device here */
-    const char *mode = has_mig ? "mig" : sliced ? "fractions" : replicas > 1 ? "replicas" : "whole";
+    struct gs_gpu_mode core_mode;
+    (void)gs_dp_gpu_mode(m, g, &core_mode, NULL, 0); /* g is in range */
+    const char *mode = gs_gpu_sharing_name((enum gs_gpu_sharing)core_mode.sharing);
     json_t *o = json_object();
     json_t *peers = json_array();
     json_t *res = json_array();

@@ -120,21 +120,36 @@ int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, 
         return GS_OK; /* a profile of no known model: it can land nowhere */
     case GS_REQ_MEMORY:
     case GS_REQ_TIMESLICE: {
-        double best = -1;
+        /* Issue 8: "a pending memory request by the smallest GPU memory among the GPUs it may
+         * use". The largest share any usable GPU would charge (for memory, that of the GPU
+         * with the least memory; for slots, that of the GPU with the fewest replicas) is never
+         * below what it is charged where it lands, so a queue's limit that admits the pending
+         * charge also admits the landed one. A memory pod takes num_gpu GPUs of one node: a
+         * node with fewer GPUs that could take it cannot be used. */
+        double worst = -1;
         for (uint32_t i = 0; i < gs_cluster_node_count(c); i++) {
             const struct gs_node *n = gs_cluster_node(c, i);
             if (!n->present || n->gpu_count == 0 ||
                 (req->gpu_model_mask != GS_MODEL_ANY &&
                  (n->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << n->model_id)))))
                 continue;
+            double node_worst = -1;
+            uint32_t usable = 0;
             for (uint32_t g = 0; g < n->gpu_count; g++) {
                 double s = n->gpus[g].healthy ? share_on(&n->gpus[g], req) : -1;
-                if (s >= 0 && (best < 0 || s < best))
-                    best = s;
+                if (s < 0)
+                    continue;
+                usable++;
+                if (s > node_worst)
+                    node_worst = s;
             }
+            if (gs_req_kind(req) == GS_REQ_MEMORY && usable < req->num_gpu)
+                continue;
+            if (node_worst > worst)
+                worst = node_worst;
         }
         uint32_t per = gs_req_kind(req) == GS_REQ_TIMESLICE ? req->timeslice_slots : req->num_gpu;
-        *gpus = best > 0 ? per * best : 0;
+        *gpus = worst > 0 ? per * worst : 0;
         return GS_OK;
     }
     }

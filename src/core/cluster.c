@@ -473,6 +473,7 @@ int gs_cluster_set_gpu_mode(struct gs_cluster *c, uint32_t i, uint32_t gpu,
         return err;
     gs__gpu_mode_apply(&n->gpus[gpu], mode, mig_model);
     node_refresh(c, n);
+    c->capacity_gen++; /* what a pending pod is charged (charge.h) may depend on the mode */
     return GS_OK;
 }
 

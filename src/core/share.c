@@ -610,3 +610,73 @@ void gs__gpu_mode_apply(struct gs_gpu *g, const struct gs_gpu_mode *mode,
         g->mig[k] = v;
     }
 }
+
+/* ---- names and MIG modes shared with the agent and the inventory reader ------------------ */
+
+static const char *const sharing_names[] = {
+    [GS_GPU_SHARE_MILLI] = "fractions",
+    [GS_GPU_SHARE_TIMESLICE] = "replicas",
+    [GS_GPU_SHARE_MIG] = "mig",
+    [GS_GPU_SHARE_WHOLE] = "whole",
+};
+
+const char *gs_gpu_sharing_name(enum gs_gpu_sharing s)
+{
+    return (unsigned)s < sizeof(sharing_names) / sizeof(sharing_names[0]) ? sharing_names[s] : NULL;
+}
+
+int gs_gpu_sharing_parse(const char *name, enum gs_gpu_sharing *out)
+{
+    for (size_t i = 0; name && i < sizeof(sharing_names) / sizeof(sharing_names[0]); i++)
+        if (strcmp(name, sharing_names[i]) == 0) {
+            *out = (enum gs_gpu_sharing)i;
+            return GS_OK;
+        }
+    return GS_EINVAL;
+}
+
+int gs_mig_mode_build(const struct gs_mig_model *model, const struct gs_mig_device *dev, uint32_t n,
+                      struct gs_gpu_mode *out, char *why, size_t cap)
+{
+    char scratch[8];
+    if (!why) {
+        why = scratch;
+        cap = sizeof(scratch);
+    }
+    if (cap)
+        why[0] = '\0';
+    memset(out, 0, sizeof(*out));
+    out->sharing = GS_GPU_SHARE_WHOLE;
+    out->replicas = 1;
+    struct gs_gpu_mode m = {.sharing = GS_GPU_SHARE_MIG};
+    if (n == 0 || n > GS_MIG_INSTANCES_MAX) {
+        (void)snprintf(why, cap, "%u MIG devices, not 1..%d", (unsigned)n, GS_MIG_INSTANCES_MAX);
+        return GS_EINVAL;
+    }
+    if (!model) {
+        (void)snprintf(why, cap, "the model is not in the MIG table");
+        return GS_EINVAL;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const char *name = dev[i].profile && dev[i].profile[0] ? dev[i].profile : NULL;
+        int p = name ? gs_mig_profile_find(model, name) : -1;
+        if (p < 0) {
+            (void)snprintf(why, cap, "mig[%u].profile %s is not a profile of %s", (unsigned)i,
+                           name ? name : "(none)", model->name);
+            return GS_EINVAL;
+        }
+        if (dev[i].start < 0 || dev[i].start > 255) {
+            (void)snprintf(why, cap, "mig[%u].start is unknown", (unsigned)i);
+            return GS_EINVAL;
+        }
+        m.mig[i] = (struct gs_mig_instance){(uint8_t)p, (uint8_t)dev[i].start};
+    }
+    m.mig_count = (uint8_t)n;
+    char r[GS_REQ_REASON_MAX];
+    if (gs_mig_layout_check(model, m.mig, n, r, sizeof(r)) != GS_OK) {
+        (void)snprintf(why, cap, "MIG layout: %s", r);
+        return GS_EINVAL;
+    }
+    *out = m;
+    return GS_OK;
+}

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpusched/charge.h"
 #include "gpusched/err.h"
 #include "gpusched/names.h"
 #include "gpusched/explain.h"
@@ -128,6 +129,8 @@ void gs_engine_free(struct gs_engine *e)
     gs__free(e->node_cappods);
     gs__free(e->q);
     gs__free(e->m_alloc);
+    gs__free(e->m_demand);
+    gs__free(e->m_fair);
     gs__free(e->pc);
     gs__free(e->g);
     gs__free(e->p);
@@ -473,6 +476,65 @@ void gs__account_alloc(struct gs_engine *e, uint32_t pod, uint32_t node, int sig
         e->m_alloc[(size_t)a * GS_MODELS_MAX + (uint32_t)m] += sign * p->r[GS_RES_GPU];
 }
 
+/* Sets pod's GPU charge to gpu_milli, moving its queue's (and ancestors') demand with it. Its
+ * allocation is not touched: callers change the charge only while the pod is off the books
+ * (before gs__account_alloc(+1), after gs__account_alloc(-1)). */
+static void set_gpu_charge(struct gs_engine *e, uint32_t pod, int64_t gpu_milli)
+{
+    struct tpod *p = &e->p[pod];
+    int64_t delta[GS_RES_COUNT] = {0};
+    delta[GS_RES_GPU] = gpu_milli - p->r[GS_RES_GPU];
+    if (delta[GS_RES_GPU] == 0)
+        return;
+    gs__account(e, p->queue, 1, delta, +1);
+    p->r[GS_RES_GPU] = gpu_milli;
+}
+
+/*
+ * Re-charges pod, about to hold pl, exactly for the GPUs it lands on (issue 8: a memory share
+ * of the GPU it lands on; the slots of that GPU's replicas; the slices of its MIG GPU). The
+ * pending charge was an estimate made before the GPU was known. Milli pods keep their charge,
+ * which does not depend on the GPU. Call before gs__account_alloc(+1).
+ */
+void gs__charge_landed(struct gs_engine *e, uint32_t pod, const struct gs_placement *pl)
+{
+    struct tpod *p = &e->p[pod];
+    double landed;
+    if (gs_req_kind(&p->req) != GS_REQ_MILLI &&
+        gs_charge_placement(e->c, &p->req, pl, &landed) == GS_OK)
+        set_gpu_charge(e, pod, gs_charge_milli(landed));
+}
+
+/*
+ * Re-estimates the pending charge of every pending pod whose charge depends on the cluster's
+ * GPUs (memory, slots; MIG for a profile no model had), after the GPUs may have changed (a
+ * node added or removed, a health or mode change): a GPU with less memory than any before
+ * would otherwise land a pod at more than the charge its queue's limits admitted. O(pending
+ * pods of those kinds x GPUs), only when gs_cluster_capacity_gen() moved. A gang whose member
+ * changed charge is judged again against its queues' caps.
+ */
+void gs__charge_refresh_pending(struct gs_engine *e)
+{
+    for (uint32_t i = 0; i < e->np; i++) {
+        struct tpod *p = &e->p[i];
+        double gpus;
+        if (p->state != GS_TPOD_PENDING || p->forgotten || gs_req_kind(&p->req) == GS_REQ_MILLI ||
+            gs_charge_request(e->c, &p->req, &gpus) != GS_OK)
+            continue;
+        int64_t was = p->pend_gpu_milli;
+        p->pend_gpu_milli = gs_charge_milli(gpus);
+        set_gpu_charge(e, i, p->pend_gpu_milli);
+        if (p->gang != GS_NO_GANG && was != p->pend_gpu_milli)
+            gs__gang_judge(e, p->gang); /* its least footprint changed with it */
+    }
+}
+
+/* Puts pod's GPU charge back to its pending one, after gs__account_alloc(-1). */
+void gs__charge_pending(struct gs_engine *e, uint32_t pod)
+{
+    set_gpu_charge(e, pod, e->p[pod].pend_gpu_milli);
+}
+
 /* Writes an amount of resource r for a reason text: "2 GPUs", "1.5 GPUs", "4000 milli-CPU". */
 void gs__fmt_amount(char *buf, size_t cap, int r, int64_t v)
 {
@@ -556,6 +618,10 @@ int gs_engine_queue_model_info(const struct gs_engine *e, uint32_t id, uint32_t 
     out->quota_milli = mq ? mq->quota_milli : 0;
     out->limit_milli = mq ? mq->limit_milli : GS_UNLIMITED;
     out->allocated_milli = e->m_alloc[(size_t)id * GS_MODELS_MAX + model];
+    size_t k = (size_t)id * GS_MODELS_MAX + model;
+    out->fair_known = e->m_fair_on;
+    out->demand_milli = e->m_fair_on ? e->m_demand[k] : 0;
+    out->fair_milli = e->m_fair_on ? e->m_fair[k] : 0;
     return GS_OK;
 }
 
@@ -787,6 +853,22 @@ int gs_engine_check(const struct gs_engine *e, char *msg, size_t cap)
             goto out;
         }
         evictions += p->evictions;
+        /* The GPU charge: the pending one while pending, exactly where it landed while
+         * running (gs__charge_landed()); adopted pods were charged where they run too. */
+        double landed;
+        if (p->state == GS_TPOD_PENDING && p->r[GS_RES_GPU] != p->pend_gpu_milli) {
+            (void)snprintf(msg, cap, "pod %u (%s) is pending at %lld milli-GPU, not its %lld", i,
+                           p->name, (long long)p->r[GS_RES_GPU], (long long)p->pend_gpu_milli);
+            goto out;
+        }
+        if (p->state == GS_TPOD_RUNNING && gs_req_kind(&p->req) != GS_REQ_MILLI &&
+            gs_charge_placement(e->c, &p->req, &p->pl, &landed) == GS_OK &&
+            gs_charge_milli(landed) != p->r[GS_RES_GPU]) {
+            (void)snprintf(msg, cap, "pod %u (%s) is charged %lld milli-GPU, where it runs %lld", i,
+                           p->name, (long long)p->r[GS_RES_GPU],
+                           (long long)gs_charge_milli(landed));
+            goto out;
+        }
         if (p->state == GS_TPOD_PENDING || p->state == GS_TPOD_RUNNING)
             for (uint32_t a = p->queue; a != NO_ID; a = e->q[a].parent)
                 for (int r = 0; r < GS_RES_COUNT; r++)

@@ -111,9 +111,42 @@ int gs__enqueue(struct gs_engine *e, uint32_t pod)
 
 /* ---- fair share ------------------------------------------------------------------------------ */
 
+/*
+ * The dimensions the fair share divides: d < GS_RES_COUNT is that resource; d = GS_RES_COUNT +
+ * m the GPUs of model m (fair share per GPU model, below). Per model a queue's quota is its
+ * by_model entry's (0 without one), its limit the entry's (else its overall GPU limit), its
+ * demand and share in e->m_demand and e->m_fair.
+ */
+static int64_t *fair_of(struct gs_engine *e, uint32_t qi, int d)
+{
+    return d < GS_RES_COUNT ? &e->q[qi].fair[d]
+                            : &e->m_fair[(size_t)qi * GS_MODELS_MAX + (uint32_t)(d - GS_RES_COUNT)];
+}
+
+static int64_t quota_of(const struct gs_engine *e, uint32_t qi, int d)
+{
+    if (d < GS_RES_COUNT)
+        return e->q[qi].quota[d];
+    const struct gs_model_quota *mq = gs__queue_model(&e->q[qi], (uint32_t)(d - GS_RES_COUNT));
+    return mq ? mq->quota_milli : 0;
+}
+
+/* min(demand, limit) on dimension d. */
+static int64_t want_of(const struct gs_engine *e, uint32_t qi, int d)
+{
+    const struct queue *c = &e->q[qi];
+    if (d < GS_RES_COUNT)
+        return c->demand[d] < c->limit[d] ? c->demand[d] : c->limit[d];
+    uint32_t m = (uint32_t)(d - GS_RES_COUNT);
+    const struct gs_model_quota *mq = gs__queue_model(c, m);
+    int64_t lim = mq ? mq->limit_milli : c->limit[GS_RES_GPU];
+    int64_t dem = e->m_demand[(size_t)qi * GS_MODELS_MAX + m];
+    return lim != GS_UNLIMITED && lim < dem ? lim : dem;
+}
+
 static void fair_children(struct gs_engine *e, uint32_t qi, int r)
 {
-    int64_t amount = e->q[qi].fair[r];
+    int64_t amount = *fair_of(e, qi, r);
     uint32_t n = 0;
     for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling)
         n++;
@@ -122,23 +155,22 @@ static void fair_children(struct gs_engine *e, uint32_t qi, int r)
     /* want = demand capped by limit; first give min(quota, want). */
     int64_t sum_give = 0;
     for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
-        struct queue *c = &e->q[ch];
-        int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
-        int64_t give = c->quota[r] < want ? c->quota[r] : want;
-        c->fair[r] = give;
+        int64_t want = want_of(e, ch, r), quota = quota_of(e, ch, r);
+        int64_t give = quota < want ? quota : want;
+        *fair_of(e, ch, r) = give;
         sum_give += give;
     }
     if (sum_give > amount) {
         /* Capacity below the guaranteed quotas: scale them down in proportion. */
         int64_t given = 0;
         for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
-            struct queue *c = &e->q[ch];
-            c->fair[r] = (int64_t)((double)c->fair[r] * (double)amount / (double)sum_give);
-            given += c->fair[r];
+            int64_t *f = fair_of(e, ch, r);
+            *f = (int64_t)((double)*f * (double)amount / (double)sum_give);
+            given += *f;
         }
         for (uint32_t ch = e->q[qi].first_child; ch != NO_ID && given < amount;
              ch = e->q[ch].next_sibling) {
-            e->q[ch].fair[r]++;
+            (*fair_of(e, ch, r))++;
             given++;
         }
     } else {
@@ -147,23 +179,22 @@ static void fair_children(struct gs_engine *e, uint32_t qi, int r)
         for (;;) {
             double wsum = 0;
             for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
-                struct queue *c = &e->q[ch];
-                int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
-                if (c->weight > 0 && c->fair[r] < want)
+                const struct queue *c = &e->q[ch];
+                if (c->weight > 0 && *fair_of(e, ch, r) < want_of(e, ch, r))
                     wsum += c->weight;
             }
             if (wsum <= 0 || left <= 0)
                 break;
             bool capped = false;
             for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
-                struct queue *c = &e->q[ch];
-                int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
-                if (!(c->weight > 0 && c->fair[r] < want))
+                const struct queue *c = &e->q[ch];
+                int64_t want = want_of(e, ch, r), *f = fair_of(e, ch, r);
+                if (!(c->weight > 0 && *f < want))
                     continue;
                 int64_t share = (int64_t)((double)left * c->weight / wsum);
-                if (c->fair[r] + share >= want) {
-                    left -= want - c->fair[r];
-                    c->fair[r] = want;
+                if (*f + share >= want) {
+                    left -= want - *f;
+                    *f = want;
                     capped = true;
                 }
             }
@@ -172,12 +203,12 @@ static void fair_children(struct gs_engine *e, uint32_t qi, int r)
             int64_t given = 0;
             uint32_t active = 0;
             for (uint32_t ch = e->q[qi].first_child; ch != NO_ID; ch = e->q[ch].next_sibling) {
-                struct queue *c = &e->q[ch];
-                int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
-                if (!(c->weight > 0 && c->fair[r] < want))
+                const struct queue *c = &e->q[ch];
+                int64_t *f = fair_of(e, ch, r);
+                if (!(c->weight > 0 && *f < want_of(e, ch, r)))
                     continue;
                 int64_t share = (int64_t)((double)left * c->weight / wsum);
-                c->fair[r] += share;
+                *f += share;
                 given += share;
                 active++;
             }
@@ -185,10 +216,10 @@ static void fair_children(struct gs_engine *e, uint32_t qi, int r)
             /* Whole units left by truncation go one each in id order. */
             for (uint32_t ch = e->q[qi].first_child; ch != NO_ID && left > 0;
                  ch = e->q[ch].next_sibling) {
-                struct queue *c = &e->q[ch];
-                int64_t want = c->demand[r] < c->limit[r] ? c->demand[r] : c->limit[r];
-                if (c->weight > 0 && c->fair[r] < want) {
-                    c->fair[r]++;
+                const struct queue *c = &e->q[ch];
+                int64_t *f = fair_of(e, ch, r);
+                if (c->weight > 0 && *f < want_of(e, ch, r)) {
+                    (*f)++;
                     left--;
                 }
             }
@@ -206,6 +237,84 @@ void gs_engine_compute_fair(struct gs_engine *e, const int64_t capacity[GS_RES_C
         e->q[0].fair[r] = capacity[r];
         fair_children(e, 0, r);
     }
+}
+
+/* ---- fair share per GPU model ---------------------------------------------------------------- */
+
+/*
+ * Divides each GPU model's GPUs among the queues on their own, when some queue has per-model
+ * entries: a queue's unused share of one model (its H100 quota, say) then never counts as a
+ * share of another (A100s), as Kueue divides each ResourceFlavor's nominal quota on its own.
+ * Per model m: the GPUs are the healthy GPUs of present nodes of model m less what foreign pods
+ * hold there; a queue's demand is what its subtree's pods hold on m plus the charge of each of
+ * its pending pods that may use m (where it will land is not known, so it counts on every model
+ * it may use); quota, limit and weight as in fair_of()/want_of(); the division is
+ * fair_children()'s. O(pods x tree depth + nodes + queues x models), only in engines with
+ * per-model entries. Returns GS_OK or GS_ENOMEM (the shares then stay off).
+ */
+static int model_fair(struct gs_engine *e)
+{
+    bool on = false;
+    for (uint32_t qi = 0; qi < e->nq && !on; qi++)
+        on = e->q[qi].n_mq > 0;
+    e->m_fair_on = false;
+    if (!on)
+        return GS_OK;
+    if (e->m_fair_capq < e->nq) {
+        size_t n = (size_t)e->capq * GS_MODELS_MAX;
+        int64_t *d = gs__realloc(e->m_demand, n * sizeof(*d));
+        if (d)
+            e->m_demand = d;
+        int64_t *f = gs__realloc(e->m_fair, n * sizeof(*f));
+        if (f)
+            e->m_fair = f;
+        if (!d || !f)
+            return GS_ENOMEM;
+        e->m_fair_capq = e->capq;
+    }
+    size_t n = (size_t)e->nq * GS_MODELS_MAX;
+    memset(e->m_demand, 0, n * sizeof(*e->m_demand));
+    memset(e->m_fair, 0, n * sizeof(*e->m_fair));
+    memset(e->m_cap, 0, sizeof(e->m_cap));
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < gs_cluster_node_count(e->c); i++) {
+        const struct gs_node *nd = gs_cluster_node(e->c, i);
+        if (!nd->present || nd->gpu_count == 0 || nd->model_id >= GS_MODELS_MAX)
+            continue;
+        e->m_cap[nd->model_id] += (int64_t)nd->healthy_gpus * GS_GPU_MILLI;
+        seen |= UINT64_C(1) << nd->model_id;
+    }
+    for (uint32_t i = 0; i < e->np; i++) {
+        const struct tpod *p = &e->p[i];
+        int64_t g = p->r[GS_RES_GPU];
+        if (g <= 0 || p->forgotten)
+            continue;
+        uint64_t models = 0;
+        if (p->state == GS_TPOD_RUNNING) {
+            int m = gs__model_of_node(e, p->pl.node);
+            if (m < 0)
+                continue;
+            if (p->foreign) {
+                e->m_cap[m] -= g;
+                continue;
+            }
+            models = UINT64_C(1) << m;
+        } else if (p->state == GS_TPOD_PENDING) {
+            models = p->req.gpu_model_mask & seen;
+        }
+        for (uint32_t m = 0; models; m++, models >>= 1)
+            if (models & 1)
+                for (uint32_t a = p->queue; a != NO_ID; a = e->q[a].parent)
+                    e->m_demand[(size_t)a * GS_MODELS_MAX + m] += g;
+    }
+    e->m_fair_on = true;
+    for (uint32_t m = 0; m < GS_MODELS_MAX; m++) {
+        if (!(seen & (UINT64_C(1) << m)))
+            continue;
+        e->m_fair[m] = e->m_cap[m] > 0 ? e->m_cap[m] : 0; /* the root's share: row 0 */
+        fair_children(e, 0, GS_RES_COUNT + (int)m);
+    }
+    return GS_OK;
 }
 
 /* What the queues share: the cluster's usable capacity less what foreign pods hold. */
@@ -293,8 +402,11 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
     if (e->capacity_gen != gs_cluster_capacity_gen(e->c)) {
         cluster_capacity(e, e->capacity); /* O(nodes), only when capacity may have changed */
         e->capacity_gen = gs_cluster_capacity_gen(e->c);
+        gs__charge_refresh_pending(e);
     }
     gs_engine_compute_fair(e, e->capacity);
+    if ((err = model_fair(e)) != GS_OK)
+        return err;
     for (uint32_t i = 0; i < e->nresv; i++)
         gs__free(e->resv[i].nodes);
     e->nresv = 0;

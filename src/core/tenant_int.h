@@ -144,7 +144,10 @@ struct tpod {
     char *name;
     uint32_t queue, pclass, gang;
     struct gs_pod_req req;
-    int64_t r[GS_RES_COUNT];
+    int64_t r[GS_RES_COUNT]; /* what its queue is charged: the request, GPU at its charge
+                                (charge.h); while RUNNING the charge of where it landed */
+    int64_t pend_gpu_milli;  /* GPU charge while PENDING (gs_charge_request() at submit): what
+                                r[GS_RES_GPU] goes back to when it leaves its GPUs */
     int64_t est_ms;
     enum gs_tpod_state state;
     struct gs_placement pl;
@@ -216,6 +219,14 @@ struct gs_engine {
      * m_alloc[queue * GS_MODELS_MAX + model]; capq queues' worth. */
     int64_t *m_alloc;
     uint32_t m_alloc_capq;
+    /* Per queue and GPU model, laid out as m_alloc and computed each cycle while some queue has
+     * per-model entries (m_fair_on): the demand a queue's subtree has for GPUs of the model and
+     * its fair share of them (tenant_cycle.c, "fair share per GPU model"). m_cap: milli-GPU of
+     * each model the queues share. m_fair_capq queues' worth. */
+    int64_t *m_demand, *m_fair;
+    int64_t m_cap[GS_MODELS_MAX];
+    uint32_t m_fair_capq;
+    bool m_fair_on;
     struct pclass *pc;
     uint32_t npc, cappc;
     struct gang *g;
@@ -299,6 +310,9 @@ static inline int64_t min64(int64_t a, int64_t b)
 
 void gs__account(struct gs_engine *e, uint32_t qi, int which, const int64_t r[], int sign);
 void gs__account_alloc(struct gs_engine *e, uint32_t pod, uint32_t node, int sign);
+void gs__charge_landed(struct gs_engine *e, uint32_t pod, const struct gs_placement *pl);
+void gs__charge_pending(struct gs_engine *e, uint32_t pod);
+void gs__charge_refresh_pending(struct gs_engine *e);
 int gs__model_of_node(const struct gs_engine *e, uint32_t node);
 const struct gs_model_quota *gs__queue_model(const struct queue *q, uint32_t model);
 char *gs__dup_str(const char *s);

@@ -520,14 +520,28 @@ static bool model_reclaim_ok(const struct gs_engine *e, const struct tpod *p, co
     return model_keeps_quota(e, c->queue, top, m, taken + u->loss_model);
 }
 
-/* The reclaim rules for victim c: the overall rule (reclaim_ok()) with the victim's queues
- * keeping their per-model quotas, or the per-model rule (model_reclaim_ok()). */
+/* Whether p's queue is below its fair share of GPU model m (tenant_cycle.c, model_fair()), or
+ * no share of m was divided (no per-model entries, or c holds no GPU). By the overall rule a
+ * queue reclaims GPUs of a model only while below its share of that model, so its unused share
+ * of one model is never lent to it as another's. */
+static bool below_model_fair(const struct gs_engine *e, const struct tpod *p, int m)
+{
+    if (!e->m_fair_on || m < 0)
+        return true;
+    size_t k = (size_t)p->queue * GS_MODELS_MAX + (uint32_t)m;
+    return e->m_alloc[k] < e->m_fair[k];
+}
+
+/* The reclaim rules for victim c: the overall rule (reclaim_ok()) with the reclaimer below its
+ * fair share of c's GPU model and the victim's queues keeping their per-model quotas, or the
+ * per-model rule (model_reclaim_ok()). */
 static bool reclaim_allowed(const struct gs_engine *e, const struct tpod *p, const struct tpod *c,
                             int64_t taken, const struct victim_unit *u, int64_t gain)
 {
     if (reclaim_ok(e, p, c, taken, u->loss, gain, u->whole)) {
         int m = c->r[GS_RES_GPU] > 0 ? gs__model_of_node(e, c->pl.node) : -1;
-        if (model_keeps_quota(e, c->queue, common_ancestor(e, p->queue, c->queue), m,
+        if (below_model_fair(e, p, m) &&
+            model_keeps_quota(e, c->queue, common_ancestor(e, p->queue, c->queue), m,
                               taken + u->loss_model))
             return true;
     }

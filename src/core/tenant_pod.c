@@ -151,11 +151,13 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     req_vector(&p->req, p->r);
     if (gs_req_kind(&p->req) != GS_REQ_MILLI) {
         /* Memory, slots and MIG instances are charged by the share of a GPU they take
-         * (charge.h), estimated now as the least any GPU of the cluster would charge. */
+         * (charge.h): while pending, the most any GPU they may use would charge; at bind,
+         * exactly what they land on (gs__charge_landed()). */
         double gpus;
         if (gs_charge_request(e->c, &p->req, &gpus) == GS_OK)
             p->r[GS_RES_GPU] = gs_charge_milli(gpus);
     }
+    p->pend_gpu_milli = p->r[GS_RES_GPU];
     p->est_ms = spec->runtime_estimate_ms;
     p->preempt_never = spec->preempt_never;
     p->state = GS_TPOD_PENDING;
@@ -433,6 +435,9 @@ int gs_engine_adopt(struct gs_engine *e, const struct gs_tpod_spec *spec,
     if (gs_req_kind(&p->req) != GS_REQ_MILLI &&
         gs_charge_placement(e->c, &p->req, &where, &landed) == GS_OK)
         p->r[GS_RES_GPU] = gs_charge_milli(landed); /* the GPUs it holds are known: exact */
+    if (foreign)
+        p->pend_gpu_milli = p->r[GS_RES_GPU]; /* never pending: it leaves the root's books, on
+                                                 eviction too, at what it was charged */
     p->state = GS_TPOD_RUNNING;
     p->start_ms = start_ms;
     p->adopted = true;

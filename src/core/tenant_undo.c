@@ -64,6 +64,7 @@ int gs__do_bind(struct gs_engine *e, uint32_t pod, const struct gs_placement *pl
     p->state = GS_TPOD_RUNNING;
     p->bind_trial = e->trial;
     (void)gs__node_list_add(e, pod); /* capacity ensured above */
+    gs__charge_landed(e, pod, pl);
     gs__account_alloc(e, pod, pl->node, +1);
     e->q[p->queue].pending--;
     e->q[p->queue].running++;
@@ -87,6 +88,7 @@ int gs__do_evict(struct gs_engine *e, uint32_t pod, enum gs_evict_reason reason,
     gs__node_list_remove(e, pod);
     p->state = GS_TPOD_PENDING;
     gs__account_alloc(e, pod, p->pl.node, -1);
+    gs__charge_pending(e, pod);
     e->q[p->queue].pending++;
     e->q[p->queue].running--;
     if (p->gang != GS_NO_GANG) {
@@ -118,6 +120,7 @@ void gs__rollback(struct gs_engine *e, uint32_t mark)
             gs__node_list_remove(e, u->pod);
             p->state = GS_TPOD_PENDING;
             gs__account_alloc(e, u->pod, u->pl.node, -1);
+            gs__charge_pending(e, u->pod);
             e->q[p->queue].pending++;
             e->q[p->queue].running--;
             if (p->gang != GS_NO_GANG) {
@@ -129,6 +132,7 @@ void gs__rollback(struct gs_engine *e, uint32_t mark)
             p->pl = u->pl;
             (void)gs__node_list_add(e, u->pod); /* the slot it left is still allocated */
             p->state = GS_TPOD_RUNNING;
+            gs__charge_landed(e, u->pod, &u->pl);
             gs__account_alloc(e, u->pod, u->pl.node, +1);
             e->q[p->queue].pending--;
             e->q[p->queue].running++;

@@ -18,16 +18,6 @@
 
 #define WARN_TAIL "; GPUs read from status.capacity"
 
-static const char *const modes[] = {"whole", "replicas", "fractions", "mig"};
-
-static bool str_in(const char *s, const char *const *set, size_t n)
-{
-    for (size_t i = 0; s != NULL && i < n; i++)
-        if (strcmp(s, set[i]) == 0)
-            return true;
-    return false;
-}
-
 /* A non-empty string member shorter than cap; its value or NULL. */
 static const char *member_str(const json_t *o, const char *key, size_t cap)
 {
@@ -90,8 +80,8 @@ int gs__kworld_node_gpus(const json_t *node, const char *name, struct gs__knode_
         const json_t *mem = json_object_get(g, "mem_mib");
         if (!json_is_integer(mem) || json_integer_value(mem) <= 0)
             BAD("gpus[%u].mem_mib: not a positive integer", (unsigned)i);
-        const char *mode = json_string_value(json_object_get(g, "mode"));
-        if (!str_in(mode, modes, sizeof modes / sizeof modes[0]))
+        enum gs_gpu_sharing sharing;
+        if (gs_gpu_sharing_parse(json_string_value(json_object_get(g, "mode")), &sharing) != GS_OK)
             BAD("gpus[%u].mode: not whole, replicas, fractions or mig", (unsigned)i);
         const char *health = json_string_value(json_object_get(g, "health"));
         if (health == NULL || (strcmp(health, "Healthy") != 0 && strcmp(health, "Unhealthy") != 0))
@@ -105,11 +95,7 @@ int gs__kworld_node_gpus(const json_t *node, const char *name, struct gs__knode_
         if (i == 0 || json_integer_value(mem) < out->mem_mib)
             out->mem_mib = json_integer_value(mem);
         out->usable[i] = strcmp(health, "Healthy") == 0;
-        static const uint8_t sharing[] = {GS_GPU_SHARE_WHOLE, GS_GPU_SHARE_TIMESLICE,
-                                          GS_GPU_SHARE_MILLI, GS_GPU_SHARE_MIG};
-        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
-            if (strcmp(mode, modes[m]) == 0)
-                out->mode[i] = sharing[m];
+        out->mode[i] = (uint8_t)sharing;
         const json_t *rep = json_object_get(g, "replicas");
         out->replicas[i] = rep == NULL ? 1 : json_is_integer(rep) ? json_integer_value(rep) : -1;
         /* The MIG devices are read as given; gs__kinv_modes judges them per GPU, so a bad
@@ -229,28 +215,11 @@ static bool mig_mode(const struct gs__knode_gpus *inv, uint32_t g, const struct 
         (void)snprintf(why, cap, "model %s is not in the MIG table", inv->model);
         return false;
     }
-    mode->sharing = GS_GPU_SHARE_MIG;
-    mode->mig_count = inv->mig_n[g];
-    for (uint32_t m = 0; m < inv->mig_n[g]; m++) {
-        const struct gs__kmig *d = &inv->mig[g][m];
-        int p = d->profile[0] ? gs_mig_profile_find(mm, d->profile) : -1;
-        if (p < 0) {
-            (void)snprintf(why, cap, "mig[%u].profile %s is not a profile of %s", (unsigned)m,
-                           d->profile[0] ? d->profile : "(none)", mm->name);
-            return false;
-        }
-        if (d->start < 0) {
-            (void)snprintf(why, cap, "mig[%u].start is unknown", (unsigned)m);
-            return false;
-        }
-        mode->mig[m] = (struct gs_mig_instance){(uint8_t)p, (uint8_t)d->start};
-    }
-    char r[GS_REQ_REASON_MAX];
-    if (gs_mig_layout_check(mm, mode->mig, mode->mig_count, r, sizeof r) != 0) {
-        (void)snprintf(why, cap, "MIG layout: %s", r);
-        return false;
-    }
-    return true;
+    /* The core's builder, which the agent uses for what it publishes: one judgement. */
+    struct gs_mig_device dev[GS_MIG_INSTANCES_MAX];
+    for (uint32_t m = 0; m < inv->mig_n[g]; m++)
+        dev[m] = (struct gs_mig_device){inv->mig[g][m].profile, inv->mig[g][m].start};
+    return gs_mig_mode_build(mm, dev, inv->mig_n[g], mode, why, cap) == GS_OK;
 }
 
 int gs__kinv_modes(struct gs__kinv *k, const struct gs__knode_gpus *inv, const char *name,

@@ -69,6 +69,14 @@ struct queue_row {
     double quota[GS_RES_COUNT];
     double limit[GS_RES_COUNT]; /* +Inf when unlimited */
     uint32_t pending;
+    struct model_row *models; /* per GPU model, when the engine divides them (owned) */
+    uint32_t n_models;
+};
+
+/* One queue's series for one GPU model (gs_queue_model_info), in GPUs. */
+struct model_row {
+    char *model; /* the model's name, owned */
+    double allocated, demand, fair;
 };
 
 /* One node pool's series of the last snapshot. */
@@ -116,8 +124,12 @@ struct gs_schedmetrics {
 
 static void snapshot_fini(struct snapshot *sn)
 {
-    for (uint32_t i = 0; i < sn->n_queues; i++)
+    for (uint32_t i = 0; i < sn->n_queues; i++) {
         free(sn->queues[i].name);
+        for (uint32_t k = 0; k < sn->queues[i].n_models; k++)
+            free(sn->queues[i].models[k].model);
+        free(sn->queues[i].models);
+    }
     for (uint32_t i = 0; i < sn->n_pools; i++)
         free(sn->pools[i].name);
     free(sn->queues);
@@ -250,6 +262,34 @@ static double per_unit(int64_t v, double unit)
     return v == GS_UNLIMITED ? (double)INFINITY : (double)v / unit;
 }
 
+/* Queue q's per-model rows: every model of the cluster, when the last cycle divided them. */
+static int observe_models(const struct gs_engine *e, uint32_t q, struct queue_row *row)
+{
+    const struct gs_cluster *c = gs_engine_cluster(e);
+    uint32_t n = 0;
+    while (n < GS_MODELS_MAX && gs_cluster_model_name(c, n))
+        n++;
+    struct gs_queue_model_info mi;
+    if (n == 0 || gs_engine_queue_model_info(e, q, 0, &mi) != GS_OK || !mi.fair_known)
+        return GS_OK;
+    row->models = calloc(n, sizeof(*row->models));
+    if (!row->models)
+        return GS_ENOMEM;
+    for (uint32_t m = 0; m < n; m++) {
+        if (gs_engine_queue_model_info(e, q, m, &mi) != GS_OK)
+            continue;
+        struct model_row *mr = &row->models[row->n_models];
+        mr->model = strdup(gs_cluster_model_name(c, m));
+        if (!mr->model)
+            return GS_ENOMEM;
+        row->n_models++;
+        mr->allocated = (double)mi.allocated_milli / 1000.0;
+        mr->demand = (double)mi.demand_milli / 1000.0;
+        mr->fair = (double)mi.fair_milli / 1000.0;
+    }
+    return GS_OK;
+}
+
 static int observe_queues(const struct gs_engine *e, struct snapshot *sn)
 {
     uint32_t n = gs_engine_queue_count(e);
@@ -277,6 +317,9 @@ static int observe_queues(const struct gs_engine *e, struct snapshot *sn)
             row->limit[r] = per_unit(qi.limit[r], unit[r]);
         }
         row->pending = qi.pending;
+        int err = observe_models(e, q, row);
+        if (err)
+            return err;
     }
     return GS_OK;
 }
@@ -507,6 +550,37 @@ static void put_queues(struct out *o, const struct snapshot *sn)
                 put(o, "\n");
             }
         }
+    }
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } mfam[] = {
+        {"gpusched_queue_model_allocated", "GPUs of the model the queue's running pods hold",
+         offsetof(struct model_row, allocated)},
+        {"gpusched_queue_model_demand",
+         "GPUs of the model the queue holds or its pending pods may use",
+         offsetof(struct model_row, demand)},
+        {"gpusched_queue_model_fair_share",
+         "The queue's fair share of the model's GPUs from the last cycle (each model divided "
+         "on its own)",
+         offsetof(struct model_row, fair)},
+    };
+    for (size_t f = 0; f < sizeof(mfam) / sizeof(mfam[0]); f++) {
+        put(o,
+            "# HELP %s %s, in GPUs; only while some queue has per-model quotas.\n"
+            "# TYPE %s gauge\n",
+            mfam[f].name, mfam[f].help, mfam[f].name);
+        for (uint32_t q = 0; q < sn->n_queues; q++)
+            for (uint32_t k = 0; k < sn->queues[q].n_models; k++) {
+                const struct model_row *mr = &sn->queues[q].models[k];
+                put(o, "%s{queue=\"", mfam[f].name);
+                put_label(o, sn->queues[q].name);
+                put(o, "\",model=\"");
+                put_label(o, mr->model);
+                put(o, "\"} ");
+                put_num(o, *(const double *)(const void *)((const char *)mr + mfam[f].off));
+                put(o, "\n");
+            }
     }
     put(o, "# HELP gpusched_queue_pending_pods Pods of the queue waiting to be placed.\n"
            "# TYPE gpusched_queue_pending_pods gauge\n");

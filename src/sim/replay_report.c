@@ -56,12 +56,12 @@ static int write_queues(const struct gs_replay *r, const char *path, char *err, 
     return gs_report_tmp_commit(f, tmp, path, err, cap);
 }
 
-/* Names of the modes as the node list's gpu_mode column spells them, by enum gs_gpu_sharing. */
-static const char *const mode_names[GS_REPLAY_MODES] = {"fractions", "replicas", "mig", "whole"};
-
+/* Names of the modes as the node list's gpu_mode column spells them, by enum gs_gpu_sharing:
+ * the core's one table (gs_gpu_sharing_name(), also the agent inventory's). */
 const char *gs_replay_mode_name(uint32_t mode)
 {
-    return mode < GS_REPLAY_MODES ? mode_names[mode] : "";
+    const char *n = mode < GS_REPLAY_MODES ? gs_gpu_sharing_name((enum gs_gpu_sharing)mode) : NULL;
+    return n ? n : "";
 }
 
 static int write_modes(const struct gs_replay_mode *m, const char *path, char *err, size_t cap)
@@ -76,8 +76,8 @@ static int write_modes(const struct gs_replay_mode *m, const char *path, char *e
     for (uint32_t k = 0; k < GS_REPLAY_MODES; k++) {
         char al[32];
         fmt(m[k].alloc_pct, al, sizeof(al));
-        (void)fprintf(f, "%s,%u,%u,%.3f,%s,%.1f\n", mode_names[k], m[k].gpus, m[k].pods_started,
-                      m[k].gpu_hours, al, m[k].peak_fill_pct);
+        (void)fprintf(f, "%s,%u,%u,%.3f,%s,%.1f\n", gs_replay_mode_name(k), m[k].gpus,
+                      m[k].pods_started, m[k].gpu_hours, al, m[k].peak_fill_pct);
         gpus += m[k].gpus;
         started += m[k].pods_started;
         milli_ms += m[k].gpu_milli_ms;

@@ -211,9 +211,10 @@ static void test_pending_memory_charge_ignores_cpu_only_nodes(void **state)
 {
     (void)state;
     struct gs_cluster *c = cluster_of("H100-80GB", 2, 81920, NULL);
-    /* A CPU-only node and a 40 GB GPU node besides: 20480 MiB is 0.5 of a 40960 MiB GPU and
-     * 0.25 of an 81920 MiB one; the least, 0.25, per GPU asked: 2 GPUs, 0.5. The CPU-only node
-     * gives no placeholder charge. */
+    /* A CPU-only node and a one-GPU 40 GB node besides. Issue 8 charges a pending memory
+     * request "by the smallest GPU memory among the GPUs it may use". 20480 MiB on each of 2
+     * GPUs: only the H100 node has 2 GPUs, so the A100 cannot be used; 20480 / 81920 = 0.25 per
+     * GPU, 2 GPUs: 0.5. The CPU-only node gives no placeholder charge. */
     struct gs_node_spec cpu = {.name = "cpu", .cpu_milli = 64000, .mem_mib = 1024, .pods_max = 10};
     struct gs_node_spec a100 = {.name = "a100",
                                 .cpu_milli = 64000,
@@ -228,10 +229,26 @@ static void test_pending_memory_charge_ignores_cpu_only_nodes(void **state)
     double g;
     assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
     assert_near(g, 0.5, 1e-12);
-    /* Only A100-40GB allowed (model id 1): 2 x 0.5 = 1. */
+    /* One GPU: both nodes can take it; the smallest memory is the A100's 40960 MiB, 20480 /
+     * 40960 = 0.5 (not the 0.25 it would be on the H100). */
+    r.num_gpu = 1;
+    assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
+    assert_near(g, 0.5, 1e-12);
+    /* Only H100-80GB allowed: 20480 / 81920 = 0.25. */
+    r.gpu_model_mask = UINT64_C(1) << gs_cluster_model_find(c, "H100-80GB");
+    assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
+    assert_near(g, 0.25, 1e-12);
+    /* 49152 MiB (48 GiB) does not fit the A100's 40960: only the H100, 49152 / 81920 = 0.6. */
+    r.gpu_model_mask = GS_MODEL_ANY;
+    r.gpu_mem_mib = 49152;
+    assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
+    assert_near(g, 0.6, 1e-12);
+    /* Only A100-40GB allowed and 2 GPUs asked: no node of that model has 2, charged 0. */
+    r.num_gpu = 2;
+    r.gpu_mem_mib = 20480;
     r.gpu_model_mask = UINT64_C(1) << gs_cluster_model_find(c, "A100-40GB");
     assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
-    assert_near(g, 1.0, 1e-12);
+    assert_near(g, 0, 0);
     /* A cluster of CPU-only nodes: nothing can take it, charged 0. */
     struct gs_cluster *cpus;
     assert_int_equal(gs_cluster_new(&cpus), GS_OK);
@@ -329,6 +346,228 @@ static void test_two_sixty_percent_pods_against_a_quota_of_one_gpu(void **state)
     gs_cluster_free(c);
 }
 
+static struct gs_engine *engine_with_queue(struct gs_cluster *c, uint32_t *q, uint32_t *pc)
+{
+    struct gs_engine *e;
+    struct gs_engine_config cfg = {.policy = "bestfit", .on_event = on_event};
+    assert_int_equal(gs_engine_new(c, &cfg, &e), GS_OK);
+    struct gs_queue_spec qs = {
+        "team", GS_QUEUE_ROOT, {4000, 64000, 262144}, {GS_UNLIMITED, GS_UNLIMITED, GS_UNLIMITED}, 0,
+        0};
+    assert_int_equal(gs_engine_add_queue(e, &qs, q), GS_OK);
+    struct gs_priority_class_spec ps = {"normal", 10, -1};
+    assert_int_equal(gs_engine_add_priority_class(e, &ps, pc), GS_OK);
+    return e;
+}
+
+static void assert_queue_gpu(const struct gs_engine *e, uint32_t q, int64_t allocated,
+                             int64_t demand)
+{
+    struct gs_queue_info qi;
+    assert_int_equal(gs_engine_queue_info(e, q, &qi), GS_OK);
+    assert_int_equal(qi.allocated[GS_RES_GPU], allocated);
+    assert_int_equal(qi.demand[GS_RES_GPU], demand);
+    char msg[256] = "";
+    if (gs_engine_check(e, msg, sizeof(msg)) != GS_OK)
+        print_error("%s\n", msg);
+    assert_int_equal(gs_engine_check(e, msg, sizeof(msg)), GS_OK);
+}
+
+/*
+ * Issue 8's rule charges each fraction the larger of its compute and memory share, so two pods
+ * that fit one 80 GiB GPU together, 900 milli + 8 GiB and 99 milli + 72 GiB (compute 0.999,
+ * memory 80 GiB), are charged max(0.9, 8/80 = 0.1) = 0.9 and max(0.099, 72/80 = 0.9) = 0.9:
+ * 1.80 GPUs on one GPU. The engine's quota books say 1800 milli, and usage accounting charges
+ * the same grants 1.80 GPU-hours in an hour (test_usage_store,
+ * test_two_memory_requests_on_one_gpu_are_charged_1_80): one rule for both.
+ */
+static void test_two_memory_pods_on_one_gpu_are_charged_1_80_by_quota_and_accounting(void **state)
+{
+    (void)state;
+    struct gs_cluster *c = cluster_of("H100-80GB", 1, 81920, NULL);
+    uint32_t q, pc, a, b;
+    struct gs_engine *e = engine_with_queue(c, &q, &pc);
+    struct gs_tpod_spec sa = {"compute",
+                              q,
+                              pc,
+                              GS_NO_GANG,
+                              {.cpu_milli = 100,
+                               .num_gpu = 1,
+                               .gpu_milli = 900,
+                               .gpu_model_mask = GS_MODEL_ANY,
+                               .gpu_mem_mib = 8192},
+                              -1};
+    struct gs_tpod_spec sb = sa;
+    sb.name = "memory";
+    sb.req.gpu_milli = 99;
+    sb.req.gpu_mem_mib = 73728;
+    assert_int_equal(gs_engine_submit(e, &sa, 0, &a), GS_OK);
+    assert_int_equal(gs_engine_submit(e, &sb, 0, &b), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 1, NULL, NULL), GS_OK);
+    struct gs_tpod_info ia, ib;
+    assert_int_equal(gs_engine_pod_info(e, a, &ia), GS_OK);
+    assert_int_equal(gs_engine_pod_info(e, b, &ib), GS_OK);
+    assert_int_equal(ia.state, GS_TPOD_RUNNING);
+    assert_int_equal(ib.state, GS_TPOD_RUNNING);
+    assert_int_equal(ia.pl.gpu_index[0], 0);
+    assert_int_equal(ib.pl.gpu_index[0], 0);
+    assert_queue_gpu(e, q, 1800, 1800);
+    /* Accounting's side, through the same gs_charge_share(): 0.9 + 0.9 GPU-hours in one hour. */
+    struct gs_charge_grant ga = {
+        .sharing = GS_GPU_SHARE_MILLI, .gpu_milli = 900, .mem_mib = 8192, .gpu_mem_mib = 81920};
+    struct gs_charge_grant gb = ga;
+    gb.gpu_milli = 99;
+    gb.mem_mib = 73728;
+    double ha, hb;
+    assert_int_equal(gs_charge_gpu_hours(&ga, 1, H_MS, &ha), GS_OK);
+    assert_int_equal(gs_charge_gpu_hours(&gb, 1, H_MS, &hb), GS_OK);
+    assert_near(ha + hb, 1.8, 1e-12);
+    gs_engine_free(e);
+    gs_cluster_free(c);
+}
+
+/* A node of one model: n GPUs of mem_mib MiB each. */
+static void add_gpu_node(struct gs_cluster *c, const char *name, const char *model, int64_t mem_mib)
+{
+    struct gs_node_spec s = {.name = name,
+                             .cpu_milli = 64000,
+                             .mem_mib = 262144,
+                             .pods_max = 110,
+                             .gpu_count = 1,
+                             .gpu_model = model,
+                             .gpu_mem_mib = mem_mib};
+    assert_int_equal(gs_cluster_add_node(c, &s, NULL), GS_OK);
+}
+
+/*
+ * A pending memory pod is charged against the smallest GPU memory it may use and re-charged
+ * exactly where it lands. Nodes: h100 (one 81920 MiB GPU) and h200 (one 144384 MiB = 141 GiB
+ * GPU). A whole-GPU pod pinned to the H100 fills it; then a 40960 MiB memory pod:
+ *  - pending: 40960 / 81920 = 0.5, 500 milli (the H100 has the smallest memory);
+ *  - bound on the H200 (the only room): 40960 / 144384 = 0.28369..., floor 283 milli;
+ *  - the H200 node lost: pending again at 500; finished where it ran: its 283 leave exactly.
+ */
+static void test_pending_memory_pod_is_recharged_exactly_at_bind(void **state)
+{
+    (void)state;
+    struct gs_cluster *c;
+    assert_int_equal(gs_cluster_new(&c), GS_OK);
+    add_gpu_node(c, "h100", "H100-80GB", 81920);
+    add_gpu_node(c, "h200", "H200-141GB", 144384);
+    uint32_t q, pc, whole, mem;
+    struct gs_engine *e = engine_with_queue(c, &q, &pc);
+    struct gs_tpod_spec sw = {
+        "whole",
+        q,
+        pc,
+        GS_NO_GANG,
+        {.cpu_milli = 100,
+         .num_gpu = 1,
+         .gpu_milli = 1000,
+         .gpu_model_mask = UINT64_C(1) << gs_cluster_model_find(c, "H100-80GB")},
+        -1};
+    struct gs_tpod_spec sm = {
+        "mem",
+        q,
+        pc,
+        GS_NO_GANG,
+        {.cpu_milli = 100, .num_gpu = 1, .gpu_model_mask = GS_MODEL_ANY, .gpu_mem_mib = 40960},
+        -1};
+    assert_int_equal(gs_engine_submit(e, &sw, 0, &whole), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 1, NULL, NULL), GS_OK);
+    assert_queue_gpu(e, q, 1000, 1000);
+    assert_int_equal(gs_engine_submit(e, &sm, 2, &mem), GS_OK);
+    assert_queue_gpu(e, q, 1000, 1000 + 500); /* pending at 500 */
+    assert_int_equal(gs_engine_cycle(e, 3, NULL, NULL), GS_OK);
+    struct gs_tpod_info im;
+    assert_int_equal(gs_engine_pod_info(e, mem, &im), GS_OK);
+    assert_int_equal(im.state, GS_TPOD_RUNNING);
+    assert_int_equal(im.pl.node, 1); /* h200 */
+    assert_queue_gpu(e, q, 1000 + 283, 1000 + 283);
+    struct gs_queue_model_info mi;
+    assert_int_equal(
+        gs_engine_queue_model_info(e, q, (uint32_t)gs_cluster_model_find(c, "H200-141GB"), &mi),
+        GS_OK);
+    assert_int_equal(mi.allocated_milli, 283);
+    /* The H200 node lost: the pod waits again at its pending charge. */
+    assert_int_equal(gs_engine_remove_node(e, 1, 4), GS_OK);
+    assert_int_equal(gs_engine_pod_info(e, mem, &im), GS_OK);
+    assert_int_equal(im.state, GS_TPOD_PENDING);
+    assert_queue_gpu(e, q, 1000, 1000 + 500);
+    /* Back on a new H200 and finished: it gives back exactly the 283 it was charged. */
+    add_gpu_node(c, "h200b", "H200-141GB", 144384);
+    assert_int_equal(gs_engine_cycle(e, 5, NULL, NULL), GS_OK);
+    assert_int_equal(gs_engine_pod_info(e, mem, &im), GS_OK);
+    assert_int_equal(im.state, GS_TPOD_RUNNING);
+    assert_queue_gpu(e, q, 1000 + 283, 1000 + 283);
+    assert_int_equal(gs_engine_finish(e, mem, 6), GS_OK);
+    assert_queue_gpu(e, q, 1000, 1000);
+    gs_engine_free(e);
+    gs_cluster_free(c);
+}
+
+/*
+ * A pending charge is estimated again when the cluster's GPUs change, so a GPU with less
+ * memory than any before cannot land a pod above its queue's limit. Queue limit 1.4 GPUs. Node
+ * h200 (one 144384 MiB GPU) takes a whole-GPU pod: 1000. A 40960 MiB pod then waits (no room),
+ * charged 40960 / 144384 = 283 (the only GPU). Node h100 (one 81920 MiB GPU) is added: the
+ * estimate becomes 40960 / 81920 = 500, and 1000 + 500 = 1500 > 1400, so the pod stays pending
+ * at its limit; charged the old 283 it would have passed (1283) and landed at 1500.
+ */
+static void test_pending_charge_follows_a_smaller_gpu_added_later(void **state)
+{
+    (void)state;
+    struct gs_cluster *c;
+    assert_int_equal(gs_cluster_new(&c), GS_OK);
+    add_gpu_node(c, "h200", "H200-141GB", 144384);
+    struct gs_engine *e;
+    struct gs_engine_config cfg = {.policy = "bestfit", .on_event = on_event};
+    assert_int_equal(gs_engine_new(c, &cfg, &e), GS_OK);
+    struct gs_queue_spec qs = {
+        "team", GS_QUEUE_ROOT, {1000, 64000, 262144}, {1400, GS_UNLIMITED, GS_UNLIMITED}, 0, 0};
+    uint32_t q, pc, whole, mem;
+    assert_int_equal(gs_engine_add_queue(e, &qs, &q), GS_OK);
+    struct gs_priority_class_spec ps = {"normal", 10, -1};
+    assert_int_equal(gs_engine_add_priority_class(e, &ps, &pc), GS_OK);
+    struct gs_tpod_spec sw = {
+        "whole",
+        q,
+        pc,
+        GS_NO_GANG,
+        {.cpu_milli = 100, .num_gpu = 1, .gpu_milli = 1000, .gpu_model_mask = GS_MODEL_ANY},
+        -1};
+    struct gs_tpod_spec sm = {
+        "mem",
+        q,
+        pc,
+        GS_NO_GANG,
+        {.cpu_milli = 100, .num_gpu = 1, .gpu_model_mask = GS_MODEL_ANY, .gpu_mem_mib = 40960},
+        -1};
+    assert_int_equal(gs_engine_submit(e, &sw, 0, &whole), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 1, NULL, NULL), GS_OK);
+    assert_int_equal(gs_engine_submit(e, &sm, 2, &mem), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 3, NULL, NULL), GS_OK);
+    assert_queue_gpu(e, q, 1000, 1000 + 283);
+    add_gpu_node(c, "h100", "H100-80GB", 81920);
+    assert_int_equal(gs_engine_cycle(e, 4, NULL, NULL), GS_OK);
+    struct gs_tpod_info im;
+    assert_int_equal(gs_engine_pod_info(e, mem, &im), GS_OK);
+    assert_int_equal(im.state, GS_TPOD_PENDING);
+    assert_non_null(im.reason);
+    assert_non_null(strstr(im.reason, "limit of 1.4 GPUs"));
+    assert_queue_gpu(e, q, 1000, 1000 + 500);
+    /* The whole pod ends: 500 fits the limit, and the pod lands on the H100 (best fit on
+     * memory: 81920 MiB free is tighter than 144384) at exactly 500. */
+    assert_int_equal(gs_engine_finish(e, whole, 5), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 6, NULL, NULL), GS_OK);
+    assert_int_equal(gs_engine_pod_info(e, mem, &im), GS_OK);
+    assert_int_equal(im.state, GS_TPOD_RUNNING);
+    assert_int_equal(im.pl.node, 1);
+    assert_queue_gpu(e, q, 500, 500);
+    gs_engine_free(e);
+    gs_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -344,6 +583,9 @@ int main(void)
         cmocka_unit_test(test_pending_memory_charge_ignores_cpu_only_nodes),
         cmocka_unit_test(test_mig_3g_instance_and_timeslice_slots),
         cmocka_unit_test(test_two_sixty_percent_pods_against_a_quota_of_one_gpu),
+        cmocka_unit_test(test_two_memory_pods_on_one_gpu_are_charged_1_80_by_quota_and_accounting),
+        cmocka_unit_test(test_pending_memory_pod_is_recharged_exactly_at_bind),
+        cmocka_unit_test(test_pending_charge_follows_a_smaller_gpu_added_later),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -267,6 +267,7 @@ static void test_queue_and_pool_series_of_a_small_world(void **state)
     assert_non_null(strstr(t, "\ngpusched_queue_fair_share{queue=\"team-a\",resource=\"gpu\"} "));
     expect_line(t, "gpusched_metrics_queues_left_out", "0");
     expect_line(t, "gpusched_metrics_pools_left_out", "0");
+    expect_absent(t, "gpusched_queue_model_fair_share{"); /* no byModel: no per-model division */
     free(t);
 
     /* Another label: every node lacks it, so one pool "" of all 6 GPUs (2.5 held, 1 bad). */
@@ -279,6 +280,45 @@ static void test_queue_and_pool_series_of_a_small_world(void **state)
     expect_line(t, "gpusched_gpus{pool=\"\",state=\"unhealthy\"}", "1");
     expect_absent(t, "gpusched_gpu_fragmentation{"); /* no workload given */
     assert_non_null(strstr(t, "(node label example.com/rack)"));
+    free(t);
+    gs_schedmetrics_free(m);
+    gs_kworld_free(w);
+}
+
+/*
+ * Per-GPU-model series, present once a queue has spec.resources.gpu.byModel. Nodes a (A100, 4
+ * GPUs) and b (H100, 2). Queue team-a: gpu quota 2, limit 4, byModel H100 quota 2. Pod p1 asks
+ * 2 whole GPUs with a nodeSelector for the A100. As the cycle starts p1 is pending and may use
+ * either model as far as its model mask goes (the mask is any; the selector is a node filter),
+ * so it counts 2 GPUs of demand on each. H100, 2 GPUs: team-a wants 2, its H100 quota gives 2:
+ * fair 2. A100, 4 GPUs: wants 2, no A100 entry gives 0, the 4 left by weight go to it up to its
+ * want: fair 2. p1 lands on a: allocated A100 2, H100 0.
+ */
+static void test_queue_model_series(void **state)
+{
+    (void)state;
+    struct gs_kworld_config cfg = {.policy = "bestfit"};
+    struct gs_kworld *w = NULL;
+    assert_int_equal(gs_kworld_new(&cfg, &w), GS_OK);
+    add_node(w, "a", "{\"nvidia.com/gpu.product\":\"A100\"}", 4, 4);
+    add_node(w, "b", "{\"nvidia.com/gpu.product\":\"H100\"}", 2, 2);
+    apply(w, "{\"apiVersion\":\"scheduling.gpusched.io/v1alpha1\",\"kind\":\"Queue\",\"metadata\":"
+             "{\"name\":\"team-a\"},\"spec\":{\"resources\":{\"gpu\":{\"quota\":2,\"limit\":4,"
+             "\"byModel\":{\"H100\":{\"quota\":2}}}}}}");
+    add_pod(w, "p1", "2", "{}", ",\"nodeSelector\":{\"nvidia.com/gpu.product\":\"A100\"}");
+    char err[256] = "";
+    assert_int_equal(gs_kworld_cycle(w, 1000, NULL, err, sizeof(err)), GS_OK);
+    struct gs_schedmetrics *m = NULL;
+    assert_int_equal(gs_schedmetrics_new(&m), GS_OK);
+    assert_int_equal(
+        gs_schedmetrics_observe(m, gs_kworld_engine(w), gs_kworld_cluster(w), NULL, NULL), GS_OK);
+    char *t = render(m);
+    expect_line(t, "gpusched_queue_model_fair_share{queue=\"team-a\",model=\"H100\"}", "2");
+    expect_line(t, "gpusched_queue_model_fair_share{queue=\"team-a\",model=\"A100\"}", "2");
+    expect_line(t, "gpusched_queue_model_demand{queue=\"team-a\",model=\"H100\"}", "2");
+    expect_line(t, "gpusched_queue_model_demand{queue=\"team-a\",model=\"A100\"}", "2");
+    expect_line(t, "gpusched_queue_model_allocated{queue=\"team-a\",model=\"A100\"}", "2");
+    expect_line(t, "gpusched_queue_model_allocated{queue=\"team-a\",model=\"H100\"}", "0");
     free(t);
     gs_schedmetrics_free(m);
     gs_kworld_free(w);
@@ -368,6 +408,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_histograms_count_what_was_observed),
         cmocka_unit_test(test_queue_and_pool_series_of_a_small_world),
+        cmocka_unit_test(test_queue_model_series),
         cmocka_unit_test(test_memory_fraction_counts_as_allocated),
         cmocka_unit_test(test_pool_cap_counts_what_is_left_out),
     };

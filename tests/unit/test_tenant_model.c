@@ -331,6 +331,136 @@ static void test_model_entries_are_checked(void **st)
     world_fini(&w);
 }
 
+static struct gs_queue_model_info model_info(struct world *w, uint32_t q, uint32_t model)
+{
+    struct gs_queue_model_info mi;
+    assert_int_equal(gs_engine_queue_model_info(w->e, q, model, &mi), GS_OK);
+    assert_true(mi.fair_known);
+    return mi;
+}
+
+/*
+ * Fair share per GPU model: each model's GPUs are divided on their own, so a queue's unused
+ * H100 share is not lent to it as A100 share. Nodes n0 H100 and n1 A100, 8 GPUs each. Queues:
+ * A (quota 6 GPUs, H100 entry quota 6), B (quota 4, A100 entry quota 4), C (quota 0, no entry,
+ * over-quota weight 2; A and B weight 1). Pending, as the cycle starts: A four A100-only 1-GPU
+ * pods, B eight A100-only, C eight of any model (counted on both models).
+ *
+ * H100, 8000 milli: wants A 0, B 0, C 8000; quotas give 0 (A wants none, C has no entry); the
+ * 8000 left go by weight to the one queue still wanting: C 8000.
+ * A100, 8000 milli: wants A 4000, B 8000, C 8000; quotas give A 0 (no A100 entry), B 4000, C 0;
+ * the 4000 left by weight 1:1:2 among all three: A 1000, B 1000 + 4000 = 5000, C 2000.
+ * Overall, 16000 milli: wants A 4000, B 8000, C 8000; quotas give A 4000, B 4000; the 8000 left
+ * by weight 1:2 among B and C: 2666 and 5333, the unit left by truncation to B (id order):
+ * A 4000, B 6667, C 5333. A's overall share counts its H100 quota on its A100 pods: 4000; its
+ * A100 share is 1000.
+ */
+static void test_fair_share_is_divided_per_gpu_model(void **st)
+{
+    (void)st;
+    struct world w;
+    const char *models[] = {"H100", "A100"};
+    world_init(&w, models, 2);
+    struct gs_model_quota ha = {H100, 6000, INF}, qb = {A100, 4000, INF};
+    struct gs_queue_spec sa = {"A", GS_QUEUE_ROOT, {6000, 0, 0}, {INF, INF, INF}, 1, 0, &ha, 1};
+    struct gs_queue_spec sb = {"B", GS_QUEUE_ROOT, {4000, 0, 0}, {INF, INF, INF}, 1, 0, &qb, 1};
+    struct gs_queue_spec sc = {"C", GS_QUEUE_ROOT, {0, 0, 0}, {INF, INF, INF}, 2, 0, NULL, 0};
+    uint32_t a, b, c;
+    assert_int_equal(gs_engine_add_queue(w.e, &sa, &a), GS_OK);
+    assert_int_equal(gs_engine_add_queue(w.e, &sb, &b), GS_OK);
+    assert_int_equal(gs_engine_add_queue(w.e, &sc, &c), GS_OK);
+    for (int i = 0; i < 4; i++)
+        (void)submit(&w, a, MASK(A100), 0);
+    for (int i = 0; i < 8; i++) {
+        (void)submit(&w, b, MASK(A100), 0);
+        (void)submit(&w, c, GS_MODEL_ANY, 0);
+    }
+    cycle(&w, 1);
+    struct {
+        uint32_t q, model;
+        int64_t demand, fair;
+    } want[] = {
+        {a, H100, 0, 0},       {b, H100, 0, 0},       {c, H100, 8000, 8000}, {a, A100, 4000, 1000},
+        {b, A100, 8000, 5000}, {c, A100, 8000, 2000}, {0, H100, 8000, 8000}, {0, A100, 20000, 8000},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        struct gs_queue_model_info mi = model_info(&w, want[i].q, want[i].model);
+        if (mi.demand_milli != want[i].demand || mi.fair_milli != want[i].fair)
+            fail_msg("row %zu: demand %lld fair %lld", i, (long long)mi.demand_milli,
+                     (long long)mi.fair_milli);
+    }
+    struct gs_queue_info qi;
+    static const int64_t overall[] = {4000, 6667, 5333};
+    uint32_t ids[] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(gs_engine_queue_info(w.e, ids[i], &qi), GS_OK);
+        assert_int_equal(qi.fair[GS_RES_GPU], overall[i]);
+    }
+    world_fini(&w);
+}
+
+/* Without any per-model entry there is no per-model division (and no cost for it). */
+static void test_no_model_entries_no_model_fair_share(void **st)
+{
+    (void)st;
+    struct world w;
+    const char *models[] = {"H100", "A100"};
+    world_init(&w, models, 2);
+    uint32_t q;
+    assert_int_equal(add_queue(&w, "q", GS_QUEUE_ROOT, 1000, INF, NULL, &q), GS_OK);
+    (void)submit(&w, q, GS_MODEL_ANY, 0);
+    cycle(&w, 1);
+    struct gs_queue_model_info mi;
+    assert_int_equal(gs_engine_queue_model_info(w.e, q, H100, &mi), GS_OK);
+    assert_false(mi.fair_known);
+    assert_int_equal(mi.fair_milli, 0);
+    world_fini(&w);
+}
+
+/*
+ * The overall reclaim rule reclaims GPUs of a model only while the reclaimer is below its fair
+ * share of that model. Nodes n0 H100 and n1 A100, 8 GPUs each. A: quota 6 GPUs, its H100 entry
+ * quota 6, weight 1. C: quota 0, no entry, weight 1, running eight H100-only and eight
+ * A100-only pods. A then asks six A100-only pods.
+ * Overall, 16000: wants A 6000, C 16000; quotas give A 6000, C 0; C gets the 10000 left. C holds
+ * 16000 > 10000 and A 0 < 6000: by the overall shares alone A would reclaim six A100s.
+ * A100, 8000: wants A 6000, C 8000; quotas give 0 (A's entry is for H100); by weight 1:1 4000
+ * each. A reclaims while below 4000: four A100s, and its other two pods wait. A's unused H100
+ * quota is not lent to it as A100 share.
+ */
+static void test_reclaim_stops_at_the_model_fair_share(void **st)
+{
+    (void)st;
+    struct world w;
+    const char *models[] = {"H100", "A100"};
+    world_init(&w, models, 2);
+    struct gs_model_quota ha = {H100, 6000, INF};
+    struct gs_queue_spec sa = {"A", GS_QUEUE_ROOT, {6000, 0, 0}, {INF, INF, INF}, 1, 0, &ha, 1};
+    uint32_t a, c;
+    assert_int_equal(gs_engine_add_queue(w.e, &sa, &a), GS_OK);
+    assert_int_equal(add_queue(&w, "C", GS_QUEUE_ROOT, 0, INF, NULL, &c), GS_OK);
+    for (int i = 0; i < 8; i++) {
+        (void)submit(&w, c, MASK(H100), 0);
+        (void)submit(&w, c, MASK(A100), 0);
+    }
+    cycle(&w, 1);
+    assert_int_equal(gpu_alloc(&w, c), 16000);
+    uint32_t ap[6];
+    for (int i = 0; i < 6; i++)
+        ap[i] = submit(&w, a, MASK(A100), 2);
+    for (int t = 3; t < 10; t++)
+        cycle(&w, t);
+    assert_int_equal(model_info(&w, a, A100).fair_milli, 4000);
+    assert_int_equal(w.reclaims, 4);
+    assert_int_equal(model_alloc(&w, a, A100), 4000);
+    assert_int_equal(model_alloc(&w, c, A100), 4000);
+    int running = 0;
+    for (int i = 0; i < 6; i++)
+        running += pod(&w, ap[i]).state == GS_TPOD_RUNNING;
+    assert_int_equal(running, 4);
+    world_fini(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +470,9 @@ int main(void)
         cmocka_unit_test(test_without_the_h100_entry_nothing_is_reclaimed),
         cmocka_unit_test(test_model_quota_shields_from_overall_reclaim),
         cmocka_unit_test(test_model_entries_are_checked),
+        cmocka_unit_test(test_fair_share_is_divided_per_gpu_model),
+        cmocka_unit_test(test_no_model_entries_no_model_fair_share),
+        cmocka_unit_test(test_reclaim_stops_at_the_model_fair_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

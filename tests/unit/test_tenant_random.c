@@ -23,6 +23,10 @@
 #define EVENTS_PER_WORLD 4000
 #define GANG_WORLDS 10
 #define MODEL_WORLDS 10 /* teams with per-GPU-model entries, reclaim on; every other gang-heavy */
+#define MEMORY_WORLDS                                                                              \
+    8 /* GPUs with memory per model and memory-fraction pods, per-model entries                    \
+         on every other, so pending charges and bind re-charges meet                               \
+         preemption, reclaim and gang rollbacks */
 #define PODS_MAX (EVENTS_PER_WORLD * 6)
 
 /* What the event stream has said so far, per pod id. */
@@ -63,8 +67,12 @@ static void check_or_fail(struct gs_engine *e, uint64_t seed, int event)
  * so that gangs meet their own members as possible victims. */
 /* by_model: each team also gets a per-GPU-model entry (a random model, quota within its GPU
  * quota, a limit or none), reclaim on, so per-model limits and reclaim meet everything else. */
-static void run_world(uint64_t seed, bool gang_heavy, bool by_model, uint64_t *events_done,
-                      uint64_t *evictions)
+/* memory: the GPUs have memory (A100 40 GiB, H100 80 GiB, T4 16 GiB) and a fifth of the GPU
+ * pods ask a memory fraction (4-16 GiB, some with a compute share), charged by the smallest
+ * GPU memory they may use while pending and re-charged where they land (gs_engine_check()
+ * verifies both for every pod). */
+static void run_world(uint64_t seed, bool gang_heavy, bool by_model, bool memory,
+                      uint64_t *events_done, uint64_t *evictions)
 {
     static struct stream st_ev;
     memset(&st_ev, 0, sizeof(st_ev));
@@ -73,15 +81,16 @@ static void run_world(uint64_t seed, bool gang_heavy, bool by_model, uint64_t *e
     struct gs_cluster *c;
     assert_int_equal(gs_cluster_new(&c), GS_OK);
     const char *models[] = {"A100", "H100", "T4"};
+    static const int64_t model_mem_mib[] = {40960, 81920, 16384};
     uint32_t nodes = 2 + gs_rng_below(&rng, 8);
     char name[32];
     for (uint32_t i = 0; i < nodes; i++) {
         (void)snprintf(name, sizeof(name), "n%u", i);
         uint32_t gpus = 1 + gs_rng_below(&rng, 8);
-        struct gs_node_spec s = {name,   16000 + 16000 * (int64_t)gs_rng_below(&rng, 4),
-                                 262144, 110,
-                                 gpus,   models[gs_rng_below(&rng, 3)],
-                                 0};
+        int64_t cpu_milli = 16000 + 16000 * (int64_t)gs_rng_below(&rng, 4);
+        uint32_t mi = gs_rng_below(&rng, 3);
+        struct gs_node_spec s = {name, cpu_milli, 262144, 110, gpus, models[mi], 0};
+        s.gpu_mem_mib = memory ? model_mem_mib[mi] : 0;
         assert_int_equal(gs_cluster_add_node(c, &s, NULL), GS_OK);
     }
     uint32_t flags = gs_rng_below(&rng, 8) | (gang_heavy ? 1u : 0u) | (by_model ? 2u : 0u);
@@ -167,6 +176,10 @@ static void run_world(uint64_t seed, bool gang_heavy, bool by_model, uint64_t *e
             } else if (shape >= 2) {
                 req.num_gpu = 1 + gs_rng_below(&rng, shape == 3 ? 4 : 1);
                 req.gpu_milli = 1000;
+            }
+            if (memory && req.num_gpu > 0 && gs_rng_below(&rng, 5) == 0) {
+                req.gpu_mem_mib = 4096 * (1 + (int64_t)gs_rng_below(&rng, 4));
+                req.gpu_milli = gs_rng_below(&rng, 2) ? 0 : 100 * (int32_t)gs_rng_below(&rng, 9);
             }
             if (gs_rng_below(&rng, 5) == 0) {
                 const char *m = models[gs_rng_below(&rng, 3)];
@@ -275,14 +288,19 @@ static void test_random_workloads_keep_every_invariant(void **state)
     (void)state;
     uint64_t events = 0, evictions = 0;
     for (uint64_t w = 0; w < WORLDS; w++)
-        run_world(1000 + w, false, false, &events, &evictions);
+        run_world(1000 + w, false, false, false, &events, &evictions);
     for (uint64_t w = 0; w < GANG_WORLDS; w++)
-        run_world(2000 + w, true, false, &events, &evictions);
+        run_world(2000 + w, true, false, false, &events, &evictions);
     uint64_t model_evictions = 0;
     for (uint64_t w = 0; w < MODEL_WORLDS; w++)
-        run_world(3000 + w, w % 2 == 1, true, &events, &model_evictions);
+        run_world(3000 + w, w % 2 == 1, true, false, &events, &model_evictions);
     assert_true(model_evictions > 0);
     evictions += model_evictions;
+    uint64_t memory_evictions = 0;
+    for (uint64_t w = 0; w < MEMORY_WORLDS; w++)
+        run_world(4000 + w, w % 3 == 2, w % 2 == 1, true, &events, &memory_evictions);
+    assert_true(memory_evictions > 0);
+    evictions += memory_evictions;
     assert_true(events >= 100000);
     /* The worlds must exercise eviction paths, or the check proves little. */
     assert_true(evictions > 0);

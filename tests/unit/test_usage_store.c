@@ -517,12 +517,12 @@ static void test_recorder_follows_health_removal_and_addition(void **state)
 }
 
 /*
- * A known limit (docs/usage-accounting.md, issue 8's charging rule): two memory requests that
- * fit one 80 GiB GPU together, 900 milli + 8 GiB and 99 milli + 72 GiB (compute 0.999, memory
- * 80 GiB), are each charged the larger of their compute and memory shares: max(0.9, 8/80) = 0.9
- * and max(0.099, 72/80) = 0.9, so 1.80 GPU-hours in an hour of one GPU, and the idle row goes
- * negative (1.00 - 1.80 = -0.80). This test documents today's figure; the fix belongs to the
- * core's charging rule.
+ * Issue 8's charging rule, which sets no cap per GPU (docs/usage-accounting.md): two memory
+ * requests that fit one 80 GiB GPU together, 900 milli + 8 GiB and 99 milli + 72 GiB (compute
+ * 0.999, memory 80 GiB), are each charged the larger of their compute and memory shares:
+ * max(0.9, 8/80) = 0.9 and max(0.099, 72/80) = 0.9, so 1.80 GPU-hours in an hour of one GPU,
+ * and the idle row goes negative (1.00 - 1.80 = -0.80). The engine's quota books charge the same
+ * pods 1800 milli-GPU (test_charge).
  */
 static void test_two_memory_requests_on_one_gpu_are_charged_1_80(void **state)
 {
