@@ -38,43 +38,11 @@
 #include "gpusched/qconfig.h"
 #include "gpusched/replay.h"
 #include "gpusched/trace.h"
+#include "replay_fixture.h"
 #include "util/file.h"
 
-struct world {
-    struct gs_trace_nodes nodes;
-    struct gs_trace_pods pods;
-    char *queues; /* the queues file's text */
-    size_t queues_len;
-};
-
-static void path_of(char *buf, size_t cap, const char *name)
-{
-    const char *src = getenv("GS_SOURCE_DIR");
-    (void)snprintf(buf, cap, "%s/tests/data/gangs/%s", src ? src : ".", name);
-}
-
-static void world_load(struct world *w)
-{
-    char p[1024];
-    struct gs_diag d;
-    memset(w, 0, sizeof *w);
-    path_of(p, sizeof p, "nodes.csv");
-    assert_int_equal(gs_trace_read_nodes(p, &w->nodes, &d), GS_OK);
-    path_of(p, sizeof p, "pods.csv");
-    assert_int_equal(gs_trace_read_pods(p, &w->pods, &d), GS_OK);
-    path_of(p, sizeof p, "queues.yaml");
-    assert_int_equal(gs__read_file(p, 1u << 20, &w->queues, &w->queues_len, &d), GS_OK);
-}
-
-static void world_fini(struct world *w)
-{
-    gs_trace_nodes_fini(&w->nodes);
-    gs_trace_pods_fini(&w->pods);
-    free(w->queues);
-}
-
 /* Replays with the queues text (the file, cut or extended) and checks the started pods' waits. */
-static void replay_expect(const struct world *w, const char *queues, const double *waits,
+static void replay_expect(const struct replay_world *w, const char *queues, const double *waits,
                           uint32_t nwaits, uint32_t gangs, uint32_t started, uint32_t timed_out)
 {
     struct gs_qconfig *qc = NULL;
@@ -114,31 +82,31 @@ static void replay_expect(const struct world *w, const char *queues, const doubl
 static void test_replay_places_the_podgroup_gang_whole(void **state)
 {
     (void)state;
-    struct world w;
-    world_load(&w);
+    struct replay_world w;
+    replay_world_load(&w, "gangs");
     const double waits[] = {0, 990, 980, 0};
     replay_expect(&w, w.queues, waits, 4, 1, 1, 0);
-    world_fini(&w);
+    replay_world_fini(&w);
 }
 
 static void test_replay_without_podgroups_starts_members_alone(void **state)
 {
     (void)state;
-    struct world w;
-    world_load(&w);
+    struct replay_world w;
+    replay_world_load(&w, "gangs");
     char *cut = strstr(w.queues, "podGroups:");
     assert_non_null(cut);
     *cut = '\0';
     const double waits[] = {0, 0, 90, 110};
     replay_expect(&w, w.queues, waits, 4, 0, 0, 0);
-    world_fini(&w);
+    replay_world_fini(&w);
 }
 
 static void test_replay_gang_past_its_timeout_never_runs(void **state)
 {
     (void)state;
-    struct world w;
-    world_load(&w);
+    struct replay_world w;
+    replay_world_load(&w, "gangs");
     size_t cap = w.queues_len + 64;
     char *text = malloc(cap);
     assert_non_null(text);
@@ -146,7 +114,7 @@ static void test_replay_gang_past_its_timeout_never_runs(void **state)
     const double waits[] = {0, 0};
     replay_expect(&w, text, waits, 2, 1, 0, 1);
     free(text);
-    world_fini(&w);
+    replay_world_fini(&w);
 }
 
 int main(void)

@@ -36,40 +36,9 @@
 #include "gpusched/replay.h"
 #include "gpusched/tenant.h"
 #include "gpusched/trace.h"
+#include "replay_fixture.h"
 
-struct world {
-    struct gs_trace_nodes nodes;
-    struct gs_trace_pods pods;
-    struct gs_qconfig *qc;
-};
-
-static void path_of(char *buf, size_t cap, const char *name)
-{
-    const char *src = getenv("GS_SOURCE_DIR");
-    (void)snprintf(buf, cap, "%s/tests/data/defrag/%s", src ? src : ".", name);
-}
-
-static void world_load(struct world *w)
-{
-    char p[1024];
-    struct gs_diag d;
-    memset(w, 0, sizeof *w);
-    path_of(p, sizeof p, "nodes.csv");
-    assert_int_equal(gs_trace_read_nodes(p, &w->nodes, &d), GS_OK);
-    path_of(p, sizeof p, "pods.csv");
-    assert_int_equal(gs_trace_read_pods(p, &w->pods, &d), GS_OK);
-    path_of(p, sizeof p, "queues.yaml");
-    assert_int_equal(gs_qconfig_load(p, &w->qc, &d), GS_OK);
-}
-
-static void world_fini(struct world *w)
-{
-    gs_trace_nodes_fini(&w->nodes);
-    gs_trace_pods_fini(&w->pods);
-    gs_qconfig_free(w->qc);
-}
-
-static struct gs_replay *run(const struct world *w, bool defrag)
+static struct gs_replay *run(const struct replay_world *w, bool defrag)
 {
     struct gs_replay_config cfg = {.policy = "bestfit",
                                    .preemption = true,
@@ -102,8 +71,8 @@ static void expect_waits(const struct gs_replay *r, const double *want, uint32_t
 static void test_replay_without_defrag_waits_for_the_long_half(void **state)
 {
     (void)state;
-    struct world w;
-    world_load(&w);
+    struct replay_world w;
+    replay_world_load(&w, "defrag");
     struct gs_replay *r = run(&w, false);
     const double waits[] = {0, 0, 0, 0, 4800};
     expect_waits(r, waits, 5);
@@ -112,14 +81,14 @@ static void test_replay_without_defrag_waits_for_the_long_half(void **state)
     assert_int_equal(d.searches, 0);
     assert_int_equal(d.plans, 0);
     gs_replay_free(r);
-    world_fini(&w);
+    replay_world_fini(&w);
 }
 
 static void test_replay_with_defrag_moves_one_half_and_starts_the_whole_gpu_pod(void **state)
 {
     (void)state;
-    struct world w;
-    world_load(&w);
+    struct replay_world w;
+    replay_world_load(&w, "defrag");
     struct gs_replay *r = run(&w, true);
     const double waits[] = {0, 0, 0, 0, 600};
     expect_waits(r, waits, 5);
@@ -143,7 +112,7 @@ static void test_replay_with_defrag_moves_one_half_and_starts_the_whole_gpu_pod(
     /* Mean wait 600 / 5 = 120 s (4800 / 5 = 960 s without). */
     assert_true(q[0].wait_mean_s == 120.0);
     gs_replay_free(r);
-    world_fini(&w);
+    replay_world_fini(&w);
 }
 
 int main(void)

@@ -33,51 +33,16 @@
 #include "gpusched/qconfig.h"
 #include "gpusched/replay.h"
 #include "gpusched/trace.h"
+#include "replay_fixture.h"
 #include "util/file.h"
-
-struct world {
-    struct gs_trace_nodes nodes;
-    struct gs_trace_pods pods;
-    struct gs_qconfig *qc;
-};
-
-static void path_of(char *buf, size_t cap, const char *name)
-{
-    const char *src = getenv("GS_SOURCE_DIR");
-    (void)snprintf(buf, cap, "%s/tests/data/dynmig/%s", src ? src : ".", name);
-}
-
-static void world_load(struct world *w)
-{
-    char p[1024];
-    struct gs_diag d;
-    memset(w, 0, sizeof *w);
-    path_of(p, sizeof p, "nodes.csv");
-    assert_int_equal(gs_trace_read_nodes(p, &w->nodes, &d), GS_OK);
-    path_of(p, sizeof p, "pods.csv");
-    assert_int_equal(gs_trace_read_pods(p, &w->pods, &d), GS_OK);
-    path_of(p, sizeof p, "queues.yaml");
-    char *text = NULL;
-    size_t len = 0;
-    assert_int_equal(gs__read_file(p, 1u << 20, &text, &len, &d), GS_OK);
-    assert_int_equal(gs_qconfig_parse(text, len, "queues.yaml", &w->qc, &d), GS_OK);
-    free(text);
-}
-
-static void world_fini(struct world *w)
-{
-    gs_qconfig_free(w->qc);
-    gs_trace_nodes_fini(&w->nodes);
-    gs_trace_pods_fini(&w->pods);
-}
 
 /* Replays with dynamic MIG on or off and checks the started pods (names and waits, in pod
  * order) and the re-partitions. */
 static void replay_expect(bool dynamic, int64_t delay_ms, const char *const *names,
                           const double *waits, uint32_t nwaits, uint64_t repartitions)
 {
-    struct world w;
-    world_load(&w);
+    struct replay_world w;
+    replay_world_load(&w, "dynmig");
     struct gs_replay_config cfg = {.policy = "fgd",
                                    .preemption = true,
                                    .reclaim = true,
@@ -103,7 +68,7 @@ static void replay_expect(bool dynamic, int64_t delay_ms, const char *const *nam
     }
     assert_int_equal(gs_replay_mig_repartitions(r), repartitions);
     gs_replay_free(r);
-    world_fini(&w);
+    replay_world_fini(&w);
 }
 
 static void test_off_the_3g_pods_never_start(void **state)
@@ -137,8 +102,8 @@ static void test_on_the_delay_is_the_configured_one(void **state)
 static void test_negative_delay_is_refused_with_a_reason(void **state)
 {
     (void)state;
-    struct world w;
-    world_load(&w);
+    struct replay_world w;
+    replay_world_load(&w, "dynmig");
     struct gs_replay_config cfg = {
         .policy = "fgd", .arrival_speedup = 1, .dynamic_mig = true, .mig_repartition_ms = -1};
     struct gs_replay *r = NULL;
@@ -146,7 +111,7 @@ static void test_negative_delay_is_refused_with_a_reason(void **state)
     assert_int_equal(gs_replay_run(&w.nodes, &w.pods, w.qc, &cfg, &r, &d), GS_EINVAL);
     assert_null(r);
     assert_string_equal(d.msg, "the MIG re-partition delay is negative (-1 ms)");
-    world_fini(&w);
+    replay_world_fini(&w);
 }
 
 int main(void)
