@@ -509,17 +509,37 @@ void gs__charge_landed(struct gs_engine *e, uint32_t pod, const struct gs_placem
  * Re-estimates the pending charge of every pending pod whose charge depends on the cluster's
  * GPUs (memory, slots; MIG for a profile no model had), after the GPUs may have changed (a
  * node added or removed, a health or mode change): a GPU with less memory than any before
- * would otherwise land a pod at more than the charge its queue's limits admitted. O(pending
- * pods of those kinds x GPUs), only when gs_cluster_capacity_gen() moved. A gang whose member
- * changed charge is judged again against its queues' caps.
+ * would otherwise land a pod at more than the charge its queue's limits admitted. O(distinct
+ * request shapes x GPUs + pending pods), only when gs_cluster_capacity_gen() moved. A gang whose
+ * member changed charge is judged again against its queues' caps.
  */
 void gs__charge_refresh_pending(struct gs_engine *e)
 {
+    /* Pending pods mostly share a few request shapes (the replicas of one workload), and each
+     * gs_charge_request() of a memory or slot request reads every GPU: the answers of the
+     * last REFRESH_SHAPES distinct shapes are kept for this refresh, so n pods of one shape
+     * cost one scan, not n. */
+    enum { REFRESH_SHAPES = 16 };
+    struct {
+        const struct gs_pod_req *req;
+        double gpus;
+        int rc;
+    } seen[REFRESH_SHAPES];
+    uint32_t nseen = 0;
     for (uint32_t i = 0; i < e->np; i++) {
         struct tpod *p = &e->p[i];
-        double gpus;
-        if (p->state != GS_TPOD_PENDING || p->forgotten || gs_req_kind(&p->req) == GS_REQ_MILLI ||
-            gs_charge_request(e->c, &p->req, &gpus) != GS_OK)
+        if (p->state != GS_TPOD_PENDING || p->forgotten || gs_req_kind(&p->req) == GS_REQ_MILLI)
+            continue;
+        uint32_t used = nseen < REFRESH_SHAPES ? nseen : REFRESH_SHAPES, k = 0;
+        while (k < used && !gs_pod_req_equal(seen[k].req, &p->req))
+            k++;
+        if (k == used) {
+            k = nseen++ % REFRESH_SHAPES;
+            seen[k].req = &p->req;
+            seen[k].rc = gs_charge_request(e->c, &p->req, &seen[k].gpus);
+        }
+        double gpus = seen[k].gpus;
+        if (seen[k].rc != GS_OK)
             continue;
         int64_t was = p->pend_gpu_milli;
         p->pend_gpu_milli = gs_charge_milli(gpus);
