@@ -142,8 +142,9 @@ static void test_agent_and_scheduler_build_one_model_of_a_mixed_node(void **stat
                      usable[i]);
         if (refused) {
             /* The scheduler refuses it with the same reason, naming node and GPU. */
-            char line[300];
-            (void)snprintf(line, sizeof line, "node n1: GPU %u: %s; unusable", (unsigned)i, why[i]);
+            char line[sizeof why[0] + 64];
+            (void)snprintf(line, sizeof line, "node n1: GPU %u: %.199s; unusable", (unsigned)i,
+                           why[i]);
             if (!strstr(w.text, line))
                 fail_msg("GPU %u: no warning \"%s\" in:\n%s", (unsigned)i, line, w.text);
             continue;
