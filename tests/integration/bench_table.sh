@@ -18,6 +18,12 @@ grep -q '^before$' "$r" && grep -q '^after$' "$r" || say "text around the marker
 # bench_sim: fgd median 0.210 s, 51514 pods/s; the others 0.130 and 0.155 s.
 grep -qF '| one FGD run, default trace, seed 42, tune 1.3 (10,818 pod decisions on 1,213 nodes) | 0.21 s median of 5 (51,514 pods/s); other policies 0.13-0.15 s |' "$r" ||
     grep -qF '0.21 s median of 5 (51,514 pods/s); other policies 0.13-0.16 s' "$r" || say "FGD row: $(grep 'FGD run' "$r")"
+# fgd scale (bench/run.sh's two lines): 86,544 decisions in 1.850 s is 46,781/s (46,780.5
+# rounded by %.0f); 173,088 in 4.120 s is 42,011.7, printed 42012.
+grep -qF '| FGD on the default trace replicated 8x (9,704 nodes) | 46,781 decisions/s (86,544 decisions in 1.85 s, median of 3) | 50,000/s or more |' "$r" ||
+    say "8x row: $(grep 'replicated 8x' "$r")"
+grep -qF '| FGD on the default trace replicated 16x (19,408 nodes) | 42,012 decisions/s (173,088 decisions in 4.12 s, median of 3) | 40,000/s or more |' "$r" ||
+    say "16x row: $(grep 'replicated 16x' "$r")"
 # sweep: 75.2 s, 111,702 pods/s, 8.4 million decisions.
 grep -qF '| 75 s (111,702 pods/s, 8.4 million decisions) |' "$r" || say "sweep row: $(grep 'sweep' "$r")"
 grep -qF '| median 15.3 us, p99 34.0 us (bestfit, bounded scan) |' "$r" || say "decision row"
@@ -34,7 +40,7 @@ grep -qF '| 0.110 s (22,335 intervals) | under 1 s |' "$r" || say "usage report 
 # The agent was skipped and the big list not run: three agent rows and one list row.
 [ "$(grep -c 'not measured in this run' "$r")" = 4 ] || say "not-measured rows: $(grep -c 'not measured' "$r")"
 grep -q 'Measured by `make bench` on [0-9-]* (2 cores, Test CPU @ 2.0GHz)' "$r" || say "machine line"
-grep -q '^readme_table: 12 of 16 figures written' "$tmp/out" || say "summary: $(cat "$tmp/out")"
+grep -q '^readme_table: 14 of 18 figures written' "$tmp/out" || say "summary: $(cat "$tmp/out")"
 # Refusals leave the file alone.
 cp "$r" "$tmp/keep"
 echo "nothing here" >"$tmp/empty.txt"

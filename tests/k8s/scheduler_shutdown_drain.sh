@@ -3,8 +3,9 @@
 # this test's namespace (bind_webhook.py, delay mode) holds each one 8 s before allowing it, so
 # the scheduler's Events are still unanswered when it is told to stop. Node d1 has one GPU and
 # every pod is there before the scheduler starts: ok (1 GPU, oldest) binds (a Scheduled Event),
-# big (2 GPUs) waits Insufficient (FailedScheduling from the cycle), after (1 GPU, youngest)
-# waits behind big (FailedScheduling from the walk over pending pods).
+# big (1 GPU: it fits the node once empty, so it keeps its place) waits Insufficient
+# (FailedScheduling from the cycle), after (1 GPU, youngest) waits behind big (FailedScheduling
+# from the walk over pending pods).
 #   1. --shutdown-timeout-s 1, SIGTERM once the webhook holds all three Events: the scheduler
 #      exits within 1 s of drain and a little (under the webhook's 8 s) and logs
 #      "events dropped at exit (unanswered after the 1 s drain): Scheduled=1
@@ -35,7 +36,7 @@ setup_ns
 mknode "d1-$run" 1
 mkpod ok 1
 sleep 1.1 # creation times a second apart: the queue's order is by age
-mkpod big 2
+mkpod big 1
 sleep 1.1
 mkpod after 1
 # Both event groups: gpusched writes events.k8s.io/v1; the core group is the same objects.
