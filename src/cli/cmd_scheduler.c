@@ -1298,6 +1298,7 @@ out:
     json_decref(s.queue_status);
     gs__sched_gang_fini(&s);
     gs_kube_client_free(s.client); /* frees the informers */
+    gs__sched_bind_fini(&s);       /* the Bindings it dropped unanswered */
     gs_kube_leader_free(s.leader);
     gs_kube_client_free(lease_client);
     gs_kworld_free(s.world);

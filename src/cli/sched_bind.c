@@ -171,6 +171,7 @@ static void bind_refused(struct sched *s, const struct action *a, int err,
 /* A Binding in flight: the action it sends, owned, until its answer. */
 struct bind_call {
     struct sched *s;
+    struct bind_call *prev, *next; /* s->in_flight: the calls in flight */
     struct action a;
     char *ann;        /* the assignment annotation sent */
     int64_t first_ms; /* a gang member's retry: its first refusal (monotonic); 0 first try */
@@ -196,12 +197,53 @@ static double since_submit_s(const struct sched *s, const struct action *a)
     return d > 0 ? (double)d / 1000.0 : 0;
 }
 
+/* Adds bc to the calls in flight, before its request is sent. */
+static void link_call(struct bind_call *bc)
+{
+    bc->prev = NULL;
+    bc->next = bc->s->in_flight;
+    if (bc->next)
+        bc->next->prev = bc;
+    bc->s->in_flight = bc;
+}
+
+/* Takes bc off the calls in flight, once it is answered. */
+static void unlink_call(struct bind_call *bc)
+{
+    if (bc->prev)
+        bc->prev->next = bc->next;
+    else
+        bc->s->in_flight = bc->next;
+    if (bc->next)
+        bc->next->prev = bc->prev;
+    bc->prev = bc->next = NULL;
+}
+
+static void call_free(struct bind_call *bc)
+{
+    gs__sched_action_fini(&bc->a);
+    free(bc->ann);
+    free(bc);
+}
+
+void gs__sched_bind_fini(struct sched *s)
+{
+    struct bind_call *bc = s->in_flight;
+    s->in_flight = NULL;
+    while (bc) {
+        struct bind_call *next = bc->next;
+        call_free(bc);
+        bc = next;
+    }
+}
+
 /* The answer to a Binding (inside gs_kube_client_step). */
 static void bind_done(void *ud, int err, struct gs_kube_response *r)
 {
     struct bind_call *bc = ud;
     struct sched *s = bc->s;
     const struct action *a = &bc->a;
+    unlink_call(bc);
     if (err == GS_OK) {
         s->binds++;
         char *k = gs__sched_key_of(a->ns, a->name);
@@ -270,9 +312,7 @@ static void bind_done(void *ud, int err, struct gs_kube_response *r)
         else
             bind_refused(s, a, err, r);
     }
-    gs__sched_action_fini(&bc->a);
-    free(bc->ann);
-    free(bc);
+    call_free(bc);
 }
 
 /*
@@ -333,6 +373,7 @@ static void send_bind(struct sched *s, struct action *a, int64_t first_ms, uint3
     bc->first_ms = first_ms;
     bc->tries = tries;
     memset(a, 0, sizeof(*a));
+    link_call(bc);
     int err = body ? gs_kube_request_async(s->client, GS_KUBE_POST, path, body, bind_done, bc)
                    : GS_ENOMEM;
     json_decref(body);

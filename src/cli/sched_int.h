@@ -59,6 +59,8 @@ struct nomination {
     bool failed;        /* an eviction was refused: give the node up */
 };
 
+struct bind_call;
+
 struct sched {
     struct gs_kube_client *client;
     struct gs_kworld *world;
@@ -90,7 +92,8 @@ struct sched {
     json_t *queue_status;  /* Queue name -> the status last written */
     struct nomination *noms;
     size_t nnoms, capnoms;
-    struct gang_retry *gretry; /* gang members waiting to send their Binding again */
+    struct bind_call *in_flight; /* Bindings sent and not answered yet (sched_bind.c), a list */
+    struct gang_retry *gretry;   /* gang members waiting to send their Binding again */
     size_t ngretry, capgretry;
     json_t *gang_bound;          /* gang "ns/pg" -> {"ns/name": true}: its members bound by us */
     struct gs__sched_acct *acct; /* --accounting (sched_acct.h); NULL when not recorded */
@@ -223,5 +226,11 @@ void gs__sched_gang_pod_gone(struct sched *s, const char *key);
 
 /** Frees the gang records (at exit). */
 void gs__sched_gang_fini(struct sched *s);
+
+/**
+ * Frees the Bindings still unanswered at exit, after gs_kube_client_free() dropped their
+ * requests (it calls no callback for them, kube.h). Call it only after the client is freed.
+ */
+void gs__sched_bind_fini(struct sched *s);
 
 #endif /* GPUSCHED_CLI_SCHED_INT_H */
