@@ -76,11 +76,27 @@ int gs_charge_placement(const struct gs_cluster *c, const struct gs_pod_req *req
  * request by the smallest GPU memory among the GPUs it may use"); for slots, of the GPU with
  * the fewest replicas. The charge is thus never below gs_charge_placement() wherever it lands,
  * and the engine re-charges it exactly at bind. GPU-less nodes count for nothing; 0 when no
- * GPU can take it. O(GPUs of the cluster) for those two kinds, O(1) otherwise.
+ * GPU can take it. O(GPUs of the cluster) for those two kinds, O(1) otherwise. Every node
+ * counts whatever its labels and taints; gs_charge_request_class() asks only those the pod's
+ * node filter passes.
  * @param gpus receives the charge in GPUs, >= 0.
  * @return GS_OK; GS_EINVAL for a request that fails gs_pod_req_validate() (*gpus then 0).
  */
 int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, double *gpus);
+
+/**
+ * gs_charge_request() over the GPUs of the nodes that pass node filter class `cls`
+ * (gpusched/filter.h: nodeSelector, required node affinity, taints and tolerations, cordon) as
+ * the cluster is now: issue 8's "GPUs it may use: those on nodes that pass the pod's filters
+ * now". A 40 GB GPU on a node whose taint the pod does not tolerate does not make a memory
+ * request's pending charge that of 40 GB. MILLI and MIG charges do not depend on the nodes and
+ * are gs_charge_request()'s. The answer changes when gs_filter_gen() moves.
+ * @param cls  a filter class id from gs_filter_intern() (or GS_FILTER_DEFAULT, or a pinned id);
+ *             an unknown id passes no node (charge 0).
+ * @return as gs_charge_request().
+ */
+int gs_charge_request_class(const struct gs_cluster *c, const struct gs_pod_req *req, uint32_t cls,
+                            double *gpus);
 
 /**
  * A charge in GPUs as integer milli-GPU for the quota books, rounded down, so that rounding

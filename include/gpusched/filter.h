@@ -175,6 +175,14 @@ uint32_t gs_filter_base(const struct gs_cluster *c, uint32_t cls);
 /** Returns the number of pinned filters referenced now. */
 uint32_t gs_filter_pin_count(const struct gs_cluster *c);
 
+/**
+ * A counter that moves whenever a node change (labels, taints, cordon, a node added or removed)
+ * flips whether some node passes some interned class; it never moves otherwise. Who caches an
+ * answer that depends on which nodes pass a class (the engine's pending charges, charge.h)
+ * compares it to know when to recompute. O(1).
+ */
+uint64_t gs_filter_gen(const struct gs_cluster *c);
+
 /** Whether node i passes class cls (one bit test). False for unknown ids. */
 bool gs_filter_pass(const struct gs_cluster *c, uint32_t cls, uint32_t i);
 

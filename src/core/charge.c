@@ -8,6 +8,7 @@
 
 #include "cluster_int.h"
 #include "gpusched/err.h"
+#include "gpusched/filter.h"
 #include "gpusched/mig.h"
 
 int gs_charge_share(const struct gs_charge_grant *g, double *share)
@@ -93,7 +94,10 @@ static double share_on(const struct gs_gpu *g, const struct gs_pod_req *req)
     return ask > 0 && gs_charge_share(&cg, &s) == GS_OK ? s : -1;
 }
 
-int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, double *gpus)
+/* The pending charge over the nodes that pass filter class cls, or over every node when
+ * !filtered. */
+static int charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, bool filtered,
+                          uint32_t cls, double *gpus)
 {
     *gpus = 0;
     if (gs_pod_req_validate(req, NULL, 0) != GS_OK)
@@ -131,7 +135,8 @@ int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, 
             const struct gs_node *n = gs_cluster_node(c, i);
             if (!n->present || n->gpu_count == 0 ||
                 (req->gpu_model_mask != GS_MODEL_ANY &&
-                 (n->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << n->model_id)))))
+                 (n->model_id >= 64 || !(req->gpu_model_mask & (UINT64_C(1) << n->model_id)))) ||
+                (filtered && !gs_filter_pass(c, cls, i)))
                 continue;
             double node_worst = -1;
             uint32_t usable = 0;
@@ -154,6 +159,17 @@ int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, 
     }
     }
     return GS_EINVAL;
+}
+
+int gs_charge_request(const struct gs_cluster *c, const struct gs_pod_req *req, double *gpus)
+{
+    return charge_request(c, req, false, 0, gpus);
+}
+
+int gs_charge_request_class(const struct gs_cluster *c, const struct gs_pod_req *req, uint32_t cls,
+                            double *gpus)
+{
+    return charge_request(c, req, true, cls, gpus);
 }
 
 int gs_charge_placement(const struct gs_cluster *c, const struct gs_pod_req *req,

@@ -47,6 +47,7 @@ struct filter_table {
     uint32_t slots_cap;
     uint64_t release_seq;
     uint32_t prefer_tainted; /* present nodes with a PreferNoSchedule taint */
+    uint64_t gen;            /* moves when any class's node set changed (gs_filter_gen()) */
     struct filter_pin *pins; /* pinned filters by index (id & ~GS_FILTER_PINNED) */
     uint32_t pins_len, pins_cap;
     uint32_t pins_live;  /* entries with refs > 0 */

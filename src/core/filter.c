@@ -377,19 +377,22 @@ bool gs__node_has_prefer_taint(const struct gs_node *n)
 
 /* ---- the class table ---------------------------------------------------------------------- */
 
-static void set_bit(uint64_t *set, uint32_t i, bool on)
+/* Sets or clears bit i; returns whether it changed. */
+static bool set_bit(uint64_t *set, uint32_t i, bool on)
 {
+    uint64_t was = set[i / 64];
     if (on)
         set[i / 64] |= UINT64_C(1) << (i % 64);
     else
         set[i / 64] &= ~(UINT64_C(1) << (i % 64));
+    return set[i / 64] != was;
 }
 
 static void class_fill(struct gs_cluster *c, struct filter_class *fc)
 {
     memset(fc->nodes, 0, (size_t)c->ft.words_cap * sizeof(uint64_t));
     for (uint32_t i = 0; i < c->nodes_len; i++)
-        set_bit(fc->nodes, i, judge(fc, &c->nodes[i], NULL) == GS_FILTER_PASS);
+        (void)set_bit(fc->nodes, i, judge(fc, &c->nodes[i], NULL) == GS_FILTER_PASS);
 }
 
 static void class_clear(struct filter_class *fc)
@@ -486,11 +489,19 @@ void gs__filter_node_changed(struct gs_cluster *c, uint32_t i, bool had_prefer)
     const struct gs_node *n = &c->nodes[i];
     bool has_prefer = gs__node_has_prefer_taint(n);
     ft->prefer_tainted += (uint32_t)has_prefer - (uint32_t)had_prefer;
+    bool changed = false;
     for (uint32_t id = 0; id < ft->len; id++) {
         struct filter_class *fc = &ft->cls[id];
         if (fc->hash)
-            set_bit(fc->nodes, i, judge(fc, n, NULL) == GS_FILTER_PASS);
+            changed |= set_bit(fc->nodes, i, judge(fc, n, NULL) == GS_FILTER_PASS);
     }
+    if (changed)
+        ft->gen++;
+}
+
+uint64_t gs_filter_gen(const struct gs_cluster *c)
+{
+    return c->ft.gen;
 }
 
 static int32_t find_class(const struct filter_table *ft, const uint8_t *key, size_t len, uint64_t h)

@@ -510,7 +510,8 @@ void gs__charge_landed(struct gs_engine *e, uint32_t pod, const struct gs_placem
  * GPUs (memory, slots; MIG for a profile no model had), after the GPUs may have changed (a
  * node added or removed, a health or mode change): a GPU with less memory than any before
  * would otherwise land a pod at more than the charge its queue's limits admitted. O(distinct
- * request shapes x GPUs + pending pods), only when gs_cluster_capacity_gen() moved. A gang whose
+ * request shapes x GPUs + pending pods), only when gs_cluster_capacity_gen() or gs_filter_gen()
+ * moved (the charge is over the GPUs of the nodes the pod's filter passes now). A gang whose
  * member changed charge is judged again against its queues' caps.
  */
 void gs__charge_refresh_pending(struct gs_engine *e)
@@ -522,6 +523,7 @@ void gs__charge_refresh_pending(struct gs_engine *e)
     enum { REFRESH_SHAPES = 16 };
     struct {
         const struct gs_pod_req *req;
+        uint32_t fclass;
         double gpus;
         int rc;
     } seen[REFRESH_SHAPES];
@@ -531,12 +533,13 @@ void gs__charge_refresh_pending(struct gs_engine *e)
         if (p->state != GS_TPOD_PENDING || p->forgotten || gs_req_kind(&p->req) == GS_REQ_MILLI)
             continue;
         uint32_t used = nseen < REFRESH_SHAPES ? nseen : REFRESH_SHAPES, k = 0;
-        while (k < used && !gs_pod_req_equal(seen[k].req, &p->req))
+        while (k < used && !(seen[k].fclass == p->fclass && gs_pod_req_equal(seen[k].req, &p->req)))
             k++;
         if (k == used) {
             k = nseen++ % REFRESH_SHAPES;
             seen[k].req = &p->req;
-            seen[k].rc = gs_charge_request(e->c, &p->req, &seen[k].gpus);
+            seen[k].fclass = p->fclass;
+            seen[k].rc = gs_charge_request_class(e->c, &p->req, p->fclass, &seen[k].gpus);
         }
         double gpus = seen[k].gpus;
         if (seen[k].rc != GS_OK)

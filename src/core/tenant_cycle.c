@@ -402,6 +402,12 @@ int gs_engine_cycle(struct gs_engine *e, int64_t now_ms, struct gs_rng *rng,
     if (e->capacity_gen != gs_cluster_capacity_gen(e->c)) {
         cluster_capacity(e, e->capacity); /* O(nodes), only when capacity may have changed */
         e->capacity_gen = gs_cluster_capacity_gen(e->c);
+        e->filter_gen = gs_filter_gen(e->c);
+        gs__charge_refresh_pending(e);
+    } else if (e->filter_gen != gs_filter_gen(e->c)) {
+        /* A node's labels, taints or cordon changed which nodes some pod may use: its pending
+         * charge is over those (gs_charge_request_class()). */
+        e->filter_gen = gs_filter_gen(e->c);
         gs__charge_refresh_pending(e);
     }
     gs_engine_compute_fair(e, e->capacity);

@@ -250,6 +250,7 @@ struct gs_engine {
     uint32_t end_order_n, end_order_cap;
     uint64_t end_order_at; /* `mutations` when end_order was built; UINT64_MAX: never */
     uint64_t capacity_gen; /* gs_cluster_capacity_gen() when capacity was read; 0 never */
+    uint64_t filter_gen;   /* gs_filter_gen() when the pending charges were last refreshed */
     int64_t foreign_alloc[GS_RES_COUNT]; /* what foreign pods hold */
     uint32_t *uid_slots;                 /* open addressing over uids: pod id + 1, 0 empty */
     uint32_t uid_cap, uid_len;           /* slots (power of two), live entries (with tombstones) */

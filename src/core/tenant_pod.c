@@ -149,12 +149,13 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     if (!p->req.num_gpu)
         p->req.gpu_milli = 0;
     req_vector(&p->req, p->r);
+    p->fclass = ident ? ident->filter_class : GS_FILTER_DEFAULT;
     if (gs_req_kind(&p->req) != GS_REQ_MILLI) {
         /* Memory, slots and MIG instances are charged by the share of a GPU they take
-         * (charge.h): while pending, the most any GPU they may use would charge; at bind,
-         * exactly what they land on (gs__charge_landed()). */
+         * (charge.h): while pending, the most any GPU of a node its filter passes would
+         * charge; at bind, exactly what they land on (gs__charge_landed()). */
         double gpus;
-        if (gs_charge_request(e->c, &p->req, &gpus) == GS_OK)
+        if (gs_charge_request_class(e->c, &p->req, p->fclass, &gpus) == GS_OK)
             p->r[GS_RES_GPU] = gs_charge_milli(gpus);
     }
     p->pend_gpu_milli = p->r[GS_RES_GPU];
@@ -164,7 +165,6 @@ static int new_pod(struct gs_engine *e, const struct gs_tpod_spec *spec,
     p->submit_ms = now_ms;
     p->start_ms = p->end_ms = -1;
     p->created_ms = ident ? ident->created_ms : now_ms;
-    p->fclass = ident ? ident->filter_class : GS_FILTER_DEFAULT;
     gs_filter_ref(e->c, p->fclass);
     for (uint32_t i = 0; ident && i < GS_POD_BUDGETS_MAX; i++)
         if (ident->budgets[i])

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "gpusched/charge.h"
+#include "gpusched/filter.h"
 #include "gpusched/err.h"
 #include "gpusched/mig.h"
 #include "gpusched/tenant.h"
@@ -507,6 +508,75 @@ static void test_pending_memory_pod_is_recharged_exactly_at_bind(void **state)
 }
 
 /*
+ * Issue 8: a pending memory request is charged by "the GPUs it may use: those on nodes that
+ * pass the pod's filters now". Nodes: big (one 81920 MiB H100) and small (one 40960 MiB A100,
+ * tainted gpu=small:NoSchedule). A 20480 MiB request:
+ *  - over every node (gs_charge_request()): the A100's 20480 / 40960 = 0.5;
+ *  - for a pod without the toleration: only big passes, 20480 / 81920 = 0.25;
+ *  - for a pod tolerating gpu=small: 0.5 again.
+ * In the engine a pod of the default class waits (its 96 CPUs fit no node) charged 250; once the
+ * taint is lifted the next cycle re-charges it at 500, and cordoning the A100 brings back 250.
+ */
+static void test_pending_memory_charge_is_over_nodes_the_filter_passes(void **state)
+{
+    (void)state;
+    struct gs_cluster *c;
+    assert_int_equal(gs_cluster_new(&c), GS_OK);
+    add_gpu_node(c, "big", "H100-80GB", 81920);
+    add_gpu_node(c, "small", "A100-40GB", 40960);
+    char key[] = "gpu", value[] = "small";
+    struct gs_taint t = {.key = key, .value = value, .effect = GS_TAINT_NO_SCHEDULE};
+    assert_int_equal(gs_cluster_set_taints(c, 1, &t, 1), GS_OK);
+    struct gs_pod_req r = {.num_gpu = 1, .gpu_model_mask = GS_MODEL_ANY, .gpu_mem_mib = 20480};
+    double g;
+    assert_int_equal(gs_charge_request(c, &r, &g), GS_OK);
+    assert_near(g, 0.5, 1e-12);
+    assert_int_equal(gs_charge_request_class(c, &r, GS_FILTER_DEFAULT, &g), GS_OK);
+    assert_near(g, 0.25, 1e-12);
+    struct gs_toleration tol = {.key = "gpu", .op = GS_TOL_EQUAL, .value = "small"};
+    struct gs_filter_spec fs = {.tolerations = &tol, .n_tolerations = 1};
+    uint32_t tolerant;
+    assert_int_equal(gs_filter_intern(c, &fs, &tolerant), GS_OK);
+    assert_int_equal(gs_charge_request_class(c, &r, tolerant, &g), GS_OK);
+    assert_near(g, 0.5, 1e-12);
+    /* MILLI does not depend on the nodes: 0.3 whatever the class passes. */
+    struct gs_pod_req m = {.num_gpu = 1, .gpu_milli = 300, .gpu_model_mask = GS_MODEL_ANY};
+    assert_int_equal(gs_charge_request_class(c, &m, GS_FILTER_DEFAULT, &g), GS_OK);
+    assert_near(g, 0.3, 1e-12);
+    gs_filter_release(c, tolerant);
+
+    uint32_t q, pc, mem;
+    struct gs_engine *e = engine_with_queue(c, &q, &pc);
+    struct gs_tpod_spec sm = {
+        "mem",
+        q,
+        pc,
+        GS_NO_GANG,
+        {.cpu_milli = 96000, .num_gpu = 1, .gpu_model_mask = GS_MODEL_ANY, .gpu_mem_mib = 20480},
+        -1};
+    assert_int_equal(gs_engine_submit(e, &sm, 0, &mem), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 1, NULL, NULL), GS_OK);
+    assert_queue_gpu(e, q, 0, 250);
+    uint64_t gen = gs_filter_gen(c);
+    assert_int_equal(gs_cluster_set_taints(c, 1, NULL, 0), GS_OK);
+    assert_true(gs_filter_gen(c) != gen);
+    assert_int_equal(gs_engine_cycle(e, 2, NULL, NULL), GS_OK);
+    assert_queue_gpu(e, q, 0, 500);
+    /* A label change that flips no class's node set leaves the counter where it was. */
+    gen = gs_filter_gen(c);
+    assert_int_equal(gs_cluster_set_label(c, 1, "zone", "a"), GS_OK);
+    assert_true(gs_filter_gen(c) == gen);
+    assert_int_equal(gs_cluster_set_unschedulable(c, 1, true), GS_OK);
+    assert_int_equal(gs_engine_cycle(e, 3, NULL, NULL), GS_OK);
+    assert_queue_gpu(e, q, 0, 250);
+    struct gs_tpod_info im;
+    assert_int_equal(gs_engine_pod_info(e, mem, &im), GS_OK);
+    assert_int_equal(im.state, GS_TPOD_PENDING);
+    gs_engine_free(e);
+    gs_cluster_free(c);
+}
+
+/*
  * A pending charge is estimated again when the cluster's GPUs change, so a GPU with less
  * memory than any before cannot land a pod above its queue's limit. Queue limit 1.4 GPUs. Node
  * h200 (one 144384 MiB GPU) takes a whole-GPU pod: 1000. A 40960 MiB pod then waits (no room),
@@ -586,6 +656,7 @@ int main(void)
         cmocka_unit_test(test_two_memory_pods_on_one_gpu_are_charged_1_80_by_quota_and_accounting),
         cmocka_unit_test(test_pending_memory_pod_is_recharged_exactly_at_bind),
         cmocka_unit_test(test_pending_charge_follows_a_smaller_gpu_added_later),
+        cmocka_unit_test(test_pending_memory_charge_is_over_nodes_the_filter_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
