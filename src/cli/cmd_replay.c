@@ -624,14 +624,25 @@ int gs_cmd_replay(int argc, char **argv)
     }
     uint64_t by[GS_REPLAY_EVICT_REASONS];
     gs_replay_evictions_by_reason(r, by);
+    /* Every reason that happened is named, so the breakdown adds up to the total: defrag moves
+     * whenever the planner is on, node loss whenever a node went away. */
+    char more[96] = "";
+    if (cfg.defrag || by[GS_EVICT_DEFRAG] > 0)
+        (void)snprintf(more, sizeof(more), ", defrag %llu",
+                       (unsigned long long)by[GS_EVICT_DEFRAG]);
+    if (by[GS_EVICT_NODE_LOST] > 0) {
+        size_t used = strlen(more);
+        (void)snprintf(more + used, sizeof(more) - used, ", node lost %llu",
+                       (unsigned long long)by[GS_EVICT_NODE_LOST]);
+    }
     printf("replayed %u pod%s over %.1f days of replay time with %s%s%s%s: %llu start%s, %llu "
-           "eviction%s (preemption %llu, reclaim %llu, gang %llu), %llu cycles, %.2f s\n",
+           "eviction%s (preemption %llu, reclaim %llu, gang %llu%s), %llu cycles, %.2f s\n",
            npods, npods == 1 ? "" : "s", (double)end_ms / 86400000.0, cfg.policy,
            cfg.preemption ? ", preemption" : "", cfg.reclaim ? ", reclaim" : "",
            cfg.backfill ? ", backfill" : "", (unsigned long long)binds, binds == 1 ? "" : "s",
            (unsigned long long)evictions, evictions == 1 ? "" : "s",
            (unsigned long long)by[GS_EVICT_PREEMPT], (unsigned long long)by[GS_EVICT_RECLAIM],
-           (unsigned long long)by[GS_EVICT_GANG], (unsigned long long)cycles, wall);
+           (unsigned long long)by[GS_EVICT_GANG], more, (unsigned long long)cycles, wall);
     if (cfg.dynamic_mig) {
         uint64_t nrep = gs_replay_mig_repartitions(r);
         printf("dynamic MIG: %llu re-partition%s, %.1f s each before the pod starts\n",

@@ -51,6 +51,10 @@ expect 2 "replay: --defrag-moves: expected 1..6" -- replay --nodes "$nodes" --po
 d=$src/tests/data/defrag
 expect 0 '^  team +1 +1 +2\.0m +16\.0m +14\.0m$' -- replay --nodes "$d/nodes.csv" --pods "$d/pods.csv" \
     --queues "$d/queues.yaml" --policy bestfit --defrag --no-plot --out "$tmp/defrag"
+# The summary's breakdown names the defrag move, so its reasons add up to the eviction total.
+expect 0 ' 1 eviction \(preemption 0, reclaim 0, gang 0, defrag 1\),' -- replay --nodes "$d/nodes.csv" \
+    --pods "$d/pods.csv" --queues "$d/queues.yaml" --policy bestfit --defrag --no-plot \
+    --out "$tmp/defrag"
 expect 2 "unknown policy 'fastest'" -- simulate --nodes "$nodes" --pods "$pods" --policy fgd,fastest
 # whatif and scheduler read --policy as simulate and replay do: any case, the names listed.
 w=$src/tests/data/whatif/preempt.yaml
