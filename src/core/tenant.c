@@ -523,8 +523,8 @@ void gs__charge_refresh_pending(struct gs_engine *e)
     enum { REFRESH_SHAPES = 16 };
     struct {
         const struct gs_pod_req *req;
-        uint32_t fclass;
         double gpus;
+        uint32_t fclass;
         int rc;
     } seen[REFRESH_SHAPES];
     uint32_t nseen = 0;
