@@ -113,7 +113,7 @@ int gs_cmd_bound(int argc, char **argv)
     int rc = 0;
     for (unsigned long long seed = seed_lo; seed <= seed_hi; seed++) {
         struct gs_bound_result b;
-        err = gs_bound_sim(in, seed, tune, &b);
+        err = gs_bound_sim(in, seed, tune, NULL, &b);
         if (err) {
             (void)fprintf(stderr, "gpusched bound: seed %llu: %s%s\n", seed, gs_strerror(err),
                           err == GS_EINVAL ? " (milli-GPU requests only)" : "");
