@@ -131,7 +131,9 @@ struct gs_bound_cg_result {
     uint32_t rounds;        /**< rounds made */
     bool converged;         /**< no configuration with a positive reduced cost remains */
     bool column_cap;        /**< stopped on columns_max */
-    bool round_cap;         /**< stopped on rounds_max */
+    bool round_cap;         /**< stopped on rounds_max (and not on columns_max) */
+    bool search_cap;        /**< stopped with no column to add while a pricing cut at
+                                 pricing_nodes_max could not rule one out */
     bool pricing_truncated; /**< some pricing reached pricing_nodes_max */
 };
 

@@ -545,7 +545,8 @@ int gs_bound_cg(const struct gs_bound_shape *shapes, uint32_t ns, const struct g
         if (!improved) {
             out->converged = converged;
             out->column_cap = !converged && out->columns >= lim.columns_max;
-            out->round_cap = !converged && out->rounds >= lim.rounds_max;
+            out->round_cap = !converged && !out->column_cap && out->rounds >= lim.rounds_max;
+            out->search_cap = !converged && !out->column_cap && !out->round_cap;
             break;
         }
     }
