@@ -116,7 +116,9 @@ struct gs_bound_cg_limits {
     uint32_t columns_max;       /**< configurations in the master, >= 1 */
     uint32_t rounds_max;        /**< rounds (master solve + pricing of every type), >= 1 */
     uint64_t pricing_nodes_max; /**< search nodes per pricing, >= 1; past it the pricing
-                                     gives an upper bound instead of its optimum */
+                                     gives an upper bound instead of its optimum. A round
+                                     that finds no column while a pricing was cut is priced
+                                     again with 10, then 100 times as many (kept after) */
 };
 
 /** What gs_bound_cg() found. Plain value record; milli-GPU. */

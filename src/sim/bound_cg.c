@@ -32,6 +32,10 @@
  * is below what the master can tell from zero (CG_RC_EPS). The pricing's upper bound adds it. */
 #define CG_PRUNE_EPS 1e-7
 
+/* Times a round that finds no column while a pricing was cut is priced again, each with ten
+ * times the search nodes. */
+#define CG_ESCALATIONS 2
+
 /* Multiplier pairs of the pricing's Lagrangian bound (room_bound()). */
 #define CG_LAMBDAS 8
 
@@ -62,6 +66,7 @@ struct search {
     double *fill;
     uint64_t nodes, nodes_max;
     bool truncated;
+    double open_ub; /* once truncated: the largest bound of a subtree left unsearched */
     double value, best;
     uint32_t *cur, *best_n;              /* pods per item: the current packing and the best one */
     int32_t free_desc[GS_NODE_GPUS_MAX]; /* free milli per GPU, descending */
@@ -157,12 +162,6 @@ static void sift_left(int32_t *f, uint32_t j)
 static void search_item(struct search *s, uint32_t i, uint32_t placed_i, int32_t last_free,
                         int64_t cpu, int64_t mem, int64_t pods, double bound)
 {
-    if (s->truncated)
-        return;
-    if (++s->nodes > s->nodes_max) {
-        s->truncated = true;
-        return;
-    }
     if (s->value > s->best) {
         s->best = s->value;
         memcpy(s->best_n, s->cur, s->n * sizeof(*s->cur));
@@ -173,6 +172,15 @@ static void search_item(struct search *s, uint32_t i, uint32_t placed_i, int32_t
     double b = s->value + room_bound(s, i, placed_i, cpu, mem, pods);
     if (b > bound)
         b = bound;
+    if (!s->truncated && ++s->nodes > s->nodes_max)
+        s->truncated = true;
+    if (s->truncated) {
+        /* Out of nodes: this subtree stays unsearched, and its bound joins the frontier's
+         * (every branch still open on the path is visited once this way, not expanded). */
+        if (b > s->open_ub)
+            s->open_ub = b;
+        return;
+    }
     if (b <= s->best + CG_PRUNE_EPS)
         return;
     const struct item *it = &s->it[i];
@@ -194,7 +202,7 @@ static void search_item(struct search *s, uint32_t i, uint32_t placed_i, int32_t
             }
         } else {
             /* A share of one GPU: each distinct free value that holds it, largest first. */
-            for (uint32_t j = 0; j < s->gpus && !s->truncated; j++) {
+            for (uint32_t j = 0; j < s->gpus; j++) {
                 int32_t f = s->free_desc[j];
                 if (f < it->gpu_milli)
                     break;
@@ -337,7 +345,7 @@ static int price(struct cg *cg, uint32_t t, const double *w, struct priced *out,
     search_item(&s, 0, 0, INT32_MAX, ty->cpu_milli, ty->mem_mib, ty->pods_max, root);
     out->value = s.best;
     out->truncated = s.truncated;
-    out->value_ub = (s.truncated ? fmax(s.best, root) : s.best) + CG_PRUNE_EPS;
+    out->value_ub = (s.truncated ? fmax(s.best, fmin(root, s.open_ub)) : s.best) + CG_PRUNE_EPS;
     *n_out = n;
     return GS_OK;
 }
@@ -490,6 +498,7 @@ int gs_bound_cg(const struct gs_bound_shape *shapes, uint32_t ns, const struct g
     glp_init_smcp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
     double lagrange = INFINITY, dual_obj = 0;
+    int escalations = 0;
     for (;;) {
         /* The master's optimum and duals (none yet: all zero). */
         double z = 0;
@@ -519,7 +528,7 @@ int gs_bound_cg(const struct gs_bound_shape *shapes, uint32_t ns, const struct g
         for (uint32_t t = 0; t < nt; t++)
             dual_obj += floor(types[t].count) * mu[t];
         bool add = out->columns < lim.columns_max && out->rounds < lim.rounds_max;
-        bool improved = false, converged = true;
+        bool improved = false, converged = true, cut = false;
         out->rounds++;
         for (uint32_t t = 0; t < nt; t++) {
             value_ub[t] = 0;
@@ -530,6 +539,7 @@ int gs_bound_cg(const struct gs_bound_shape *shapes, uint32_t ns, const struct g
             if ((err = price(&cg, t, w, &p, &n)) != GS_OK)
                 goto done;
             out->pricing_truncated |= p.truncated;
+            cut |= p.truncated;
             value_ub[t] = p.value_ub;
             lagr += floor(types[t].count) * fmax(0.0, p.value_ub);
             if (p.value_ub - mu[t] > CG_RC_EPS)
@@ -542,6 +552,12 @@ int gs_bound_cg(const struct gs_bound_shape *shapes, uint32_t ns, const struct g
         }
         if (lagr < lagrange)
             lagrange = lagr;
+        if (!improved && !converged && cut && add && escalations < CG_ESCALATIONS) {
+            /* Nothing to add, but a cut pricing leaves the bound loose: search deeper. */
+            cg.nodes_max *= 10;
+            escalations++;
+            continue;
+        }
         if (!improved) {
             out->converged = converged;
             out->column_cap = !converged && out->columns >= lim.columns_max;

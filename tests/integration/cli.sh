@@ -38,7 +38,7 @@ expect 2 '--nodes and --pods are required' -- simulate --nodes "$nodes"
 # bound: help, bad values named, and runs on the slice: the bound's mean line and each policy's
 # with its gap (the bound is never above a policy's result: checked with numbers in
 # tests/unit/test_bound.c), column generation converged, and stopped by a cap of 5 columns or of
-# 10 search nodes per pricing.
+# 1 search node per pricing (10 and 100 when escalated).
 expect 0 '^exit status:' -- bound --help
 expect 2 "bound: --seeds: expected N or N-M" -- bound --nodes "$nodes" --pods "$pods" --seeds 5-1
 expect 2 "bound: --tune: expected" -- bound --nodes "$nodes" --pods "$pods" --tune 0
@@ -55,7 +55,7 @@ expect 0 ' 42 .* converged$' -- bound --nodes "$nodes" --pods "$pods" --seeds 42
 expect 0 ' 42 .* column cap$' -- bound --nodes "$nodes" --pods "$pods" --seeds 42 --policy none \
     --columns 5
 expect 0 ' 42 .* search cap$' -- bound --nodes "$nodes" --pods "$pods" --seeds 42 --policy none \
-    --pricing-nodes 10
+    --pricing-nodes 1
 # replay --defrag: values checked, the defrag report printed.
 expect 2 "replay: --defrag: expected a wait" -- replay --nodes "$nodes" --pods "$pods" \
     --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --defrag=-1
