@@ -177,7 +177,7 @@ static int cmp_type(const void *pa, const void *pb)
 }
 
 int gs_bound_sim(const struct gs_sim_input *in, uint64_t seed, double tune,
-                 struct gs_bound_result *out)
+                 const struct gs_bound_cg_limits *limits, struct gs_bound_result *out)
 {
     memset(out, 0, sizeof(*out));
     out->seed = seed;
@@ -266,10 +266,14 @@ int gs_bound_sim(const struct gs_sim_input *in, uint64_t seed, double tune,
     out->types = nt;
     out->arrived_gpu_milli = arrived;
     out->arrived_pct = 100.0 * (double)arrived / cap_milli;
-    out->alloc_max_milli = opt;
-    out->unalloc_min_pct = 100.0 - 100.0 * opt / cap_milli;
-    if (out->unalloc_min_pct < 0)
-        out->unalloc_min_pct = 0; /* the simplex's rounding when everything fits */
+    if ((err = gs_bound_cg(shapes, ns, types, nt, fits, limits, &out->cg)) != GS_OK)
+        goto out;
+    out->agg_unalloc_min_pct = fmax(0.0, 100.0 - 100.0 * opt / cap_milli);
+    out->cg_lp_pct = 100.0 - 100.0 * out->cg.lp_milli / cap_milli;
+    out->cg_unalloc_min_pct = fmax(0.0, 100.0 - 100.0 * out->cg.gpu_milli_max / cap_milli);
+    /* Both are bounds: the tighter holds (the simplex's rounding kept above 0). */
+    out->alloc_max_milli = fmin(opt, out->cg.gpu_milli_max);
+    out->unalloc_min_pct = fmax(out->agg_unalloc_min_pct, out->cg_unalloc_min_pct);
 out:
     free(list);
     free(sk);

@@ -35,14 +35,27 @@ for c in simulate replay whatif bound scheduler agent "report usage" "report exp
     fi
 done
 expect 2 '--nodes and --pods are required' -- simulate --nodes "$nodes"
-# bound: help, bad values named, and a run on the slice (its bound is a percentage, never above
-# what simulate gives for the same seed: checked with numbers in tests/unit/test_bound.c).
+# bound: help, bad values named, and runs on the slice: the bound's mean line and each policy's
+# with its gap (the bound is never above a policy's result: checked with numbers in
+# tests/unit/test_bound.c), column generation converged, and stopped by a cap of 5 columns or of
+# 1 search node per pricing (10 and 100 when escalated).
 expect 0 '^exit status:' -- bound --help
 expect 2 "bound: --seeds: expected N or N-M" -- bound --nodes "$nodes" --pods "$pods" --seeds 5-1
 expect 2 "bound: --tune: expected" -- bound --nodes "$nodes" --pods "$pods" --tune 0
+expect 2 "bound: --policy: unknown policy 'fastest'" -- bound --nodes "$nodes" --pods "$pods" \
+    --policy fgd,fastest
+expect 2 "bound: --columns: expected 1\.\.10000000, got '0'" -- bound --nodes "$nodes" \
+    --pods "$pods" --columns 0
 expect 2 '--nodes and --pods are required' -- bound --pods "$pods"
-expect 0 '^  mean [0-9]+\.[0-9]{2} ± [0-9]+\.[0-9]{2} % of the GPUs' -- bound --nodes "$nodes" \
-    --pods "$pods" --seeds 42-43
+expect 0 '^    bound +[0-9]+\.[0-9]{2} ± +[0-9]+\.[0-9]{2}$' -- bound --nodes "$nodes" \
+    --pods "$pods" --seeds 42-43 --policy none
+expect 0 '^    fgd +[0-9]+\.[0-9]{2} ± +[0-9]+\.[0-9]{2} +gap +[0-9]+\.[0-9]{2}$' -- bound \
+    --nodes "$nodes" --pods "$pods" --seeds 42-43 --policy FGD
+expect 0 ' 42 .* converged$' -- bound --nodes "$nodes" --pods "$pods" --seeds 42 --policy none
+expect 0 ' 42 .* column cap$' -- bound --nodes "$nodes" --pods "$pods" --seeds 42 --policy none \
+    --columns 5
+expect 0 ' 42 .* search cap$' -- bound --nodes "$nodes" --pods "$pods" --seeds 42 --policy none \
+    --pricing-nodes 1
 # replay --defrag: values checked, the defrag report printed.
 expect 2 "replay: --defrag: expected a wait" -- replay --nodes "$nodes" --pods "$pods" \
     --queues "$src/data/alibaba-gpu-v2023/queues.yaml" --defrag=-1
