@@ -22,6 +22,7 @@ packages=(
     libcurl4-openssl-dev # Kubernetes API client (HTTPS, HTTP/2)
     libjansson-dev   # Kubernetes API client (JSON bodies and watch events); JSON reports
     libsqlite3-dev   # usage accounting store (src/usage)
+    tzdata           # report --tz Europe/Berlin: the tz database read through localtime_r
     libglpk-dev      # gpusched bound: the offline LP bound (src/sim/bound.c; never the core)
     chromium         # tests: the HTML usage report rendered headless
     python3-grpcio python3-protobuf # tests: a real gRPC peer playing kubelet

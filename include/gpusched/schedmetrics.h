@@ -125,6 +125,24 @@ int gs_schedmetrics_observe(struct gs_schedmetrics *m, const struct gs_engine *e
                             const struct gs_cluster *c, const struct gs_workload *w,
                             const char *pool_label);
 
+/** One queue's charged GPUs as the accounting counts them (gs_schedmetrics_set_charges()). */
+struct gs_schedmetrics_charge {
+    const char *queue;  /**< leaf queue name; borrowed during the call */
+    double gpu_seconds; /**< GPU-seconds charged so far by this process (a counter), >= 0 */
+    double gpus;        /**< GPUs charged now (a gauge), >= 0 */
+};
+
+/**
+ * Replaces the usage accounting series (the scheduler's --accounting, docs/usage-accounting.md):
+ * gpusched_usage_charged_gpu_seconds_total{queue} (counter) and gpusched_usage_charged_gpus{queue}
+ * (gauge), charged by capacity as the store charges (usage.h, gs_usage_charge_gpus()). Until
+ * the first call neither family is shown. At most GS_SCHEDMETRICS_QUEUES_MAX rows are kept.
+ * @param rows  n rows; borrowed (names copied).
+ * @return GS_OK; GS_EINVAL (m NULL, rows NULL with n > 0); GS_ENOMEM (the last rows are kept).
+ */
+int gs_schedmetrics_set_charges(struct gs_schedmetrics *m,
+                                const struct gs_schedmetrics_charge *rows, uint32_t n);
+
 /** Counts one relist of a watched collection after its first list (gpusched_watch_relists_total).
  */
 void gs_schedmetrics_relist(struct gs_schedmetrics *m);

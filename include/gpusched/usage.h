@@ -81,6 +81,18 @@ struct gs_usage_gpu {
 uint32_t gs_usage_grants(const struct gs_placement *pl, const struct gs_node *node,
                          const char *const *uuids, struct gs_usage_gpu *out);
 
+/**
+ * The GPUs an interval with these grants is charged: the sum of gs_charge_share() over them
+ * (charge.h), what gs_usage_begin_interval() stores as the interval's gpus_charged, so a live
+ * counter fed by it agrees with the store.
+ * @param gpus  n grants; borrowed.
+ * @param bad   receives the index of the first grant that cannot be charged; may be NULL.
+ * @param out   receives the GPUs charged (0 on failure).
+ * @return GS_OK; GS_EINVAL (n above GS_NODE_GPUS_MAX, a grant gs_charge_share() refuses or of
+ *         an unknown sharing mode). Pure.
+ */
+int gs_usage_charge_gpus(const struct gs_usage_gpu *gpus, uint32_t n, uint32_t *bad, double *out);
+
 /** An allocation interval as written. Strings borrowed, copied by the store. */
 struct gs_usage_interval {
     const char *pod_uid;        /**< unique per pod; non-empty */
@@ -130,19 +142,28 @@ struct gs_usage_options {
     bool existing_only;    /**< for writing, but only a store that exists already: no file is
                                 created and an empty one is refused (GS_ENOENT, GS_EPARSE); an
                                 older schema is migrated (report compact, report ingest) */
+    bool alongside_writer; /**< for writing beside the store's one writer: no writer lock is
+                                taken (its transactions wait for the writer's, SQLite's busy
+                                timeout, 5 s); for adding utilisation samples (report ingest),
+                                never for intervals */
 };
 
 struct gs_usage_store;
 
 /**
  * Opens (and creates, unless read_only) an accounting database and brings its schema to
- * GS_USAGE_SCHEMA_VERSION by its migrations, in WAL mode.
+ * GS_USAGE_SCHEMA_VERSION by its migrations, in WAL mode. A store has one writer: opening for
+ * writing (not read_only, not alongside_writer) takes an exclusive flock(2) on PATH-writer.lock,
+ * held until gs_usage_close() (which removes the file) or the process's exit however it ends
+ * (the kernel drops it; the file may stay and is taken over). Readers take no lock.
  * @param path  the file; borrowed.
  * @param opt   NULL for defaults.
  * @param out   receives the store; free with gs_usage_close().
  * @param msg   receives a sentence naming the file on failure (cap bytes), e.g. "x.db: not a
  *              gpusched accounting database (it has tables of another application)".
- * @return GS_OK; GS_EIO (cannot open or write; a file that is not SQLite or is corrupt);
+ * @return GS_OK; GS_ECONFLICT (another process holds the writer lock: msg names the lock file
+ *         and the holder's pid); GS_EIO (cannot open or write; a file that is not SQLite or is
+ *         corrupt; the lock file cannot be created);
  *         GS_EPARSE (a SQLite file of another application, or a newer schema than this build
  *         knows; read_only or existing_only: an empty one); GS_ENOENT (read_only or
  *         existing_only and no such file); GS_ENOMEM. *out is NULL on failure.

@@ -1,5 +1,7 @@
 /*
- * Utilisation samples into the accounting store from a Prometheus server's HTTP API.
+ * Utilisation samples into the accounting store from a Prometheus server's HTTP API, or from
+ * one scrape of a node agent's /metrics in the text exposition format (gs_usage_ingest_agent(),
+ * at the end).
  *
  * The client reads `/api/v1/query_range` (https://prometheus.io/docs/prometheus/latest/querying/
  * api/#range-queries) for a PromQL query, by default `DCGM_FI_DEV_GPU_UTIL` as the node agent's
@@ -151,5 +153,51 @@ struct gs_usage_ingest_options {
 int gs_usage_ingest_prometheus(struct gs_usage_store *s, const struct gs_usage_ingest_options *opt,
                                struct gs_usage_ingest_stats *stats, int64_t *from_used,
                                int64_t *to_used, char *msg, size_t cap);
+
+/* ---- a scrape target's text, the node agent's /metrics ------------------------------------ */
+
+/**
+ * Parses the Prometheus text exposition format 0.0.4 (what a scrape target such as the node
+ * agent's /metrics serves; src/usage/prom_text.c names the grammar) into a matrix of one sample
+ * per series line. Comments (# HELP, # TYPE, others) and blank lines are skipped.
+ * @param body    len bytes; borrowed, need not be NUL-terminated.
+ * @param metric  keep only the samples of this metric name; NULL: all.
+ * @param t_ms    the time of samples without a timestamp (the scrape's), Unix ms.
+ * @param out     receives the matrix (free with gs_prom_matrix_free()); NULL on failure.
+ * @param msg     receives a sentence naming the line on failure, e.g. "line 7:
+ *                DCGM_FI_DEV_GPU_UTIL: expected a number as the value, got 'high'".
+ * @return GS_OK; GS_EPARSE (a line that is not a comment, blank or a sample; a label given
+ *         twice, more than 64 labels, a value over 4,095 bytes, an unknown escape, a NUL byte);
+ *         GS_ENOMEM. Pure, re-entrant.
+ */
+int gs_prom_parse_text(const char *body, size_t len, const char *metric, int64_t t_ms,
+                       struct gs_prom_matrix **out, char *msg, size_t cap);
+
+/** Options of gs_usage_ingest_agent(). Strings borrowed. */
+struct gs_usage_agent_options {
+    const char *source; /**< an agent's /metrics URL (http:// or https://) or a file holding a
+                             scrape of it */
+    const char *metric; /**< NULL: "DCGM_FI_DEV_GPU_UTIL" */
+    int64_t t_ms;       /**< time of samples without a timestamp; INT64_MIN: now for a URL,
+                             the file's modification time for a file */
+    long timeout_ms;    /**< a URL's request; 0: 30,000 */
+};
+
+/**
+ * Reads one scrape of a node agent's /metrics (or of dcgm-exporter's, same names and labels)
+ * and writes its utilisation samples to the store, mapped to pods and shared as
+ * gs_usage_ingest_matrix() does: the agent's per-pod series carry the whole GPU's value
+ * (exporter.h), so on a GPU several pods hold each is written its share of it. One transaction
+ * (the heartbeat is not moved).
+ * @param s      a store opened for writing, no batch open; borrowed.
+ * @param stats  receives the counts (reset first).
+ * @param t_used receives the scrape time used (Unix ms); may be NULL.
+ * @return GS_OK; GS_EINVAL (read-only store, a batch open, a bad URL); GS_EIO (a file that
+ *         cannot be read, the network); GS_ETIMEDOUT; GS_EHTTP; GS_EPARSE (the text, its line
+ *         named after the source); GS_ENOMEM; the store's errors.
+ */
+int gs_usage_ingest_agent(struct gs_usage_store *s, const struct gs_usage_agent_options *opt,
+                          struct gs_usage_ingest_stats *stats, int64_t *t_used, char *msg,
+                          size_t cap);
 
 #endif /* GPUSCHED_USAGE_INGEST_H */

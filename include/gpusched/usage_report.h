@@ -26,6 +26,10 @@ enum gs_usage_by {
     GS_USAGE_BY_MODEL = 3,
     GS_USAGE_BY_NODE = 4,
     GS_USAGE_BY_PRIORITYCLASS = 5,
+    GS_USAGE_BY_PROFILE = 6, /**< what a pod holds of a GPU: its MIG profile ("1g.10gb"), or
+                                  "whole-gpu", "fraction" (milli or memory share),
+                                  "time-sliced" (a replica); kinds of a pod's GPUs that differ
+                                  joined by '+'; "no-gpu" for a pod without GPUs */
 };
 
 /** Output formats. */
@@ -47,7 +51,13 @@ struct gs_usage_report_options {
     int64_t idle_min_ms;   /**< idle allocation: held at least this long in the period
                                 (0: 1 h) */
     double idle_util_pct;  /**< ... and used under this % of what it was charged (0: 5) */
-    int32_t tz_offset_min; /**< times are printed at this offset from UTC, minutes (--tz) */
+    int32_t tz_offset_min; /**< times are printed at this offset from UTC, minutes (--tz),
+                                when tz_offset_at is NULL */
+    /** The offset from UTC, minutes, of a time zone at Unix ms `ms` (DST applied per time), or
+     *  NULL: tz_offset_min everywhere. The CLI passes one over the C library's tz database;
+     *  the report stays free of the process's time zone state. Called while writing. */
+    int32_t (*tz_offset_at)(int64_t ms, void *ctx);
+    void *tz_ctx; /**< passed to tz_offset_at; borrowed, outlives the report */
 };
 
 /** One group's figures. */
@@ -101,6 +111,10 @@ struct gs_usage_report {
     char **queue_names;      /**< owned */
     double *queue_alloc_pct; /**< nqueues */
     double *queue_fair_pct;  /**< nqueues */
+
+    /** The time zone of printed times, from the options (NULL: tz_offset_min). */
+    int32_t (*tz_offset_at)(int64_t ms, void *ctx);
+    void *tz_ctx; /**< from the options */
 };
 
 /** Returns the name of a grouping ("team"), or NULL. */
@@ -127,7 +141,15 @@ void gs_usage_format_time(int64_t ms, char *buf, size_t cap);
 void gs_usage_format_time_tz(int64_t ms, int32_t tz_offset_min, char *buf, size_t cap);
 
 /**
- * Parses a --tz value: "UTC", "Z" or an offset "+HH:MM" / "-HH:MM" (up to 23:59).
+ * Formats Unix ms as RFC 3339 in a report's time zone: at tz_offset_at(ms) when the report has
+ * one (so each time gets its own DST offset), else at tz_offset_min. buf: at least 32 bytes.
+ */
+void gs_usage_report_format_time(const struct gs_usage_report *r, int64_t ms, char *buf,
+                                 size_t cap);
+
+/**
+ * Parses a fixed --tz value: "UTC", "Z" or an offset "+HH:MM" / "-HH:MM" (up to 23:59). Zone
+ * names (Europe/Berlin) are the CLI's (src/cli/tz.h), through tz_offset_at.
  * @param tz_offset_min  receives minutes east of UTC.
  * @return GS_OK or GS_EPARSE.
  */

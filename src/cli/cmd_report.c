@@ -1,9 +1,10 @@
 /*
  * `gpusched report`: over a usage accounting database (usage_report.h). `usage`: GPU-hours
- * charged by capacity per team, queue, namespace, GPU model, node or PriorityClass, idle
- * capacity, preemptions, waits and quota attainment, as a table, CSV, JSON or one
- * self-contained HTML page; `export`: the chargeback CSV, a row per pod per day; `compact`:
- * retention; `ingest`: utilisation samples from a Prometheus server (usage_ingest.h).
+ * charged by capacity per team, queue, namespace, GPU model, node, PriorityClass or what a pod
+ * holds of a GPU (MIG profile, whole GPU, fraction, replica), idle capacity, preemptions, waits
+ * and quota attainment, as a table, CSV, JSON or one self-contained HTML page; `export`: the
+ * chargeback CSV, a row per pod per day; `compact`: retention; `ingest`: utilisation samples
+ * from a Prometheus server or one scrape of a node agent (usage_ingest.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "cli/cmd.h"
+#include "cli/tz.h"
 #include "gpusched/err.h"
 #include "gpusched/usage.h"
 #include "gpusched/usage_ingest.h"
@@ -29,11 +31,14 @@ static const char *const usage_top =
     "                                                      retention\n"
     "       gpusched report ingest --db FILE --prometheus URL [--from T] [--to T]\n"
     "                                                      utilisation from Prometheus\n"
+    "       gpusched report ingest --db FILE --agent URL|FILE [--at T]\n"
+    "                                                      ... or one scrape of a node agent\n"
     "\n"
     "Run 'gpusched report <usage|export|compact|ingest> --help' for each one's options.\n";
 
 static const char *const usage_ingest =
     "usage: gpusched report ingest --db FILE --prometheus URL [options]\n"
+    "       gpusched report ingest --db FILE --agent URL|FILE [--at T] [--metric NAME]\n"
     "\n"
     "Reads GPU utilisation from a Prometheus server's HTTP API (/api/v1/query_range) and writes\n"
     "it to the accounting database as utilisation samples per pod and GPU, so that 'report\n"
@@ -59,11 +64,19 @@ static const char *const usage_ingest =
     "  --query Q         PromQL giving % of a whole GPU per series (default\n"
     "                    DCGM_FI_DEV_GPU_UTIL)\n"
     "  --timeout-s S     per query (default 30)\n"
+    "  --agent SRC       instead of Prometheus: one scrape of a node agent's (or\n"
+    "                    dcgm-exporter's) /metrics, its URL (http://node:9400/metrics) or a\n"
+    "                    file holding one, read as Prometheus text; the agent's pod series\n"
+    "                    carry the whole GPU's value, so they are shared as above\n"
+    "  --at T            with --agent: the time of samples without a timestamp (default:\n"
+    "                    now for a URL, the file's modification time for a file)\n"
+    "  --metric NAME     with --agent: the series read (default DCGM_FI_DEV_GPU_UTIL)\n"
     "  -h, --help        this text\n"
     "\n"
     "Prints what it read, wrote and skipped, by reason.\n"
-    "exit status: 0 done; 1 Prometheus unreachable, refusing or answering badly, or the\n"
-    "database cannot be written; 2 bad usage or a bad database\n";
+    "exit status: 0 done; 1 Prometheus or the agent unreachable, refusing or answering\n"
+    "badly (a bad line of an agent's text is named), or the database cannot be written;\n"
+    "2 bad usage or a bad database\n";
 
 static const char *const usage_export =
     "usage: gpusched report export --db FILE [--from T] [--to T] [--out FILE]\n"
@@ -82,8 +95,9 @@ static const char *const usage_compact =
     "with --delete also deletes the allocation and capacity intervals that ended before then.\n"
     "Intervals are never deleted without --delete. D counts back from the database's last\n"
     "committed heartbeat (its own clock): 90d, 36h, 30m or 45s. Run it while no writer has\n"
-    "the file open (SQLite has one writer; a live writer makes it wait, then fail).\n"
-    "exit status: 0 done; 1 internal error; 2 bad usage or a bad database\n";
+    "the file open: a store has one writer (FILE-writer.lock), so it is refused while a\n"
+    "scheduler or replay writes the file, naming the holder's pid.\n"
+    "exit status: 0 done; 1 internal error; 2 bad usage, a bad database or a live writer\n";
 
 static const char *const usage_report =
     "usage: gpusched report usage --db FILE [options]\n"
@@ -100,8 +114,12 @@ static const char *const usage_report =
     "  --from T          period start, RFC 3339 (2026-12-01T00:00:00Z) or a date, UTC\n"
     "                    (default: the first record)\n"
     "  --to T            period end, exclusive (default: the last committed heartbeat)\n"
-    "  --by G            team (default), queue, namespace, model, node or priorityclass\n"
-    "  --tz Z            print times at offset Z from UTC: +01:00, -05:00 or UTC (default)\n"
+    "  --by G            team (default), queue, namespace, model, node, priorityclass or\n"
+    "                    profile (MIG profile, whole-gpu, fraction or time-sliced)\n"
+    "  --tz Z            print times in zone Z: UTC (default), an offset such as +01:00 or\n"
+    "                    -05:00, or a tz database name such as Europe/Berlin or\n"
+    "                    America/New_York (each time at its own offset, DST included;\n"
+    "                    needs tzdata). --from and --to stay UTC unless they carry an offset\n"
     "  --format F        table (default), csv, json, html (one self-contained page) or\n"
     "                    prometheus (gauges per group in the text exposition format)\n"
     "  --out FILE        write there instead of standard output\n"
@@ -137,7 +155,7 @@ enum opt_kind {
     OPT_FLAG,        /* no value; bool, set true */
     OPT_STR,         /* const char *, the value as given (borrowed from argv) */
     OPT_TIME,        /* int64_t Unix ms: RFC 3339 or a date, UTC (gs_usage_parse_time) */
-    OPT_TZ,          /* int32_t minutes from UTC (gs_usage_parse_tz) */
+    OPT_TZ,          /* struct gs__cli_tz: UTC, an offset or a zone name (gs__cli_tz_parse) */
     OPT_BY,          /* enum gs_usage_by (gs_usage_by_find) */
     OPT_FORMAT,      /* enum gs_usage_format, by name */
     OPT_HOURS_MS,    /* int64_t ms from hours in [lo, hi], truncated */
@@ -164,11 +182,10 @@ static int read_value(enum opt_kind k, const char *v, double lo, double hi, void
     switch (k) {
     case OPT_FLAG:
     case OPT_STR:
+    case OPT_TZ: /* parse_opts() reads it, for the zone's own message */
         break;
     case OPT_TIME:
         return gs_usage_parse_time(v, dst) == GS_OK ? 0 : -1;
-    case OPT_TZ:
-        return gs_usage_parse_tz(v, dst) == GS_OK ? 0 : -1;
     case OPT_BY:
         return gs_usage_by_find(v, dst) == GS_OK ? 0 : -1;
     case OPT_FORMAT: {
@@ -251,6 +268,12 @@ static int parse_opts(const char *cmd, const char *help, const struct report_opt
             return 2;
         if (o->kind == OPT_STR) {
             *(const char **)o->dst = v;
+        } else if (o->kind == OPT_TZ) {
+            char why[700];
+            if (gs__cli_tz_parse(v, o->dst, why, sizeof(why)) != GS_OK) {
+                (void)fprintf(stderr, "gpusched %s: %s: %s\n", cmd, a, why);
+                return 2;
+            }
         } else if (read_value(o->kind, v, o->lo, o->hi, o->dst) != 0) {
             (void)fprintf(stderr, "gpusched %s: %s: expected %s, got '%s'\n", cmd, a, o->expect, v);
             return 2;
@@ -278,16 +301,18 @@ static int cmd_report_usage(int argc, char **argv)
     const char *db = NULL, *out_path = NULL;
     struct gs_usage_report_options o = {INT64_MIN, INT64_MAX, GS_USAGE_BY_TEAM, 0, 0, 0};
     enum gs_usage_format fmt = GS_USAGE_TABLE;
+    struct gs__cli_tz tz = {"", 0};
     const struct report_opt opts[] = {
         {"--db", OPT_STR, &db, 0, 0, NULL},
         {"--from", OPT_TIME, &o.from_ms, 0, 0, TIME_EXPECT},
         {"--to", OPT_TIME, &o.to_ms, 0, 0, TIME_EXPECT},
-        {"--by", OPT_BY, &o.by, 0, 0, "team, queue, namespace, model, node or priorityclass"},
+        {"--by", OPT_BY, &o.by, 0, 0,
+         "team, queue, namespace, model, node, priorityclass or profile"},
         {"--format", OPT_FORMAT, &fmt, 0, 0, "table, csv, json, html or prometheus"},
         {"--out", OPT_STR, &out_path, 0, 0, NULL},
         {"--idle-min-h", OPT_HOURS_MS, &o.idle_min_ms, 1e-3, 1e6, "hours in [0.001, 1e6]"},
         {"--idle-util-pct", OPT_PCT, &o.idle_util_pct, 1e-6, 100, "a percentage in (0, 100]"},
-        {"--tz", OPT_TZ, &o.tz_offset_min, 0, 0, "UTC or an offset such as +01:00 or -05:00"},
+        {"--tz", OPT_TZ, &tz, 0, 0, NULL},
     };
     int prc =
         parse_opts("report usage", usage_report, opts, sizeof(opts) / sizeof(opts[0]), argc, argv);
@@ -296,6 +321,11 @@ static int cmd_report_usage(int argc, char **argv)
     if (!db) {
         (void)fprintf(stderr, "gpusched report usage: --db is required (see --help)\n");
         return 2;
+    }
+    o.tz_offset_min = tz.offset_min;
+    if (tz.name[0]) {
+        o.tz_offset_at = gs__cli_tz_offset_at;
+        o.tz_ctx = &tz;
     }
     struct gs_usage_store *s = NULL;
     struct gs_usage_options so = {.read_only = true};
@@ -433,6 +463,7 @@ static int cmd_report_ingest(int argc, char **argv)
 {
     const char *db = NULL;
     struct gs_usage_ingest_options o = {NULL, NULL, INT64_MIN, INT64_MAX, 0, 0};
+    struct gs_usage_agent_options ao = {NULL, NULL, INT64_MIN, 0};
     int64_t timeout_ms = 0;
     const struct report_opt opts[] = {
         {"--db", OPT_STR, &db, 0, 0, NULL},
@@ -442,26 +473,40 @@ static int cmd_report_ingest(int argc, char **argv)
         {"--step-s", OPT_SECONDS_MS, &o.step_ms, 1, 86400, "seconds in [1, 86400]"},
         {"--query", OPT_STR, &o.query, 0, 0, NULL},
         {"--timeout-s", OPT_SECONDS_MS, &timeout_ms, 0.001, 3600, "seconds in [0.001, 3600]"},
+        {"--agent", OPT_STR, &ao.source, 0, 0, NULL},
+        {"--at", OPT_TIME, &ao.t_ms, 0, 0, TIME_EXPECT},
+        {"--metric", OPT_STR, &ao.metric, 0, 0, NULL},
     };
     int prc =
         parse_opts("report ingest", usage_ingest, opts, sizeof(opts) / sizeof(opts[0]), argc, argv);
     if (prc >= 0)
         return prc;
-    o.timeout_ms = (long)timeout_ms;
-    if (!db || !o.base_url) {
-        (void)fprintf(stderr,
-                      "gpusched report ingest: --db and --prometheus are required (see --help)\n");
+    o.timeout_ms = ao.timeout_ms = (long)timeout_ms;
+    if (!db || !o.base_url == !ao.source) {
+        (void)fprintf(stderr, "gpusched report ingest: --db and one of --prometheus or --agent "
+                              "are required (see --help)\n");
+        return 2;
+    }
+    if (!ao.source && (ao.t_ms != INT64_MIN || ao.metric)) {
+        (void)fprintf(stderr, "gpusched report ingest: --at and --metric go with --agent\n");
+        return 2;
+    }
+    if (ao.source && (o.from_ms != INT64_MIN || o.to_ms != INT64_MAX || o.step_ms || o.query)) {
+        (void)fprintf(stderr, "gpusched report ingest: --from, --to, --step-s and --query go "
+                              "with --prometheus\n");
         return 2;
     }
     struct gs_usage_store *s;
-    /* Refuse what is not already ours: ingest never creates a database (it migrates one). */
-    struct gs_usage_options eo = {.existing_only = true};
+    /* Refuse what is not already ours: ingest never creates a database (it migrates one). It
+     * only adds samples, so it runs beside the store's writer (a live scheduler). */
+    struct gs_usage_options eo = {.existing_only = true, .alongside_writer = true};
     if ((prc = open_store("report ingest", db, &eo, &s)) != 0)
         return prc;
     char msg[600];
     struct gs_usage_ingest_stats st;
     int64_t from, to;
-    int err = gs_usage_ingest_prometheus(s, &o, &st, &from, &to, msg, sizeof(msg));
+    int err = ao.source ? gs_usage_ingest_agent(s, &ao, &st, &from, msg, sizeof(msg))
+                        : gs_usage_ingest_prometheus(s, &o, &st, &from, &to, msg, sizeof(msg));
     int cerr = gs_usage_close(s);
     if (err) {
         (void)fprintf(stderr, "gpusched report ingest: %s\n", msg);
@@ -473,11 +518,17 @@ static int cmd_report_ingest(int argc, char **argv)
     }
     char a[40], b[40];
     gs_usage_format_time(from, a, sizeof(a));
-    gs_usage_format_time(to, b, sizeof(b));
-    printf("%s to %s: %llu samples of %llu series in %llu %s; %llu samples written\n", a, b,
-           (unsigned long long)st.samples, (unsigned long long)st.series,
-           (unsigned long long)st.queries, st.queries == 1 ? "query" : "queries",
-           (unsigned long long)st.written);
+    if (ao.source) {
+        printf("%s at %s: %llu samples of %llu series; %llu samples written\n", ao.source, a,
+               (unsigned long long)st.samples, (unsigned long long)st.series,
+               (unsigned long long)st.written);
+    } else {
+        gs_usage_format_time(to, b, sizeof(b));
+        printf("%s to %s: %llu samples of %llu series in %llu %s; %llu samples written\n", a, b,
+               (unsigned long long)st.samples, (unsigned long long)st.series,
+               (unsigned long long)st.queries, st.queries == 1 ? "query" : "queries",
+               (unsigned long long)st.written);
+    }
     const struct {
         uint64_t n;
         const char *why;

@@ -1172,6 +1172,14 @@ int gs_cmd_scheduler(int argc, char **argv)
                                         gs_kworld_workload(s.world, NULL), pool_label) != GS_OK)
                 gs__sched_logf("warn",
                                "/metrics: out of memory; queue and pool series not updated");
+            /* Charged GPU-seconds per queue, live, as the accounting store charges them. */
+            if (s.metrics && s.acct) {
+                static struct gs_schedmetrics_charge rows[GS_SCHEDMETRICS_QUEUES_MAX];
+                uint32_t n = gs__sched_acct_charges(s.acct, gs__sched_wall_ms(), rows,
+                                                    GS_SCHEDMETRICS_QUEUES_MAX);
+                if (n && gs_schedmetrics_set_charges(s.metrics, rows, n) != GS_OK)
+                    gs__sched_logf("warn", "/metrics: out of memory; charge series not updated");
+            }
             last_flush = now;
         }
         if (s.acct && gs__sched_acct_step(s.acct, gs__sched_wall_ms()) != GS_OK)

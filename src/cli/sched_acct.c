@@ -52,7 +52,94 @@ struct gs__sched_acct {
     bool reconciled;
     int64_t last_commit_ms;
     struct gs__sched_acct_stats st;
+    /* Live charge per queue (gs__sched_acct_charges()). */
+    struct qcharge *qc; /* nqc queues, first charged first */
+    uint32_t nqc, cqc;
+    int64_t charge_ms; /* GPU-seconds accrued up to here; INT64_MIN before any */
+    json_t *open_gpus; /* pod uid -> [queue index, GPUs charged] of intervals counted live */
 };
+
+/* One queue's live charge. */
+struct qcharge {
+    char *queue;     /* owned */
+    double gpus_now; /* GPUs its open intervals are charged */
+    double gpu_s;    /* GPU-seconds accrued */
+};
+
+/* Accrues every queue's GPUs up to now_ms (never backwards: a clock step back accrues none).
+ * Nothing before the reconcile: the first cycle's adoptions carry the engine's time before any
+ * cycle (0), so time counts from the reconcile's now_ms on. */
+static void accrue(struct gs__sched_acct *a, int64_t now_ms)
+{
+    if (!a->reconciled)
+        return;
+    if (a->charge_ms != INT64_MIN && now_ms > a->charge_ms) {
+        double dt_s = (double)(now_ms - a->charge_ms) / 1000.0;
+        for (uint32_t i = 0; i < a->nqc; i++)
+            a->qc[i].gpu_s += a->qc[i].gpus_now * dt_s;
+    }
+    if (a->charge_ms == INT64_MIN || now_ms > a->charge_ms)
+        a->charge_ms = now_ms;
+}
+
+/* Starts counting pod uid's interval, gpus on queue, from now_ms. GS_OK; GS_ENOMEM. */
+static int charge_open(struct gs__sched_acct *a, const char *uid, const char *queue, double gpus,
+                       int64_t now_ms)
+{
+    accrue(a, now_ms);
+    if (!queue || !queue[0])
+        queue = "-";
+    uint32_t i = 0;
+    while (i < a->nqc && strcmp(a->qc[i].queue, queue) != 0)
+        i++;
+    if (i == a->nqc) {
+        if (a->nqc == a->cqc) {
+            uint32_t nc = a->cqc ? a->cqc * 2 : 16;
+            struct qcharge *v = realloc(a->qc, nc * sizeof(*v));
+            if (!v)
+                return GS_ENOMEM;
+            a->qc = v;
+            a->cqc = nc;
+        }
+        char *q = strdup(queue);
+        if (!q)
+            return GS_ENOMEM;
+        a->qc[a->nqc++] = (struct qcharge){q, 0, 0};
+    }
+    a->qc[i].gpus_now += gpus;
+    return json_object_set_new(a->open_gpus, uid, json_pack("[I,f]", (json_int_t)i, gpus))
+               ? GS_ENOMEM
+               : GS_OK;
+}
+
+/* Stops counting pod uid's interval at now_ms; nothing when it is not counted. */
+static void charge_close(struct gs__sched_acct *a, const char *uid, int64_t now_ms)
+{
+    const json_t *row = json_object_get(a->open_gpus, uid);
+    if (!row)
+        return;
+    accrue(a, now_ms);
+    json_int_t i = json_integer_value(json_array_get(row, 0));
+    if (i >= 0 && (uint32_t)i < a->nqc) {
+        struct qcharge *q = &a->qc[i];
+        q->gpus_now -= json_real_value(json_array_get(row, 1));
+        if (q->gpus_now < 1e-9)
+            q->gpus_now = 0; /* what the additions and subtractions leave of nothing */
+    }
+    (void)json_object_del(a->open_gpus, uid);
+}
+
+uint32_t gs__sched_acct_charges(struct gs__sched_acct *a, int64_t now_ms,
+                                struct gs_schedmetrics_charge *out, uint32_t cap)
+{
+    if (!a->store)
+        return 0;
+    accrue(a, now_ms);
+    uint32_t n = 0;
+    for (; n < a->nqc && n < cap; n++)
+        out[n] = (struct gs_schedmetrics_charge){a->qc[n].queue, a->qc[n].gpu_s, a->qc[n].gpus_now};
+    return n;
+}
 
 static double mono_ms(void)
 {
@@ -74,7 +161,9 @@ int gs__sched_acct_new(const char *path, const char *team_label, struct gs__sche
     a->ns_team = json_object();
     a->pods = json_object();
     a->finished = json_object();
-    if (!a->open || !a->candidates || !a->ns_team || !a->pods || !a->finished) {
+    a->open_gpus = json_object();
+    a->charge_ms = INT64_MIN;
+    if (!a->open || !a->candidates || !a->ns_team || !a->pods || !a->finished || !a->open_gpus) {
         (void)gs__sched_acct_free(a, 0, NULL);
         return GS_ENOMEM;
     }
@@ -207,12 +296,17 @@ static int begin(struct gs__sched_acct *a, const struct gs_kworld *w, const stru
     const struct gs_cluster *c = gs_kworld_cluster(w);
     char path[512] = "";
     const char *top = NULL, *queue = NULL, *model = NULL;
-    int64_t queued_ms = ev->now_ms;
+    int64_t queued_ms = ev->now_ms, start_ms = ev->now_ms;
     int64_t pod = e ? gs_engine_find_pod(e, ev->uid) : -1;
     struct gs_tpod_info pi;
     bool running = false;
     if (pod >= 0 && gs_engine_pod_info(e, (uint32_t)pod, &pi) == GS_OK) {
         running = pi.state == GS_TPOD_RUNNING;
+        /* A pod bound while nothing recorded, adopted: it has held its GPUs since its start
+         * (status.startTime, else its creation), not since the adoption event's time, which in
+         * the first cycle is the engine's time before any cycle (0). */
+        if (ev->adopted && running && pi.start_ms > 0)
+            queued_ms = start_ms = pi.start_ms;
         struct gs_queue_info qi;
         (void)gs_engine_queue_path(e, pi.queue, path, sizeof(path), &top);
         if (gs_engine_queue_info(e, pi.queue, &qi) == GS_OK)
@@ -267,14 +361,19 @@ static int begin(struct gs__sched_acct *a, const struct gs_kworld *w, const stru
         .node = ev->node,
         .model = model,
         .queued_ms = queued_ms,
-        .start_ms = ev->now_ms,
+        .start_ms = start_ms,
     };
     int64_t id = 0;
     int err = gs_usage_begin_interval(a->store, &iv, gpus, n, &id);
     if (err)
         return err;
     a->st.opened++;
-    return json_object_set_new(a->open, ev->uid, json_integer(id)) ? GS_ENOMEM : GS_OK;
+    if (json_object_set_new(a->open, ev->uid, json_integer(id)))
+        return GS_ENOMEM;
+    double charged; /* what the store just wrote as gpus_charged, by the same function */
+    if (gs_usage_charge_gpus(gpus, n, NULL, &charged) != GS_OK)
+        charged = 0;
+    return charge_open(a, ev->uid, queue, charged, ev->now_ms);
 }
 
 static enum gs_usage_end end_reason(const struct gs_kevent *ev)
@@ -303,6 +402,25 @@ static void count_commit(struct gs__sched_acct *a, double t0, int64_t now_ms)
     a->last_commit_ms = now_ms;
 }
 
+/* Counts live an interval a previous writer left open, adopted now: its queue and charge as
+ * the file holds them. GS_OK; GS_EIO; GS_ENOMEM. */
+static int charge_kept(struct gs__sched_acct *a, const char *uid, int64_t id, int64_t now_ms)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(gs_usage_db(a->store),
+                                "SELECT queue, gpus_charged FROM allocation WHERE id = ?1", -1, &st,
+                                NULL);
+    int err = GS_EIO;
+    if (rc == SQLITE_OK) {
+        (void)sqlite3_bind_int64(st, 1, id);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            err = charge_open(a, uid, (const char *)sqlite3_column_text(st, 0),
+                              sqlite3_column_double(st, 1), now_ms);
+    }
+    sqlite3_finalize(st);
+    return err;
+}
+
 void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
                           const struct gs_kevent *ev)
 {
@@ -317,6 +435,7 @@ void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
             if (json_object_get(a->candidates, ev->uid)) {
                 (void)json_object_del(a->candidates, ev->uid);
                 a->st.kept++;
+                err = charge_kept(a, ev->uid, json_integer_value(row), ev->now_ms);
             }
         } else {
             err = begin(a, w, ev);
@@ -333,6 +452,7 @@ void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
          * until the next restart's recovery closes it, and the error is logged. */
         (void)json_object_del(a->candidates, ev->uid);
         (void)json_object_del(a->open, ev->uid);
+        charge_close(a, ev->uid, ev->now_ms);
         a->st.closed++;
     }
     if (err) {
@@ -363,6 +483,7 @@ int gs__sched_acct_reconcile(struct gs__sched_acct *a, const struct gs_kworld *w
         return GS_OK;
     a->world = w;
     a->reconciled = true;
+    a->charge_ms = now_ms; /* live GPU-seconds count from here (accrue()) */
     const char *uid;
     json_t *v, *tmp;
     /* Pods seen finished: closed at their containers' finish time, not the heartbeat. */
@@ -448,6 +569,10 @@ int gs__sched_acct_free(struct gs__sched_acct *a, int64_t now_ms,
     json_decref(a->ns_team);
     json_decref(a->pods);
     json_decref(a->finished);
+    json_decref(a->open_gpus);
+    for (uint32_t i = 0; i < a->nqc; i++)
+        free(a->qc[i].queue);
+    free(a->qc);
     free(a);
     return err;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "gpusched/kworld.h"
+#include "gpusched/schedmetrics.h"
 
 struct gs__sched_acct;
 
@@ -82,6 +83,18 @@ int gs__sched_acct_reconcile(struct gs__sched_acct *a, const struct gs_kworld *w
  * @return GS_OK; GS_EIO.
  */
 int gs__sched_acct_step(struct gs__sched_acct *a, int64_t now_ms);
+
+/**
+ * The GPUs charged per queue, live, for the scheduler's /metrics: each interval this process
+ * opened (or adopted from a previous writer, from its adoption on) counts, while open, the GPUs
+ * gs_usage_charge_gpus() charges for its grants, the same figure the store writes as its
+ * gpus_charged; GPU-seconds accrue by the event times the world gives (wall ms) up to now_ms.
+ * @param out  room for cap rows, by the leaf queue name ("-" for a pod without one) in the
+ *             order queues were first charged; names borrowed until the next call on `a`.
+ * @return the rows written (at most cap). 0 before gs__sched_acct_start().
+ */
+uint32_t gs__sched_acct_charges(struct gs__sched_acct *a, int64_t now_ms,
+                                struct gs_schedmetrics_charge *out, uint32_t cap);
 
 /** Commits and closes the store, frees `a`; NULL is a no-op. @return GS_OK; GS_EIO. */
 int gs__sched_acct_free(struct gs__sched_acct *a, int64_t now_ms,

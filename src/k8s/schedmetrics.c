@@ -100,26 +100,28 @@ struct snapshot {
 };
 
 struct gs_schedmetrics {
-    pthread_mutex_t lock;            /**< guards everything below but daemon */
-    uint64_t attempts[3];            /**< by enum gs_sched_result */
-    uint64_t binds;                  /**< Bindings accepted */
-    uint64_t bind_failures;          /**< Bindings refused or failed */
-    uint64_t evictions[N_EVICT];     /**< by evict_reasons */
-    uint64_t cycle_bucket[N_LE + 1]; /**< cycles per bucket (not cumulative); last is +Inf */
-    uint64_t cycles;                 /**< cycles recorded */
-    double cycle_sum_s;              /**< their total duration */
-    double attempt_le[N_ATTEMPT_LE]; /**< upper bounds, seconds (constant after new) */
-    double pod_le[N_POD_LE];         /**< upper bounds, seconds (constant after new) */
-    struct hist attempt_hist[3];     /**< by enum gs_sched_result */
-    struct hist pod_hist;            /**< creation to bind */
-    double decision_share_s;         /**< last cycle's duration over the pods it decided */
-    bool has_share;                  /**< a cycle with a decision was recorded */
-    struct snapshot snap;            /**< queues and pools, gs_schedmetrics_observe() */
-    uint32_t pending;                /**< pods pending after the last cycle */
-    uint64_t relists;                /**< watch relists after the first list (410 Gone...) */
-    bool leader;                     /**< gpusched_leader */
-    bool ready;                      /**< /readyz answers 200 */
-    struct MHD_Daemon *daemon;       /**< NULL when not serving; owner's thread only */
+    pthread_mutex_t lock;                   /**< guards everything below but daemon */
+    uint64_t attempts[3];                   /**< by enum gs_sched_result */
+    uint64_t binds;                         /**< Bindings accepted */
+    uint64_t bind_failures;                 /**< Bindings refused or failed */
+    uint64_t evictions[N_EVICT];            /**< by evict_reasons */
+    uint64_t cycle_bucket[N_LE + 1];        /**< cycles per bucket (not cumulative); last is +Inf */
+    uint64_t cycles;                        /**< cycles recorded */
+    double cycle_sum_s;                     /**< their total duration */
+    double attempt_le[N_ATTEMPT_LE];        /**< upper bounds, seconds (constant after new) */
+    double pod_le[N_POD_LE];                /**< upper bounds, seconds (constant after new) */
+    struct hist attempt_hist[3];            /**< by enum gs_sched_result */
+    struct hist pod_hist;                   /**< creation to bind */
+    double decision_share_s;                /**< last cycle's duration over the pods it decided */
+    bool has_share;                         /**< a cycle with a decision was recorded */
+    struct snapshot snap;                   /**< queues and pools, gs_schedmetrics_observe() */
+    struct gs_schedmetrics_charge *charges; /**< n_charges rows, names owned; NULL: not set */
+    uint32_t n_charges;
+    uint32_t pending;          /**< pods pending after the last cycle */
+    uint64_t relists;          /**< watch relists after the first list (410 Gone...) */
+    bool leader;               /**< gpusched_leader */
+    bool ready;                /**< /readyz answers 200 */
+    struct MHD_Daemon *daemon; /**< NULL when not serving; owner's thread only */
 };
 
 static void snapshot_fini(struct snapshot *sn)
@@ -136,6 +138,43 @@ static void snapshot_fini(struct snapshot *sn)
     free(sn->pools);
     free(sn->pool_label);
     memset(sn, 0, sizeof(*sn));
+}
+
+static void charges_free(struct gs_schedmetrics_charge *rows, uint32_t n)
+{
+    for (uint32_t i = 0; rows && i < n; i++)
+        free((char *)(uintptr_t)rows[i].queue);
+    free(rows);
+}
+
+int gs_schedmetrics_set_charges(struct gs_schedmetrics *m,
+                                const struct gs_schedmetrics_charge *rows, uint32_t n)
+{
+    if (!m || (!rows && n))
+        return GS_EINVAL;
+    if (n > GS_SCHEDMETRICS_QUEUES_MAX)
+        n = GS_SCHEDMETRICS_QUEUES_MAX;
+    /* Built before the mutex is taken; swapped under it. One extra row so that n == 0 still
+     * marks the families as set. */
+    struct gs_schedmetrics_charge *v = calloc((size_t)n + 1, sizeof(*v));
+    if (!v)
+        return GS_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = rows[i];
+        v[i].queue = strdup(rows[i].queue ? rows[i].queue : "");
+        if (!v[i].queue) {
+            charges_free(v, i);
+            return GS_ENOMEM;
+        }
+    }
+    pthread_mutex_lock(&m->lock);
+    struct gs_schedmetrics_charge *old = m->charges;
+    uint32_t n_old = m->n_charges;
+    m->charges = v;
+    m->n_charges = n;
+    pthread_mutex_unlock(&m->lock);
+    charges_free(old, n_old);
+    return GS_OK;
 }
 
 int gs_schedmetrics_new(struct gs_schedmetrics **out)
@@ -168,6 +207,7 @@ void gs_schedmetrics_free(struct gs_schedmetrics *m)
         MHD_stop_daemon(m->daemon); /* joins its thread: no scrape runs after this */
     pthread_mutex_destroy(&m->lock);
     snapshot_fini(&m->snap);
+    charges_free(m->charges, m->n_charges);
     free(m);
 }
 
@@ -635,6 +675,33 @@ static void put_pools(struct out *o, const struct snapshot *sn)
         GS_SCHEDMETRICS_POOLS_MAX, sn->pools_left_out);
 }
 
+/* gpusched_usage_charged_* of the last gs_schedmetrics_set_charges(), when there was one. */
+static void put_charges(struct out *o, const struct gs_schedmetrics *m)
+{
+    if (!m->charges)
+        return;
+    put(o, "# HELP gpusched_usage_charged_gpu_seconds_total GPU-seconds charged by capacity "
+           "(a pod's share of each GPU it holds times the time it holds it), by queue, as the "
+           "accounting store charges them, since this process began recording.\n"
+           "# TYPE gpusched_usage_charged_gpu_seconds_total counter\n");
+    for (uint32_t i = 0; i < m->n_charges; i++) {
+        put(o, "gpusched_usage_charged_gpu_seconds_total{queue=\"");
+        put_label(o, m->charges[i].queue);
+        put(o, "\"} ");
+        put_num(o, m->charges[i].gpu_seconds);
+        put(o, "\n");
+    }
+    put(o, "# HELP gpusched_usage_charged_gpus GPUs charged by capacity now, by queue.\n"
+           "# TYPE gpusched_usage_charged_gpus gauge\n");
+    for (uint32_t i = 0; i < m->n_charges; i++) {
+        put(o, "gpusched_usage_charged_gpus{queue=\"");
+        put_label(o, m->charges[i].queue);
+        put(o, "\"} ");
+        put_num(o, m->charges[i].gpus);
+        put(o, "\n");
+    }
+}
+
 size_t gs_schedmetrics_render(struct gs_schedmetrics *m, char *buf, size_t cap)
 {
     struct out o = {.buf = buf, .cap = buf ? cap : 0, .len = 0};
@@ -703,6 +770,7 @@ size_t gs_schedmetrics_render(struct gs_schedmetrics *m, char *buf, size_t cap)
     put_hist(&o, "gpusched_pod_scheduling_duration_seconds", "", m->pod_le, N_POD_LE, &m->pod_hist);
     put_queues(&o, &m->snap);
     put_pools(&o, &m->snap);
+    put_charges(&o, m);
     pthread_mutex_unlock(&m->lock);
     return o.len;
 }

@@ -4,7 +4,7 @@
  * split by charged shares on a shared GPU, written with gs_usage_add_util() one range query per
  * transaction.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, st_mtim */
 #include "gpusched/usage_ingest.h"
 
 #include <errno.h>
@@ -14,11 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include <sqlite3.h>
 
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
+#include "prom_int.h"
 
 /*
  * Steps per range query: a day at the default 60 s. Prometheus refuses more than 11,000 points
@@ -367,4 +370,119 @@ int gs_usage_ingest_prometheus(struct gs_usage_store *s, const struct gs_usage_i
         cs += n * step;
     }
     return GS_OK;
+}
+
+/* Reads a whole file into a NUL-terminated buffer (at most 512 MiB), and its mtime. */
+static int read_file(const char *path, char **body, size_t *len, int64_t *mtime_ms, char *msg,
+                     size_t cap)
+{
+    *body = NULL;
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    if (!f || fstat(fileno(f), &sb) != 0) {
+        put_msg(msg, cap, "%.200s: cannot read: %s", path, strerror(errno));
+        if (f)
+            (void)fclose(f);
+        return GS_EIO;
+    }
+    *mtime_ms = (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000;
+    size_t n = 0, c = 65536;
+    char *b = malloc(c);
+    int err = b ? GS_OK : GS_ENOMEM;
+    while (!err) {
+        if (n + 1 >= c) {
+            if (c >= ((size_t)512 << 20)) {
+                put_msg(msg, cap, "%.200s: over 512 MiB", path);
+                err = GS_EIO;
+                break;
+            }
+            char *q = realloc(b, c * 2);
+            if (!q) {
+                err = GS_ENOMEM;
+                break;
+            }
+            b = q;
+            c *= 2;
+        }
+        size_t got = fread(b + n, 1, c - 1 - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                put_msg(msg, cap, "%.200s: cannot read: %s", path, strerror(errno));
+                err = GS_EIO;
+            }
+            break;
+        }
+    }
+    (void)fclose(f);
+    if (err) {
+        if (err == GS_ENOMEM)
+            put_msg(msg, cap, "%.200s: out of memory", path);
+        free(b);
+        return err;
+    }
+    b[n] = '\0';
+    *body = b;
+    *len = n;
+    return GS_OK;
+}
+
+int gs_usage_ingest_agent(struct gs_usage_store *s, const struct gs_usage_agent_options *opt,
+                          struct gs_usage_ingest_stats *stats, int64_t *t_used, char *msg,
+                          size_t cap)
+{
+    memset(stats, 0, sizeof(*stats));
+    put_msg(msg, cap, "%s", "");
+    sqlite3 *db = gs_usage_db(s);
+    if (sqlite3_db_readonly(db, "main") == 1) {
+        put_msg(msg, cap, "the store is open read-only");
+        return GS_EINVAL;
+    }
+    if (!sqlite3_get_autocommit(db)) {
+        put_msg(msg, cap, "a batch is open: gs_usage_commit() it first");
+        return GS_EINVAL;
+    }
+    const char *src = opt->source ? opt->source : "";
+    bool url = strncmp(src, "http://", 7) == 0 || strncmp(src, "https://", 8) == 0;
+    char *body = NULL;
+    size_t len = 0;
+    int64_t t = opt->t_ms, mtime_ms = 0;
+    int err = url ? gs__prom_get(src, opt->timeout_ms, &body, &len, msg, cap)
+                  : read_file(src, &body, &len, &mtime_ms, msg, cap);
+    if (err)
+        return err;
+    if (t == INT64_MIN) {
+        struct timespec now;
+        (void)clock_gettime(CLOCK_REALTIME, &now);
+        t = url ? (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 : mtime_ms;
+    }
+    if (t_used)
+        *t_used = t;
+    struct gs_prom_matrix *m = NULL;
+    char pmsg[400];
+    const char *metric = opt->metric && opt->metric[0] ? opt->metric : "DCGM_FI_DEV_GPU_UTIL";
+    err = gs_prom_parse_text(body, len, metric, t, &m, pmsg, sizeof(pmsg));
+    free(body);
+    if (err) {
+        put_msg(msg, cap, "%.200s: %s", src, pmsg);
+        return err;
+    }
+    stats->queries = 1;
+    /* The samples' own span: the scrape time, or their timestamps. */
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (uint32_t i = 0; i < m->nseries; i++)
+        for (uint32_t k = 0; k < m->series[i].n; k++) {
+            int64_t st = m->series[i].t_ms[k];
+            lo = st < lo ? st : lo;
+            hi = st > hi ? st : hi;
+        }
+    if (m->nseries) {
+        err = gs_usage_ingest_matrix(s, m, lo, hi < INT64_MAX ? hi + 1 : hi, stats, msg, cap);
+        if (err)
+            gs_usage_rollback(s);
+        else if (stats->written && (err = gs_usage_commit(s, INT64_MIN)) != GS_OK)
+            put_msg(msg, cap, "%s", gs_usage_errmsg(s));
+    }
+    gs_prom_matrix_free(m);
+    return err;
 }

@@ -24,6 +24,7 @@
 
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
+#include "prom_int.h"
 
 #define BODY_MAX_BYTES ((size_t)512 << 20)
 
@@ -420,6 +421,70 @@ out:
     free(b.p);
     free(url);
     curl_free(esc);
+    curl_easy_cleanup(h);
+    return err;
+}
+
+int gs__prom_get(const char *url, long timeout_ms, char **body, size_t *len, char *msg, size_t cap)
+{
+    *body = NULL;
+    *len = 0;
+    CURL *h = curl_easy_init();
+    if (!h) {
+        put_msg(msg, cap, "cannot start libcurl");
+        return GS_ENOMEM;
+    }
+    struct body b = {0};
+    char ebuf[CURL_ERROR_SIZE] = "";
+    if (timeout_ms <= 0)
+        timeout_ms = 30000;
+    int err = GS_OK;
+    if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_NOPROXY, "*") != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK) {
+        put_msg(msg, cap, "%.200s: cannot set up the request", url);
+        err = GS_EINVAL;
+        goto out;
+    }
+    CURLcode cc = curl_easy_perform(h);
+    if (cc != CURLE_OK) {
+        if (b.too_big) {
+            put_msg(msg, cap, "%.200s: the response is over %zu MiB", url, BODY_MAX_BYTES >> 20);
+            err = GS_EIO;
+        } else if (cc == CURLE_OPERATION_TIMEDOUT) {
+            put_msg(msg, cap, "%.200s: no answer within %ld ms", url, timeout_ms);
+            err = GS_ETIMEDOUT;
+        } else if (cc == CURLE_URL_MALFORMAT || cc == CURLE_UNSUPPORTED_PROTOCOL) {
+            put_msg(msg, cap, "%.200s: bad URL: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
+            err = GS_EINVAL;
+        } else if (cc == CURLE_WRITE_ERROR) {
+            put_msg(msg, cap, "%.200s: out of memory reading the response", url);
+            err = GS_ENOMEM;
+        } else {
+            put_msg(msg, cap, "%.200s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
+            err = GS_EIO;
+        }
+        goto out;
+    }
+    long status = 0;
+    (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 200) {
+        put_msg(msg, cap, "%.200s: HTTP %ld", url, status);
+        err = GS_EHTTP;
+        goto out;
+    }
+    *body = b.p ? b.p : calloc(1, 1);
+    *len = b.n;
+    b.p = NULL;
+    if (!*body)
+        err = GS_ENOMEM;
+out:
+    free(b.p);
     curl_easy_cleanup(h);
     return err;
 }

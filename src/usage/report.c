@@ -22,11 +22,34 @@
 
 #define H_MS 3600000.0
 
-static const char *const by_names[] = {"team",  "queue", "namespace",
-                                       "model", "node",  "priorityclass"};
-/* The allocation column of each grouping: a fixed list, so it may be put into SQL text. */
-static const char *const by_columns[] = {"team",  "queue", "namespace",
-                                         "model", "node",  "priority_class"};
+static const char *const by_names[] = {"team", "queue",         "namespace", "model",
+                                       "node", "priorityclass", "profile"};
+/* The allocation column of each grouping: a fixed list, so it may be put into SQL text. NULL:
+ * an expression (by_expr()). */
+static const char *const by_columns[] = {"team", "queue",          "namespace", "model",
+                                         "node", "priority_class", NULL};
+
+/*
+ * Writes the SQL of the group key of an allocation row named `alias` into buf: its column, or
+ * for GS_USAGE_BY_PROFILE the kind of its grants (allocation_gpu): the MIG profile of a MIG
+ * instance, "whole-gpu" for a whole GPU, "fraction" for a milli-GPU or memory share below a
+ * whole GPU, "time-sliced" for a replica; a pod whose GPUs differ in kind gets the kinds
+ * joined by '+' in name order, one without GPUs "no-gpu". Every part is fixed text.
+ */
+static void by_expr(enum gs_usage_by by, const char *alias, char *buf, size_t cap)
+{
+    if (by_columns[by]) {
+        (void)snprintf(buf, cap, "%s.%s", alias, by_columns[by]);
+        return;
+    }
+    (void)snprintf(buf, cap,
+                   "(SELECT coalesce(group_concat(k, '+'), 'no-gpu') FROM (SELECT DISTINCT "
+                   "CASE g.sharing WHEN 'mig' THEN coalesce(g.mig_profile, 'mig') "
+                   "WHEN 'timeslice' THEN 'time-sliced' ELSE CASE WHEN g.gpu_milli >= 1000 "
+                   "THEN 'whole-gpu' ELSE 'fraction' END END k FROM allocation_gpu g "
+                   "WHERE g.allocation_id = %s.id ORDER BY k))",
+                   alias);
+}
 
 const char *gs_usage_by_name(enum gs_usage_by by)
 {
@@ -154,6 +177,12 @@ void gs_usage_format_time_tz(int64_t ms, int32_t tz_offset_min, char *buf, size_
     int32_t a = tz_offset_min < 0 ? -tz_offset_min : tz_offset_min;
     (void)snprintf(buf, cap, "%s%c%02d:%02d", local, tz_offset_min < 0 ? '-' : '+', (int)(a / 60),
                    (int)(a % 60));
+}
+
+void gs_usage_report_format_time(const struct gs_usage_report *r, int64_t ms, char *buf, size_t cap)
+{
+    int32_t off = r->tz_offset_at ? r->tz_offset_at(ms, r->tz_ctx) : r->tz_offset_min;
+    gs_usage_format_time_tz(ms, off, buf, cap);
 }
 
 int gs_usage_parse_tz(const char *s, int32_t *tz_offset_min)
@@ -390,6 +419,8 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     int err;
     r->by = opt->by;
     r->tz_offset_min = opt->tz_offset_min;
+    r->tz_offset_at = opt->tz_offset_at;
+    r->tz_ctx = opt->tz_ctx;
     int64_t hb, first;
     bool have_hb, have_first;
     if ((err = one_int(&b, "SELECT t_ms FROM heartbeat WHERE id = 1", &hb, &have_hb)) != GS_OK ||
@@ -409,8 +440,8 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
     r->to_ms = opt->to_ms == INT64_MAX ? hb : opt->to_ms;
     if (r->from_ms >= r->to_ms) {
         char f[40], t[40];
-        gs_usage_format_time_tz(r->from_ms, r->tz_offset_min, f, sizeof(f));
-        gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, t, sizeof(t));
+        gs_usage_report_format_time(r, r->from_ms, f, sizeof(f));
+        gs_usage_report_format_time(r, r->to_ms, t, sizeof(t));
         (void)snprintf(msg, cap, "empty period: from %s is not before to %s", f, t);
         err = GS_EINVAL;
         goto out;
@@ -482,12 +513,13 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
 
     /* Allocations. */
     {
-        char sql[512];
+        char sql[1024], key[512];
+        by_expr(opt->by, "allocation", key, sizeof(key));
         (void)snprintf(sql, sizeof(sql),
                        "SELECT pod_uid, name, %s, gpus_charged, queued_ms, start_ms, "
                        "coalesce(end_ms, ?3), end_reason FROM allocation WHERE start_ms < ?2 AND "
                        "(coalesce(end_ms, ?3) > ?1 OR start_ms >= ?1)",
-                       by_columns[opt->by]);
+                       key);
         if ((err = prepare(&b, sql, &st)) != GS_OK)
             goto out;
     }
@@ -591,15 +623,16 @@ int gs_usage_report_build(struct gs_usage_store *s, const struct gs_usage_report
      * stored uids), so that older files attribute too. The uid lookup uses the (pod_uid,
      * start_ms) index; the name lookup runs only when it finds nothing. */
     {
-        char sql[1024];
+        char sql[2048], key[512];
+        by_expr(opt->by, "p", key, sizeof(key));
         (void)snprintf(sql, sizeof(sql),
-                       "SELECT coalesce((SELECT p.%s FROM allocation p WHERE p.pod_uid = "
-                       "v.evicted_by ORDER BY p.start_ms LIMIT 1), (SELECT p.%s FROM allocation "
+                       "SELECT coalesce((SELECT %s FROM allocation p WHERE p.pod_uid = "
+                       "v.evicted_by ORDER BY p.start_ms LIMIT 1), (SELECT %s FROM allocation "
                        "p WHERE p.namespace || '/' || p.name = v.evicted_by ORDER BY p.start_ms "
                        "LIMIT 1)), count(*) FROM allocation v WHERE v.evicted_by IS NOT NULL AND "
                        "v.end_reason LIKE 'evicted-%%' AND v.end_ms >= ?1 AND v.end_ms < ?2 "
                        "GROUP BY 1",
-                       by_columns[opt->by], by_columns[opt->by]);
+                       key, key);
         if ((err = prepare(&b, sql, &st)) != GS_OK)
             goto out;
     }
@@ -847,8 +880,8 @@ static bool outside_records(const struct gs_usage_report *r)
 static void write_table(const struct gs_usage_report *r, FILE *f)
 {
     char from[40], to[40];
-    gs_usage_format_time_tz(r->from_ms, r->tz_offset_min, from, sizeof(from));
-    gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, to, sizeof(to));
+    gs_usage_report_format_time(r, r->from_ms, from, sizeof(from));
+    gs_usage_report_format_time(r, r->to_ms, to, sizeof(to));
     double period_h = (double)(r->to_ms - r->from_ms) / H_MS;
     (void)fprintf(f, "usage %s to %s (%.1f h) by %s\n", from, to, period_h,
                   gs_usage_by_name(r->by));
@@ -882,8 +915,8 @@ static void write_table(const struct gs_usage_report *r, FILE *f)
                      "share%%: only while the queue waited)\n");
     if (outside_records(r)) {
         char rf[40], rt[40];
-        gs_usage_format_time_tz(r->records_from_ms, r->tz_offset_min, rf, sizeof(rf));
-        gs_usage_format_time_tz(r->records_to_ms, r->tz_offset_min, rt, sizeof(rt));
+        gs_usage_report_format_time(r, r->records_from_ms, rf, sizeof(rf));
+        gs_usage_report_format_time(r, r->records_to_ms, rt, sizeof(rt));
         (void)fprintf(f, "note: the store's records run from %s to %s; none fall in this period\n",
                       rf, rt);
     }
@@ -955,10 +988,10 @@ static json_t *jnum(double v)
 static int write_json(const struct gs_usage_report *r, FILE *f)
 {
     char from[40], to[40], rf[40], rt[40];
-    gs_usage_format_time_tz(r->from_ms, r->tz_offset_min, from, sizeof(from));
-    gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, to, sizeof(to));
-    gs_usage_format_time_tz(r->records_from_ms, r->tz_offset_min, rf, sizeof(rf));
-    gs_usage_format_time_tz(r->records_to_ms, r->tz_offset_min, rt, sizeof(rt));
+    gs_usage_report_format_time(r, r->from_ms, from, sizeof(from));
+    gs_usage_report_format_time(r, r->to_ms, to, sizeof(to));
+    gs_usage_report_format_time(r, r->records_from_ms, rf, sizeof(rf));
+    gs_usage_report_format_time(r, r->records_to_ms, rt, sizeof(rt));
     json_t *root = json_object(), *rows = json_array(), *idle = json_array(),
            *queues = json_array();
     int err = GS_ENOMEM;

@@ -73,8 +73,8 @@ static void cell_num(FILE *f, double v, int decimals)
 int gs__usage_report_html(const struct gs_usage_report *r, FILE *f)
 {
     char from[40], to[40];
-    gs_usage_format_time_tz(r->from_ms, r->tz_offset_min, from, sizeof(from));
-    gs_usage_format_time_tz(r->to_ms, r->tz_offset_min, to, sizeof(to));
+    gs_usage_report_format_time(r, r->from_ms, from, sizeof(from));
+    gs_usage_report_format_time(r, r->to_ms, to, sizeof(to));
     const char *by = gs_usage_by_name(r->by);
     uint32_t ngroups = r->nrows < TOP_GROUPS ? r->nrows : TOP_GROUPS + (r->nrows > TOP_GROUPS);
     if (r->nrows == TOP_GROUPS + 1)

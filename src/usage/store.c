@@ -6,14 +6,18 @@
  * Every SQLite error becomes a message that names the file; nothing here aborts on outside
  * input (a foreign, newer or corrupt file is refused with a sentence).
  */
+#define _DEFAULT_SOURCE /* flock(2), pread, ftruncate */
 #include "gpusched/usage.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -108,6 +112,8 @@ struct gs_usage_store {
     int64_t batch_ms;           /* or this much event time after the last commit */
     int64_t last_commit_ms;     /* event time of the last commit; INT64_MIN before any */
     int64_t last_event_ms;      /* latest event time seen (heartbeat of the next commit) */
+    int lock_fd;                /* FILE-writer.lock, flock(LOCK_EX) held (writers); -1 none */
+    char *lock_path;            /* its path, owned; NULL without */
     char msg[512];              /* last error */
 };
 
@@ -143,6 +149,81 @@ set_msg(struct gs_usage_store *s, const char *fmt, ...)
     (void)vsnprintf(tail, sizeof(tail), fmt, ap);
     va_end(ap);
     (void)snprintf(s->msg, sizeof(s->msg), "%s: %s", s->path, tail);
+}
+
+/*
+ * Takes the single-writer lock: FILE-writer.lock beside the store, flock(LOCK_EX) without
+ * waiting, the holder's pid written into it. The kernel drops the lock when the holder exits,
+ * however it exits, so a crashed writer never leaves a lock held (only the file, which the next
+ * writer takes over). A clean close unlinks the file while still holding the lock; a writer
+ * that locked a file unlinked meanwhile (its inode no longer the path's) tries again on the new
+ * one, so two writers never hold locks on two different files of one path.
+ * GS_OK; GS_ECONFLICT (another process holds it: the message names the lock file and the
+ * holder's pid); GS_EIO (cannot create or lock the file); GS_ENOMEM.
+ */
+static int writer_lock(struct gs_usage_store *s)
+{
+    size_t n = strlen(s->path) + sizeof("-writer.lock");
+    char *lp = malloc(n);
+    if (!lp)
+        return GS_ENOMEM;
+    (void)snprintf(lp, n, "%s-writer.lock", s->path);
+    int err = GS_EIO;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            set_msg(s, "cannot open the writer lock %s: %s", lp, strerror(errno));
+            break;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            if (e == EWOULDBLOCK) {
+                char pid[24] = "";
+                ssize_t r = pread(fd, pid, sizeof(pid) - 1, 0);
+                pid[r > 0 ? r : 0] = '\0';
+                pid[strcspn(pid, "\n")] = '\0';
+                set_msg(s,
+                        "another writer holds %s (pid %s): a store has one writer (a second "
+                        "scheduler or replay must write its own file; reports only read)",
+                        lp, pid[0] ? pid : "unknown");
+                err = GS_ECONFLICT;
+            } else {
+                set_msg(s, "cannot lock %s: %s", lp, strerror(e));
+            }
+            (void)close(fd);
+            break;
+        }
+        struct stat held, named;
+        if (fstat(fd, &held) != 0 || stat(lp, &named) != 0 || held.st_ino != named.st_ino ||
+            held.st_dev != named.st_dev) {
+            (void)close(fd); /* unlinked by the writer that held it: take the new file */
+            continue;
+        }
+        char pid[24];
+        int len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+        /* The pid only goes into a refused writer's message; failing to write it is no error. */
+        if (ftruncate(fd, 0) == 0)
+            (void)!pwrite(fd, pid, (size_t)len, 0);
+        s->lock_fd = fd;
+        s->lock_path = lp;
+        return GS_OK;
+    }
+    if (err == GS_EIO && !s->msg[0])
+        set_msg(s, "cannot take the writer lock %s: it keeps being replaced", lp);
+    free(lp);
+    return err;
+}
+
+/* Drops the single-writer lock, unlinking its file first (while it is still held). */
+static void writer_unlock(struct gs_usage_store *s)
+{
+    if (s->lock_fd < 0)
+        return;
+    (void)unlink(s->lock_path);
+    (void)close(s->lock_fd);
+    s->lock_fd = -1;
+    free(s->lock_path);
+    s->lock_path = NULL;
 }
 
 /* A SQLite failure: the message names the file and what SQLite said. */
@@ -269,6 +350,7 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
     struct gs_usage_store *s = calloc(1, sizeof(*s));
     if (!s)
         return GS_ENOMEM;
+    s->lock_fd = -1;
     int err = GS_ENOMEM;
     s->path = malloc(strlen(path) + 1);
     if (!s->path)
@@ -278,6 +360,8 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
     s->batch_ms = opt->batch_ms > 0 ? opt->batch_ms : 1000;
     s->last_commit_ms = INT64_MIN;
     s->last_event_ms = INT64_MIN;
+    if (!opt->read_only && !opt->alongside_writer && (err = writer_lock(s)) != GS_OK)
+        goto out;
     /* NOMUTEX: a store is used from one thread (usage.h), so SQLite's own locks are waste. */
     int flags =
         SQLITE_OPEN_NOMUTEX | (opt->read_only       ? SQLITE_OPEN_READONLY
@@ -345,6 +429,7 @@ out:
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
     sqlite3_close(s->db);
+    writer_unlock(s);
     free(s->path);
     free(s);
     return err;
@@ -401,6 +486,28 @@ static void bind_text(sqlite3_stmt *st, int i, const char *v)
         (void)sqlite3_bind_null(st, i);
 }
 
+int gs_usage_charge_gpus(const struct gs_usage_gpu *gpus, uint32_t n, uint32_t *bad, double *out)
+{
+    *out = 0;
+    if (n > GS_NODE_GPUS_MAX)
+        return GS_EINVAL;
+    double total = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const struct gs_usage_gpu *g = &gpus[k];
+        struct gs_charge_grant cg = {g->sharing,    g->gpu_milli,      g->mem_mib, g->gpu_mem_mib,
+                                     g->mig_slices, g->gpu_mig_slices, g->replicas};
+        double share;
+        if (gs_charge_share(&cg, &share) != GS_OK || g->sharing > GS_GPU_SHARE_MIG) {
+            if (bad)
+                *bad = k;
+            return GS_EINVAL;
+        }
+        total += share;
+    }
+    *out = total;
+    return GS_OK;
+}
+
 int gs_usage_begin_interval(struct gs_usage_store *s, const struct gs_usage_interval *iv,
                             const struct gs_usage_gpu *gpus, uint32_t n, int64_t *id)
 {
@@ -408,17 +515,12 @@ int gs_usage_begin_interval(struct gs_usage_store *s, const struct gs_usage_inte
         set_msg(s, "interval: %s", n > GS_NODE_GPUS_MAX ? "too many GPUs" : "empty pod uid");
         return GS_EINVAL;
     }
-    double share[GS_NODE_GPUS_MAX], total = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        const struct gs_usage_gpu *g = &gpus[k];
-        struct gs_charge_grant cg = {g->sharing,    g->gpu_milli,      g->mem_mib, g->gpu_mem_mib,
-                                     g->mig_slices, g->gpu_mig_slices, g->replicas};
-        if (gs_charge_share(&cg, &share[k]) != GS_OK || g->sharing > GS_GPU_SHARE_MIG) {
-            set_msg(s, "interval of pod %s: GPU %u: a grant that cannot be charged", iv->pod_uid,
-                    g->gpu_index);
-            return GS_EINVAL;
-        }
-        total += share[k];
+    double total;
+    uint32_t bad = 0;
+    if (gs_usage_charge_gpus(gpus, n, &bad, &total) != GS_OK) {
+        set_msg(s, "interval of pod %s: GPU %u: a grant that cannot be charged", iv->pod_uid,
+                gpus[bad].gpu_index);
+        return GS_EINVAL;
     }
     int err = batch_begin(s);
     if (err)
@@ -454,7 +556,9 @@ int gs_usage_begin_interval(struct gs_usage_store *s, const struct gs_usage_inte
             (void)sqlite3_bind_int64(st, 8, g->mig_instance);
         if (g->replica_slot >= 0)
             (void)sqlite3_bind_int64(st, 9, g->replica_slot);
-        (void)sqlite3_bind_double(st, 10, share[k]);
+        double share;
+        (void)gs_usage_charge_gpus(g, 1, NULL, &share); /* checked above with the rest */
+        (void)sqlite3_bind_double(st, 10, share);
         if ((err = step_done(s, st, "recording an interval's GPUs")) != GS_OK)
             return err;
     }
@@ -713,6 +817,7 @@ int gs_usage_close(struct gs_usage_store *s)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
     sqlite3_close(s->db);
+    writer_unlock(s);
     free(s->path);
     free(s);
     return err;

@@ -9,6 +9,8 @@
 #    (clipped to the period by hand) matches the report to 1e-6;
 #  - the daily export sums to the report's charge; compact deletes intervals only with --delete;
 #  - bad databases and options exit 2 with a message naming the file or option;
+#  - one writer: a writer is refused while another process holds FILE-writer.lock, a reader is
+#    not, and the lock goes with its holder;
 #  - the HTML page in headless Chromium: its text against the JSON, and pixel probes of the
 #    bars (usage_png.py); then, with utilisation samples written into a copy of the store, its
 #    share bars, used bars and idle table against the JSON, and a probe of a share and a used
@@ -168,6 +170,29 @@ deleted=$(sed -n 's/.*; \([0-9]*\) allocation and.*/\1/p' "$tmp/out")
 "$bin" report compact --db "$tmp/compact.db" --older-than soon >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && grep -q -- '--older-than' "$tmp/err" || { echo "FAIL: compact --older-than soon"; fail=1; }
 
+# One writer: while another process holds compact.db-writer.lock (flock, its pid inside), a
+# writer (compact) is refused naming the lock and the pid; a reader (report usage) is not.
+python3 - "$tmp/compact.db-writer.lock" "$tmp/held" <<'PY' &
+import fcntl, os, sys, time
+f = open(sys.argv[1], "w")
+fcntl.flock(f, fcntl.LOCK_EX)
+f.write("%d\n" % os.getpid()); f.flush()
+open(sys.argv[2], "w").write("%d" % os.getpid())
+time.sleep(30)
+PY
+holder=$!
+for _ in $(seq 100); do [ -s "$tmp/held" ] && break; sleep 0.1; done
+"$bin" report compact --db "$tmp/compact.db" --older-than 30d >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc = 2 ] && grep -qF "another writer holds $tmp/compact.db-writer.lock (pid $holder)" "$tmp/err" ||
+    { echo "FAIL: second writer not refused (exit $rc)"; cat "$tmp/err"; fail=1; }
+"$bin" report usage --db "$tmp/compact.db" --format csv >/dev/null 2>"$tmp/err" ||
+    { echo "FAIL: reader blocked by the writer lock"; cat "$tmp/err"; fail=1; }
+kill "$holder"; wait "$holder" 2>/dev/null
+"$bin" report compact --db "$tmp/compact.db" --older-than 30d >/dev/null 2>"$tmp/err" ||
+    { echo "FAIL: writer lock not released at the holder's exit"; cat "$tmp/err"; fail=1; }
+[ ! -e "$tmp/compact.db-writer.lock" ] || { echo "FAIL: lock file left after a clean close"; fail=1; }
+
 # The same replay recorded twice (same --start-time, so the same pod uids): refused before
 # anything is written, the store's report unchanged.
 "$bin" report usage --db "$db" --format csv >"$tmp/before.csv"
@@ -206,6 +231,43 @@ for args in "--by colour" "--format pdf" "--from yesterday" "--idle-util-pct 0" 
     opt=${args%% *}
     [ $rc = 2 ] && grep -q -- "$opt" "$tmp/err" || { echo "FAIL: '$args': rc $rc"; cat "$tmp/err"; fail=1; }
 done
+# --by profile: whole GPUs and fractions as rows, each recomputed from the raw grant rows (a
+# pod is whole-gpu when every grant is 1000 milli, fraction when every one is below), and the
+# same total charge as by team.
+"$bin" report usage --db "$db" --by profile --format json >"$tmp/profile.json" ||
+    { echo "FAIL: report --by profile"; fail=1; }
+python3 - "$db" "$tmp/profile.json" "$tmp/team.json" <<'PY' || fail=1
+import json, sqlite3, sys
+db, prof, team = sys.argv[1:4]
+p, t = json.load(open(prof)), json.load(open(team))
+rows = {g["key"]: g["charged_gpu_hours"] for g in p["groups"]}
+c = sqlite3.connect(db)
+lo, hi = c.execute("SELECT min(start_ms), (SELECT t_ms FROM heartbeat) FROM allocation").fetchone()
+want = {}
+for aid, start, end, gpus in c.execute(
+        "SELECT id, start_ms, coalesce(end_ms, ?), gpus_charged FROM allocation", (hi,)):
+    kinds = {("whole-gpu" if m >= 1000 else "fraction") for (m,) in
+             c.execute("SELECT gpu_milli FROM allocation_gpu WHERE allocation_id = ?", (aid,))}
+    key = "+".join(sorted(kinds)) or "no-gpu"
+    want[key] = want.get(key, 0.0) + gpus * (min(end, hi) - max(start, lo)) / 3.6e6
+bad = [k for k in set(want) | set(rows) if abs(want.get(k, 0) - rows.get(k, 0)) > 1e-6]
+if bad or set(rows) != {"whole-gpu", "fraction", "no-gpu"} or \
+        abs(sum(rows.values()) - t["charged_gpu_hours"]) > 1e-6:
+    print("FAIL: --by profile", rows, want, t["charged_gpu_hours"])
+    sys.exit(1)
+PY
+
+# --tz by name: December is CET (+01:00) in Berlin and EST (-05:00) in New York; an unknown
+# zone names the file it looked for.
+"$bin" report usage --db "$db" --tz Europe/Berlin >"$tmp/out" 2>&1 &&
+    grep -q '^usage 2026-12-01T01:00:00+01:00 to ' "$tmp/out" ||
+    { echo "FAIL: --tz Europe/Berlin"; head -2 "$tmp/out"; fail=1; }
+"$bin" report usage --db "$db" --tz America/New_York --format json >"$tmp/out" 2>&1 &&
+    grep -q '"2026-11-30T19:00:00-05:00"' "$tmp/out" ||
+    { echo "FAIL: --tz America/New_York"; head -c 300 "$tmp/out"; fail=1; }
+"$bin" report usage --db "$db" --tz Mars/Olympus >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "unknown time zone 'Mars/Olympus' (no /usr/share/zoneinfo/Mars/Olympus" "$tmp/err" ||
+    { echo "FAIL: --tz Mars/Olympus"; cat "$tmp/err"; fail=1; }
 "$bin" report usage --db "$db" --from 2027-01-01 --to 2026-12-01 >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && grep -q 'empty period' "$tmp/err" || { echo "FAIL: reversed period"; cat "$tmp/err"; fail=1; }
 

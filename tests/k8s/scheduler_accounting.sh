@@ -10,6 +10,8 @@
 #      with reason "finished";
 #   3. fin is marked Succeeded (as a kubelet would), del is deleted, then vic takes all 4 GPUs
 #      and high (a higher PriorityClass) preempts it;
+#   on the way, /metrics' live gpusched_usage_charged_gpus{queue} and ..._gpu_seconds_total
+#   against the pods bound and the test's clock;
 #   4. the database has one interval per pod with end reasons finished (twice), deleted,
 #      recovered, evicted-preemption (by high's uid) and open, times inside the test's own clock readings around
 #      each step, and `gpusched report usage --format json` charges team vision the GPU-hours
@@ -46,6 +48,16 @@ wait_sql() {
     done
     fail "'$1' gives '$got', want '$2'"
 }
+# wait_metric SERIES WANT [TIMEOUT_S]: until the scheduler's /metrics shows SERIES at WANT.
+wait_metric() {
+    local i got=""
+    for ((i = 0; i < ${3:-10} * 5; i++)); do
+        got=$(metric "$1" 2>/dev/null || true)
+        [ "$got" = "$2" ] && return 0
+        sleep 0.2
+    done
+    fail "/metrics: $1 is '$got', want '$2'"
+}
 reason_of() { echo "SELECT coalesce(end_reason, 'open') FROM allocation WHERE name = '$1'"; }
 
 setup_ns
@@ -63,6 +75,16 @@ wait_bound 30 fin del gone done
 t_bind1=$(now_ms)
 wait_sql "SELECT count(*) FROM allocation WHERE end_ms IS NULL" 4
 echo "ok: fin, del, gone, done bound and open in the database"
+# The live series on /metrics (published once a second): 4 GPUs charged now on queue default,
+# and GPU-seconds above 0 and at most 4 GPUs x the time since the first bind.
+wait_metric 'gpusched_usage_charged_gpus{queue="default"}' 4 10
+sleep 2 # two more publications, each with time accrued since the binds
+gs1=$(metric 'gpusched_usage_charged_gpu_seconds_total{queue="default"}')
+t_gs1=$(now_ms)
+python3 -c 'import sys; v, lim = float(sys.argv[1]), 4 * (int(sys.argv[3]) - int(sys.argv[2])) / 1000
+sys.exit(0 if 0 < v <= lim + 1e-6 else 1)' "$gs1" "$t_bind0" "$t_gs1" ||
+    fail "charged GPU-seconds $gs1 outside (0, 4 x $(( (t_gs1 - t_bind0) / 1000 )) s]"
+echo "ok: /metrics charges queue default 4 GPUs now, $gs1 GPU-seconds so far"
 
 # 2. A restart, with gone deleted and done finished while no scheduler runs. done's container
 #    finished at the last whole second before the stop (the API server keeps seconds).
@@ -73,6 +95,7 @@ kubectl -n "$ns" delete pod gone --grace-period=0 --force >/dev/null 2>&1
 t_done=$((t_stop / 1000 * 1000))
 done_at=$(date -u -d "@$((t_done / 1000))" +%Y-%m-%dT%H:%M:%SZ)
 kubectl -n "$ns" patch pod done --subresource=status --type=merge -p '{"status": {"phase": "Succeeded", "containerStatuses": [{"name": "c", "ready": false, "restartCount": 0, "image": "registry.invalid/none:1", "imageID": "", "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": "'"$done_at"'"}}}]}}' >/dev/null
+t_start2=$(now_ms)
 start_sched --accounting "$db"
 wait_sql "$(reason_of gone)" recovered 30
 wait_sql "$(reason_of done)" finished 30
@@ -96,6 +119,17 @@ mkpod high 1 "$(pc high)"
 wait_sql "$(reason_of vic)" evicted-preemption 30
 t_pre1=$(now_ms)
 wait_bound 30 high
+# Live: only high's 1 GPU is charged now; the counter (this process's, since its start) grew
+# by at least vic's 4 GPUs over the time it was seen bound, and by at most 4 GPUs (never more
+# held at once: fin and del ended before vic came) x the time since this run started.
+wait_metric 'gpusched_usage_charged_gpus{queue="default"}' 1 10
+gs2=$(metric 'gpusched_usage_charged_gpu_seconds_total{queue="default"}')
+t_gs2=$(now_ms)
+python3 -c 'import sys; v, a, b, s, e = float(sys.argv[1]), *map(int, sys.argv[2:])
+sys.exit(0 if 4 * (b - a) / 1000 - 1e-6 <= v <= 4 * (e - s) / 1000 + 1e-6 else 1)' \
+    "$gs2" "$t_vic1" "$t_pre0" "$t_start2" "$t_gs2" ||
+    fail "charged GPU-seconds $gs2 outside [4 x $(( (t_pre0 - t_vic1) / 1000 )) s, 4 x $(( (t_gs2 - t_start2) / 1000 )) s]"
+echo "ok: /metrics charges queue default 1 GPU after the preemption, $gs2 GPU-seconds in this run"
 stop_sched
 t_end=$(now_ms)
 ! grep -q "Sanitizer" "$log" || fail "a sanitizer report in the scheduler's log"

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,25 @@ static void expect(const char *path, const char *name, const char *want)
         fail_msg("%s: %d interval(s), '%s'; want one, '%s'", name, n, got, want);
 }
 
+/* GPU-seconds the store charges up to to_ms (open intervals run to it): its gpus_charged. */
+static double store_gpu_seconds(const char *path, int64_t to_ms)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT sum(gpus_charged * (coalesce(end_ms, ?1) - "
+                                        "start_ms)) / 1000.0 FROM allocation",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_int64(st, 1, to_ms);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    double v = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
 static void test_end_reasons_and_restart_reconcile(void **state)
 {
     (void)state;
@@ -171,6 +191,18 @@ static void test_end_reasons_and_restart_reconcile(void **state)
     cycle(&c, 3000);
     assert_int_equal(gs_kworld_delete_pod(c.w, "other", "p3", 4000), GS_OK);
     assert_int_equal(gs__sched_acct_step(c.acct, 5000), GS_OK);
+    /* Live, for /metrics: p1 1 s, p2 2 s, p3 1 s, p4 and p6 2 s each, 1 GPU each = 8
+     * GPU-seconds on queue default, and p4 and p6 hold 2 GPUs now. */
+    struct gs_schedmetrics_charge ch[4];
+    assert_int_equal(gs__sched_acct_charges(c.acct, 5000, ch, 4), 1);
+    assert_string_equal(ch[0].queue, "default");
+    assert_true(fabs(ch[0].gpu_seconds - 8.0) < 1e-9);
+    assert_true(fabs(ch[0].gpus - 2.0) < 1e-9);
+    /* ... which is what the store holds for the same span, by its own gpus_charged. */
+    assert_true(fabs(store_gpu_seconds(path, 5000) - ch[0].gpu_seconds) < 1e-9);
+    /* Accrual goes on with time, never back. */
+    assert_int_equal(gs__sched_acct_charges(c.acct, 4000, ch, 4), 1);
+    assert_true(fabs(ch[0].gpu_seconds - 8.0) < 1e-9);
     struct gs__sched_acct_stats st;
     assert_int_equal(gs__sched_acct_free(c.acct, 5000, &st), GS_OK);
     gs_kworld_free(c.w);
@@ -188,11 +220,29 @@ static void test_end_reasons_and_restart_reconcile(void **state)
     start(&c, path);
     apply(&c, node("b", 4));
     apply(&c, pod("other", "p4", "uid-4", "b"));
+    /* p7 was bound while no scheduler recorded (the file has no interval of it): adopted in
+     * the first cycle, its interval starts at its status.startTime, not at the engine's time
+     * before any cycle (0, 1970). */
+    json_t *p7 = pod("other", "p7", "uid-7", "b");
+    json_object_set_new(json_object_get(p7, "status"), "startTime",
+                        json_string("2026-01-01T00:00:05Z"));
+    apply(&c, p7);
     cycle(&c, 10000);
     assert_int_equal(gs__sched_acct_reconcile(c.acct, c.w, 10000), GS_OK);
+    /* The adopted p4 (with the charge the file holds) and p7 count from the reconcile after
+     * the first cycle (10000; their adoption events carry the engine's time before any cycle,
+     * 0): 1 s x 2 GPUs at 11000. p6, recovered, never counts here. A new process's counter
+     * starts at 0 (Prometheus' rate() takes the reset). */
+    assert_int_equal(gs__sched_acct_charges(c.acct, 11000, ch, 4), 1);
+    assert_string_equal(ch[0].queue, "default");
+    if (fabs(ch[0].gpu_seconds - 2.0) >= 1e-9)
+        fail_msg("adopted: %.9g GPU-s, %.9g GPUs", ch[0].gpu_seconds, ch[0].gpus);
+    assert_true(fabs(ch[0].gpus - 2.0) < 1e-9);
     assert_int_equal(gs__sched_acct_free(c.acct, 11000, &st), GS_OK);
     gs_kworld_free(c.w);
-    assert_int_equal(st.opened, 0); /* p4 adopted: not opened twice */
+    assert_int_equal(st.opened, 1); /* p7; p4 adopted: not opened twice */
+    /* 2026-01-01T00:00:05Z: 20,454 days after the epoch, and 5 s. */
+    expect(path, "p7", "1767225605000 - open default b 1.0");
     assert_int_equal(st.kept, 1);
     assert_int_equal(st.recovered, 1);
     expect(path, "p4", "3000 - open default b 1.0");

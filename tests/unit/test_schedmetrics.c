@@ -403,6 +403,30 @@ static void test_pool_cap_counts_what_is_left_out(void **state)
     gs_kworld_free(w);
 }
 
+static void test_charge_series_appear_once_set(void **state)
+{
+    (void)state;
+    struct gs_schedmetrics *m = NULL;
+    assert_int_equal(gs_schedmetrics_new(&m), GS_OK);
+    char *t = render(m);
+    expect_absent(t, "gpusched_usage_charged"); /* no --accounting: not shown */
+    free(t);
+    /* Four pods at 25 % of one GPU for an hour: 3,600 GPU-seconds, 1 GPU now. */
+    const struct gs_schedmetrics_charge rows[] = {{"train", 3600, 1.0}, {"q\"x", 0.5, 0.25}};
+    assert_int_equal(gs_schedmetrics_set_charges(m, rows, 2), GS_OK);
+    t = render(m);
+    assert_non_null(strstr(t, "# TYPE gpusched_usage_charged_gpu_seconds_total counter\n"));
+    assert_non_null(strstr(t, "# TYPE gpusched_usage_charged_gpus gauge\n"));
+    expect_line(t, "gpusched_usage_charged_gpu_seconds_total{queue=\"train\"}", "3600");
+    expect_line(t, "gpusched_usage_charged_gpus{queue=\"train\"}", "1");
+    expect_line(t, "gpusched_usage_charged_gpu_seconds_total{queue=\"q\\\"x\"}", "0.5");
+    expect_line(t, "gpusched_usage_charged_gpus{queue=\"q\\\"x\"}", "0.25");
+    free(t);
+    assert_int_equal(gs_schedmetrics_set_charges(m, NULL, 1), GS_EINVAL);
+    assert_int_equal(gs_schedmetrics_set_charges(NULL, rows, 1), GS_EINVAL);
+    gs_schedmetrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -411,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_queue_model_series),
         cmocka_unit_test(test_memory_fraction_counts_as_allocated),
         cmocka_unit_test(test_pool_cap_counts_what_is_left_out),
+        cmocka_unit_test(test_charge_series_appear_once_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -348,6 +348,157 @@ static void test_query_refuses_bad_urls_before_any_request(void **state)
     assert_null(m);
 }
 
+/* ---- the text exposition format (report ingest --agent) ---------------------------------- */
+
+/* A scrape as the node agent writes it (exporter.h): the GPU's own series and one per pod on
+ * it, each pod series with the GPU's value. */
+static const char agent_scrape[] =
+    "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+    "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+    "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a0\",device=\"nvidia0\",modelName=\"H200\","
+    "Hostname=\"n1\"} 60\n"
+    "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a0\",device=\"nvidia0\",modelName=\"H200\","
+    "Hostname=\"n1\",container=\"c\",namespace=\"ns\",pod=\"half\"} 60\n"
+    "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a0\",device=\"nvidia0\",modelName=\"H200\","
+    "Hostname=\"n1\",container=\"c\",namespace=\"ns\",pod=\"quarter\",} 60\n"
+    "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-a1\",Hostname=\"n1\",namespace=\"ns\","
+    "pod=\"whole\"} 30\n"
+    "\n"
+    "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n"
+    "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-a0\",Hostname=\"n1\"} 40960\n"
+    "gpusched_gpu_health{gpu=\"0\",UUID=\"GPU-a0\",reason=\"none\"} 1\r\n";
+
+static struct gs_prom_matrix *text(const char *body, const char *metric, int64_t t)
+{
+    struct gs_prom_matrix *m;
+    char msg[256];
+    if (gs_prom_parse_text(body, strlen(body), metric, t, &m, msg, sizeof(msg)) != GS_OK)
+        fail_msg("%s", msg);
+    return m;
+}
+
+static const char *text_refused(const char *body)
+{
+    static char msg[512];
+    struct gs_prom_matrix *m = (struct gs_prom_matrix *)1;
+    int err = gs_prom_parse_text(body, strlen(body), NULL, 0, &m, msg, sizeof(msg));
+    if (err != GS_EPARSE)
+        fail_msg("%s: got %d (%s), want GS_EPARSE", body, err, msg);
+    assert_null(m);
+    return msg;
+}
+
+static void test_parse_text_exposition(void **state)
+{
+    (void)state;
+    /* All series: 4 utilisation, 1 memory, 1 health; comments and the blank line skipped. */
+    struct gs_prom_matrix *m = text(agent_scrape, NULL, T0_MS);
+    assert_int_equal(m->nseries, 6);
+    assert_int_equal(m->nsamples, 6);
+    gs_prom_matrix_free(m);
+    m = text(agent_scrape, "DCGM_FI_DEV_GPU_UTIL", T0_MS);
+    assert_int_equal(m->nseries, 4);
+    assert_int_equal(m->series[2].nlabels, 8); /* the trailing comma ends no label */
+    assert_string_equal(gs_prom_label(&m->series[2], "pod"), "quarter");
+    assert_null(gs_prom_label(&m->series[0], "pod"));
+    assert_true(m->series[1].value[0] == 60.0 && m->series[1].t_ms[0] == T0_MS);
+    gs_prom_matrix_free(m);
+    /* Escapes, special values, a timestamp, spaces and tabs between the parts. */
+    m = text("a{l=\"x\\\\y\\\"z\\nw\"} NaN\n"
+             "b +Inf 1796083260000\n"
+             "c{ k = \"v\" }\t-1.5e3  \n",
+             NULL, T0_MS);
+    assert_int_equal(m->nseries, 3);
+    assert_string_equal(gs_prom_label(&m->series[0], "l"), "x\\y\"z\nw");
+    assert_true(isnan(m->series[0].value[0]));
+    assert_true(isinf(m->series[1].value[0]) && m->series[1].value[0] > 0);
+    assert_true(m->series[1].t_ms[0] == T0_MS + MIN_MS); /* its own timestamp */
+    assert_true(m->series[2].value[0] == -1500.0);
+    gs_prom_matrix_free(m);
+    /* Empty: no series. */
+    m = text("# only a comment\n", NULL, T0_MS);
+    assert_int_equal(m->nseries, 0);
+    gs_prom_matrix_free(m);
+    /* Refusals name the line. */
+    assert_non_null(strstr(text_refused("a 1\nb{x=\"1\"} high\n"),
+                           "line 2: b: expected a number as the value, got 'high'"));
+    assert_non_null(strstr(text_refused("a 1\n\n9bad 1\n"), "line 3: expected a metric name"));
+    assert_non_null(strstr(text_refused("a{x=\"1\",x=\"2\"} 1\n"), "line 1: label x given twice"));
+    assert_non_null(
+        strstr(text_refused("a{x=1} 1\n"), "line 1: label x: expected a double-quoted"));
+    assert_non_null(
+        strstr(text_refused("a{x=\"1} 1\n"), "line 1: label x: its value is not closed"));
+    assert_non_null(strstr(text_refused("a{x=\"\\t\"} 1\n"), "line 1: label x: unknown escape"));
+    assert_non_null(strstr(text_refused("a{x=\"1\" y=\"2\"} 1\n"), "expected ',' or '}'"));
+    assert_non_null(strstr(text_refused("a 1 12.5\n"), "line 1: a: expected a timestamp in ms"));
+    assert_non_null(strstr(text_refused("a 1 2 3\n"), "line 1: a: text after the timestamp"));
+    assert_non_null(strstr(text_refused("a\n"), "line 1: a: expected a number"));
+    assert_non_null(strstr(text_refused("a 0x10\n"), "expected a number"));
+    assert_non_null(strstr(text_refused("a{x=\"1\"}1\n"), "expected a space before the value"));
+}
+
+/*
+ * One scrape of the agent, from a file, at T0 + 30 min: GPU 0 held by half (500 milli) and
+ * quarter (250 milli), GPU 1 by whole. The pod series repeat the GPU's 60 %, so half is written
+ * 60 x 0.5 / 0.75 = 40 % and quarter 60 x 0.25 / 0.75 = 20 % (they add up to the GPU's 60);
+ * whole, alone, its 30 %. The GPU's own series on a GPU two pods hold is skipped.
+ */
+static void test_agent_scrape_from_a_file_is_shared_by_charge(void **state)
+{
+    (void)state;
+    struct gs_usage_store *s = open_store("agent.db");
+    struct gs_usage_gpu g = {.gpu_uuid = "GPU-a0",
+                             .gpu_index = 0,
+                             .sharing = GS_GPU_SHARE_MILLI,
+                             .gpu_milli = 500,
+                             .mig_instance = -1,
+                             .replica_slot = -1};
+    interval(s, "half", g, T0_MS, T0_MS + H_MS);
+    g.gpu_milli = 250;
+    interval(s, "quarter", g, T0_MS, T0_MS + H_MS);
+    g.gpu_uuid = "GPU-a1";
+    g.gpu_index = 1;
+    g.gpu_milli = 1000;
+    interval(s, "whole", g, T0_MS, T0_MS + H_MS);
+    assert_int_equal(gs_usage_commit(s, T0_MS + H_MS), GS_OK);
+    char path[128], msg[512];
+    (void)snprintf(path, sizeof(path), "%s/scrape.prom", tmpdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(agent_scrape, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    struct gs_usage_agent_options o = {path, NULL, T0_MS + 30 * MIN_MS, 0};
+    struct gs_usage_ingest_stats st;
+    int64_t t = 0;
+    assert_int_equal(gs_usage_ingest_agent(s, &o, &st, &t, msg, sizeof(msg)), GS_OK);
+    assert_true(t == T0_MS + 30 * MIN_MS);
+    assert_int_equal(st.series, 4);
+    assert_int_equal(st.written, 3);
+    assert_int_equal(st.skipped_shared, 1);
+    assert_true(fabs(stored(s, "half", t) - 40.0) < 1e-9);
+    assert_true(fabs(stored(s, "quarter", t) - 20.0) < 1e-9);
+    assert_true(stored(s, "whole", t) == 30.0);
+    /* A bad line: nothing written, the file and the line named. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(
+        fputs("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 1\nDCGM_FI_DEV_GPU_UTIL{gpu=} 2\n", f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(gs_usage_ingest_agent(s, &o, &st, &t, msg, sizeof(msg)), GS_EPARSE);
+    assert_non_null(strstr(msg, path));
+    assert_non_null(strstr(msg, "line 2: label gpu: expected a double-quoted value"));
+    /* A missing file; a URL nobody answers (port 9 of loopback: discard, closed here). */
+    o.source = "/nonexistent/scrape.prom";
+    assert_int_equal(gs_usage_ingest_agent(s, &o, &st, &t, msg, sizeof(msg)), GS_EIO);
+    assert_non_null(strstr(msg, "/nonexistent/scrape.prom: cannot read"));
+    o.source = "http://127.0.0.1:9/metrics";
+    o.timeout_ms = 2000;
+    int err = gs_usage_ingest_agent(s, &o, &st, &t, msg, sizeof(msg));
+    assert_true(err == GS_EIO || err == GS_ETIMEDOUT);
+    assert_non_null(strstr(msg, "http://127.0.0.1:9/metrics"));
+    assert_int_equal(gs_usage_close(s), GS_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +507,8 @@ int main(void)
         cmocka_unit_test(test_holders_change_over_time_and_share_by_replica),
         cmocka_unit_test(test_samples_are_keyed_and_migration_2_drops_duplicates),
         cmocka_unit_test(test_query_refuses_bad_urls_before_any_request),
+        cmocka_unit_test(test_parse_text_exposition),
+        cmocka_unit_test(test_agent_scrape_from_a_file_is_shared_by_charge),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

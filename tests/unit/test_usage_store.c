@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -340,6 +341,69 @@ static void test_three_quarter_pods_leave_a_quarter_idle_and_shares_by_mode(void
     struct gs_usage_gpu bad = milli_gpu(0, 0);
     struct gs_usage_interval iv = {.pod_uid = "bad", .start_ms = t1};
     assert_int_equal(gs_usage_begin_interval(s, &iv, &bad, 1, &id), GS_EINVAL);
+    assert_int_equal(gs_usage_close(s), GS_OK);
+}
+
+static struct gs_usage_gpu mig_gpu(uint32_t idx, const char *profile, uint8_t slices,
+                                   int32_t instance)
+{
+    return (struct gs_usage_gpu){.gpu_index = idx,
+                                 .sharing = GS_GPU_SHARE_MIG,
+                                 .mig_profile = profile,
+                                 .mig_instance = instance,
+                                 .mig_slices = slices,
+                                 .gpu_mig_slices = 7,
+                                 .replica_slot = -1};
+}
+
+static void test_by_profile_gives_mig_whole_and_fraction_rows(void **state)
+{
+    (void)state;
+    struct gs_usage_store *s = open_new("profile.db");
+    int64_t t0 = EPOCH_MS, id;
+    capacity(s, 6, t0, t0 + 2 * H_MS); /* 6 GPUs x 2 h = 12 GPU-hours */
+    /* GPU 0 (MIG): two 1g.10gb pods for 1 h and 2 h, a 3g.40gb pod for 1 h. */
+    id = begin(s, "mig-a", "t", t0, mig_gpu(0, "1g.10gb", 1, 9));
+    assert_int_equal(gs_usage_end_interval(s, id, t0 + H_MS, GS_USAGE_END_FINISHED, NULL), GS_OK);
+    id = begin(s, "mig-b", "t", t0, mig_gpu(0, "1g.10gb", 1, 10));
+    assert_int_equal(gs_usage_end_interval(s, id, t0 + 2 * H_MS, GS_USAGE_END_FINISHED, NULL),
+                     GS_OK);
+    id = begin(s, "mig-c", "t", t0, mig_gpu(0, "3g.40gb", 3, 2));
+    assert_int_equal(gs_usage_end_interval(s, id, t0 + H_MS, GS_USAGE_END_FINISHED, NULL), GS_OK);
+    /* GPUs 1 and 2 whole for 1.5 h. */
+    struct gs_usage_interval iv = {
+        .pod_uid = "whole", .team = "t", .node = "n1", .queued_ms = t0, .start_ms = t0};
+    struct gs_usage_gpu two[2] = {milli_gpu(1, 1000), milli_gpu(2, 1000)};
+    assert_int_equal(gs_usage_begin_interval(s, &iv, two, 2, &id), GS_OK);
+    assert_int_equal(gs_usage_end_interval(s, id, t0 + 90 * MIN_MS, GS_USAGE_END_FINISHED, NULL),
+                     GS_OK);
+    /* GPU 3: a quarter for 2 h. GPU 4: a replica of 4 for 2 h. */
+    id = begin(s, "quarter", "t", t0, milli_gpu(3, 250));
+    assert_int_equal(gs_usage_end_interval(s, id, t0 + 2 * H_MS, GS_USAGE_END_FINISHED, NULL),
+                     GS_OK);
+    struct gs_usage_gpu ts = {.gpu_index = 4,
+                              .sharing = GS_GPU_SHARE_TIMESLICE,
+                              .gpu_milli = 250,
+                              .mig_instance = -1,
+                              .replica_slot = 1,
+                              .replicas = 4};
+    id = begin(s, "replica", "t", t0, ts);
+    assert_int_equal(gs_usage_end_interval(s, id, t0 + 2 * H_MS, GS_USAGE_END_FINISHED, NULL),
+                     GS_OK);
+    assert_int_equal(gs_usage_commit(s, t0 + 2 * H_MS), GS_OK);
+    struct gs_usage_report *r = report(s, t0, t0 + 2 * H_MS, GS_USAGE_BY_PROFILE);
+    assert_int_equal(r->nrows, 5);
+    assert_near(row_of(r, "1g.10gb")->charged_gpu_h, 3.0 / 7.0, 1e-9); /* (1 h + 2 h) x 1/7 */
+    assert_int_equal(row_of(r, "1g.10gb")->intervals, 2);
+    assert_near(row_of(r, "3g.40gb")->charged_gpu_h, 3.0 / 7.0, 1e-9); /* 1 h x 3/7 */
+    assert_near(row_of(r, "whole-gpu")->charged_gpu_h, 3.0, 1e-9);     /* 2 GPUs x 1.5 h */
+    assert_near(row_of(r, "fraction")->charged_gpu_h, 0.5, 1e-9);      /* 0.25 x 2 h */
+    assert_near(row_of(r, "time-sliced")->charged_gpu_h, 0.5, 1e-9);   /* 1/4 x 2 h */
+    /* 12 - (3/7 + 3/7 + 3 + 0.5 + 0.5) = 8 - 6/7 idle. */
+    assert_near(r->charged_gpu_h, 4.0 + 6.0 / 7.0, 1e-9);
+    assert_near(r->idle_gpu_h, 8.0 - 6.0 / 7.0, 1e-9);
+    assert_string_equal(r->rows[0].key, "whole-gpu"); /* by charged descending */
+    gs_usage_report_free(r);
     assert_int_equal(gs_usage_close(s), GS_OK);
 }
 
@@ -813,6 +877,85 @@ static void test_foreign_corrupt_and_newer_files_get_a_clear_error(void **state)
     assert_non_null(strstr(msg, path));
 }
 
+/* ---- one writer ---------------------------------------------------------------------------- */
+
+static void test_second_writer_is_refused_readers_are_not_and_exit_releases(void **state)
+{
+    (void)state;
+    char path[128], lock[160], msg[512];
+    db_path(path, sizeof(path), "one-writer.db");
+    (void)snprintf(lock, sizeof(lock), "%s-writer.lock", path);
+    (void)unlink(path);
+    struct gs_usage_store *w1 = open_new("one-writer.db");
+    (void)begin(w1, "first", "t", EPOCH_MS, milli_gpu(0, 1000));
+    assert_int_equal(gs_usage_commit(w1, EPOCH_MS + H_MS), GS_OK);
+    /* A second writer, even in this process (flock is per open file), is refused with the lock
+     * file and this process's pid named. */
+    struct gs_usage_store *w2 = (void *)1;
+    assert_int_equal(gs_usage_open(path, NULL, &w2, msg, sizeof(msg)), GS_ECONFLICT);
+    assert_null(w2);
+    char want[200];
+    (void)snprintf(want, sizeof(want), "another writer holds %s (pid %ld)", lock, (long)getpid());
+    assert_non_null(strstr(msg, want));
+    struct gs_usage_options eo = {.existing_only = true}; /* report compact, report ingest */
+    assert_int_equal(gs_usage_open(path, &eo, &w2, msg, sizeof(msg)), GS_ECONFLICT);
+    /* Utilisation samples may be added beside the writer (report ingest). */
+    struct gs_usage_options ao = {.existing_only = true, .alongside_writer = true};
+    assert_int_equal(gs_usage_open(path, &ao, &w2, msg, sizeof(msg)), GS_OK);
+    assert_int_equal(gs_usage_close(w2), GS_OK);
+    assert_int_equal(access(lock, F_OK), 0); /* still w1's */
+    /* A reader opens and reads what the writer committed. */
+    struct gs_usage_options ro = {.read_only = true};
+    struct gs_usage_store *r;
+    assert_int_equal(gs_usage_open(path, &ro, &r, msg, sizeof(msg)), GS_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(gs_usage_db(r), "SELECT count(*) FROM allocation", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(st, 0), 1);
+    sqlite3_finalize(st);
+    assert_int_equal(gs_usage_close(r), GS_OK);
+    /* Closing releases it and removes the lock file. */
+    assert_int_equal(gs_usage_close(w1), GS_OK);
+    assert_int_not_equal(access(lock, F_OK), 0);
+    assert_int_equal(gs_usage_open(path, NULL, &w2, msg, sizeof(msg)), GS_OK);
+    assert_int_equal(gs_usage_close(w2), GS_OK);
+    /* A writer process holds it while it lives and releases it when it exits, even by SIGKILL
+     * without closing the store. */
+    int go[2], ready[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct gs_usage_store *c;
+        char m[512], b;
+        if (gs_usage_open(path, NULL, &c, m, sizeof(m)) != GS_OK)
+            _exit(3);
+        if (write(ready[1], "1", 1) != 1)
+            _exit(4);
+        (void)!read(go[0], &b, 1); /* until killed */
+        _exit(0);
+    }
+    char b;
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    assert_int_equal(gs_usage_open(path, NULL, &w2, msg, sizeof(msg)), GS_ECONFLICT);
+    (void)snprintf(want, sizeof(want), "(pid %ld)", (long)pid);
+    assert_non_null(strstr(msg, want));
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(access(lock, F_OK), 0); /* a killed writer leaves the file, not the lock */
+    assert_int_equal(gs_usage_open(path, NULL, &w2, msg, sizeof(msg)), GS_OK);
+    assert_int_equal(gs_usage_close(w2), GS_OK);
+    (void)close(go[0]);
+    (void)close(go[1]);
+    (void)close(ready[0]);
+    (void)close(ready[1]);
+}
+
 static void test_time_round_trips(void **state)
 {
     (void)state;
@@ -859,6 +1002,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recorded_engine_gives_hand_worked_gpu_hours),
         cmocka_unit_test(test_three_quarter_pods_leave_a_quarter_idle_and_shares_by_mode),
+        cmocka_unit_test(test_by_profile_gives_mig_whole_and_fraction_rows),
         cmocka_unit_test(test_queue_share_integrates_snapshots_over_time),
         cmocka_unit_test(test_recorder_writes_quota_snapshots_only_on_change),
         cmocka_unit_test(test_two_memory_requests_on_one_gpu_are_charged_1_80),
@@ -867,6 +1011,7 @@ int main(void)
         cmocka_unit_test(test_recover_closes_open_intervals_at_the_last_heartbeat),
         cmocka_unit_test(test_compact_keeps_hourly_means_and_deletes_only_when_asked),
         cmocka_unit_test(test_foreign_corrupt_and_newer_files_get_a_clear_error),
+        cmocka_unit_test(test_second_writer_is_refused_readers_are_not_and_exit_releases),
         cmocka_unit_test(test_time_round_trips),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
