@@ -27,6 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpusched/exporter.h"
+#include "gpusched/gpu.h"
+
 /** Buffer size of a pod UID, NUL included (a UID is 36 characters; longer ones are refused). */
 #define GS_PODMAP_UID_LEN 64
 /** Buffer size of a container ID, NUL included (runtimes use 64 hex digits). */
@@ -62,5 +65,25 @@ int gs_podmap_parse_cgroup(const char *text, size_t len, struct gs_podmap_entry 
  *         Thread-safe.
  */
 int gs_podmap_read_pid(const char *proc_root, uint32_t pid, struct gs_podmap_entry *out);
+
+/**
+ * The per-pod values of a metrics snapshot (gs_exporter_podval): for each GPU with a sample,
+ * its processes (gs_gpu_processes), each mapped to its pod (gs_podmap_read_pid under
+ * proc_root) and summed per (GPU, MIG GPU instance, pod UID, container ID). A process outside
+ * any pod (a host daemon, one that exited meanwhile) counts in no pod value; its use stays in
+ * the device's series. Sets each GPU's have_procs: true when its processes were read (even
+ * none), false when the backend cannot read them or the GPU has no sample. Pod names are left
+ * "" (the cgroup tells the UID only). The agent's GPU loop calls it once per refresh.
+ * @param b          backend (borrowed; the caller's thread owns it).
+ * @param proc_root  "/proc" or a test tree (borrowed).
+ * @param gpus       n_gpus snapshot rows (positions are the values' gpu); have_procs written.
+ * @param out        caller storage of cap values; [0, *n_out) filled.
+ * @param n_out      receives the values filled; a node with more than cap (pod, GPU) pairs
+ *                   keeps the first cap, and the call says so with GS_ELIMIT.
+ * @return GS_OK; GS_ELIMIT (values past cap left out; the rest filled); GS_EINVAL (NULL).
+ */
+int gs_podmap_collect(struct gs_gpu_backend *b, const char *proc_root, struct gs_exporter_gpu *gpus,
+                      uint32_t n_gpus, struct gs_exporter_podval *out, uint32_t cap,
+                      uint32_t *n_out);
 
 #endif /* GPUSCHED_PODMAP_H */
