@@ -20,9 +20,10 @@
  *   values has no pod series at all rather than copies of the device's value.
  *   Labels of a pod series: the GPU's, then GPU_I_ID and GPU_I_PROFILE when the processes ran
  *   in a MIG GPU instance the GPU lists, then either
- *   - container, namespace, pod and replica="0,2" (the time-slicing replicas it holds,
- *     ascending) when the value's pod name matches an attribution row of that GPU (kubelet's
- *     PodResources; the same pod, namespace and container mapped twice give one series), or
+ *   - container, namespace, pod, pod_uid and replica="0,2" (the time-slicing replicas it
+ *     holds, ascending) when the value's pod name matches an attribution row of that GPU
+ *     (kubelet's PodResources; the same pod, namespace and container mapped twice give one
+ *     series), or
  *   - pod_uid and container_id (the cgroup's; container_id "" for a process in the pod's own
  *     cgroup), plus namespace and pod when known, when no row matches (the agent does not know
  *     the pod's name, only the UID in its cgroup path).

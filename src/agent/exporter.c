@@ -454,14 +454,16 @@ static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
         if (j->rows[i].gpu != g)
             continue;
         uint64_t sum = 0;
-        bool any = false;
+        const char *uid = NULL;
         for (uint32_t k = 0; k < s->n_podval; k++) {
             const struct gs_exporter_podval *v = &s->podval[k];
             if (j->row_of[k] != (int32_t)i || !(util ? v->has_util : v->has_mem))
                 continue;
             sum += util ? v->util_pct : v->mem_mib;
-            any = true;
+            if (uid == NULL)
+                uid = v->pod_uid;
         }
+        bool any = uid != NULL;
         if (!any)
             continue; /* no process of the pod measured here: no value to show */
         const struct gs_exporter_attr *a = &s->attr[i];
@@ -473,6 +475,8 @@ static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
         put_label(w, "container", a->container, false);
         put_label(w, "namespace", a->namespace_name, false);
         put_label(w, "pod", a->pod, false);
+        /* pod_uid marks a measured value (usage ingest takes it as it is, never splits it). */
+        put_label(w, "pod_uid", uid, false);
         put_replicas(w, s, j->rows, i);
         put(w, "} ", 2);
         put_u64(w, bounded(sum, total, device, tol));
