@@ -40,7 +40,7 @@ static void *sym(void *lib, const char *name)
 {
     void *p = dlsym(lib, name);
     if (p == NULL)
-        fprintf(stderr, "cuda_hold: libcuda.so.1 has no %s\n", name);
+        (void)fprintf(stderr, "cuda_hold: libcuda.so.1 has no %s\n", name);
     return p;
 }
 
@@ -50,23 +50,23 @@ int main(int argc, char **argv)
     long mib = 64, seconds = 10;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
-            device = atoi(argv[++i]);
+            device = (int)strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
             mib = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
             seconds = strtol(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: cuda_hold [--device N] [--mib M] [--seconds S]\n");
+            (void)fprintf(stderr, "usage: cuda_hold [--device N] [--mib M] [--seconds S]\n");
             return 64;
         }
     }
-    if (device < 0 || mib <= 0 || mib > 1024 * 1024 || seconds < 0) {
-        fprintf(stderr, "cuda_hold: device, MiB or seconds out of range\n");
+    if (device < 0 || mib <= 0 || mib > 1024L * 1024L || seconds < 0) {
+        (void)fprintf(stderr, "cuda_hold: device, MiB or seconds out of range\n");
         return 64;
     }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
-        fprintf(stderr, "cuda_hold: cannot load libcuda.so.1: %s\n", dlerror());
+        (void)fprintf(stderr, "cuda_hold: cannot load libcuda.so.1: %s\n", dlerror());
         return 2;
     }
     /* The _v2 entry points are the ones the 64-bit driver API has used since CUDA 3.2. */
@@ -85,24 +85,24 @@ int main(int argc, char **argv)
         cu_ctx_destroy == NULL || cu_mem_alloc == NULL || cu_mem_free == NULL)
         goto out;
     if ((r = cu_init(0)) != 0) {
-        fprintf(stderr, "cuda_hold: cuInit: CUDA error %d\n", r);
+        (void)fprintf(stderr, "cuda_hold: cuInit: CUDA error %d\n", r);
         goto out;
     }
     if ((r = cu_device_get(&dev, device)) != 0) {
-        fprintf(stderr, "cuda_hold: cuDeviceGet(%d): CUDA error %d\n", device, r);
+        (void)fprintf(stderr, "cuda_hold: cuDeviceGet(%d): CUDA error %d\n", device, r);
         goto out;
     }
     if ((r = cu_ctx_create(&ctx, 0, dev)) != 0) {
-        fprintf(stderr, "cuda_hold: cuCtxCreate: CUDA error %d\n", r);
+        (void)fprintf(stderr, "cuda_hold: cuCtxCreate: CUDA error %d\n", r);
         ctx = NULL;
         goto out;
     }
     if ((r = cu_mem_alloc(&ptr, (size_t)mib << 20)) != 0) {
-        fprintf(stderr, "cuda_hold: cuMemAlloc(%ld MiB): CUDA error %d\n", mib, r);
+        (void)fprintf(stderr, "cuda_hold: cuMemAlloc(%ld MiB): CUDA error %d\n", mib, r);
         ptr = 0;
         goto out;
     }
-    printf("cuda_hold: pid %ld holds %ld MiB on device %d\n", (long)getpid(), mib, device);
+    (void)printf("cuda_hold: pid %ld holds %ld MiB on device %d\n", (long)getpid(), mib, device);
     (void)fflush(stdout);
     struct timespec ts = {.tv_sec = (time_t)seconds, .tv_nsec = 0};
     while (nanosleep(&ts, &ts) != 0)

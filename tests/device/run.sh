@@ -84,7 +84,7 @@ if [ -z "$probe" ]; then
     if ! "$cc" -std=c11 -O2 -Wall -Wextra -DGS_PROBE_NO_FAKE -I"$root/include" \
         -I"$root/src/agent" "$root/tests/device/gpu_probe.c" "$root/src/agent/gpu.c" \
         "$root/src/agent/gpu_nvml.c" "$root/src/agent/health.c" "$root/src/agent/labels.c" \
-        "$root/src/agent/exporter.c" "$root/src/core/err.c" -ldl -o "$probe" 2>&1 |
+        "$root/src/agent/exporter.c" "$root/src/util/err.c" -ldl -o "$probe" 2>&1 |
         tee -a "$log"; then
         fail "stand-alone build"
     fi
