@@ -134,6 +134,9 @@ struct gs_dp_config {
     char plugin_dir[GS_DP_PATH_LEN];        /**< kubelet.devicePluginDir */
     char pod_resources_socket[GS_DP_PATH_LEN]; /**< kubelet.podResourcesSocket; "" = no
                                                     pod attribution */
+    char proc_root[GS_DP_PATH_LEN]; /**< where processes' cgroups are read for per-pod GPU
+                                         values (`--proc-root`, default "/proc"; the host's
+                                         needs hostPID); "" = no per-pod values */
 };
 
 /**

@@ -6,14 +6,32 @@
  *   DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_FREE, DCGM_FI_DEV_GPU_TEMP,
  *   DCGM_FI_DEV_POWER_USAGE (W), DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK,
  *   DCGM_FI_DEV_XID_ERRORS (value of the last XID) and DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, labelled
- *   gpu, UUID, device ("nvidia0"), modelName, Hostname, and container, namespace, pod when the
- *   attribution table maps the GPU to a pod. Every GPU has its own series without pod
- *   labels; a GPU used by pods (time-slicing, MIG) gets one more series per pod, each with
- *   the GPU's values (dcgm-exporter issues #151 and #307 show only one of them; per-process
- *   values are not read yet). A pod series on time-sliced replicas gets replica="0,2" (the
- *   replicas it holds, ascending); one on a MIG device GPU_I_ID (when known) and
- *   GPU_I_PROFILE ("1g.18gb").
+ *   gpu, UUID, device ("nvidia0"), modelName, Hostname. Every GPU has its own series, pods or
+ *   not, with the device's values.
+ * Pod series (issue 9, dcgm-exporter #587): only DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED,
+ *   and only for a GPU whose per-process values were read (gs_exporter_gpu.have_procs). Each
+ *   carries the pod's own measured value, the sum over its processes (gs_exporter_podval),
+ *   never the device's: on a time-sliced GPU the pod series add up to the device's. The
+ *   render keeps the sums honest: when the pods' utilisation adds up to more than the device's
+ *   plus GS_EXPORTER_UTIL_TOLERANCE_PCT points (the two are sampled over different windows),
+ *   or their memory to more than the device's FB used, every pod value of that GPU is scaled
+ *   by device/sum (rounded down). Device-only families (power, temperature, clocks, XID, ECC,
+ *   FB free) have no pod series: a pod does not draw its own watts. A GPU without per-process
+ *   values has no pod series at all rather than copies of the device's value.
+ *   Labels of a pod series: the GPU's, then GPU_I_ID and GPU_I_PROFILE when the processes ran
+ *   in a MIG GPU instance the GPU lists, then either
+ *   - container, namespace, pod, pod_uid and replica="0,2" (the time-slicing replicas it
+ *     holds, ascending) when the value's pod name matches an attribution row of that GPU
+ *     (kubelet's PodResources; the same pod, namespace and container mapped twice give one
+ *     series), or
+ *   - pod_uid and container_id (the cgroup's; container_id "" for a process in the pod's own
+ *     cgroup), plus namespace and pod when known, when no row matches (the agent does not know
+ *     the pod's name, only the UID in its cgroup path).
  *   A field the backend could not read is left out, not reported as 0.
+ * Who holds a GPU (kubelet's PodResources), measured or not:
+ *   gpusched_gpu_pod_info{<GPU labels>,[GPU_I_ID,]GPU_I_PROFILE?,container,namespace,pod,
+ *   replica?} 1, one per attribution row that maps to a GPU (repeats joined), so that the
+ *   names stay visible where the value series carry only a pod_uid.
  * Own series (one per GPU, no pod labels):
  *   gpusched_gpu_health{reason="none|xid|ecc_dbe|lost"} (1 Healthy, 0 Unhealthy),
  *   gpusched_gpu_reset_required (1 while an Unhealthy GPU waits for a reset or an operator),
@@ -44,6 +62,10 @@
 
 /** Most attribution entries in a snapshot. */
 #define GS_EXPORTER_ATTR_MAX 1024
+/** Most per-pod values in a snapshot (a pod on two GPUs has two). */
+#define GS_EXPORTER_PODVAL_MAX 1024
+/** Points by which the pods' utilisation may exceed the device's before it is scaled down. */
+#define GS_EXPORTER_UTIL_TOLERANCE_PCT 5
 /** Default limit of one rendered scrape, bytes. */
 #define GS_EXPORTER_DEFAULT_MAX_BYTES ((size_t)16 * 1024 * 1024)
 
@@ -78,6 +100,27 @@ struct gs_exporter_attr {
     char container[64];                   /**< container name */
 };
 
+/**
+ * What one pod (one container of it, when the cgroup says which) measurably uses on one GPU:
+ * the sums over its processes there (gs_gpu_processes). Filled by the agent's loop; plain
+ * value record, fields ordered by size.
+ */
+struct gs_exporter_podval {
+    uint64_t mem_mib;        /**< Σ of the processes' GPU memory, MiB; valid when has_mem */
+    uint32_t gpu;            /**< position in the snapshot's gpus (not the GPU index) */
+    uint32_t util_pct;       /**< Σ of the processes' SM utilisation, % (raw: may pass 100
+                                  when NVML's windows overlap; the render bounds the sums) */
+    uint32_t gi_id;          /**< MIG GPU instance of the processes; valid when has_gi_id */
+    bool has_mem;            /**< some process reported its memory */
+    bool has_util;           /**< some process reported its utilisation */
+    bool has_gi_id;          /**< the processes ran in MIG GPU instance gi_id */
+    char pod_uid[64];        /**< metadata.uid from the cgroup path */
+    char container_id[72];   /**< runtime's container ID from the cgroup path; "" unknown */
+    char pod[254];           /**< pod name; "" when not known (then pod_uid labels it) */
+    char namespace_name[64]; /**< pod namespace; "" when not known */
+    char container[64];      /**< container name; "" when not known (a match then ignores it) */
+};
+
 /** One GPU of a snapshot. */
 struct gs_exporter_gpu {
     struct gs_gpu_info info;             /**< static facts (index, UUID, model, MIG devices) */
@@ -88,15 +131,22 @@ struct gs_exporter_gpu {
     enum gs_health_reason health_reason; /**< why Unhealthy (gs_health_reason_of); 0 Healthy */
     bool needs_reset;                    /**< Unhealthy until seen reset or cleared */
     struct gs_health_counters counters;  /**< XID and transition counters */
+    bool have_procs; /**< the GPU's processes were read this period: the snapshot's podvals
+                          for it are its pods' values (none: no process); false: no pod
+                          series for the GPU */
 };
 
 /** What a scrape shows. The arrays are borrowed for the duration of a call. */
 struct gs_exporter_snapshot {
-    char hostname[256];                  /**< value of the Hostname label */
-    uint32_t n_gpus;                     /**< entries in gpus, <= GS_GPU_MAX */
-    const struct gs_exporter_gpu *gpus;  /**< by position; may be NULL when n_gpus is 0 */
-    uint32_t n_attr;                     /**< entries in attr, <= GS_EXPORTER_ATTR_MAX */
-    const struct gs_exporter_attr *attr; /**< may be NULL when n_attr is 0 */
+    char hostname[256];                      /**< value of the Hostname label */
+    uint32_t n_gpus;                         /**< entries in gpus, <= GS_GPU_MAX */
+    const struct gs_exporter_gpu *gpus;      /**< by position; may be NULL when n_gpus is 0 */
+    uint32_t n_attr;                         /**< entries in attr, <= GS_EXPORTER_ATTR_MAX */
+    const struct gs_exporter_attr *attr;     /**< may be NULL when n_attr is 0 */
+    uint32_t n_podval;                       /**< entries in podval, <= GS_EXPORTER_PODVAL_MAX */
+    const struct gs_exporter_podval *podval; /**< per-pod measured values; entries whose gpu
+                                                  is >= n_gpus or not have_procs are ignored;
+                                                  may be NULL when n_podval is 0 */
     bool have_assign;            /**< render the assignment counters below (the agent follows
                                       the scheduler's GPU choice: it has a Kubernetes config) */
     uint64_t assign_as_assigned; /**< Allocates of the GPUs the scheduler assigned */
@@ -109,10 +159,12 @@ struct gs_exporter_snapshot {
 
 /**
  * Renders a snapshot in Prometheus text format 0.0.4, appending to out. Pure: no I/O, no
- * clock; one allocation of scratch space for the attribution table, none per line.
+ * clock; one allocation of scratch space for the attribution table and the per-pod values,
+ * none per line. A per-pod value counts in one series only (the first attribution row it
+ * matches, else its own pod_uid series), so the pod series of a GPU sum to the scaled total.
  * @return GS_OK; GS_ELIMIT (out's maximum reached; out holds a truncated prefix);
- *         GS_ENOMEM; GS_EINVAL (NULL, or counts above their maxima).
- * Thread-safe for distinct buffers.
+ *         GS_ENOMEM; GS_EINVAL (NULL, counts above their maxima, or an array NULL with a
+ *         count above 0). Thread-safe for distinct buffers.
  */
 int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *out);
 

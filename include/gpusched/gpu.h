@@ -39,6 +39,8 @@
 #define GS_GPU_VERSION_LEN 80
 /** gpu_index of an event that concerns every GPU (the driver did not say which one). */
 #define GS_GPU_INDEX_ALL UINT32_MAX
+/** Most processes gs_gpu_processes() reports for one GPU (more are cut off: n_out says so). */
+#define GS_GPU_PROC_MAX 128
 
 /** Facts about the whole node's driver. */
 struct gs_gpu_system {
@@ -109,6 +111,24 @@ struct gs_gpu_sample {
                                      open (a reset seen); always set on GS_OK */
 };
 
+/**
+ * One compute process on a GPU, as the driver accounts it. Plain value record; fields are
+ * ordered by size (no padding).
+ */
+struct gs_gpu_proc {
+    uint64_t mem_mib;     /**< GPU memory the process uses, MiB (NVML's usedGpuMemory rounded
+                               down); 0 when has_mem is false */
+    uint32_t pid;         /**< process id in the host's (the driver's) PID namespace */
+    uint32_t sm_util_pct; /**< SM utilisation of the process over the last sample period,
+                               0..100 %; 0 when has_sm_util is false */
+    uint32_t gi_id;       /**< MIG GPU instance id the process runs in (NVML's gpuInstanceId,
+                               dcgm-exporter's GPU_I_ID); valid when has_gi_id */
+    bool has_mem;         /**< mem_mib is known (NVML can answer "not available") */
+    bool has_sm_util;     /**< sm_util_pct is known (a process idle for the whole period has
+                               no utilisation sample: it counts as 0 %) */
+    bool has_gi_id;       /**< the GPU is in MIG mode and gi_id is set */
+};
+
 /** What a critical event is. */
 enum gs_gpu_event_kind {
     GS_GPU_EVENT_XID = 1,     /**< an XID (driver-reported error); `xid` holds its code */
@@ -160,6 +180,10 @@ struct gs_gpu_ops {
     int (*info)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *out);
     /** As gs_gpu_sample(); checks the index itself. */
     int (*sample)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out);
+    /** As gs_gpu_processes(); checks the index itself; out has cap >= 1 entries. NULL when
+     *  the backend cannot read processes (gs_gpu_processes() then answers GS_ENOENT). */
+    int (*processes)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
+                     uint32_t cap, uint32_t *n_out);
     /** As gs_gpu_wait_event(); timeout_ms >= 0. */
     int (*wait_event)(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out);
     /** Releases everything, b included. */
@@ -242,6 +266,24 @@ int gs_gpu_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *ou
  *         XID 79 "fallen off the bus"); GS_EINVAL.
  */
 int gs_gpu_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out);
+
+/**
+ * The compute processes on GPU `index` and, for each, its memory and its SM utilisation over
+ * the last sample period (NVML: nvmlDeviceGetComputeRunningProcesses_v3 and
+ * nvmlDeviceGetProcessUtilization since the previous call's newest sample; the fake backend:
+ * the GPU's scripted "processes:" list). Processes are reported in the backend's order, one
+ * entry per pid; a process NVML lists in two MIG compute instances counts once per entry.
+ * @param out    caller storage for cap entries (cap >= 1); on GS_OK entries [0, *n_out) are
+ *               filled.
+ * @param n_out  receives the number of processes filled in (at most cap; a GPU with more
+ *               processes than cap is cut at cap, not an error).
+ * @return GS_OK; GS_ENOENT (the backend or driver cannot read processes: NVML without the
+ *         entry points, or NOT_SUPPORTED on this GPU; not a fault of the GPU); GS_ERANGE (no
+ *         such index); GS_EIO (the driver failed, the GPU is lost); GS_EINVAL (NULL, cap 0).
+ *         On failure *n_out is 0. Call from the thread that owns the backend.
+ */
+int gs_gpu_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
+                     uint32_t cap, uint32_t *n_out);
 
 /**
  * Waits up to timeout_ms (>= 0; 0 polls) for the next XID, double-bit ECC or LOST event. When

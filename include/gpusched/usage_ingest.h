@@ -19,6 +19,10 @@
  *     charged share over the sum of the charged shares of the pods holding the GPU then: two
  *     pods at 0.50 and 0.25 of a GPU at 60 % are written 40 % and 20 %, which add up to the 60 %
  *     the GPU did. A pod alone on a GPU is written the GPU's value whatever its share.
+ *   - a series with a pod_uid label (the node agent's per-process values, issue 9: the sum of
+ *     that pod's processes on the GPU) counts for the interval of the pod with that UID on that
+ *     GPU at that time, as it is: it is the pod's own measurement, not the GPU's, so it is not
+ *     split again. No interval of that UID then: skipped_other_pod.
  *   - MIG series (a GPU_I_ID label) are skipped (skipped_mig): their value is the instance's,
  *     not the GPU's.
  *

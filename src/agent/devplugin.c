@@ -36,6 +36,7 @@
 #include "gpusched/err.h"
 #include "gpusched/exporter.h"
 #include "gpusched/grpc.h"
+#include "gpusched/podmap.h"
 
 #include "devplugin_agent.h"
 #include "devplugin_int.h"
@@ -848,6 +849,8 @@ static void publish_metrics(struct gs_dp_agent *a)
     s.gpus = a->xgpus;
     s.n_attr = a->n_attr;
     s.attr = a->attr;
+    s.n_podval = a->n_podval;
+    s.podval = a->podval;
     s.have_assign = a->kube != NULL;
     s.assign_as_assigned = a->assign_as_assigned;
     s.assign_mismatch = a->assign_mismatch;
@@ -904,6 +907,19 @@ static void refresh_metrics(struct gs_dp_agent *a)
     }
     if (a->exporter == NULL)
         return;
+    /* Per-pod values: each GPU's processes, mapped to pods by their cgroups (issue 9). */
+    a->n_podval = 0;
+    if (a->podval != NULL && a->cfg.proc_root[0] != '\0') {
+        int prc = gs_podmap_collect(a->backend, a->cfg.proc_root, a->xgpus, a->model.n_gpus,
+                                    a->podval, GS_EXPORTER_PODVAL_MAX, &a->n_podval);
+        if (prc == GS_ELIMIT && !a->said_podval_limit)
+            gs__dp_logf(a, "metrics: more than %d pod values on the node; the rest are left out",
+                        GS_EXPORTER_PODVAL_MAX);
+        a->said_podval_limit = prc == GS_ELIMIT;
+    } else {
+        for (uint32_t g = 0; g < a->model.n_gpus; g++)
+            a->xgpus[g].have_procs = false;
+    }
     publish_metrics(a);
     if (a->cfg.pod_resources_socket[0] != '\0' && !gs__dp_worker_busy(a->pr_worker)) {
         struct gs__dp_podres_job *job = a->pr_job;
@@ -1125,8 +1141,10 @@ int gs_dp_agent_new(const struct gs_dp_agent_options *opt, struct gs_dp_agent **
     a->state = calloc(n > 0 ? n : 1, sizeof *a->state);
     a->xgpus = calloc(n > 0 ? n : 1, sizeof *a->xgpus);
     a->attr = calloc(GS_EXPORTER_ATTR_MAX, sizeof *a->attr);
+    a->podval = calloc(GS_EXPORTER_PODVAL_MAX, sizeof *a->podval);
     a->pr_job = calloc(1, sizeof *a->pr_job);
-    if (a->state == NULL || a->xgpus == NULL || a->attr == NULL || a->pr_job == NULL) {
+    if (a->state == NULL || a->xgpus == NULL || a->attr == NULL || a->podval == NULL ||
+        a->pr_job == NULL) {
         rc = fail_new(err, cap, GS_ENOMEM, "out of memory");
         goto out;
     }
@@ -1375,6 +1393,7 @@ void gs_dp_agent_free(struct gs_dp_agent *a)
     free(a->state);
     free(a->xgpus);
     free(a->attr);
+    free(a->podval);
     free(a->pr_job);
     free(a);
 }

@@ -73,6 +73,9 @@ struct gs_dp_agent {
     uint16_t metrics_port;                  /**< bound port */
     struct gs_exporter_gpu *xgpus;          /**< per GPU: exporter snapshot rows */
     struct gs_exporter_attr *attr;          /**< last attribution table */
+    struct gs_exporter_podval *podval;      /**< per-pod values of the last refresh */
+    uint32_t n_podval;                      /**< entries used in podval */
+    bool said_podval_limit;                 /**< "too many pod values" logged */
     uint32_t n_attr;                        /**< rows used */
     int64_t next_event_ms;                  /**< next backend event poll */
     int64_t next_refresh_ms;                /**< next metrics refresh */

@@ -837,6 +837,7 @@ void gs_dp_config_default(struct gs_dp_config *cfg)
     (void)snprintf(cfg->plugin_dir, sizeof cfg->plugin_dir, "%s", GS_DP_DEFAULT_PLUGIN_DIR);
     (void)snprintf(cfg->pod_resources_socket, sizeof cfg->pod_resources_socket, "%s",
                    GS_DP_DEFAULT_POD_RESOURCES_SOCKET);
+    (void)snprintf(cfg->proc_root, sizeof cfg->proc_root, "%s", "/proc");
 }
 
 static int parse_text(const char *buf, size_t len, const char *name, struct gs_dp_config *cfg,

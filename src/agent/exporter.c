@@ -3,10 +3,12 @@
  * is exporter_http.c, so that this file needs nothing but libc).
  *
  * Rendering walks a fixed table of metric families. For each family it writes HELP and TYPE
- * before the first series, then one series per (GPU, pod) pair, or one per GPU without pod
- * labels when no attribution maps it. Which GPU each attribution row maps to, and whether it
- * repeats an earlier row of the same GPU and pod, is worked out once per render into one
- * scratch array, so a scrape costs O(rows) matching work plus the text itself. Numbers are
+ * before the first series, then each GPU's own series and, for the two families that a pod
+ * can be charged with (utilisation, memory used), one series per pod measured on the GPU.
+ * Which GPU each attribution row maps to, and whether it repeats an earlier row of the same
+ * GPU and pod, is worked out once per render into one scratch array; so is which row, if
+ * any, each per-pod value joins, and each GPU's totals for bounding the sums. A scrape costs
+ * O(rows x values) matching work once, plus the text itself. Numbers are
  * formatted by hand (integers, and watts from milliwatts with three decimals at most), which
  * keeps the output independent of the C locale and snprintf's speed.
  */
@@ -353,8 +355,161 @@ static void put_replicas(struct writer *w, const struct gs_exporter_snapshot *s,
         put_label(w, "replica", text, false);
 }
 
+/** Where each per-pod value goes, worked out once per render. */
+struct podjoin {
+    const struct match *rows;        /**< per attribution row */
+    int32_t *row_of;                 /**< per value: the leader row it joins, -1 its own series */
+    uint64_t util_total[GS_GPU_MAX]; /**< per GPU: Σ of its values' utilisation */
+    uint64_t mem_total[GS_GPU_MAX];  /**< per GPU: Σ of its values' memory */
+};
+
+/* Whether value v is measured on GPU g's MIG device mig (-1: the whole GPU, any instance). */
+static bool podval_on(const struct gs_exporter_snapshot *s, const struct gs_exporter_podval *v,
+                      uint32_t g, int32_t mig)
+{
+    if (v->gpu != g)
+        return false;
+    if (mig < 0)
+        return true;
+    const struct gs_gpu_mig *mg = &s->gpus[g].info.mig[mig];
+    return !v->has_gi_id || !mg->has_gi_id || mg->gi_id == v->gi_id;
+}
+
+/* Whether value v is the pod of attribution row a (by name: the join of issue 9). */
+static bool podval_is(const struct gs_exporter_podval *v, const struct gs_exporter_attr *a)
+{
+    return v->pod[0] != '\0' && strcmp(v->pod, a->pod) == 0 &&
+           strcmp(v->namespace_name, a->namespace_name) == 0 &&
+           (v->container[0] == '\0' || strcmp(v->container, a->container) == 0);
+}
+
+/* Whether value v counts: its GPU exists and had its processes read. */
+static bool podval_live(const struct gs_exporter_snapshot *s, const struct gs_exporter_podval *v)
+{
+    return v->gpu < s->n_gpus && s->gpus[v->gpu].have_procs && s->gpus[v->gpu].have_sample;
+}
+
+static void podjoin_build(const struct gs_exporter_snapshot *s, struct podjoin *j)
+{
+    memset(j->util_total, 0, sizeof j->util_total);
+    memset(j->mem_total, 0, sizeof j->mem_total);
+    for (uint32_t k = 0; k < s->n_podval; k++) {
+        const struct gs_exporter_podval *v = &s->podval[k];
+        j->row_of[k] = -1;
+        if (!podval_live(s, v))
+            continue;
+        for (uint32_t i = 0; i < s->n_attr && j->row_of[k] < 0; i++)
+            if (j->rows[i].gpu == v->gpu && podval_on(s, v, v->gpu, j->rows[i].mig) &&
+                podval_is(v, &s->attr[i]))
+                j->row_of[k] = (int32_t)i;
+        if (v->has_util)
+            j->util_total[v->gpu] += v->util_pct;
+        if (v->has_mem)
+            j->mem_total[v->gpu] += v->mem_mib;
+    }
+}
+
+/*
+ * A pod value bounded so that the GPU's pod values add up to no more than the device's: when
+ * the raw total passes the device's value (plus the tolerance, for utilisation), each is scaled
+ * by device/total, rounded down.
+ */
+static uint64_t bounded(uint64_t raw, uint64_t total, uint64_t device, uint64_t tolerance)
+{
+    if (total <= device + tolerance || total == 0)
+        return raw;
+    return raw * device / total;
+}
+
+static void put_mig_labels(struct writer *w, const struct gs_gpu_mig *mg)
+{
+    if (mg->has_gi_id) {
+        char id[16];
+        (void)snprintf(id, sizeof id, "%u", (unsigned)mg->gi_id);
+        put_label(w, "GPU_I_ID", id, false);
+    }
+    put_label(w, "GPU_I_PROFILE", mg->profile, false);
+}
+
+/* The MIG device of GPU g that runs GPU instance gi_id, or -1. */
+static int32_t mig_of_gi(const struct gs_gpu_info *gi, uint32_t gi_id)
+{
+    for (uint32_t k = 0; k < gi->mig_count && k < GS_GPU_MIG_MAX; k++)
+        if (gi->mig[k].has_gi_id && gi->mig[k].gi_id == gi_id)
+            return (int32_t)k;
+    return -1;
+}
+
+/* The pod series of one GPU for a chargeable family (V_UTIL or V_FB_USED). */
+static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
+                        const struct podjoin *j, uint32_t g, const struct family *fam)
+{
+    const struct gs_exporter_gpu *gpu = &s->gpus[g];
+    bool util = fam->kind == V_UTIL;
+    uint64_t total = util ? j->util_total[g] : j->mem_total[g];
+    uint64_t device = util ? gpu->sample.util_pct : gpu->sample.fb_used_mib;
+    uint64_t tol = util ? GS_EXPORTER_UTIL_TOLERANCE_PCT : 0;
+    /* Series joined to attribution rows: the pod's values summed over its processes. */
+    for (uint32_t i = 0; i < s->n_attr; i++) {
+        if (j->rows[i].gpu != g)
+            continue;
+        uint64_t sum = 0;
+        const char *uid = NULL;
+        for (uint32_t k = 0; k < s->n_podval; k++) {
+            const struct gs_exporter_podval *v = &s->podval[k];
+            if (j->row_of[k] != (int32_t)i || !(util ? v->has_util : v->has_mem))
+                continue;
+            sum += util ? v->util_pct : v->mem_mib;
+            if (uid == NULL)
+                uid = v->pod_uid;
+        }
+        bool any = uid != NULL;
+        if (!any)
+            continue; /* no process of the pod measured here: no value to show */
+        const struct gs_exporter_attr *a = &s->attr[i];
+        puts_(w, fam->name);
+        put(w, "{", 1);
+        put_gpu_labels(w, s, gpu);
+        if (j->rows[i].mig >= 0)
+            put_mig_labels(w, &gpu->info.mig[j->rows[i].mig]);
+        put_label(w, "container", a->container, false);
+        put_label(w, "namespace", a->namespace_name, false);
+        put_label(w, "pod", a->pod, false);
+        /* pod_uid marks a measured value (usage ingest takes it as it is, never splits it). */
+        put_label(w, "pod_uid", uid, false);
+        put_replicas(w, s, j->rows, i);
+        put(w, "} ", 2);
+        put_u64(w, bounded(sum, total, device, tol));
+        put(w, "\n", 1);
+    }
+    /* Values no row claims: labelled by the pod UID (and container ID) of their cgroup. */
+    for (uint32_t k = 0; k < s->n_podval; k++) {
+        const struct gs_exporter_podval *v = &s->podval[k];
+        if (v->gpu != g || j->row_of[k] >= 0 || !podval_live(s, v) ||
+            !(util ? v->has_util : v->has_mem))
+            continue;
+        puts_(w, fam->name);
+        put(w, "{", 1);
+        put_gpu_labels(w, s, gpu);
+        int32_t mig = v->has_gi_id ? mig_of_gi(&gpu->info, v->gi_id) : -1;
+        if (mig >= 0)
+            put_mig_labels(w, &gpu->info.mig[mig]);
+        if (v->container[0] != '\0')
+            put_label(w, "container", v->container, false);
+        if (v->namespace_name[0] != '\0')
+            put_label(w, "namespace", v->namespace_name, false);
+        if (v->pod[0] != '\0')
+            put_label(w, "pod", v->pod, false);
+        put_label(w, "pod_uid", v->pod_uid, false);
+        put_label(w, "container_id", v->container_id, false);
+        put(w, "} ", 2);
+        put_u64(w, bounded(util ? v->util_pct : v->mem_mib, total, device, tol));
+        put(w, "\n", 1);
+    }
+}
+
 static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
-                        const struct match *rows, const uint32_t *rows_of_gpu)
+                        const struct podjoin *j)
 {
     for (size_t f = 0; f < sizeof dcgm / sizeof dcgm[0]; f++) {
         bool header = false;
@@ -374,33 +529,42 @@ static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
             put(w, "} ", 2);
             put_value(w, &gpu->sample, dcgm[f].kind);
             put(w, "\n", 1);
-            if (rows_of_gpu[g] == 0)
-                continue;
-            for (uint32_t i = 0; i < s->n_attr; i++) {
-                if (rows[i].gpu != g)
-                    continue;
-                const struct gs_exporter_attr *a = &s->attr[i];
-                puts_(w, dcgm[f].name);
-                put(w, "{", 1);
-                put_gpu_labels(w, s, gpu);
-                if (rows[i].mig >= 0) {
-                    const struct gs_gpu_mig *mg = &gpu->info.mig[rows[i].mig];
-                    if (mg->has_gi_id) {
-                        char id[16];
-                        (void)snprintf(id, sizeof id, "%u", (unsigned)mg->gi_id);
-                        put_label(w, "GPU_I_ID", id, false);
-                    }
-                    put_label(w, "GPU_I_PROFILE", mg->profile, false);
-                }
-                put_label(w, "container", a->container, false);
-                put_label(w, "namespace", a->namespace_name, false);
-                put_label(w, "pod", a->pod, false);
-                put_replicas(w, s, rows, i);
-                put(w, "} ", 2);
-                put_value(w, &gpu->sample, dcgm[f].kind);
-                put(w, "\n", 1);
-            }
+            /* Pods only where they have a value of their own: never the device's copied. */
+            if (gpu->have_procs && (dcgm[f].kind == V_UTIL || dcgm[f].kind == V_FB_USED))
+                render_pods(w, s, j, g, &dcgm[f]);
         }
+    }
+}
+
+/*
+ * Who holds each GPU, as kubelet's PodResources says: one info series (value 1) per pod, with
+ * the labels a DCGM pod series had before issue 9. It carries no measurement, so nothing is
+ * copied; the pods' own values are in the DCGM series (by pod, or by pod_uid).
+ */
+static void render_pod_info(struct writer *w, const struct gs_exporter_snapshot *s,
+                            const struct match *rows)
+{
+    bool header = false;
+    for (uint32_t i = 0; i < s->n_attr; i++) {
+        if (rows[i].gpu == NO_GPU)
+            continue;
+        if (!header) {
+            put_header(w, "gpusched_gpu_pod_info", "gauge",
+                       "1 for each pod kubelet reports holding the GPU (PodResources), with its "
+                       "replicas and MIG device; its usage is in the DCGM series.");
+            header = true;
+        }
+        const struct gs_exporter_gpu *gpu = &s->gpus[rows[i].gpu];
+        const struct gs_exporter_attr *a = &s->attr[i];
+        puts_(w, "gpusched_gpu_pod_info{");
+        put_gpu_labels(w, s, gpu);
+        if (rows[i].mig >= 0)
+            put_mig_labels(w, &gpu->info.mig[rows[i].mig]);
+        put_label(w, "container", a->container, false);
+        put_label(w, "namespace", a->namespace_name, false);
+        put_label(w, "pod", a->pod, false);
+        put_replicas(w, s, rows, i);
+        puts_(w, "} 1\n");
     }
 }
 
@@ -514,15 +678,15 @@ static void render_assign(struct writer *w, const struct gs_exporter_snapshot *s
 int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *out)
 {
     if (s == NULL || out == NULL || s->n_gpus > GS_GPU_MAX || s->n_attr > GS_EXPORTER_ATTR_MAX ||
-        (s->n_gpus > 0 && s->gpus == NULL) || (s->n_attr > 0 && s->attr == NULL))
+        s->n_podval > GS_EXPORTER_PODVAL_MAX || (s->n_gpus > 0 && s->gpus == NULL) ||
+        (s->n_attr > 0 && s->attr == NULL) || (s->n_podval > 0 && s->podval == NULL))
         return GS_EINVAL;
-    struct match *rows = NULL;
-    uint32_t rows_of_gpu[GS_GPU_MAX] = {0};
-    if (s->n_attr > 0) {
-        rows = malloc(s->n_attr * sizeof *rows);
-        if (rows == NULL)
-            return GS_ENOMEM;
-    }
+    struct match *rows = malloc((s->n_attr > 0 ? s->n_attr : 1) * sizeof *rows);
+    int32_t *row_of = malloc((s->n_podval > 0 ? s->n_podval : 1) * sizeof *row_of);
+    struct podjoin join = {.rows = rows, .row_of = row_of};
+    int rc = GS_ENOMEM;
+    if (rows == NULL || row_of == NULL)
+        goto out;
     for (uint32_t i = 0; i < s->n_attr; i++) {
         rows[i] = match_row(s, &s->attr[i]);
         if (rows[i].gpu == NO_GPU)
@@ -534,13 +698,16 @@ int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *
                 rows[i].gpu = NO_GPU;
                 rows[i].leader = (int32_t)j;
             }
-        if (rows[i].gpu != NO_GPU)
-            rows_of_gpu[rows[i].gpu]++;
     }
+    podjoin_build(s, &join);
     struct writer w = {.out = out, .err = GS_OK};
-    render_dcgm(&w, s, rows, rows_of_gpu);
+    render_dcgm(&w, s, &join);
+    render_pod_info(&w, s, rows);
     render_own(&w, s);
     render_assign(&w, s);
+    rc = w.err;
+out:
     free(rows);
-    return w.err;
+    free(row_of);
+    return rc;
 }

@@ -34,14 +34,16 @@
 #define EXPORTER_CONNECTION_MEMORY (32 * 1024)
 
 struct gs_exporter {
-    pthread_mutex_t lock;             /**< guards everything below */
-    struct gs_exporter_snapshot snap; /**< current snapshot; arrays owned */
-    struct gs_exporter_gpu *gpus;     /**< storage of snap.gpus, GS_GPU_MAX entries */
-    struct gs_exporter_attr *attr;    /**< storage of snap.attr */
-    uint32_t attr_cap;                /**< entries allocated in attr */
-    struct gs_textbuf buf;            /**< render buffer, reused by scrapes */
-    struct MHD_Daemon *daemon;        /**< NULL when not serving */
-    char err[160];                    /**< why the last start failed; "" none */
+    pthread_mutex_t lock;              /**< guards everything below */
+    struct gs_exporter_snapshot snap;  /**< current snapshot; arrays owned */
+    struct gs_exporter_gpu *gpus;      /**< storage of snap.gpus, GS_GPU_MAX entries */
+    struct gs_exporter_attr *attr;     /**< storage of snap.attr */
+    uint32_t attr_cap;                 /**< entries allocated in attr */
+    struct gs_exporter_podval *podval; /**< storage of snap.podval */
+    uint32_t podval_cap;               /**< entries allocated in podval */
+    struct gs_textbuf buf;             /**< render buffer, reused by scrapes */
+    struct MHD_Daemon *daemon;         /**< NULL when not serving */
+    char err[160];                     /**< why the last start failed; "" none */
 };
 
 int gs_exporter_new(size_t max_bytes, struct gs_exporter **out)
@@ -67,10 +69,20 @@ int gs_exporter_new(size_t max_bytes, struct gs_exporter **out)
 int gs_exporter_update(struct gs_exporter *e, const struct gs_exporter_snapshot *s)
 {
     if (e == NULL || s == NULL || s->n_gpus > GS_GPU_MAX || s->n_attr > GS_EXPORTER_ATTR_MAX ||
-        (s->n_gpus > 0 && s->gpus == NULL) || (s->n_attr > 0 && s->attr == NULL))
+        s->n_podval > GS_EXPORTER_PODVAL_MAX || (s->n_gpus > 0 && s->gpus == NULL) ||
+        (s->n_attr > 0 && s->attr == NULL) || (s->n_podval > 0 && s->podval == NULL))
         return GS_EINVAL;
     int rc = GS_OK;
     pthread_mutex_lock(&e->lock);
+    if (s->n_podval > e->podval_cap) {
+        struct gs_exporter_podval *p = realloc(e->podval, s->n_podval * sizeof *p);
+        if (p == NULL) {
+            rc = GS_ENOMEM;
+            goto out;
+        }
+        e->podval = p;
+        e->podval_cap = s->n_podval;
+    }
     if (s->n_attr > e->attr_cap) {
         struct gs_exporter_attr *p = realloc(e->attr, s->n_attr * sizeof *p);
         if (p == NULL) {
@@ -93,6 +105,18 @@ int gs_exporter_update(struct gs_exporter *e, const struct gs_exporter_snapshot 
         a->namespace_name[sizeof a->namespace_name - 1] = '\0';
         a->container[sizeof a->container - 1] = '\0';
     }
+    if (s->n_podval > 0)
+        memcpy(e->podval, s->podval, s->n_podval * sizeof *e->podval);
+    for (uint32_t i = 0; i < s->n_podval; i++) {
+        struct gs_exporter_podval *v = &e->podval[i];
+        v->pod_uid[sizeof v->pod_uid - 1] = '\0';
+        v->container_id[sizeof v->container_id - 1] = '\0';
+        v->pod[sizeof v->pod - 1] = '\0';
+        v->namespace_name[sizeof v->namespace_name - 1] = '\0';
+        v->container[sizeof v->container - 1] = '\0';
+    }
+    e->snap.n_podval = s->n_podval;
+    e->snap.podval = e->podval;
     e->snap.n_gpus = s->n_gpus;
     e->snap.n_attr = s->n_attr;
     e->snap.have_assign = s->have_assign;
@@ -259,6 +283,7 @@ void gs_exporter_free(struct gs_exporter *e)
     pthread_mutex_destroy(&e->lock);
     gs_textbuf_fini(&e->buf);
     free(e->attr);
+    free(e->podval);
     free(e->gpus);
     free(e);
 }

@@ -95,6 +95,22 @@ int gs_gpu_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample
     return b->ops->sample(b, index, out);
 }
 
+int gs_gpu_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
+                     uint32_t cap, uint32_t *n_out)
+{
+    if (n_out != NULL)
+        *n_out = 0;
+    if (b == NULL || out == NULL || n_out == NULL || cap == 0)
+        return GS_EINVAL;
+    b->err[0] = '\0';
+    if (b->ops->processes == NULL)
+        return gs__gpu_fail(b, GS_ENOENT, "the %s backend cannot read GPU processes", b->ops->name);
+    int rc = b->ops->processes(b, index, out, cap, n_out);
+    if (rc != GS_OK || *n_out > cap)
+        *n_out = 0;
+    return rc;
+}
+
 int gs_gpu_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out)
 {
     if (b == NULL || out == NULL || timeout_ms < 0)

@@ -79,6 +79,9 @@ struct fake_gpu {
     struct gs_gpu_sample cur; /**< current values; cur.valid = supported fields */
     bool lost;                /**< sample() fails while set */
     uint64_t resets;          /**< times a "lost: false" entry found the GPU again */
+    bool no_procs;            /**< "unsupported: [processes]": processes() answers GS_ENOENT */
+    uint32_t n_procs;         /**< entries used in procs */
+    struct gs_gpu_proc procs[GS_GPU_PROC_MAX]; /**< the "processes:" list, in file order */
 };
 
 /** The backend's state. */
@@ -466,13 +469,18 @@ static const struct {
     const char *name;
     uint32_t bit;
 } field_names[] = {
-    {"utilization", GS_GPU_HAVE_UTIL},  {"fb", GS_GPU_HAVE_FB},
-    {"temperature", GS_GPU_HAVE_TEMP},  {"power", GS_GPU_HAVE_POWER},
-    {"sm_clock", GS_GPU_HAVE_SM_CLOCK}, {"mem_clock", GS_GPU_HAVE_MEM_CLOCK},
-    {"ecc_dbe", GS_GPU_HAVE_ECC_DBE},   {"xid", GS_GPU_HAVE_XID},
+    {"utilization", GS_GPU_HAVE_UTIL},
+    {"fb", GS_GPU_HAVE_FB},
+    {"temperature", GS_GPU_HAVE_TEMP},
+    {"power", GS_GPU_HAVE_POWER},
+    {"sm_clock", GS_GPU_HAVE_SM_CLOCK},
+    {"mem_clock", GS_GPU_HAVE_MEM_CLOCK},
+    {"ecc_dbe", GS_GPU_HAVE_ECC_DBE},
+    {"xid", GS_GPU_HAVE_XID},
+    {"processes", 0}, /* no sample field: the per-process read (fake_gpu.no_procs) */
 };
 
-static int read_unsupported(struct rd *r, const yaml_node_t *seq, uint32_t *valid)
+static int read_unsupported(struct rd *r, const yaml_node_t *seq, uint32_t *valid, bool *no_procs)
 {
     const char *f = "unsupported";
     int rc = expect(r, seq, YAML_SEQUENCE_NODE, f);
@@ -491,11 +499,67 @@ static int read_unsupported(struct rd *r, const yaml_node_t *seq, uint32_t *vali
         if (i == sizeof field_names / sizeof field_names[0])
             return fail_at(r, GS_EPARSE, v, f,
                            "'%.40s' is not one of utilization, fb, temperature, power, "
-                           "sm_clock, mem_clock, ecc_dbe, xid",
+                           "sm_clock, mem_clock, ecc_dbe, xid, processes",
                            s);
         *valid &= ~field_names[i].bit;
+        if (field_names[i].bit == 0)
+            *no_procs = true;
     }
     return GS_OK;
+}
+
+static const char *const proc_keys[] = {"pid", "mem_mib", "sm_util_pct", "gpu_instance_id", NULL};
+
+/* A GPU's "processes:" list: [{pid, mem_mib, sm_util_pct, gpu_instance_id?}, ...]. */
+static int read_procs(struct rd *r, const yaml_node_t *seq, struct fake_gpu *g)
+{
+    const char *f = "processes";
+    if (expect(r, seq, YAML_SEQUENCE_NODE, f) != GS_OK)
+        return r->err;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start;
+         r->err == GS_OK && it < seq->data.sequence.items.top; it++) {
+        const yaml_node_t *map = node_at(r, *it);
+        if (g->n_procs == GS_GPU_PROC_MAX)
+            return fail_at(r, GS_EPARSE, map, f, "more than %d processes", GS_GPU_PROC_MAX);
+        if (expect(r, map, YAML_MAPPING_NODE, f) != GS_OK)
+            return r->err;
+        struct gs_gpu_proc p;
+        memset(&p, 0, sizeof p);
+        uint32_t seen = 0;
+        const yaml_node_t *pid_node = map;
+        FOR_PAIRS(r, map, pair)
+        {
+            int slot;
+            if (map_key(r, map, pair, proc_keys, &seen, "a process", &slot) != GS_OK)
+                break;
+            yaml_node_t *v = node_at(r, pair->value);
+            const char *k = proc_keys[slot];
+            if (slot == 0) {
+                pid_node = v;
+                if (get_u32(r, v, k, INT32_MAX, &p.pid) == GS_OK && p.pid == 0)
+                    fail_at(r, GS_EPARSE, v, k, "pid must be positive");
+            } else if (slot == 1) {
+                if (get_u64(r, v, k, INT64_C(1) << 30, &p.mem_mib) == GS_OK &&
+                    p.mem_mib > g->info.mem_total_mib)
+                    fail_at(r, GS_EPARSE, v, k, "mem_mib exceeds the GPU's memory_mib");
+                p.has_mem = true;
+            } else if (slot == 2) {
+                get_u32(r, v, k, 100, &p.sm_util_pct);
+                p.has_sm_util = true;
+            } else {
+                get_u32(r, v, k, 255, &p.gi_id);
+                p.has_gi_id = true;
+            }
+        }
+        if (r->err == GS_OK)
+            need_keys(r, map, proc_keys, seen, 1u, "a process");
+        for (uint32_t j = 0; r->err == GS_OK && j < g->n_procs; j++)
+            if (g->procs[j].pid == p.pid)
+                fail_at(r, GS_EPARSE, pid_node, "pid", "pid %" PRIu32 " repeated", p.pid);
+        if (r->err == GS_OK)
+            g->procs[g->n_procs++] = p;
+    }
+    return r->err;
 }
 
 static const char *const mig_inst_keys[] = {"profile", "uuid", "memory_mib", "start", NULL};
@@ -591,6 +655,7 @@ static const char *const gpu_keys[] = {"index",
                                        "mig",
                                        "sample",
                                        "unsupported",
+                                       "processes",
                                        NULL};
 #define GPU_REQUIRED 0xfu /* index, uuid, model, memory_mib */
 
@@ -608,6 +673,7 @@ static int read_gpu(struct rd *r, struct fake *f, const yaml_node_t *map, uint64
     uint32_t seen = 0;
     /* Read memory_mib before mig and sample, which check against it, whatever the key order. */
     const yaml_node_t *mig = NULL, *sample = NULL, *peers = NULL, *index_node = NULL;
+    const yaml_node_t *procs = NULL;
     FOR_PAIRS(r, map, pair)
     {
         int slot;
@@ -666,7 +732,10 @@ static int read_gpu(struct rd *r, struct fake *f, const yaml_node_t *map, uint64
             sample = v;
             break;
         case 10:
-            read_unsupported(r, v, &tmp.cur.valid);
+            read_unsupported(r, v, &tmp.cur.valid, &tmp.no_procs);
+            break;
+        case 11:
+            procs = v;
             break;
         default:
             break;
@@ -691,6 +760,8 @@ static int read_gpu(struct rd *r, struct fake *f, const yaml_node_t *map, uint64
                 fail_at(r, GS_EPARSE, sample, "fb_used_mib", "fb_used_mib exceeds memory_mib");
         }
     }
+    if (r->err == GS_OK && procs != NULL)
+        read_procs(r, procs, &tmp);
     if (r->err == GS_OK && peers != NULL) {
         if (expect(r, peers, YAML_SEQUENCE_NODE, "nvlink_peers") != GS_OK)
             return r->err;
@@ -1134,6 +1205,26 @@ static int fake_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_s
     return GS_OK;
 }
 
+static int fake_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
+                          uint32_t cap, uint32_t *n_out)
+{
+    struct fake *f = impl(b);
+    if (index >= f->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
+                            index, f->n);
+    advance(f);
+    const struct fake_gpu *g = &f->gpu[index];
+    if (g->lost)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (scripted)", index);
+    if (g->no_procs)
+        return gs__gpu_fail(b, GS_ENOENT, "GPU %" PRIu32 " cannot list processes (scripted)",
+                            index);
+    uint32_t n = g->n_procs < cap ? g->n_procs : cap;
+    memcpy(out, g->procs, n * sizeof *out);
+    *n_out = n;
+    return GS_OK;
+}
+
 /* Returns the next undelivered, applied event step, or NULL. */
 static const struct step *pending(struct fake *f)
 {
@@ -1194,6 +1285,7 @@ static const struct gs_gpu_ops fake_ops = {
     .count = fake_count,
     .info = fake_info,
     .sample = fake_sample,
+    .processes = fake_processes,
     .wait_event = fake_wait_event,
     .close = fake_close,
 };

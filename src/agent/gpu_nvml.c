@@ -67,6 +67,11 @@ struct nvml_api {
     nvml_ret (*device_get_gpu_instance_id)(nvml_device, unsigned int *);
     nvml_ret (*device_get_gpu_instance_by_id)(nvml_device, unsigned int, nvml_gpu_instance *);
     nvml_ret (*gpu_instance_get_info)(nvml_gpu_instance, struct nvml_gpu_instance_info *);
+    nvml_ret (*device_get_compute_running_processes_v3)(nvml_device, unsigned int *,
+                                                        struct nvml_process_info *);
+    nvml_ret (*device_get_process_utilization)(nvml_device,
+                                               struct nvml_process_utilization_sample *,
+                                               unsigned int *, unsigned long long);
 };
 
 /** Where each entry point goes, and whether the backend can work without it. */
@@ -113,6 +118,8 @@ static const struct {
     OPT(device_get_gpu_instance_id, "nvmlDeviceGetGpuInstanceId"),
     OPT(device_get_gpu_instance_by_id, "nvmlDeviceGetGpuInstanceById"),
     OPT(gpu_instance_get_info, "nvmlGpuInstanceGetInfo"),
+    OPT(device_get_compute_running_processes_v3, "nvmlDeviceGetComputeRunningProcesses_v3"),
+    OPT(device_get_process_utilization, "nvmlDeviceGetProcessUtilization"),
 #undef REQ
 #undef OPT
 };
@@ -132,6 +139,7 @@ struct nvml_gpu {
     int64_t wait_lost_ms;       /**< clock when the event wait last named it lost; -1 never */
     uint64_t xid_count;         /**< XID events delivered */
     uint64_t last_xid;          /**< last XID code delivered; 0 none */
+    uint64_t util_seen_us;      /**< newest process utilisation sample read (NVML's us) */
     char uuid[GS_GPU_UUID_LEN]; /**< UUID as first read; "" unknown */
 };
 
@@ -569,6 +577,120 @@ static int nvml_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct 
     }
 }
 
+/** Most entries asked of NVML's process and sample lists (a bound on one allocation). */
+#define NVML_LIST_MAX 4096u
+
+/*
+ * Fills each process's SM utilisation from the samples newer than the last read, the newest
+ * sample per pid winning. A process without a sample was idle all along: 0 %. Leaves
+ * has_sm_util false when the driver cannot sample processes at all.
+ */
+static void read_process_util(struct nvml *m, struct nvml_gpu *ng, struct gs_gpu_proc *out,
+                              uint32_t n)
+{
+    if (m->api.device_get_process_utilization == NULL)
+        return;
+    unsigned int count = 0;
+    nvml_ret rc = m->api.device_get_process_utilization(ng->dev, NULL, &count, ng->util_seen_us);
+    struct nvml_process_utilization_sample *smp = NULL;
+    if (rc == NVML_ERR_INSUFFICIENT_SIZE && count > 0) {
+        if (count > NVML_LIST_MAX)
+            count = NVML_LIST_MAX;
+        smp = calloc(count, sizeof *smp);
+        if (smp == NULL)
+            return;
+        rc = m->api.device_get_process_utilization(ng->dev, smp, &count, ng->util_seen_us);
+        if (count > NVML_LIST_MAX)
+            count = NVML_LIST_MAX;
+    } else if (rc == NVML_OK || rc == NVML_ERR_NOT_FOUND) {
+        count = 0; /* no sample since the last read: every process idle */
+        rc = NVML_OK;
+    }
+    if (rc == NVML_OK) {
+        unsigned long long newest_us[GS_GPU_PROC_MAX] = {0};
+        for (uint32_t i = 0; i < n; i++) {
+            out[i].has_sm_util = true;
+            out[i].sm_util_pct = 0;
+        }
+        for (unsigned int k = 0; k < count; k++) {
+            if (smp[k].time_stamp > ng->util_seen_us)
+                ng->util_seen_us = smp[k].time_stamp;
+            for (uint32_t i = 0; i < n; i++) {
+                if (out[i].pid != smp[k].pid || smp[k].time_stamp < newest_us[i])
+                    continue;
+                newest_us[i] = smp[k].time_stamp;
+                out[i].sm_util_pct = smp[k].sm_util > 100 ? 100 : smp[k].sm_util;
+            }
+        }
+    }
+    free(smp);
+}
+
+static int nvml_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
+                          uint32_t cap, uint32_t *n_out)
+{
+    struct nvml *m = impl(b);
+    if (index >= m->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (NVML reports %" PRIu32 ")", index,
+                            m->n);
+    if (m->api.device_get_compute_running_processes_v3 == NULL)
+        return gs__gpu_fail(b, GS_ENOENT,
+                            "this NVML has no nvmlDeviceGetComputeRunningProcesses_v3");
+    struct nvml_gpu *ng = &m->gpu[index];
+    if (ng->lost || ng->dev == NULL)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost", index);
+    struct nvml_process_info *info = NULL;
+    unsigned int count = GS_GPU_PROC_MAX;
+    int err = GS_OK;
+    nvml_ret rc = NVML_ERR_INSUFFICIENT_SIZE;
+    /* Asked for GS_GPU_PROC_MAX first; a longer list is read whole (bounded) and cut. */
+    for (int tries = 0; tries < 3 && rc == NVML_ERR_INSUFFICIENT_SIZE; tries++) {
+        if (count == 0 || count > NVML_LIST_MAX)
+            count = NVML_LIST_MAX;
+        free(info);
+        info = calloc(count, sizeof *info);
+        if (info == NULL) {
+            err = gs__gpu_fail(b, GS_ENOMEM, "out of memory");
+            goto out;
+        }
+        unsigned int asked = count;
+        rc = m->api.device_get_compute_running_processes_v3(ng->dev, &count, info);
+        if (rc == NVML_OK && count > asked)
+            count = asked;
+    }
+    if (rc == NVML_ERR_NOT_SUPPORTED || rc == NVML_ERR_FUNCTION_NOT_FOUND) {
+        err = gs__gpu_fail(b, GS_ENOENT, "GPU %" PRIu32 " cannot list processes: %s", index,
+                           nvml_text(m, rc));
+        goto out;
+    }
+    if (rc != NVML_OK) {
+        err =
+            gs__gpu_fail(b, GS_EIO, "nvmlDeviceGetComputeRunningProcesses_v3 (GPU %" PRIu32 "): %s",
+                         index, nvml_text(m, rc));
+        goto out;
+    }
+    uint32_t n = count < cap ? count : cap;
+    if (n > GS_GPU_PROC_MAX)
+        n = GS_GPU_PROC_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].pid = info[i].pid;
+        if (info[i].used_gpu_memory != NVML_VALUE_NOT_AVAILABLE_ULL) {
+            out[i].mem_mib = info[i].used_gpu_memory >> 20;
+            out[i].has_mem = true;
+        }
+        if (info[i].gpu_instance_id != NVML_VALUE_NOT_AVAILABLE_UINT) {
+            out[i].gi_id = info[i].gpu_instance_id;
+            out[i].has_gi_id = true;
+        }
+    }
+    read_process_util(m, ng, out, n);
+    *n_out = n;
+out:
+    free(info);
+    return err;
+}
+
 static void nvml_close(struct gs_gpu_backend *b)
 {
     struct nvml *m = impl(b);
@@ -590,6 +712,7 @@ static const struct gs_gpu_ops nvml_ops = {
     .count = nvml_count,
     .info = nvml_info,
     .sample = nvml_sample,
+    .processes = nvml_processes,
     .wait_event = nvml_wait_event,
     .close = nvml_close,
 };

@@ -22,6 +22,7 @@ enum {
     NVML_ERR_NOT_SUPPORTED = 3,
     NVML_ERR_NO_PERMISSION = 4,
     NVML_ERR_NOT_FOUND = 6,
+    NVML_ERR_INSUFFICIENT_SIZE = 7,
     NVML_ERR_DRIVER_NOT_LOADED = 9,
     NVML_ERR_TIMEOUT = 10,
     NVML_ERR_FUNCTION_NOT_FOUND = 13,
@@ -90,6 +91,37 @@ struct nvml_gpu_instance_info {
     unsigned int profile_id;
     struct nvml_gpu_instance_placement placement;
 };
+
+/*
+ * nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 fills it (the v2/v3 layout):
+ * the process id, its GPU memory in bytes (NVML_VALUE_NOT_AVAILABLE when the driver cannot
+ * say, e.g. without permission under Windows WDDM), and under MIG the GPU and compute instance
+ * it runs in (NVML_VALUE_NOT_AVAILABLE_UINT when the GPU is not in MIG mode).
+ */
+struct nvml_process_info {
+    unsigned int pid;
+    unsigned long long used_gpu_memory;
+    unsigned int gpu_instance_id;
+    unsigned int compute_instance_id;
+};
+
+/*
+ * nvmlProcessUtilizationSample_t from nvmlDeviceGetProcessUtilization: one process's
+ * utilisation over one of the driver's sample periods, in percent, stamped in microseconds
+ * (the CPU clock); the call returns the samples newer than the timestamp it is given.
+ */
+struct nvml_process_utilization_sample {
+    unsigned int pid;
+    unsigned long long time_stamp;
+    unsigned int sm_util;
+    unsigned int mem_util;
+    unsigned int enc_util;
+    unsigned int dec_util;
+};
+
+/* "Not available" as NVML writes it in an unsigned long long or an unsigned int field. */
+#define NVML_VALUE_NOT_AVAILABLE_ULL (~0ULL)
+#define NVML_VALUE_NOT_AVAILABLE_UINT (~0U)
 
 /** The entry points used, filled by dlsym(). */
 

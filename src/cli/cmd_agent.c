@@ -46,6 +46,9 @@ static const char *const usage_agent =
     "                              (default " GS_DP_DEFAULT_PLUGIN_DIR ")\n"
     "  --pod-resources-socket PATH kubelet's PodResources socket, \"\" for no pod labels\n"
     "                              (default " GS_DP_DEFAULT_POD_RESOURCES_SOCKET ")\n"
+    "  --proc-root DIR             where GPU processes' cgroups are read to find their pods, for\n"
+    "                              per-pod utilisation and memory (default /proc; the agent\n"
+    "                              needs hostPID: true; \"\" for no per-pod values)\n"
     "  --metrics-addr HOST:PORT    /metrics and /healthz address, \"\" for none\n"
     "                              (default " GS_DP_DEFAULT_METRICS_ADDR "; port 0 picks one)\n"
     "  --rediscover-s S            re-read the GPUs' MIG layouts every S seconds and advertise\n"
@@ -123,6 +126,7 @@ struct args {
     const char *fake_gpus;     /**< --fake-gpus */
     const char *kubelet_dir;   /**< --kubelet-dir */
     const char *pod_resources; /**< --pod-resources-socket */
+    const char *proc_root;     /**< --proc-root */
     const char *metrics_addr;  /**< --metrics-addr */
     const char *node_name;     /**< --node-name */
     const char *kubeconfig;    /**< --kubeconfig */
@@ -163,6 +167,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             slot = &a->pod_resources;
         else if (strcmp(o, "--metrics-addr") == 0)
             slot = &a->metrics_addr;
+        else if (strcmp(o, "--proc-root") == 0 && !a->labels)
+            slot = &a->proc_root;
         else if (strcmp(o, "--node-name") == 0)
             slot = &a->node_name;
         else if (strcmp(o, "--kubeconfig") == 0 && !a->labels)
@@ -231,6 +237,7 @@ static int load_config(const struct args *a, struct gs_dp_config *cfg)
     if (override(cfg->plugin_dir, sizeof cfg->plugin_dir, a->kubelet_dir, "--kubelet-dir") ||
         override(cfg->pod_resources_socket, sizeof cfg->pod_resources_socket, a->pod_resources,
                  "--pod-resources-socket") ||
+        override(cfg->proc_root, sizeof cfg->proc_root, a->proc_root, "--proc-root") ||
         override(cfg->metrics_addr, sizeof cfg->metrics_addr, a->metrics_addr, "--metrics-addr"))
         return 2;
     if (a->rediscover_s != NULL) {

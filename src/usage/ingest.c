@@ -2,7 +2,8 @@
  * Prometheus utilisation series into the accounting store (include/gpusched/usage_ingest.h):
  * each sample mapped to the pod whose allocation interval held that GPU at that time, the value
  * split by charged shares on a shared GPU, written with gs_usage_add_util() one range query per
- * transaction.
+ * transaction. A series with a pod_uid label is the pod's own measured value (the agent's
+ * per-process sums, issue 9): it goes to that pod as it is, never split again.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, st_mtim */
 #include "gpusched/usage_ingest.h"
@@ -213,7 +214,11 @@ int gs_usage_ingest_matrix(struct gs_usage_store *s, const struct gs_prom_matrix
             continue;
         }
         const char *ns = gs_prom_label(se, "namespace"), *pod = gs_prom_label(se, "pod");
-        bool labelled = ns && pod;
+        /* pod_uid: the agent measured this pod's processes; ns/pod alone: a pod series that
+         * repeats the device's value (dcgm-exporter, agents before issue 9), to be split. */
+        const char *uid = gs_prom_label(se, "pod_uid");
+        bool measured = uid != NULL;
+        bool labelled = measured || (ns && pod);
         if ((err = load_holders(st, uuid, node, gpu, &h, msg, cap)) != GS_OK)
             break;
         for (uint32_t k = 0; k < se->n; k++) {
@@ -234,7 +239,9 @@ int gs_usage_ingest_matrix(struct gs_usage_store *s, const struct gs_prom_matrix
                     continue;
                 active++;
                 sum += x->share;
-                if (labelled ? same(x->ns, ns) && same(x->name, pod) : true)
+                if (measured   ? same(x->uid, uid)
+                    : labelled ? same(x->ns, ns) && same(x->name, pod)
+                               : true)
                     target = x;
             }
             if (active == 0) {
@@ -249,8 +256,9 @@ int gs_usage_ingest_matrix(struct gs_usage_store *s, const struct gs_prom_matrix
                 stats->skipped_shared++;
                 continue;
             }
-            /* The GPU's value split by charged shares among its holders then (#587). */
-            double u = sum > 0 ? v * target->share / sum : v;
+            /* The GPU's value split by charged shares among its holders then (#587); a
+             * measured value is the pod's already. */
+            double u = measured || sum <= 0 ? v : v * target->share / sum;
             if (u > 100)
                 u = 100;
             if ((err = gs_usage_add_util(s, t, target->uid, target->node, target->gpu_index, u)) !=

@@ -2,9 +2,10 @@
  * A small node agent for tests: the fake GPU backend, the health machine and the exporter on
  * a loopback port, wired as the real agent wires them. It samples every GPU each 100 ms,
  * feeds XID/ECC events to the health machine and publishes a snapshot with the attribution
- * table given on the command line.
+ * table given on the command line, and with --proc-root the per-pod values of the GPUs'
+ * scripted processes, mapped to pods through that directory's <pid>/cgroup files.
  *
- *   exporter_server FAKE.yaml PORT_FILE [--seconds N] [--hostname H]
+ *   exporter_server FAKE.yaml PORT_FILE [--seconds N] [--hostname H] [--proc-root DIR]
  *                   [--attr DEVICE_ID=NAMESPACE/POD/CONTAINER]...
  *
  * The bound port is written to PORT_FILE (through a rename, so a reader never sees half of
@@ -17,6 +18,7 @@
 #include "gpusched/exporter.h"
 #include "gpusched/gpu.h"
 #include "gpusched/health.h"
+#include "gpusched/podmap.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -71,7 +73,7 @@ int main(int argc, char **argv)
     if (argc < 3) {
         fprintf(stderr,
                 "usage: %s FAKE.yaml PORT_FILE [--seconds N] [--hostname H] "
-                "[--attr ID=NS/POD/CONTAINER]...\n",
+                "[--proc-root DIR] [--attr ID=NS/POD/CONTAINER]...\n",
                 argv[0]);
         return 2;
     }
@@ -79,11 +81,15 @@ int main(int argc, char **argv)
     uint32_t n_attr = 0;
     long seconds = 60;
     const char *hostname = "test-node";
+    const char *proc_root = NULL;
+    static struct gs_exporter_podval podval[GS_EXPORTER_PODVAL_MAX];
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
             seconds = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--hostname") == 0 && i + 1 < argc) {
             hostname = argv[++i];
+        } else if (strcmp(argv[i], "--proc-root") == 0 && i + 1 < argc) {
+            proc_root = argv[++i];
         } else if (strcmp(argv[i], "--attr") == 0 && i + 1 < argc &&
                    n_attr < GS_EXPORTER_ATTR_MAX &&
                    parse_attr(argv[i + 1], &attr[n_attr]) == GS_OK) {
@@ -151,7 +157,16 @@ int main(int argc, char **argv)
             gpus[i].health = gs_health_state(h, i);
             gs_health_counters(h, i, &gpus[i].counters);
         }
-        struct gs_exporter_snapshot s = {.n_gpus = n, .gpus = gpus, .n_attr = n_attr, .attr = attr};
+        uint32_t n_podval = 0;
+        if (proc_root != NULL)
+            (void)gs_podmap_collect(c.b, proc_root, gpus, n, podval, GS_EXPORTER_PODVAL_MAX,
+                                    &n_podval);
+        struct gs_exporter_snapshot s = {.n_gpus = n,
+                                         .gpus = gpus,
+                                         .n_attr = n_attr,
+                                         .attr = attr,
+                                         .n_podval = n_podval,
+                                         .podval = podval};
         snprintf(s.hostname, sizeof s.hostname, "%s", hostname);
         gs_exporter_update(e, &s);
     }

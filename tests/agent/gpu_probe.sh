@@ -72,6 +72,8 @@ has stub "backend          nvml" "driver version   550.90.07" "cuda version     
     "nvidia.com/gpu.family=hopper" \
     "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-stub-0\",device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\"} 300.25" \
     "DCGM_FI_DEV_XID_ERRORS{$labels} 79" "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{$labels} 3" \
+    "  processes 1      2" "    pid 4101 mem=3000MiB sm=30%" "    pid 4102 mem=2500MiB sm=25%" \
+    "  processes 2      2" "    pid 4101 mem=3000MiB sm=0%" "    pid 5001 gi=9" \
     "gpusched_gpu_health{$labels,reason=\"xid\"} 0" "gpusched_gpu_reset_required{$labels} 1" "gpusched_gpu_xid_total{$labels,xid=\"79\"} 1" \
     "--- OK: 0 check(s) failed"
 if grep -qF "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\"" <<<"$out"; then

@@ -14,6 +14,13 @@
  * times out. With STUB_NVML_LOST=1 in the environment GPU 1's utilisation, temperature, power,
  * clock and ECC queries return "GPU is lost" (its identity and memory still answer); with
  * STUB_NVML_INIT_FAIL=1 nvmlInit_v2 fails with "driver not loaded".
+ *
+ * Processes: GPU 0 runs pids 4101 (3000 MiB) and 4102 (2500 MiB); its utilisation samples
+ * are 4101 at 20 % (t 100 us) then 30 % (t 200 us) and 4102 at 25 % (t 150 us), so a first
+ * read sees 30 % and 25 % and a later one, asking past t 200, none (both idle, 0 %). GPU 1
+ * (MIG) runs pid 5001 in GPU instance 9 with memory "not available" and cannot sample
+ * process utilisation. Both lists are first asked with a count of 1, so the backend's retry
+ * on INSUFFICIENT_SIZE runs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +104,55 @@ nvml_ret nvmlDeviceGetMaxMigDeviceCount(nvml_device d, unsigned int *n);
 nvml_ret nvmlDeviceGetMigDeviceHandleByIndex(nvml_device d, unsigned int i, nvml_device *m);
 nvml_ret nvmlDeviceGetCudaComputeCapability(nvml_device d, int *major, int *minor);
 nvml_ret nvmlDeviceGetP2PStatus(nvml_device a, nvml_device b, int index, int *status);
+nvml_ret nvmlDeviceGetComputeRunningProcesses_v3(nvml_device d, unsigned int *count,
+                                                 struct nvml_process_info *infos);
+nvml_ret nvmlDeviceGetProcessUtilization(nvml_device d,
+                                         struct nvml_process_utilization_sample *samples,
+                                         unsigned int *count, unsigned long long last_seen_us);
+
+nvml_ret nvmlDeviceGetComputeRunningProcesses_v3(nvml_device d, unsigned int *count,
+                                                 struct nvml_process_info *infos)
+{
+    static const struct nvml_process_info gpu0[2] = {{4101, 3000 * MIB, ~0U, ~0U},
+                                                     {4102, 2500 * MIB, ~0U, ~0U}};
+    static const struct nvml_process_info gpu1[1] = {{5001, ~0ULL, 9, 0}};
+    if (d->mig >= 0)
+        return NVML_ERR_NOT_SUPPORTED;
+    const struct nvml_process_info *list = d->gpu == 0 ? gpu0 : gpu1;
+    unsigned int n = d->gpu == 0 ? 2 : 1;
+    if (*count < n) {
+        *count = n;
+        return NVML_ERR_INSUFFICIENT_SIZE;
+    }
+    memcpy(infos, list, n * sizeof *list);
+    *count = n;
+    return NVML_OK;
+}
+
+nvml_ret nvmlDeviceGetProcessUtilization(nvml_device d,
+                                         struct nvml_process_utilization_sample *samples,
+                                         unsigned int *count, unsigned long long last_seen_us)
+{
+    static const struct nvml_process_utilization_sample all[3] = {
+        {4101, 100, 20, 0, 0, 0}, {4102, 150, 25, 0, 0, 0}, {4101, 200, 30, 0, 0, 0}};
+    if (d->gpu != 0 || d->mig >= 0)
+        return NVML_ERR_NOT_SUPPORTED;
+    unsigned int n = 0;
+    for (unsigned int i = 0; i < 3; i++)
+        n += all[i].time_stamp > last_seen_us;
+    if (n == 0)
+        return NVML_ERR_NOT_FOUND;
+    if (samples == NULL || *count < n) {
+        *count = n;
+        return NVML_ERR_INSUFFICIENT_SIZE;
+    }
+    unsigned int k = 0;
+    for (unsigned int i = 0; i < 3; i++)
+        if (all[i].time_stamp > last_seen_us)
+            samples[k++] = all[i];
+    *count = k;
+    return NVML_OK;
+}
 
 static int lost(nvml_device d)
 {

@@ -7,8 +7,11 @@
 # train-a and train-b, GPU 1 reports XID 79) and Debian's /usr/bin/prometheus on 127.0.0.1
 # with a generated config that scrapes it every second and a temporary storage directory.
 # Then it checks the raw scrape with promtool and queries Prometheus' HTTP API until the
-# scripted values and pod labels are there: both pods on the shared GPU, the unattributed
-# GPU, health 0 and one XID 79 on GPU 1. Both processes are stopped on every exit path.
+# scripted values and pod labels are there: both pods on the shared GPU with their own values
+# (40 % and 33 %, by the pod UIDs of the fake /proc's cgroups) adding up to the device's 73 %
+# and 65536 MiB, no pod series for power, who holds the GPU in gpusched_gpu_pod_info, the
+# unattributed GPU, health 0 and one XID 79 on GPU 1. Both processes are stopped on every exit
+# path.
 # Exits 77 (skipped) when prometheus is not installed; takes about 5 s.
 set -euo pipefail
 
@@ -22,7 +25,17 @@ tmp=$(mktemp -d)
 trap stop_started EXIT
 
 gpu0=GPU-11111111-2222-3333-4444-000000000000
+# The pods' processes as kubelet's systemd driver and containerd place them (cgroup v2).
+uid_a=6a1f0e2d-1111-4c3b-8a9d-00000000000a
+uid_b=6a1f0e2d-1111-4c3b-8a9d-00000000000b
+cid=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+mkdir -p "$tmp/proc/5000101" "$tmp/proc/5000102"
+echo "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod${uid_a//-/_}.slice/cri-containerd-$cid.scope" \
+    >"$tmp/proc/5000101/cgroup"
+echo "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod${uid_b//-/_}.slice" \
+    >"$tmp/proc/5000102/cgroup"
 "$server" "$src/tests/data/fake/prom.yaml" "$tmp/port" --seconds 40 --hostname prom-test-node \
+    --proc-root "$tmp/proc" \
     --attr "$gpu0::0=ml/train-a/main" --attr "$gpu0::1=ml/train-b/main" \
     2>"$tmp/server.log" &
 started $!
@@ -50,10 +63,10 @@ EOF
 prom_start "$tmp/prometheus.yml" "$tmp/data" "$tmp/prom.log"
 
 set +e
-python3 - "$export_port" "$prom_port" "$promtool" "$gpu0" <<'PY'
+python3 - "$export_port" "$prom_port" "$promtool" "$gpu0" "$uid_a" "$uid_b" "$cid" <<'PY'
 import json, subprocess, sys, time, urllib.parse, urllib.request
 
-export_port, prom_port, promtool, gpu0 = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+export_port, prom_port, promtool, gpu0, uid_a, uid_b, cid = sys.argv[1:8]
 
 def get(url):
     with urllib.request.urlopen(url, timeout=2) as r:
@@ -83,25 +96,38 @@ def check():
     up = query('up{job="gpusched"}')
     if not up or up[0]["value"][1] != "1":
         return "target not up yet"
-    a = query('DCGM_FI_DEV_GPU_UTIL{pod="train-a"}')
-    b = query('DCGM_FI_DEV_GPU_UTIL{pod="train-b"}')
-    if len(a) != 1 or len(b) != 1:
-        return f"pod series: train-a {len(a)}, train-b {len(b)}"
-    for r, pod in ((a[0], "train-a"), (b[0], "train-b")):
-        m = r["metric"]
+    device = query('DCGM_FI_DEV_GPU_UTIL{gpu="0",pod_uid=""}')
+    if len(device) != 1 or device[0]["value"][1] != "73":
+        return f"device utilisation {device}"
+    # Each pod's own value (issue 9), by the UID of its cgroup; not the device's copied.
+    for uid, ctr, util, mem in ((uid_a, cid, "40", "30000"), (uid_b, "", "33", "35536")):
+        u = query('DCGM_FI_DEV_GPU_UTIL{pod_uid="%s"}' % uid)
+        f = query('DCGM_FI_DEV_FB_USED{pod_uid="%s"}' % uid)
+        if len(u) != 1 or len(f) != 1:
+            return f"pod {uid}: {len(u)} utilisation and {len(f)} memory series"
+        m = u[0]["metric"]
         want = {"gpu": "0", "UUID": gpu0, "device": "nvidia0", "modelName": "NVIDIA H200",
-                "Hostname": "prom-test-node", "namespace": "ml", "container": "main", "pod": pod}
+                "Hostname": "prom-test-node", "pod_uid": uid}
         for k, v in want.items():
-            assert m.get(k) == v, (pod, k, m)
-        if r["value"][1] != "73":
-            return f"{pod}: utilisation {r['value'][1]}, want 73"
+            assert m.get(k) == v, (uid, k, m)
+        assert m.get("container_id", "") == ctr, m
+        assert u[0]["value"][1] == util and f[0]["value"][1] == mem, (uid, u, f)
+    # They add up: 40 + 33 = 73 %, 30000 + 35536 = 65536 MiB, the device's values.
+    su = query('sum(DCGM_FI_DEV_GPU_UTIL{gpu="0",pod_uid!=""})')
+    sf = query('sum(DCGM_FI_DEV_FB_USED{gpu="0",pod_uid!=""})')
+    df = query('DCGM_FI_DEV_FB_USED{gpu="0",pod_uid=""}')
+    assert su[0]["value"][1] == "73" and sf[0]["value"][1] == "65536", (su, sf)
+    assert df[0]["value"][1] == "65536", df
     shared = query('count(DCGM_FI_DEV_GPU_UTIL{gpu="0"})')
     assert shared and shared[0]["value"][1] == "3", shared  # two pods and the GPU itself
-    device = query('DCGM_FI_DEV_GPU_UTIL{gpu="0",pod=""}')
-    assert len(device) == 1 and device[0]["value"][1] == "73", device
-    power = query('DCGM_FI_DEV_POWER_USAGE{pod="train-b"}')
-    if not power or power[0]["value"][1] != "512.25":
+    # Power is the device's alone: one series, no pod's.
+    power = query('DCGM_FI_DEV_POWER_USAGE{gpu="0"}')
+    if len(power) != 1 or power[0]["value"][1] != "512.25" or "pod_uid" in power[0]["metric"]:
         return f"power {power}"
+    # Who holds the GPU, by name, from PodResources.
+    info = query('gpusched_gpu_pod_info{gpu="0"}')
+    held = sorted((r["metric"]["pod"], r["metric"].get("replica")) for r in info)
+    assert held == [("train-a", "0"), ("train-b", "1")], held
     g1 = query('DCGM_FI_DEV_GPU_UTIL{gpu="1"}')
     if len(g1) != 1 or g1[0]["value"][1] != "21" or "pod" in g1[0]["metric"]:
         return f"gpu 1: {g1}"
@@ -123,8 +149,8 @@ while time.time() < deadline:
     except (OSError, ValueError) as e:  # Prometheus still starting
         why = f"{type(e).__name__}: {e}"
     if why is None:
-        print("prometheus.sh: Prometheus scraped both pods on GPU 0 (73 %), GPU 1 (21 %, "
-              "XID 79, unhealthy)")
+        print("prometheus.sh: Prometheus scraped both pods on GPU 0 (40 % + 33 % = the "
+              "device's 73 %, 30000 + 35536 MiB = 65536), GPU 1 (21 %, XID 79, unhealthy)")
         sys.exit(0)
     time.sleep(0.5)
 print(f"prometheus.sh: gave up: {why}", file=sys.stderr)

@@ -715,32 +715,78 @@ def series(text, name):
     return out
 
 
+# The pods of run B's processes (tests/agent/data/mixed-node.yaml): their cgroups in a fake
+# /proc, as the systemd driver (A, B), cgroupfs (infer) and a host service (5000005) write them.
+B_UID_A = "3f2a9c1e-0000-4aaa-8bbb-00000000000a"
+B_UID_B = "3f2a9c1e-0000-4aaa-8bbb-00000000000b"
+B_UID_I = "3f2a9c1e-0000-4aaa-8bbb-00000000000c"
+B_CID = "ab" * 32
+B_CGROUPS = {
+    5000001: "12:memory:/kubepods/pod%s/%s\n1:name=systemd:/kubepods/pod%s/%s\n"
+             % (B_UID_I, B_CID, B_UID_I, B_CID),
+    5000002: "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
+             "cri-containerd-%s.scope\n" % (B_UID_A.replace("-", "_"), B_CID),
+    5000003: "0::/kubepods.slice/kubepods-pod%s.slice/crio-%s.scope\n"
+             % (B_UID_B.replace("-", "_"), "cd" * 32),
+    5000004: "0::/kubepods.slice/kubepods-pod%s.slice/crio-%s.scope\n"
+             % (B_UID_B.replace("-", "_"), "cd" * 32),
+    5000005: "0::/system.slice/nvidia-persistenced.service\n",
+}
+
+
+def fake_proc(root):
+    for pid, text in B_CGROUPS.items():
+        os.makedirs(os.path.join(root, str(pid)))
+        with open(os.path.join(root, str(pid), "cgroup"), "w") as f:
+            f.write(text)
+
+
 def b_pod_metrics(r):
     g, m = r.mx.gpu, r.mx.mig
     port = r.agent.metrics_port()
 
     def ready():
         text = scrape(port)
-        pods = [l.get("pod") for l, _ in series(text, "DCGM_FI_DEV_GPU_UTIL")]
-        return text if {"train-a", "train-b", "infer", "mig-job"} <= set(pods) else None
-    text = wait_until(ready, "pod labels in /metrics")
+        pods = [l.get("pod") for l, _ in series(text, "gpusched_gpu_pod_info")]
+        uids = [l.get("pod_uid") for l, _ in series(text, "DCGM_FI_DEV_GPU_UTIL")]
+        ok = {"train-a", "train-b", "infer", "mig-job"} <= set(pods) and \
+            {B_UID_A, B_UID_B, B_UID_I} <= set(uids)
+        return text if ok else None
+    text = wait_until(ready, "pod values and pod info in /metrics")
     util = series(text, "DCGM_FI_DEV_GPU_UTIL")
-    on2 = sorted((l.get("pod", ""), l.get("namespace", ""), l.get("container", ""),
-                  l.get("replica", ""), v) for l, v in util if l["gpu"] == "2")
-    # Two pod series with the replicas they hold, and the GPU's own series (issue 9).
-    assert on2 == [("", "", "", "", "42"), ("train-a", "ml", "main", "0", "42"),
-                   ("train-b", "ml", "main", "1,2", "42")], on2
-    for l, v in util:
+    fb = series(text, "DCGM_FI_DEV_FB_USED")
+    for l, v in util + fb:
         assert l["Hostname"] == "node-b" and l["modelName"] == "NVIDIA H200", l
         assert l["UUID"] == g[int(l["gpu"])] and l["device"] == "nvidia" + l["gpu"], l
-    infer = [(l, v) for l, v in util if l.get("pod") == "infer"]
-    assert len(infer) == 1 and infer[0][0]["gpu"] == "0" and infer[0][1] == "91", infer
-    mig = [l for l, v in util if l.get("pod") == "mig-job"]
-    assert len(mig) == 1 and mig[0]["gpu"] == "4" and mig[0].get("GPU_I_PROFILE") == "1g.18gb", mig
-    g1 = [l for l, v in util if l["gpu"] in ("1", "3")]
-    assert len(g1) == 2 and all("pod" not in l for l in g1), g1
+    # Issue 9: each pod's own measured value, not the device's copied. GPU 2 (42 %, 20480
+    # MiB): pod A 20 % / 6000 MiB; pod B's two processes 15 + 5 = 20 % / 8000 + 2000 = 10000
+    # MiB; the host process (2 %, 1000 MiB) and the exited one count for no pod.
+    on2 = sorted((l.get("pod_uid", ""), l.get("container_id", ""), v)
+                 for l, v in util if l["gpu"] == "2")
+    assert on2 == [("", "", "42"), (B_UID_A, B_CID, "20"), (B_UID_B, "cd" * 32, "20")], on2
+    fb2 = sorted((l.get("pod_uid", ""), v) for l, v in fb if l["gpu"] == "2")
+    assert fb2 == [("", "20480"), (B_UID_A, "6000"), (B_UID_B, "10000")], fb2
+    # They add up to no more than the device: 20 + 20 = 40 <= 42; 16000 <= 20480.
+    assert sum(int(v) for l, v in util if l["gpu"] == "2" and "pod_uid" in l) <= 42
+    # GPU 0 (cgroup v1, cgroupfs driver): infer's process, 80 % of the device's 91 %.
+    on0 = sorted((l.get("pod_uid", ""), v) for l, v in util if l["gpu"] == "0")
+    assert on0 == [("", "91"), (B_UID_I, "80")], on0
+    # GPUs without processes of a pod have their own series only.
+    g1 = [l for l, v in util if l["gpu"] in ("1", "3", "4")]
+    assert len(g1) == 3 and all("pod_uid" not in l and "pod" not in l for l in g1), g1
     # Every GPU has exactly one series without pod labels.
-    assert sorted(l["gpu"] for l, v in util if "pod" not in l) == [str(i) for i in range(5)]
+    assert sorted(l["gpu"] for l, v in util if "pod_uid" not in l) == [str(i) for i in range(5)]
+    # Device-only families get no pod series at all.
+    for fam in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_FREE"):
+        s = series(text, fam)
+        assert len(s) == 5 and all("pod_uid" not in l and "pod" not in l for l, _ in s), (fam, s)
+    # Who holds which GPU, with replicas and MIG device, from kubelet's PodResources.
+    info = sorted((l["gpu"], l["pod"], l["namespace"], l["container"], l.get("replica", ""),
+                   l.get("GPU_I_PROFILE", "")) for l, v in series(text, "gpusched_gpu_pod_info"))
+    assert info == [("0", "infer", "web", "srv", "", ""),
+                    ("2", "train-a", "ml", "main", "0", ""),
+                    ("2", "train-b", "ml", "main", "1,2", ""),
+                    ("4", "mig-job", "ml", "main", "0", "1g.18gb")], info
     assert not [l for l, v in util if l.get("pod") == "nic-user"]
     health = {l["gpu"]: v for l, v in series(text, "gpusched_gpu_health")}
     assert health == {str(i): "1" for i in range(5)}, health
@@ -766,9 +812,12 @@ def run_b(env):
     ])
     r.kubelet = Kubelet(r.pb, r.dir)
     data = os.path.join(env["src"], "tests/agent/data")
+    proc = os.path.join(tmp, "b-proc")
+    fake_proc(proc)
     r.agent = Agent(env["bin"], ["--gpu-backend", "fake",
                                  "--fake-gpus", os.path.join(data, "mixed-node.yaml"),
                                  "--config", os.path.join(data, "mixed-config.yaml"),
+                                 "--proc-root", proc,
                                  "--kubelet-dir", r.dir, "--pod-resources-socket", pr_sock,
                                  "--metrics-addr", "127.0.0.1:0", "--node-name", "node-b"], "B")
     r.plugins = {}

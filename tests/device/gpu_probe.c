@@ -97,6 +97,33 @@ static void print_sample(const struct gs_gpu_sample *s)
     printf("\n");
 }
 
+/* The per-process read (gs_gpu_processes), twice: the second shows what a later sample
+ * period adds (NVML returns only samples newer than the last one read). */
+static void print_processes(struct gs_gpu_backend *b, uint32_t gpu)
+{
+    for (int round = 1; round <= 2; round++) {
+        struct gs_gpu_proc p[GS_GPU_PROC_MAX];
+        uint32_t n = 0;
+        int rc = gs_gpu_processes(b, gpu, p, GS_GPU_PROC_MAX, &n);
+        if (rc != GS_OK) {
+            printf("  processes        (not read: %s)\n", gs_gpu_last_error(b));
+            return;
+        }
+        printf("  processes %d      %u\n", round, (unsigned)n);
+        for (uint32_t i = 0; i < n; i++) {
+            printf("    pid %u", (unsigned)p[i].pid);
+            if (p[i].has_mem)
+                printf(" mem=%" PRIu64 "MiB", p[i].mem_mib);
+            if (p[i].has_sm_util)
+                printf(" sm=%u%%", (unsigned)p[i].sm_util_pct);
+            if (p[i].has_gi_id)
+                printf(" gi=%u", (unsigned)p[i].gi_id);
+            printf("\n");
+            expect(!p[i].has_sm_util || p[i].sm_util_pct <= 100, "process utilisation > 100", gpu);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *fake = NULL;
@@ -188,6 +215,7 @@ int main(int argc, char **argv)
         e->have_sample = gs_gpu_sample(b, i, &e->sample) == GS_OK;
         if (e->have_sample) {
             print_sample(&e->sample);
+            print_processes(b, i);
             const struct gs_gpu_sample *s = &e->sample;
             expect(!(s->valid & GS_GPU_HAVE_UTIL) || s->util_pct <= 100, "utilisation > 100", i);
             expect(!(s->valid & GS_GPU_HAVE_TEMP) || (s->temp_c > 0 && s->temp_c < 120),

@@ -13,6 +13,9 @@
 #    PCI bus id, NUMA node, NVLink peers, MIG devices), one sample, the GPU Feature Discovery
 #    labels, XID/ECC events for a few seconds, and one rendered /metrics scrape.
 # 4. Compares gpu_probe's findings with nvidia-smi's (count, UUIDs, names, memory).
+# 5. The per-process read: cuda_hold (a CUDA context holding 64 MiB on GPU 0) runs for a few
+#    seconds while gpu_probe reads GPU 0's processes; the process must be listed with at least
+#    64 MiB, and nvidia-smi's compute-apps view is shown beside it.
 #
 # Everything is read-only: nothing here changes MIG mode, clocks, persistence mode or any other
 # GPU setting (gpu_probe only reads, and nvidia-smi is only queried). Output goes to the screen
@@ -60,9 +63,10 @@ command -v cmake >/dev/null 2>&1 || have_deps=0
 if [ "$have_deps" = 1 ]; then
     say "dependencies present: CMake build with sanitizers off"
     if cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGS_WERROR=OFF >>"$log" 2>&1 &&
-        cmake --build "$build" -j "$(nproc)" --target gpu_probe nvml_stub test_gpu_fake \
-            test_health test_exporter test_labels >>"$log" 2>&1; then
+        cmake --build "$build" -j "$(nproc)" --target gpu_probe nvml_stub cuda_hold \
+            test_gpu_fake test_health test_exporter test_labels >>"$log" 2>&1; then
         probe="$build/tests/agent/gpu_probe"
+        hold="$build/tests/agent/cuda_hold"
         if (cd "$build" && ctest --output-on-failure \
             -R 'test_gpu_fake|test_health|test_exporter|test_labels|agent_gpu_probe') 2>&1 |
             tee -a "$log" | tail -3; then
@@ -80,11 +84,16 @@ if [ -z "$probe" ]; then
     if ! "$cc" -std=c11 -O2 -Wall -Wextra -DGS_PROBE_NO_FAKE -I"$root/include" \
         -I"$root/src/agent" "$root/tests/device/gpu_probe.c" "$root/src/agent/gpu.c" \
         "$root/src/agent/gpu_nvml.c" "$root/src/agent/health.c" "$root/src/agent/labels.c" \
-        "$root/src/agent/exporter.c" "$root/src/core/err.c" -ldl -o "$probe" 2>&1 |
+        "$root/src/agent/exporter.c" "$root/src/util/err.c" -ldl -o "$probe" 2>&1 |
         tee -a "$log"; then
         fail "stand-alone build"
     fi
     [ -x "$probe" ] || { say "no gpu_probe binary; giving up"; exit 1; }
+fi
+if [ -z "${hold:-}" ]; then
+    hold="$out/cuda_hold"
+    "$cc" -std=c11 -O2 -Wall -Wextra "$root/tests/device/cuda_hold.c" -ldl -o "$hold" 2>&1 |
+        tee -a "$log" || fail "stand-alone build of cuda_hold"
 fi
 
 say "== 3. gpu_probe against the real driver (read-only)"
@@ -128,6 +137,46 @@ if [ -s "$out/nvidia-smi.csv" ] && [ $rc -ne 2 ]; then
     fi
 else
     say "(skipped: no nvidia-smi output or NVML did not open)"
+fi
+
+say "== 5. per-process read: cuda_hold on GPU 0 (64 MiB), gpu_probe reading it"
+if [ $rc -ne 2 ] && [ -x "$hold" ]; then
+    "$hold" --device 0 --mib 64 --seconds "${HOLD_S:-8}" >"$out/cuda_hold.txt" 2>&1 &
+    hold_pid=$!
+    for _ in $(seq 100); do
+        grep -q "holds 64 MiB" "$out/cuda_hold.txt" 2>/dev/null && break
+        kill -0 "$hold_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    tee -a "$log" <"$out/cuda_hold.txt"
+    if grep -q "holds 64 MiB" "$out/cuda_hold.txt"; then
+        sleep 1 # one NVML sample period, so that the process has a utilisation sample
+        "$probe" --events-ms 0 >"$out/gpu_probe_hold.txt" 2>&1
+        command -v nvidia-smi >/dev/null 2>&1 &&
+            nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv 2>&1 |
+            tee "$out/compute-apps.csv" | tee -a "$log"
+        sed -n '/^GPU 0:/,/^GPU 1:/p' "$out/gpu_probe_hold.txt" | grep -E "processes|pid " |
+            tee -a "$log"
+        # NVML names the process by its PID in the driver's (the host's) namespace: the same as
+        # ours when this runs on the host or with hostPID, another one in a plain container.
+        line=$(sed -n '/^GPU 0:/,/^GPU 1:/p' "$out/gpu_probe_hold.txt" | grep -E "^    pid $hold_pid " | head -1)
+        if [ -n "$line" ]; then
+            mem=$(echo "$line" | sed -n 's/.* mem=\([0-9]*\)MiB.*/\1/p')
+            [ -n "$mem" ] && [ "$mem" -ge 64 ] && say "per-process read: pid $hold_pid with $mem MiB" ||
+                fail "per-process read: pid $hold_pid listed without >= 64 MiB: $line"
+        elif grep -qE "^  processes [12] +[1-9]" "$out/gpu_probe_hold.txt"; then
+            say "per-process read: processes listed, none under pid $hold_pid (another PID namespace)"
+        elif grep -q "processes        (not read" "$out/gpu_probe_hold.txt"; then
+            say "per-process read: not available here: $(grep -m1 'processes        (not read' "$out/gpu_probe_hold.txt")"
+        else
+            fail "per-process read: GPU 0 lists no process while cuda_hold holds 64 MiB"
+        fi
+    else
+        say "cuda_hold could not hold memory (no CUDA driver?); skipped"
+    fi
+    wait "$hold_pid" 2>/dev/null
+else
+    say "(skipped: NVML did not open or no cuda_hold)"
 fi
 
 say "== done: $fails failure(s); outputs in $out"

@@ -11,7 +11,8 @@ build=$(realpath -m "${1:-$root/build-fuzz}")
 runs=${2:-20000}
 jobs=${3:-2}
 targets=(fuzz_trace fuzz_qconfig fuzz_fake_yaml fuzz_devplugin_config fuzz_grpc_frame fuzz_http2 fuzz_watch fuzz_kworld
-         fuzz_usage_time fuzz_dpkube fuzz_webhook fuzz_prom_range fuzz_prom_text fuzz_log_json)
+         fuzz_usage_time fuzz_dpkube fuzz_webhook fuzz_prom_range fuzz_prom_text fuzz_log_json
+         fuzz_podmap)
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \

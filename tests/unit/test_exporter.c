@@ -1,8 +1,10 @@
 /*
  * Tests of the Prometheus exporter (include/gpusched/exporter.h): the bounded buffer, label
  * escaping, the exact text of a scrape (HELP/TYPE lines, label order, number formats), one
- * series per pod on a shared GPU and every way a device id can name a GPU, fields left out
- * when unread, the size limit, every series of an 8-GPU, 32-pod node, and the HTTP server
+ * series per pod on a shared GPU with the pod's own measured value (issue 9: the T4 whose
+ * three pods add up to the device, sums scaled to the device, no pod series without
+ * per-process values or for device-only families) and every way a device id can name a GPU, fields
+ * left out when unread, the size limit, every series of an 8-GPU, 32-pod node, and the HTTP server
  * (/metrics, /healthz, 404, 405) over a real loopback socket.
  */
 #define _POSIX_C_SOURCE 200809L /* POSIX sockets */
@@ -56,6 +58,22 @@ static void fill_attr(struct gs_exporter_attr *a, const char *id, const char *po
     snprintf(a->pod, sizeof a->pod, "%s", pod);
     snprintf(a->namespace_name, sizeof a->namespace_name, "%s", ns);
     snprintf(a->container, sizeof a->container, "%s", ctr);
+}
+
+/* A per-pod value; pod "" leaves it to be named by its UID alone (what the agent knows). */
+static void fill_podval(struct gs_exporter_podval *v, uint32_t gpu, const char *pod, const char *ns,
+                        const char *ctr, const char *uid, uint32_t util_pct, uint64_t mem_mib)
+{
+    memset(v, 0, sizeof *v);
+    v->gpu = gpu;
+    snprintf(v->pod, sizeof v->pod, "%s", pod);
+    snprintf(v->namespace_name, sizeof v->namespace_name, "%s", ns);
+    snprintf(v->container, sizeof v->container, "%s", ctr);
+    snprintf(v->pod_uid, sizeof v->pod_uid, "%s", uid);
+    v->util_pct = util_pct;
+    v->has_util = true;
+    v->mem_mib = mem_mib;
+    v->has_mem = true;
 }
 
 static int count_lines_with(const char *text, const char *needle)
@@ -193,12 +211,16 @@ static void test_scrape_of_one_gpu_is_exactly_the_dcgm_text(void **state)
     gs_textbuf_fini(&b);
 }
 
+/* Attribution rows joined by pod name to measured values: each pod series carries the pod's
+ * own value (issue 9), with its replica and MIG labels; the device series keep theirs. */
 static void test_shared_gpu_gets_one_series_per_pod(void **state)
 {
     (void)state;
     struct gs_exporter_gpu g[3];
-    for (uint32_t i = 0; i < 3; i++)
+    for (uint32_t i = 0; i < 3; i++) {
         fill_gpu(&g[i], i);
+        g[i].have_procs = true;
+    }
     g[2].info.mig_enabled = true;
     g[2].info.mig_count = 2;
     snprintf(g[2].info.mig[0].uuid, sizeof g[2].info.mig[0].uuid, "MIG-aaaa");
@@ -217,7 +239,21 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     fill_attr(&a[5], "MIG-aaaa::3", "mid", "ml", "c");
     fill_attr(&a[6], "GPU-00000000x", "nobody", "ml", "c"); /* matches nothing */
     fill_attr(&a[7], "GPU-0000000", "nobody", "ml", "c");   /* a prefix is not a match */
-    struct gs_exporter_snapshot s = {.n_gpus = 3, .gpus = g, .n_attr = 8, .attr = a};
+    /* What each pod's processes use. train-a has two processes on GPU 0 (30 + 20 %, 250 +
+     * 150 MiB); on GPU 0 the pods add up to 50 + 30 = 80 % of the device's 90 %, memory
+     * 400 + 300 = 700 of 1000 MiB, so nothing is scaled. tiny's processes run in GPU
+     * instance 9 (the 1g.18gb device), mid's carry no instance id. */
+    struct gs_exporter_podval v[6];
+    fill_podval(&v[0], 0, "train-a", "ml", "main", "uid-a", 30, 250);
+    fill_podval(&v[1], 0, "train-b", "ml", "main", "uid-b", 30, 300);
+    fill_podval(&v[2], 0, "train-a", "ml", "", "uid-a", 20, 150); /* container unknown */
+    fill_podval(&v[3], 1, "infer", "web", "server", "uid-i", 60, 500);
+    fill_podval(&v[4], 2, "tiny", "ml", "c", "uid-t", 20, 100);
+    v[4].has_gi_id = true;
+    v[4].gi_id = 9;
+    fill_podval(&v[5], 2, "mid", "ml", "c", "uid-m", 40, 200);
+    struct gs_exporter_snapshot s = {
+        .n_gpus = 3, .gpus = g, .n_attr = 8, .attr = a, .n_podval = 6, .podval = v};
     snprintf(s.hostname, sizeof s.hostname, "h");
 
     struct gs_textbuf b;
@@ -226,25 +262,40 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     const char *text = b.data;
     /* Five pod series and the three GPUs' own series (issue 9: the device series stays). */
     assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 8);
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_FB_USED{"), 8);
+    /* Device-only families: the three devices, no pod. */
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_POWER_USAGE{"), 3);
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_TEMP{"), 3);
+    assert_int_equal(count_lines_with(text, "container_id"), 0); /* every value joined a row */
     /* train-a holds replicas 0 and 2: one series, both replicas named. */
-    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
-                                 "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                                 "container=\"main\",namespace=\"ml\",pod=\"train-a\","
-                                 "replica=\"0,2\"} 90\n"));
-    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
-                                 "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                                 "container=\"main\",namespace=\"ml\",pod=\"train-b\","
-                                 "replica=\"1\"} 90\n"));
-    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000001\","
-                                 "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                                 "container=\"server\",namespace=\"web\",pod=\"infer\"} 91\n"));
+    assert_non_null(strstr(text,
+                           "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                           "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\","
+                           "replica=\"0,2\"} 50\n"));
+    assert_non_null(strstr(text,
+                           "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-00000000\","
+                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                           "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\","
+                           "replica=\"0,2\"} 400\n"));
+    assert_non_null(strstr(text,
+                           "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                           "container=\"main\",namespace=\"ml\",pod=\"train-b\",pod_uid=\"uid-b\","
+                           "replica=\"1\"} 30\n"));
+    assert_non_null(strstr(
+        text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000001\","
+              "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+              "container=\"server\",namespace=\"web\",pod=\"infer\",pod_uid=\"uid-i\"} 60\n"));
     assert_non_null(strstr(text, "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
                                  "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",container=\"c\","
-                                 "namespace=\"ml\",pod=\"tiny\"} 92\n"));
+                                 "namespace=\"ml\",pod=\"tiny\",pod_uid=\"uid-t\"} 20\n"));
     assert_non_null(strstr(text, "GPU_I_PROFILE=\"3g.71gb\",container=\"c\",namespace=\"ml\","
-                                 "pod=\"mid\",replica=\"3\"} 92\n"));
+                                 "pod=\"mid\",pod_uid=\"uid-m\",replica=\"3\"} 40\n"));
     assert_null(strstr(text, "nobody"));
-    assert_int_equal(count_lines_with(text, "pod=\"train-a\""), 9); /* once per family */
+    /* Only the two families a pod can be charged with, and its info series. */
+    assert_int_equal(count_lines_with(text, "pod=\"train-a\""), 2 + 1);
+    assert_int_equal(count_lines_with(text, "gpusched_gpu_pod_info{"), 5);
     /* Every GPU keeps its own series, without pod labels. */
     assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
                                  "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\"}"
@@ -255,20 +306,170 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     gs_textbuf_fini(&b);
 }
 
+/*
+ * Issue 9's node: one T4 (15360 MiB) time-sliced by three pods, whose processes use 30, 25
+ * and 16 % of the SMs and 3000, 2500 and 1500 MiB; the device reads 71 % and 7000 MiB used,
+ * 60 W. The agent knows the pods only by the UIDs of their cgroups, so the series carry
+ * pod_uid and container_id; the attribution rows (names, no UID) join none of them and so
+ * add no series. Σ util = 30 + 25 + 16 = 71 = the device's; Σ memory = 7000 = FB used.
+ */
+static void test_time_sliced_t4_pod_series_add_up_to_the_device(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g;
+    fill_gpu(&g, 0);
+    snprintf(g.info.model, sizeof g.info.model, "Tesla T4");
+    g.info.mem_total_mib = 15360;
+    g.sample.util_pct = 71;
+    g.sample.fb_used_mib = 7000;
+    g.sample.fb_free_mib = 8360;
+    g.sample.power_mw = 60000;
+    g.have_procs = true;
+    struct gs_exporter_attr a[3];
+    fill_attr(&a[0], "GPU-00000000::0", "infer-a", "web", "server");
+    fill_attr(&a[1], "GPU-00000000::1", "infer-b", "web", "server");
+    fill_attr(&a[2], "GPU-00000000::2", "infer-c", "web", "server");
+    struct gs_exporter_podval v[3];
+    fill_podval(&v[0], 0, "", "", "", "uid-a", 30, 3000);
+    fill_podval(&v[1], 0, "", "", "", "uid-b", 25, 2500);
+    fill_podval(&v[2], 0, "", "", "", "uid-c", 16, 1500);
+    snprintf(v[0].container_id, sizeof v[0].container_id, "c0ffee");
+    struct gs_exporter_snapshot s = {
+        .n_gpus = 1, .gpus = &g, .n_attr = 3, .attr = a, .n_podval = 3, .podval = v};
+    snprintf(s.hostname, sizeof s.hostname, "t4");
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    const char *text = b.data;
+#define T4                                                                                         \
+    "gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\",modelName=\"Tesla T4\",Hostname=\"t4\""
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{" T4 "} 71\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{" T4
+                                 ",pod_uid=\"uid-a\",container_id=\"c0ffee\"} 30\n"));
+    assert_non_null(
+        strstr(text, "DCGM_FI_DEV_GPU_UTIL{" T4 ",pod_uid=\"uid-b\",container_id=\"\"} 25\n"));
+    assert_non_null(
+        strstr(text, "DCGM_FI_DEV_GPU_UTIL{" T4 ",pod_uid=\"uid-c\",container_id=\"\"} 16\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_FB_USED{" T4 "} 7000\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_FB_USED{" T4
+                                 ",pod_uid=\"uid-a\",container_id=\"c0ffee\"} 3000\n"));
+    assert_non_null(
+        strstr(text, "DCGM_FI_DEV_FB_USED{" T4 ",pod_uid=\"uid-b\",container_id=\"\"} 2500\n"));
+    assert_non_null(
+        strstr(text, "DCGM_FI_DEV_FB_USED{" T4 ",pod_uid=\"uid-c\",container_id=\"\"} 1500\n"));
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 1 + 3);
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_FB_USED{"), 1 + 3);
+    /* 60 W is the device's; no pod draws it (before issue 9 each of three pods showed 60). */
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_POWER_USAGE{"), 1);
+    assert_non_null(strstr(text, "DCGM_FI_DEV_POWER_USAGE{" T4 "} 60\n"));
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_FB_FREE{"), 1);
+    /* Rows without a value: no DCGM series, one info series each, naming the pod. */
+    assert_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{" T4 ",container"));
+    assert_int_equal(count_lines_with(text, "gpusched_gpu_pod_info{"), 3);
+    assert_non_null(strstr(text, "gpusched_gpu_pod_info{" T4 ",container=\"server\","
+                                 "namespace=\"web\",pod=\"infer-b\",replica=\"1\"} 1\n"));
+#undef T4
+    gs_textbuf_fini(&b);
+}
+
+/* Raw per-process sums above the device's (NVML's windows differ) are scaled to it. */
+static void test_pod_sums_above_the_device_are_scaled_down(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g;
+    fill_gpu(&g, 0);
+    g.sample.util_pct = 80;
+    g.sample.fb_used_mib = 6000;
+    g.have_procs = true;
+    struct gs_exporter_podval v[2];
+    /* 60 + 50 = 110 % > 80 + 5: 60 * 80 / 110 = 43.6 -> 43, 50 * 80 / 110 = 36.4 -> 36
+     * (Σ 79 <= 80). 5000 + 4000 = 9000 MiB > 6000: 5000 * 6000 / 9000 = 3333.3 -> 3333,
+     * 4000 * 6000 / 9000 = 2666.7 -> 2666 (Σ 5999 <= 6000). */
+    fill_podval(&v[0], 0, "", "", "", "ua", 60, 5000);
+    fill_podval(&v[1], 0, "", "", "", "ub", 50, 4000);
+    struct gs_exporter_snapshot s = {.n_gpus = 1, .gpus = &g, .n_podval = 2, .podval = v};
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_non_null(strstr(b.data, "pod_uid=\"ua\",container_id=\"\"} 43\n"));
+    assert_non_null(strstr(b.data, "pod_uid=\"ub\",container_id=\"\"} 36\n"));
+    assert_non_null(strstr(b.data, "pod_uid=\"ua\",container_id=\"\"} 3333\n"));
+    assert_non_null(strstr(b.data, "pod_uid=\"ub\",container_id=\"\"} 2666\n"));
+
+    /* 40 + 45 = 85 <= 80 + 5: within the tolerance, kept as measured. */
+    v[0].util_pct = 40;
+    v[1].util_pct = 45;
+    gs_textbuf_reset(&b);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_non_null(strstr(b.data, "pod_uid=\"ua\",container_id=\"\"} 40\n"));
+    assert_non_null(strstr(b.data, "pod_uid=\"ub\",container_id=\"\"} 45\n"));
+    gs_textbuf_fini(&b);
+}
+
+/* A GPU whose processes could not be read has no pod series at all, never copied values; a
+ * MIG process's series names its GPU instance. */
+static void test_no_process_values_no_pod_series_and_mig_instances(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g[2];
+    fill_gpu(&g[0], 0);
+    fill_gpu(&g[1], 1);
+    g[1].have_procs = true;
+    g[1].info.mig_enabled = true;
+    g[1].info.mig_count = 1;
+    snprintf(g[1].info.mig[0].uuid, sizeof g[1].info.mig[0].uuid, "MIG-cccc");
+    snprintf(g[1].info.mig[0].profile, sizeof g[1].info.mig[0].profile, "1g.18gb");
+    g[1].info.mig[0].has_gi_id = true;
+    g[1].info.mig[0].gi_id = 9;
+    struct gs_exporter_attr a;
+    fill_attr(&a, "GPU-00000000::0", "p", "n", "c");
+    struct gs_exporter_podval v[2];
+    fill_podval(&v[0], 0, "p", "n", "c", "u0", 10, 10); /* GPU 0 not read: ignored */
+    fill_podval(&v[1], 1, "", "", "", "u1", 12, 700);
+    v[1].has_gi_id = true;
+    v[1].gi_id = 9;
+    struct gs_exporter_snapshot s = {
+        .n_gpus = 2, .gpus = g, .n_attr = 1, .attr = &a, .n_podval = 2, .podval = v};
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+                               "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"\","
+                               "container"));
+    assert_int_equal(count_lines_with(b.data, "pod=\"p\""), 1); /* the info series only */
+    assert_null(strstr(b.data, "u0"));
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 2 + 1);
+    assert_non_null(strstr(b.data, "DCGM_FI_DEV_FB_USED{gpu=\"1\",UUID=\"GPU-00000001\","
+                                   "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
+                                   "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",pod_uid=\"u1\","
+                                   "container_id=\"\"} 700\n"));
+    s.n_podval = GS_EXPORTER_PODVAL_MAX + 1;
+    assert_int_equal(gs_exporter_render(&s, &b), GS_EINVAL);
+    s.n_podval = 1;
+    s.podval = NULL;
+    assert_int_equal(gs_exporter_render(&s, &b), GS_EINVAL);
+    gs_textbuf_fini(&b);
+}
+
 static void test_device_id_by_index_and_unattributed_gpu(void **state)
 {
     (void)state;
     struct gs_exporter_gpu g[2];
     fill_gpu(&g[0], 0);
     fill_gpu(&g[1], 1);
+    g[1].have_procs = true;
     struct gs_exporter_attr a;
     fill_attr(&a, "1", "p", "n", "c");
-    struct gs_exporter_snapshot s = {.n_gpus = 2, .gpus = g, .n_attr = 1, .attr = &a};
+    struct gs_exporter_podval v;
+    fill_podval(&v, 1, "p", "n", "c", "u", 40, 10);
+    struct gs_exporter_snapshot s = {
+        .n_gpus = 2, .gpus = g, .n_attr = 1, .attr = &a, .n_podval = 1, .podval = &v};
     struct gs_textbuf b;
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
-    assert_non_null(strstr(b.data, "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
-                                   "container=\"c\",namespace=\"n\",pod=\"p\"} 91\n"));
+    assert_non_null(strstr(b.data,
+                           "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
+                           "container=\"c\",namespace=\"n\",pod=\"p\",pod_uid=\"u\"} 40\n"));
     assert_non_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
                                    "device=\"nvidia0\",modelName=\"NVIDIA H200\","
                                    "Hostname=\"\"} 90\n"));
@@ -355,8 +556,10 @@ static void test_scrape_of_8_gpus_with_32_pods_renders_every_series(void **state
     (void)state;
     struct gs_exporter_gpu g[8];
     struct gs_exporter_attr a[32];
+    struct gs_exporter_podval v[32];
     for (uint32_t i = 0; i < 8; i++) {
         fill_gpu(&g[i], i);
+        g[i].have_procs = true;
         g[i].have_health = true;
         g[i].counters.n_xid = 1;
         g[i].counters.xid[0].xid = 13;
@@ -367,8 +570,10 @@ static void test_scrape_of_8_gpus_with_32_pods_renders_every_series(void **state
         snprintf(id, sizeof id, "GPU-0000000%u::%u", (unsigned)(p % 8), (unsigned)(p / 8));
         snprintf(pod, sizeof pod, "training-job-%u-worker", (unsigned)p);
         fill_attr(&a[p], id, pod, "team-research", "pytorch");
+        fill_podval(&v[p], p % 8, pod, "team-research", "pytorch", "u", 20, 100);
     }
-    struct gs_exporter_snapshot s = {.n_gpus = 8, .gpus = g, .n_attr = 32, .attr = a};
+    struct gs_exporter_snapshot s = {
+        .n_gpus = 8, .gpus = g, .n_attr = 32, .attr = a, .n_podval = 32, .podval = v};
     snprintf(s.hostname, sizeof s.hostname, "gpu-node-017.cluster.example");
     struct gs_textbuf b;
     gs_textbuf_init(&b, GS_EXPORTER_DEFAULT_MAX_BYTES);
@@ -441,16 +646,22 @@ static void test_http_server_serves_metrics_and_healthz(void **state)
 
     struct gs_exporter_gpu g;
     fill_gpu(&g, 0);
+    g.have_procs = true;
     struct gs_exporter_attr a[2];
     fill_attr(&a[0], "GPU-00000000::0", "pod-a", "ns", "c");
     fill_attr(&a[1], "GPU-00000000::1", "pod-b", "ns", "c");
-    struct gs_exporter_snapshot s = {.n_gpus = 1, .gpus = &g, .n_attr = 2, .attr = a};
+    struct gs_exporter_podval v[2];
+    fill_podval(&v[0], 0, "pod-a", "ns", "c", "ua", 60, 300);
+    fill_podval(&v[1], 0, "pod-b", "ns", "c", "ub", 25, 200);
+    struct gs_exporter_snapshot s = {
+        .n_gpus = 1, .gpus = &g, .n_attr = 2, .attr = a, .n_podval = 2, .podval = v};
     snprintf(s.hostname, sizeof s.hostname, "node");
     assert_int_equal(gs_exporter_update(e, &s), GS_OK);
     g.sample.util_pct = 0; /* the exporter holds its own copy */
+    v[0].util_pct = 1;
     r = http(port, "GET", "/metrics");
-    assert_non_null(strstr(r, "pod=\"pod-a\",replica=\"0\"} 90\n"));
-    assert_non_null(strstr(r, "pod=\"pod-b\",replica=\"1\"} 90\n"));
+    assert_non_null(strstr(r, "pod=\"pod-a\",pod_uid=\"ua\",replica=\"0\"} 60\n"));
+    assert_non_null(strstr(r, "pod=\"pod-b\",pod_uid=\"ub\",replica=\"1\"} 25\n"));
     free(r);
 
     struct gs_textbuf b;
@@ -504,6 +715,9 @@ int main(void)
         cmocka_unit_test(test_label_values_are_escaped),
         cmocka_unit_test(test_scrape_of_one_gpu_is_exactly_the_dcgm_text),
         cmocka_unit_test(test_shared_gpu_gets_one_series_per_pod),
+        cmocka_unit_test(test_time_sliced_t4_pod_series_add_up_to_the_device),
+        cmocka_unit_test(test_pod_sums_above_the_device_are_scaled_down),
+        cmocka_unit_test(test_no_process_values_no_pod_series_and_mig_instances),
         cmocka_unit_test(test_device_id_by_index_and_unattributed_gpu),
         cmocka_unit_test(test_unread_fields_and_silent_gpus_are_left_out),
         cmocka_unit_test(test_render_stops_at_the_size_limit),

@@ -466,6 +466,21 @@ static const struct bad_case bad_cases[] = {
      "exceeds memory_mib"},
     {HEAD "script:\n  - {t_ms: 1, gpu: 0, set: {tempc: 3}}\n", 4, 29, "tempc",
      "unknown key in set"},
+    {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
+     "    processes: [{pid: 7, mem_mib: 101}]\n",
+     6, 35, "mem_mib", "exceeds the GPU's memory_mib"},
+    {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
+     "    processes: [{pid: 7}, {pid: 7}]\n",
+     6, 33, "pid", "pid 7 repeated"},
+    {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
+     "    processes: [{mem_mib: 1}]\n",
+     6, 17, "pid", "required key missing"},
+    {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
+     "    processes: [{pid: 0}]\n",
+     6, 23, "pid", "pid must be positive"},
+    {"gpus:\n  - index: 0\n    uuid: GPU-a\n    model: M\n    memory_mib: 100\n"
+     "    processes: [{pid: 3, sm_util_pct: 101}]\n",
+     6, 39, "sm_util_pct", "out of range 0..100"},
     {HEAD "cuda_driver_version: 12.x\n", 3, 22, "cuda_driver_version", "not a CUDA version"},
     {HEAD "cuda_driver_version: 999\n", 3, 22, "cuda_driver_version", "not a CUDA version"},
     {HEAD "---\ngpus: []\n", 3, 1, "", "a second YAML document; a fake node is one"},
@@ -515,6 +530,69 @@ static void test_fake_bad_input_names_line_column_and_key(void **state)
         }
     }
     assert_int_equal(failures, 0);
+}
+
+/* One T4 time-sliced by three pods (issue 9's example): the scripted processes come back as
+ * written, in file order; a MIG process keeps its instance; "unsupported: [processes]" and a
+ * lost GPU answer as NVML would. */
+static void test_fake_processes_are_reported_as_scripted(void **state)
+{
+    (void)state;
+    struct tclock c = {0};
+    struct gs_clock k = make_clock(&c);
+    struct gs_gpu_backend *b = NULL;
+    const char *y = "gpus:\n"
+                    "  - {index: 0, uuid: GPU-t4, model: Tesla T4, memory_mib: 15360,\n"
+                    "     sample: {utilization_pct: 71, fb_used_mib: 7000},\n"
+                    "     processes: [{pid: 4101, mem_mib: 3000, sm_util_pct: 30},\n"
+                    "                 {pid: 4102, mem_mib: 2500, sm_util_pct: 25},\n"
+                    "                 {pid: 4103, mem_mib: 1500, sm_util_pct: 16}]}\n"
+                    "  - {index: 1, uuid: GPU-b, model: M, memory_mib: 100,\n"
+                    "     unsupported: [processes]}\n"
+                    "  - {index: 2, uuid: GPU-c, model: M, memory_mib: 100,\n"
+                    "     processes: [{pid: 9, gpu_instance_id: 5}]}\n"
+                    "script:\n  - {t_ms: 10, gpu: 2, lost: true}\n";
+    struct gs_diag d;
+    int rc = gs_gpu_parse_fake(y, strlen(y), "t.yaml", &k, &b, &d);
+    if (rc != GS_OK) {
+        char text[600];
+        gs_diag_format(&d, text, sizeof text);
+        print_message("%s\n", text);
+    }
+    assert_int_equal(rc, GS_OK);
+
+    struct gs_gpu_proc p[GS_GPU_PROC_MAX];
+    uint32_t n = 99;
+    assert_int_equal(gs_gpu_processes(b, 0, p, GS_GPU_PROC_MAX, &n), GS_OK);
+    assert_int_equal(n, 3);
+    const uint32_t pid[3] = {4101, 4102, 4103}, sm[3] = {30, 25, 16};
+    const uint64_t mem[3] = {3000, 2500, 1500};
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(p[i].pid, pid[i]);
+        assert_true(p[i].has_mem && p[i].has_sm_util && !p[i].has_gi_id);
+        assert_int_equal(p[i].mem_mib, mem[i]);
+        assert_int_equal(p[i].sm_util_pct, sm[i]);
+    }
+    /* A smaller buffer cuts the list at cap. */
+    assert_int_equal(gs_gpu_processes(b, 0, p, 2, &n), GS_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(p[1].pid, 4102);
+
+    assert_int_equal(gs_gpu_processes(b, 1, p, GS_GPU_PROC_MAX, &n), GS_ENOENT);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(gs_gpu_last_error(b), "cannot list processes"));
+
+    assert_int_equal(gs_gpu_processes(b, 2, p, GS_GPU_PROC_MAX, &n), GS_OK);
+    assert_int_equal(n, 1);
+    assert_true(p[0].has_gi_id && !p[0].has_mem && !p[0].has_sm_util);
+    assert_int_equal(p[0].gi_id, 5);
+    c.now_ms = 10;
+    assert_int_equal(gs_gpu_processes(b, 2, p, GS_GPU_PROC_MAX, &n), GS_EIO);
+
+    assert_int_equal(gs_gpu_processes(b, 3, p, GS_GPU_PROC_MAX, &n), GS_ERANGE);
+    assert_int_equal(gs_gpu_processes(b, 0, p, 0, &n), GS_EINVAL);
+    assert_int_equal(gs_gpu_processes(NULL, 0, p, 1, &n), GS_EINVAL);
+    gs_gpu_close(b);
 }
 
 static void test_fake_minimal_file_is_accepted(void **state)
@@ -574,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_fake_deep_nesting_stops_at_the_limit),
         cmocka_unit_test(test_fake_example_node_of_the_deploy_directory_loads),
         cmocka_unit_test(test_fake_bad_input_names_line_column_and_key),
+        cmocka_unit_test(test_fake_processes_are_reported_as_scripted),
         cmocka_unit_test(test_fake_minimal_file_is_accepted),
         cmocka_unit_test(test_fake_file_errors),
     };

@@ -368,6 +368,55 @@ static const char agent_scrape[] =
     "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-a0\",Hostname=\"n1\"} 40960\n"
     "gpusched_gpu_health{gpu=\"0\",UUID=\"GPU-a0\",reason=\"none\"} 1\r\n";
 
+/*
+ * A scrape of an agent that measures per process (issue 9): GPU 0 held by half (500 milli) and
+ * quarter (250 milli), each pod's series carries its own processes' 45 % and 15 % under its
+ * pod_uid (the device's 60 % is their sum). They are written as measured: 45 % and 15 %, not
+ * split by charge (which would give 60 x 0.5 / 0.75 = 40 and 20). A pod_uid no interval has is
+ * skipped as another pod's; the device's own series on the shared GPU as shared.
+ */
+static const char measured_scrape[] =
+    "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a0\",Hostname=\"n1\"} 60\n"
+    "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a0\",Hostname=\"n1\",pod_uid=\"half\","
+    "container_id=\"ab12\"} 45\n"
+    "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a0\",Hostname=\"n1\",container=\"c\","
+    "namespace=\"ns\",pod=\"quarter\",pod_uid=\"quarter\"} 15\n"
+    "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a0\",Hostname=\"n1\",pod_uid=\"gone\","
+    "container_id=\"\"} 3\n";
+
+static void test_measured_pod_series_are_taken_as_they_are(void **state)
+{
+    (void)state;
+    struct gs_usage_store *s = open_store("measured.db");
+    struct gs_usage_gpu g = {.gpu_uuid = "GPU-a0",
+                             .gpu_index = 0,
+                             .sharing = GS_GPU_SHARE_MILLI,
+                             .gpu_milli = 500,
+                             .mig_instance = -1,
+                             .replica_slot = -1};
+    interval(s, "half", g, T0_MS, T0_MS + H_MS);
+    g.gpu_milli = 250;
+    interval(s, "quarter", g, T0_MS, T0_MS + H_MS);
+    assert_int_equal(gs_usage_commit(s, T0_MS + H_MS), GS_OK);
+    char path[128], msg[512];
+    (void)snprintf(path, sizeof(path), "%s/measured.prom", tmpdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(measured_scrape, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    struct gs_usage_agent_options o = {path, NULL, T0_MS + 30 * MIN_MS, 0};
+    struct gs_usage_ingest_stats st;
+    int64_t t = 0;
+    assert_int_equal(gs_usage_ingest_agent(s, &o, &st, &t, msg, sizeof(msg)), GS_OK);
+    assert_int_equal(st.series, 4);
+    assert_int_equal(st.written, 2);
+    assert_int_equal(st.skipped_shared, 1);
+    assert_int_equal(st.skipped_other_pod, 1);
+    assert_true(stored(s, "half", t) == 45.0);
+    assert_true(stored(s, "quarter", t) == 15.0);
+    assert_int_equal(gs_usage_close(s), GS_OK);
+}
+
 static struct gs_prom_matrix *text(const char *body, const char *metric, int64_t t)
 {
     struct gs_prom_matrix *m;
@@ -509,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_query_refuses_bad_urls_before_any_request),
         cmocka_unit_test(test_parse_text_exposition),
         cmocka_unit_test(test_agent_scrape_from_a_file_is_shared_by_charge),
+        cmocka_unit_test(test_measured_pod_series_are_taken_as_they_are),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
