@@ -529,7 +529,7 @@ static int read_procs(struct rd *r, const yaml_node_t *seq, struct fake_gpu *g)
         const yaml_node_t *pid_node = map;
         FOR_PAIRS(r, map, pair)
         {
-            int slot;
+            int slot = 0;
             if (map_key(r, map, pair, proc_keys, &seen, "a process", &slot) != GS_OK)
                 break;
             yaml_node_t *v = node_at(r, pair->value);
