@@ -141,6 +141,12 @@ struct gs_kworld_config {
                                             either way */
     int32_t kai_preemptible_threshold; /**< with kai_preemptible: the first priority value that
                                             is not preemptible (KAI: 100) */
+    bool observe; /**< follow another scheduler's decisions only (`gpusched accountant`): a pod
+                       of ours enters the engine when the API server shows it bound (adopted,
+                       with its gpusched.io/assigned-gpus), never while it waits, and outside
+                       any gang; gs_kworld_cycle() builds the engine and enters parked pods
+                       but places, preempts and reclaims nothing. Its events are ADOPT binds,
+                       FINISH, DELETE, and EVICT node-lost when a Node goes */
     void (*on_event)(void *ctx, const struct gs_kevent *ev); /**< may be NULL */
     void (*on_warning)(void *ctx, const char *msg);          /**< a problem that costs nothing but
                                                                   detail (a bad node inventory, read as
@@ -191,7 +197,8 @@ int gs_kworld_apply(struct gs_kworld *w, enum gs_kchange change, const json_t *o
                     char *err, size_t cap);
 
 /**
- * Runs one scheduling cycle (the first one builds the engine from what was applied).
+ * Runs one scheduling cycle (the first one builds the engine from what was applied); with
+ * gs_kworld_config.observe it only builds the engine and enters parked pods (no placement).
  * @param changes  receives the number of binds and evictions it made; may be NULL.
  * @return GS_OK; GS_EINVAL (objects that cannot be set up, with a message in err); GS_ENOMEM.
  */

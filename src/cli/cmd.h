@@ -40,6 +40,12 @@ int gs_cmd_agent(int argc, char **argv);
 /** `gpusched scheduler`: the core as a second Kubernetes scheduler against an API server. */
 int gs_cmd_scheduler(int argc, char **argv);
 
+/**
+ * `gpusched accountant`: the scheduler's informers and world, following the leader's decisions
+ * on the API server into the usage store (cmd_accountant.c); no Lease, binds or writes.
+ */
+int gs_cmd_accountant(int argc, char **argv);
+
 /** `gpusched report usage`: GPU-hours and more from a usage accounting database. */
 int gs_cmd_report(int argc, char **argv);
 

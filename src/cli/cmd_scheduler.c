@@ -47,6 +47,7 @@
 
 #include "cli/cmd.h"
 #include "cli/sched_acct.h"
+#include "cli/sched_evict.h"
 #include "cli/sched_int.h"
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
@@ -87,8 +88,9 @@ int64_t gs__sched_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Set once by gs_cmd_scheduler before any other thread starts; read-only after. */
+/* Set once by gs__sched_run before any other thread starts; read-only after. */
 static enum gs_log_format log_format = GS_LOG_FORMAT_TEXT;
+static const char *command = "scheduler"; /* or "accountant": messages and the JSON component */
 
 void gs__sched_log_set_format(enum gs_log_format fmt)
 {
@@ -100,7 +102,7 @@ void gs__sched_logf(const char *level, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     if (log_format == GS_LOG_FORMAT_JSON) {
-        struct gs_log_json_sink js = {.level = level, .component = "scheduler"};
+        struct gs_log_json_sink js = {.level = level, .component = command};
         gs_vlog(gs_log_stderr_json, &js, fmt, ap);
     } else {
         gs_vlog(gs_log_stderr_stamped, (void *)level, fmt, ap);
@@ -121,7 +123,7 @@ static void GS_PRINTF(1, 2) start_failure(const char *fmt, ...)
     if (log_format == GS_LOG_FORMAT_JSON)
         gs__sched_logf("error", "%s", text);
     else
-        (void)fprintf(stderr, "gpusched scheduler: %s\n", text);
+        (void)fprintf(stderr, "gpusched %s: %s\n", command, text);
 }
 
 /* The webhook's lines, from its own thread (stderr is locked per call). */
@@ -143,6 +145,8 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     struct sched *s = ctx;
     if (s->acct)
         gs__sched_acct_event(s->acct, s->world, ev);
+    if (s->follower)
+        return; /* it records; the leader decides and sends */
     if (ev->kind == GS_KEV_FINISH || ev->kind == GS_KEV_DELETE ||
         (ev->kind == GS_KEV_BIND && ev->adopted))
         return; /* what the API server told us, or already bound there */
@@ -166,6 +170,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
     a->node = ev->node ? strdup(ev->node) : NULL;
     a->text = ev->reason ? strdup(ev->reason) : NULL;
     a->by = ev->by ? strdup(ev->by) : NULL;
+    a->by_uid = ev->by_uid ? strdup(ev->by_uid) : NULL;
     a->detail = ev->detail ? strdup(ev->detail) : NULL;
     a->gang = ev->kind == GS_KEV_BIND && ev->gang ? strdup(ev->gang) : NULL;
     a->queue = ev->queue ? strdup(ev->queue) : NULL;
@@ -183,6 +188,7 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         free(a->node);
         free(a->text);
         free(a->by);
+        free(a->by_uid);
         free(a->detail);
         free(a->gang);
         free(a->queue);
@@ -200,6 +206,7 @@ void gs__sched_action_fini(struct action *a)
     free(a->node);
     free(a->text);
     free(a->by);
+    free(a->by_uid);
     free(a->detail);
     free(a->gang);
     free(a->queue);
@@ -308,35 +315,50 @@ enum evict_result gs__sched_evict_pod(struct sched *s, const struct action *a, b
 /*
  * Marks a victim with the DisruptionTarget condition before its eviction, as kube-scheduler's
  * preemption does (reason PreemptionByScheduler), so its controller and its users see why it
- * goes. A failure is logged: the eviction still tells the pod.
+ * goes; and, in the same status patch, with the annotation gpusched.io/evicted (sched_evict.h:
+ * the reason word, the preemptor and its uid, the decision's time), which the Eviction API leaves
+ * alone where it rewrites the condition, for `gpusched accountant` to record the eviction as
+ * decided here. A failure is logged: the eviction still tells the pod.
  */
 void gs__sched_mark_disruption_target(struct sched *s, const struct action *a)
 {
-    char now[80], msg[1400];
+    char now[80], msg[1400], by[400] = "";
     struct timespec ts;
     (void)clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     (void)gmtime_r(&ts.tv_sec, &tm);
     (void)snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
                    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    if (a->text && strcmp(a->text, "gang") == 0)
+    const char *word = a->text ? a->text : "preemption";
+    if (a->by) /* "ns/name (uid U)": ns/name and a uid hold no space or parenthesis */
+        (void)snprintf(by, sizeof(by), "%s%s%s%s", a->by, a->by_uid ? " (uid " : "",
+                       a->by_uid ? a->by_uid : "", a->by_uid ? ")" : "");
+    if (strcmp(word, "gang") == 0)
         (void)snprintf(msg, sizeof(msg),
                        "%s: gang %s could not bind all its members within %d s and is released "
                        "whole",
                        s->sched_name, a->gang ? a->gang : "?", GANG_RETRY_MS / 1000);
-    else if (a->text && strcmp(a->text, "reclaim") == 0)
+    else if (strcmp(word, "reclaim") == 0)
         (void)snprintf(msg, sizeof(msg),
                        "%s: reclaiming resources for %s, whose queue is below its fair share%s%s",
-                       s->sched_name, a->by ? a->by : "another queue", a->detail ? ": " : "",
+                       s->sched_name, by[0] ? by : "another queue", a->detail ? ": " : "",
                        a->detail ? a->detail : "");
+    else if (strcmp(word, "node-lost") == 0)
+        (void)snprintf(msg, sizeof(msg), "%s: node %s is gone", s->sched_name,
+                       a->node ? a->node : "?");
     else
         (void)snprintf(msg, sizeof(msg),
                        "%s: preempting to accommodate a higher priority pod%s%s%s%s", s->sched_name,
-                       a->by ? " " : "", a->by ? a->by : "", a->detail ? ": " : "",
-                       a->detail ? a->detail : "");
-    json_t *body = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
-                             "DisruptionTarget", "status", "True", "reason",
-                             "PreemptionByScheduler", "message", msg, "lastTransitionTime", now);
+                       by[0] ? " " : "", by, a->detail ? ": " : "", a->detail ? a->detail : "");
+    char *note =
+        gs__evict_note(word, a->by, a->by_uid, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    json_t *body =
+        note ? json_pack("{s:{s:{s:s}},s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "metadata", "annotations",
+                         GS__EVICTED_ANNOTATION, note, "status", "conditions", "type",
+                         "DisruptionTarget", "status", "True", "reason", "PreemptionByScheduler",
+                         "message", msg, "lastTransitionTime", now)
+             : NULL;
+    free(note);
     char path[600];
     gs__sched_pod_path(path, sizeof(path), a->ns, a->name, "status");
     struct gs_kube_response r;
@@ -887,18 +909,19 @@ struct watched {
     const char *path;
     const char *kind;
     bool required; /* scheduling waits for its first list */
+    bool follower; /* `gpusched accountant` watches it too (the rest only choose victims) */
 };
 
 static const struct watched watched[] = {
-    {"/api/v1/nodes", "Node", true},
-    {"/api/v1/pods", "Pod", true},
-    {"/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", true},
-    {"/apis/scheduling.gpusched.io/v1alpha1/queues", "Queue", false},
-    {"/apis/scheduling.run.ai/v2/queues", "Queue", false}, /* KAI's */
-    {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", "PodGroup", false},
-    {"/apis/scheduling.volcano.sh/v1beta1/podgroups", "PodGroup", false},   /* Volcano's */
-    {"/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", false}, /* victim choice */
-    {"/api/v1/namespaces", "Namespace", false}, /* team labels for --accounting */
+    {"/api/v1/nodes", "Node", true, true},
+    {"/api/v1/pods", "Pod", true, true},
+    {"/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", true, true},
+    {"/apis/scheduling.gpusched.io/v1alpha1/queues", "Queue", false, true},
+    {"/apis/scheduling.run.ai/v2/queues", "Queue", false, true}, /* KAI's */
+    {"/apis/scheduling.x-k8s.io/v1alpha1/podgroups", "PodGroup", false, false},
+    {"/apis/scheduling.volcano.sh/v1beta1/podgroups", "PodGroup", false, false},   /* Volcano's */
+    {"/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", false, false}, /* victims */
+    {"/api/v1/namespaces", "Namespace", false, true}, /* team labels for --accounting */
 };
 #define N_WATCHED (sizeof(watched) / sizeof(watched[0]))
 
@@ -916,6 +939,8 @@ static void warn_watch_failures(struct gs_kube_informer *const *inf, uint64_t *s
 {
     for (size_t i = 0; i < N_WATCHED; i++) {
         struct gs_kube_informer_stats st;
+        if (!inf[i])
+            continue; /* not watched by the accountant */
         gs_kube_informer_get_stats(inf[i], &st);
         if (st.failures == seen[i])
             continue;
@@ -933,12 +958,78 @@ static void warn_watch_failures(struct gs_kube_informer *const *inf, uint64_t *s
     }
 }
 
+/* Publishes the live charge per queue on /metrics, as the accounting store charges it. */
+static void publish_charges(struct sched *s)
+{
+    static struct gs_schedmetrics_charge rows[GS_SCHEDMETRICS_QUEUES_MAX];
+    uint32_t n =
+        gs__sched_acct_charges(s->acct, gs__sched_wall_ms(), rows, GS_SCHEDMETRICS_QUEUES_MAX);
+    if (n && gs_schedmetrics_set_charges(s->metrics, rows, n) != GS_OK)
+        gs__sched_logf("warn", "/metrics: out of memory; charge series not updated");
+}
+
+/*
+ * One loop turn of `gpusched accountant` once its caches synced: the store opened before the
+ * first world cycle, world cycles (observing: they adopt what the API server shows bound and
+ * place nothing, kworld.h) when something changed and at least once a second, the restart's
+ * reconcile after the first, the /metrics series once a second, commits at most once a second.
+ * Nothing is sent to the API server. Returns -1 to go on, else the exit code.
+ */
+static int follower_turn(struct sched *s, uint64_t *cycles, int64_t *last_cycle,
+                         int64_t *last_flush, const char *pool_label)
+{
+    int64_t now = gs__sched_mono_ms();
+    char err[512] = "";
+    if (*cycles == 0 || s->dirty || now - *last_cycle >= 1000) {
+        if (*cycles == 0 && gs__sched_acct_start(s->acct, err, sizeof(err)) != GS_OK) {
+            gs__sched_logf("error", "--accounting: %s", err);
+            return 2;
+        }
+        s->dirty = false;
+        *last_cycle = now;
+        int rc = gs_kworld_cycle(s->world, gs__sched_wall_ms(), NULL, err, sizeof(err));
+        if (rc == GS_EINVAL) {
+            gs__sched_logf("error", "cannot follow the cluster: %s", err);
+            return 2;
+        }
+        if (rc) {
+            gs__sched_logf("error", "world cycle failed: %s", gs_strerror(rc));
+            return 1;
+        }
+        (*cycles)++;
+        if (gs__sched_acct_reconcile(s->acct, s->world, gs__sched_wall_ms()) != GS_OK)
+            gs__sched_logf("error", "accounting: reconciling the open intervals: %s",
+                           gs__sched_acct_errmsg(s->acct));
+    }
+    if (now - *last_flush >= 1000) {
+        if (s->metrics && gs_schedmetrics_observe(
+                              s->metrics, gs_kworld_engine(s->world), gs_kworld_cluster(s->world),
+                              gs_kworld_workload(s->world, NULL), pool_label) != GS_OK)
+            gs__sched_logf("warn", "/metrics: out of memory; queue and pool series not updated");
+        if (s->metrics)
+            publish_charges(s);
+        *last_flush = now;
+    }
+    if (gs__sched_acct_step(s->acct, gs__sched_wall_ms()) != GS_OK)
+        gs__sched_logf("error", "accounting: %s (the last second of intervals is lost)",
+                       gs__sched_acct_errmsg(s->acct));
+    return -1;
+}
+
 int gs_cmd_scheduler(int argc, char **argv)
 {
     struct gs__sched_opts o;
     int prc = gs__sched_parse_opts(argc, argv, &o);
-    if (prc >= 0)
-        return prc;
+    return prc >= 0 ? prc : gs__sched_run(&o);
+}
+
+int gs__sched_run(const struct gs__sched_opts *op)
+{
+    struct gs__sched_opts o = *op;
+    if (o.follower) {
+        command = "accountant";
+        o.elect = 0;
+    }
     const char *kubeconfig = o.kubeconfig, *name = o.name, *dq = o.dq, *policy = o.policy;
     const char *lease_ns = o.lease_ns, *lease_name = o.lease_name, *metrics_addr = o.metrics_addr;
     const char *wh_addr = o.wh_addr, *wh_cert = o.wh_cert, *wh_key = o.wh_key;
@@ -948,7 +1039,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     int elect = o.elect;
     gs__sched_log_set_format(o.log_format);
     struct gs_kube_config cfg;
-    int rc = gs__cli_kube_config("scheduler", kubeconfig, &cfg);
+    int rc = gs__cli_kube_config(command, kubeconfig, &cfg);
     if (rc)
         return rc;
     if (elect < 0)
@@ -969,6 +1060,7 @@ int gs_cmd_scheduler(int argc, char **argv)
     struct sched s;
     memset(&s, 0, sizeof(s));
     s.dry_run = dry;
+    s.follower = o.follower;
     s.identity = identity;
     s.sched_name = name ? name : GS_KWORLD_SCHEDULER;
     if (metrics_addr) {
@@ -1051,6 +1143,10 @@ int gs_cmd_scheduler(int argc, char **argv)
     wc.on_event = on_world_event;
     wc.on_warning = on_world_warning;
     wc.ctx = &s;
+    if (s.follower) { /* the leader's decisions, as the API server shows them */
+        wc.observe = true;
+        wc.preemption = wc.reclaim = wc.backfill = false;
+    }
     struct gs_kube_informer *inf[N_WATCHED] = {0};
     uint64_t watch_failures_seen[N_WATCHED] = {0};
     int64_t watch_warned_ms[N_WATCHED] = {0};
@@ -1075,8 +1171,12 @@ int gs_cmd_scheduler(int argc, char **argv)
         exit_code = 1;
         goto out;
     }
+    if (s.follower)
+        gs__sched_acct_follow(s.acct);
     for (size_t i = 0; i < N_WATCHED; i++) {
         struct gs_kube_informer_opts io = {.path = watched[i].path};
+        if (s.follower && !watched[i].follower)
+            continue;
         feeds[i] = (struct feed){
             .s = &s, .path = watched[i].path, .kind = watched[i].kind, .known = json_object()};
         if (!feeds[i].known ||
@@ -1091,16 +1191,23 @@ int gs_cmd_scheduler(int argc, char **argv)
     sa.sa_handler = on_signal;
     (void)sigaction(SIGTERM, &sa, NULL);
     (void)sigaction(SIGINT, &sa, NULL);
-    gs__sched_logf(
-        "info", "gpusched scheduler %s: serving schedulerName=%s policy=%s identity=%s%s",
-        GS_VERSION, name ? name : GS_KWORLD_SCHEDULER, policy, identity, dry ? " (dry run)" : "");
+    if (s.follower)
+        gs__sched_logf("info",
+                       "gpusched accountant %s: following schedulerName=%s, recording to %s",
+                       GS_VERSION, name ? name : GS_KWORLD_SCHEDULER, acct_path);
+    else
+        gs__sched_logf("info",
+                       "gpusched scheduler %s: serving schedulerName=%s policy=%s identity=%s%s",
+                       GS_VERSION, name ? name : GS_KWORLD_SCHEDULER, policy, identity,
+                       dry ? " (dry run)" : "");
     if (s.leader)
         gs__sched_logf("info", "leader election on lease %s/%s: standing by until it is ours",
                        lease_ns, lease_name);
     int64_t t0 = gs__sched_mono_ms(), last_cycle = 0, last_flush = 0;
     const json_t *queues_known = NULL; /* the Queue objects the watch delivered */
     for (size_t i = 0; i < N_WATCHED && !queues_known; i++)
-        if (strcmp(watched[i].kind, "Queue") == 0) /* gpusched's: the status written is its */
+        if (strcmp(watched[i].kind, "Queue") == 0 &&
+            feeds[i].known) /* gpusched's: the status written is its */
             queues_known = feeds[i].known;
     bool started = false, was_leader = false;
     uint64_t cycles = 0;
@@ -1141,6 +1248,8 @@ int gs_cmd_scheduler(int argc, char **argv)
             bool ready = true;
             for (size_t i = 0; i < N_WATCHED; i++) {
                 struct gs_kube_informer_stats st;
+                if (!inf[i])
+                    continue;
                 gs_kube_informer_get_stats(inf[i], &st);
                 bool tried = gs_kube_informer_synced(inf[i]) || st.failures > 0;
                 if (watched[i].required ? !gs_kube_informer_synced(inf[i]) : !tried)
@@ -1153,7 +1262,15 @@ int gs_cmd_scheduler(int argc, char **argv)
             gs__sched_logf("info", "caches synced in %lld ms",
                            (long long)(gs__sched_mono_ms() - t0));
         }
-        gs_schedmetrics_set_leader(s.metrics, !s.leader || was_leader);
+        gs_schedmetrics_set_leader(s.metrics, !s.follower && (!s.leader || was_leader));
+        if (s.follower) {
+            int fr = follower_turn(&s, &cycles, &last_cycle, &last_flush, pool_label);
+            if (fr >= 0) {
+                exit_code = fr;
+                break;
+            }
+            continue;
+        }
         if (s.leader && !was_leader)
             continue; /* standby: caches stay warm, nothing is decided */
         gs__sched_process_held(&s);
@@ -1173,13 +1290,8 @@ int gs_cmd_scheduler(int argc, char **argv)
                 gs__sched_logf("warn",
                                "/metrics: out of memory; queue and pool series not updated");
             /* Charged GPU-seconds per queue, live, as the accounting store charges them. */
-            if (s.metrics && s.acct) {
-                static struct gs_schedmetrics_charge rows[GS_SCHEDMETRICS_QUEUES_MAX];
-                uint32_t n = gs__sched_acct_charges(s.acct, gs__sched_wall_ms(), rows,
-                                                    GS_SCHEDMETRICS_QUEUES_MAX);
-                if (n && gs_schedmetrics_set_charges(s.metrics, rows, n) != GS_OK)
-                    gs__sched_logf("warn", "/metrics: out of memory; charge series not updated");
-            }
+            if (s.metrics && s.acct)
+                publish_charges(&s);
             last_flush = now;
         }
         if (s.acct && gs__sched_acct_step(s.acct, gs__sched_wall_ms()) != GS_OK)

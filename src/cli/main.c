@@ -5,6 +5,7 @@
  *   gpusched replay ...     time-based replay through queues, quotas, priorities and gangs
  *   gpusched agent ...      the node agent: GPU device plugin, health and metrics
  *   gpusched scheduler ...  a second Kubernetes scheduler against a real API server
+ *   gpusched accountant ... usage accounting of the scheduler's decisions, from the API server
  *   gpusched whatif ...     a Kubernetes cluster dump through the scheduler, offline
  *   gpusched bound ...      a lower bound on unallocated GPU % (LP over pod shapes, GLPK)
  *   gpusched report ...     usage reports from an accounting database
@@ -26,6 +27,8 @@ static const char *const usage_main =
     "  replay     replay a trace over time through queues, quotas and PriorityClasses\n"
     "  agent      run the node agent: GPU device plugin, health and metrics\n"
     "  scheduler  schedule pods (schedulerName: gpusched) on a Kubernetes API server\n"
+    "  accountant record the scheduler's allocations in a usage store from the API server\n"
+    "             (one writer beside any number of scheduler replicas)\n"
     "  whatif     run a Kubernetes cluster dump through the scheduler offline\n"
     "  bound      a lower bound on unallocated GPU % for simulate's runs (an LP, GLPK)\n"
     "  report     usage reports (GPU-hours per team, queue, ...) from an accounting database,\n"
@@ -47,9 +50,10 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"simulate", gs_cmd_simulate}, {"agent", gs_cmd_agent}, {"replay", gs_cmd_replay},
-    {"whatif", gs_cmd_whatif},     {"bound", gs_cmd_bound}, {"scheduler", gs_cmd_scheduler},
-    {"report", gs_cmd_report},
+    {"simulate", gs_cmd_simulate}, {"agent", gs_cmd_agent},
+    {"replay", gs_cmd_replay},     {"whatif", gs_cmd_whatif},
+    {"bound", gs_cmd_bound},       {"scheduler", gs_cmd_scheduler},
+    {"report", gs_cmd_report},     {"accountant", gs_cmd_accountant},
 };
 
 int main(int argc, char **argv)

@@ -29,6 +29,7 @@
 #include "gpusched/err.h"
 #include "gpusched/usage.h"
 #include "gpusched/usage_report.h"
+#include "sched_evict.h"
 #include "sched_int.h"
 
 /* The longest a batch stays open, wall ms. */
@@ -57,6 +58,11 @@ struct gs__sched_acct {
     uint32_t nqc, cqc;
     int64_t charge_ms; /* GPU-seconds accrued up to here; INT64_MIN before any */
     json_t *open_gpus; /* pod uid -> [queue index, GPUs charged] of intervals counted live */
+    /* A follower's (gs__sched_acct_follow()); all NULL otherwise. */
+    json_t *bound;      /* pod uid -> [bind ms, created ms] of pods seen bound, until opened */
+    json_t *open_start; /* pod uid -> start_ms of its open interval */
+    json_t *evicted;    /* pod uid (open) -> [end reason, at ms, preemptor uid] from its mark */
+    json_t *fin_at;     /* pod uid (open) -> its containers' latest finishedAt, Unix ms */
 };
 
 /* One queue's live charge. */
@@ -171,6 +177,78 @@ int gs__sched_acct_new(const char *path, const char *team_label, struct gs__sche
     return GS_OK;
 }
 
+void gs__sched_acct_follow(struct gs__sched_acct *a)
+{
+    if (a->bound)
+        return;
+    a->bound = json_object();
+    a->open_start = json_object();
+    a->evicted = json_object();
+    a->fin_at = json_object();
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A Kubernetes time field of obj at the JSON path (NULL-terminated keys) as Unix ms, or -1. */
+static int64_t time_at(const json_t *obj, const char *k1, const char *k2)
+{
+    const char *t =
+        json_string_value(json_object_get(k2 ? json_object_get(obj, k1) : obj, k2 ? k2 : k1));
+    int64_t ms;
+    return t && gs_usage_parse_time(t, &ms) == GS_OK ? ms : -1;
+}
+
+/* Where a bound pod's interval starts as the API server shows it: the PodScheduled=True
+ * condition's lastTransitionTime (the Binding's), else status.startTime, else -1. */
+static int64_t bind_time(const json_t *obj)
+{
+    const json_t *status = json_object_get(obj, "status");
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(status, "conditions"), i, c)
+    {
+        const char *type = json_string_value(json_object_get(c, "type"));
+        const char *st = json_string_value(json_object_get(c, "status"));
+        int64_t ms = time_at(c, "lastTransitionTime", NULL);
+        if (type && strcmp(type, "PodScheduled") == 0 && st && strcmp(st, "True") == 0 && ms > 0)
+            return ms;
+    }
+    return time_at(status, "startTime", NULL);
+}
+
+static bool finished_at(const json_t *obj, int64_t *ms);
+
+/* A follower's reading of a Pod object (gs__sched_acct_observe()). */
+static void follow_pod(struct gs__sched_acct *a, bool deleted, const char *uid, const json_t *obj)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    if (deleted)
+        (void)json_object_del(a->bound, uid);
+    else if (json_string_value(json_object_get(spec, "nodeName")) &&
+             !json_object_get(a->open, uid) && !json_object_get(a->bound, uid)) {
+        int64_t at = bind_time(obj), created = time_at(obj, "metadata", "creationTimestamp");
+        if (at <= 0)
+            at = wall_ms(); /* first seen bound */
+        json_object_set_new(a->bound, uid,
+                            json_pack("[I,I]", (json_int_t)at,
+                                      (json_int_t)(created > 0 && created < at ? created : at)));
+    }
+    if (!json_object_get(a->open, uid))
+        return; /* the marks below are read when its interval ends */
+    struct gs__evict_seen e;
+    if (gs__evict_of_pod(obj, &e))
+        json_object_set_new(a->evicted, uid,
+                            json_pack("[i,I,s]", (int)e.end, (json_int_t)e.at_ms, e.by_uid));
+    int64_t fin;
+    if (finished_at(obj, &fin))
+        json_object_set_new(a->fin_at, uid, json_integer(fin));
+}
+
 int gs__sched_acct_start(struct gs__sched_acct *a, char *msg, size_t cap)
 {
     if (a->store)
@@ -198,6 +276,8 @@ int gs__sched_acct_start(struct gs__sched_acct *a, char *msg, size_t cap)
                 continue;
             json_object_set_new(a->open, uid, json_integer(sqlite3_column_int64(st, 0)));
             json_object_set_new(a->candidates, uid, json_integer(sqlite3_column_int64(st, 2)));
+            if (a->open_start)
+                json_object_set_new(a->open_start, uid, json_integer(sqlite3_column_int64(st, 2)));
         }
         sqlite3_finalize(st);
     }
@@ -262,6 +342,8 @@ void gs__sched_acct_observe(struct gs__sched_acct *a, const char *kind, bool del
         const char *uid = json_string_value(json_object_get(md, "uid"));
         if (!uid)
             return;
+        if (a->bound)
+            follow_pod(a, deleted, uid, obj);
         int64_t fin_ms;
         if (!a->reconciled && finished_at(obj, &fin_ms)) /* kept until the reconcile */
             json_object_set_new(a->finished, uid, json_integer(fin_ms));
@@ -313,6 +395,11 @@ static int begin(struct gs__sched_acct *a, const struct gs_kworld *w, const stru
             queue = qi.name;
         if (!ev->adopted && pi.submit_ms >= 0 && pi.submit_ms <= ev->now_ms)
             queued_ms = pi.submit_ms;
+    }
+    const json_t *seen = a->bound ? json_object_get(a->bound, ev->uid) : NULL;
+    if (seen) { /* a follower's: the bind as the API server shows it */
+        start_ms = json_integer_value(json_array_get(seen, 0));
+        queued_ms = json_integer_value(json_array_get(seen, 1));
     }
     int ni = c && ev->node ? gs_cluster_find_node(c, ev->node) : -1;
     const struct gs_node *node = ni >= 0 ? gs_cluster_node(c, (uint32_t)ni) : NULL;
@@ -370,6 +457,11 @@ static int begin(struct gs__sched_acct *a, const struct gs_kworld *w, const stru
     a->st.opened++;
     if (json_object_set_new(a->open, ev->uid, json_integer(id)))
         return GS_ENOMEM;
+    if (a->bound) {
+        (void)json_object_del(a->bound, ev->uid);
+        if (json_object_set_new(a->open_start, ev->uid, json_integer(start_ms)))
+            return GS_ENOMEM;
+    }
     double charged; /* what the store just wrote as gpus_charged, by the same function */
     if (gs_usage_charge_gpus(gpus, n, NULL, &charged) != GS_OK)
         charged = 0;
@@ -421,6 +513,33 @@ static int charge_kept(struct gs__sched_acct *a, const char *uid, int64_t id, in
     return err;
 }
 
+/*
+ * A follower's end of an interval: the leader's eviction mark (a pod deleted or Failed), else
+ * its finish time (Succeeded, or Failed without a mark), else the event as it is; the time kept
+ * inside [the interval's start, the event]. *by is borrowed from a->evicted until the entry goes.
+ */
+static void follow_end(struct gs__sched_acct *a, const struct gs_kevent *ev, enum gs_usage_end *why,
+                       int64_t *at_ms, const char **by)
+{
+    if (ev->kind == GS_KEV_EVICT)
+        return; /* the world's own: a Node that went (node-lost) */
+    const json_t *mark = json_object_get(a->evicted, ev->uid);
+    const json_t *fin = json_object_get(a->fin_at, ev->uid);
+    int64_t t = -1;
+    if (mark && ev->kind == GS_KEV_DELETE) {
+        *why = (enum gs_usage_end)json_integer_value(json_array_get(mark, 0));
+        t = json_integer_value(json_array_get(mark, 1));
+        const char *uid = json_string_value(json_array_get(mark, 2));
+        *by = uid && uid[0] ? uid : NULL;
+    } else if (fin) {
+        *why = GS_USAGE_END_FINISHED;
+        t = json_integer_value(fin);
+    }
+    int64_t start = json_integer_value(json_object_get(a->open_start, ev->uid));
+    if (t > 0)
+        *at_ms = t < start ? start : t > ev->now_ms ? ev->now_ms : t;
+}
+
 void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
                           const struct gs_kevent *ev)
 {
@@ -446,12 +565,20 @@ void gs__sched_acct_event(struct gs__sched_acct *a, const struct gs_kworld *w,
         const char *by = ev->kind != GS_KEV_EVICT      ? NULL
                          : ev->by_uid && ev->by_uid[0] ? ev->by_uid
                                                        : ev->by;
-        err = gs_usage_end_interval(a->store, json_integer_value(row), ev->now_ms, end_reason(ev),
-                                    by);
+        enum gs_usage_end why = end_reason(ev);
+        int64_t at_ms = ev->now_ms;
+        if (a->bound)
+            follow_end(a, ev, &why, &at_ms, &by);
+        err = gs_usage_end_interval(a->store, json_integer_value(row), at_ms, why, by);
         /* GS_EINVAL: the wall clock stepped back past its start; it stays open in the file
          * until the next restart's recovery closes it, and the error is logged. */
         (void)json_object_del(a->candidates, ev->uid);
         (void)json_object_del(a->open, ev->uid);
+        if (a->bound) {
+            (void)json_object_del(a->open_start, ev->uid);
+            (void)json_object_del(a->evicted, ev->uid);
+            (void)json_object_del(a->fin_at, ev->uid);
+        }
         charge_close(a, ev->uid, ev->now_ms);
         a->st.closed++;
     }
@@ -570,6 +697,10 @@ int gs__sched_acct_free(struct gs__sched_acct *a, int64_t now_ms,
     json_decref(a->pods);
     json_decref(a->finished);
     json_decref(a->open_gpus);
+    json_decref(a->bound);
+    json_decref(a->open_start);
+    json_decref(a->evicted);
+    json_decref(a->fin_at);
     for (uint32_t i = 0; i < a->nqc; i++)
         free(a->qc[i].queue);
     free(a->qc);

@@ -38,6 +38,19 @@ struct gs__sched_acct_stats {
 int gs__sched_acct_new(const char *path, const char *team_label, struct gs__sched_acct **out);
 
 /**
+ * Makes `a` a follower's (`gpusched accountant`): it records what the API server shows of
+ * another process's decisions, not this world's. An adopted pod's interval starts at its bind
+ * as the API server shows it (its PodScheduled=True condition's lastTransitionTime, else
+ * status.startTime, else when first seen bound) and began to wait at its creation; a pod that
+ * ends by deletion (or phase Failed) carrying the leader's eviction mark (sched_evict.h) ends at
+ * the mark's decision time with its reason and preemptor uid; a finished one (phase Succeeded,
+ * or Failed without a mark) at its containers' latest finishedAt, reason finished; other
+ * deletions at the watch event's time, reason deleted. Times are kept inside [start, event].
+ * Call before gs__sched_acct_start().
+ */
+void gs__sched_acct_follow(struct gs__sched_acct *a);
+
+/**
  * Opens the store (creating it) and reads the intervals a previous writer left open: those of
  * pods adopted in the first cycle stay open (not opened twice); the rest are closed by
  * gs__sched_acct_reconcile(). Call once, when this replica first leads, before its first cycle.

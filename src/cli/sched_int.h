@@ -26,6 +26,7 @@ struct gs__sched_acct; /* sched_acct.h */
 struct action {
     enum gs_kevent_kind kind;
     char *ns, *name, *uid, *node, *text, *by;
+    char *by_uid;   /* EVICT: metadata.uid of `by`; NULL when unknown */
     char *detail;   /* EVICT: why (kworld.h gs_kevent.detail); BIND: whom it evicted; or NULL */
     json_t *gpus;   /* BIND: the assignment's gpus array */
     char *gang;     /* BIND: "ns/podgroup" of the pod's gang; NULL when none */
@@ -97,6 +98,7 @@ struct sched {
     size_t ngretry, capgretry;
     json_t *gang_bound;          /* gang "ns/pg" -> {"ns/name": true}: its members bound by us */
     struct gs__sched_acct *acct; /* --accounting (sched_acct.h); NULL when not recorded */
+    bool follower; /* `gpusched accountant`: it records the leader's decisions, makes none */
 };
 
 /* kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds. */
@@ -141,6 +143,8 @@ struct gs__sched_opts {
     int32_t kai_threshold;    /* its N (default 100) */
     int elect;                /* --leader-elect: 1, 0, or -1 for the default (on unless dry) */
     enum gs_log_format log_format; /* --log-format (default text) */
+    bool follower; /* `gpusched accountant` (cmd_accountant.c): no Lease, no cycles that place,
+                      nothing written to the API server; acct_path set */
 };
 
 /**
@@ -149,6 +153,12 @@ struct gs__sched_opts {
  * after a usage error (printed on stderr naming the option).
  */
 int gs__sched_parse_opts(int argc, char **argv, struct gs__sched_opts *o);
+
+/**
+ * Runs the scheduler (or, with o->follower, the accountant) with the options read; returns its
+ * exit code (0 stopped; 1 internal error or the Lease lost; 2 bad configuration).
+ */
+int gs__sched_run(const struct gs__sched_opts *o);
 
 /** Selects how gs__sched_logf writes its lines from now on (call before any thread logs). */
 void gs__sched_log_set_format(enum gs_log_format fmt);

@@ -587,8 +587,9 @@ static int translate_pod(struct gs_kworld *w, const json_t *obj, int64_t now_ms,
         return 1;
     }
     t->spec.queue = (uint32_t)json_integer_value(qv);
-    const char *pg = gs__kmeta_kv(obj, "labels", "scheduling.x-k8s.io/pod-group");
-    if (!pg)
+    const char *pg =
+        w->cfg.observe ? NULL : gs__kmeta_kv(obj, "labels", "scheduling.x-k8s.io/pod-group");
+    if (!pg && !w->cfg.observe)
         pg = gs__kmeta_kv(obj, "annotations", "scheduling.k8s.io/group-name");
     if (pg) {
         char *key = join_key(t->ident.ns, pg);
@@ -825,8 +826,8 @@ static int apply_pod(struct gs_kworld *w, enum gs_kchange change, const json_t *
     const json_t *spec = json_object_get(obj, "spec");
     const char *sn = jstr(spec, "schedulerName");
     bool ours = sn && strcmp(sn, w->sched_name) == 0;
-    if (!ours && !jstr(spec, "nodeName"))
-        return GS_OK; /* another scheduler's pending pod */
+    if ((!ours || w->cfg.observe) && !jstr(spec, "nodeName"))
+        return GS_OK; /* another scheduler's pending pod; observing: ours enters once bound */
     char *key = join_key(ns, name);
     if (!key)
         return GS_ENOMEM;
@@ -1125,7 +1126,7 @@ int gs_kworld_cycle(struct gs_kworld *w, int64_t now_ms, uint32_t *changes, char
     if ((rc = wl_refresh(w)) == GS_ENOMEM)
         return rc; /* any other failure keeps the workload the engine has */
     w->changes = 0;
-    rc = gs_engine_cycle(w->e, now_ms, NULL, NULL);
+    rc = w->cfg.observe ? GS_OK : gs_engine_cycle(w->e, now_ms, NULL, NULL);
     if (changes)
         *changes = w->changes;
     return rc;

@@ -62,6 +62,39 @@ grep -q -- "- --accounting=/var/lib/gpusched/usage.db" "$tmp/acct.yaml" &&
     --set scheduler.accounting.claimName=usage >/dev/null 2>"$tmp/acct.err" &&
     grep -q "needs scheduler.replicas: 1" "$tmp/acct.err" || fail "accounting with 2 replicas was not refused"
 echo "ok: accounting renders its flag and claim, and refuses two writers"
+# The accountant: a one-replica StatefulSet with its volume beside 2 scheduler replicas that
+# get no --accounting; refused together with the scheduler's own accounting.
+"$helm" lint --strict "$CHART" --set accountant.enabled=true --set scheduler.replicas=2 \
+    >"$tmp/lint4.log" 2>&1 || { cat "$tmp/lint4.log" >&2; fail "helm lint with the accountant"; }
+"$helm" template gpusched "$CHART" -n gpusched-system --set accountant.enabled=true \
+    --set scheduler.replicas=2 >"$tmp/accountant.yaml"
+python3 - "$tmp/accountant.yaml" <<'PY' || fail "the accountant's render"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+sts = by[("StatefulSet", "gpusched-accountant")]
+assert sts["spec"]["replicas"] == 1, sts["spec"]["replicas"]
+c = sts["spec"]["template"]["spec"]["containers"][0]
+assert c["args"][0] == "accountant" and "--accounting=/var/lib/gpusched/usage.db" in c["args"], c["args"]
+assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "accounting"
+dep = by[("Deployment", "gpusched-scheduler")]
+assert dep["spec"]["replicas"] == 2
+args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+assert not any(a.startswith("--accounting") for a in args), args
+rules = by[("ClusterRole", "gpusched-accountant")]["rules"]
+verbs = {v for r in rules for v in r["verbs"]}
+assert verbs <= {"get", "list", "watch"}, verbs
+print("ok: accountant StatefulSet (1 replica, its claim template), scheduler x2 without --accounting, read-only RBAC")
+PY
+"$helm" template gpusched "$CHART" -n gpusched-system --set accountant.enabled=true \
+    --set accountant.claimName=usage >"$tmp/accountant2.yaml"
+grep -q "claimName: usage" "$tmp/accountant2.yaml" && ! grep -q volumeClaimTemplates "$tmp/accountant2.yaml" ||
+    fail "the accountant on an existing claim"
+! "$helm" template gpusched "$CHART" --set accountant.enabled=true --set scheduler.replicas=1 \
+    --set scheduler.accounting.enabled=true --set scheduler.accounting.claimName=usage \
+    >/dev/null 2>"$tmp/acct2.err" && grep -q "choose one" "$tmp/acct2.err" ||
+    fail "the accountant with the scheduler's own accounting was not refused"
+echo "ok: accountant renders beside 2 replicas, on a claim of its own or yours, and refuses a second writer"
 
 # The scheduler's values reach its container's args, in the template's order, and the gpusched
 # binary of this build takes them all (the args then --help: an option it did not know, or a
