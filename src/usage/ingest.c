@@ -309,12 +309,10 @@ static int allocation_span(sqlite3 *db, int64_t *lo, int64_t *hi, char *msg, siz
     return GS_OK;
 }
 
-int gs_usage_ingest_prometheus(struct gs_usage_store *s, const struct gs_usage_ingest_options *opt,
-                               struct gs_usage_ingest_stats *stats, int64_t *from_used,
-                               int64_t *to_used, char *msg, size_t cap)
+/* Ingest adds rows: the store open for writing, no batch of the caller's open. GS_OK;
+ * GS_EINVAL. */
+static int check_writable(struct gs_usage_store *s, char *msg, size_t cap)
 {
-    memset(stats, 0, sizeof(*stats));
-    put_msg(msg, cap, "%s", "");
     sqlite3 *db = gs_usage_db(s);
     if (sqlite3_db_readonly(db, "main") == 1) {
         put_msg(msg, cap, "the store is open read-only");
@@ -324,6 +322,18 @@ int gs_usage_ingest_prometheus(struct gs_usage_store *s, const struct gs_usage_i
         put_msg(msg, cap, "a batch is open: gs_usage_commit() it first");
         return GS_EINVAL;
     }
+    return GS_OK;
+}
+
+int gs_usage_ingest_prometheus(struct gs_usage_store *s, const struct gs_usage_ingest_options *opt,
+                               struct gs_usage_ingest_stats *stats, int64_t *from_used,
+                               int64_t *to_used, char *msg, size_t cap)
+{
+    memset(stats, 0, sizeof(*stats));
+    put_msg(msg, cap, "%s", "");
+    int err0 = check_writable(s, msg, cap);
+    if (err0 != GS_OK)
+        return err0;
     int64_t step = opt->step_ms ? opt->step_ms : 60000;
     if (step < 1000) {
         put_msg(msg, cap, "step: %lld ms is under Prometheus' 1 s resolution here",
@@ -333,7 +343,7 @@ int gs_usage_ingest_prometheus(struct gs_usage_store *s, const struct gs_usage_i
     int64_t from = opt->from_ms, to = opt->to_ms;
     if (from == INT64_MIN || to == INT64_MAX) {
         int64_t lo, hi;
-        int err = allocation_span(db, &lo, &hi, msg, cap);
+        int err = allocation_span(gs_usage_db(s), &lo, &hi, msg, cap);
         if (err)
             return err;
         if (from == INT64_MIN)
@@ -441,15 +451,9 @@ int gs_usage_ingest_agent(struct gs_usage_store *s, const struct gs_usage_agent_
 {
     memset(stats, 0, sizeof(*stats));
     put_msg(msg, cap, "%s", "");
-    sqlite3 *db = gs_usage_db(s);
-    if (sqlite3_db_readonly(db, "main") == 1) {
-        put_msg(msg, cap, "the store is open read-only");
-        return GS_EINVAL;
-    }
-    if (!sqlite3_get_autocommit(db)) {
-        put_msg(msg, cap, "a batch is open: gs_usage_commit() it first");
-        return GS_EINVAL;
-    }
+    int err0 = check_writable(s, msg, cap);
+    if (err0 != GS_OK)
+        return err0;
     const char *src = opt->source ? opt->source : "";
     bool url = strncmp(src, "http://", 7) == 0 || strncmp(src, "https://", 8) == 0;
     char *body = NULL;

@@ -326,6 +326,49 @@ static void fmt_seconds(int64_t ms, char *out, size_t cap)
     (void)snprintf(out, cap, "%lld.%03lld", (long long)s, (long long)f);
 }
 
+/*
+ * GETs url on h into b (no proxy, no redirects, at most BODY_MAX_BYTES), naming shown in msg.
+ * GS_OK, whatever the HTTP status; GS_EINVAL (cannot set up, bad URL); GS_EIO; GS_ETIMEDOUT;
+ * GS_ENOMEM.
+ */
+static int perform(CURL *h, const char *url, const char *shown, long timeout_ms, struct body *b,
+                   char *msg, size_t cap)
+{
+    char ebuf[CURL_ERROR_SIZE] = "";
+    if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, b) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_NOPROXY, "*") != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK) {
+        put_msg(msg, cap, "%.200s: cannot set up the request", shown);
+        return GS_EINVAL;
+    }
+    CURLcode cc = curl_easy_perform(h);
+    if (cc == CURLE_OK)
+        return GS_OK;
+    if (b->too_big) {
+        put_msg(msg, cap, "%.200s: the response is over %zu MiB", shown, BODY_MAX_BYTES >> 20);
+        return GS_EIO;
+    }
+    if (cc == CURLE_OPERATION_TIMEDOUT) {
+        put_msg(msg, cap, "%.200s: no answer within %ld ms", shown, timeout_ms);
+        return GS_ETIMEDOUT;
+    }
+    if (cc == CURLE_URL_MALFORMAT || cc == CURLE_UNSUPPORTED_PROTOCOL) {
+        put_msg(msg, cap, "%.200s: bad URL: %s", shown, ebuf[0] ? ebuf : curl_easy_strerror(cc));
+        return GS_EINVAL;
+    }
+    if (cc == CURLE_WRITE_ERROR) {
+        put_msg(msg, cap, "%.200s: out of memory reading the response", shown);
+        return GS_ENOMEM;
+    }
+    put_msg(msg, cap, "%.200s: %s", shown, ebuf[0] ? ebuf : curl_easy_strerror(cc));
+    return GS_EIO;
+}
+
 int gs_prom_query_range(const struct gs_prom_range *q, struct gs_prom_matrix **out, char *msg,
                         size_t cap)
 {
@@ -367,40 +410,9 @@ int gs_prom_query_range(const struct gs_prom_range *q, struct gs_prom_matrix **o
         goto out;
     (void)snprintf(url, need, "%.*s/api/v1/query_range?query=%s&start=%s&end=%s&step=%s", (int)ul,
                    u, esc, start, end, step);
-    char ebuf[CURL_ERROR_SIZE] = "";
     long timeout_ms = q->timeout_ms > 0 ? q->timeout_ms : 30000;
-    if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_NOPROXY, "*") != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK) {
-        put_msg(msg, cap, "%.200s: cannot set up the request", u);
-        err = GS_EINVAL;
+    if ((err = perform(h, url, u, timeout_ms, &b, msg, cap)) != GS_OK)
         goto out;
-    }
-    CURLcode cc = curl_easy_perform(h);
-    if (cc != CURLE_OK) {
-        if (b.too_big) {
-            put_msg(msg, cap, "%.200s: the response is over %zu MiB", u, BODY_MAX_BYTES >> 20);
-            err = GS_EIO;
-        } else if (cc == CURLE_OPERATION_TIMEDOUT) {
-            put_msg(msg, cap, "%.200s: no answer within %ld ms", u, timeout_ms);
-            err = GS_ETIMEDOUT;
-        } else if (cc == CURLE_URL_MALFORMAT || cc == CURLE_UNSUPPORTED_PROTOCOL) {
-            put_msg(msg, cap, "%.200s: bad URL: %s", u, ebuf[0] ? ebuf : curl_easy_strerror(cc));
-            err = GS_EINVAL;
-        } else if (cc == CURLE_WRITE_ERROR) {
-            err = GS_ENOMEM;
-            put_msg(msg, cap, "%.200s: out of memory reading the response", u);
-        } else {
-            put_msg(msg, cap, "%.200s: %s", u, ebuf[0] ? ebuf : curl_easy_strerror(cc));
-            err = GS_EIO;
-        }
-        goto out;
-    }
     long status = 0;
     (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     char pmsg[400];
@@ -435,42 +447,9 @@ int gs__prom_get(const char *url, long timeout_ms, char **body, size_t *len, cha
         return GS_ENOMEM;
     }
     struct body b = {0};
-    char ebuf[CURL_ERROR_SIZE] = "";
-    if (timeout_ms <= 0)
-        timeout_ms = 30000;
-    int err = GS_OK;
-    if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_NOPROXY, "*") != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK) {
-        put_msg(msg, cap, "%.200s: cannot set up the request", url);
-        err = GS_EINVAL;
+    int err = perform(h, url, url, timeout_ms > 0 ? timeout_ms : 30000, &b, msg, cap);
+    if (err != GS_OK)
         goto out;
-    }
-    CURLcode cc = curl_easy_perform(h);
-    if (cc != CURLE_OK) {
-        if (b.too_big) {
-            put_msg(msg, cap, "%.200s: the response is over %zu MiB", url, BODY_MAX_BYTES >> 20);
-            err = GS_EIO;
-        } else if (cc == CURLE_OPERATION_TIMEDOUT) {
-            put_msg(msg, cap, "%.200s: no answer within %ld ms", url, timeout_ms);
-            err = GS_ETIMEDOUT;
-        } else if (cc == CURLE_URL_MALFORMAT || cc == CURLE_UNSUPPORTED_PROTOCOL) {
-            put_msg(msg, cap, "%.200s: bad URL: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
-            err = GS_EINVAL;
-        } else if (cc == CURLE_WRITE_ERROR) {
-            put_msg(msg, cap, "%.200s: out of memory reading the response", url);
-            err = GS_ENOMEM;
-        } else {
-            put_msg(msg, cap, "%.200s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
-            err = GS_EIO;
-        }
-        goto out;
-    }
     long status = 0;
     (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
