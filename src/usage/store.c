@@ -377,8 +377,8 @@ int gs_usage_open(const char *path, const struct gs_usage_options *opt, struct g
         int e = sqlite3_system_errno(s->db); /* the OS's reason, 0 when there is none */
         bool existing = opt->read_only || opt->existing_only;
         if (existing && rc == SQLITE_CANTOPEN && stat(path, &sb) != 0 && errno == ENOENT)
-            set_msg(s, "no such file (a store is written by 'gpusched replay --accounting FILE' "
-                       "or 'gpusched scheduler --accounting FILE')");
+            set_msg(s, "no such file (a store is written by 'gpusched replay --accounting FILE', "
+                       "'gpusched scheduler --accounting FILE' or 'gpusched accountant')");
         else
             set_msg(s, "cannot open: %s%s%s", sqlite3_errmsg(s->db), e ? ": " : "",
                     e ? strerror(e) : "");
