@@ -42,9 +42,15 @@ static const double cycle_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
  * 5242.88 s. Filled at gs_schedmetrics_new(): start x 2^i, exact in binary floating point. */
 #define N_ATTEMPT_LE 15
 #define N_POD_LE 20
+/* gpusched_scheduling_decision_duration_seconds: ExponentialBuckets(4e-6, 2, 20), 4 us to 2.1 s,
+ * so decisions far below kube-scheduler's first bucket (1 ms) still have a p50 and a p99. */
+#define N_DECISION_LE 20
 
 /* A histogram: bucket[i] counts observations in (le[i-1], le[i]], not cumulative; the last
  * bucket is +Inf. */
+_Static_assert(N_ATTEMPT_LE <= N_POD_LE && N_DECISION_LE <= N_POD_LE,
+               "struct hist holds the most buckets of any histogram");
+
 struct hist {
     uint64_t bucket[N_POD_LE + 1];
     uint64_t count;
@@ -110,7 +116,9 @@ struct gs_schedmetrics {
     double cycle_sum_s;                     /**< their total duration */
     double attempt_le[N_ATTEMPT_LE];        /**< upper bounds, seconds (constant after new) */
     double pod_le[N_POD_LE];                /**< upper bounds, seconds (constant after new) */
+    double decision_le[N_DECISION_LE];      /**< upper bounds, seconds (constant after new) */
     struct hist attempt_hist[3];            /**< by enum gs_sched_result */
+    struct hist decision_hist;              /**< every result, the fine buckets */
     struct hist pod_hist;                   /**< creation to bind */
     double decision_share_s;                /**< last cycle's duration over the pods it decided */
     bool has_share;                         /**< a cycle with a decision was recorded */
@@ -195,6 +203,9 @@ int gs_schedmetrics_new(struct gs_schedmetrics **out)
     m->pod_le[0] = 0.01;
     for (size_t i = 1; i < N_POD_LE; i++)
         m->pod_le[i] = m->pod_le[i - 1] * 2;
+    m->decision_le[0] = 4e-6;
+    for (size_t i = 1; i < N_DECISION_LE; i++)
+        m->decision_le[i] = m->decision_le[i - 1] * 2;
     *out = m;
     return GS_OK;
 }
@@ -217,8 +228,10 @@ void gs_schedmetrics_attempt(struct gs_schedmetrics *m, enum gs_sched_result r)
         return;
     pthread_mutex_lock(&m->lock);
     m->attempts[r]++;
-    if (m->has_share)
+    if (m->has_share) {
         hist_observe(&m->attempt_hist[r], m->attempt_le, N_ATTEMPT_LE, m->decision_share_s);
+        hist_observe(&m->decision_hist, m->decision_le, N_DECISION_LE, m->decision_share_s);
+    }
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -764,6 +777,11 @@ size_t gs_schedmetrics_render(struct gs_schedmetrics *m, char *buf, size_t cap)
         put_hist(&o, "gpusched_scheduling_attempt_duration_seconds", lbl, m->attempt_le,
                  N_ATTEMPT_LE, &m->attempt_hist[i]);
     }
+    put(&o, "# HELP gpusched_scheduling_decision_duration_seconds The same decision time, every "
+            "result, in buckets from 4 us.\n"
+            "# TYPE gpusched_scheduling_decision_duration_seconds histogram\n");
+    put_hist(&o, "gpusched_scheduling_decision_duration_seconds", "", m->decision_le, N_DECISION_LE,
+             &m->decision_hist);
     put(&o, "# HELP gpusched_pod_scheduling_duration_seconds From a pod's creation to its "
             "Binding's acceptance.\n"
             "# TYPE gpusched_pod_scheduling_duration_seconds histogram\n");

@@ -271,6 +271,11 @@ echo "ok: metrics: binds_total=$nb evictions{preemption}=1 pending_pods=$(metric
 att=gpusched_scheduling_attempt_duration_seconds
 [ "$(metric "${att}_count{result=\"scheduled\"}")" = "$nb" ] || fail "${att}_count{scheduled} $(metric "${att}_count{result=\"scheduled\"}"), want $nb"
 [ "$(metric "${att}_bucket{result=\"scheduled\",le=\"+Inf\"}")" = "$nb" ] || fail "${att} +Inf bucket != $nb"
+# The fine decision histogram holds the same observations, every result together.
+dec=gpusched_scheduling_decision_duration_seconds
+att_all=$(($(metric "${att}_count{result=\"scheduled\"}") + $(metric "${att}_count{result=\"unschedulable\"}") + $(metric "${att}_count{result=\"error\"}")))
+[ "$(metric "${dec}_count")" = "$att_all" ] || fail "${dec}_count $(metric "${dec}_count"), want $att_all (every result of ${att})"
+[ "$(metric "${dec}_bucket{le=\"+Inf\"}")" = "$att_all" ] || fail "${dec} +Inf bucket != $att_all"
 [ "$(metric gpusched_pod_scheduling_duration_seconds_count)" = "$nb" ] || fail "pod_scheduling_duration count $(metric gpusched_pod_scheduling_duration_seconds_count), want $nb"
 # Queue small: q1's 2 GPUs, as the Queue's status says (written within a second of a change).
 qa="gpusched_queue_allocated{queue=\"small-$run\",resource=\"gpu\"}"

@@ -55,6 +55,7 @@ static void expect_absent(const char *text, const char *prefix)
 }
 
 #define ATT "gpusched_scheduling_attempt_duration_seconds"
+#define DEC "gpusched_scheduling_decision_duration_seconds"
 #define POD "gpusched_pod_scheduling_duration_seconds"
 
 static void test_histograms_count_what_was_observed(void **state)
@@ -97,6 +98,17 @@ static void test_histograms_count_what_was_observed(void **state)
     expect_line(t, ATT "_sum{result=\"error\"}", "0.1");
     expect_line(t, ATT "_count{result=\"error\"}", "1");
     expect_absent(t, ATT "_bucket{result=\"scheduled\",le=\"32.768\"}"); /* 15 bounds only */
+    /* The fine histogram holds the same four observations, every result together, in bounds
+     * 4e-6 x 2^k: 3 ms x 3 in (0.002048, 0.004096], 100 ms in (0.065536, 0.131072]. */
+    expect_line(t, DEC "_bucket{le=\"0.002048\"}", "0");
+    expect_line(t, DEC "_bucket{le=\"0.004096\"}", "3");
+    expect_line(t, DEC "_bucket{le=\"0.065536\"}", "3");
+    expect_line(t, DEC "_bucket{le=\"0.131072\"}", "4");
+    expect_line(t, DEC "_bucket{le=\"2.09715\"}", "4"); /* 4e-6 x 2^19, %g's 6 digits */
+    expect_line(t, DEC "_bucket{le=\"+Inf\"}", "4");
+    expect_line(t, DEC "_sum", "0.109");
+    expect_line(t, DEC "_count", "4");
+    expect_absent(t, DEC "_bucket{le=\"4.1943\"}"); /* 20 bounds only */
 
     expect_line(t, POD "_bucket{le=\"0.01\"}", "1");
     expect_line(t, POD "_bucket{le=\"0.02\"}", "1");
@@ -427,10 +439,38 @@ static void test_charge_series_appear_once_set(void **state)
     gs_schedmetrics_free(m);
 }
 
+/* Decisions far under kube-scheduler's first bucket (1 ms) get their own buckets. */
+static void test_fine_histogram_resolves_microseconds(void **state)
+{
+    (void)state;
+    struct gs_schedmetrics *m = NULL;
+    assert_int_equal(gs_schedmetrics_new(&m), GS_OK);
+    /* 100 us deciding 10 pods: 10 us each, in (8e-06, 1.6e-05]; then 1 ms deciding 4: 250 us
+     * each, in (0.000128, 0.000256]. */
+    gs_schedmetrics_cycle(m, 0.0001, 0, 10);
+    for (int i = 0; i < 10; i++)
+        gs_schedmetrics_attempt(m, GS_SCHED_SCHEDULED);
+    gs_schedmetrics_cycle(m, 0.001, 0, 4);
+    for (int i = 0; i < 4; i++)
+        gs_schedmetrics_attempt(m, i < 3 ? GS_SCHED_SCHEDULED : GS_SCHED_UNSCHEDULABLE);
+    char *t = render(m);
+    expect_line(t, DEC "_bucket{le=\"4e-06\"}", "0");
+    expect_line(t, DEC "_bucket{le=\"8e-06\"}", "0");
+    expect_line(t, DEC "_bucket{le=\"1.6e-05\"}", "10");
+    expect_line(t, DEC "_bucket{le=\"0.000128\"}", "10");
+    expect_line(t, DEC "_bucket{le=\"0.000256\"}", "14");
+    expect_line(t, DEC "_count", "14");
+    /* kube-scheduler's buckets see all 14 below 1 ms. */
+    expect_line(t, ATT "_bucket{result=\"scheduled\",le=\"0.001\"}", "13");
+    free(t);
+    gs_schedmetrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_histograms_count_what_was_observed),
+        cmocka_unit_test(test_fine_histogram_resolves_microseconds),
         cmocka_unit_test(test_queue_and_pool_series_of_a_small_world),
         cmocka_unit_test(test_queue_model_series),
         cmocka_unit_test(test_memory_fraction_counts_as_allocated),
