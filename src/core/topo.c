@@ -94,10 +94,12 @@ static struct score score_set(const struct topo *t, uint64_t set)
 static uint64_t best_subset(const struct topo *t, uint64_t cand, uint64_t must, uint32_t want,
                             int32_t near)
 {
-    uint32_t idx[GS_TOPO_EXACT_MAX], n = 0;
+    uint32_t idx[GS_TOPO_EXACT_MAX] = {0}, n = 0;
     for (uint64_t s = cand; s != 0 && n < GS_TOPO_EXACT_MAX; s &= s - 1)
         idx[n++] = popcount64((s & -s) - 1);
-    uint32_t c[GS_TOPO_EXACT_MAX];
+    if (want == 0 || want >= n)
+        return want == 0 ? 0 : cand; /* the caller asks for fewer than n; said for the analyzer */
+    uint32_t c[GS_TOPO_EXACT_MAX] = {0};
     for (uint32_t i = 0; i < want; i++)
         c[i] = i;
     uint64_t chosen = 0;

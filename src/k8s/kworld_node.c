@@ -260,7 +260,7 @@ int gs__kworld_apply_node(struct gs_kworld *w, enum gs_kchange change, const jso
     const struct gs_node *nn = gs_cluster_node(w->c, i);
     for (uint32_t g = 0; have_inv == 1 && g < inv.n && g < nn->gpu_count; g++)
         peers[g] = (uint16_t)(inv.nvlink[g] & ((1u << nn->gpu_count) - 1u));
-    if ((err = gs_cluster_set_nvlink(w->c, i, peers, nn->gpu_count)) != GS_OK)
+    if (gs_cluster_set_nvlink(w->c, i, peers, nn->gpu_count) != GS_OK)
         return gs__kfail(w, "node %s: NVLink peers cannot be set", name);
     const json_t *st = json_object_get(obj, "status");
     const json_t *alloc = json_object_get(st, "allocatable");
