@@ -42,6 +42,8 @@ echo "== the scheduler's /metrics: queue and pool snapshot and one render, 5,000
 "$build/bench/bench_schedmetrics"
 echo "== dynamic MIG: one re-partition plan per GPU (random layouts per model)"
 "$build/bench/bench_migplan"
+echo "== whole-GPU pick with NVLink topology: one 8-GPU node, every free set and size"
+"$build/bench/bench_share" --picks
 echo "== full sweep: 13 traces x 6 policies x 10 seeds"
 pods=$(ls "$trace"/openb_pod_list_*.csv | paste -sd, -)
 out=$(mktemp -d)

@@ -38,7 +38,7 @@ ALLOWED = {
 HEADERS = {
     "util": ["compiler.h", "diag.h", "err.h", "log.h", "names.h"],
     "core": ["charge.h", "cluster.h", "defrag.h", "explain.h", "filter.h", "frag.h", "mig.h",
-             "mig_plan.h", "rng.h", "sched.h", "tenant.h"],
+             "mig_plan.h", "rng.h", "sched.h", "tenant.h", "topo.h"],
     "rpc": ["grpc.h"],
     "agent": ["devplugin.h", "dpkube.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h",
               "podmap.h"],

@@ -206,7 +206,14 @@ struct gs_node {
     struct gs_node_xres *xres;                /**< other resources, owned, ascending id; may
                                                    be NULL */
     uint32_t xres_count;                      /**< entries in xres */
+    uint16_t nvlink[GS_NODE_GPUS_MAX];        /**< bit j of nvlink[g]: GPU g reaches GPU j over
+                                                   NVLink (symmetric, no self bit, j below
+                                                   gpu_count); all 0 when not known
+                                                   (gs_cluster_set_nvlink()) */
+    bool has_nvlink;                          /**< derived: some nvlink[g] is not 0; only then
+                                                   do whole-GPU picks weigh topology */
 };
+_Static_assert(GS_NODE_GPUS_MAX <= 16, "gs_node.nvlink holds one bit per GPU in 16 bits");
 
 /**
  * The part of a node the feasibility filter reads, packed into one 64-byte cache line so that a
@@ -514,6 +521,23 @@ int gs_cluster_set_mig_layout(struct gs_cluster *c, uint32_t i, uint32_t gpu,
                               size_t cap);
 
 /**
+ * Replaces the NVLink peers of a node's GPUs: GPU g reaches GPU j over NVLink when bit j of
+ * peers[g] is set. A link either end names counts for both (the stored masks are symmetric).
+ * Whole-GPU picks on the node then prefer GPUs joined by NVLink and keep pairs whole
+ * (gs_topo_pick(), include/gpusched/topo.h); a node with no link places whole GPUs on the lowest
+ * free indices, as before. The peers are what the node agent reads from NVML's topology API
+ * (nvmlDeviceGetNvLinkRemotePciInfo_v2) and publishes as `nvlink_peers` in the Node annotation
+ * gpusched.io/gpus (source: NVIDIA k8s-device-plugin issue #1193). Shrinking the node's GPUs
+ * (gs_cluster_update_node()) drops the links of the GPUs that go.
+ * @param peers  n masks, borrowed; NULL with n == 0 clears every link.
+ * @param n      the node's gpu_count, or 0 to clear.
+ * @return GS_OK (a new generation only when a link changed); GS_EINVAL for a bad node, n that
+ *         is neither 0 nor gpu_count, a self bit (bit g of peers[g]) or a bit at or past
+ *         gpu_count. The node is unchanged on failure.
+ */
+int gs_cluster_set_nvlink(struct gs_cluster *c, uint32_t i, const uint16_t *peers, uint32_t n);
+
+/**
  * Cordons (true) or uncordons (false) a node: Kubernetes spec.unschedulable. A cordoned node
  * takes no new pods unless they tolerate `node.kubernetes.io/unschedulable:NoSchedule`; running
  * pods stay. @return GS_OK; GS_EINVAL for a bad node.
@@ -631,11 +655,12 @@ bool gs_node_fits(const struct gs_node *n, const struct gs_pod_req *req);
 /**
  * Chooses what a request takes on a node, for every kind (the one pick that placement, the fit
  * check and what-if share): MILLI, a fraction on the fractions GPU with the least milli free
- * that fits, whole GPUs the lowest fully free ones; MEMORY, the fractions GPUs (with known
- * memory) with the least memory free that fit, lowest index on ties; TIMESLICE, distinct
- * time-sliced GPUs with the fewest free slots first; MIG, free instances of the profile, by GPU
- * index and then lowest start slot first (two on one card when the layout has them).
- * CPU, memory and pod count are checked too.
+ * that fits, whole GPUs the lowest fully free ones, or on a node with NVLink peers
+ * (gs_cluster_set_nvlink()) the fully free ones gs_topo_pick() chooses; MEMORY, the fractions GPUs
+ * (with known memory) with the least memory free that fit, lowest index on ties; TIMESLICE,
+ * distinct time-sliced GPUs with the fewest free slots first; MIG, free instances of the profile,
+ * by GPU index and then lowest start slot first (two on one card when the layout has them). CPU,
+ * memory and pod count are checked too.
  * @param pl  receives the placement (node set to `node_index`), ready for gs_cluster_bind().
  * @return GS_OK; GS_EUNSCHEDULABLE when it does not fit (pl then zeroed); GS_EINVAL for a
  *         request that fails gs_pod_req_validate(). Pure.

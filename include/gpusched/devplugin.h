@@ -425,10 +425,12 @@ int gs_dp_handle_list(const struct gs_dp_view *v, struct gs_dp_answer *out);
  * claimed unit (a GPU, or a slice of it for gpusched.io/gpu-slice; for a MIG entry the MIG
  * device of that GPU with that profile and start slot, any instance of the profile for start -1)
  * is offered, Healthy and the same GPU as the claim's UUID, its devices; else (the reason
- * told to view.on_claim) a deterministic choice among the available IDs. Whole GPUs: the set with
- * the most NVLink links inside it, then the most GPUs on one NUMA node, then the fewest NVLink
- * links to available GPUs left outside (leaving connected groups whole), then the lowest seed
- * index. Replicas and MIG devices are packed by the unit whose capacity they share (the GPU;
+ * told to view.on_claim) a deterministic choice among the available IDs. Whole GPUs: the core's
+ * gs_topo_pick() (include/gpusched/topo.h, the scheduler's whole-GPU choice) on the model's
+ * NVLink masks and NUMA nodes: the set with the most NVLink links inside it, then the most GPUs
+ * on one NUMA node, then the fewest NVLink links to available GPUs left outside (leaving
+ * connected groups whole), then the lowest indices; exact up to 16 candidates, greedy beyond.
+ * Replicas and MIG devices are packed by the unit whose capacity they share (the GPU;
  * for replicas of a MIG device, that device): units already holding the container's devices
  * first, then the same NUMA node, then a unit that fits the rest of the request, then units
  * already partly in use by others, then shared slots before whole GPUs, then the fewest free

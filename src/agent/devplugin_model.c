@@ -8,16 +8,19 @@
  * expands each final resource, in name order, into its devices: GPUs ascending, MIG devices in
  * backend order, replicas ascending, so ListAndWatch lists are stable from run to run.
  *
- * The preferred-allocation policy has two shapes. Whole GPUs are a small set (at most 64), so
- * every available GPU is tried as the seed of a greedy NVLink-first completion and the best
- * set wins. Shared slots (replicas, MIG devices) are grouped by the unit whose capacity they
- * share (the GPU, or the MIG device for its replicas) and packed group by group, so that a
- * request lands where capacity is already broken into and whole GPUs stay free.
+ * The preferred-allocation policy has two shapes. Whole GPUs are chosen by the core's topology
+ * function (gs_topo_pick(): NVLink pairs inside the set, then NUMA, then fewest links cut to
+ * available GPUs left outside; exact up to 16 candidates, greedy beyond), the same one the
+ * scheduler places whole GPUs with, so the two prefer the same GPUs. Shared slots (replicas, MIG
+ * devices) are grouped by the unit whose capacity they share (the GPU, or the MIG device for its
+ * replicas) and packed group by group, so that a request lands where capacity is already broken
+ * into and whole GPUs stay free.
  */
 #include "gpusched/devplugin.h"
 
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
+#include "gpusched/topo.h"
 
 #include "devplugin_int.h"
 
@@ -426,159 +429,22 @@ int32_t gs_dp_model_resource(const struct gs_dp_model *m, const char *name)
 
 /* ---- preferred allocation --------------------------------------------------------------- */
 
-static uint32_t popcount64(uint64_t x)
-{
-    uint32_t c = 0;
-    for (; x != 0; x &= x - 1)
-        c++;
-    return c;
-}
-
-/* Most GPUs of the set on one NUMA node (unknown nodes count as one group). */
-static uint32_t numa_max(const struct gs_dp_model *m, uint64_t set)
-{
-    uint32_t best = 0;
-    for (uint32_t i = 0; i < m->n_gpus; i++) {
-        if (!(set & (UINT64_C(1) << i)))
-            continue;
-        uint32_t c = 0;
-        for (uint32_t j = 0; j < m->n_gpus; j++)
-            if ((set & (UINT64_C(1) << j)) && m->gpus[j].numa_node == m->gpus[i].numa_node)
-                c++;
-        if (c > best)
-            best = c;
-    }
-    return best;
-}
-
-/* Score of a whole-GPU set; larger is better, compared in order. */
-struct set_score {
-    uint32_t links; /**< NVLink pairs inside the set */
-    uint32_t numa;  /**< most members on one NUMA node */
-    uint32_t cut;   /**< NVLink links from the set to available GPUs outside (fewer better) */
-};
-
-static struct set_score score_set(const struct gs_dp_model *m, uint64_t set, uint64_t avail)
-{
-    struct set_score s = {0, numa_max(m, set), 0};
-    for (uint32_t i = 0; i < m->n_gpus; i++) {
-        if (!(set & (UINT64_C(1) << i)))
-            continue;
-        s.links += popcount64(m->nvlink[i] & set);
-        s.cut += popcount64(m->nvlink[i] & avail & ~set);
-    }
-    s.links /= 2;
-    return s;
-}
-
-static bool score_better(struct set_score a, struct set_score b)
-{
-    if (a.links != b.links)
-        return a.links > b.links;
-    if (a.numa != b.numa)
-        return a.numa > b.numa;
-    return a.cut < b.cut;
-}
-
-/* Greedy completion of `set` with `want` GPUs from `avail`; returns the grown set. */
-static uint64_t grow(const struct gs_dp_model *m, uint64_t set, uint64_t avail, uint32_t want)
-{
-    for (uint32_t k = 0; k < want; k++) {
-        int32_t best = -1;
-        uint32_t bl = 0, bn = 0, bc = 0;
-        for (uint32_t x = 0; x < m->n_gpus; x++) {
-            uint64_t bit = UINT64_C(1) << x;
-            if (!(avail & bit) || (set & bit))
-                continue;
-            uint32_t links = popcount64(m->nvlink[x] & set);
-            uint32_t numa = 0;
-            for (uint32_t j = 0; j < m->n_gpus; j++)
-                if ((set & (UINT64_C(1) << j)) && m->gpus[j].numa_node == m->gpus[x].numa_node)
-                    numa++;
-            uint32_t cut = popcount64(m->nvlink[x] & avail & ~set & ~bit);
-            if (best < 0 || links > bl || (links == bl && numa > bn) ||
-                (links == bl && numa == bn && cut < bc)) {
-                best = (int32_t)x;
-                bl = links;
-                bn = numa;
-                bc = cut;
-            }
-        }
-        if (best < 0)
-            break;
-        set |= UINT64_C(1) << best;
-    }
-    return set;
-}
-
 /*
- * Up to this many offered GPUs the choice is exact: every subset of the wanted size is scored
- * (C(16, 8) = 12,870 at most, each scored in O(GPUs)), since the greedy completion below can
- * miss the best set (issue 9: for offered {2,3,5,6,7} and 4 wanted it kept one NVLink pair
- * where two were possible). Past it, the greedy completion from every seed.
+ * Whole GPUs: the core's topology choice (gs_topo_pick(), include/gpusched/topo.h), the one the
+ * scheduler places whole GPUs by, on the model's NVLink masks and NUMA nodes. Fewer available
+ * GPUs than wanted: all of them (kubelet then decides).
  */
-#define EXACT_CANDIDATES_MAX 16
-
-/*
- * The best set mm | S over the subsets S of am with `want` members, by score_better; among
- * equal scores the one with the most GPUs on the NUMA node of must_include's first GPU, then
- * the first in lexicographic order of GPU indices (the lowest indices).
- */
-static uint64_t best_subset(const struct gs_dp_model *m, uint64_t am, uint64_t mm, uint32_t want)
-{
-    uint32_t cand[EXACT_CANDIDATES_MAX], n = 0;
-    for (uint32_t g = 0; g < m->n_gpus && n < EXACT_CANDIDATES_MAX; g++)
-        if (am & (UINT64_C(1) << g))
-            cand[n++] = g;
-    if (want == 0 || want >= n)
-        return want == 0 ? 0 : am; /* the callers ask for fewer than n; said for the analyzer */
-    uint32_t c[EXACT_CANDIDATES_MAX];
-    for (uint32_t i = 0; i < want; i++)
-        c[i] = i;
-    /* With must_include, sets equal on the score prefer the NUMA node of its first GPU. */
-    int32_t near_node = INT32_MIN;
-    for (uint32_t g = 0; g < m->n_gpus && near_node == INT32_MIN; g++)
-        if (mm & (UINT64_C(1) << g))
-            near_node = m->gpus[g].numa_node;
-    uint64_t chosen = 0;
-    struct set_score best = {0, 0, 0};
-    uint32_t best_near = 0;
-    bool have = false;
-    for (;;) {
-        uint64_t set = 0;
-        uint32_t near = 0;
-        for (uint32_t i = 0; i < want; i++) {
-            set |= UINT64_C(1) << cand[c[i]];
-            near += m->gpus[cand[c[i]]].numa_node == near_node ? 1u : 0u;
-        }
-        struct set_score sc = score_set(m, set | mm, am | mm);
-        if (!have || score_better(sc, best) || (!score_better(best, sc) && near > best_near)) {
-            have = true;
-            best = sc;
-            best_near = near;
-            chosen = set;
-        }
-        /* Next combination: the rightmost index that can still move right, and those after. */
-        int32_t i = (int32_t)want - 1;
-        while (i >= 0 && c[i] == n - want + (uint32_t)i)
-            i--;
-        if (i < 0)
-            break;
-        c[i]++;
-        for (uint32_t j = (uint32_t)i + 1; j < want; j++)
-            c[j] = c[j - 1] + 1;
-    }
-    return chosen;
-}
-
 static int prefer_whole(const struct gs_dp_model *m, const struct gs_dp_resource *r,
                         const uint32_t *avail, uint32_t n_avail, const uint32_t *must,
                         uint32_t n_must, uint32_t want, uint32_t *out, uint32_t *n_out)
 {
     uint64_t am = 0, mm = 0;
     int32_t pos_of_gpu[GS_GPU_MAX];
-    for (uint32_t i = 0; i < GS_GPU_MAX; i++)
+    int32_t numa[GS_GPU_MAX];
+    for (uint32_t i = 0; i < GS_GPU_MAX; i++) {
         pos_of_gpu[i] = -1;
+        numa[i] = i < m->n_gpus ? m->gpus[i].numa_node : -1;
+    }
     for (uint32_t i = 0; i < n_avail; i++) {
         am |= UINT64_C(1) << r->devices[avail[i]].gpu;
         pos_of_gpu[r->devices[avail[i]].gpu] = (int32_t)avail[i];
@@ -586,35 +452,14 @@ static int prefer_whole(const struct gs_dp_model *m, const struct gs_dp_resource
     for (uint32_t i = 0; i < n_must; i++)
         mm |= UINT64_C(1) << r->devices[must[i]].gpu;
     am &= ~mm;
-    uint64_t chosen;
-    if (popcount64(am) <= want) {
-        chosen = am;
-    } else if (popcount64(am) <= EXACT_CANDIDATES_MAX) {
-        chosen = best_subset(m, am, mm, want);
-    } else {
-        chosen = 0;
-        struct set_score best = {0, 0, 0};
-        bool have = false;
-        for (uint32_t s = 0; s < m->n_gpus; s++) {
-            uint64_t seed;
-            if (mm != 0) {
-                if (s > 0)
-                    break;
-                seed = mm;
-            } else {
-                if (!(am & (UINT64_C(1) << s)))
-                    continue;
-                seed = UINT64_C(1) << s;
-            }
-            uint32_t more = mm != 0 ? want : want - 1;
-            uint64_t set = grow(m, seed, am | mm, more);
-            struct set_score sc = score_set(m, set, am | mm);
-            if (!have || score_better(sc, best)) {
-                have = true;
-                best = sc;
-                chosen = set & ~mm;
-            }
-        }
+    uint32_t n_am = 0;
+    for (uint64_t x = am; x != 0; x &= x - 1)
+        n_am++;
+    uint64_t chosen = am;
+    if (n_am > want) {
+        int rc = gs_topo_pick(m->n_gpus, m->nvlink, numa, am, mm, want, &chosen);
+        if (rc != GS_OK)
+            return rc; /* the masks are the model's own: not expected */
     }
     uint32_t k = 0;
     for (uint32_t g = 0; g < m->n_gpus && k < want; g++)

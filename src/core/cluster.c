@@ -415,6 +415,14 @@ int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_nod
             if (n->gpus[g].sharing == GS_GPU_SHARE_MIG)
                 gs__gpu_mode_apply(&n->gpus[g], &frac, NULL);
     }
+    /* Links to and from GPUs that go are dropped; added GPUs have none until told. */
+    uint16_t keep = (uint16_t)((1u << u->gpu_count) - 1u);
+    bool linked = false;
+    for (uint32_t g = 0; g < GS_NODE_GPUS_MAX; g++) {
+        n->nvlink[g] = g < u->gpu_count ? (uint16_t)(n->nvlink[g] & keep) : 0;
+        linked = linked || n->nvlink[g] != 0;
+    }
+    n->has_nvlink = linked;
     c->gpu_count = c->gpu_count - n->gpu_count + u->gpu_count;
     n->gpu_count = u->gpu_count;
     n->model_id = model;
@@ -423,6 +431,35 @@ int gs_cluster_update_node(struct gs_cluster *c, uint32_t i, const struct gs_nod
     n->pods_max = u->pods_max;
     node_refresh(c, n);
     c->capacity_gen++;
+    return GS_OK;
+}
+
+int gs_cluster_set_nvlink(struct gs_cluster *c, uint32_t i, const uint16_t *peers, uint32_t n)
+{
+    struct gs_node *node = node_at(c, i);
+    if (!node || (n != 0 && n != node->gpu_count) || (n > 0 && !peers))
+        return GS_EINVAL;
+    uint16_t all = (uint16_t)((1u << node->gpu_count) - 1u);
+    uint16_t sym[GS_NODE_GPUS_MAX] = {0};
+    for (uint32_t g = 0; g < n; g++) {
+        if ((peers[g] & ~all) || (peers[g] >> g & 1u))
+            return GS_EINVAL;
+        sym[g] = (uint16_t)(sym[g] | peers[g]);
+        for (uint32_t j = 0; j < n; j++)
+            if (peers[g] >> j & 1u)
+                sym[j] = (uint16_t)(sym[j] | (1u << g));
+    }
+    bool same = true, linked = false;
+    for (uint32_t g = 0; g < GS_NODE_GPUS_MAX; g++) {
+        same = same && node->nvlink[g] == sym[g];
+        linked = linked || sym[g] != 0;
+    }
+    if (same)
+        return GS_OK;
+    for (uint32_t g = 0; g < GS_NODE_GPUS_MAX; g++)
+        node->nvlink[g] = sym[g];
+    node->has_nvlink = linked;
+    gs__node_bump(c, node);
     return GS_OK;
 }
 

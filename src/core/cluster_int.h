@@ -101,6 +101,11 @@ int64_t gs__milli_mem_mib(const struct gs_gpu *g, int32_t milli);
 /* share.c: whether the GPU half of req fits on n (CPU, memory, pods and other resources
  * aside; the GPU model is checked). */
 bool gs__share_gpus_fit(const struct gs_node *n, const struct gs_pod_req *req);
+/* share.c: the GPUs a whole-GPU milli request of num GPUs takes on n, written ascending to
+ * gpu_index: the lowest fully free ones, or on a node with NVLink peers (has_nvlink) the fully
+ * free ones gs_topo_pick() chooses. Returns how many it wrote: num, or fewer (then all the
+ * fully free GPUs, lowest first) when the node has fewer free. */
+uint32_t gs__pick_whole_gpus(const struct gs_node *n, uint32_t num, uint8_t *gpu_index);
 /* share.c: whether n has a healthy GPU in the mode a request beyond milli needs (for MIG, a
  * layout with the profile). */
 bool gs__share_mode_present(const struct gs_node *n, const struct gs_pod_req *req);

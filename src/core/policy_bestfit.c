@@ -51,5 +51,5 @@ static int node_score_bestfit(struct gs_sched *s, uint32_t node, const struct gs
 }
 
 const struct policy_ops gs__policy_bestfit = {
-    "bestfit", "05-BestFit", score_bestfit,     gs__pick_share_best, gs__pick_whole_lowest,
-    NULL,      NULL,         node_score_bestfit};
+    "bestfit",      "05-BestFit", score_bestfit, gs__pick_share_best,
+    gs__pick_whole, NULL,         NULL,          node_score_bestfit};

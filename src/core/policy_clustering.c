@@ -42,11 +42,6 @@ static int node_score_clustering(struct gs_sched *s, uint32_t node, const struct
     return GS_OK;
 }
 
-const struct policy_ops gs__policy_clustering = {"clustering",
-                                                 "03-GpuClustering",
-                                                 score_clustering,
-                                                 gs__pick_share_best,
-                                                 gs__pick_whole_lowest,
-                                                 NULL,
-                                                 NULL,
-                                                 node_score_clustering};
+const struct policy_ops gs__policy_clustering = {
+    "clustering", "03-GpuClustering",   score_clustering, gs__pick_share_best, gs__pick_whole, NULL,
+    NULL,         node_score_clustering};

@@ -42,5 +42,5 @@ static int node_score_dotprod(struct gs_sched *s, uint32_t node, const struct gs
 }
 
 const struct policy_ops gs__policy_dotprod = {
-    "dotprod", "02-DotProd", score_dotprod,     gs__pick_share_best, gs__pick_whole_lowest,
-    NULL,      NULL,         node_score_dotprod};
+    "dotprod",      "02-DotProd", score_dotprod, gs__pick_share_best,
+    gs__pick_whole, NULL,         NULL,          node_score_dotprod};

@@ -324,12 +324,7 @@ static int node_score_fgd(struct gs_sched *s, uint32_t node, const struct gs_pod
     return GS_OK;
 }
 
-const struct policy_ops gs__policy_fgd = {"fgd",
-                                          "06-FGD",
-                                          score_fgd,
-                                          pick_share_fgd,
-                                          gs__pick_whole_lowest,
-                                          gs__fgd_score_kind,
-                                          gs__fgd_pick_kind,
-                                          node_score_fgd,
-                                          gs__fgd_class};
+const struct policy_ops gs__policy_fgd = {
+    "fgd",          "06-FGD",           score_fgd,         pick_share_fgd,
+    gs__pick_whole, gs__fgd_score_kind, gs__fgd_pick_kind, node_score_fgd,
+    gs__fgd_class};

@@ -8,7 +8,7 @@
  * the derived free amounts recomputed with the cluster's own rule, and F measured on the
  * result; the score is FGD's trunc(100 x sigmoid((F_before - F_after) / 1000)).
  *  - milli sharing pod: every fractions GPU with room, the first by index reaching the best;
- *  - milli whole GPUs: the first num_gpu wholly free GPUs by index, as the milli path;
+ *  - milli whole GPUs: the GPUs the milli path takes (gs__pick_whole_gpus());
  *  - memory fraction on num_gpu GPUs, MIG request of mig_count instances: one GPU (instance)
  *    at a time, each time the one whose taking leaves the lowest F, the lowest index on a tie
  *    (for MIG the lowest free start of the profile on that GPU, as gs_node_pick_gpus() takes).
@@ -73,14 +73,14 @@ int32_t gs__fgd_milli_full(const struct gs_sched *s, const struct gs_node *n,
             *gpu = pick;
         return best;
     }
-    /* Whole GPUs: the first num_gpu wholly free ones by index (gs__pick_whole_lowest()). */
-    uint32_t taken = 0;
-    for (uint32_t g = 0; g < n->gpu_count && taken < req->num_gpu; g++)
-        if (after[g].gpu_milli_free == after[g].gpu_milli && after[g].gpu_milli > 0) {
-            gpu_take(&after[g], after[g].gpu_milli,
-                     gs__milli_mem_mib(&after[g], after[g].gpu_milli));
-            taken++;
-        }
+    /* Whole GPUs: the ones the pick takes (gs__pick_whole_gpus(): the first num_gpu wholly
+     * free by index, or the topology's choice on a node with NVLink peers), so that the score
+     * measures the placement that follows. */
+    uint8_t take[GS_NODE_GPUS_MAX];
+    uint32_t taken = gs__pick_whole_gpus(n, req->num_gpu, take);
+    for (uint32_t k = 0; k < taken; k++)
+        gpu_take(&after[take[k]], after[take[k]].gpu_milli,
+                 gs__milli_mem_mib(&after[take[k]], after[take[k]].gpu_milli));
     return gs__fgd_score_of(f_before, frag_after(s, n, cpu_after, after));
 }
 

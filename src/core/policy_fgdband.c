@@ -47,5 +47,5 @@ static uint32_t pick_share_fgdband(struct gs_sched *s, const struct gs_node *n,
 /* Memory and MIG requests: FGD's gradient and pick, without the band (it was measured on whole
  * milli GPUs only). */
 const struct policy_ops gs__policy_fgdband = {
-    "fgdband",          "07-FGD-band",    score_fgdband, pick_share_fgdband, gs__pick_whole_lowest,
-    gs__fgd_score_kind, gs__fgd_pick_kind};
+    "fgdband",      "07-FGD-band",      score_fgdband,    pick_share_fgdband,
+    gs__pick_whole, gs__fgd_score_kind, gs__fgd_pick_kind};

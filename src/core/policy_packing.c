@@ -53,5 +53,5 @@ static int node_score_packing(struct gs_sched *s, uint32_t node, const struct gs
 }
 
 const struct policy_ops gs__policy_packing = {
-    "packing", "04-GpuPacking",   score_packing, gs__pick_share_best, gs__pick_whole_lowest, NULL,
+    "packing", "04-GpuPacking",   score_packing, gs__pick_share_best, gs__pick_whole, NULL,
     NULL,      node_score_packing};

@@ -41,5 +41,5 @@ static int score_random(struct gs_sched *s, const struct gs_pod_req *req, uint32
 }
 
 const struct policy_ops gs__policy_random = {
-    "random", "01-Random", score_random, pick_share_random, gs__pick_whole_lowest, NULL,
+    "random", "01-Random", score_random, pick_share_random, gs__pick_whole, NULL,
     NULL,     NULL,        NULL,         draw_random};

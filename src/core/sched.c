@@ -170,15 +170,13 @@ uint32_t gs__pick_share_best(struct gs_sched *s, const struct gs_node *n,
     return best;
 }
 
-/* Whole GPUs under every policy today: the first num_gpu fully free GPUs by index. */
-void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
-                           const struct gs_pod_req *req, uint8_t *gpu_index)
+/* Whole GPUs under every policy today: the pick of gs_node_pick_gpus() (share.c), the first
+ * num_gpu fully free GPUs by index, or on a node with NVLink peers the topology's choice. */
+void gs__pick_whole(struct gs_sched *s, const struct gs_node *n, const struct gs_pod_req *req,
+                    uint8_t *gpu_index)
 {
     (void)s;
-    uint32_t taken = 0;
-    for (uint32_t g = 0; g < n->gpu_count && taken < req->num_gpu; g++)
-        if (n->gpus[g].gpu_milli_free == n->gpus[g].gpu_milli)
-            gpu_index[taken++] = (uint8_t)g;
+    (void)gs__pick_whole_gpus(n, req->num_gpu, gpu_index);
 }
 
 /* ---- registry ----------------------------------------------------------------------------- */

@@ -31,7 +31,8 @@ struct policy_ops {
                            const struct gs_pod_req *req, struct gs_rng *rng);
     /* Picks the req->num_gpu fully free GPUs of a whole-GPU pod on node n (the node is known to
      * have that many) into gpu_index[0..num_gpu), so a topology-aware policy can choose its
-     * GPUs; every policy today takes gs__pick_whole_lowest. */
+     * GPUs; every policy today takes gs__pick_whole (NVLink-aware on nodes that know their
+     * links). */
     void (*pick_whole)(struct gs_sched *s, const struct gs_node *n, const struct gs_pod_req *req,
                        uint8_t *gpu_index);
     /* Scores a request of a kind beyond milli (memory, MIG); NULL: the shared best-fit score
@@ -222,9 +223,10 @@ void gs__index_free(struct gs__index *ix);
 uint32_t gs__pick_share_best(struct gs_sched *s, const struct gs_node *n,
                              const struct gs_pod_req *req, struct gs_rng *rng);
 
-/* Whole GPUs: the first num_gpu fully free GPUs by index (sched.c). */
-void gs__pick_whole_lowest(struct gs_sched *s, const struct gs_node *n,
-                           const struct gs_pod_req *req, uint8_t *gpu_index);
+/* Whole GPUs: gs__pick_whole_gpus() (share.c): the first num_gpu fully free GPUs by index, or
+ * on a node with NVLink peers the topology's choice (sched.c). */
+void gs__pick_whole(struct gs_sched *s, const struct gs_node *n, const struct gs_pod_req *req,
+                    uint8_t *gpu_index);
 
 /* The policies, in registry order (policy_*.c). */
 extern const struct policy_ops gs__policy_random, gs__policy_dotprod, gs__policy_clustering,

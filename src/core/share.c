@@ -12,6 +12,7 @@
 #include "cluster_int.h"
 #include "gpusched/compiler.h"
 #include "gpusched/err.h"
+#include "gpusched/topo.h"
 
 static int64_t max0(int64_t v)
 {
@@ -207,8 +208,16 @@ static void take(struct gs_placement *pl, struct cand *c, uint32_t want)
     }
 }
 
+/* Free for a whole-GPU pod: nothing held (the rule of node_refresh's gpus_full_free). */
+static bool whole_free(const struct gs_gpu *g)
+{
+    return g->gpu_milli_free == g->gpu_milli && g->gpu_milli > 0;
+}
+
+/* A milli request's GPUs; `topo` false only asks whether whole GPUs fit (the fit check), which
+ * needs no topology search. */
 static int pick_milli(const struct gs_node *n, const struct gs_pod_req *req,
-                      struct gs_placement *pl)
+                      struct gs_placement *pl, bool topo)
 {
     if (req->num_gpu == 0)
         return GS_OK;
@@ -229,11 +238,44 @@ static int pick_milli(const struct gs_node *n, const struct gs_pod_req *req,
         pl->gpu_index[0] = (uint8_t)best;
         return GS_OK;
     }
+    if (!topo) {
+        /* Whether it fits, not where: only how many GPUs are wholly free. */
+        uint32_t full = 0;
+        for (uint32_t g = 0; g < n->gpu_count; g++)
+            full += whole_free(&n->gpus[g]) ? 1u : 0u;
+        return full >= req->num_gpu ? GS_OK : GS_EUNSCHEDULABLE;
+    }
+    return gs__pick_whole_gpus(n, req->num_gpu, pl->gpu_index) == req->num_gpu ? GS_OK
+                                                                               : GS_EUNSCHEDULABLE;
+}
+
+uint32_t gs__pick_whole_gpus(const struct gs_node *n, uint32_t num, uint8_t *gpu_index)
+{
+    uint64_t free_mask = 0;
+    uint32_t n_free = 0;
+    bool linked = false; /* some free GPU has a free NVLink peer */
+    for (uint32_t g = 0; g < n->gpu_count; g++)
+        if (whole_free(&n->gpus[g])) {
+            free_mask |= UINT64_C(1) << g;
+            n_free++;
+        }
+    for (uint32_t g = 0; n->has_nvlink && g < n->gpu_count && !linked; g++)
+        linked = (free_mask >> g & 1u) && (n->nvlink[g] & free_mask) != 0;
+    uint64_t take = free_mask;
+    if (linked && n_free > num) {
+        /* Topology only where it can matter: two free GPUs joined, and a choice to make. With
+         * no free pair every set scores alike and the lowest indices win, as below. */
+        uint64_t peers[GS_NODE_GPUS_MAX];
+        for (uint32_t g = 0; g < n->gpu_count; g++)
+            peers[g] = n->nvlink[g];
+        if (gs_topo_pick(n->gpu_count, peers, NULL, free_mask, 0, num, &take) != GS_OK)
+            take = free_mask; /* cannot happen: n_free > num and the masks are the node's */
+    }
     uint32_t taken = 0;
-    for (uint32_t g = 0; g < n->gpu_count && taken < req->num_gpu; g++)
-        if (n->gpus[g].gpu_milli_free == n->gpus[g].gpu_milli && n->gpus[g].gpu_milli > 0)
-            pl->gpu_index[taken++] = (uint8_t)g;
-    return taken == req->num_gpu ? GS_OK : GS_EUNSCHEDULABLE;
+    for (uint32_t g = 0; g < n->gpu_count && taken < num; g++)
+        if (take >> g & 1u)
+            gpu_index[taken++] = (uint8_t)g;
+    return taken;
 }
 
 static int pick_memory(const struct gs_node *n, const struct gs_pod_req *req,
@@ -301,11 +343,11 @@ static int pick_mig(const struct gs_node *n, const struct gs_pod_req *req, struc
 }
 
 static int pick_gpu_half(const struct gs_node *n, const struct gs_pod_req *req,
-                         struct gs_placement *pl)
+                         struct gs_placement *pl, bool topo)
 {
     switch (gs_req_kind(req)) {
     case GS_REQ_MILLI:
-        return pick_milli(n, req, pl);
+        return pick_milli(n, req, pl, topo);
     case GS_REQ_MEMORY:
         return pick_memory(n, req, pl);
     case GS_REQ_TIMESLICE:
@@ -323,7 +365,7 @@ int gs_node_pick_gpus(const struct gs_node *n, uint32_t node_index, const struct
     if (gs_pod_req_validate(req, NULL, 0) != GS_OK)
         return GS_EINVAL;
     pl->node = node_index;
-    int err = base_fits(n, req) ? pick_gpu_half(n, req, pl) : GS_EUNSCHEDULABLE;
+    int err = base_fits(n, req) ? pick_gpu_half(n, req, pl, true) : GS_EUNSCHEDULABLE;
     if (err) {
         memset(pl, 0, sizeof(*pl));
         return err;
@@ -335,7 +377,7 @@ bool gs__share_gpus_fit(const struct gs_node *n, const struct gs_pod_req *req)
 {
     struct gs_placement pl = {0};
     return n->present && gs_pod_req_validate(req, NULL, 0) == GS_OK && model_fits(n, req) &&
-           pick_gpu_half(n, req, &pl) == GS_OK;
+           pick_gpu_half(n, req, &pl, false) == GS_OK;
 }
 
 bool gs__share_mode_present(const struct gs_node *n, const struct gs_pod_req *req)
@@ -377,7 +419,7 @@ bool gs__share_fits(const struct gs_node *n, const struct gs_pod_req *req)
         !memchr(req->mig_profile, '\0', sizeof(req->mig_profile)))
         return false;
     struct gs_placement pl = {0};
-    return base_fits(n, req) && pick_gpu_half(n, req, &pl) == GS_OK;
+    return base_fits(n, req) && pick_gpu_half(n, req, &pl, false) == GS_OK;
 }
 
 /* ---- bind, adopt, release -------------------------------------------------------------------- */

@@ -35,6 +35,9 @@ struct gs__knode_gpus {
         char profile[GS_MIG_NAME_MAX]; /**< "1g.18gb"; "" when absent, empty or too long */
         int start;                     /**< member `start`, 0..7; -1 when null or absent */
     } mig[GS_NODE_GPUS_MAX][GS_MIG_INSTANCES_MAX]; /**< the MIG devices, in the given order */
+    uint16_t nvlink[GS_NODE_GPUS_MAX]; /**< member `nvlink_peers` as masks: bit j of nvlink[g]
+                                            when gpus[g] names GPU j (0 when absent); for
+                                            gs_cluster_set_nvlink() */
 };
 
 /**
@@ -45,6 +48,9 @@ struct gs__knode_gpus {
  * @param warn  receives, when the annotation is there but bad, one sentence naming the node,
  *              the annotation and the field ("node n1: annotation gpusched.io/gpus:
  *              gpus[1].uuid: not a string; GPUs read from status.capacity"); cap bytes.
+ *              An `nvlink_peers` member that is not a list of distinct GPU indices of the
+ *              node other than the GPU itself is bad ("gpus[2].nvlink_peers[0]: 9 is not a
+ *              GPU of this node (0..7)").
  * @return 1 read (out filled), 0 no annotation, -1 bad (warn filled); never crashes on any
  *         input.
  */

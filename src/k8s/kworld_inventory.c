@@ -1,6 +1,7 @@
 /*
  * The node agent's inventory (Node annotation gpusched.io/gpus) into what the core places on:
- * GPU count, model, memory, which GPUs are usable, and their UUIDs for the assignment the
+ * GPU count, model, memory, which GPUs are usable, their NVLink peers, and their UUIDs for the
+ * assignment the
  * scheduler writes (internal contract in kworld_inv.h; the writer is src/agent/
  * devplugin_inventory.c, the format docs/schemas/node-gpus.schema.json).
  *
@@ -98,6 +99,26 @@ int gs__kworld_node_gpus(const json_t *node, const char *name, struct gs__knode_
         out->mode[i] = (uint8_t)sharing;
         const json_t *rep = json_object_get(g, "replicas");
         out->replicas[i] = rep == NULL ? 1 : json_is_integer(rep) ? json_integer_value(rep) : -1;
+        /* NVLink peers (optional): distinct indices of other GPUs of this node. */
+        const json_t *peers = json_object_get(g, "nvlink_peers");
+        if (peers != NULL && !json_is_array(peers))
+            BAD("gpus[%u].nvlink_peers: not a list", (unsigned)i);
+        for (size_t p = 0; p < json_array_size(peers); p++) {
+            const json_t *pv = json_array_get(peers, p);
+            if (!json_is_integer(pv))
+                BAD("gpus[%u].nvlink_peers[%zu]: not an integer", (unsigned)i, p);
+            json_int_t j = json_integer_value(pv);
+            if (j < 0 || j >= (json_int_t)out->n)
+                BAD("gpus[%u].nvlink_peers[%zu]: %lld is not a GPU of this node (0..%u)",
+                    (unsigned)i, p, (long long)j, (unsigned)out->n - 1);
+            if (j == (json_int_t)i)
+                BAD("gpus[%u].nvlink_peers[%zu]: %lld is the GPU itself", (unsigned)i, p,
+                    (long long)j);
+            if (out->nvlink[i] >> j & 1u)
+                BAD("gpus[%u].nvlink_peers[%zu]: %lld is named twice", (unsigned)i, p,
+                    (long long)j);
+            out->nvlink[i] = (uint16_t)(out->nvlink[i] | (1u << j));
+        }
         /* The MIG devices are read as given; gs__kinv_modes judges them per GPU, so a bad
          * layout costs that GPU, not the node. */
         const json_t *mig = json_object_get(g, "mig");

@@ -254,6 +254,14 @@ int gs__kworld_apply_node(struct gs_kworld *w, enum gs_kchange change, const jso
     for (int64_t g = 0; g < r.gpus; g++)
         (void)gs_cluster_set_gpu_health(w->c, i, (uint32_t)g,
                                         set_modes ? g < n_modes && usable[g] : g < r.gpus_alloc);
+    /* NVLink peers from a good inventory (whole-GPU picks then keep pairs together); none
+     * without one. GPUs kept beyond the inventory (they hold pods) have no links. */
+    uint16_t peers[GS_NODE_GPUS_MAX] = {0};
+    const struct gs_node *nn = gs_cluster_node(w->c, i);
+    for (uint32_t g = 0; have_inv == 1 && g < inv.n && g < nn->gpu_count; g++)
+        peers[g] = (uint16_t)(inv.nvlink[g] & ((1u << nn->gpu_count) - 1u));
+    if (gs_cluster_set_nvlink(w->c, i, peers, nn->gpu_count) != GS_OK)
+        return gs__kfail(w, "node %s: NVLink peers cannot be set", name);
     const json_t *st = json_object_get(obj, "status");
     const json_t *alloc = json_object_get(st, "allocatable");
     char warn[256];

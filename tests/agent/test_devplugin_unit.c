@@ -19,6 +19,7 @@
 #include "gpusched/devplugin.h"
 #include "gpusched/dpkube.h"
 #include "gpusched/err.h"
+#include "gpusched/topo.h"
 
 #include "dp_fixture.h"
 
@@ -648,6 +649,101 @@ static void test_preferred_whole_gpus_is_exact_up_to_16(void **state)
     gs_dp_model_fini(&m);
 }
 
+/* "GPU-a,GPU-b,..." of a mask, ascending. */
+static void mask_ids(uint64_t mask, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (uint32_t g = 0; g < 64 && len < cap; g++)
+        if (mask >> g & 1u) {
+            int w = snprintf(out + len, cap - len, "%sGPU-%u", len ? "," : "", (unsigned)g);
+            len += w > 0 ? (size_t)w : 0;
+        }
+}
+
+/*
+ * GetPreferredAllocation for whole GPUs is the core's gs_topo_pick() (the scheduler's pick):
+ * for every set of GPUs kubelet may offer on an 8-GPU board (pairs (0,1) (2,3), a quad link
+ * 4-5-6-7, NUMA {0-3} {4-7}) and every size, the handler proposes exactly the core's set; on a
+ * 20-GPU board (the greedy path) the same for the sets that leave out one or two GPUs.
+ */
+static void test_preferred_whole_gpus_are_the_core_pick(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    struct gs_gpu_info g[20];
+    dpfx_make_node(g, 8, 4, 0);
+    const uint32_t links[][2] = {{0, 1}, {2, 3}, {4, 5}, {4, 6}, {4, 7}, {5, 6}, {5, 7}, {6, 7}};
+    link_pairs(g, links, 8);
+    struct gs_dp_model m;
+    assert_int_equal(gs_dp_model_build(&c, g, 8, &m, NULL, 0), GS_OK);
+    uint64_t nv[8];
+    int32_t numa[8];
+    for (uint32_t i = 0; i < 8; i++) {
+        nv[i] = 0;
+        for (uint32_t k = 0; k < g[i].nvlink_peer_count; k++)
+            nv[i] |= UINT64_C(1) << g[i].nvlink_peers[k];
+        numa[i] = g[i].numa_node;
+    }
+    static const char *const names[] = {"GPU-0",  "GPU-1",  "GPU-2",  "GPU-3",  "GPU-4",
+                                        "GPU-5",  "GPU-6",  "GPU-7",  "GPU-8",  "GPU-9",
+                                        "GPU-10", "GPU-11", "GPU-12", "GPU-13", "GPU-14",
+                                        "GPU-15", "GPU-16", "GPU-17", "GPU-18", "GPU-19"};
+    uint32_t checked = 0;
+    for (uint64_t avail = 1; avail < 256; avail++) {
+        const char *offer[8];
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < 8; i++)
+            if (avail >> i & 1u)
+                offer[n++] = names[i];
+        for (uint32_t size = 1; size < n; size++) {
+            uint64_t want = 0;
+            assert_int_equal(gs_topo_pick(8, nv, numa, avail, 0, size, &want), GS_OK);
+            char ids[256];
+            mask_ids(want, ids, sizeof ids);
+            assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", offer, n, NULL, 0, (int)size),
+                                ids);
+            checked++;
+        }
+    }
+    assert_int_equal(checked, 769); /* sum over k of C(8,k) x (k - 1) = 8 x 2^7 - 2^8 + 1 */
+    /* Spot values: all offered, 2 wanted: {0,1} (a link, cut 0, lowest); 3 wanted: {4,5,6}
+     * (3 links in the quad) over any pair plus one. */
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", names, 8, NULL, 0, 2), "GPU-0,GPU-1");
+    assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", names, 8, NULL, 0, 3),
+                        "GPU-4,GPU-5,GPU-6");
+    gs_dp_model_fini(&m);
+
+    /* 20 GPUs in pairs, NUMA by tens: past 16 candidates, the core's greedy search. */
+    dpfx_make_node(g, 20, 10, 2);
+    assert_int_equal(gs_dp_model_build(&c, g, 20, &m, NULL, 0), GS_OK);
+    uint64_t nv20[20];
+    int32_t numa20[20];
+    for (uint32_t i = 0; i < 20; i++) {
+        nv20[i] = UINT64_C(1) << (i ^ 1u);
+        numa20[i] = g[i].numa_node;
+    }
+    for (uint32_t x = 0; x < 20; x++)
+        for (uint32_t y = x; y < 20; y++) {
+            uint64_t avail = ((UINT64_C(1) << 20) - 1) & ~(UINT64_C(1) << x) & ~(UINT64_C(1) << y);
+            const char *offer[20];
+            uint32_t n = 0;
+            for (uint32_t i = 0; i < 20; i++)
+                if (avail >> i & 1u)
+                    offer[n++] = names[i];
+            for (uint32_t size = 1; size <= 4; size++) {
+                uint64_t want = 0;
+                assert_int_equal(gs_topo_pick(20, nv20, numa20, avail, 0, size, &want), GS_OK);
+                char ids[256];
+                mask_ids(want, ids, sizeof ids);
+                assert_string_equal(prefer(&c, &m, "nvidia.com/gpu", offer, n, NULL, 0, (int)size),
+                                    ids);
+            }
+        }
+    gs_dp_model_fini(&m);
+}
+
 static void test_preferred_never_proposes_an_unhealthy_device(void **state)
 {
     (void)state;
@@ -1223,6 +1319,7 @@ int main(void)
         cmocka_unit_test(test_model_fractions_advertise_slices_per_gpu),
         cmocka_unit_test(test_preferred_whole_gpus_follow_nvlink_then_numa),
         cmocka_unit_test(test_preferred_whole_gpus_is_exact_up_to_16),
+        cmocka_unit_test(test_preferred_whole_gpus_are_the_core_pick),
         cmocka_unit_test(test_preferred_never_proposes_an_unhealthy_device),
         cmocka_unit_test(test_preferred_sizes_are_bounded_by_the_resource),
         cmocka_unit_test(test_preferred_replicas_pack_onto_shared_gpus),

@@ -64,6 +64,10 @@ case_ sharing_refused
 case_ sharing_modes --timeline "$d/sharing_modes.timeline.yaml"
 case_ mig_capacity
 case_ by_model --policy bestfit
+# NVLink peers in the inventory: two 2-GPU pods on pairs, a 1-GPU pod on the GPU whose partner
+# is taken (nvlink.yaml's header works it out).
+case_ nvlink
+EXPECT=nvlink case_ nvlink --policy bestfit
 # The broken inventory of inventory.yaml's n2 is one warning naming the node and the field.
 want="gpusched whatif: warning: node n2: annotation gpusched.io/gpus: gpus[1].uuid: not a non-empty string of at most 95 bytes; GPUs read from status.capacity"
 if [ "$(cat "$tmp/inventory.err")" != "$want" ]; then

@@ -4,9 +4,11 @@ tests/k8s/control-plane.sh, `gpusched agent` on fake GPUs, the grpcio kubelet st
 agent tests (tests/agent/test_devplugin.py: Registration with dial-back and ListAndWatch), and
 `gpusched scheduler`. Run with /usr/bin/python3 (Debian's python3-grpcio).
 
-The fake node has 4 GPUs; only 2 and 3 are joined by NVLink, so the agent's own choice for two
-GPUs is GPU-2,GPU-3 while the scheduler (bestfit, which does not look at NVLink) takes the
-first free ones: a test that passes because both happen to agree is impossible here.
+The fake node has 4 GPUs, GPU 0 on NUMA node 0 and GPUs 1-3 on node 1, no NVLink, so the
+agent's own choice for two GPUs is GPU-1,GPU-2 (two on one NUMA node, the lowest such pair)
+while the scheduler, whose node model has no NUMA nodes, takes the first free ones (0,1): a
+test that passes because both happen to agree is impossible here. (NVLink would not do: agent
+and scheduler now choose whole GPUs by the same topology function, gs_topo_pick().)
 
   1. The agent, with deploy/agent-rbac.yaml's service account token, annotates its Node (created after the agent started) with gpusched.io/gpus:
      four GPUs with their UUIDs, Healthy.
@@ -15,7 +17,7 @@ first free ones: a test that passes because both happen to agree is impossible h
      annotation: the Node's status carries no UUIDs).
   3. The stand-in admits a as kubelet does: GetPreferredAllocation over the healthy devices
      not in use, then Allocate of the answer. The container gets exactly GPU-0,GPU-1 (the
-     scheduler's UUIDs, not the agent's NVLink pair); the agent marks the pod
+     scheduler's UUIDs, not the agent's NUMA pair); the agent marks the pod
      gpusched.io/allocated-gpus=2 (b gets 1 in step 4).
   4. GPU 2 reports XID 79 at t = XID_AT_MS of the agent's clock: the agent marks it Unhealthy,
      the Node annotation follows (one more PATCH, no others), the stand-in's list shows it.
@@ -62,13 +64,14 @@ UUIDS = ["GPU-e2e0a9e1-0000-4000-8000-00000000000%d" % i for i in range(4)]
 
 
 def fake_node(path, n=4, xid=True):
-    """The fake node of the first n UUIDS; GPU 2 fails at XID_AT_MS when xid."""
+    """The fake node of the first n UUIDS; GPU 2 fails at XID_AT_MS when xid. With 4 GPUs,
+    GPU 0 is on NUMA node 0 and the others on node 1 (see above); otherwise all on node 0."""
     with open(path, "w") as f:
         f.write('driver_version: "550.90.07"\ncuda_driver_version: "12.4"\ngpus:\n')
         for i, u in enumerate(UUIDS[:n]):
-            peers = {2: "[3]", 3: "[2]"}.get(i, "[]")
+            numa = 1 if n == 4 and i > 0 else 0
             f.write("  - {index: %d, uuid: %s, model: NVIDIA H200, memory_mib: 143771, "
-                    "numa_node: 0, nvlink_peers: %s}\n" % (i, u, peers))
+                    "numa_node: %d, nvlink_peers: []}\n" % (i, u, numa))
         if xid:
             f.write("script:\n  - {t_ms: %d, gpu: 2, xid: 79}\n" % XID_AT_MS)
 
@@ -223,9 +226,9 @@ def main():
                 [(i, u, "Healthy", "whole") for i, u in enumerate(UUIDS)], inv
             schema_check(args.source_dir, "node-gpus.schema.json", inv)
             print("ok   node annotated: 4 GPUs Healthy, UUIDs %s..%s" % (UUIDS[0], UUIDS[3]))
-            # Without a pod to claim it, the agent's own choice is the NVLink pair.
+            # Without a pod to claim it, the agent's own choice is the NUMA pair 1,2.
             own = plugin.preferred((UUIDS, [], 2))[0]
-            assert own == [UUIDS[2], UUIDS[3]], own
+            assert own == [UUIDS[1], UUIDS[2]], own
             wait_until(lambda: kubectl("-n", ns, "get", "serviceaccount", "default",
                                        check=False), "the default ServiceAccount")
 
@@ -259,7 +262,7 @@ def main():
             print("ok   bound with UUIDs: a -> GPUs 0,1, b -> GPU 2 (%.1f s after the agent "
                   "started)" % t_bound)
 
-            # 3. Admitting a: exactly the scheduler's GPUs, not the agent's NVLink pair 2,3.
+            # 3. Admitting a: exactly the scheduler's GPUs, not the agent's NUMA pair 1,2.
             avail, pref, envs = admit(kubelet, plugin, pb, set(), 2)
             assert avail == UUIDS, avail
             assert pref == [UUIDS[0], UUIDS[1]], pref

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The semantics tests of the core through both drivers (tests/k8s/two_drivers.py): every
-# tests/data/whatif case (19 of those tests/integration/whatif.sh runs by default, others named
+# tests/data/whatif case (20 of those tests/integration/whatif.sh runs by default, others named
 # by tests/k8s/CMakeLists.txt on planes of their own; with the same policy and
 # timeline) runs through `gpusched whatif` (whatif.sh checks that against CASE.expected) and
 # here through `gpusched scheduler` on a real API server, the timeline's steps applied through
@@ -30,12 +30,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The cases: CASE:POLICY arguments after the binary, else these 19, the longest first so that the
+# The cases: CASE:POLICY arguments after the binary, else these 20, the longest first so that the
 # planes finish together. The policies are those tests/integration/whatif.sh runs each case with.
 if [ $# = 0 ]; then
     set -- gang_loss:bestfit lifecycle:bestfit pdb_late:fgd sharing_modes:fgd gang:bestfit \
         selector:fgd foreign:fgd reclaim:fgd preempt:fgd pdb:fgd inventory:fgd xres:bestfit \
         sharing_memory:fgd sharing_mig:fgd sharing_timeslice:fgd sharing_adopt:fgd \
-        sharing_refused:fgd mig_capacity:fgd by_model:bestfit
+        sharing_refused:fgd mig_capacity:fgd by_model:bestfit nvlink:fgd
 fi
 python3 "$HERE/two_drivers.py" "$bin" "$SRC" "$tmp" "$jobs" "$@"

@@ -131,6 +131,46 @@ static void test_bad_inventories_name_the_node_and_field(void **state)
     bad(node_text(many), "gpus: 17 GPUs, more than the 16 a node holds here");
 }
 
+/* A whole, Healthy GPU of index i whose member nvlink_peers is `peers` (JSON text). */
+#define GP(i, peers)                                                                               \
+    "{\"index\":" #i ",\"uuid\":\"GPU-" #i "\",\"model\":\"NVIDIA H200\",\"mem_mib\":1,"           \
+    "\"mode\":\"whole\",\"health\":\"Healthy\",\"nvlink_peers\":" peers "}"
+
+static void test_nvlink_peers_become_masks(void **state)
+{
+    (void)state;
+    /* Pairs (0,1) and (2,3), GPU 2 naming its partner only from one end; GPU 4 without the
+     * member. Masks: bit j of nvlink[g] for each peer j named by gpus[g] (0x2 = GPU 1). */
+    json_t *n = node_text("{\"gpus\":[" GP(0, "[1]") "," GP(1, "[0]") "," GP(2, "[3]") "," GP(
+        3, "[]") "," G(4, "GPU-4", 1, "whole", "Healthy") "]}");
+    struct gs__knode_gpus g;
+    char warn[300] = "";
+    assert_int_equal(gs__kworld_node_gpus(n, "n1", &g, warn, sizeof warn), 1);
+    assert_string_equal(warn, "");
+    assert_int_equal(g.nvlink[0], 0x2);
+    assert_int_equal(g.nvlink[1], 0x1);
+    assert_int_equal(g.nvlink[2], 0x8);
+    assert_int_equal(g.nvlink[3], 0x0); /* the core fills in the other end */
+    assert_int_equal(g.nvlink[4], 0x0);
+    json_decref(n);
+}
+
+static void test_bad_nvlink_peers_name_the_field(void **state)
+{
+    (void)state;
+    bad(node_text("{\"gpus\":[" GP(0, "{}") "]}"), "gpus[0].nvlink_peers: not a list");
+    bad(node_text("{\"gpus\":[" GP(0, "[\"1\"]") "," GP(1, "[]") "]}"),
+        "gpus[0].nvlink_peers[0]: not an integer");
+    bad(node_text("{\"gpus\":[" GP(0, "[1]") "," GP(1, "[0,2]") "]}"),
+        "gpus[1].nvlink_peers[1]: 2 is not a GPU of this node (0..1)");
+    bad(node_text("{\"gpus\":[" GP(0, "[-1]") "," GP(1, "[]") "]}"),
+        "gpus[0].nvlink_peers[0]: -1 is not a GPU of this node (0..1)");
+    bad(node_text("{\"gpus\":[" GP(0, "[1]") "," GP(1, "[1]") "]}"),
+        "gpus[1].nvlink_peers[0]: 1 is the GPU itself");
+    bad(node_text("{\"gpus\":[" GP(0, "[1,1]") "," GP(1, "[]") "]}"),
+        "gpus[0].nvlink_peers[1]: 1 is named twice");
+}
+
 static int n_warned;
 static char warned[4][200];
 
@@ -221,6 +261,8 @@ int main(void)
         cmocka_unit_test(test_good_inventory_gives_gpus_uuids_and_usable_ones),
         cmocka_unit_test(test_bad_inventories_name_the_node_and_field),
         cmocka_unit_test(test_modes_come_from_the_inventory_and_bad_mig_layouts_warn),
+        cmocka_unit_test(test_nvlink_peers_become_masks),
+        cmocka_unit_test(test_bad_nvlink_peers_name_the_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
