@@ -916,6 +916,9 @@ static void refresh_metrics(struct gs_dp_agent *a)
             gs__dp_logf(a, "metrics: more than %d pod values on the node; the rest are left out",
                         GS_EXPORTER_PODVAL_MAX);
         a->said_podval_limit = prc == GS_ELIMIT;
+        /* The cgroup tells the UID; the API server's pods on this node tell the names. */
+        if (a->kube != NULL)
+            (void)gs__dp_kube_name_pods(a->kube, a->podval, a->n_podval);
     } else {
         for (uint32_t g = 0; g < a->model.n_gpus; g++)
             a->xgpus[g].have_procs = false;
