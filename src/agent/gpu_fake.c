@@ -69,11 +69,12 @@ static void apply(struct fake *f, const struct step *s)
         g->lost = s->lost;
         break;
     case STEP_MIG: {
-        const struct gs_gpu_info *l = &f->layouts[s->layout];
-        g->info.mig_enabled = l->mig_enabled;
-        g->info.mig_count = l->mig_count;
+        const struct fake_layout *l = &f->layouts[s->layout];
+        g->info.mig_enabled = l->info.mig_enabled;
+        g->info.mig_count = l->info.mig_count;
         memset(g->info.mig, 0, sizeof g->info.mig);
-        memcpy(g->info.mig, l->mig, l->mig_count * sizeof l->mig[0]);
+        memcpy(g->info.mig, l->info.mig, l->info.mig_count * sizeof l->info.mig[0]);
+        memcpy(g->mig_val, l->val, sizeof g->mig_val);
         break;
     }
     }
@@ -171,6 +172,37 @@ static int fake_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gp
     return GS_OK;
 }
 
+static int fake_mig_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_mig_sample *out,
+                           uint32_t cap, uint32_t *n_out)
+{
+    struct fake *f = impl(b);
+    if (index >= f->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
+                            index, f->n);
+    advance(f);
+    const struct fake_gpu *g = &f->gpu[index];
+    if (g->lost)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (scripted)", index);
+    uint32_t n = 0;
+    for (uint32_t k = 0; g->info.mig_enabled && k < g->info.mig_count && n < cap; k++) {
+        if (!g->info.mig[k].has_gi_id)
+            continue; /* values are told by GPU instance: one without an id has none */
+        struct gs_gpu_mig_sample *m = &out[n++];
+        memset(m, 0, sizeof *m);
+        m->gi_id = g->info.mig[k].gi_id;
+        if (g->mig_val[k].has_mem) {
+            m->fb_used_mib = g->mig_val[k].mem_used_mib;
+            m->valid |= GS_GPU_HAVE_FB;
+        }
+        if (g->mig_val[k].has_util) {
+            m->util_pct = g->mig_val[k].util_pct;
+            m->valid |= GS_GPU_HAVE_UTIL;
+        }
+    }
+    *n_out = n;
+    return GS_OK;
+}
+
 /* Returns the next undelivered, applied event step, or NULL. */
 static const struct step *pending(struct fake *f)
 {
@@ -232,6 +264,7 @@ static const struct gs_gpu_ops fake_ops = {
     .info = fake_info,
     .sample = fake_sample,
     .processes = fake_processes,
+    .mig_sample = fake_mig_sample,
     .wait_event = fake_wait_event,
     .close = fake_close,
 };

@@ -53,9 +53,24 @@ struct step {
     size_t seq;               /**< position in the file, for a stable sort */
 };
 
+/** The scripted values of one MIG instance (gs_gpu_mig_sample), beside its gs_gpu_mig. */
+struct fake_mig_val {
+    uint64_t mem_used_mib; /**< "memory_used_mib"; valid when has_mem */
+    uint32_t util_pct;     /**< "gpm_util_pct" (the instance's GPM utilisation); has_util */
+    bool has_mem;          /**< memory_used_mib was given */
+    bool has_util;         /**< gpm_util_pct was given: GPM "is available" for the instance */
+};
+
+/** A MIG layout: the GPU's mode and instances, and the instances' values. */
+struct fake_layout {
+    struct gs_gpu_info info;                 /**< mig_capable, mig_enabled, mig_count, mig */
+    struct fake_mig_val val[GS_GPU_MIG_MAX]; /**< by position in info.mig */
+};
+
 /** One fake GPU. */
 struct fake_gpu {
-    struct gs_gpu_info info;  /**< static facts */
+    struct gs_gpu_info info;                     /**< static facts */
+    struct fake_mig_val mig_val[GS_GPU_MIG_MAX]; /**< values of info.mig, by position */
     struct gs_gpu_sample cur; /**< current values; cur.valid = supported fields */
     bool lost;                /**< sample() fails while set */
     uint64_t resets;          /**< times a "lost: false" entry found the GPU again */
@@ -66,16 +81,16 @@ struct fake_gpu {
 
 /** The backend's state. */
 struct fake {
-    struct gs_clock clock;           /**< time source */
-    int64_t t0_ms;                   /**< clock at open */
-    struct gs_gpu_system sys;        /**< driver facts */
-    uint32_t n;                      /**< GPUs */
-    struct fake_gpu gpu[GS_GPU_MAX]; /**< by index */
-    struct step *steps;              /**< script, sorted by t_ms */
-    size_t n_steps;                  /**< entries in steps */
-    size_t cap_steps;                /**< allocated entries */
-    struct gs_gpu_info *layouts;     /**< STEP_MIG layouts: mig_enabled, mig_count, mig only */
-    uint32_t n_layouts;              /**< entries used in layouts */
+    struct gs_clock clock;                            /**< time source */
+    int64_t t0_ms;                                    /**< clock at open */
+    struct gs_gpu_system sys;                         /**< driver facts */
+    uint32_t n;                                       /**< GPUs */
+    struct fake_gpu gpu[GS_GPU_MAX];                  /**< by index */
+    struct step *steps;                               /**< script, sorted by t_ms */
+    size_t n_steps;                                   /**< entries in steps */
+    size_t cap_steps;                                 /**< allocated entries */
+    struct fake_layout *layouts;                      /**< STEP_MIG layouts */
+    uint32_t n_layouts;                               /**< entries used in layouts */
     uint32_t layout_gpu[FAKE_LAYOUTS_MAX];            /**< the GPU each layout is for */
     const yaml_node_t *layout_node[FAKE_LAYOUTS_MAX]; /**< where it was read (parse only) */
     size_t applied;                                   /**< steps[0, applied) have taken effect */

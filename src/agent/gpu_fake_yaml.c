@@ -489,9 +489,63 @@ static int read_procs(struct rd *r, const yaml_node_t *seq, struct fake_gpu *g)
     return r->err;
 }
 
-static const char *const mig_inst_keys[] = {"profile", "uuid", "memory_mib", "start", NULL};
+static const char *const mig_inst_keys[] = {"profile",
+                                            "uuid",
+                                            "memory_mib",
+                                            "start",
+                                            "gpu_instance_id",
+                                            "compute_instance_id",
+                                            "memory_used_mib",
+                                            "gpm_util_pct",
+                                            NULL};
 
-static int read_mig(struct rd *r, const yaml_node_t *map, struct gs_gpu_info *g)
+/* One more field of a MIG instance (slots 4..7 of mig_inst_keys) into mig and val. */
+static void read_mig_field(struct rd *r, const yaml_node_t *v, int slot, struct gs_gpu_mig *mig,
+                           struct fake_mig_val *val)
+{
+    const char *k = mig_inst_keys[slot];
+    /* NVML's ids are small (an H100 has at most 7 GPU instances, ids below 15); 0..255 as a
+     * process's gpu_instance_id. */
+    if (slot == 4) {
+        if (get_u32(r, v, k, 255, &mig->gi_id) == GS_OK)
+            mig->has_gi_id = true;
+    } else if (slot == 5) {
+        if (get_u32(r, v, k, 255, &mig->ci_id) == GS_OK)
+            mig->has_ci_id = true;
+    } else if (slot == 6) {
+        if (get_u64(r, v, k, INT64_C(1) << 30, &val->mem_used_mib) == GS_OK)
+            val->has_mem = true;
+    } else {
+        if (get_u32(r, v, k, 100, &val->util_pct) == GS_OK)
+            val->has_util = true;
+    }
+}
+
+/* The instances' values against each other and their memory: after all keys are read. */
+static int check_mig_inst(struct rd *r, const yaml_node_t *m, const struct gs_gpu_info *g,
+                          const struct fake_mig_val *val)
+{
+    const struct gs_gpu_mig *mig = &g->mig[g->mig_count];
+    if (val->has_mem && mig->mem_mib > 0 && val->mem_used_mib > mig->mem_mib)
+        return fail_at(r, GS_EPARSE, m, "memory_used_mib",
+                       "memory_used_mib %" PRIu64 " exceeds the instance's memory_mib %" PRIu64,
+                       val->mem_used_mib, mig->mem_mib);
+    if (mig->has_ci_id && !mig->has_gi_id)
+        return fail_at(r, GS_EPARSE, m, "compute_instance_id",
+                       "compute_instance_id without gpu_instance_id");
+    if ((val->has_mem || val->has_util) && !mig->has_gi_id)
+        return fail_at(r, GS_EPARSE, m, val->has_mem ? "memory_used_mib" : "gpm_util_pct",
+                       "an instance's own values need its gpu_instance_id (they are told by "
+                       "GPU instance)");
+    for (uint32_t k = 0; mig->has_gi_id && k < g->mig_count; k++)
+        if (g->mig[k].has_gi_id && g->mig[k].gi_id == mig->gi_id)
+            return fail_at(r, GS_EPARSE, m, "gpu_instance_id",
+                           "gpu_instance_id %" PRIu32 " repeated", mig->gi_id);
+    return GS_OK;
+}
+
+static int read_mig(struct rd *r, const yaml_node_t *map, struct gs_gpu_info *g,
+                    struct fake_mig_val *vals)
 {
     static const char *const keys[] = {"capable", "enabled", "instances", NULL};
     int rc = expect(r, map, YAML_MAPPING_NODE, "mig");
@@ -551,14 +605,18 @@ static int read_mig(struct rd *r, const yaml_node_t *map, struct gs_gpu_info *g)
                 if (get_u64(r, v, "memory_mib", INT64_C(1) << 30, &mig->mem_mib) == GS_OK &&
                     mig->mem_mib == 0)
                     fail_at(r, GS_EPARSE, v, "memory_mib", "memory_mib must be positive");
-            } else {
+            } else if (slot == 3) {
                 /* Slices of a GPU: 8 on A100/H100/H200 (7 compute), so 0..7. */
                 if (get_u32(r, v, "start", 7, &mig->start_slot) == GS_OK)
                     mig->has_start = true;
+            } else {
+                read_mig_field(r, v, slot, mig, &vals[g->mig_count]);
             }
         }
         if (r->err == GS_OK)
             need_keys(r, m, mig_inst_keys, mseen, 7u, "a MIG instance");
+        if (r->err == GS_OK)
+            check_mig_inst(r, m, g, &vals[g->mig_count]);
         if (r->err == GS_OK) {
             sum_mib += mig->mem_mib;
             if (sum_mib > g->mem_total_mib && g->mem_total_mib > 0)
@@ -677,7 +735,7 @@ static int read_gpu(struct rd *r, struct fake *f, const yaml_node_t *map, uint64
     if (r->err == GS_OK && (*seen_idx & (UINT64_C(1) << g->index)) != 0)
         fail_at(r, GS_EPARSE, index_node, "index", "GPU index %" PRIu32 " repeated", g->index);
     if (r->err == GS_OK && mig != NULL)
-        read_mig(r, mig, g);
+        read_mig(r, mig, g, tmp.mig_val);
     if (r->err == GS_OK && sample != NULL) {
         uint32_t mask;
         uint32_t valid = tmp.cur.valid;
@@ -795,10 +853,11 @@ static int read_layout(struct rd *r, struct fake *f, const yaml_node_t *v, struc
         if (f->layouts == NULL)
             return fail_at(r, GS_ENOMEM, v, "mig", "out of memory");
     }
-    struct gs_gpu_info *g = &f->layouts[f->n_layouts];
-    memset(g, 0, sizeof *g);
+    struct fake_layout *l = &f->layouts[f->n_layouts];
+    memset(l, 0, sizeof *l);
+    struct gs_gpu_info *g = &l->info;
     g->mem_total_mib = gpu->mem_total_mib;
-    if (read_mig(r, v, g) != GS_OK)
+    if (read_mig(r, v, g, l->val) != GS_OK)
         return r->err;
     if (!g->mig_capable)
         return fail_at(r, GS_EPARSE, v, "capable",
@@ -822,8 +881,8 @@ static bool gpu_has_mig_uuid(const struct fake *f, uint32_t gpu, const char *uui
             return true;
     for (uint32_t l = 0; l < f->n_layouts; l++)
         if (f->layout_gpu[l] == gpu)
-            for (uint32_t k = 0; k < f->layouts[l].mig_count; k++)
-                if (strcmp(f->layouts[l].mig[k].uuid, uuid) == 0)
+            for (uint32_t k = 0; k < f->layouts[l].info.mig_count; k++)
+                if (strcmp(f->layouts[l].info.mig[k].uuid, uuid) == 0)
                     return true;
     return false;
 }
@@ -832,12 +891,12 @@ static bool gpu_has_mig_uuid(const struct fake *f, uint32_t gpu, const char *uui
 static int check_layouts(struct rd *r, const struct fake *f)
 {
     for (uint32_t l = 0; l < f->n_layouts; l++)
-        for (uint32_t k = 0; k < f->layouts[l].mig_count; k++)
+        for (uint32_t k = 0; k < f->layouts[l].info.mig_count; k++)
             for (uint32_t g = 0; g < f->n; g++)
-                if (g != f->layout_gpu[l] && gpu_has_mig_uuid(f, g, f->layouts[l].mig[k].uuid))
+                if (g != f->layout_gpu[l] && gpu_has_mig_uuid(f, g, f->layouts[l].info.mig[k].uuid))
                     return fail_at(r, GS_EPARSE, f->layout_node[l], "uuid",
-                                   "MIG UUID %s is GPU %" PRIu32 "'s", f->layouts[l].mig[k].uuid,
-                                   g);
+                                   "MIG UUID %s is GPU %" PRIu32 "'s",
+                                   f->layouts[l].info.mig[k].uuid, g);
     return GS_OK;
 }
 

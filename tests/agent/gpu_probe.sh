@@ -74,8 +74,14 @@ has stub "backend          nvml" "driver version   550.90.07" "cuda version     
     "DCGM_FI_DEV_XID_ERRORS{$labels} 79" "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{$labels} 3" \
     "  processes 1      2" "    pid 4101 mem=3000MiB sm=30%" "    pid 4102 mem=2500MiB sm=25%" \
     "  processes 2      2" "    pid 4101 mem=3000MiB sm=0%" "    pid 5001 gi=9" \
+    "  mig values       gi=9 mem=2048MiB" "  mig values       gi=2 mem=2048MiB" \
     "gpusched_gpu_health{$labels,reason=\"xid\"} 0" "gpusched_gpu_reset_required{$labels} 1" "gpusched_gpu_xid_total{$labels,xid=\"79\"} 1" \
     "--- OK: 0 check(s) failed"
+# No GPM in this NVML backend: a MIG device's values are its memory only, never a utilisation.
+if grep -qF "mig values       gi=9 mem=2048MiB util" <<<"$out"; then
+    echo "FAIL stub: a MIG device got a utilisation without GPM"
+    fails=$((fails + 1))
+fi
 if grep -qF "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\"" <<<"$out"; then
     echo "FAIL stub: GPU 1 runs MIG and reports no utilisation, yet a series was rendered"
     fails=$((fails + 1))
