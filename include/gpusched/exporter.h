@@ -18,6 +18,14 @@
  *   by device/sum (rounded down). Device-only families (power, temperature, clocks, XID, ECC,
  *   FB free) have no pod series: a pod does not draw its own watts. A GPU without per-process
  *   values has no pod series at all rather than copies of the device's value.
+ *   MIG (dcgm-exporter #587: MIG pods got the whole GPU's values): a value whose processes
+ *   ran in a MIG GPU instance the GPU lists (info.mig with that gi_id) is bounded by that
+ *   instance's own values (gs_exporter_gpu.mig), never the GPU's: its memory by the
+ *   instance's memory used (the GPU's when the instance's is not known); its utilisation only
+ *   where the instance has one (NVML's GPM, Hopper and later): the processes' sum, bounded by
+ *   the instance's, or, when no process there reports one and the value is the instance's
+ *   only one, the instance's own. Without an instance utilisation a MIG pod has no
+ *   utilisation series at all.
  *   Labels of a pod series: the GPU's, then GPU_I_ID and GPU_I_PROFILE when the processes ran
  *   in a MIG GPU instance the GPU lists, then either
  *   - container, namespace, pod, pod_uid and replica="0,2" (the time-slicing replicas it
@@ -134,6 +142,9 @@ struct gs_exporter_gpu {
     bool have_procs; /**< the GPU's processes were read this period: the snapshot's podvals
                           for it are its pods' values (none: no process); false: no pod
                           series for the GPU */
+    uint32_t n_mig;  /**< entries used in mig (0: no MIG device's own values) */
+    struct gs_gpu_mig_sample mig[GS_GPU_MIG_MAX]; /**< the MIG devices' own values this period
+                                                       (gs_gpu_mig_sample), by GPU instance id */
 };
 
 /** What a scrape shows. The arrays are borrowed for the duration of a call. */

@@ -229,6 +229,11 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     snprintf(g[2].info.mig[1].profile, sizeof g[2].info.mig[1].profile, "1g.18gb");
     g[2].info.mig[1].has_gi_id = true; /* dcgm-exporter's GPU_I_ID where NVML told it */
     g[2].info.mig[1].gi_id = 9;
+    /* Instance 9's own values (GPM utilisation 25 %, 120 MiB used): tiny's 20 % and 100 MiB
+     * stay within them, so they are shown as measured. */
+    g[2].n_mig = 1;
+    g[2].mig[0] = (struct gs_gpu_mig_sample){
+        .gi_id = 9, .util_pct = 25, .fb_used_mib = 120, .valid = GS_GPU_HAVE_UTIL | GS_GPU_HAVE_FB};
 
     struct gs_exporter_attr a[8];
     fill_attr(&a[0], "GPU-00000000::0", "train-a", "ml", "main");
@@ -438,7 +443,9 @@ static void test_no_process_values_no_pod_series_and_mig_instances(void **state)
                                "container"));
     assert_int_equal(count_lines_with(b.data, "pod=\"p\""), 1); /* the info series only */
     assert_null(strstr(b.data, "u0"));
-    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 2 + 1);
+    /* The two devices only: instance 9 tells no utilisation of its own (no GPM), so u1 has
+     * no utilisation series rather than the GPU's; its memory is bounded by the GPU's. */
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 2);
     assert_non_null(strstr(b.data, "DCGM_FI_DEV_FB_USED{gpu=\"1\",UUID=\"GPU-00000001\","
                                    "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
                                    "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",pod_uid=\"u1\","
@@ -448,6 +455,108 @@ static void test_no_process_values_no_pod_series_and_mig_instances(void **state)
     s.n_podval = 1;
     s.podval = NULL;
     assert_int_equal(gs_exporter_render(&s, &b), GS_EINVAL);
+    gs_textbuf_fini(&b);
+}
+
+static void set_mig(struct gs_gpu_mig *m, const char *uuid, const char *profile, uint32_t gi_id)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->uuid, sizeof m->uuid, "%s", uuid);
+    snprintf(m->profile, sizeof m->profile, "%s", profile);
+    m->has_gi_id = true;
+    m->gi_id = gi_id;
+}
+
+/*
+ * MIG pods get their instance's values, never the whole GPU's (dcgm-exporter #587). One H200
+ * at 90 % and 9000 MiB used, three instances with their own values:
+ *   gi 1 (3g.71gb): GPM 40 %, 5000 MiB. u1 30 % / 3000 MiB and u2 20 % / 2500 MiB add up to
+ *       50 % > 40 + 5 and 5500 > 5000 MiB, so both are scaled by the instance's: 30*40/50 = 24,
+ *       20*40/50 = 16; 3000*5000/5500 = 2727.3 -> 2727, 2500*5000/5500 = 2272.7 -> 2272.
+ *   gi 2 (1g.18gb): 300 MiB, no GPM. u3 (10 %, 200 MiB): no utilisation series; 200 MiB.
+ *   gi 3 (1g.18gb): GPM 70 %, 800 MiB. u4, pod web/infer (kubelet's row for MIG-c), reports
+ *       no process utilisation (NVML has none per process in MIG mode) and is the instance's
+ *       only value: the instance's 70 %; 600 MiB.
+ * u5 ran in gi 7, which the GPU does not list: the GPU's scope, 5 % of 90, 100 MiB of the
+ * GPU's 3000 + 2500 + 200 + 600 + 100 = 6400 <= 9000: as measured, without MIG labels.
+ */
+static void test_mig_pods_get_their_instance_values(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g;
+    fill_gpu(&g, 0);
+    g.have_procs = true;
+    g.sample.fb_used_mib = 9000;
+    g.info.mig_enabled = true;
+    g.info.mig_count = 3;
+    set_mig(&g.info.mig[0], "MIG-a", "3g.71gb", 1);
+    set_mig(&g.info.mig[1], "MIG-b", "1g.18gb", 2);
+    set_mig(&g.info.mig[2], "MIG-c", "1g.18gb", 3);
+    g.n_mig = 3;
+    g.mig[0] = (struct gs_gpu_mig_sample){.gi_id = 1,
+                                          .util_pct = 40,
+                                          .fb_used_mib = 5000,
+                                          .valid = GS_GPU_HAVE_UTIL | GS_GPU_HAVE_FB};
+    g.mig[1] = (struct gs_gpu_mig_sample){.gi_id = 2, .fb_used_mib = 300, .valid = GS_GPU_HAVE_FB};
+    g.mig[2] = (struct gs_gpu_mig_sample){
+        .gi_id = 3, .util_pct = 70, .fb_used_mib = 800, .valid = GS_GPU_HAVE_UTIL | GS_GPU_HAVE_FB};
+    struct gs_exporter_attr a;
+    fill_attr(&a, "MIG-c", "infer", "web", "srv");
+    struct gs_exporter_podval v[5];
+    const uint32_t gi[5] = {1, 1, 2, 3, 7};
+    fill_podval(&v[0], 0, "", "", "", "u1", 30, 3000);
+    fill_podval(&v[1], 0, "", "", "", "u2", 20, 2500);
+    fill_podval(&v[2], 0, "", "", "", "u3", 10, 200);
+    fill_podval(&v[3], 0, "infer", "web", "srv", "u4", 0, 600);
+    v[3].has_util = false;
+    fill_podval(&v[4], 0, "", "", "", "u5", 5, 100);
+    for (int i = 0; i < 5; i++) {
+        v[i].has_gi_id = true;
+        v[i].gi_id = gi[i];
+    }
+    struct gs_exporter_snapshot s = {
+        .n_gpus = 1, .gpus = &g, .n_attr = 1, .attr = &a, .n_podval = 5, .podval = v};
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+#define G0                                                                                         \
+    "{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"\","
+#define GI(id, prof) "GPU_I_ID=\"" id "\",GPU_I_PROFILE=\"" prof "\","
+    static const char *const want[] = {
+        "DCGM_FI_DEV_GPU_UTIL" G0 GI("1", "3g.71gb") "pod_uid=\"u1\",container_id=\"\"} 24\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 GI("1", "3g.71gb") "pod_uid=\"u2\",container_id=\"\"} 16\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 GI("3", "1g.18gb") "container=\"srv\",namespace=\"web\","
+                                                     "pod=\"infer\",pod_uid=\"u4\"} 70\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 "pod_uid=\"u5\",container_id=\"\"} 5\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI("1", "3g.71gb") "pod_uid=\"u1\",container_id=\"\"} 2727\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI("1", "3g.71gb") "pod_uid=\"u2\",container_id=\"\"} 2272\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI("2", "1g.18gb") "pod_uid=\"u3\",container_id=\"\"} 200\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI("3", "1g.18gb") "container=\"srv\",namespace=\"web\","
+                                                    "pod=\"infer\",pod_uid=\"u4\"} 600\n",
+        "DCGM_FI_DEV_FB_USED" G0 "pod_uid=\"u5\",container_id=\"\"} 100\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (strstr(b.data, want[i]) == NULL)
+            fail_msg("missing %s in:\n%s", want[i], b.data);
+    /* The device's own series, and the pods' above: u3 has no utilisation series. */
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 1 + 4);
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_FB_USED{"), 1 + 5);
+    assert_int_equal(count_lines_with(b.data, "} 90\n"), 1); /* the GPU's, copied nowhere */
+
+    /* No instance values this period (the backend could not read them): no MIG pod has a
+     * utilisation; memory is bounded by the GPU's (6400 <= 9000: as measured). */
+    g.n_mig = 0;
+    gs_textbuf_reset(&b);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 1 + 1); /* device, u5 */
+    assert_non_null(strstr(b.data, "DCGM_FI_DEV_FB_USED" G0 GI(
+                                       "1", "3g.71gb") "pod_uid=\"u1\",container_id=\"\"} 3000\n"));
+    assert_non_null(strstr(b.data,
+                           "DCGM_FI_DEV_FB_USED" G0 GI(
+                               "3", "1g.18gb") "container=\"srv\",namespace=\"web\",pod=\"infer\","
+                                               "pod_uid=\"u4\"} 600\n"));
+#undef GI
+#undef G0
     gs_textbuf_fini(&b);
 }
 
@@ -718,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_time_sliced_t4_pod_series_add_up_to_the_device),
         cmocka_unit_test(test_pod_sums_above_the_device_are_scaled_down),
         cmocka_unit_test(test_no_process_values_no_pod_series_and_mig_instances),
+        cmocka_unit_test(test_mig_pods_get_their_instance_values),
         cmocka_unit_test(test_device_id_by_index_and_unattributed_gpu),
         cmocka_unit_test(test_unread_fields_and_silent_gpus_are_left_out),
         cmocka_unit_test(test_render_stops_at_the_size_limit),
