@@ -32,9 +32,10 @@
  *     holds, ascending) when the value's pod name matches an attribution row of that GPU
  *     (kubelet's PodResources; the same pod, namespace and container mapped twice give one
  *     series), or
- *   - pod_uid and container_id (the cgroup's; container_id "" for a process in the pod's own
- *     cgroup), plus namespace and pod when known, when no row matches (the agent does not know
- *     the pod's name, only the UID in its cgroup path).
+ *   - container, namespace and pod when known (the agent's watch of its node's pods names
+ *     the cgroup's UID, podnames.h; container only when its runtime ID is in the pod's
+ *     status), then pod_uid and container_id (the cgroup's; container_id "" for a process in
+ *     the pod's own cgroup), when no row matches.
  *   A field the backend could not read is left out, not reported as 0.
  * Who holds a GPU (kubelet's PodResources), measured or not:
  *   gpusched_gpu_pod_info{<GPU labels>,[GPU_I_ID,]GPU_I_PROFILE?,container,namespace,pod,
