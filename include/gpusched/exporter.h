@@ -28,7 +28,8 @@
  *   utilisation series at all.
  *   Labels of a pod series: the GPU's, then GPU_I_ID and GPU_I_PROFILE when the processes ran
  *   in a MIG GPU instance the GPU lists, then either
- *   - container, namespace, pod, pod_uid and replica="0,2" (the time-slicing replicas it
+ *   - container, namespace, pod, pod_uid, container_id (when every value joined names the
+ *     same one) and replica="0,2" (the time-slicing replicas it
  *     holds, ascending) when the value's pod name matches an attribution row of that GPU
  *     (kubelet's PodResources; the same pod, namespace and container mapped twice give one
  *     series), or

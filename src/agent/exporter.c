@@ -527,14 +527,19 @@ static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
         if (j->rows[i].gpu != g)
             continue;
         uint64_t sum = 0;
-        const char *uid = NULL;
+        const char *uid = NULL, *cid = NULL;
+        bool one_cid = true; /* every joined value names the same container ID */
         for (uint32_t k = 0; k < s->n_podval; k++) {
             uint64_t shown;
             if (j->row_of[k] != (int32_t)i || !podval_shown(s, j, k, util, &shown))
                 continue;
             sum += shown;
-            if (uid == NULL)
+            if (uid == NULL) {
                 uid = s->podval[k].pod_uid;
+                cid = s->podval[k].container_id;
+            } else if (strcmp(cid, s->podval[k].container_id) != 0) {
+                one_cid = false;
+            }
         }
         if (uid == NULL)
             continue; /* no process of the pod measured here: no value to show */
@@ -549,6 +554,8 @@ static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
         put_label(w, "pod", a->pod, false);
         /* pod_uid marks a measured value (usage ingest takes it as it is, never splits it). */
         put_label(w, "pod_uid", uid, false);
+        if (one_cid)
+            put_label(w, "container_id", cid, false);
         put_replicas(w, s, j->rows, i);
         put(w, "} ", 2);
         put_u64(w, sum);

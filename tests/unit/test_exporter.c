@@ -271,32 +271,40 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     /* Device-only families: the three devices, no pod. */
     assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_POWER_USAGE{"), 3);
     assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_TEMP{"), 3);
-    assert_int_equal(count_lines_with(text, "container_id"), 0); /* every value joined a row */
+    /* Every value joined a row (no series without a pod name); each keeps its container ID. */
+    assert_int_equal(count_lines_with(text, "container_id=\"\""),
+                     count_lines_with(text, "pod_uid=\""));
+    assert_int_equal(count_lines_with(text, "pod_uid=\""), 10);
     /* train-a holds replicas 0 and 2: one series, both replicas named. */
-    assert_non_null(strstr(text,
-                           "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
-                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                           "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\","
-                           "replica=\"0,2\"} 50\n"));
-    assert_non_null(strstr(text,
-                           "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-00000000\","
-                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                           "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\","
-                           "replica=\"0,2\"} 400\n"));
-    assert_non_null(strstr(text,
-                           "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
-                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                           "container=\"main\",namespace=\"ml\",pod=\"train-b\",pod_uid=\"uid-b\","
-                           "replica=\"1\"} 30\n"));
     assert_non_null(strstr(
-        text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000001\","
-              "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-              "container=\"server\",namespace=\"web\",pod=\"infer\",pod_uid=\"uid-i\"} 60\n"));
-    assert_non_null(strstr(text, "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                                 "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",container=\"c\","
-                                 "namespace=\"ml\",pod=\"tiny\",pod_uid=\"uid-t\"} 20\n"));
-    assert_non_null(strstr(text, "GPU_I_PROFILE=\"3g.71gb\",container=\"c\",namespace=\"ml\","
-                                 "pod=\"mid\",pod_uid=\"uid-m\",replica=\"3\"} 40\n"));
+        text,
+        "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+        "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+        "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\",container_id=\"\","
+        "replica=\"0,2\"} 50\n"));
+    assert_non_null(strstr(
+        text,
+        "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-00000000\","
+        "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+        "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\",container_id=\"\","
+        "replica=\"0,2\"} 400\n"));
+    assert_non_null(strstr(
+        text,
+        "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+        "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+        "container=\"main\",namespace=\"ml\",pod=\"train-b\",pod_uid=\"uid-b\",container_id=\"\","
+        "replica=\"1\"} 30\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000001\","
+                                 "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "container=\"server\",namespace=\"web\",pod=\"infer\",pod_uid="
+                                 "\"uid-i\",container_id=\"\"} 60\n"));
+    assert_non_null(
+        strstr(text, "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                     "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",container=\"c\","
+                     "namespace=\"ml\",pod=\"tiny\",pod_uid=\"uid-t\",container_id=\"\"} 20\n"));
+    assert_non_null(strstr(text,
+                           "GPU_I_PROFILE=\"3g.71gb\",container=\"c\",namespace=\"ml\","
+                           "pod=\"mid\",pod_uid=\"uid-m\",container_id=\"\",replica=\"3\"} 40\n"));
     assert_null(strstr(text, "nobody"));
     /* Only the two families a pod can be charged with, and its info series. */
     assert_int_equal(count_lines_with(text, "pod=\"train-a\""), 2 + 1);
@@ -525,14 +533,16 @@ static void test_mig_pods_get_their_instance_values(void **state)
     static const char *const want[] = {
         "DCGM_FI_DEV_GPU_UTIL" G0 GI("1", "3g.71gb") "pod_uid=\"u1\",container_id=\"\"} 24\n",
         "DCGM_FI_DEV_GPU_UTIL" G0 GI("1", "3g.71gb") "pod_uid=\"u2\",container_id=\"\"} 16\n",
-        "DCGM_FI_DEV_GPU_UTIL" G0 GI("3", "1g.18gb") "container=\"srv\",namespace=\"web\","
-                                                     "pod=\"infer\",pod_uid=\"u4\"} 70\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 GI(
+            "3", "1g.18gb") "container=\"srv\",namespace=\"web\","
+                            "pod=\"infer\",pod_uid=\"u4\",container_id=\"\"} 70\n",
         "DCGM_FI_DEV_GPU_UTIL" G0 "pod_uid=\"u5\",container_id=\"\"} 5\n",
         "DCGM_FI_DEV_FB_USED" G0 GI("1", "3g.71gb") "pod_uid=\"u1\",container_id=\"\"} 2727\n",
         "DCGM_FI_DEV_FB_USED" G0 GI("1", "3g.71gb") "pod_uid=\"u2\",container_id=\"\"} 2272\n",
         "DCGM_FI_DEV_FB_USED" G0 GI("2", "1g.18gb") "pod_uid=\"u3\",container_id=\"\"} 200\n",
-        "DCGM_FI_DEV_FB_USED" G0 GI("3", "1g.18gb") "container=\"srv\",namespace=\"web\","
-                                                    "pod=\"infer\",pod_uid=\"u4\"} 600\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI(
+            "3", "1g.18gb") "container=\"srv\",namespace=\"web\","
+                            "pod=\"infer\",pod_uid=\"u4\",container_id=\"\"} 600\n",
         "DCGM_FI_DEV_FB_USED" G0 "pod_uid=\"u5\",container_id=\"\"} 100\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -554,7 +564,7 @@ static void test_mig_pods_get_their_instance_values(void **state)
     assert_non_null(strstr(b.data,
                            "DCGM_FI_DEV_FB_USED" G0 GI(
                                "3", "1g.18gb") "container=\"srv\",namespace=\"web\",pod=\"infer\","
-                                               "pod_uid=\"u4\"} 600\n"));
+                                               "pod_uid=\"u4\",container_id=\"\"} 600\n"));
 #undef GI
 #undef G0
     gs_textbuf_fini(&b);
@@ -576,9 +586,9 @@ static void test_device_id_by_index_and_unattributed_gpu(void **state)
     struct gs_textbuf b;
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
-    assert_non_null(strstr(b.data,
-                           "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
-                           "container=\"c\",namespace=\"n\",pod=\"p\",pod_uid=\"u\"} 40\n"));
+    assert_non_null(strstr(
+        b.data, "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
+                "container=\"c\",namespace=\"n\",pod=\"p\",pod_uid=\"u\",container_id=\"\"} 40\n"));
     assert_non_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
                                    "device=\"nvidia0\",modelName=\"NVIDIA H200\","
                                    "Hostname=\"\"} 90\n"));
@@ -769,8 +779,10 @@ static void test_http_server_serves_metrics_and_healthz(void **state)
     g.sample.util_pct = 0; /* the exporter holds its own copy */
     v[0].util_pct = 1;
     r = http(port, "GET", "/metrics");
-    assert_non_null(strstr(r, "pod=\"pod-a\",pod_uid=\"ua\",replica=\"0\"} 60\n"));
-    assert_non_null(strstr(r, "pod=\"pod-b\",pod_uid=\"ub\",replica=\"1\"} 25\n"));
+    assert_non_null(
+        strstr(r, "pod=\"pod-a\",pod_uid=\"ua\",container_id=\"\",replica=\"0\"} 60\n"));
+    assert_non_null(
+        strstr(r, "pod=\"pod-b\",pod_uid=\"ub\",container_id=\"\",replica=\"1\"} 25\n"));
     free(r);
 
     struct gs_textbuf b;
