@@ -7,7 +7,9 @@
  *   DCGM_FI_DEV_POWER_USAGE (W), DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK,
  *   DCGM_FI_DEV_XID_ERRORS (value of the last XID) and DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, labelled
  *   gpu, UUID, device ("nvidia0"), modelName, Hostname. Every GPU has its own series, pods or
- *   not, with the device's values.
+ *   not, with the device's values. A MIG device with its own values (gs_exporter_gpu.mig) has
+ *   its own DCGM_FI_DEV_FB_USED and, where it has one (GPM), DCGM_FI_DEV_GPU_UTIL series: the
+ *   GPU's labels plus GPU_I_ID and GPU_I_PROFILE, no pod labels.
  * Pod series (issue 9, dcgm-exporter #587): only DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED,
  *   and only for a GPU whose per-process values were read (gs_exporter_gpu.have_procs). Each
  *   carries the pod's own measured value, the sum over its processes (gs_exporter_podval),

@@ -587,18 +587,46 @@ static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
     }
 }
 
-/* Whether GPU gpu may have pod series in a family: it had its processes read and, for
- * utilisation, the GPU or one of its MIG devices has a value to bound them by. */
-static bool pods_possible(const struct gs_exporter_gpu *gpu, const struct family *fam)
+/* Whether some MIG device of GPU gpu has its own value in a chargeable family. */
+static bool mig_has(const struct gs_exporter_gpu *gpu, const struct family *fam)
 {
-    if (!gpu->have_sample || !gpu->have_procs || (fam->kind != V_UTIL && fam->kind != V_FB_USED))
+    if (!gpu->have_sample || (fam->kind != V_UTIL && fam->kind != V_FB_USED))
         return false;
-    if (gpu->sample.valid & fam->need)
-        return true;
     for (uint32_t i = 0; i < gpu->n_mig && i < GS_GPU_MIG_MAX; i++)
         if (gpu->mig[i].valid & fam->need)
             return true;
     return false;
+}
+
+/* Whether GPU gpu may have pod series in a family: it had its processes read and the GPU or
+ * one of its MIG devices has a value to bound them by. */
+static bool pods_possible(const struct gs_exporter_gpu *gpu, const struct family *fam)
+{
+    if (!gpu->have_sample || !gpu->have_procs || (fam->kind != V_UTIL && fam->kind != V_FB_USED))
+        return false;
+    return (gpu->sample.valid & fam->need) || mig_has(gpu, fam);
+}
+
+/*
+ * Each MIG device's own series (dcgm-exporter's GPU_I_ID and GPU_I_PROFILE, no pod labels):
+ * the instance's memory used, and its utilisation where the backend has one (GPM).
+ */
+static void render_migs(struct writer *w, const struct gs_exporter_snapshot *s,
+                        const struct gs_exporter_gpu *gpu, const struct family *fam)
+{
+    for (uint32_t k = 0; k < gpu->info.mig_count && k < GS_GPU_MIG_MAX; k++) {
+        const struct gs_gpu_mig_sample *own =
+            gpu->info.mig[k].has_gi_id ? mig_values(gpu, (int32_t)k) : NULL;
+        if (own == NULL || !(own->valid & fam->need))
+            continue;
+        puts_(w, fam->name);
+        put(w, "{", 1);
+        put_gpu_labels(w, s, gpu);
+        put_mig_labels(w, &gpu->info.mig[k]);
+        put(w, "} ", 2);
+        put_u64(w, fam->kind == V_UTIL ? own->util_pct : own->fb_used_mib);
+        put(w, "\n", 1);
+    }
 }
 
 static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
@@ -609,8 +637,9 @@ static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
         for (uint32_t g = 0; g < s->n_gpus; g++) {
             const struct gs_exporter_gpu *gpu = &s->gpus[g];
             bool own = gpu->have_sample && (gpu->sample.valid & dcgm[f].need);
+            bool migs = mig_has(gpu, &dcgm[f]);
             bool pods = pods_possible(gpu, &dcgm[f]);
-            if (!own && !pods)
+            if (!own && !migs && !pods)
                 continue;
             if (!header) {
                 put_header(w, dcgm[f].name, dcgm[f].type, dcgm[f].help);
@@ -626,6 +655,8 @@ static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
                 put_value(w, &gpu->sample, dcgm[f].kind);
                 put(w, "\n", 1);
             }
+            if (migs)
+                render_migs(w, s, gpu, &dcgm[f]);
             /* Pods only where they have a value of their own: never the device's copied. */
             if (pods)
                 render_pods(w, s, j, g, &dcgm[f]);

@@ -799,16 +799,21 @@ def b_pod_metrics(r):
     def on4(fam):
         return sorted((l.get("pod_uid", ""), l.get("container_id", ""), l.get("GPU_I_ID", ""),
                        l.get("GPU_I_PROFILE", ""), v) for l, v in fam if l["gpu"] == "4")
-    assert on4(util) == [("", "", "", "", "12"),
+    # Each instance also has its own series (no pod labels): GPM utilisation where the
+    # instance has it, memory used.
+    assert on4(util) == [("", "", "", "", "12"), ("", "", "11", "1g.18gb", "35"),
+                         ("", "", "2", "3g.71gb", "9"),
                          (B_UID_C, "ef" * 32, "11", "1g.18gb", "35"),
                          (B_UID_C, "ef" * 32, "2", "3g.71gb", "9")], on4(util)
-    assert on4(fb) == [("", "", "", "", "8192"),
+    assert on4(fb) == [("", "", "", "", "8192"), ("", "", "11", "1g.18gb", "3000"),
+                       ("", "", "12", "1g.18gb", "4000"), ("", "", "2", "3g.71gb", "1000"),
                        (B_UID_C, "ef" * 32, "11", "1g.18gb", "2500"),
                        (B_UID_C, "ef" * 32, "2", "3g.71gb", "1000"),
                        (B_UID_D, "12" * 32, "12", "1g.18gb", "1636"),
                        (B_UID_E, "", "12", "1g.18gb", "2363")], on4(fb)
     # Every GPU has exactly one series without pod labels.
-    assert sorted(l["gpu"] for l, v in util if "pod_uid" not in l) == [str(i) for i in range(5)]
+    assert sorted(l["gpu"] for l, v in util if "pod_uid" not in l and "GPU_I_ID" not in l) == \
+        [str(i) for i in range(5)]
     # Device-only families get no pod series at all.
     for fam in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_FREE"):
         s = series(text, fam)

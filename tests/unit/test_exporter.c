@@ -265,9 +265,16 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
     const char *text = b.data;
-    /* Five pod series and the three GPUs' own series (issue 9: the device series stays). */
-    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 8);
-    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_FB_USED{"), 8);
+    /* Five pod series, the three GPUs' own series (issue 9: the device series stays) and
+     * instance 9's own (25 %, 120 MiB). */
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 9);
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_FB_USED{"), 9);
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"2\",UUID=\"GPU-00000002\","
+                                 "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\"} 25\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_FB_USED{gpu=\"2\",UUID=\"GPU-00000002\","
+                                 "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\"} 120\n"));
     /* Device-only families: the three devices, no pod. */
     assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_POWER_USAGE{"), 3);
     assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_TEMP{"), 3);
@@ -544,13 +551,20 @@ static void test_mig_pods_get_their_instance_values(void **state)
             "3", "1g.18gb") "container=\"srv\",namespace=\"web\","
                             "pod=\"infer\",pod_uid=\"u4\",container_id=\"\"} 600\n",
         "DCGM_FI_DEV_FB_USED" G0 "pod_uid=\"u5\",container_id=\"\"} 100\n",
+        /* Each instance's own series, without pod labels: its GPM utilisation, its memory. */
+        "DCGM_FI_DEV_GPU_UTIL" G0 "GPU_I_ID=\"1\",GPU_I_PROFILE=\"3g.71gb\"} 40\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 "GPU_I_ID=\"3\",GPU_I_PROFILE=\"1g.18gb\"} 70\n",
+        "DCGM_FI_DEV_FB_USED" G0 "GPU_I_ID=\"1\",GPU_I_PROFILE=\"3g.71gb\"} 5000\n",
+        "DCGM_FI_DEV_FB_USED" G0 "GPU_I_ID=\"2\",GPU_I_PROFILE=\"1g.18gb\"} 300\n",
+        "DCGM_FI_DEV_FB_USED" G0 "GPU_I_ID=\"3\",GPU_I_PROFILE=\"1g.18gb\"} 800\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (strstr(b.data, want[i]) == NULL)
             fail_msg("missing %s in:\n%s", want[i], b.data);
-    /* The device's own series, and the pods' above: u3 has no utilisation series. */
-    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 1 + 4);
-    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_FB_USED{"), 1 + 5);
+    /* The device's own series, the instances' (gi 2 has no utilisation) and the pods' above:
+     * u3 has no utilisation series. */
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 1 + 2 + 4);
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_FB_USED{"), 1 + 3 + 5);
     assert_int_equal(count_lines_with(b.data, "} 90\n"), 1); /* the GPU's, copied nowhere */
 
     /* No instance values this period (the backend could not read them): no MIG pod has a
