@@ -65,6 +65,7 @@ struct nvml_api {
     nvml_ret (*device_get_cuda_compute_capability)(nvml_device, int *, int *);
     nvml_ret (*device_get_p2p_status)(nvml_device, nvml_device, int, int *);
     nvml_ret (*device_get_gpu_instance_id)(nvml_device, unsigned int *);
+    nvml_ret (*device_get_compute_instance_id)(nvml_device, unsigned int *);
     nvml_ret (*device_get_gpu_instance_by_id)(nvml_device, unsigned int, nvml_gpu_instance *);
     nvml_ret (*gpu_instance_get_info)(nvml_gpu_instance, struct nvml_gpu_instance_info *);
     nvml_ret (*device_get_compute_running_processes_v3)(nvml_device, unsigned int *,
@@ -116,6 +117,7 @@ static const struct {
     OPT(device_get_cuda_compute_capability, "nvmlDeviceGetCudaComputeCapability"),
     OPT(device_get_p2p_status, "nvmlDeviceGetP2PStatus"),
     OPT(device_get_gpu_instance_id, "nvmlDeviceGetGpuInstanceId"),
+    OPT(device_get_compute_instance_id, "nvmlDeviceGetComputeInstanceId"),
     OPT(device_get_gpu_instance_by_id, "nvmlDeviceGetGpuInstanceById"),
     OPT(gpu_instance_get_info, "nvmlGpuInstanceGetInfo"),
     OPT(device_get_compute_running_processes_v3, "nvmlDeviceGetComputeRunningProcesses_v3"),
@@ -244,6 +246,12 @@ static void read_mig_start(struct nvml *m, nvml_device gpu, nvml_device mig, str
         m->api.device_get_gpu_instance_id(mig, &gi_id) == NVML_OK) {
         out->has_gi_id = true;
         out->gi_id = gi_id;
+    }
+    unsigned ci_id = 0;
+    if (out->has_gi_id && m->api.device_get_compute_instance_id != NULL &&
+        m->api.device_get_compute_instance_id(mig, &ci_id) == NVML_OK) {
+        out->has_ci_id = true;
+        out->ci_id = ci_id;
     }
     if (!out->has_gi_id || m->api.device_get_gpu_instance_by_id == NULL ||
         m->api.gpu_instance_get_info == NULL ||

@@ -67,6 +67,7 @@ has stub "backend          nvml" "driver version   550.90.07" "cuda version     
     "  mig              capable, enabled, 2 device(s)" \
     "    1g.18gb      MIG-stub-1-a 16384 MiB, start 0" \
     "    3g.71gb      MIG-stub-1-b 69888 MiB, start 4" \
+    "      instance     gi 9, ci 0" "      instance     gi 2, ci 0" \
     "event: GPU 1 XID 79" "event: GPU 0 double-bit ECC error" \
     "nvidia.com/mig-1g.18gb.count=1" "nvidia.com/mig-3g.71gb.memory=69888" \
     "nvidia.com/gpu.family=hopper" \

@@ -72,6 +72,11 @@ static void print_info(const struct gs_gpu_info *g)
         printf("    %-12s %s %" PRIu64 " MiB, start %s\n",
                g->mig[k].profile[0] != '\0' ? g->mig[k].profile : "(no profile)", g->mig[k].uuid,
                g->mig[k].mem_mib, start);
+        if (g->mig[k].has_gi_id && g->mig[k].has_ci_id)
+            printf("      instance     gi %u, ci %u\n", (unsigned)g->mig[k].gi_id,
+                   (unsigned)g->mig[k].ci_id);
+        else if (g->mig[k].has_gi_id)
+            printf("      instance     gi %u\n", (unsigned)g->mig[k].gi_id);
     }
 }
 
