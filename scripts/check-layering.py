@@ -41,7 +41,7 @@ HEADERS = {
              "mig_plan.h", "rng.h", "sched.h", "tenant.h", "topo.h"],
     "rpc": ["grpc.h"],
     "agent": ["devplugin.h", "dpkube.h", "exporter.h", "gfd_labels.h", "gpu.h", "health.h",
-              "podmap.h"],
+              "podmap.h", "podnames.h"],
     "sim": ["bound.h", "qconfig.h", "replay.h", "sim.h", "trace.h"],
     "kworld": ["kquantity.h", "kworld.h"],
     "k8s": ["kevents.h", "kube.h", "schedmetrics.h"],

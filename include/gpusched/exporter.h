@@ -7,7 +7,9 @@
  *   DCGM_FI_DEV_POWER_USAGE (W), DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK,
  *   DCGM_FI_DEV_XID_ERRORS (value of the last XID) and DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, labelled
  *   gpu, UUID, device ("nvidia0"), modelName, Hostname. Every GPU has its own series, pods or
- *   not, with the device's values.
+ *   not, with the device's values. A MIG device with its own values (gs_exporter_gpu.mig) has
+ *   its own DCGM_FI_DEV_FB_USED and, where it has one (GPM), DCGM_FI_DEV_GPU_UTIL series: the
+ *   GPU's labels plus GPU_I_ID and GPU_I_PROFILE, no pod labels.
  * Pod series (issue 9, dcgm-exporter #587): only DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED,
  *   and only for a GPU whose per-process values were read (gs_exporter_gpu.have_procs). Each
  *   carries the pod's own measured value, the sum over its processes (gs_exporter_podval),
@@ -18,15 +20,25 @@
  *   by device/sum (rounded down). Device-only families (power, temperature, clocks, XID, ECC,
  *   FB free) have no pod series: a pod does not draw its own watts. A GPU without per-process
  *   values has no pod series at all rather than copies of the device's value.
+ *   MIG (dcgm-exporter #587: MIG pods got the whole GPU's values): a value whose processes
+ *   ran in a MIG GPU instance the GPU lists (info.mig with that gi_id) is bounded by that
+ *   instance's own values (gs_exporter_gpu.mig), never the GPU's: its memory by the
+ *   instance's memory used (the GPU's when the instance's is not known); its utilisation only
+ *   where the instance has one (NVML's GPM, Hopper and later): the processes' sum, bounded by
+ *   the instance's, or, when no process there reports one and the value is the instance's
+ *   only one, the instance's own. Without an instance utilisation a MIG pod has no
+ *   utilisation series at all.
  *   Labels of a pod series: the GPU's, then GPU_I_ID and GPU_I_PROFILE when the processes ran
  *   in a MIG GPU instance the GPU lists, then either
- *   - container, namespace, pod, pod_uid and replica="0,2" (the time-slicing replicas it
+ *   - container, namespace, pod, pod_uid, container_id (when every value joined names the
+ *     same one) and replica="0,2" (the time-slicing replicas it
  *     holds, ascending) when the value's pod name matches an attribution row of that GPU
  *     (kubelet's PodResources; the same pod, namespace and container mapped twice give one
  *     series), or
- *   - pod_uid and container_id (the cgroup's; container_id "" for a process in the pod's own
- *     cgroup), plus namespace and pod when known, when no row matches (the agent does not know
- *     the pod's name, only the UID in its cgroup path).
+ *   - container, namespace and pod when known (the agent's watch of its node's pods names
+ *     the cgroup's UID, podnames.h; container only when its runtime ID is in the pod's
+ *     status), then pod_uid and container_id (the cgroup's; container_id "" for a process in
+ *     the pod's own cgroup), when no row matches.
  *   A field the backend could not read is left out, not reported as 0.
  * Who holds a GPU (kubelet's PodResources), measured or not:
  *   gpusched_gpu_pod_info{<GPU labels>,[GPU_I_ID,]GPU_I_PROFILE?,container,namespace,pod,
@@ -134,6 +146,9 @@ struct gs_exporter_gpu {
     bool have_procs; /**< the GPU's processes were read this period: the snapshot's podvals
                           for it are its pods' values (none: no process); false: no pod
                           series for the GPU */
+    uint32_t n_mig;  /**< entries used in mig (0: no MIG device's own values) */
+    struct gs_gpu_mig_sample mig[GS_GPU_MIG_MAX]; /**< the MIG devices' own values this period
+                                                       (gs_gpu_mig_sample), by GPU instance id */
 };
 
 /** What a scrape shows. The arrays are borrowed for the duration of a call. */

@@ -60,6 +60,9 @@ struct gs_gpu_mig {
     bool has_gi_id;                   /**< gi_id is known */
     uint32_t gi_id;                   /**< NVML's GPU instance id (dcgm-exporter's GPU_I_ID);
                                            valid when has_gi_id */
+    bool has_ci_id;                   /**< ci_id is known */
+    uint32_t ci_id;                   /**< compute instance id within the GPU instance
+                                           (dcgm-exporter's GPU_CI_ID); valid when has_ci_id */
 };
 
 /** Static facts about one GPU. Plain value record. */
@@ -109,6 +112,19 @@ struct gs_gpu_sample {
     uint64_t last_xid;          /**< code of the last XID seen; 0 none yet */
     uint64_t resets;            /**< times the backend lost the GPU and found it again since
                                      open (a reset seen); always set on GS_OK */
+};
+
+/**
+ * Current values of one MIG device (GPU instance) of a GPU in MIG mode, as its own device:
+ * what the pods on it use, never the whole GPU's (dcgm-exporter #587). Plain value record.
+ */
+struct gs_gpu_mig_sample {
+    uint64_t fb_used_mib; /**< memory used in the instance, MiB; valid with GS_GPU_HAVE_FB */
+    uint32_t gi_id;       /**< GPU instance id (gs_gpu_mig.gi_id) the values are of */
+    uint32_t util_pct;    /**< the instance's SM activity over the last period, 0..100 %
+                               (NVML: only through GPM, Hopper and later); valid with
+                               GS_GPU_HAVE_UTIL */
+    uint32_t valid;       /**< GS_GPU_HAVE_FB and GS_GPU_HAVE_UTIL bits */
 };
 
 /**
@@ -184,6 +200,11 @@ struct gs_gpu_ops {
      *  the backend cannot read processes (gs_gpu_processes() then answers GS_ENOENT). */
     int (*processes)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
                      uint32_t cap, uint32_t *n_out);
+    /** As gs_gpu_mig_sample(); checks the index itself; out has cap >= 1 entries. NULL when
+     *  the backend cannot read MIG devices' own values (gs_gpu_mig_sample() answers
+     *  GS_ENOENT). */
+    int (*mig_sample)(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_mig_sample *out,
+                      uint32_t cap, uint32_t *n_out);
     /** As gs_gpu_wait_event(); timeout_ms >= 0. */
     int (*wait_event)(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out);
     /** Releases everything, b included. */
@@ -284,6 +305,21 @@ int gs_gpu_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample
  */
 int gs_gpu_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
                      uint32_t cap, uint32_t *n_out);
+
+/**
+ * The current values of each MIG device (GPU instance) of GPU `index`, one entry per GPU
+ * instance whose id the backend knows, in the order of gs_gpu_info's mig. NVML: the memory
+ * used of each MIG device handle (nvmlDeviceGetMemoryInfo) and nothing for utilisation, which
+ * NVML gives per instance only through GPM (nvmlGpmMigSampleGet, Hopper and later), not
+ * loaded by this backend; the fake backend: the instances' scripted memory_used_mib and
+ * gpm_util_pct. A GPU not in MIG mode has none (GS_OK, *n_out 0).
+ * @param out    caller storage for cap entries (cap >= 1); [0, *n_out) filled on GS_OK.
+ * @return GS_OK; GS_ENOENT (the backend cannot read them); GS_ERANGE (no such index); GS_EIO
+ *         (the GPU is lost); GS_EINVAL (NULL, cap 0). On failure *n_out is 0. Call from the
+ *         thread that owns the backend.
+ */
+int gs_gpu_mig_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_mig_sample *out,
+                      uint32_t cap, uint32_t *n_out);
 
 /**
  * Waits up to timeout_ms (>= 0; 0 polls) for the next XID, double-bit ECC or LOST event. When

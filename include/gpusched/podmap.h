@@ -73,7 +73,8 @@ int gs_podmap_read_pid(const char *proc_root, uint32_t pid, struct gs_podmap_ent
  * any pod (a host daemon, one that exited meanwhile) counts in no pod value; its use stays in
  * the device's series. Sets each GPU's have_procs: true when its processes were read (even
  * none), false when the backend cannot read them or the GPU has no sample. Pod names are left
- * "" (the cgroup tells the UID only). The agent's GPU loop calls it once per refresh.
+ * "" (the cgroup tells the UID only; on Kubernetes the agent then names them from its watch
+ * of the node's pods, podnames.h). The agent's GPU loop calls it once per refresh.
  * @param b          backend (borrowed; the caller's thread owns it).
  * @param proc_root  "/proc" or a test tree (borrowed).
  * @param gpus       n_gpus snapshot rows (positions are the values' gpu); have_procs written.

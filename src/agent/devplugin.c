@@ -896,6 +896,10 @@ static void refresh_metrics(struct gs_dp_agent *a)
         struct gs_exporter_gpu *x = &a->xgpus[g];
         int rc = gs_gpu_sample(a->backend, g, &x->sample);
         x->have_sample = rc == GS_OK;
+        /* A MIG device's own values, so that its pods are bounded by it (issue 9). */
+        x->n_mig = 0;
+        if (rc == GS_OK && x->info.mig_enabled)
+            (void)gs_gpu_mig_sample(a->backend, g, x->mig, GS_GPU_MIG_MAX, &x->n_mig);
         (void)gs_health_on_sample(a->health, g, rc, x->sample.resets);
         if (rc == GS_OK && x->info.lost)
             found_again(a, g);
@@ -916,6 +920,9 @@ static void refresh_metrics(struct gs_dp_agent *a)
             gs__dp_logf(a, "metrics: more than %d pod values on the node; the rest are left out",
                         GS_EXPORTER_PODVAL_MAX);
         a->said_podval_limit = prc == GS_ELIMIT;
+        /* The cgroup tells the UID; the API server's pods on this node tell the names. */
+        if (a->kube != NULL)
+            (void)gs__dp_kube_name_pods(a->kube, a->podval, a->n_podval);
     } else {
         for (uint32_t g = 0; g < a->model.n_gpus; g++)
             a->xgpus[g].have_procs = false;

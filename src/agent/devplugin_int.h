@@ -158,6 +158,13 @@ struct gs_dp_assign *gs__dp_kube_lock(struct gs__dp_kube *k);
 void gs__dp_kube_unlock(struct gs__dp_kube *k);
 
 /**
+ * Names the per-pod values v[0, n) from the pods bound to the node as the watch last told them
+ * (gs_podnames_fill under the thread's mutex); values of pods it does not know keep their UID
+ * only. @return the number of values named. Thread-safe against the Kubernetes thread.
+ */
+uint32_t gs__dp_kube_name_pods(struct gs__dp_kube *k, struct gs_exporter_podval *v, uint32_t n);
+
+/**
  * Asks for pod "namespace/name" to be annotated gpusched.io/allocated-gpus = given (PATCHed by
  * the Kubernetes thread; a later mark of the same pod replaces one not yet written). Thread-safe.
  * @return GS_OK; GS_ELIMIT (too many marks waiting: the mark is dropped); GS_EINVAL.

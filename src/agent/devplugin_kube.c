@@ -6,9 +6,10 @@
  *
  * Why a thread: the client blocks (lists, PATCHes), and the agent's loop must answer kubelet
  * and push health within its 1 s bounds whatever the API server does. What the two share is
- * small and sits under one mutex: the inventory text to publish (the loop writes it) and the
+ * small and sits under one mutex: the inventory text to publish (the loop writes it), the
  * assignment table (this thread fills it, the loop's GetPreferredAllocation and Allocate read
- * it).
+ * it) and the names of every pod bound to the node (this thread fills it from the same watch,
+ * the loop's metrics refresh reads it to name the per-pod GPU values; podnames.h).
  *
  * "Not more often than needed": the Node is PATCHed (merge patch of one annotation) only when
  * the Node as last seen, from the watch or a PATCH answer, carries other text than the
@@ -21,6 +22,7 @@
 #include "gpusched/dpkube.h"
 #include "gpusched/err.h"
 #include "gpusched/kube.h"
+#include "gpusched/podnames.h"
 
 #include "devplugin_int.h"
 
@@ -60,9 +62,11 @@ struct gs__dp_kube {
     pthread_t thread;             /**< runs kube_main */
     bool started;                 /**< thread was created */
     atomic_int stop;              /**< set by gs__dp_kube_free */
-    pthread_mutex_t mu;           /**< guards want, table */
+    pthread_mutex_t mu;           /**< guards want, table, names, marks */
     char *want;                   /**< inventory to publish (owned); NULL before the first */
-    struct gs_dp_assign *table;   /**< pods bound to the node */
+    struct gs_dp_assign *table;   /**< pods bound to the node that can be claimed */
+    struct gs_podnames *names;    /**< every pod bound to the node, by UID (bounded) */
+    bool said_names_full;         /**< the names table's limit was logged (under mu) */
     atomic_ulong patches;         /**< successful PATCHes */
     struct mark marks[MARKS_MAX]; /**< pod marks to write (under mu) */
     uint32_t n_marks;             /**< entries used */
@@ -135,18 +139,28 @@ static void on_pod(void *ud, enum gs_kube_event_type type, json_t *obj)
     pthread_mutex_lock(&k->mu);
     if (type == GS_KUBE_EVENT_RELIST) {
         gs_dp_assign_clear(k->table);
+        gs_podnames_clear(k->names);
     } else if (type == GS_KUBE_EVENT_DELETED) {
         const char *uid =
             json_string_value(json_object_get(json_object_get(obj, "metadata"), "uid"));
-        if (uid != NULL)
+        if (uid != NULL) {
             gs_dp_assign_remove(k->table, uid);
+            gs_podnames_remove(k->names, uid);
+        }
     } else if (type == GS_KUBE_EVENT_ADDED || type == GS_KUBE_EVENT_MODIFIED) {
         char why[300];
         int rc = gs_dp_assign_update(k->table, obj, why, sizeof why);
         const json_t *meta = json_object_get(obj, "metadata");
         const char *ns = json_string_value(json_object_get(meta, "namespace"));
         const char *name = json_string_value(json_object_get(meta, "name"));
-        if (rc == GS_ENOMEM)
+        int nrc = gs_podnames_update(k->names, obj);
+        if (nrc == GS_ELIMIT && !k->said_names_full)
+            klog(k,
+                 "kubernetes: more than %d pods on the node; pod %s/%s and later ones are "
+                 "named by UID only in the metrics",
+                 GS_PODNAMES_DEFAULT_MAX, ns ? ns : "?", name ? name : "?");
+        k->said_names_full |= nrc == GS_ELIMIT;
+        if (rc == GS_ENOMEM || nrc == GS_ENOMEM)
             klog(k, "kubernetes: out of memory reading pod %s/%s", ns ? ns : "?",
                  name ? name : "?");
         else if (why[0] != '\0' && type == GS_KUBE_EVENT_ADDED)
@@ -307,6 +321,8 @@ int gs__dp_kube_new(const struct gs_kube_config *cfg, const char *node, gs_dp_lo
     k->backoff_ms = PATCH_BACKOFF_MIN_MS;
     (void)snprintf(k->node, sizeof k->node, "%s", node);
     int rc = gs_dp_assign_new(&k->table);
+    if (rc == GS_OK)
+        rc = gs_podnames_new(GS_PODNAMES_DEFAULT_MAX, &k->names);
     /* A node agent's traffic is small: two watches and a PATCH per health change. Requests
      * are bounded by 5 s, so that a hung API server delays a SIGTERM by at most that. */
     struct gs_kube_client_opts co = {.qps = 5,
@@ -389,6 +405,14 @@ void gs__dp_kube_unlock(struct gs__dp_kube *k)
     pthread_mutex_unlock(&k->mu);
 }
 
+uint32_t gs__dp_kube_name_pods(struct gs__dp_kube *k, struct gs_exporter_podval *v, uint32_t n)
+{
+    pthread_mutex_lock(&k->mu);
+    uint32_t named = gs_podnames_fill(k->names, v, n);
+    pthread_mutex_unlock(&k->mu);
+    return named;
+}
+
 uint64_t gs__dp_kube_patches(struct gs__dp_kube *k)
 {
     return atomic_load(&k->patches);
@@ -403,6 +427,7 @@ void gs__dp_kube_free(struct gs__dp_kube *k)
         pthread_join(k->thread, NULL);
     gs_kube_client_free(k->client); /* frees the informers */
     gs_dp_assign_free(k->table);
+    gs_podnames_free(k->names);
     free(k->want);
     free(k->node_has);
     pthread_mutex_destroy(&k->mu);

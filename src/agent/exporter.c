@@ -355,12 +355,23 @@ static void put_replicas(struct writer *w, const struct gs_exporter_snapshot *s,
         put_label(w, "replica", text, false);
 }
 
+/** The sums of the per-pod values in one scope: a GPU outside MIG instances, or one instance. */
+struct scope_sum {
+    uint64_t util; /**< Σ of the values' utilisation (their processes') */
+    uint64_t mem;  /**< Σ of the values' memory */
+    uint32_t n;    /**< values in the scope */
+    bool any_util; /**< some value there reports its processes' utilisation */
+};
+
 /** Where each per-pod value goes, worked out once per render. */
 struct podjoin {
-    const struct match *rows;        /**< per attribution row */
-    int32_t *row_of;                 /**< per value: the leader row it joins, -1 its own series */
-    uint64_t util_total[GS_GPU_MAX]; /**< per GPU: Σ of its values' utilisation */
-    uint64_t mem_total[GS_GPU_MAX];  /**< per GPU: Σ of its values' memory */
+    const struct match *rows;         /**< per attribution row */
+    int32_t *row_of;                  /**< per value: the leader row it joins, -1 its own series */
+    int32_t *mig_of;                  /**< per value: the MIG device (info.mig position) its
+                                           processes ran in, -1 none (the GPU's scope) */
+    uint64_t gpu_mem[GS_GPU_MAX];     /**< per GPU: Σ of all its values' memory, MIG ones too */
+    struct scope_sum gpu[GS_GPU_MAX]; /**< per GPU, outside MIG instances */
+    struct scope_sum mig[GS_GPU_MAX][GS_GPU_MIG_MAX]; /**< per GPU and MIG device */
 };
 
 /* Whether value v is measured on GPU g's MIG device mig (-1: the whole GPU, any instance). */
@@ -389,23 +400,49 @@ static bool podval_live(const struct gs_exporter_snapshot *s, const struct gs_ex
     return v->gpu < s->n_gpus && s->gpus[v->gpu].have_procs && s->gpus[v->gpu].have_sample;
 }
 
+/* The MIG device of GPU g that runs GPU instance gi_id, or -1. */
+static int32_t mig_of_gi(const struct gs_gpu_info *gi, uint32_t gi_id)
+{
+    for (uint32_t k = 0; k < gi->mig_count && k < GS_GPU_MIG_MAX; k++)
+        if (gi->mig[k].has_gi_id && gi->mig[k].gi_id == gi_id)
+            return (int32_t)k;
+    return -1;
+}
+
+/* The own values of MIG device mig of a GPU this period (by its GPU instance id), or NULL. */
+static const struct gs_gpu_mig_sample *mig_values(const struct gs_exporter_gpu *gpu, int32_t mig)
+{
+    const struct gs_gpu_mig *mg = &gpu->info.mig[mig];
+    for (uint32_t i = 0; mg->has_gi_id && i < gpu->n_mig && i < GS_GPU_MIG_MAX; i++)
+        if (gpu->mig[i].gi_id == mg->gi_id)
+            return &gpu->mig[i];
+    return NULL;
+}
+
 static void podjoin_build(const struct gs_exporter_snapshot *s, struct podjoin *j)
 {
-    memset(j->util_total, 0, sizeof j->util_total);
-    memset(j->mem_total, 0, sizeof j->mem_total);
     for (uint32_t k = 0; k < s->n_podval; k++) {
         const struct gs_exporter_podval *v = &s->podval[k];
         j->row_of[k] = -1;
+        j->mig_of[k] = -1;
         if (!podval_live(s, v))
             continue;
         for (uint32_t i = 0; i < s->n_attr && j->row_of[k] < 0; i++)
             if (j->rows[i].gpu == v->gpu && podval_on(s, v, v->gpu, j->rows[i].mig) &&
                 podval_is(v, &s->attr[i]))
                 j->row_of[k] = (int32_t)i;
-        if (v->has_util)
-            j->util_total[v->gpu] += v->util_pct;
-        if (v->has_mem)
-            j->mem_total[v->gpu] += v->mem_mib;
+        if (v->has_gi_id)
+            j->mig_of[k] = mig_of_gi(&s->gpus[v->gpu].info, v->gi_id);
+        struct scope_sum *sc = j->mig_of[k] >= 0 ? &j->mig[v->gpu][j->mig_of[k]] : &j->gpu[v->gpu];
+        sc->n++;
+        if (v->has_util) {
+            sc->util += v->util_pct;
+            sc->any_util = true;
+        }
+        if (v->has_mem) {
+            sc->mem += v->mem_mib;
+            j->gpu_mem[v->gpu] += v->mem_mib;
+        }
     }
 }
 
@@ -421,6 +458,54 @@ static uint64_t bounded(uint64_t raw, uint64_t total, uint64_t device, uint64_t 
     return raw * device / total;
 }
 
+/*
+ * What value k shows in the utilisation (util) or memory family, bounded by its scope's own
+ * device value: the GPU's, or its MIG instance's (see exporter.h). False when it has none.
+ */
+static bool podval_shown(const struct gs_exporter_snapshot *s, const struct podjoin *j, uint32_t k,
+                         bool util, uint64_t *out)
+{
+    const struct gs_exporter_podval *v = &s->podval[k];
+    const struct gs_exporter_gpu *gpu = &s->gpus[v->gpu];
+    bool gpu_util = (gpu->sample.valid & GS_GPU_HAVE_UTIL) != 0;
+    bool gpu_fb = (gpu->sample.valid & GS_GPU_HAVE_FB) != 0;
+    int32_t mig = j->mig_of[k];
+    if (!util && !v->has_mem)
+        return false;
+    if (mig < 0) {
+        if (util && (!v->has_util || !gpu_util))
+            return false;
+        if (!util && !gpu_fb)
+            return false;
+        *out = util ? bounded(v->util_pct, j->gpu[v->gpu].util, gpu->sample.util_pct,
+                              GS_EXPORTER_UTIL_TOLERANCE_PCT)
+                    : bounded(v->mem_mib, j->gpu_mem[v->gpu], gpu->sample.fb_used_mib, 0);
+        return true;
+    }
+    const struct scope_sum *sc = &j->mig[v->gpu][mig];
+    const struct gs_gpu_mig_sample *own = mig_values(gpu, mig);
+    if (!util) {
+        if (own != NULL && (own->valid & GS_GPU_HAVE_FB)) {
+            *out = bounded(v->mem_mib, sc->mem, own->fb_used_mib, 0);
+            return true;
+        }
+        if (!gpu_fb)
+            return false;
+        *out = bounded(v->mem_mib, j->gpu_mem[v->gpu], gpu->sample.fb_used_mib, 0);
+        return true;
+    }
+    if (own == NULL || !(own->valid & GS_GPU_HAVE_UTIL))
+        return false; /* no GPM: a MIG pod has no utilisation rather than the GPU's */
+    if (v->has_util) {
+        *out = bounded(v->util_pct, sc->util, own->util_pct, GS_EXPORTER_UTIL_TOLERANCE_PCT);
+        return true;
+    }
+    if (sc->any_util || sc->n != 1)
+        return false;     /* several values and no process utilisation: nothing to split by */
+    *out = own->util_pct; /* the instance's only value: the instance's own */
+    return true;
+}
+
 static void put_mig_labels(struct writer *w, const struct gs_gpu_mig *mg)
 {
     if (mg->has_gi_id) {
@@ -431,40 +516,32 @@ static void put_mig_labels(struct writer *w, const struct gs_gpu_mig *mg)
     put_label(w, "GPU_I_PROFILE", mg->profile, false);
 }
 
-/* The MIG device of GPU g that runs GPU instance gi_id, or -1. */
-static int32_t mig_of_gi(const struct gs_gpu_info *gi, uint32_t gi_id)
-{
-    for (uint32_t k = 0; k < gi->mig_count && k < GS_GPU_MIG_MAX; k++)
-        if (gi->mig[k].has_gi_id && gi->mig[k].gi_id == gi_id)
-            return (int32_t)k;
-    return -1;
-}
-
 /* The pod series of one GPU for a chargeable family (V_UTIL or V_FB_USED). */
 static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
                         const struct podjoin *j, uint32_t g, const struct family *fam)
 {
     const struct gs_exporter_gpu *gpu = &s->gpus[g];
     bool util = fam->kind == V_UTIL;
-    uint64_t total = util ? j->util_total[g] : j->mem_total[g];
-    uint64_t device = util ? gpu->sample.util_pct : gpu->sample.fb_used_mib;
-    uint64_t tol = util ? GS_EXPORTER_UTIL_TOLERANCE_PCT : 0;
     /* Series joined to attribution rows: the pod's values summed over its processes. */
     for (uint32_t i = 0; i < s->n_attr; i++) {
         if (j->rows[i].gpu != g)
             continue;
         uint64_t sum = 0;
-        const char *uid = NULL;
+        const char *uid = NULL, *cid = NULL;
+        bool one_cid = true; /* every joined value names the same container ID */
         for (uint32_t k = 0; k < s->n_podval; k++) {
-            const struct gs_exporter_podval *v = &s->podval[k];
-            if (j->row_of[k] != (int32_t)i || !(util ? v->has_util : v->has_mem))
+            uint64_t shown;
+            if (j->row_of[k] != (int32_t)i || !podval_shown(s, j, k, util, &shown))
                 continue;
-            sum += util ? v->util_pct : v->mem_mib;
-            if (uid == NULL)
-                uid = v->pod_uid;
+            sum += shown;
+            if (uid == NULL) {
+                uid = s->podval[k].pod_uid;
+                cid = s->podval[k].container_id;
+            } else if (strcmp(cid, s->podval[k].container_id) != 0) {
+                one_cid = false;
+            }
         }
-        bool any = uid != NULL;
-        if (!any)
+        if (uid == NULL)
             continue; /* no process of the pod measured here: no value to show */
         const struct gs_exporter_attr *a = &s->attr[i];
         puts_(w, fam->name);
@@ -477,23 +554,25 @@ static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
         put_label(w, "pod", a->pod, false);
         /* pod_uid marks a measured value (usage ingest takes it as it is, never splits it). */
         put_label(w, "pod_uid", uid, false);
+        if (one_cid)
+            put_label(w, "container_id", cid, false);
         put_replicas(w, s, j->rows, i);
         put(w, "} ", 2);
-        put_u64(w, bounded(sum, total, device, tol));
+        put_u64(w, sum);
         put(w, "\n", 1);
     }
     /* Values no row claims: labelled by the pod UID (and container ID) of their cgroup. */
     for (uint32_t k = 0; k < s->n_podval; k++) {
         const struct gs_exporter_podval *v = &s->podval[k];
+        uint64_t shown;
         if (v->gpu != g || j->row_of[k] >= 0 || !podval_live(s, v) ||
-            !(util ? v->has_util : v->has_mem))
+            !podval_shown(s, j, k, util, &shown))
             continue;
         puts_(w, fam->name);
         put(w, "{", 1);
         put_gpu_labels(w, s, gpu);
-        int32_t mig = v->has_gi_id ? mig_of_gi(&gpu->info, v->gi_id) : -1;
-        if (mig >= 0)
-            put_mig_labels(w, &gpu->info.mig[mig]);
+        if (j->mig_of[k] >= 0)
+            put_mig_labels(w, &gpu->info.mig[j->mig_of[k]]);
         if (v->container[0] != '\0')
             put_label(w, "container", v->container, false);
         if (v->namespace_name[0] != '\0')
@@ -503,7 +582,49 @@ static void render_pods(struct writer *w, const struct gs_exporter_snapshot *s,
         put_label(w, "pod_uid", v->pod_uid, false);
         put_label(w, "container_id", v->container_id, false);
         put(w, "} ", 2);
-        put_u64(w, bounded(util ? v->util_pct : v->mem_mib, total, device, tol));
+        put_u64(w, shown);
+        put(w, "\n", 1);
+    }
+}
+
+/* Whether some MIG device of GPU gpu has its own value in a chargeable family. */
+static bool mig_has(const struct gs_exporter_gpu *gpu, const struct family *fam)
+{
+    if (!gpu->have_sample || (fam->kind != V_UTIL && fam->kind != V_FB_USED))
+        return false;
+    for (uint32_t i = 0; i < gpu->n_mig && i < GS_GPU_MIG_MAX; i++)
+        if (gpu->mig[i].valid & fam->need)
+            return true;
+    return false;
+}
+
+/* Whether GPU gpu may have pod series in a family: it had its processes read and the GPU or
+ * one of its MIG devices has a value to bound them by. */
+static bool pods_possible(const struct gs_exporter_gpu *gpu, const struct family *fam)
+{
+    if (!gpu->have_sample || !gpu->have_procs || (fam->kind != V_UTIL && fam->kind != V_FB_USED))
+        return false;
+    return (gpu->sample.valid & fam->need) || mig_has(gpu, fam);
+}
+
+/*
+ * Each MIG device's own series (dcgm-exporter's GPU_I_ID and GPU_I_PROFILE, no pod labels):
+ * the instance's memory used, and its utilisation where the backend has one (GPM).
+ */
+static void render_migs(struct writer *w, const struct gs_exporter_snapshot *s,
+                        const struct gs_exporter_gpu *gpu, const struct family *fam)
+{
+    for (uint32_t k = 0; k < gpu->info.mig_count && k < GS_GPU_MIG_MAX; k++) {
+        const struct gs_gpu_mig_sample *own =
+            gpu->info.mig[k].has_gi_id ? mig_values(gpu, (int32_t)k) : NULL;
+        if (own == NULL || !(own->valid & fam->need))
+            continue;
+        puts_(w, fam->name);
+        put(w, "{", 1);
+        put_gpu_labels(w, s, gpu);
+        put_mig_labels(w, &gpu->info.mig[k]);
+        put(w, "} ", 2);
+        put_u64(w, fam->kind == V_UTIL ? own->util_pct : own->fb_used_mib);
         put(w, "\n", 1);
     }
 }
@@ -515,7 +636,10 @@ static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
         bool header = false;
         for (uint32_t g = 0; g < s->n_gpus; g++) {
             const struct gs_exporter_gpu *gpu = &s->gpus[g];
-            if (!gpu->have_sample || !(gpu->sample.valid & dcgm[f].need))
+            bool own = gpu->have_sample && (gpu->sample.valid & dcgm[f].need);
+            bool migs = mig_has(gpu, &dcgm[f]);
+            bool pods = pods_possible(gpu, &dcgm[f]);
+            if (!own && !migs && !pods)
                 continue;
             if (!header) {
                 put_header(w, dcgm[f].name, dcgm[f].type, dcgm[f].help);
@@ -523,14 +647,18 @@ static void render_dcgm(struct writer *w, const struct gs_exporter_snapshot *s,
             }
             /* The device's own series always, pods or not: device-only values (power,
              * clocks, temperature) belong there, and a shared GPU keeps it (issue 9). */
-            puts_(w, dcgm[f].name);
-            put(w, "{", 1);
-            put_gpu_labels(w, s, gpu);
-            put(w, "} ", 2);
-            put_value(w, &gpu->sample, dcgm[f].kind);
-            put(w, "\n", 1);
+            if (own) {
+                puts_(w, dcgm[f].name);
+                put(w, "{", 1);
+                put_gpu_labels(w, s, gpu);
+                put(w, "} ", 2);
+                put_value(w, &gpu->sample, dcgm[f].kind);
+                put(w, "\n", 1);
+            }
+            if (migs)
+                render_migs(w, s, gpu, &dcgm[f]);
             /* Pods only where they have a value of their own: never the device's copied. */
-            if (gpu->have_procs && (dcgm[f].kind == V_UTIL || dcgm[f].kind == V_FB_USED))
+            if (pods)
                 render_pods(w, s, j, g, &dcgm[f]);
         }
     }
@@ -682,11 +810,15 @@ int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *
         (s->n_attr > 0 && s->attr == NULL) || (s->n_podval > 0 && s->podval == NULL))
         return GS_EINVAL;
     struct match *rows = malloc((s->n_attr > 0 ? s->n_attr : 1) * sizeof *rows);
-    int32_t *row_of = malloc((s->n_podval > 0 ? s->n_podval : 1) * sizeof *row_of);
-    struct podjoin join = {.rows = rows, .row_of = row_of};
+    size_t n_val = s->n_podval > 0 ? s->n_podval : 1;
+    int32_t *row_of = malloc(2 * n_val * sizeof *row_of);
+    struct podjoin *join = calloc(1, sizeof *join); /* 33 KiB of sums: not on the stack */
     int rc = GS_ENOMEM;
-    if (rows == NULL || row_of == NULL)
+    if (rows == NULL || row_of == NULL || join == NULL)
         goto out;
+    join->rows = rows;
+    join->row_of = row_of;
+    join->mig_of = row_of + n_val;
     for (uint32_t i = 0; i < s->n_attr; i++) {
         rows[i] = match_row(s, &s->attr[i]);
         if (rows[i].gpu == NO_GPU)
@@ -699,9 +831,9 @@ int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *
                 rows[i].leader = (int32_t)j;
             }
     }
-    podjoin_build(s, &join);
+    podjoin_build(s, join);
     struct writer w = {.out = out, .err = GS_OK};
-    render_dcgm(&w, s, &join);
+    render_dcgm(&w, s, join);
     render_pod_info(&w, s, rows);
     render_own(&w, s);
     render_assign(&w, s);
@@ -709,5 +841,6 @@ int gs_exporter_render(const struct gs_exporter_snapshot *s, struct gs_textbuf *
 out:
     free(rows);
     free(row_of);
+    free(join);
     return rc;
 }

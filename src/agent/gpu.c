@@ -111,6 +111,23 @@ int gs_gpu_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_pro
     return rc;
 }
 
+int gs_gpu_mig_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_mig_sample *out,
+                      uint32_t cap, uint32_t *n_out)
+{
+    if (n_out != NULL)
+        *n_out = 0;
+    if (b == NULL || out == NULL || n_out == NULL || cap == 0)
+        return GS_EINVAL;
+    b->err[0] = '\0';
+    if (b->ops->mig_sample == NULL)
+        return gs__gpu_fail(b, GS_ENOENT, "the %s backend cannot read MIG devices' values",
+                            b->ops->name);
+    int rc = b->ops->mig_sample(b, index, out, cap, n_out);
+    if (rc != GS_OK || *n_out > cap)
+        *n_out = 0;
+    return rc;
+}
+
 int gs_gpu_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out)
 {
     if (b == NULL || out == NULL || timeout_ms < 0)

@@ -65,6 +65,7 @@ struct nvml_api {
     nvml_ret (*device_get_cuda_compute_capability)(nvml_device, int *, int *);
     nvml_ret (*device_get_p2p_status)(nvml_device, nvml_device, int, int *);
     nvml_ret (*device_get_gpu_instance_id)(nvml_device, unsigned int *);
+    nvml_ret (*device_get_compute_instance_id)(nvml_device, unsigned int *);
     nvml_ret (*device_get_gpu_instance_by_id)(nvml_device, unsigned int, nvml_gpu_instance *);
     nvml_ret (*gpu_instance_get_info)(nvml_gpu_instance, struct nvml_gpu_instance_info *);
     nvml_ret (*device_get_compute_running_processes_v3)(nvml_device, unsigned int *,
@@ -116,6 +117,7 @@ static const struct {
     OPT(device_get_cuda_compute_capability, "nvmlDeviceGetCudaComputeCapability"),
     OPT(device_get_p2p_status, "nvmlDeviceGetP2PStatus"),
     OPT(device_get_gpu_instance_id, "nvmlDeviceGetGpuInstanceId"),
+    OPT(device_get_compute_instance_id, "nvmlDeviceGetComputeInstanceId"),
     OPT(device_get_gpu_instance_by_id, "nvmlDeviceGetGpuInstanceById"),
     OPT(gpu_instance_get_info, "nvmlGpuInstanceGetInfo"),
     OPT(device_get_compute_running_processes_v3, "nvmlDeviceGetComputeRunningProcesses_v3"),
@@ -244,6 +246,12 @@ static void read_mig_start(struct nvml *m, nvml_device gpu, nvml_device mig, str
         m->api.device_get_gpu_instance_id(mig, &gi_id) == NVML_OK) {
         out->has_gi_id = true;
         out->gi_id = gi_id;
+    }
+    unsigned ci_id = 0;
+    if (out->has_gi_id && m->api.device_get_compute_instance_id != NULL &&
+        m->api.device_get_compute_instance_id(mig, &ci_id) == NVML_OK) {
+        out->has_ci_id = true;
+        out->ci_id = ci_id;
     }
     if (!out->has_gi_id || m->api.device_get_gpu_instance_by_id == NULL ||
         m->api.gpu_instance_get_info == NULL ||
@@ -626,6 +634,51 @@ static void read_process_util(struct nvml *m, struct nvml_gpu *ng, struct gs_gpu
     free(smp);
 }
 
+/*
+ * Each MIG device's own values: its memory used, from the MIG device handle. Utilisation per
+ * GPU instance exists only through GPM (nvmlGpmMigSampleGet, Hopper and later), which this
+ * backend does not load: no MIG device gets a utilisation value, and so no MIG pod a
+ * utilisation series (docs/agent.md), rather than the whole GPU's (dcgm-exporter #587).
+ */
+static int nvml_mig_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_mig_sample *out,
+                           uint32_t cap, uint32_t *n_out)
+{
+    struct nvml *m = impl(b);
+    if (index >= m->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (NVML reports %" PRIu32 ")", index,
+                            m->n);
+    struct nvml_gpu *ng = &m->gpu[index];
+    if (ng->lost || ng->dev == NULL)
+        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost", index);
+    *n_out = 0;
+    unsigned cur = 0, pending = 0, max = 0;
+    if (m->api.device_get_mig_mode == NULL || m->api.device_get_max_mig_device_count == NULL ||
+        m->api.device_get_mig_device_handle_by_index == NULL ||
+        m->api.device_get_gpu_instance_id == NULL ||
+        m->api.device_get_mig_mode(ng->dev, &cur, &pending) != NVML_OK ||
+        cur != NVML_DEVICE_MIG_ENABLE ||
+        m->api.device_get_max_mig_device_count(ng->dev, &max) != NVML_OK)
+        return GS_OK; /* not in MIG mode, or no way to tell its instances apart */
+    uint32_t n = 0;
+    for (unsigned i = 0; i < max && n < cap; i++) {
+        nvml_device mig;
+        unsigned gi_id = 0;
+        if (m->api.device_get_mig_device_handle_by_index(ng->dev, i, &mig) != NVML_OK ||
+            m->api.device_get_gpu_instance_id(mig, &gi_id) != NVML_OK)
+            continue;
+        struct gs_gpu_mig_sample *o = &out[n++];
+        memset(o, 0, sizeof *o);
+        o->gi_id = gi_id;
+        struct nvml_memory mem;
+        if (m->api.device_get_memory_info(mig, &mem) == NVML_OK) {
+            o->fb_used_mib = mem.used >> 20;
+            o->valid |= GS_GPU_HAVE_FB;
+        }
+    }
+    *n_out = n;
+    return GS_OK;
+}
+
 static int nvml_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
                           uint32_t cap, uint32_t *n_out)
 {
@@ -713,6 +766,7 @@ static const struct gs_gpu_ops nvml_ops = {
     .info = nvml_info,
     .sample = nvml_sample,
     .processes = nvml_processes,
+    .mig_sample = nvml_mig_sample,
     .wait_event = nvml_wait_event,
     .close = nvml_close,
 };

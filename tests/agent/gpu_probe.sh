@@ -67,6 +67,7 @@ has stub "backend          nvml" "driver version   550.90.07" "cuda version     
     "  mig              capable, enabled, 2 device(s)" \
     "    1g.18gb      MIG-stub-1-a 16384 MiB, start 0" \
     "    3g.71gb      MIG-stub-1-b 69888 MiB, start 4" \
+    "      instance     gi 9, ci 0" "      instance     gi 2, ci 0" \
     "event: GPU 1 XID 79" "event: GPU 0 double-bit ECC error" \
     "nvidia.com/mig-1g.18gb.count=1" "nvidia.com/mig-3g.71gb.memory=69888" \
     "nvidia.com/gpu.family=hopper" \
@@ -74,8 +75,14 @@ has stub "backend          nvml" "driver version   550.90.07" "cuda version     
     "DCGM_FI_DEV_XID_ERRORS{$labels} 79" "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{$labels} 3" \
     "  processes 1      2" "    pid 4101 mem=3000MiB sm=30%" "    pid 4102 mem=2500MiB sm=25%" \
     "  processes 2      2" "    pid 4101 mem=3000MiB sm=0%" "    pid 5001 gi=9" \
+    "  mig values       gi=9 mem=2048MiB" "  mig values       gi=2 mem=2048MiB" \
     "gpusched_gpu_health{$labels,reason=\"xid\"} 0" "gpusched_gpu_reset_required{$labels} 1" "gpusched_gpu_xid_total{$labels,xid=\"79\"} 1" \
     "--- OK: 0 check(s) failed"
+# No GPM in this NVML backend: a MIG device's values are its memory only, never a utilisation.
+if grep -qF "mig values       gi=9 mem=2048MiB util" <<<"$out"; then
+    echo "FAIL stub: a MIG device got a utilisation without GPM"
+    fails=$((fails + 1))
+fi
 if grep -qF "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\"" <<<"$out"; then
     echo "FAIL stub: GPU 1 runs MIG and reports no utilisation, yet a series was rendered"
     fails=$((fails + 1))

@@ -70,6 +70,7 @@ nvml_ret nvmlEventSetWait_v2(nvml_event_set s, struct nvml_event_data *e, unsign
 nvml_ret nvmlEventSetFree(nvml_event_set s);
 nvml_ret nvmlDeviceGetMigMode(nvml_device d, unsigned int *cur, unsigned int *pending);
 nvml_ret nvmlDeviceGetGpuInstanceId(nvml_device d, unsigned int *id);
+nvml_ret nvmlDeviceGetComputeInstanceId(nvml_device d, unsigned int *id);
 nvml_ret nvmlDeviceGetGpuInstanceById(nvml_device d, unsigned int id, nvml_gpu_instance *gi);
 nvml_ret nvmlGpuInstanceGetInfo(nvml_gpu_instance gi, struct nvml_gpu_instance_info *info);
 nvml_ret nvmlDeviceGetGpuInstanceId(nvml_device d, unsigned int *id)
@@ -77,6 +78,15 @@ nvml_ret nvmlDeviceGetGpuInstanceId(nvml_device d, unsigned int *id)
     if (d->mig < 0)
         return 2; /* INVALID_ARGUMENT: not a MIG device */
     *id = gis[d->mig].id;
+    return NVML_OK;
+}
+
+/* One compute instance per GPU instance, id 0 (the whole instance, as nvidia-smi makes it). */
+nvml_ret nvmlDeviceGetComputeInstanceId(nvml_device d, unsigned int *id)
+{
+    if (d->mig < 0)
+        return 2; /* INVALID_ARGUMENT: not a MIG device */
+    *id = 0;
     return NVML_OK;
 }
 

@@ -721,7 +721,19 @@ B_UID_A = "3f2a9c1e-0000-4aaa-8bbb-00000000000a"
 B_UID_B = "3f2a9c1e-0000-4aaa-8bbb-00000000000b"
 B_UID_I = "3f2a9c1e-0000-4aaa-8bbb-00000000000c"
 B_CID = "ab" * 32
+# GPU 4's MIG pods: C (systemd driver, container "ef" * 32), D (cgroupfs), E (in its pod's own
+# cgroup, no container).
+B_UID_C = "3f2a9c1e-0000-4aaa-8bbb-00000000000d"
+B_UID_D = "3f2a9c1e-0000-4aaa-8bbb-00000000000e"
+B_UID_E = "3f2a9c1e-0000-4aaa-8bbb-00000000000f"
 B_CGROUPS = {
+    5000007: "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
+             "cri-containerd-%s.scope\n" % (B_UID_C.replace("-", "_"), "ef" * 32),
+    5000008: "0::/kubepods/burstable/pod%s/%s\n" % (B_UID_D, "12" * 32),
+    5000009: "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice\n"
+             % B_UID_E.replace("-", "_"),
+    5000010: "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
+             "cri-containerd-%s.scope\n" % (B_UID_C.replace("-", "_"), "ef" * 32),
     5000001: "12:memory:/kubepods/pod%s/%s\n1:name=systemd:/kubepods/pod%s/%s\n"
              % (B_UID_I, B_CID, B_UID_I, B_CID),
     5000002: "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
@@ -750,7 +762,7 @@ def b_pod_metrics(r):
         pods = [l.get("pod") for l, _ in series(text, "gpusched_gpu_pod_info")]
         uids = [l.get("pod_uid") for l, _ in series(text, "DCGM_FI_DEV_GPU_UTIL")]
         ok = {"train-a", "train-b", "infer", "mig-job"} <= set(pods) and \
-            {B_UID_A, B_UID_B, B_UID_I} <= set(uids)
+            {B_UID_A, B_UID_B, B_UID_I, B_UID_C} <= set(uids)
         return text if ok else None
     text = wait_until(ready, "pod values and pod info in /metrics")
     util = series(text, "DCGM_FI_DEV_GPU_UTIL")
@@ -772,10 +784,36 @@ def b_pod_metrics(r):
     on0 = sorted((l.get("pod_uid", ""), v) for l, v in util if l["gpu"] == "0")
     assert on0 == [("", "91"), (B_UID_I, "80")], on0
     # GPUs without processes of a pod have their own series only.
-    g1 = [l for l, v in util if l["gpu"] in ("1", "3", "4")]
-    assert len(g1) == 3 and all("pod_uid" not in l and "pod" not in l for l in g1), g1
+    g1 = [l for l, v in util if l["gpu"] in ("1", "3")]
+    assert len(g1) == 2 and all("pod_uid" not in l and "pod" not in l for l in g1), g1
+    # GPU 4 in MIG mode (dcgm-exporter #587: MIG pods got the whole GPU's values): each pod
+    # series has its instance's GPU_I_ID and GPU_I_PROFILE and is bounded by the instance's
+    # own values, never the GPU's 12 % / 8192 MiB.
+    #   gi 11 (1g.18gb, GPM 35 %, 3000 MiB): C's process, no utilisation of its own, the only
+    #     one there: the instance's 35 %; 2500 MiB <= 3000.
+    #   gi 12 (1g.18gb, no GPM, 4000 MiB): D (10 %) and E: no utilisation series; memory
+    #     1800 + 2600 = 4400 > 4000, scaled: 1800*4000/4400 = 1636.4 -> 1636,
+    #     2600*4000/4400 = 2363.6 -> 2363.
+    #   gi 2 (3g.71gb, GPM 9 %, 1000 MiB): C's 20 % > 9 + 5 -> 20*9/20 = 9; 1500 MiB > 1000
+    #     -> 1500*1000/1500 = 1000.
+    def on4(fam):
+        return sorted((l.get("pod_uid", ""), l.get("container_id", ""), l.get("GPU_I_ID", ""),
+                       l.get("GPU_I_PROFILE", ""), v) for l, v in fam if l["gpu"] == "4")
+    # Each instance also has its own series (no pod labels): GPM utilisation where the
+    # instance has it, memory used.
+    assert on4(util) == [("", "", "", "", "12"), ("", "", "11", "1g.18gb", "35"),
+                         ("", "", "2", "3g.71gb", "9"),
+                         (B_UID_C, "ef" * 32, "11", "1g.18gb", "35"),
+                         (B_UID_C, "ef" * 32, "2", "3g.71gb", "9")], on4(util)
+    assert on4(fb) == [("", "", "", "", "8192"), ("", "", "11", "1g.18gb", "3000"),
+                       ("", "", "12", "1g.18gb", "4000"), ("", "", "2", "3g.71gb", "1000"),
+                       (B_UID_C, "ef" * 32, "11", "1g.18gb", "2500"),
+                       (B_UID_C, "ef" * 32, "2", "3g.71gb", "1000"),
+                       (B_UID_D, "12" * 32, "12", "1g.18gb", "1636"),
+                       (B_UID_E, "", "12", "1g.18gb", "2363")], on4(fb)
     # Every GPU has exactly one series without pod labels.
-    assert sorted(l["gpu"] for l, v in util if "pod_uid" not in l) == [str(i) for i in range(5)]
+    assert sorted(l["gpu"] for l, v in util if "pod_uid" not in l and "GPU_I_ID" not in l) == \
+        [str(i) for i in range(5)]
     # Device-only families get no pod series at all.
     for fam in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_FREE"):
         s = series(text, fam)

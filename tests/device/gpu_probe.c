@@ -72,6 +72,11 @@ static void print_info(const struct gs_gpu_info *g)
         printf("    %-12s %s %" PRIu64 " MiB, start %s\n",
                g->mig[k].profile[0] != '\0' ? g->mig[k].profile : "(no profile)", g->mig[k].uuid,
                g->mig[k].mem_mib, start);
+        if (g->mig[k].has_gi_id && g->mig[k].has_ci_id)
+            printf("      instance     gi %u, ci %u\n", (unsigned)g->mig[k].gi_id,
+                   (unsigned)g->mig[k].ci_id);
+        else if (g->mig[k].has_gi_id)
+            printf("      instance     gi %u\n", (unsigned)g->mig[k].gi_id);
     }
 }
 
@@ -121,6 +126,27 @@ static void print_processes(struct gs_gpu_backend *b, uint32_t gpu)
             printf("\n");
             expect(!p[i].has_sm_util || p[i].sm_util_pct <= 100, "process utilisation > 100", gpu);
         }
+    }
+}
+
+/* Each MIG device's own values (gs_gpu_mig_sample): memory, and utilisation where GPM tells. */
+static void print_mig_values(struct gs_gpu_backend *b, uint32_t gpu)
+{
+    struct gs_gpu_mig_sample m[GS_GPU_MIG_MAX];
+    uint32_t n = 0;
+    if (gs_gpu_mig_sample(b, gpu, m, GS_GPU_MIG_MAX, &n) != GS_OK) {
+        printf("  mig values       (not read: %s)\n", gs_gpu_last_error(b));
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        printf("  mig values       gi=%u", (unsigned)m[i].gi_id);
+        if (m[i].valid & GS_GPU_HAVE_FB)
+            printf(" mem=%" PRIu64 "MiB", m[i].fb_used_mib);
+        if (m[i].valid & GS_GPU_HAVE_UTIL)
+            printf(" util=%u%%", (unsigned)m[i].util_pct);
+        printf("\n");
+        expect(!(m[i].valid & GS_GPU_HAVE_UTIL) || m[i].util_pct <= 100,
+               "MIG device utilisation > 100", gpu);
     }
 }
 
@@ -216,6 +242,8 @@ int main(int argc, char **argv)
         if (e->have_sample) {
             print_sample(&e->sample);
             print_processes(b, i);
+            if (g->mig_enabled)
+                print_mig_values(b, i);
             const struct gs_gpu_sample *s = &e->sample;
             expect(!(s->valid & GS_GPU_HAVE_UTIL) || s->util_pct <= 100, "utilisation > 100", i);
             expect(!(s->valid & GS_GPU_HAVE_TEMP) || (s->temp_c > 0 && s->temp_c < 120),

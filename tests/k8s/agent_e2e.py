@@ -11,7 +11,9 @@ test that passes because both happen to agree is impossible here. (NVLink would 
 and scheduler now choose whole GPUs by the same topology function, gs_topo_pick().)
 
   1. The agent, with deploy/agent-rbac.yaml's service account token, annotates its Node (created after the agent started) with gpusched.io/gpus:
-     four GPUs with their UUIDs, Healthy.
+     four GPUs with their UUIDs, Healthy. A pod bound to the Node by the test, whose process
+     (a fake /proc) runs on GPU 0, gets its name, namespace and container (matched by the
+     container ID of its status) on its DCGM series; deleted, its series keep the UID only.
   2. Pods a (nvidia.com/gpu: 2) and b (1) exist before the scheduler starts; it binds a to
      GPUs 0,1 and b to GPU 2, with their UUIDs in gpusched.io/assigned-gpus (read from the
      annotation: the Node's status carries no UUIDs).
@@ -60,18 +62,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 XID_AT_MS = 15000   # when GPU 2 fails, on the agent's clock (after the binds of step 2)
 WAIT_S = 30.0
 
+# A process of pod "named" on GPU 0, in a fake /proc (above Linux's PID_MAX_LIMIT: no real one).
+NAMED_PID = 5000001
+NAMED_CID = "5e" * 32
 UUIDS = ["GPU-e2e0a9e1-0000-4000-8000-00000000000%d" % i for i in range(4)]
 
 
-def fake_node(path, n=4, xid=True):
+def fake_node(path, n=4, xid=True, procs=False):
     """The fake node of the first n UUIDS; GPU 2 fails at XID_AT_MS when xid. With 4 GPUs,
-    GPU 0 is on NUMA node 0 and the others on node 1 (see above); otherwise all on node 0."""
+    GPU 0 is on NUMA node 0 and the others on node 1 (see above); otherwise all on node 0.
+    With procs, GPU 0 runs at 50 % with 4000 MiB used and process NAMED_PID uses 30 % and
+    1500 MiB of it."""
     with open(path, "w") as f:
         f.write('driver_version: "550.90.07"\ncuda_driver_version: "12.4"\ngpus:\n')
         for i, u in enumerate(UUIDS[:n]):
             numa = 1 if n == 4 and i > 0 else 0
+            extra = ""
+            if procs and i == 0:
+                extra = (", sample: {utilization_pct: 50, fb_used_mib: 4000}, processes: "
+                         "[{pid: %d, mem_mib: 1500, sm_util_pct: 30}]" % NAMED_PID)
             f.write("  - {index: %d, uuid: %s, model: NVIDIA H200, memory_mib: 143771, "
-                    "numa_node: %d, nvlink_peers: []}\n" % (i, u, numa))
+                    "numa_node: %d, nvlink_peers: []%s}\n" % (i, u, numa, extra))
         if xid:
             f.write("script:\n  - {t_ms: %d, gpu: 2, xid: 79}\n" % XID_AT_MS)
 
@@ -185,7 +196,9 @@ def main():
         try:
             pb, _ = tdp.load_protos(os.path.join(args.source_dir, "proto"), tmp)
             fake = os.path.join(tmp, "node.yaml")
-            fake_node(fake)
+            fake_node(fake, procs=True)
+            proc = os.path.join(tmp, "proc")
+            os.makedirs(os.path.join(proc, str(NAMED_PID)))
             dpdir = os.path.join(tmp, "dp")
             os.mkdir(dpdir)
             kubelet = tdp.Kubelet(pb, dpdir)
@@ -206,7 +219,7 @@ def main():
             agent = tdp.Agent(args.gpusched, [
                 "--gpu-backend", "fake", "--fake-gpus", fake, "--kubelet-dir", dpdir,
                 "--pod-resources-socket", "", "--metrics-addr", "127.0.0.1:0",
-                "--node-name", node, "--kubeconfig", agent_kc], "agent")
+                "--proc-root", proc, "--node-name", node, "--kubeconfig", agent_kc], "agent")
             kubelet.watch("nvidia.com/gpu")
             plugin = tdp.Plugin(pb, os.path.join(dpdir, "gpusched-nvidia.com-gpu.sock"))
             port = agent.metrics_port()
@@ -231,6 +244,51 @@ def main():
             assert own == [UUIDS[1], UUIDS[2]], own
             wait_until(lambda: kubectl("-n", ns, "get", "serviceaccount", "default",
                                        check=False), "the default ServiceAccount")
+
+            # 1b. Pod names on the per-pod values (issue 9): the cgroup tells the UID and the
+            #     container ID, the agent's watch of the pods on its Node the names. Pod
+            #     "named" is bound to the Node by the test (no kubelet runs it), its status
+            #     names its container's ID as a runtime would, and NAMED_PID's cgroup puts the
+            #     process in that container.
+            kubectl("-n", ns, "apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "named"},
+                "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "worker",
+                                         "image": "registry.invalid/none:1"}]}}))
+            uid = get_json("-n", ns, "pod", "named")["metadata"]["uid"]
+            kubectl("-n", ns, "patch", "pod", "named", "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"containerStatuses": [{
+                        "name": "worker", "containerID": "containerd://" + NAMED_CID,
+                        "image": "registry.invalid/none:1", "imageID": "", "ready": False,
+                        "restartCount": 0, "state": {"waiting": {}}}]}}))
+            with open(os.path.join(proc, str(NAMED_PID), "cgroup"), "w") as f:
+                f.write("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s"
+                        ".slice/cri-containerd-%s.scope\n" % (uid.replace("-", "_"), NAMED_CID))
+
+            def pod_series(want_named):
+                t = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                           timeout=10).read().decode()
+                got = {}
+                for fam in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"):
+                    for labels, v in tdp.series(t, fam):
+                        if labels.get("pod_uid") == uid:
+                            got[fam] = (labels, v)
+                named = all("pod" in l for l, _ in got.values())
+                return got if len(got) == 2 and named == want_named else None
+            got = wait_until(lambda: pod_series(True), "pod names on the per-pod series")
+            for fam, value in (("DCGM_FI_DEV_GPU_UTIL", "30"), ("DCGM_FI_DEV_FB_USED", "1500")):
+                labels, v = got[fam]
+                assert v == value, (fam, v)
+                assert (labels["pod"], labels["namespace"], labels["container"],
+                        labels["container_id"], labels["gpu"]) == \
+                    ("named", ns, "worker", NAMED_CID, "0"), labels
+            # Deleted: the watch removes it, and the values are named by the cgroup alone again.
+            kubectl("-n", ns, "delete", "pod", "named", "--grace-period=0", "--force")
+            got = wait_until(lambda: pod_series(False), "the deleted pod's names gone")
+            assert got["DCGM_FI_DEV_GPU_UTIL"][1] == "30", got
+            os.remove(os.path.join(proc, str(NAMED_PID), "cgroup"))
+            print("ok   per-pod values named pod/namespace/container from the watch (30 %, "
+                  "1500 MiB); UID only once the pod is deleted")
 
             # 2. Two pods, then the scheduler.
             for name, gpus in (("a", 2), ("b", 1)):

@@ -229,6 +229,11 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     snprintf(g[2].info.mig[1].profile, sizeof g[2].info.mig[1].profile, "1g.18gb");
     g[2].info.mig[1].has_gi_id = true; /* dcgm-exporter's GPU_I_ID where NVML told it */
     g[2].info.mig[1].gi_id = 9;
+    /* Instance 9's own values (GPM utilisation 25 %, 120 MiB used): tiny's 20 % and 100 MiB
+     * stay within them, so they are shown as measured. */
+    g[2].n_mig = 1;
+    g[2].mig[0] = (struct gs_gpu_mig_sample){
+        .gi_id = 9, .util_pct = 25, .fb_used_mib = 120, .valid = GS_GPU_HAVE_UTIL | GS_GPU_HAVE_FB};
 
     struct gs_exporter_attr a[8];
     fill_attr(&a[0], "GPU-00000000::0", "train-a", "ml", "main");
@@ -260,38 +265,53 @@ static void test_shared_gpu_gets_one_series_per_pod(void **state)
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
     const char *text = b.data;
-    /* Five pod series and the three GPUs' own series (issue 9: the device series stays). */
-    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 8);
-    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_FB_USED{"), 8);
+    /* Five pod series, the three GPUs' own series (issue 9: the device series stays) and
+     * instance 9's own (25 %, 120 MiB). */
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_UTIL{"), 9);
+    assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_FB_USED{"), 9);
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"2\",UUID=\"GPU-00000002\","
+                                 "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\"} 25\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_FB_USED{gpu=\"2\",UUID=\"GPU-00000002\","
+                                 "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\"} 120\n"));
     /* Device-only families: the three devices, no pod. */
     assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_POWER_USAGE{"), 3);
     assert_int_equal(count_lines_with(text, "DCGM_FI_DEV_GPU_TEMP{"), 3);
-    assert_int_equal(count_lines_with(text, "container_id"), 0); /* every value joined a row */
+    /* Every value joined a row (no series without a pod name); each keeps its container ID. */
+    assert_int_equal(count_lines_with(text, "container_id=\"\""),
+                     count_lines_with(text, "pod_uid=\""));
+    assert_int_equal(count_lines_with(text, "pod_uid=\""), 10);
     /* train-a holds replicas 0 and 2: one series, both replicas named. */
-    assert_non_null(strstr(text,
-                           "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
-                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                           "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\","
-                           "replica=\"0,2\"} 50\n"));
-    assert_non_null(strstr(text,
-                           "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-00000000\","
-                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                           "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\","
-                           "replica=\"0,2\"} 400\n"));
-    assert_non_null(strstr(text,
-                           "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
-                           "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                           "container=\"main\",namespace=\"ml\",pod=\"train-b\",pod_uid=\"uid-b\","
-                           "replica=\"1\"} 30\n"));
     assert_non_null(strstr(
-        text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000001\","
-              "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-              "container=\"server\",namespace=\"web\",pod=\"infer\",pod_uid=\"uid-i\"} 60\n"));
-    assert_non_null(strstr(text, "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
-                                 "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",container=\"c\","
-                                 "namespace=\"ml\",pod=\"tiny\",pod_uid=\"uid-t\"} 20\n"));
-    assert_non_null(strstr(text, "GPU_I_PROFILE=\"3g.71gb\",container=\"c\",namespace=\"ml\","
-                                 "pod=\"mid\",pod_uid=\"uid-m\",replica=\"3\"} 40\n"));
+        text,
+        "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+        "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+        "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\",container_id=\"\","
+        "replica=\"0,2\"} 50\n"));
+    assert_non_null(strstr(
+        text,
+        "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-00000000\","
+        "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+        "container=\"main\",namespace=\"ml\",pod=\"train-a\",pod_uid=\"uid-a\",container_id=\"\","
+        "replica=\"0,2\"} 400\n"));
+    assert_non_null(strstr(
+        text,
+        "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
+        "device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+        "container=\"main\",namespace=\"ml\",pod=\"train-b\",pod_uid=\"uid-b\",container_id=\"\","
+        "replica=\"1\"} 30\n"));
+    assert_non_null(strstr(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-00000001\","
+                                 "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                                 "container=\"server\",namespace=\"web\",pod=\"infer\",pod_uid="
+                                 "\"uid-i\",container_id=\"\"} 60\n"));
+    assert_non_null(
+        strstr(text, "device=\"nvidia2\",modelName=\"NVIDIA H200\",Hostname=\"h\","
+                     "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",container=\"c\","
+                     "namespace=\"ml\",pod=\"tiny\",pod_uid=\"uid-t\",container_id=\"\"} 20\n"));
+    assert_non_null(strstr(text,
+                           "GPU_I_PROFILE=\"3g.71gb\",container=\"c\",namespace=\"ml\","
+                           "pod=\"mid\",pod_uid=\"uid-m\",container_id=\"\",replica=\"3\"} 40\n"));
     assert_null(strstr(text, "nobody"));
     /* Only the two families a pod can be charged with, and its info series. */
     assert_int_equal(count_lines_with(text, "pod=\"train-a\""), 2 + 1);
@@ -438,7 +458,9 @@ static void test_no_process_values_no_pod_series_and_mig_instances(void **state)
                                "container"));
     assert_int_equal(count_lines_with(b.data, "pod=\"p\""), 1); /* the info series only */
     assert_null(strstr(b.data, "u0"));
-    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 2 + 1);
+    /* The two devices only: instance 9 tells no utilisation of its own (no GPM), so u1 has
+     * no utilisation series rather than the GPU's; its memory is bounded by the GPU's. */
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 2);
     assert_non_null(strstr(b.data, "DCGM_FI_DEV_FB_USED{gpu=\"1\",UUID=\"GPU-00000001\","
                                    "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
                                    "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.18gb\",pod_uid=\"u1\","
@@ -448,6 +470,117 @@ static void test_no_process_values_no_pod_series_and_mig_instances(void **state)
     s.n_podval = 1;
     s.podval = NULL;
     assert_int_equal(gs_exporter_render(&s, &b), GS_EINVAL);
+    gs_textbuf_fini(&b);
+}
+
+static void set_mig(struct gs_gpu_mig *m, const char *uuid, const char *profile, uint32_t gi_id)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->uuid, sizeof m->uuid, "%s", uuid);
+    snprintf(m->profile, sizeof m->profile, "%s", profile);
+    m->has_gi_id = true;
+    m->gi_id = gi_id;
+}
+
+/*
+ * MIG pods get their instance's values, never the whole GPU's (dcgm-exporter #587). One H200
+ * at 90 % and 9000 MiB used, three instances with their own values:
+ *   gi 1 (3g.71gb): GPM 40 %, 5000 MiB. u1 30 % / 3000 MiB and u2 20 % / 2500 MiB add up to
+ *       50 % > 40 + 5 and 5500 > 5000 MiB, so both are scaled by the instance's: 30*40/50 = 24,
+ *       20*40/50 = 16; 3000*5000/5500 = 2727.3 -> 2727, 2500*5000/5500 = 2272.7 -> 2272.
+ *   gi 2 (1g.18gb): 300 MiB, no GPM. u3 (10 %, 200 MiB): no utilisation series; 200 MiB.
+ *   gi 3 (1g.18gb): GPM 70 %, 800 MiB. u4, pod web/infer (kubelet's row for MIG-c), reports
+ *       no process utilisation (NVML has none per process in MIG mode) and is the instance's
+ *       only value: the instance's 70 %; 600 MiB.
+ * u5 ran in gi 7, which the GPU does not list: the GPU's scope, 5 % of 90, 100 MiB of the
+ * GPU's 3000 + 2500 + 200 + 600 + 100 = 6400 <= 9000: as measured, without MIG labels.
+ */
+static void test_mig_pods_get_their_instance_values(void **state)
+{
+    (void)state;
+    struct gs_exporter_gpu g;
+    fill_gpu(&g, 0);
+    g.have_procs = true;
+    g.sample.fb_used_mib = 9000;
+    g.info.mig_enabled = true;
+    g.info.mig_count = 3;
+    set_mig(&g.info.mig[0], "MIG-a", "3g.71gb", 1);
+    set_mig(&g.info.mig[1], "MIG-b", "1g.18gb", 2);
+    set_mig(&g.info.mig[2], "MIG-c", "1g.18gb", 3);
+    g.n_mig = 3;
+    g.mig[0] = (struct gs_gpu_mig_sample){.gi_id = 1,
+                                          .util_pct = 40,
+                                          .fb_used_mib = 5000,
+                                          .valid = GS_GPU_HAVE_UTIL | GS_GPU_HAVE_FB};
+    g.mig[1] = (struct gs_gpu_mig_sample){.gi_id = 2, .fb_used_mib = 300, .valid = GS_GPU_HAVE_FB};
+    g.mig[2] = (struct gs_gpu_mig_sample){
+        .gi_id = 3, .util_pct = 70, .fb_used_mib = 800, .valid = GS_GPU_HAVE_UTIL | GS_GPU_HAVE_FB};
+    struct gs_exporter_attr a;
+    fill_attr(&a, "MIG-c", "infer", "web", "srv");
+    struct gs_exporter_podval v[5];
+    const uint32_t gi[5] = {1, 1, 2, 3, 7};
+    fill_podval(&v[0], 0, "", "", "", "u1", 30, 3000);
+    fill_podval(&v[1], 0, "", "", "", "u2", 20, 2500);
+    fill_podval(&v[2], 0, "", "", "", "u3", 10, 200);
+    fill_podval(&v[3], 0, "infer", "web", "srv", "u4", 0, 600);
+    v[3].has_util = false;
+    fill_podval(&v[4], 0, "", "", "", "u5", 5, 100);
+    for (int i = 0; i < 5; i++) {
+        v[i].has_gi_id = true;
+        v[i].gi_id = gi[i];
+    }
+    struct gs_exporter_snapshot s = {
+        .n_gpus = 1, .gpus = &g, .n_attr = 1, .attr = &a, .n_podval = 5, .podval = v};
+    struct gs_textbuf b;
+    gs_textbuf_init(&b, 1 << 20);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+#define G0                                                                                         \
+    "{gpu=\"0\",UUID=\"GPU-00000000\",device=\"nvidia0\",modelName=\"NVIDIA H200\",Hostname=\"\","
+#define GI(id, prof) "GPU_I_ID=\"" id "\",GPU_I_PROFILE=\"" prof "\","
+    static const char *const want[] = {
+        "DCGM_FI_DEV_GPU_UTIL" G0 GI("1", "3g.71gb") "pod_uid=\"u1\",container_id=\"\"} 24\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 GI("1", "3g.71gb") "pod_uid=\"u2\",container_id=\"\"} 16\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 GI(
+            "3", "1g.18gb") "container=\"srv\",namespace=\"web\","
+                            "pod=\"infer\",pod_uid=\"u4\",container_id=\"\"} 70\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 "pod_uid=\"u5\",container_id=\"\"} 5\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI("1", "3g.71gb") "pod_uid=\"u1\",container_id=\"\"} 2727\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI("1", "3g.71gb") "pod_uid=\"u2\",container_id=\"\"} 2272\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI("2", "1g.18gb") "pod_uid=\"u3\",container_id=\"\"} 200\n",
+        "DCGM_FI_DEV_FB_USED" G0 GI(
+            "3", "1g.18gb") "container=\"srv\",namespace=\"web\","
+                            "pod=\"infer\",pod_uid=\"u4\",container_id=\"\"} 600\n",
+        "DCGM_FI_DEV_FB_USED" G0 "pod_uid=\"u5\",container_id=\"\"} 100\n",
+        /* Each instance's own series, without pod labels: its GPM utilisation, its memory. */
+        "DCGM_FI_DEV_GPU_UTIL" G0 "GPU_I_ID=\"1\",GPU_I_PROFILE=\"3g.71gb\"} 40\n",
+        "DCGM_FI_DEV_GPU_UTIL" G0 "GPU_I_ID=\"3\",GPU_I_PROFILE=\"1g.18gb\"} 70\n",
+        "DCGM_FI_DEV_FB_USED" G0 "GPU_I_ID=\"1\",GPU_I_PROFILE=\"3g.71gb\"} 5000\n",
+        "DCGM_FI_DEV_FB_USED" G0 "GPU_I_ID=\"2\",GPU_I_PROFILE=\"1g.18gb\"} 300\n",
+        "DCGM_FI_DEV_FB_USED" G0 "GPU_I_ID=\"3\",GPU_I_PROFILE=\"1g.18gb\"} 800\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (strstr(b.data, want[i]) == NULL)
+            fail_msg("missing %s in:\n%s", want[i], b.data);
+    /* The device's own series, the instances' (gi 2 has no utilisation) and the pods' above:
+     * u3 has no utilisation series. */
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 1 + 2 + 4);
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_FB_USED{"), 1 + 3 + 5);
+    assert_int_equal(count_lines_with(b.data, "} 90\n"), 1); /* the GPU's, copied nowhere */
+
+    /* No instance values this period (the backend could not read them): no MIG pod has a
+     * utilisation; memory is bounded by the GPU's (6400 <= 9000: as measured). */
+    g.n_mig = 0;
+    gs_textbuf_reset(&b);
+    assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
+    assert_int_equal(count_lines_with(b.data, "DCGM_FI_DEV_GPU_UTIL{"), 1 + 1); /* device, u5 */
+    assert_non_null(strstr(b.data, "DCGM_FI_DEV_FB_USED" G0 GI(
+                                       "1", "3g.71gb") "pod_uid=\"u1\",container_id=\"\"} 3000\n"));
+    assert_non_null(strstr(b.data,
+                           "DCGM_FI_DEV_FB_USED" G0 GI(
+                               "3", "1g.18gb") "container=\"srv\",namespace=\"web\",pod=\"infer\","
+                                               "pod_uid=\"u4\",container_id=\"\"} 600\n"));
+#undef GI
+#undef G0
     gs_textbuf_fini(&b);
 }
 
@@ -467,9 +600,9 @@ static void test_device_id_by_index_and_unattributed_gpu(void **state)
     struct gs_textbuf b;
     gs_textbuf_init(&b, 1 << 20);
     assert_int_equal(gs_exporter_render(&s, &b), GS_OK);
-    assert_non_null(strstr(b.data,
-                           "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
-                           "container=\"c\",namespace=\"n\",pod=\"p\",pod_uid=\"u\"} 40\n"));
+    assert_non_null(strstr(
+        b.data, "device=\"nvidia1\",modelName=\"NVIDIA H200\",Hostname=\"\","
+                "container=\"c\",namespace=\"n\",pod=\"p\",pod_uid=\"u\",container_id=\"\"} 40\n"));
     assert_non_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-00000000\","
                                    "device=\"nvidia0\",modelName=\"NVIDIA H200\","
                                    "Hostname=\"\"} 90\n"));
@@ -660,8 +793,10 @@ static void test_http_server_serves_metrics_and_healthz(void **state)
     g.sample.util_pct = 0; /* the exporter holds its own copy */
     v[0].util_pct = 1;
     r = http(port, "GET", "/metrics");
-    assert_non_null(strstr(r, "pod=\"pod-a\",pod_uid=\"ua\",replica=\"0\"} 60\n"));
-    assert_non_null(strstr(r, "pod=\"pod-b\",pod_uid=\"ub\",replica=\"1\"} 25\n"));
+    assert_non_null(
+        strstr(r, "pod=\"pod-a\",pod_uid=\"ua\",container_id=\"\",replica=\"0\"} 60\n"));
+    assert_non_null(
+        strstr(r, "pod=\"pod-b\",pod_uid=\"ub\",container_id=\"\",replica=\"1\"} 25\n"));
     free(r);
 
     struct gs_textbuf b;
@@ -718,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_time_sliced_t4_pod_series_add_up_to_the_device),
         cmocka_unit_test(test_pod_sums_above_the_device_are_scaled_down),
         cmocka_unit_test(test_no_process_values_no_pod_series_and_mig_instances),
+        cmocka_unit_test(test_mig_pods_get_their_instance_values),
         cmocka_unit_test(test_device_id_by_index_and_unattributed_gpu),
         cmocka_unit_test(test_unread_fields_and_silent_gpus_are_left_out),
         cmocka_unit_test(test_render_stops_at_the_size_limit),

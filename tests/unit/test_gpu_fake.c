@@ -309,6 +309,91 @@ static void test_fake_script_repartitions_mig(void **state)
     gs_gpu_close(b);
 }
 
+/*
+ * MIG instances with their GPU and compute instance ids and their own values (issue 9,
+ * dcgm-exporter #587): memory used per instance, GPM utilisation where scripted; an instance
+ * without gpm_util_pct has no utilisation, one without an id no values at all; a scripted
+ * layout brings its own values; a GPU not in MIG mode has none; a lost one fails.
+ */
+static void test_fake_mig_instances_have_ids_and_own_values(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        "gpus:\n"
+        "  - index: 0\n"
+        "    uuid: GPU-a\n"
+        "    model: M\n"
+        "    memory_mib: 100\n"
+        "    mig:\n"
+        "      enabled: true\n"
+        "      instances:\n"
+        "        - {profile: 1g.10gb, uuid: MIG-p, memory_mib: 10, gpu_instance_id: 9,\n"
+        "           compute_instance_id: 0, memory_used_mib: 7, gpm_util_pct: 64}\n"
+        "        - {profile: 3g.40gb, uuid: MIG-q, memory_mib: 40, gpu_instance_id: 2,\n"
+        "           memory_used_mib: 30}\n"
+        "        - {profile: 1g.10gb, uuid: MIG-r, memory_mib: 10}\n"
+        "    processes: [{pid: 11, mem_mib: 5, gpu_instance_id: 9}]\n"
+        "  - {index: 1, uuid: GPU-b, model: M, memory_mib: 100}\n"
+        "script:\n"
+        "  - t_ms: 100\n"
+        "    gpu: 0\n"
+        "    mig: {enabled: true, instances: [{profile: 7g.80gb, uuid: MIG-s, memory_mib: 80,\n"
+        "                                      gpu_instance_id: 0, gpm_util_pct: 3}]}\n"
+        "  - {t_ms: 200, gpu: 0, lost: true}\n";
+    struct tclock c = {.now_ms = 0};
+    struct gs_clock k = make_clock(&c);
+    struct gs_gpu_backend *b = NULL;
+    struct gs_diag d;
+    int rc = gs_gpu_parse_fake(yaml, strlen(yaml), "m.yaml", &k, &b, &d);
+    if (rc != GS_OK) {
+        char text[600];
+        gs_diag_format(&d, text, sizeof text);
+        print_message("%s\n", text);
+    }
+    assert_int_equal(rc, GS_OK);
+    struct gs_gpu_info g;
+    assert_int_equal(gs_gpu_info(b, 0, &g), GS_OK);
+    assert_int_equal(g.mig_count, 3);
+    assert_true(g.mig[0].has_gi_id && g.mig[0].has_ci_id);
+    assert_int_equal(g.mig[0].gi_id, 9);
+    assert_int_equal(g.mig[0].ci_id, 0);
+    assert_true(g.mig[1].has_gi_id && !g.mig[1].has_ci_id);
+    assert_int_equal(g.mig[1].gi_id, 2);
+    assert_false(g.mig[2].has_gi_id);
+    struct gs_gpu_mig_sample m[GS_GPU_MIG_MAX];
+    uint32_t n = 99;
+    assert_int_equal(gs_gpu_mig_sample(b, 0, m, GS_GPU_MIG_MAX, &n), GS_OK);
+    assert_int_equal(n, 2); /* MIG-r has no id: no values */
+    assert_int_equal(m[0].gi_id, 9);
+    assert_int_equal(m[0].valid, GS_GPU_HAVE_FB | GS_GPU_HAVE_UTIL);
+    assert_int_equal(m[0].fb_used_mib, 7);
+    assert_int_equal(m[0].util_pct, 64);
+    assert_int_equal(m[1].gi_id, 2);
+    assert_int_equal(m[1].valid, GS_GPU_HAVE_FB); /* no gpm_util_pct: no utilisation */
+    assert_int_equal(m[1].fb_used_mib, 30);
+    assert_int_equal(gs_gpu_mig_sample(b, 0, m, 1, &n), GS_OK); /* cut at cap */
+    assert_int_equal(n, 1);
+    struct gs_gpu_proc p[4];
+    assert_int_equal(gs_gpu_processes(b, 0, p, 4, &n), GS_OK);
+    assert_int_equal(n, 1);
+    assert_true(p[0].has_gi_id);
+    assert_int_equal(p[0].gi_id, 9);
+    assert_int_equal(gs_gpu_mig_sample(b, 1, m, GS_GPU_MIG_MAX, &n), GS_OK);
+    assert_int_equal(n, 0); /* not in MIG mode */
+    assert_int_equal(gs_gpu_mig_sample(b, 2, m, GS_GPU_MIG_MAX, &n), GS_ERANGE);
+    assert_int_equal(gs_gpu_mig_sample(b, 0, m, 0, &n), GS_EINVAL);
+    c.now_ms = 100; /* the scripted layout, with its own values */
+    assert_int_equal(gs_gpu_mig_sample(b, 0, m, GS_GPU_MIG_MAX, &n), GS_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(m[0].gi_id, 0);
+    assert_int_equal(m[0].valid, GS_GPU_HAVE_UTIL);
+    assert_int_equal(m[0].util_pct, 3);
+    c.now_ms = 200;
+    assert_int_equal(gs_gpu_mig_sample(b, 0, m, GS_GPU_MIG_MAX, &n), GS_EIO);
+    assert_int_equal(n, 0);
+    gs_gpu_close(b);
+}
+
 static void test_fake_deep_nesting_stops_at_the_limit(void **state)
 {
     (void)state;
@@ -360,6 +445,10 @@ static void test_fake_example_node_of_the_deploy_directory_loads(void **state)
 
 #define HEAD "gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100}\n"
 #define MIG_X "{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5}"
+/* GPU 0 in MIG mode with the instances inst (a flow sequence's items). */
+#define MIG_LINE(inst)                                                                             \
+    "gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, mig: {enabled: true, "          \
+    "instances: [" inst "]}}\n"
 /* GPU 0 in MIG mode with one instance, MIG-x. */
 #define HEAD_MIG                                                                                   \
     "gpus:\n  - {index: 0, uuid: GPU-a, model: M, memory_mib: 100, mig: {enabled: true, "          \
@@ -502,6 +591,30 @@ static const struct bad_case bad_cases[] = {
      4, 28, "uuid", "MIG UUID MIG-x repeated"},
     {HEAD_MIG "script:\n  - {t_ms: 1, gpu: 0, mig: {enabled: true}, xid: 3}\n", 4, 50, "script",
      "exactly one of set, xid, ecc_dbe, lost, mig"},
+    /* MIG instances' own fields (issue 9): ids, memory used and GPM utilisation; a check
+     * across fields points at the instance's mapping. Columns are 1-based offsets in line 2. */
+    {MIG_LINE("{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, gpu_instance_id: 300}"), 2, 152,
+     "gpu_instance_id", "out of range 0..255"},
+    {MIG_LINE("{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, gpu_instance_id: x}"), 2, 152,
+     "gpu_instance_id", "is not an integer"},
+    {MIG_LINE(
+         "{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, gpu_instance_id: 1, gpm_util_pct: 101}"),
+     2, 169, "gpm_util_pct", "out of range 0..100"},
+    {MIG_LINE("{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, gpu_instance_id: 1, "
+              "compute_instance_id: -1}"),
+     2, 176, "compute_instance_id", "out of range 0..255"},
+    {MIG_LINE(
+         "{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, gpu_instance_id: 1, memory_used_mib: 6}"),
+     2, 89, "memory_used_mib", "memory_used_mib 6 exceeds the instance's memory_mib 5"},
+    {MIG_LINE("{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, memory_used_mib: 1}"), 2, 89,
+     "memory_used_mib", "need its gpu_instance_id"},
+    {MIG_LINE("{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, gpm_util_pct: 1}"), 2, 89,
+     "gpm_util_pct", "need its gpu_instance_id"},
+    {MIG_LINE("{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, compute_instance_id: 0}"), 2, 89,
+     "compute_instance_id", "without gpu_instance_id"},
+    {MIG_LINE("{profile: 1g.5gb, uuid: MIG-x, memory_mib: 5, gpu_instance_id: 3}, {profile: "
+              "1g.5gb, uuid: MIG-y, memory_mib: 5, gpu_instance_id: 3}"),
+     2, 156, "gpu_instance_id", "gpu_instance_id 3 repeated"},
 };
 
 static void test_fake_bad_input_names_line_column_and_key(void **state)
@@ -649,6 +762,7 @@ int main(void)
         cmocka_unit_test(test_fake_wait_event_times_out_before_a_later_event),
         cmocka_unit_test(test_fake_lost_gpu_fails_sample_until_found),
         cmocka_unit_test(test_fake_script_repartitions_mig),
+        cmocka_unit_test(test_fake_mig_instances_have_ids_and_own_values),
         cmocka_unit_test(test_fake_deep_nesting_stops_at_the_limit),
         cmocka_unit_test(test_fake_example_node_of_the_deploy_directory_loads),
         cmocka_unit_test(test_fake_bad_input_names_line_column_and_key),
