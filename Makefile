@@ -64,9 +64,9 @@ bench: build
 	bash -c 'set -o pipefail; bash bench/run.sh $(BUILD) 2>&1 | tee out/bench/bench.txt'
 	python3 bench/readme_table.py out/bench/bench.txt README.md
 
-# The node agent's soak (tests/agent/soak.py: SOAK_MINUTES of XIDs, lost GPUs, kubelet restarts
-# every 2 s and a scrape every 100 ms; RSS and descriptors must stay flat) and the registration
-# race with 100 kubelet restarts; not part of `make test`.
+# The node agent's soak (tests/agent/soak.py: SOAK_MINUTES of XIDs, lost GPUs, MIG changes,
+# kubelet restarts every 2 s and a scrape every 100 ms; RSS and descriptors must stay flat) and
+# the registration race with 100 kubelet restarts; not part of `make test`.
 SOAK_MINUTES ?= 10
 soak: build
 	GS_RACE_ROUNDS=100 /usr/bin/python3 tests/agent/test_agent_faults.py --gpusched $(BUILD)/gpusched \

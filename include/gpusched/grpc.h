@@ -307,6 +307,8 @@ int gs_grpc_server_add_stream(struct gs_grpc_server *srv, const char *method,
  * a non-blocking connect(): only ECONNREFUSED (nobody listens: a stale socket of an earlier
  * run) has it removed first, as device plugins do; a socket that accepts, or whose owner is
  * alive but not accepting (EAGAIN: its backlog is full), is another process's and is left.
+ * The listen backlog is 4096 (capped by net.core.somaxconn), so a burst of connections far
+ * larger than max_connections waits to be accepted rather than being refused by the kernel.
  * @param socket_path  file system path, shorter than sizeof(sockaddr_un.sun_path) (108).
  * @return GS_OK; GS_EINVAL when the path is too long or the server already listens; GS_EEXIST
  *         when the path exists and is not a socket, or is a live server's (the reason goes to

@@ -50,6 +50,18 @@
 #define H2_MAX_FRAME_BYTES 16384u
 /** Most epoll events taken per wait. */
 #define EPOLL_BATCH 32
+/**
+ * Listen backlog: connections the kernel queues before the loop accepts them; Linux caps it at
+ * net.core.somaxconn (4096 by default since 5.4). It must hold far more than the connection
+ * table: a UNIX socket whose backlog is full answers a non-blocking connect() with EAGAIN, so a
+ * burst of local connections (hostile or not) while the loop is busy would turn kubelet away
+ * although the table would have made room for it (grpc-go fails the dial and backs off;
+ * grpcio even takes EAGAIN for a connect in progress and fails on its first read with
+ * "recvmsg: Invalid argument"). Queued connections cost the kernel a socket each; the loop
+ * takes them max_connections a round (accept_batch), so the table's limits, and its memory,
+ * hold however many wait.
+ */
+#define LISTEN_BACKLOG 4096
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -822,9 +834,15 @@ static void reap(struct gs_grpc_server *srv)
     }
 }
 
-static void accept_all(struct gs_grpc_server *srv)
+/*
+ * Accepts what is waiting, at most max_connections a round: a connection evicted to admit
+ * another is only freed when the round ends (reap), so a full backlog (LISTEN_BACKLOG) taken in
+ * one round would hold thousands of sessions at once (about 13 KiB each). The rest stay
+ * queued; the listening socket is still readable, so the next run_once comes back at once.
+ */
+static void accept_batch(struct gs_grpc_server *srv)
 {
-    for (;;) {
+    for (size_t n = 0; n < srv->limits.max_connections; n++) {
         int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -1032,7 +1050,7 @@ int gs_grpc_server_listen(struct gs_grpc_server *srv, const char *socket_path)
         gs__srv_say(srv, "grpc: bind %s: %s", socket_path, strerror(errno));
         goto out;
     }
-    if (lstat(socket_path, &st) != 0 || listen(fd, 64) != 0) {
+    if (lstat(socket_path, &st) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
         gs__srv_say(srv, "grpc: listen %s: %s", socket_path, strerror(errno));
         unlink(socket_path);
         goto out;
@@ -1107,7 +1125,7 @@ int gs_grpc_server_run_once(struct gs_grpc_server *srv, int timeout_ms)
     for (int i = 0; i < n; i++) {
         enum item_kind *kind = evs[i].data.ptr;
         if (*kind == ITEM_LISTEN) {
-            accept_all(srv);
+            accept_batch(srv);
         } else if (*kind == ITEM_WAKE) {
             uint64_t v;
             ssize_t r = read(srv->wake_fd, &v, sizeof v);

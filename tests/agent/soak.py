@@ -3,11 +3,13 @@
 
 For --minutes (default 10) the agent runs on a fake 8-GPU node whose script raises an XID every
 500 ms (contained 94 and reset-class 79 in turn, on rotating GPUs), loses a GPU and finds it
-again every 10 s, while the grpcio kubelet of test_devplugin.py restarts every 2 s (directory
-cleaned, new kubelet.sock), /metrics is scraped every 100 ms and Allocate is called every 200 ms.
-Every 30 s it records the agent's RSS and open descriptors; at the end the descriptors must be
-where they were after the first minute (+-4) and RSS within 10 % + 4 MiB of it. MIG changes are
-not scripted: the agent does not rediscover MIG devices yet (docs/agent.md, Not done).
+again every 10 s and re-partitions GPU 7 every 10 s (5 s after each loss: two MIG layouts and
+MIG off in turn, under migStrategy mixed with a rediscovery every second, so resources are
+withdrawn, come back and gain a socket), while the grpcio kubelet of test_devplugin.py restarts
+every 2 s (directory cleaned, new kubelet.sock), /metrics is scraped every 100 ms and Allocate
+is called every 200 ms. Every 30 s it records the agent's RSS and open descriptors; at the end
+the descriptors must be where they were after the first minute (+-4) and RSS within 10 % +
+4 MiB of it, and the agent must have logged each MIG change.
 
   soak.py --gpusched BIN --source-dir DIR [--minutes N]
 """
@@ -18,6 +20,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+
+import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_devplugin as td  # noqa: E402
@@ -51,10 +55,30 @@ def node_file(src, tmp, minutes):
         gpu = (t // 10000) % 8
         lines.append("  - {t_ms: %d, gpu: %d, lost: true}" % (t, gpu))
         lines.append("  - {t_ms: %d, gpu: %d, lost: false}" % (t + 3000, gpu))
+    # GPU 7 (MIG in deploy/fake-gpus.yaml: 3g, 2g, 1g, 1g) re-partitioned in turn to 2g, 2g, 3g
+    # (the 3g kept), to MIG off, and back to its own layout; H200 placements (3g at 0/4, 2g at
+    # 0/2/4, 1g at 0..6).
+    mig = "MIG-0b6a4f0e-6c1d-5e2a-8f3b-0000000007%02d"
+    layouts = [
+        "{enabled: true, instances: [{profile: 2g.35gb, uuid: %s, memory_mib: 33536, start: 0}, "
+        "{profile: 2g.35gb, uuid: %s, memory_mib: 33536, start: 2}, {profile: 3g.71gb, uuid: %s, "
+        "memory_mib: 69888, start: 4}]}" % (mig % 5, mig % 6, mig % 1),
+        "{enabled: false}",
+        "{enabled: true, instances: [{profile: 3g.71gb, uuid: %s, memory_mib: 69888, start: 4}, "
+        "{profile: 2g.35gb, uuid: %s, memory_mib: 33536, start: 0}, {profile: 1g.18gb, uuid: %s, "
+        "memory_mib: 16384, start: 2}, {profile: 1g.18gb, uuid: %s, memory_mib: 16384, "
+        "start: 3}]}" % (mig % 1, mig % 2, mig % 3, mig % 4),
+    ]
+    n_mig = 0
+    for k, t in enumerate(range(5000, end_ms, 10000)):
+        lines.append("  - {t_ms: %d, gpu: 7, mig: %s}" % (t, layouts[k % 3]))
+        if t < minutes * 60000:
+            n_mig += 1
     path = os.path.join(tmp, "soak-node.yaml")
     with open(path, "w") as f:
         f.write(text + "\n".join(lines) + "\n")
-    return path
+    n_xid = sum(1 for t in range(500, end_ms, 500) if t < minutes * 60000)
+    return path, n_xid, n_mig
 
 
 def main():
@@ -69,15 +93,19 @@ def main():
         os.mkdir(d)
         cfg = os.path.join(tmp, "cfg.yaml")
         with open(cfg, "w") as f:
-            f.write("version: v1\nhealth:\n  recoveryQuietPeriod: 1s\n  probeInterval: 200ms\n"
+            f.write("version: v1\nflags:\n  migStrategy: mixed\nhealth:\n"
+                    "  recoveryQuietPeriod: 1s\n  probeInterval: 200ms\n"
                     "exporter:\n  refreshInterval: 200ms\n")
         kb = td.Kubelet(dp, d)
-        agent = td.Agent(args.gpusched, ["--gpu-backend", "fake:" + node_file(
-            args.source_dir, tmp, args.minutes), "--config", cfg, "--kubelet-dir", d,
-            "--pod-resources-socket", "", "--metrics-addr", "127.0.0.1:0"], "soak")
+        node, n_xid, n_mig = node_file(args.source_dir, tmp, args.minutes)
+        agent = td.Agent(args.gpusched, ["--gpu-backend", "fake:" + node, "--config", cfg,
+                                         "--kubelet-dir", d, "--pod-resources-socket", "",
+                                         "--metrics-addr", "127.0.0.1:0", "--rediscover-s", "1"],
+                         "soak")
         port = agent.metrics_port()
         stop = threading.Event()
         counts = {"scrapes": 0, "scrape_errors": 0, "allocates": 0, "restarts": 0}
+        refused, first_refusal = {}, {}
 
         def scraper():
             while not stop.is_set():
@@ -119,13 +147,18 @@ def main():
                     kb = td.Kubelet(dp, d)
                     counts["restarts"] += 1
                     next_restart = now + 2
+                # GPUs 0-5, in turn whether or not the last one was given (6 and 7 run MIG,
+                # under migStrategy mixed not nvidia.com/gpu devices; GPU 7 only at times).
+                uuid = uuids[(counts["allocates"] + sum(refused.values())) % 6]
+                p = td.Plugin(dp, sock)
                 try:
-                    p = td.Plugin(dp, sock)
-                    p.allocate([uuids[counts["allocates"] % 8]])
-                    p.close()
+                    p.allocate([uuid])
                     counts["allocates"] += 1
-                except Exception:  # noqa: BLE001 - Unhealthy GPUs and restarts refuse some
-                    pass
+                except grpc.RpcError as e:  # Unhealthy GPUs and kubelet restarts refuse some
+                    refused[e.code().name] = refused.get(e.code().name, 0) + 1
+                    first_refusal.setdefault(e.code().name, e.details())
+                finally:
+                    p.close()
                 time.sleep(0.2)
             samples.append((time.monotonic() - t0, rss_mib(agent.proc.pid),
                             fds(agent.proc.pid)))
@@ -135,13 +168,25 @@ def main():
             log = agent.stop()
         base = next((s for s in samples if s[0] >= 60), samples[0])
         last = samples[-1]
+        mig_seen = sum(1 for line in log.splitlines() if "rediscovery: GPU 7 " in line)
+        xids = sum(1 for line in log.splitlines() if "event: GPU " in line and ": XID " in line)
         print("soak: %.1f min; after the first minute RSS %.1f MiB, fds %d; at the end RSS "
-              "%.1f MiB, fds %d; %d scrapes (%d failed), %d Allocates, %d kubelet restarts, "
+              "%.1f MiB, fds %d; max RSS %.1f MiB, fds %d; %d scrapes (%d failed), %d Allocates, "
+              "%d kubelet restarts, %d XIDs scripted (%d logged), %d MIG changes scripted "
+              "(%d logged), "
               "%d log lines" % (args.minutes, base[1], base[2], last[1], last[2],
+                                max(s[1] for s in samples), max(s[2] for s in samples),
                                 counts["scrapes"], counts["scrape_errors"], counts["allocates"],
-                                counts["restarts"], log.count("\n") + 1))
-        ok = abs(last[2] - base[2]) <= 4 and last[1] <= base[1] * 1.10 + 4
-        print("soak: %s" % ("flat" if ok else "NOT FLAT"))
+                                counts["restarts"], n_xid, xids, n_mig, mig_seen,
+                                log.count("\n") + 1))
+        flat = abs(last[2] - base[2]) <= 4 and last[1] <= base[1] * 1.10 + 4
+        print("soak: %s" % ("flat" if flat else "NOT FLAT"))
+        ok = flat and mig_seen >= n_mig
+        print("soak: Allocates refused: %s" % ("; ".join(
+            "%s %d (first: %s)" % (k, n, first_refusal[k]) for k, n in sorted(refused.items()))
+            or "none"))
+        if mig_seen < n_mig:
+            print("soak: the agent logged %d of the %d MIG changes" % (mig_seen, n_mig))
         sys.exit(0 if ok else 1)
 
 

@@ -20,6 +20,11 @@ Cases:
                               50 ms are closed at the handshake deadline (300 ms here); one that
                               finished its handshake and only PINGs gets GOAWAY(NO_ERROR) at the
                               idle deadline (600 ms here).
+  connections_before_accept   the server stopped (SIGSTOP) while 66 connections and then
+                              kubelet's arrive: all wait in the listen backlog, and kubelet's
+                              calls succeed once it runs again (0.3 s later); then 4000 more
+                              queued at once, taken a table's worth a round, raise the peak
+                              RSS by less than a quarter of the limit.
   streams_that_never_read     4 connections x 32 streams with a zero flow-control window, each
                               streaming 1.5 MB messages (default limits): the output caps reset
                               the fullest streams (RST_STREAM CANCEL, counted exactly) and keep
@@ -32,10 +37,12 @@ Cases:
                               deadline (3000 ms here) frees the rest.
 
 --no-limit-options starts the echo server without its limit options, to run the cases against
-a server that has none (main before issue 9): every case must fail there.
+a server that has none (main before issue 9): every case must fail there except
+connections_before_accept, which is about the listen backlog, not the limits.
 """
 import argparse
 import os
+import resource
 import signal
 import socket
 import struct
@@ -344,6 +351,72 @@ def t_handshake_and_idle_deadlines(tmp, pb):
         srv.stop()
 
 
+def t_connections_before_accept(tmp, pb):
+    # The server is stopped (SIGSTOP: a loop busy elsewhere, a descheduled process) while the
+    # 66 connections of handshake_and_idle_deadlines arrive, then kubelet's: all wait in the
+    # listen backlog. With a backlog of 64 (65 queued) kubelet's non-blocking connect got
+    # EAGAIN, which grpcio takes for a connect in progress, failing on its first read with
+    # "recvmsg: Invalid argument" (that case's rare failure, when the server fell behind).
+    srv = Server(tmp, "backlog", max_connections=128)  # no eviction mixes in, at first
+    stopped = False
+    try:
+        law = hold_list_and_watch(srv, pb)  # kubelet's connection: never idle, never evicted
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        stopped = True
+        queued = []
+        for i in range(66):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(srv.sock)
+            except BlockingIOError:
+                raise AssertionError("listen backlog full after %d connections" % i)
+            queued.append(s)
+        resume = threading.Timer(0.3, os.kill, (srv.proc.pid, signal.SIGCONT))
+        resume.start()
+        t0 = time.monotonic()
+        kubelet_calls(srv, pb)  # connects while the server is stopped
+        took = time.monotonic() - t0
+        resume.join()
+        stopped = False
+        st = srv.stats()
+        assert st["accepted"] == 68 and st["refused"] == 0 and st["evicted"] == 0, st
+        for s in queued:
+            s.close()
+        # A flood as deep as the backlog goes (4000 where somaxconn allows): taken a table's
+        # worth a round, the evicted freed at the end of each, so it costs little memory.
+        flood = min(4000, int(open("/proc/sys/net/core/somaxconn").read()),
+                    resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 100)
+        hwm0 = srv.check_rss()
+        queued = []
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        stopped = True
+        for i in range(flood):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(srv.sock)
+            except BlockingIOError:
+                raise AssertionError("listen backlog full after %d connections" % i)
+            queued.append(s)
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        stopped = False
+        wait_until(lambda: srv.stats()["accepted"] == 68 + flood, "the flood accepted")
+        grew = srv.check_rss() - hwm0
+        for s in queued:
+            s.close()
+        assert_held_open(law)
+        law.cancel()
+        assert grew < ARGS.rss_limit_mib / 4, "peak RSS grew %.1f MiB over %d connections" % (
+            grew, flood)
+        return "kubelet %.2fs behind 66 queued connections; %d more: peak RSS +%.1f MiB" % (
+            took, flood, grew)
+    finally:
+        if stopped:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+        srv.stop()
+
+
 def t_streams_that_never_read(tmp, pb):
     srv = Server(tmp, "noread")  # default limits: 16 MiB per connection, 32 MiB in all
     try:
@@ -511,7 +584,7 @@ def main():
     ARGS = ap.parse_args()
 
     cases = [t_silent_connections_evicted, t_handshake_and_idle_deadlines,
-             t_streams_that_never_read, t_unfinished_request_bodies]
+             t_connections_before_accept, t_streams_that_never_read, t_unfinished_request_bodies]
     if ARGS.cases:
         cases = [t for t in cases if t.__name__[2:] in ARGS.cases]
     failures = 0

@@ -6,7 +6,8 @@
  * methods, client deadlines, stream cancellation, pushes from the server's loop after a wake,
  * the send queue limit (the stream is reset and its queue freed), a connection sending garbage
  * next to a healthy one, shutdown with open streams, the server limits' defaults and
- * validation, and a full connection table evicting an idle connection but never a busy one
+ * validation, a burst of connections beyond the table queued in the listen backlog, and a full
+ * connection table evicting an idle connection but never a busy one
  * (tests/rpc/test_hostile_clients.py covers the other defences against real clients). Everything
  * runs under ASan+UBSan, which also checks that every stream and connection is freed on each path.
  */
@@ -909,6 +910,66 @@ static void test_registration_and_listen_errors(void **state)
     gs_grpc_server_free(s);
 }
 
+/* A burst of connections larger than the connection table, all before the loop accepts any
+ * (an agent busy with a scrape, a process the kernel left waiting), waits in the listen
+ * backlog: a UNIX socket with a full backlog answers a non-blocking connect() with EAGAIN, and
+ * kubelet's connection arriving behind 64 hostile ones would be turned away before the table
+ * could make room for it (grpcio then fails with "recvmsg: Invalid argument", the flake of
+ * rpc_hostile_clients). Once the loop runs, every one is accepted, a table's worth a round,
+ * and the newest is served. */
+static void test_burst_of_connections_waits_in_the_backlog(void **state)
+{
+    enum { BURST = 4 * GS_GRPC_MAX_CONNECTIONS };
+    struct fx *fx = *state;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct gs_grpc_server_stats st;
+    struct gs_grpc_server *s;
+    int fds[BURST];
+    long somaxconn = 0;
+
+    FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &somaxconn) != 1)
+            somaxconn = 0;
+        fclose(f);
+    }
+    if (somaxconn < BURST) {
+        fprintf(stderr, "net.core.somaxconn is %ld, under %d: skipped\n", somaxconn, BURST);
+        skip();
+    }
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/burst.sock", fx->dir);
+    assert_int_equal(gs_grpc_server_new(&s), GS_OK);
+    assert_int_equal(gs_grpc_server_add_unary(s, "/t.Echo/Unary", h_echo, fx), GS_OK);
+    assert_int_equal(gs_grpc_server_listen(s, sa.sun_path), GS_OK);
+    for (int i = 0; i < BURST; i++) { /* nothing accepts yet: run_once has not been called */
+        fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        assert_true(fds[i] >= 0);
+        int rc = connect(fds[i], (struct sockaddr *)&sa, sizeof sa);
+        if (rc != 0)
+            fprintf(stderr, "connection %d of %d: connect: %s\n", i + 1, BURST, strerror(errno));
+        assert_int_equal(rc, 0);
+    }
+    /* At most a table's worth a round: the evicted are only freed when the round ends. */
+    assert_int_equal(gs_grpc_server_run_once(s, 1000), GS_OK);
+    gs_grpc_server_stats(s, &st);
+    assert_int_equal(st.connections_accepted, GS_GRPC_MAX_CONNECTIONS);
+    for (int i = 0; i < 100 && st.connections_accepted < BURST; i++) {
+        assert_int_equal(gs_grpc_server_run_once(s, 10), GS_OK);
+        gs_grpc_server_stats(s, &st);
+    }
+    assert_int_equal(st.connections_accepted, BURST);
+    assert_int_equal(st.connections_evicted, BURST - GS_GRPC_MAX_CONNECTIONS);
+    assert_int_equal(st.connections_refused, 0);
+    assert_int_equal(st.connections, GS_GRPC_MAX_CONNECTIONS);
+    /* The newest got the server's SETTINGS (a 9-byte frame header, type 4, on stream 0). */
+    uint8_t hdr[9];
+    assert_int_equal(recv(fds[BURST - 1], hdr, sizeof hdr, 0), (ssize_t)sizeof hdr);
+    assert_int_equal(hdr[3], 4);
+    for (int i = 0; i < BURST; i++)
+        close(fds[i]);
+    gs_grpc_server_free(s);
+}
+
 static void test_limits_defaults_and_validation(void **state)
 {
     struct gs_grpc_server_limits l, bad;
@@ -1025,6 +1086,7 @@ int main(void)
         T(test_concurrent_clients_are_all_served),
         T(test_shutdown_closes_open_streams),
         T(test_registration_and_listen_errors),
+        T(test_burst_of_connections_waits_in_the_backlog),
         cmocka_unit_test(test_limits_defaults_and_validation),
         cmocka_unit_test_setup_teardown(
             test_full_table_evicts_idle_and_refuses_only_when_all_are_busy, setup_two_connections,
