@@ -19,6 +19,10 @@ starts at 0 or 4; at 4 it covers the 1g.10gb at 4, 5, 6 (three destroyed), at 0 
      it, the plan times out (--mig-plan-timeout-s 6), the annotation is removed and p2 stays
      pending with a PodScheduled message that says the re-partition timed out and why, and a
      MIGRepartitionFailed Event; Node B's inventory is unchanged.
+  3. A plan written by hand on Node A that destroys p1's 3g.40gb: the agent refuses it
+     (gpusched.io/mig-plan-status failed, naming p1's uid) and changes nothing.
+  4. Node C without an agent (the test writes its inventory): pod p3 gets a plan, the test
+     answers it failed, and p3 waits with the reason the "agent" reported.
 """
 import argparse
 import json
@@ -311,6 +315,69 @@ def main():
             said = len(re.findall("ignoring the MIG re-partition plan", agents["b"].text()))
             assert said == 1, said
             print("ok   p2 pending after %.1f s: \"%s\"" % (waited, msg))
+
+            # 3. The agent refuses a plan whose instance a pod holds (p1's 3g.40gb at 4, named
+            #    by its assignment), and changes nothing.
+            p1_uid = pod(ns, "p1")["metadata"]["uid"]
+            hand = {"id": "hand-%d" % run, "gpu": 0, "uuid": uuids["a"],
+                    "destroy": [{"profile": "3g.40gb", "start": 4}],
+                    "create": [{"profile": "1g.10gb", "start": 4}],
+                    "pod": "%s/nobody" % ns, "created": "2026-01-01T00:00:00Z"}
+            kubectl("annotate", "node", nodes["a"], "--overwrite",
+                    "gpusched.io/mig-plan=" + json.dumps(hand))
+
+            def refused():
+                st = annotations(nodes["a"]).get("gpusched.io/mig-plan-status")
+                st = json.loads(st) if st else None
+                return st if st and st["id"] == hand["id"] else None
+            st = wait_until(refused, "the agent's answer to the hand-written plan")
+            assert st == {"id": hand["id"], "state": "failed", "reason":
+                          "GPU 0: instance 3g.40gb at slice 4 (MIG-d0000000-0000-4000-8000-"
+                          "0000000000a0-gi1) is in use by pod uid %s" % p1_uid}, st
+            assert inventory_layout(nodes["a"]) == after
+            kubectl("annotate", "node", nodes["a"], "gpusched.io/mig-plan-")
+            print("ok   a plan destroying p1's instance refused by the agent: \"%s\""
+                  % st["reason"])
+
+            # 4. A failure reported for the scheduler's own plan: Node C has no agent; the test
+            #    plays one (its inventory, then a failed status for the plan it finds).
+            nodes["c"] = "dynmig-c-%d" % run
+            inv_c = {"version": 1, "gpus": [{
+                "index": 0, "uuid": "GPU-d0000000-0000-4000-8000-0000000000c0",
+                "model": "NVIDIA H100 80GB HBM3", "mem_mib": 81559, "mode": "mig",
+                "health": "Healthy",
+                "mig": [{"profile": "1g.10gb", "start": st_} for st_ in range(7)]}]}
+            kubectl("apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": nodes["c"],
+                             "labels": {"gpusched.test/dynmig": "%d-c" % run},
+                             "annotations": {"gpusched.io/gpus": json.dumps(inv_c)}},
+                "spec": {"taints": [{"key": "gpusched.test/dynmig", "effect": "NoSchedule"}]}}))
+            res = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/mig-1g.10gb": "7"}
+            kubectl("patch", "node", nodes["c"], "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"capacity": res, "allocatable": res}}))
+            make_pod("p3", "c")
+
+            def plan_on_c():
+                t = annotations(nodes["c"]).get("gpusched.io/mig-plan")
+                return json.loads(t) if t else None
+            plan_c = wait_until(plan_on_c, "the plan on Node C")
+            kubectl("annotate", "node", nodes["c"], "--overwrite",
+                    "gpusched.io/mig-plan-status=" + json.dumps(
+                        {"id": plan_c["id"], "state": "failed", "reason": "test: refused"}))
+
+            def reason_c():
+                for c in pod(ns, "p3")["status"].get("conditions", []):
+                    if c["type"] == "PodScheduled" and "failed" in c.get("message", ""):
+                        return c["message"]
+                return None
+            msg = wait_until(reason_c, "p3's PodScheduled message")
+            assert msg == ("MIG re-partition of GPU 0 on node %s failed (plan %s): the node agent "
+                           "reported: test: refused" % (nodes["c"], plan_c["id"])), msg
+            wait_until(lambda: "gpusched.io/mig-plan" not in annotations(nodes["c"]),
+                       "the plan removed from Node C")
+            assert not pod(ns, "p3")["spec"].get("nodeName")
+            print("ok   p3 pending after the failure its node reported: \"%s\"" % msg)
             print("PASS dynamic MIG end to end in %.1f s" % (time.monotonic() - t0))
         except AssertionError as e:
             print("FAIL %s" % e)
