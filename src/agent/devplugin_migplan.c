@@ -120,12 +120,17 @@ static bool agent_mig_used(void *ctx, uint32_t gpu, const struct gs_gpu_mig *mig
                            size_t cap)
 {
     struct gs_dp_agent *a = ctx;
-    for (uint32_t k = 0; k < a->n_attr && k < GS_EXPORTER_ATTR_MAX; k++)
-        if (strncmp(a->attr[k].device_id, mig->uuid, strlen(mig->uuid)) == 0 && mig->uuid[0]) {
-            (void)snprintf(who, cap, "container %s of pod %s/%s", a->attr[k].container,
-                           a->attr[k].namespace_name, a->attr[k].pod);
-            return true;
-        }
+    size_t len = strlen(mig->uuid);
+    for (uint32_t k = 0; len > 0 && k < a->n_attr && k < GS_EXPORTER_ATTR_MAX; k++) {
+        const char *id = a->attr[k].device_id;
+        /* The MIG device itself, or one of its time-slicing replicas "<UUID>::<n>". */
+        if (strncmp(id, mig->uuid, len) != 0 ||
+            (id[len] != '\0' && strncmp(id + len, "::", 2) != 0))
+            continue;
+        (void)snprintf(who, cap, "container %s of pod %s/%s", a->attr[k].container,
+                       a->attr[k].namespace_name, a->attr[k].pod);
+        return true;
+    }
     return a->kube != NULL && mig->has_start &&
            gs__dp_kube_mig_used(a->kube, gpu, mig->profile, mig->start_slot, who, cap);
 }
