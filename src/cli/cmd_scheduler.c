@@ -658,11 +658,12 @@ static void send_actions(struct sched *s)
             /* Taken over by a nomination; or the renew deadline passed: another replica may
              * lead by now, so nothing is sent. */
         } else if (s->dry_run) {
-            gs__sched_logf("info", "dry-run %s pod=%s/%s node=%s %s",
+            gs__sched_logf("info", "dry-run %s pod=%s/%s node=%s %s%s",
                            a->kind == GS_KEV_BIND    ? "bind"
                            : a->kind == GS_KEV_EVICT ? "evict"
                                                      : "pending",
-                           a->ns, a->name, a->node ? a->node : "-", a->text ? a->text : "");
+                           a->ns, a->name, a->node ? a->node : "-", a->text ? a->text : "",
+                           a->mig ? "(after a MIG re-partition of its GPU)" : "");
         } else if (a->kind == GS_KEV_BIND && a->mig) {
             gs__sched_migplan_start(s, a);
         } else if (a->kind == GS_KEV_BIND) {
