@@ -44,7 +44,7 @@ HEADERS = {
               "podmap.h", "podnames.h"],
     "sim": ["bound.h", "qconfig.h", "replay.h", "sim.h", "trace.h"],
     "kworld": ["kquantity.h", "kworld.h"],
-    "k8s": ["kevents.h", "kube.h", "schedmetrics.h"],
+    "k8s": ["kevents.h", "kmigplan.h", "kube.h", "schedmetrics.h"],
     "usage": ["usage.h", "usage_report.h", "usage_ingest.h"],
     "webhook": ["webhook.h"],
 }

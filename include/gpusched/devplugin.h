@@ -137,6 +137,9 @@ struct gs_dp_config {
     char proc_root[GS_DP_PATH_LEN]; /**< where processes' cgroups are read for per-pod GPU
                                          values (`--proc-root`, default "/proc"; the host's
                                          needs hostPID); "" = no per-pod values */
+    bool mig_dynamic; /**< mig.dynamic: carry out the scheduler's MIG re-partition plans (Node
+                           annotation gpusched.io/mig-plan, docs/agent.md); default false:
+                           plans are ignored (said once in the log) */
 };
 
 /**

@@ -23,7 +23,9 @@
 
 #include "gpusched/cluster.h" /* struct gs_gpu_mode, the core's model of a GPU's mode */
 #include "gpusched/devplugin.h"
+#include "gpusched/gpu.h"
 #include "gpusched/health.h"
+#include "gpusched/kmigplan.h"
 
 /** The Node annotation holding the agent's inventory. */
 #define GS_DP_INVENTORY_ANNOTATION "gpusched.io/gpus"
@@ -133,5 +135,29 @@ int gs_dp_assign_consume(struct gs_dp_assign *t, const char *uid, uint32_t count
 
 /** Pods in the table (claimable or not), for logs and tests. */
 uint32_t gs_dp_assign_count(const struct gs_dp_assign *t);
+
+/* ---- dynamic MIG: carrying out a plan ----------------------------------------------------- */
+
+/**
+ * Whether MIG device `mig` of GPU `gpu` is held by a container; on true `who` receives who
+ * holds it (cap bytes).
+ */
+typedef bool (*gs_dp_mig_used_fn)(void *ctx, uint32_t gpu, const struct gs_gpu_mig *mig, char *who,
+                                  size_t cap);
+
+/**
+ * Carries out a re-partition plan (kmigplan.h) on the backend: checks it all first, then
+ * destroys the instances in the plan's order, then creates the new ones. Checked before any
+ * change: the GPU exists and is in MIG mode, its UUID is the plan's (when the plan names one),
+ * its model is in the core's MIG table, every instance to destroy exists (profile at that start)
+ * and is free (`used` says no), and the layout after the plan passes gs_mig_layout_check().
+ * @param used  may be NULL (nothing is held).
+ * @param why   receives on failure one sentence ("GPU 0: instance 1g.10gb at slice 4
+ *              (MIG-...) is in use by pod uid U"); cap bytes.
+ * @return GS_OK (done); GS_EINVAL (refused, nothing changed); GS_EIO (an operation failed
+ *         part way: the layout is what the backend now reports, `why` names the step).
+ */
+int gs_dp_mig_execute(struct gs_gpu_backend *b, const struct gs_kmig_plan *p,
+                      gs_dp_mig_used_fn used, void *ctx, char *why, size_t cap);
 
 #endif /* GPUSCHED_DPKUBE_H */

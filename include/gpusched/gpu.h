@@ -207,6 +207,12 @@ struct gs_gpu_ops {
                       uint32_t cap, uint32_t *n_out);
     /** As gs_gpu_wait_event(); timeout_ms >= 0. */
     int (*wait_event)(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out);
+    /** As gs_gpu_mig_destroy(); checks the index itself. NULL when the backend cannot change
+     *  a MIG layout (gs_gpu_mig_destroy() then answers GS_ENOENT). */
+    int (*mig_destroy)(struct gs_gpu_backend *b, uint32_t index, uint32_t start);
+    /** As gs_gpu_mig_create(); checks the index itself; profile non-NULL. NULL as above. */
+    int (*mig_create)(struct gs_gpu_backend *b, uint32_t index, const char *profile,
+                      uint32_t start);
     /** Releases everything, b included. */
     void (*close)(struct gs_gpu_backend *b);
 };
@@ -330,6 +336,33 @@ int gs_gpu_mig_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_mi
  *         GS_EIO (the driver failed); GS_EINVAL.
  */
 int gs_gpu_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gpu_event *out);
+
+/**
+ * Destroys the MIG GPU instance that starts at memory slice `start` of GPU `index` (dynamic MIG,
+ * docs/internals/sharing.md), with its compute instances. The caller has checked that no
+ * container uses it. Fake backend: the instance leaves the layout gs_gpu_info() reports. NVML:
+ * the compute instances of the MIG device whose GPU instance has that placement start
+ * (nvmlDeviceGetComputeInstanceId, nvmlGpuInstanceGetComputeInstanceById,
+ * nvmlComputeInstanceDestroy), then the GPU instance (nvmlGpuInstanceDestroy); it needs root.
+ * @return GS_OK; GS_ENOENT (no instance starts there, or the backend or driver cannot change
+ *         MIG layouts: a missing entry point is named in gs_gpu_last_error()); GS_ERANGE (no
+ *         such GPU); GS_EINVAL (not in MIG mode); GS_EIO (the driver refused).
+ */
+int gs_gpu_mig_destroy(struct gs_gpu_backend *b, uint32_t index, uint32_t start);
+
+/**
+ * Creates a MIG GPU instance of `profile` ("3g.40gb", a profile of the GPU's model in the core's
+ * geometry table, mig.h) at memory slice `start` of GPU `index`, with one compute instance
+ * taking all of it. Fake backend: the instance joins the layout (UUID "MIG-<GPU UUID minus
+ * GPU->-gi<id>", the profile's memory from the table, the next free GPU instance id). NVML:
+ * nvmlDeviceGetGpuInstanceProfileInfo, nvmlDeviceCreateGpuInstanceWithPlacement,
+ * nvmlGpuInstanceCreateComputeInstance.
+ * @return GS_OK; GS_ENOENT (as gs_gpu_mig_destroy()); GS_ERANGE (no such GPU); GS_EINVAL (not
+ *         in MIG mode, a profile the model does not have, a start the profile does not allow);
+ *         GS_ECONFLICT (its slices overlap an instance); GS_EIO (the driver refused).
+ */
+int gs_gpu_mig_create(struct gs_gpu_backend *b, uint32_t index, const char *profile,
+                      uint32_t start);
 
 /** Text of the last failure of this backend ("" none). Valid until the next call on b. */
 const char *gs_gpu_last_error(const struct gs_gpu_backend *b);

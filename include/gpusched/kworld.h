@@ -107,6 +107,32 @@ struct gs_kgpu {
                                   node, whose device plugin picks the instance) */
 };
 
+/** One MIG instance by profile and start, as a plan or an inventory names it. */
+struct gs_kmig_slot {
+    const char *profile; /**< "1g.10gb" (borrowed) */
+    int32_t start;       /**< start slot; -1 when the inventory gave none */
+};
+
+/**
+ * Dynamic MIG (gs_kworld_config.dynamic_mig): the re-partition a BIND needs before the pod can
+ * start. The engine has already placed the pod on the planned layout (it holds the new
+ * instance); the node still shows the old one until its agent carries the plan out.
+ */
+struct gs_kmig_change {
+    uint32_t gpu;                                      /**< the GPU's index on the node */
+    bool known;                                        /**< false: the node has no agent
+                                                            inventory, so the old layout's
+                                                            starts are unknown and no plan can be
+                                                            written; the lists are then empty */
+    uint32_t n_destroy, n_create, n_layout;            /**< entries used */
+    struct gs_kmig_slot destroy[GS_MIG_INSTANCES_MAX]; /**< in the inventory, not planned:
+                                                            ascending start */
+    struct gs_kmig_slot create[GS_MIG_INSTANCES_MAX];  /**< planned, not in the inventory:
+                                                            ascending start */
+    struct gs_kmig_slot layout[GS_MIG_INSTANCES_MAX];  /**< the whole planned layout, ascending
+                                                            start */
+};
+
 /** One decision, valid during the callback. Strings borrowed. */
 struct gs_kevent {
     enum gs_kevent_kind kind;
@@ -125,6 +151,9 @@ struct gs_kevent {
     const char *queue;  /**< the name of the pod's queue (its leaf); NULL when the engine has
                              none for it (a pod that is already gone) */
     int64_t now_ms;
+    const struct gs_kmig_change *mig_change; /**< BIND (not adopted) whose GPU the engine
+                                                  re-partitioned for it (dynamic_mig); else
+                                                  NULL */
 };
 
 /** Configuration. Borrowed by gs_kworld_new(); strings copied. */
@@ -141,12 +170,18 @@ struct gs_kworld_config {
                                             either way */
     int32_t kai_preemptible_threshold; /**< with kai_preemptible: the first priority value that
                                             is not preemptible (KAI: 100) */
-    bool observe; /**< follow another scheduler's decisions only (`gpusched accountant`): a pod
-                       of ours enters the engine when the API server shows it bound (adopted,
-                       with its gpusched.io/assigned-gpus), never while it waits, and outside
-                       any gang; gs_kworld_cycle() builds the engine and enters parked pods
-                       but places, preempts and reclaims nothing. Its events are ADOPT binds,
-                       FINISH, DELETE, and EVICT node-lost when a Node goes */
+    bool observe;     /**< follow another scheduler's decisions only (`gpusched accountant`): a pod
+                           of ours enters the engine when the API server shows it bound (adopted,
+                           with its gpusched.io/assigned-gpus), never while it waits, and outside
+                           any gang; gs_kworld_cycle() builds the engine and enters parked pods
+                           but places, preempts and reclaims nothing. Its events are ADOPT binds,
+                           FINISH, DELETE, and EVICT node-lost when a Node goes */
+    bool dynamic_mig; /**< the engine's dynamic MIG (tenant.h gs_engine_config.dynamic_mig, with
+                           no start delay): a MIG pod that fits no layout as it is may be bound
+                           on a GPU re-partitioned for it; its BIND carries mig_change. A GPU
+                           that holds pods keeps its layout when its Node's inventory says
+                           otherwise (as any mode change waits), so a planned layout is not
+                           undone while the pod it is for is held. Off by default */
     void (*on_event)(void *ctx, const struct gs_kevent *ev); /**< may be NULL */
     void (*on_warning)(void *ctx, const char *msg);          /**< a problem that costs nothing but
                                                                   detail (a bad node inventory, read as
@@ -257,6 +292,15 @@ void gs_kworld_each_pending(struct gs_kworld *w,
                             void (*fn)(void *ctx, const char *ns, const char *name, const char *uid,
                                        const char *reason),
                             void *ctx);
+
+/**
+ * The MIG devices of GPU `gpu` in a node's last good agent inventory (gpusched.io/gpus), as
+ * given (dynamic MIG: whether the agent has carried a plan out).
+ * @param out  receives up to cap entries; profiles valid until the node is applied again.
+ * @return GS_OK; GS_ENOENT (no good inventory, or no such GPU in it).
+ */
+int gs_kworld_inventory_mig(const struct gs_kworld *w, const char *node, uint32_t gpu,
+                            struct gs_kmig_slot *out, uint32_t cap, uint32_t *n);
 
 /** The cluster, for reading (NULL before the first cycle). */
 const struct gs_cluster *gs_kworld_cluster(const struct gs_kworld *w);

@@ -1297,6 +1297,7 @@ int gs_dp_agent_run(struct gs_dp_agent *a)
             gs__dp_rediscover(a);
             a->next_rediscover_ms = now + a->cfg.rediscover_ms;
         }
+        gs__dp_migplan_turn(a);
         if (now >= a->next_recover_ms)
             recover(a);
         maybe_register(a, now);
@@ -1386,6 +1387,7 @@ void gs_dp_agent_free(struct gs_dp_agent *a)
     }
     gs__dp_kube_free(a->kube); /* first: its log lines may go to the caller's sink */
     free(a->inventory);
+    free(a->mig_last_id);
     gs__dp_worker_free(a->reg_worker);
     gs__dp_worker_free(a->pr_worker);
     gs_exporter_free(a->exporter);

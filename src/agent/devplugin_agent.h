@@ -16,6 +16,7 @@
 #include "gpusched/devplugin.h"
 #include "gpusched/exporter.h"
 #include "gpusched/grpc.h"
+#include "gpusched/kmigplan.h"
 
 #include "devplugin_int.h"
 
@@ -82,18 +83,21 @@ struct gs_dp_agent {
     int64_t next_recover_ms;                /**< next re-watch / socket retry; INT64_MAX none */
     bool ran;                               /**< gs_dp_agent_run was entered */
     bool have_pending;                      /**< a rediscovered model waits for its turn */
-    char event_err[256];                    /**< last backend event error logged ("" none) */
-    uint64_t event_err_repeats;             /**< the same error since, not logged again */
-    struct gs__dp_kube *kube;               /**< the Kubernetes side; NULL without a config */
-    char *inventory;                        /**< the inventory last handed to kube (owned) */
-    uint64_t assign_as_assigned;            /**< Allocates on the assigned GPUs */
-    uint64_t assign_mismatch;               /**< Allocates of other GPUs */
-    uint64_t assign_fallbacks;              /**< preferred answers off the assignment */
-    int64_t client_log_ms;                  /**< last refill of the client log budget; 0 never */
-    int64_t client_log_tokens;              /**< client lines that may be logged now */
-    uint64_t client_log_dropped;            /**< client lines left out since the last one */
-    int64_t next_rediscover_ms;             /**< next re-read of the GPUs; INT64_MAX off */
-    struct gs_dp_model pending;             /**< … that model (owned while have_pending) */
+    bool said_mig_off;                      /**< "ignoring the MIG plan" logged (mig.dynamic off) */
+    bool mig_rediscover;        /**< a plan changed the GPUs: rediscover at the next turn */
+    char event_err[256];        /**< last backend event error logged ("" none) */
+    uint64_t event_err_repeats; /**< the same error since, not logged again */
+    struct gs__dp_kube *kube;   /**< the Kubernetes side; NULL without a config */
+    char *inventory;            /**< the inventory last handed to kube (owned) */
+    char *mig_last_id; /**< the id of the last MIG plan carried out or refused (owned); NULL */
+    uint64_t assign_as_assigned; /**< Allocates on the assigned GPUs */
+    uint64_t assign_mismatch;    /**< Allocates of other GPUs */
+    uint64_t assign_fallbacks;   /**< preferred answers off the assignment */
+    int64_t client_log_ms;       /**< last refill of the client log budget; 0 never */
+    int64_t client_log_tokens;   /**< client lines that may be logged now */
+    uint64_t client_log_dropped; /**< client lines left out since the last one */
+    int64_t next_rediscover_ms;  /**< next re-read of the GPUs; INT64_MAX off */
+    struct gs_dp_model pending;  /**< … that model (owned while have_pending) */
     enum gs_dp_res_change pending_change[GS_DP_RESOURCES_MAX]; /**< … per position */
     int64_t advertise_at_ms;                                   /**< when pending is advertised */
     char rediscover_err[512]; /**< last rediscovery failure logged ("" none) */
@@ -141,5 +145,11 @@ void gs__dp_rediscover(struct gs_dp_agent *a);
 
 /** Step two of a rediscovery: advertises a->pending (new lists, sockets, inventory). */
 void gs__dp_advertise_pending(struct gs_dp_agent *a);
+
+/**
+ * Dynamic MIG (devplugin_migplan.c): carries out a new plan from the Node when mig.dynamic is
+ * on (else says once that plans are ignored), and rediscovers the GPUs after one changed them.
+ */
+void gs__dp_migplan_turn(struct gs_dp_agent *a);
 
 #endif /* GPUSCHED_AGENT_DEVPLUGIN_AGENT_H */

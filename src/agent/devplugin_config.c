@@ -772,8 +772,25 @@ static int read_kubelet(struct rd *r, const struct gs_yaml_node *map, struct gs_
     return r->err;
 }
 
+static const char *const mig_keys[] = {"dynamic", NULL};
+
+static int read_mig(struct rd *r, const struct gs_yaml_node *map, struct gs_dp_config *cfg)
+{
+    if (expect(r, map, GS_YAML_MAP, "mig", "mig") != GS_OK)
+        return r->err;
+    uint32_t seen = 0;
+    FOR_PAIRS(r, map, pair)
+    {
+        int slot = -1;
+        if (map_key(r, map, pair, mig_keys, &seen, "mig", &slot) != GS_OK)
+            break;
+        get_bool(r, pair[1], "mig.dynamic", "dynamic", &cfg->mig_dynamic);
+    }
+    return r->err;
+}
+
 static const char *const top_keys[] = {"version",  "flags",   "sharing", "health",
-                                       "exporter", "kubelet", NULL};
+                                       "exporter", "kubelet", "mig",     NULL};
 
 static int read_top(struct rd *r, const struct gs_yaml_node *root, struct gs_dp_config *cfg)
 {
@@ -805,8 +822,11 @@ static int read_top(struct rd *r, const struct gs_yaml_node *root, struct gs_dp_
         case 4:
             read_exporter(r, v, cfg);
             break;
-        default:
+        case 5:
             read_kubelet(r, v, cfg);
+            break;
+        default:
+            read_mig(r, v, cfg);
             break;
         }
     }

@@ -175,6 +175,22 @@ int gs__dp_kube_mark(struct gs__dp_kube *k, const char *pod, uint32_t given);
 uint64_t gs__dp_kube_patches(struct gs__dp_kube *k);
 
 /**
+ * The Node's gpusched.io/mig-plan text when it changed since the last call (malloc'd, the
+ * caller frees it); NULL when there is none or it was taken already.
+ */
+char *gs__dp_kube_take_plan(struct gs__dp_kube *k);
+
+/** Asks for gpusched.io/mig-plan-status = text on the Node (written by the thread). */
+int gs__dp_kube_plan_status(struct gs__dp_kube *k, const char *text);
+
+/**
+ * Whether a live pod bound to the node has MIG instance (gpu, profile, start) in its
+ * gpusched.io/assigned-gpus; `pod` receives which ("pod uid U"), cap bytes.
+ */
+bool gs__dp_kube_mig_used(struct gs__dp_kube *k, uint32_t gpu, const char *profile, uint32_t start,
+                          char *pod, size_t cap);
+
+/**
  * Stops the thread (within about 200 ms; up to 5 s while a request to a hung API server is in
  * flight) and frees everything. NULL is a no-op.
  */

@@ -21,6 +21,7 @@
 
 #include "gpusched/dpkube.h"
 #include "gpusched/err.h"
+#include "gpusched/kmigplan.h"
 #include "gpusched/kube.h"
 #include "gpusched/podnames.h"
 
@@ -70,6 +71,12 @@ struct gs__dp_kube {
     atomic_ulong patches;         /**< successful PATCHes */
     struct mark marks[MARKS_MAX]; /**< pod marks to write (under mu) */
     uint32_t n_marks;             /**< entries used */
+    char *plan;                   /**< the Node's gpusched.io/mig-plan as last seen (under mu);
+                                       NULL none */
+    bool plan_new;                /**< plan not yet taken by the loop (under mu) */
+    char *plan_status;            /**< gpusched.io/mig-plan-status to write (under mu); NULL */
+    json_t *mig_used;             /**< pod uid -> ["GPU/profile@start", ...]: the MIG instances
+                                       the assignments of the node's live pods name (under mu) */
     /* Owned by the thread: */
     struct gs_kube_client *client;
     struct gs_kube_informer *node_inf, *pod_inf;
@@ -126,10 +133,62 @@ static void on_node(void *ud, enum gs_kube_event_type type, json_t *obj)
             klog(k, "kubernetes: node %s is there", k->node);
         k->node_seen = true;
         node_saw(k, obj);
+        const json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+        const char *plan = json_string_value(json_object_get(ann, GS_KMIGPLAN_ANNOTATION));
+        pthread_mutex_lock(&k->mu);
+        if (plan == NULL) {
+            free(k->plan);
+            k->plan = NULL;
+            k->plan_new = false;
+        } else if (k->plan == NULL || strcmp(k->plan, plan) != 0) {
+            free(k->plan);
+            k->plan = strdup(plan);
+            k->plan_new = k->plan != NULL;
+        }
+        pthread_mutex_unlock(&k->mu);
     } else if (type == GS_KUBE_EVENT_DELETED || type == GS_KUBE_EVENT_RELIST) {
         k->node_seen = false;
         free(k->node_has);
         k->node_has = NULL;
+    }
+}
+
+/* The MIG instances a live pod's assignment names ("GPU/profile@start"), under uid; a pod that
+ * ended or names none is forgotten. */
+static void mig_used_update(struct gs__dp_kube *k, const json_t *pod)
+{
+    const json_t *md = json_object_get(pod, "metadata");
+    const char *uid = json_string_value(json_object_get(md, "uid"));
+    if (uid == NULL)
+        return;
+    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+    const char *text = json_string_value(
+        json_object_get(json_object_get(md, "annotations"), GS_DP_ASSIGNED_ANNOTATION));
+    json_t *list = json_array();
+    bool live = phase == NULL || (strcmp(phase, "Succeeded") != 0 && strcmp(phase, "Failed") != 0);
+    json_t *as = live && text != NULL ? json_loads(text, 0, NULL) : NULL;
+    size_t i;
+    const json_t *g;
+    json_array_foreach(json_object_get(as, "gpus"), i, g)
+    {
+        const json_t *mig = json_object_get(g, "mig");
+        const char *prof = json_string_value(json_object_get(mig, "profile"));
+        const json_t *st = json_object_get(mig, "start");
+        const json_t *idx = json_object_get(g, "index");
+        if (prof == NULL || !json_is_integer(st) || !json_is_integer(idx))
+            continue;
+        char key[96];
+        (void)snprintf(key, sizeof key, "%lld/%.40s@%lld", (long long)json_integer_value(idx), prof,
+                       (long long)json_integer_value(st));
+        if (list != NULL)
+            (void)json_array_append_new(list, json_string(key));
+    }
+    json_decref(as);
+    if (list != NULL && json_array_size(list) > 0)
+        (void)json_object_set_new(k->mig_used, uid, list);
+    else {
+        json_decref(list);
+        (void)json_object_del(k->mig_used, uid);
     }
 }
 
@@ -140,14 +199,17 @@ static void on_pod(void *ud, enum gs_kube_event_type type, json_t *obj)
     if (type == GS_KUBE_EVENT_RELIST) {
         gs_dp_assign_clear(k->table);
         gs_podnames_clear(k->names);
+        json_object_clear(k->mig_used);
     } else if (type == GS_KUBE_EVENT_DELETED) {
         const char *uid =
             json_string_value(json_object_get(json_object_get(obj, "metadata"), "uid"));
         if (uid != NULL) {
             gs_dp_assign_remove(k->table, uid);
             gs_podnames_remove(k->names, uid);
+            (void)json_object_del(k->mig_used, uid);
         }
     } else if (type == GS_KUBE_EVENT_ADDED || type == GS_KUBE_EVENT_MODIFIED) {
+        mig_used_update(k, obj);
         char why[300];
         int rc = gs_dp_assign_update(k->table, obj, why, sizeof why);
         const json_t *meta = json_object_get(obj, "metadata");
@@ -260,6 +322,43 @@ static void write_marks(struct gs__dp_kube *k)
     }
 }
 
+/* Writes the outcome of a MIG plan on the Node (once; a failure is retried next round). */
+static void write_plan_status(struct gs__dp_kube *k)
+{
+    if (!k->node_seen)
+        return;
+    pthread_mutex_lock(&k->mu);
+    char *text = dup_or_null(k->plan_status);
+    pthread_mutex_unlock(&k->mu);
+    if (text == NULL)
+        return;
+    char path[300];
+    (void)snprintf(path, sizeof path, "/api/v1/nodes/%s", k->node);
+    json_t *body =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", GS_KMIGPLAN_STATUS_ANNOTATION, text);
+    struct gs_kube_response r;
+    memset(&r, 0, sizeof r);
+    int rc =
+        body != NULL ? gs_kube_request(k->client, GS_KUBE_PATCH_MERGE, path, body, &r) : GS_ENOMEM;
+    if (rc == GS_OK) {
+        klog(k, "kubernetes: node %s: annotation %s written: %s", k->node,
+             GS_KMIGPLAN_STATUS_ANNOTATION, text);
+        pthread_mutex_lock(&k->mu);
+        if (k->plan_status != NULL && strcmp(k->plan_status, text) == 0) {
+            free(k->plan_status);
+            k->plan_status = NULL;
+        }
+        pthread_mutex_unlock(&k->mu);
+    } else {
+        klog(k, "kubernetes: node %s: annotation %s not written: HTTP %ld %s (retrying)", k->node,
+             GS_KMIGPLAN_STATUS_ANNOTATION, r.http_status,
+             r.message[0] ? r.message : gs_strerror(rc));
+    }
+    gs_kube_response_fini(&r);
+    json_decref(body);
+    free(text);
+}
+
 /* Copies s without its digits: "after 7 ms" and "after 0 ms" are the same failure. */
 static void shape_of(const char *s, char *out, size_t cap)
 {
@@ -300,6 +399,7 @@ static void *kube_main(void *arg)
         say_errors(k, k->pod_inf, k->said_pods, sizeof k->said_pods);
         maybe_patch(k, mono_ms());
         write_marks(k);
+        write_plan_status(k);
     }
     return NULL;
 }
@@ -320,7 +420,8 @@ int gs__dp_kube_new(const struct gs_kube_config *cfg, const char *node, gs_dp_lo
     k->log_ctx = log_ctx;
     k->backoff_ms = PATCH_BACKOFF_MIN_MS;
     (void)snprintf(k->node, sizeof k->node, "%s", node);
-    int rc = gs_dp_assign_new(&k->table);
+    k->mig_used = json_object();
+    int rc = k->mig_used != NULL ? gs_dp_assign_new(&k->table) : GS_ENOMEM;
     if (rc == GS_OK)
         rc = gs_podnames_new(GS_PODNAMES_DEFAULT_MAX, &k->names);
     /* A node agent's traffic is small: two watches and a PATCH per health change. Requests
@@ -413,6 +514,52 @@ uint32_t gs__dp_kube_name_pods(struct gs__dp_kube *k, struct gs_exporter_podval 
     return named;
 }
 
+char *gs__dp_kube_take_plan(struct gs__dp_kube *k)
+{
+    pthread_mutex_lock(&k->mu);
+    char *p = k->plan_new ? dup_or_null(k->plan) : NULL;
+    k->plan_new = false;
+    pthread_mutex_unlock(&k->mu);
+    return p;
+}
+
+int gs__dp_kube_plan_status(struct gs__dp_kube *k, const char *text)
+{
+    char *copy = strdup(text);
+    if (copy == NULL)
+        return GS_ENOMEM;
+    pthread_mutex_lock(&k->mu);
+    free(k->plan_status);
+    k->plan_status = copy;
+    pthread_mutex_unlock(&k->mu);
+    return GS_OK;
+}
+
+bool gs__dp_kube_mig_used(struct gs__dp_kube *k, uint32_t gpu, const char *profile, uint32_t start,
+                          char *pod, size_t cap)
+{
+    char key[96];
+    (void)snprintf(key, sizeof key, "%u/%.40s@%u", (unsigned)gpu, profile, (unsigned)start);
+    bool used = false;
+    pthread_mutex_lock(&k->mu);
+    const char *uid;
+    const json_t *l;
+    json_object_foreach(k->mig_used, uid, l)
+    {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(l, i, e)
+        {
+            if (!used && strcmp(json_string_value(e), key) == 0) {
+                used = true;
+                (void)snprintf(pod, cap, "pod uid %s", uid);
+            }
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    return used;
+}
+
 uint64_t gs__dp_kube_patches(struct gs__dp_kube *k)
 {
     return atomic_load(&k->patches);
@@ -430,6 +577,9 @@ void gs__dp_kube_free(struct gs__dp_kube *k)
     gs_podnames_free(k->names);
     free(k->want);
     free(k->node_has);
+    free(k->plan);
+    free(k->plan_status);
+    json_decref(k->mig_used);
     pthread_mutex_destroy(&k->mu);
     free(k);
 }

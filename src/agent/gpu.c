@@ -136,6 +136,26 @@ int gs_gpu_wait_event(struct gs_gpu_backend *b, int64_t timeout_ms, struct gs_gp
     return b->ops->wait_event(b, timeout_ms, out);
 }
 
+int gs_gpu_mig_destroy(struct gs_gpu_backend *b, uint32_t index, uint32_t start)
+{
+    if (b == NULL)
+        return GS_EINVAL;
+    b->err[0] = '\0';
+    if (b->ops->mig_destroy == NULL)
+        return gs__gpu_fail(b, GS_ENOENT, "the %s backend cannot change MIG layouts", b->ops->name);
+    return b->ops->mig_destroy(b, index, start);
+}
+
+int gs_gpu_mig_create(struct gs_gpu_backend *b, uint32_t index, const char *profile, uint32_t start)
+{
+    if (b == NULL || profile == NULL)
+        return GS_EINVAL;
+    b->err[0] = '\0';
+    if (b->ops->mig_create == NULL)
+        return gs__gpu_fail(b, GS_ENOENT, "the %s backend cannot change MIG layouts", b->ops->name);
+    return b->ops->mig_create(b, index, profile, start);
+}
+
 const char *gs_gpu_last_error(const struct gs_gpu_backend *b)
 {
     return b == NULL ? "" : b->err;

@@ -12,6 +12,7 @@
 #include "gpusched/gpu.h"
 
 #include "gpusched/err.h"
+#include "gpusched/mig.h"
 #include "gpusched/diag.h"
 #include "util/file.h"
 
@@ -257,6 +258,91 @@ static void fake_close(struct gs_gpu_backend *b)
     free(b);
 }
 
+/* ---- MIG re-partition (dynamic MIG) ------------------------------------------------------ */
+
+static int fake_mig_destroy(struct gs_gpu_backend *b, uint32_t index, uint32_t start)
+{
+    struct fake *f = impl(b);
+    if (index >= f->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
+                            index, f->n);
+    advance(f);
+    struct gs_gpu_info *g = &f->gpu[index].info;
+    if (!g->mig_enabled)
+        return gs__gpu_fail(b, GS_EINVAL, "GPU %" PRIu32 " is not in MIG mode", index);
+    for (uint32_t i = 0; i < g->mig_count; i++) {
+        if (!g->mig[i].has_start || g->mig[i].start_slot != start)
+            continue;
+        struct fake_mig_val *val = f->gpu[index].mig_val; /* by position in g->mig */
+        memmove(&g->mig[i], &g->mig[i + 1], (g->mig_count - i - 1) * sizeof g->mig[0]);
+        memmove(&val[i], &val[i + 1], (g->mig_count - i - 1) * sizeof val[0]);
+        g->mig_count--;
+        memset(&g->mig[g->mig_count], 0, sizeof g->mig[0]);
+        memset(&val[g->mig_count], 0, sizeof val[0]);
+        return GS_OK;
+    }
+    return gs__gpu_fail(b, GS_ENOENT, "no GPU instance starts at slice %" PRIu32 " of GPU %" PRIu32,
+                        start, index);
+}
+
+static int fake_mig_create(struct gs_gpu_backend *b, uint32_t index, const char *profile,
+                           uint32_t start)
+{
+    struct fake *f = impl(b);
+    if (index >= f->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
+                            index, f->n);
+    advance(f);
+    struct gs_gpu_info *g = &f->gpu[index].info;
+    if (!g->mig_enabled)
+        return gs__gpu_fail(b, GS_EINVAL, "GPU %" PRIu32 " is not in MIG mode", index);
+    const struct gs_mig_model *m = gs_mig_model_find(g->model);
+    if (m == NULL)
+        return gs__gpu_fail(b, GS_EINVAL, "GPU %" PRIu32 ": model %s is not in the MIG table",
+                            index, g->model);
+    int p = gs_mig_profile_find(m, profile);
+    if (p < 0)
+        return gs__gpu_fail(b, GS_EINVAL, "GPU %" PRIu32 " (%s) has no MIG profile %s", index,
+                            m->name, profile);
+    struct gs_mig_instance in = {(uint8_t)p, (uint8_t)(start > 255 ? 255 : start)};
+    uint32_t mask = gs_mig_mem_mask(m, in);
+    if (mask == 0)
+        return gs__gpu_fail(b, GS_EINVAL, "MIG profile %s cannot start at slice %" PRIu32, profile,
+                            start);
+    uint32_t next_gi = 1;
+    for (uint32_t i = 0; i < g->mig_count; i++) {
+        const struct gs_gpu_mig *x = &g->mig[i];
+        int xp = gs_mig_profile_find(m, x->profile);
+        if (x->has_start && xp >= 0 &&
+            (gs_mig_mem_mask(m, (struct gs_mig_instance){(uint8_t)xp, (uint8_t)x->start_slot}) &
+             mask) != 0)
+            return gs__gpu_fail(b, GS_ECONFLICT,
+                                "MIG %s at slice %" PRIu32 " overlaps the %s at slice %" PRIu32,
+                                profile, start, x->profile, x->start_slot);
+        if (x->has_gi_id && x->gi_id >= next_gi)
+            next_gi = x->gi_id + 1;
+    }
+    if (g->mig_count >= GS_GPU_MIG_MAX)
+        return gs__gpu_fail(b, GS_ECONFLICT, "GPU %" PRIu32 " holds %d MIG devices already", index,
+                            GS_GPU_MIG_MAX);
+    struct gs_gpu_mig *n = &g->mig[g->mig_count];
+    memset(n, 0, sizeof *n);
+    (void)gs__strlcpy(n->profile, profile, sizeof n->profile);
+    const char *tail = strncmp(g->uuid, "GPU-", 4) == 0 ? g->uuid + 4 : g->uuid;
+    (void)snprintf(n->uuid, sizeof n->uuid, "MIG-%.60s-gi%" PRIu32, tail, next_gi);
+    int64_t mem = gs_mig_profile_mem_mib(m, (uint32_t)p, (int64_t)g->mem_total_mib);
+    n->mem_mib = mem > 0 ? (uint64_t)mem : 0;
+    n->has_start = true;
+    n->start_slot = start;
+    n->has_gi_id = true;
+    n->gi_id = next_gi;
+    n->has_ci_id = true; /* one compute instance over the whole GPU instance, as created */
+    n->ci_id = 0;
+    memset(&f->gpu[index].mig_val[g->mig_count], 0, sizeof f->gpu[index].mig_val[0]);
+    g->mig_count++;
+    return GS_OK;
+}
+
 static const struct gs_gpu_ops fake_ops = {
     .name = "fake",
     .system = fake_system,
@@ -266,6 +352,8 @@ static const struct gs_gpu_ops fake_ops = {
     .processes = fake_processes,
     .mig_sample = fake_mig_sample,
     .wait_event = fake_wait_event,
+    .mig_destroy = fake_mig_destroy,
+    .mig_create = fake_mig_create,
     .close = fake_close,
 };
 

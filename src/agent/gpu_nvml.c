@@ -73,6 +73,17 @@ struct nvml_api {
     nvml_ret (*device_get_process_utilization)(nvml_device,
                                                struct nvml_process_utilization_sample *,
                                                unsigned int *, unsigned long long);
+    /* optional, only for dynamic MIG (gs_gpu_mig_destroy, gs_gpu_mig_create) */
+    nvml_ret (*device_get_gpu_instance_profile_info)(nvml_device, unsigned int,
+                                                     struct nvml_gpu_instance_profile_info *);
+    nvml_ret (*device_create_gpu_instance_with_placement)(
+        nvml_device, unsigned int, const struct nvml_gpu_instance_placement *, nvml_gpu_instance *);
+    nvml_ret (*gpu_instance_create_compute_instance)(nvml_gpu_instance, unsigned int,
+                                                     nvml_compute_instance *);
+    nvml_ret (*gpu_instance_destroy)(nvml_gpu_instance);
+    nvml_ret (*compute_instance_destroy)(nvml_compute_instance);
+    nvml_ret (*gpu_instance_get_compute_instance_by_id)(nvml_gpu_instance, unsigned int,
+                                                        nvml_compute_instance *);
 };
 
 /** Where each entry point goes, and whether the backend can work without it. */
@@ -122,6 +133,12 @@ static const struct {
     OPT(gpu_instance_get_info, "nvmlGpuInstanceGetInfo"),
     OPT(device_get_compute_running_processes_v3, "nvmlDeviceGetComputeRunningProcesses_v3"),
     OPT(device_get_process_utilization, "nvmlDeviceGetProcessUtilization"),
+    OPT(device_get_gpu_instance_profile_info, "nvmlDeviceGetGpuInstanceProfileInfo"),
+    OPT(device_create_gpu_instance_with_placement, "nvmlDeviceCreateGpuInstanceWithPlacement"),
+    OPT(gpu_instance_create_compute_instance, "nvmlGpuInstanceCreateComputeInstance"),
+    OPT(gpu_instance_destroy, "nvmlGpuInstanceDestroy"),
+    OPT(compute_instance_destroy, "nvmlComputeInstanceDestroy"),
+    OPT(gpu_instance_get_compute_instance_by_id, "nvmlGpuInstanceGetComputeInstanceById"),
 #undef REQ
 #undef OPT
 };
@@ -759,6 +776,156 @@ static void nvml_close(struct gs_gpu_backend *b)
     free(b);
 }
 
+/* ---- MIG re-partition (dynamic MIG; never run against a GPU in this project's tests) ---- */
+
+/* The GPU's handle for a change of its MIG layout, or why not. */
+static int mig_target(struct gs_gpu_backend *b, uint32_t index, nvml_device *dev)
+{
+    struct nvml *m = impl(b);
+    if (index >= m->n)
+        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (NVML reports %" PRIu32 ")", index,
+                            m->n);
+    static const struct {
+        size_t offset;
+        const char *name;
+    } need[] = {
+        {offsetof(struct nvml_api, device_get_mig_mode), "nvmlDeviceGetMigMode"},
+        {offsetof(struct nvml_api, device_get_max_mig_device_count),
+         "nvmlDeviceGetMaxMigDeviceCount"},
+        {offsetof(struct nvml_api, device_get_mig_device_handle_by_index),
+         "nvmlDeviceGetMigDeviceHandleByIndex"},
+        {offsetof(struct nvml_api, device_get_gpu_instance_id), "nvmlDeviceGetGpuInstanceId"},
+        {offsetof(struct nvml_api, device_get_gpu_instance_by_id), "nvmlDeviceGetGpuInstanceById"},
+        {offsetof(struct nvml_api, gpu_instance_get_info), "nvmlGpuInstanceGetInfo"},
+        {offsetof(struct nvml_api, device_get_gpu_instance_profile_info),
+         "nvmlDeviceGetGpuInstanceProfileInfo"},
+        {offsetof(struct nvml_api, device_create_gpu_instance_with_placement),
+         "nvmlDeviceCreateGpuInstanceWithPlacement"},
+        {offsetof(struct nvml_api, gpu_instance_create_compute_instance),
+         "nvmlGpuInstanceCreateComputeInstance"},
+        {offsetof(struct nvml_api, gpu_instance_destroy), "nvmlGpuInstanceDestroy"},
+        {offsetof(struct nvml_api, compute_instance_destroy), "nvmlComputeInstanceDestroy"},
+        {offsetof(struct nvml_api, device_get_compute_instance_id),
+         "nvmlDeviceGetComputeInstanceId"},
+        {offsetof(struct nvml_api, gpu_instance_get_compute_instance_by_id),
+         "nvmlGpuInstanceGetComputeInstanceById"},
+    };
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        void *sym;
+        memcpy(&sym, (const char *)&m->api + need[i].offset, sizeof sym);
+        if (sym == NULL)
+            return gs__gpu_fail(b, GS_ENOENT,
+                                "this NVML has no %s: it cannot change MIG layouts (driver too "
+                                "old?)",
+                                need[i].name);
+    }
+    *dev = m->gpu[index].dev;
+    unsigned cur = 0, pending = 0;
+    if (*dev == NULL || m->api.device_get_mig_mode(*dev, &cur, &pending) != NVML_OK ||
+        cur != NVML_DEVICE_MIG_ENABLE)
+        return gs__gpu_fail(b, GS_EINVAL, "GPU %" PRIu32 " is not in MIG mode", index);
+    return GS_OK;
+}
+
+static int nvml_mig_destroy(struct gs_gpu_backend *b, uint32_t index, uint32_t start)
+{
+    struct nvml *m = impl(b);
+    nvml_device dev = NULL;
+    int rc = mig_target(b, index, &dev);
+    if (rc != GS_OK)
+        return rc;
+    unsigned max = 0;
+    if (m->api.device_get_max_mig_device_count(dev, &max) != NVML_OK)
+        max = 0;
+    for (unsigned i = 0; i < max; i++) {
+        nvml_device mig;
+        unsigned gi_id = 0, ci_id = 0;
+        nvml_gpu_instance gi = NULL;
+        struct nvml_gpu_instance_info info;
+        memset(&info, 0, sizeof info);
+        if (m->api.device_get_mig_device_handle_by_index(dev, i, &mig) != NVML_OK ||
+            m->api.device_get_gpu_instance_id(mig, &gi_id) != NVML_OK ||
+            m->api.device_get_gpu_instance_by_id(dev, gi_id, &gi) != NVML_OK ||
+            m->api.gpu_instance_get_info(gi, &info) != NVML_OK || info.placement.start != start)
+            continue;
+        nvml_compute_instance ci = NULL;
+        nvml_ret r = NVML_OK;
+        if (m->api.device_get_compute_instance_id(mig, &ci_id) == NVML_OK &&
+            m->api.gpu_instance_get_compute_instance_by_id(gi, ci_id, &ci) == NVML_OK)
+            r = m->api.compute_instance_destroy(ci);
+        if (r != NVML_OK)
+            return gs__gpu_fail(
+                b, GS_EIO, "nvmlComputeInstanceDestroy (GPU %" PRIu32 ", slice %" PRIu32 "): %s",
+                index, start, nvml_text(m, r));
+        r = m->api.gpu_instance_destroy(gi);
+        if (r != NVML_OK)
+            return gs__gpu_fail(b, GS_EIO,
+                                "nvmlGpuInstanceDestroy (GPU %" PRIu32 ", slice %" PRIu32 "): %s",
+                                index, start, nvml_text(m, r));
+        return GS_OK;
+    }
+    return gs__gpu_fail(b, GS_ENOENT, "no GPU instance starts at slice %" PRIu32 " of GPU %" PRIu32,
+                        start, index);
+}
+
+static int nvml_mig_create(struct gs_gpu_backend *b, uint32_t index, const char *profile,
+                           uint32_t start)
+{
+    struct nvml *m = impl(b);
+    nvml_device dev = NULL;
+    int rc = mig_target(b, index, &dev);
+    if (rc != GS_OK)
+        return rc;
+    /* The profile's slices from its name ("3g.40gb": 3), "+me" the media-extension one and a
+     * 1g of twice the memory ("1g.20gb" beside "1g.10gb") the REV2 one, checked against what
+     * NVML says of that profile id. */
+    char *end = NULL;
+    unsigned long c = strtoul(profile, &end, 10);
+    if (end == profile || *end != 'g' || c == 0 || c > 7)
+        return gs__gpu_fail(b, GS_EINVAL, "MIG profile %s: no slice count", profile);
+    unsigned gi_prof = c == 1   ? NVML_GI_PROFILE_1_SLICE
+                       : c == 2 ? NVML_GI_PROFILE_2_SLICE
+                       : c == 3 ? NVML_GI_PROFILE_3_SLICE
+                       : c == 4 ? NVML_GI_PROFILE_4_SLICE
+                                : NVML_GI_PROFILE_7_SLICE;
+    if (c == 1 && strstr(profile, "+me") != NULL)
+        gi_prof = NVML_GI_PROFILE_1_SLICE_REV1;
+    struct nvml_gpu_instance_profile_info pi;
+    memset(&pi, 0, sizeof pi);
+    nvml_ret r = m->api.device_get_gpu_instance_profile_info(dev, gi_prof, &pi);
+    if (c == 1 && gi_prof == NVML_GI_PROFILE_1_SLICE && r == NVML_OK) {
+        /* A 1g whose memory is twice the plain 1g's is REV2. */
+        const char *dot = strchr(profile, '.');
+        unsigned long long want = dot != NULL ? strtoull(dot + 1, &end, 10) : 0;
+        if (want > 0 && strncmp(end, "gb", 2) == 0 && want * 1024 > pi.memory_size_mb * 3 / 2) {
+            gi_prof = NVML_GI_PROFILE_1_SLICE_REV2;
+            r = m->api.device_get_gpu_instance_profile_info(dev, gi_prof, &pi);
+        }
+    }
+    if (r != NVML_OK || pi.slice_count != c)
+        return gs__gpu_fail(b, GS_EINVAL, "GPU %" PRIu32 " has no MIG profile %s (%s)", index,
+                            profile, r != NVML_OK ? nvml_text(m, r) : "slice count differs");
+    struct nvml_gpu_instance_placement pl = {start, 0};
+    nvml_gpu_instance gi = NULL;
+    r = m->api.device_create_gpu_instance_with_placement(dev, pi.id, &pl, &gi);
+    if (r != NVML_OK)
+        return gs__gpu_fail(b, GS_EIO,
+                            "nvmlDeviceCreateGpuInstanceWithPlacement (GPU %" PRIu32
+                            ", %s at slice %" PRIu32 "): %s",
+                            index, profile, start, nvml_text(m, r));
+    unsigned ci_prof = c == 1 ? 0 : c == 2 ? 1 : c == 3 ? 2 : c == 4 ? 3 : 4;
+    nvml_compute_instance ci = NULL;
+    r = m->api.gpu_instance_create_compute_instance(gi, ci_prof, &ci);
+    if (r != NVML_OK) {
+        (void)m->api.gpu_instance_destroy(gi);
+        return gs__gpu_fail(b, GS_EIO,
+                            "nvmlGpuInstanceCreateComputeInstance (GPU %" PRIu32
+                            ", %s at slice %" PRIu32 "): %s",
+                            index, profile, start, nvml_text(m, r));
+    }
+    return GS_OK;
+}
+
 static const struct gs_gpu_ops nvml_ops = {
     .name = "nvml",
     .system = nvml_system,
@@ -768,6 +935,8 @@ static const struct gs_gpu_ops nvml_ops = {
     .processes = nvml_processes,
     .mig_sample = nvml_mig_sample,
     .wait_event = nvml_wait_event,
+    .mig_destroy = nvml_mig_destroy,
+    .mig_create = nvml_mig_create,
     .close = nvml_close,
 };
 

@@ -92,6 +92,37 @@ struct nvml_gpu_instance_info {
     struct nvml_gpu_instance_placement placement;
 };
 
+/* nvmlComputeInstance_t: an opaque handle. */
+typedef struct nvml_compute_instance_st *nvml_compute_instance;
+
+/* nvmlGpuInstanceProfileInfo_t (v1, nvmlDeviceGetGpuInstanceProfileInfo). */
+struct nvml_gpu_instance_profile_info {
+    unsigned int id;
+    unsigned int is_p2p_supported;
+    unsigned int slice_count;
+    unsigned int instance_count;
+    unsigned int multiprocessor_count;
+    unsigned int copy_engine_count;
+    unsigned int decoder_count;
+    unsigned int encoder_count;
+    unsigned int jpeg_count;
+    unsigned int ofa_count;
+    unsigned long long memory_size_mb;
+};
+
+/* NVML_GPU_INSTANCE_PROFILE_*: 1, 2, 3, 4, 7 slices; 1 slice with the media extensions
+ * (REV1, "+me"); 1 slice with twice the memory (REV2, "1g.20gb"). NVML_COMPUTE_INSTANCE_PROFILE_*
+ * of 1, 2, 3, 4, 7 slices use the same numbers as the first five. */
+enum {
+    NVML_GI_PROFILE_1_SLICE = 0,
+    NVML_GI_PROFILE_2_SLICE = 1,
+    NVML_GI_PROFILE_3_SLICE = 2,
+    NVML_GI_PROFILE_4_SLICE = 3,
+    NVML_GI_PROFILE_7_SLICE = 4,
+    NVML_GI_PROFILE_1_SLICE_REV1 = 7,
+    NVML_GI_PROFILE_1_SLICE_REV2 = 9,
+};
+
 /*
  * nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 fills it (the v2/v3 layout):
  * the process id, its GPU memory in bytes (NVML_VALUE_NOT_AVAILABLE when the driver cannot

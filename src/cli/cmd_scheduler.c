@@ -180,8 +180,16 @@ static void on_world_event(void *ctx, const struct gs_kevent *ev)
         /* The UUID when the node's agent published its inventory, for the agent to check. */
         for (uint32_t g = 0; g < ev->n_gpus && a->gpus; g++)
             json_array_append_new(a->gpus, gs__sched_assigned_gpu(&ev->gpus[g]));
+        if (ev->mig_change)
+            a->mig = gs__sched_mig_copy(ev->mig_change);
     }
-    if (!a->ns || !a->name) {
+    /* A re-partition bind whose plan could not be copied must not go out as a plain bind: the
+     * instance it names does not exist yet. Dropped like any action short of memory. */
+    bool mig_lost = ev->kind == GS_KEV_BIND && ev->mig_change && !a->mig;
+    if (!a->ns || !a->name || mig_lost) {
+        if (mig_lost)
+            gs__sched_logf("error", "out of memory copying the MIG plan of pod=%s/%s", ev->ns,
+                           ev->name);
         free(a->ns);
         free(a->name);
         free(a->uid);
@@ -211,6 +219,7 @@ void gs__sched_action_fini(struct action *a)
     free(a->gang);
     free(a->queue);
     json_decref(a->gpus);
+    free(a->mig);
 }
 
 /* Tells of a decision about pod ns/name (uid: NULL when unknown) as an Event (aggregated:
@@ -372,8 +381,7 @@ void gs__sched_mark_disruption_target(struct sched *s, const struct action *a)
     json_decref(body);
 }
 
-/* Sets (node) or clears (NULL) a pod's status.nominatedNodeName. */
-static void set_nominated(struct sched *s, const char *ns, const char *name, const char *node)
+void gs__sched_set_nominated(struct sched *s, const char *ns, const char *name, const char *node)
 {
     json_t *body = json_pack("{s:{s:o}}", "status", "nominatedNodeName",
                              node ? json_string(node) : json_null());
@@ -529,7 +537,7 @@ static void nominate(struct sched *s, struct action *a)
     n->bind = *a;
     memset(a, 0, sizeof(*a));
     s->nnoms++;
-    set_nominated(s, n->bind.ns, n->bind.name, n->bind.node);
+    gs__sched_set_nominated(s, n->bind.ns, n->bind.name, n->bind.node);
     gs__sched_logf("info", "nominated pod=%s/%s node=%s: waiting for its victims to leave%s%s",
                    n->bind.ns, n->bind.name, n->bind.node, n->bind.detail ? ": " : "",
                    n->bind.detail ? n->bind.detail : "");
@@ -564,7 +572,7 @@ static void nomination_fail(struct sched *s, size_t i)
                    n->blocked_by ? n->blocked_by : "a victim", b->node);
     json_object_set_new(s->pdb_blocked, n->key, json_string(reason));
     json_object_set_new(s->unblock, n->key, json_integer(gs__sched_mono_ms() + PDB_RETRY_MS));
-    set_nominated(s, b->ns, b->name, NULL);
+    gs__sched_set_nominated(s, b->ns, b->name, NULL);
     gs__sched_hold_pod(s, b->ns, b->name, gs__sched_mono_ms());
     s->dirty = true;
     nomination_drop(s, i);
@@ -656,11 +664,14 @@ static void send_actions(struct sched *s)
             /* Taken over by a nomination; or the renew deadline passed: another replica may
              * lead by now, so nothing is sent. */
         } else if (s->dry_run) {
-            gs__sched_logf("info", "dry-run %s pod=%s/%s node=%s %s",
+            gs__sched_logf("info", "dry-run %s pod=%s/%s node=%s %s%s",
                            a->kind == GS_KEV_BIND    ? "bind"
                            : a->kind == GS_KEV_EVICT ? "evict"
                                                      : "pending",
-                           a->ns, a->name, a->node ? a->node : "-", a->text ? a->text : "");
+                           a->ns, a->name, a->node ? a->node : "-", a->text ? a->text : "",
+                           a->mig ? "(after a MIG re-partition of its GPU)" : "");
+        } else if (a->kind == GS_KEV_BIND && a->mig) {
+            gs__sched_migplan_start(s, a);
         } else if (a->kind == GS_KEV_BIND) {
             gs__sched_bind(s, a);
         } else if (a->kind == GS_KEV_EVICT) {
@@ -744,6 +755,7 @@ static void pod_gone(struct sched *s, const char *key)
         }
         i++;
     }
+    gs__sched_migplan_pod_gone(s, key);
     (void)json_object_del(s->held, key);
     (void)json_object_del(s->bind_attempts, key);
     (void)json_object_del(s->pdb_blocked, key);
@@ -843,6 +855,8 @@ static void on_informer(void *ud, enum gs_kube_event_type type, json_t *obj)
     }
     free(k);
     apply_change(s, ch, obj);
+    if (s->nplans && ch != GS_KDELETED && strcmp(f->kind, "Node") == 0)
+        gs__sched_migplan_node(s, obj); /* after the world read its inventory */
 }
 
 /*
@@ -1061,6 +1075,8 @@ int gs__sched_run(const struct gs__sched_opts *op)
     memset(&s, 0, sizeof(s));
     s.dry_run = dry;
     s.follower = o.follower;
+    s.dynamic_mig = o.dynamic_mig;
+    s.mig_plan_timeout_ms = o.mig_plan_timeout_s * 1000;
     s.identity = identity;
     s.sched_name = name ? name : GS_KWORLD_SCHEDULER;
     if (metrics_addr) {
@@ -1140,6 +1156,7 @@ int gs__sched_run(const struct gs__sched_opts *op)
     }
     struct gs_kworld_config wc;
     gs__cli_kworld_config(&wc, name, dq, policy, o.kai_preemptible, o.kai_threshold);
+    wc.dynamic_mig = o.dynamic_mig && !s.follower;
     wc.on_event = on_world_event;
     wc.on_warning = on_world_warning;
     wc.ctx = &s;
@@ -1277,6 +1294,7 @@ int gs__sched_run(const struct gs__sched_opts *op)
         gs__sched_gang_retry(&s, s.dry_run || leading(&s));
         check_unblock(&s);
         check_nominations(&s);
+        gs__sched_migplan_check(&s, !s.dry_run && leading(&s));
         int64_t now = gs__sched_mono_ms();
         if (now - last_flush >= 1000) {
             gs_kevents_flush(s.events, false);
@@ -1405,6 +1423,7 @@ out:
     while (s.nnoms)
         nomination_drop(&s, 0);
     free(s.noms);
+    gs__sched_migplan_fini(&s);
     for (size_t i = 0; i < N_WATCHED; i++) {
         json_decref(feeds[i].known);
         json_decref(feeds[i].seen);

@@ -14,6 +14,7 @@
 
 #include "gpusched/compiler.h"
 #include "gpusched/kevents.h"
+#include "gpusched/kmigplan.h"
 #include "gpusched/kube.h"
 #include "gpusched/kworld.h"
 #include "gpusched/log.h"
@@ -21,6 +22,15 @@
 #include "gpusched/webhook.h"
 
 struct gs__sched_acct; /* sched_acct.h */
+
+/* The re-partition a dynamic MIG BIND needs (kworld.h gs_kmig_change, copied). */
+struct gs__sched_mig {
+    uint32_t gpu;
+    bool known; /* the node has an agent inventory: the plan can be written */
+    uint32_t n_destroy, n_create, n_layout;
+    struct gs_kmig_inst destroy[GS_MIG_INSTANCES_MAX], create[GS_MIG_INSTANCES_MAX],
+        layout[GS_MIG_INSTANCES_MAX];
+};
 
 /* A decision of the last cycle, sent after it. */
 struct action {
@@ -32,6 +42,20 @@ struct action {
     char *gang;     /* BIND: "ns/podgroup" of the pod's gang; NULL when none */
     char *queue;    /* the pod's queue (logged as queue=Q); NULL when unknown */
     uint64_t cycle; /* the scheduling cycle that decided it (1 = the first) */
+    struct gs__sched_mig *mig; /* BIND on a GPU to re-partition first (--dynamic-mig); NULL */
+};
+
+/*
+ * A pod held for a MIG re-partition (sched_migplan.c): the engine holds its instance on the
+ * planned layout, the plan is on the Node (gpusched.io/mig-plan), and the Binding is sent once
+ * the node's inventory shows the layout; a failure or the timeout releases it.
+ */
+struct migplan {
+    struct action bind;          /* the BIND, owned (bind.mig is the change) */
+    char *key;                   /* "ns/name" */
+    char id[GS_KMIGPLAN_ID_LEN]; /* the plan's id */
+    int64_t due_ms;              /* monotonic: when it times out */
+    char *failed;                /* the agent's reason for a failure; NULL */
 };
 
 /*
@@ -98,7 +122,12 @@ struct sched {
     size_t ngretry, capgretry;
     json_t *gang_bound;          /* gang "ns/pg" -> {"ns/name": true}: its members bound by us */
     struct gs__sched_acct *acct; /* --accounting (sched_acct.h); NULL when not recorded */
-    bool follower; /* `gpusched accountant`: it records the leader's decisions, makes none */
+    bool follower;    /* `gpusched accountant`: it records the leader's decisions, makes none */
+    bool dynamic_mig; /* --dynamic-mig */
+    int64_t mig_plan_timeout_ms; /* --mig-plan-timeout-s in ms */
+    struct migplan *plans;       /* pods held for a re-partition */
+    size_t nplans, capplans;
+    uint64_t plan_seq; /* plans written so far (their ids) */
 };
 
 /* kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds. */
@@ -143,6 +172,9 @@ struct gs__sched_opts {
     int32_t kai_threshold;    /* its N (default 100) */
     int elect;                /* --leader-elect: 1, 0, or -1 for the default (on unless dry) */
     enum gs_log_format log_format; /* --log-format (default text) */
+    bool dynamic_mig;              /* --dynamic-mig (sched_migplan.c) */
+    long mig_plan_timeout_s;       /* --mig-plan-timeout-s, 1..3600 (default 60) */
+    bool mig_timeout_given;        /* --mig-plan-timeout-s was given */
     bool follower; /* `gpusched accountant` (cmd_accountant.c): no Lease, no cycles that place,
                       nothing written to the API server; acct_path set */
 };
@@ -242,5 +274,33 @@ void gs__sched_gang_fini(struct sched *s);
  * requests (it calls no callback for them, kube.h). Call it only after the client is freed.
  */
 void gs__sched_bind_fini(struct sched *s);
+
+/** A malloc'd copy of a BIND's re-partition (kworld.h); NULL when out of memory. */
+struct gs__sched_mig *gs__sched_mig_copy(const struct gs_kmig_change *mc);
+
+/** Sets (node) or clears (NULL) a pod's status.nominatedNodeName. */
+void gs__sched_set_nominated(struct sched *s, const char *ns, const char *name, const char *node);
+
+/**
+ * Takes over a BIND whose GPU must be re-partitioned first (a->mig; the action is left empty):
+ * writes the plan on the Node and holds the pod there, or, when it cannot (no inventory on the
+ * node, a plan already in flight there, the PATCH refused), releases it (sched_migplan.c).
+ */
+void gs__sched_migplan_start(struct sched *s, struct action *a);
+
+/** A Node object as the watch delivered it: an outcome its agent wrote for a plan in flight. */
+void gs__sched_migplan_node(struct sched *s, const json_t *node);
+
+/**
+ * Binds the held pods whose node shows the planned layout; gives up those whose agent reported
+ * a failure or whose timeout passed (only while leading: `live`).
+ */
+void gs__sched_migplan_check(struct sched *s, bool live);
+
+/** Forgets the plan of pod "ns/name" (it was deleted): its annotation is removed. */
+void gs__sched_migplan_pod_gone(struct sched *s, const char *key);
+
+/** Frees the plans (at exit). */
+void gs__sched_migplan_fini(struct sched *s);
 
 #endif /* GPUSCHED_CLI_SCHED_INT_H */

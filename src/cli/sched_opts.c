@@ -28,6 +28,7 @@ static const char *const usage =
     "                           --webhook-key FILE]\n"
     "                          [--accounting FILE [--team-label KEY]]\n"
     "                          [--kai-preemptible-threshold[=N]] [--log-format text|json]\n"
+    "                          [--dynamic-mig [--mig-plan-timeout-s N]]\n"
     "       gpusched scheduler --version\n"
     "\n"
     "Runs gpusched as a second Kubernetes scheduler: it places pods whose spec.schedulerName is\n"
@@ -93,6 +94,20 @@ static const char *const usage =
     "                        object per line with ts (UTC, ms), level, component\n"
     "                        (scheduler), msg, and pod, node and queue when the message\n"
     "                        names them (pod=NS/NAME node=N queue=Q)\n"
+    "  --dynamic-mig         a MIG pod that fits no GPU's layout as it is may have a MIG\n"
+    "                        GPU re-partitioned for it, destroying only free instances\n"
+    "                        (docs/internals/sharing.md): the plan goes on the Node as\n"
+    "                        annotation gpusched.io/mig-plan, the pod is held there\n"
+    "                        (status.nominatedNodeName, its GPU reserved) and bound once\n"
+    "                        the node agent's inventory (gpusched.io/gpus) shows the new\n"
+    "                        layout; the agent carries plans out only with mig.dynamic on\n"
+    "                        in its config (docs/agent.md). Default off\n"
+    "  --mig-plan-timeout-s N\n"
+    "                        how long a plan may wait for the agent (1 to 3600, default\n"
+    "                        60); after it, or a failure the agent reports in\n"
+    "                        gpusched.io/mig-plan-status, the plan is removed, the hold\n"
+    "                        released, and the pod waits with the reason and avoids the\n"
+    "                        node for as long before it is decided there again\n"
     "  --version             print the version and exit\n"
     "\n"
     "Events (events.k8s.io/v1, reportingController gpusched): Scheduled, FailedScheduling\n"
@@ -139,7 +154,8 @@ static bool takes_value(const char *name)
            strcmp(name, "--webhook-addr") == 0 || strcmp(name, "--webhook-cert") == 0 ||
            strcmp(name, "--webhook-key") == 0 || strcmp(name, "--accounting") == 0 ||
            strcmp(name, "--team-label") == 0 || strcmp(name, "--shutdown-timeout-s") == 0 ||
-           strcmp(name, "--pool-label") == 0 || strcmp(name, "--log-format") == 0;
+           strcmp(name, "--pool-label") == 0 || strcmp(name, "--log-format") == 0 ||
+           strcmp(name, "--mig-plan-timeout-s") == 0;
 }
 
 int gs__sched_parse_opts(int argc, char **argv, struct gs__sched_opts *o)
@@ -150,6 +166,7 @@ int gs__sched_parse_opts(int argc, char **argv, struct gs__sched_opts *o)
                                  .team_label = "gpusched.io/team",
                                  .pool_label = GS_SCHEDMETRICS_POOL_LABEL,
                                  .shutdown_timeout_s = 10,
+                                 .mig_plan_timeout_s = 60,
                                  .elect = -1,
                                  .log_format = GS_LOG_FORMAT_TEXT};
     for (int i = 0; i < argc; i++) {
@@ -218,6 +235,21 @@ int gs__sched_parse_opts(int argc, char **argv, struct gs__sched_opts *o)
                 return 2;
             }
             o->shutdown_timeout_s = v;
+        } else if (strcmp(a, "--dynamic-mig") == 0) {
+            o->dynamic_mig = true;
+        } else if (val && strcmp(a, "--mig-plan-timeout-s") == 0) {
+            char *end;
+            errno = 0;
+            long v = strtol(val, &end, 10);
+            if (!val[0] || *end || errno || v < 1 || v > 3600) {
+                (void)fprintf(stderr,
+                              "gpusched scheduler: --mig-plan-timeout-s must be a whole number of "
+                              "seconds from 1 to 3600, not '%s'\n",
+                              val);
+                return 2;
+            }
+            o->mig_plan_timeout_s = v;
+            o->mig_timeout_given = true;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             o->kubeconfig = val;
         } else if (strcmp(a, "--scheduler-name") == 0) {
@@ -258,6 +290,10 @@ int gs__sched_parse_opts(int argc, char **argv, struct gs__sched_opts *o)
     if (o->acct_path && o->dry) {
         (void)fprintf(stderr, "gpusched scheduler: --accounting records binds, which --dry-run "
                               "does not make\n");
+        return 2;
+    }
+    if (o->mig_timeout_given && !o->dynamic_mig) {
+        (void)fprintf(stderr, "gpusched scheduler: --mig-plan-timeout-s needs --dynamic-mig\n");
         return 2;
     }
     if (!o->team_label || !o->team_label[0]) {

@@ -128,6 +128,13 @@ void gs_kworld_free(struct gs_kworld *w)
     free(w);
 }
 
+int gs_kworld_inventory_mig(const struct gs_kworld *w, const char *node, uint32_t gpu,
+                            struct gs_kmig_slot *out, uint32_t cap, uint32_t *n)
+{
+    *n = 0;
+    return w && out ? gs__kinv_mig(&w->inv, node, gpu, out, cap, n) : GS_ENOENT;
+}
+
 const struct gs_cluster *gs_kworld_cluster(const struct gs_kworld *w)
 {
     return w->started ? w->c : NULL;
@@ -162,6 +169,51 @@ static struct kpod *of_engine(struct gs_kworld *w, uint32_t id)
 }
 
 static int grow_of_engine(struct gs_kworld *w, uint32_t id);
+
+/* Whether instance (profile name, start) is among l[0..n). */
+static bool slot_in(const struct gs_kmig_slot *l, uint32_t n, const char *profile, int32_t start)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (l[i].start == start && l[i].profile && strcmp(l[i].profile, profile) == 0)
+            return true;
+    return false;
+}
+
+/* The re-partition of the GPU of a dynamic MIG bind: the layout the engine planned against the
+ * node's last inventory (what its agent shows). False when there is nothing to say (the node or
+ * GPU is gone). */
+static bool mig_change(struct gs_kworld *w, const char *node, const struct gs_placement *pl,
+                       struct gs_kmig_change *mc)
+{
+    const struct gs_node *n = gs_cluster_node(w->c, pl->node);
+    uint32_t gi = pl->mig[0].gpu;
+    if (!n || !node || gi >= n->gpu_count || !n->gpus[gi].mig_model)
+        return false;
+    const struct gs_gpu *g = &n->gpus[gi];
+    memset(mc, 0, sizeof(*mc));
+    mc->gpu = gi;
+    for (uint32_t m = 0; m < g->mig_count && m < GS_MIG_INSTANCES_MAX; m++) {
+        const struct gs_mig_instance *in = &g->mig[m];
+        mc->layout[mc->n_layout++] = (struct gs_kmig_slot){
+            in->profile < g->mig_model->n_profiles ? g->mig_model->profiles[in->profile].name : "",
+            (int32_t)in->start};
+    }
+    struct gs_kmig_slot old[GS_MIG_INSTANCES_MAX];
+    uint32_t n_old = 0;
+    if (gs__kinv_mig(&w->inv, node, gi, old, GS_MIG_INSTANCES_MAX, &n_old) != GS_OK)
+        return true; /* known stays false: read from capacity, the starts are a guess */
+    mc->known = true;
+    /* Destroys by ascending start (the inventory may list them in any order). */
+    for (int32_t st = 0; st < 8; st++)
+        for (uint32_t i = 0; i < n_old; i++)
+            if (old[i].start == st && old[i].profile &&
+                !slot_in(mc->layout, mc->n_layout, old[i].profile, st))
+                mc->destroy[mc->n_destroy++] = old[i];
+    for (uint32_t i = 0; i < mc->n_layout; i++)
+        if (!slot_in(old, n_old, mc->layout[i].profile, mc->layout[i].start))
+            mc->create[mc->n_create++] = mc->layout[i];
+    return true;
+}
 
 static void on_engine_event(void *ctx, const struct gs_event *ev)
 {
@@ -250,6 +302,10 @@ static void on_engine_event(void *ctx, const struct gs_event *ev)
                 gs__kinv_uuid(&w->inv, k.node, pm->gpu) ? pm->start : -1};
         }
     }
+    struct gs_kmig_change mc;
+    if (k.kind == GS_KEV_BIND && !k.adopted && ev->mig_repartitions > 0 && ev->pl &&
+        ev->pl->mig_count > 0 && mig_change(w, k.node, ev->pl, &mc))
+        k.mig_change = &mc;
     if (w->cfg.on_event)
         w->cfg.on_event(w->cfg.ctx, &k);
 }
@@ -951,6 +1007,7 @@ static int start(struct gs_kworld *w, int64_t now_ms)
                                   .reclaim = w->cfg.reclaim,
                                   .backfill = w->cfg.backfill,
                                   .evict_ends_pod = true,
+                                  .dynamic_mig = w->cfg.dynamic_mig,
                                   .on_event = on_engine_event,
                                   .ctx = w};
     if ((err = gs_engine_new(w->c, &ec, &w->e)) != GS_OK)

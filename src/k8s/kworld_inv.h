@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "gpusched/cluster.h" /* GS_NODE_GPUS_MAX, struct gs_gpu_mode */
+#include "gpusched/kworld.h"  /* struct gs_kmig_slot */
 #include "gpusched/mig.h"
 
 /** The annotation. */
@@ -64,6 +65,8 @@ struct gs__kinv {
     json_t *mode_warned; /**< node name -> the last GPU-mode warnings given (said once) */
     json_t *cap_warned;  /**< node name -> the last MIG-from-capacity warning given
                               (kworld_capmig.c; said once) */
+    json_t *migs;        /**< node name -> [per GPU: [[profile, start], ...]] of its last good
+                              inventory (dynamic MIG) */
 };
 
 /** @return GS_OK; GS_ENOMEM. */
@@ -113,5 +116,14 @@ void gs__kinv_forget(struct gs__kinv *k, const char *name);
 /** The UUID of GPU `index` of a node; NULL when unknown (no inventory). Valid until the next
  * gs__kinv_read or gs__kinv_forget of that node. */
 const char *gs__kinv_uuid(const struct gs__kinv *k, const char *node, uint32_t index);
+
+/**
+ * The MIG devices of GPU `index` in a node's last good inventory, as given (profile, start;
+ * start -1 when absent). @param out receives up to cap entries, valid until the next
+ * gs__kinv_read or gs__kinv_forget of that node. @return GS_OK; GS_ENOENT (no inventory, or no
+ * such GPU in it).
+ */
+int gs__kinv_mig(const struct gs__kinv *k, const char *node, uint32_t index,
+                 struct gs_kmig_slot *out, uint32_t cap, uint32_t *n);
 
 #endif /* GPUSCHED_K8S_KWORLD_INV_H */

@@ -155,7 +155,9 @@ int gs__kinv_init(struct gs__kinv *k)
     k->warned = json_object();
     k->mode_warned = json_object();
     k->cap_warned = json_object();
-    if (k->uuids == NULL || k->warned == NULL || k->mode_warned == NULL || k->cap_warned == NULL) {
+    k->migs = json_object();
+    if (k->uuids == NULL || k->warned == NULL || k->mode_warned == NULL || k->cap_warned == NULL ||
+        k->migs == NULL) {
         gs__kinv_fini(k);
         return GS_ENOMEM;
     }
@@ -168,7 +170,8 @@ void gs__kinv_fini(struct gs__kinv *k)
     json_decref(k->warned);
     json_decref(k->mode_warned);
     json_decref(k->cap_warned);
-    k->uuids = k->warned = k->mode_warned = k->cap_warned = NULL;
+    json_decref(k->migs);
+    k->uuids = k->warned = k->mode_warned = k->cap_warned = k->migs = NULL;
 }
 
 void gs__kinv_forget(struct gs__kinv *k, const char *name)
@@ -177,6 +180,7 @@ void gs__kinv_forget(struct gs__kinv *k, const char *name)
     (void)json_object_del(k->warned, name);
     (void)json_object_del(k->mode_warned, name);
     (void)json_object_del(k->cap_warned, name);
+    (void)json_object_del(k->migs, name);
 }
 
 const char *gs__kinv_uuid(const struct gs__kinv *k, const char *node, uint32_t index)
@@ -194,6 +198,7 @@ int gs__kinv_read(struct gs__kinv *k, const json_t *node, const char *name,
     *have = gs__kworld_node_gpus(node, name, out, text, sizeof text);
     if (*have != 1) {
         (void)json_object_del(k->uuids, name);
+        (void)json_object_del(k->migs, name);
         if (*have == 0) {
             (void)json_object_del(k->warned, name);
             return GS_OK;
@@ -216,6 +221,44 @@ int gs__kinv_read(struct gs__kinv *k, const json_t *node, const char *name,
         }
     if (uuids == NULL || json_object_set_new(k->uuids, name, uuids) != 0)
         return GS_ENOMEM;
+    /* The MIG devices as given (profile, start), for dynamic MIG's plans and their check. */
+    json_t *migs = json_array();
+    for (uint32_t g = 0; migs != NULL && g < out->n; g++) {
+        json_t *l = json_array();
+        for (uint32_t m = 0; l != NULL && m < out->mig_n[g] && m < GS_MIG_INSTANCES_MAX; m++)
+            if (json_array_append_new(
+                    l, json_pack("[s,i]", out->mig[g][m].profile, out->mig[g][m].start)) != 0) {
+                json_decref(l);
+                l = NULL;
+            }
+        if (l == NULL || json_array_append_new(migs, l) != 0) {
+            json_decref(migs);
+            migs = NULL;
+        }
+    }
+    if (migs == NULL || json_object_set_new(k->migs, name, migs) != 0)
+        return GS_ENOMEM;
+    return GS_OK;
+}
+
+int gs__kinv_mig(const struct gs__kinv *k, const char *node, uint32_t index,
+                 struct gs_kmig_slot *out, uint32_t cap, uint32_t *n)
+{
+    *n = 0;
+    const json_t *l = node ? json_array_get(json_object_get(k->migs, node), index) : NULL;
+    if (l == NULL)
+        return GS_ENOENT;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(l, i, e)
+    {
+        if (*n == cap)
+            break;
+        json_int_t st = json_integer_value(json_array_get(e, 1));
+        out[*n].profile = json_string_value(json_array_get(e, 0));
+        out[*n].start = st < 0 ? -1 : (int32_t)st;
+        (*n)++;
+    }
     return GS_OK;
 }
 

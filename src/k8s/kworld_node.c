@@ -242,7 +242,13 @@ int gs__kworld_apply_node(struct gs_kworld *w, enum gs_kchange change, const jso
                 continue;
             if (n->gpus[g].pods == 0)
                 (void)gs_cluster_set_gpu_mode(w->c, (uint32_t)idx, g, m, NULL, 0);
-            else
+            else if (!(w->cfg.dynamic_mig && m->sharing == GS_GPU_SHARE_MIG &&
+                       n->gpus[g].sharing == GS_GPU_SHARE_MIG && m->mig_count > 0 &&
+                       gs_cluster_set_mig_layout(w->c, (uint32_t)idx, g, m->mig, m->mig_count, NULL,
+                                                 0) == GS_OK))
+                /* Dynamic MIG: a new layout that keeps every held instance applies at once (a
+                 * failed plan's GPU goes back to what the node has); one that lacks a held
+                 * instance (the old inventory while a plan for that pod is in flight) waits. */
                 due = true;
         }
         if (due && json_object_set(w->mode_due, name, (json_t *)obj) != 0)

@@ -983,6 +983,33 @@ static void test_config_rediscover_interval(void **state)
     assert_non_null(strstr(d.msg, "not a duration"));
 }
 
+/* mig.dynamic: off by default; a bool; an unknown key under mig is named. */
+static void test_config_mig_dynamic(void **state)
+{
+    (void)state;
+    struct gs_dp_config c;
+    gs_dp_config_default(&c);
+    assert_false(c.mig_dynamic);
+    dpfx_parse_ok("version: v1\nmig: {dynamic: true}\n", &c);
+    assert_true(c.mig_dynamic);
+    dpfx_parse_ok("version: v1\nmig: {dynamic: false}\n", &c);
+    assert_false(c.mig_dynamic);
+    dpfx_parse_ok("version: v1\nflags: {migStrategy: mixed}\n", &c);
+    assert_false(c.mig_dynamic);
+    struct gs_diag d;
+    const char *bad = "version: v1\nmig: {dynamic: yes-please}\n";
+    assert_int_equal(gs_dp_config_parse(bad, strlen(bad), "t.yaml", &c, &d), GS_EPARSE);
+    assert_int_equal(d.line, 2);
+    assert_string_equal(d.field, "dynamic");
+    assert_non_null(strstr(d.msg, "mig.dynamic: 'yes-please' is not true or false"));
+    bad = "version: v1\nmig: {dynamc: true}\n";
+    assert_int_equal(gs_dp_config_parse(bad, strlen(bad), "t.yaml", &c, &d), GS_EPARSE);
+    assert_string_equal(d.field, "dynamc");
+    bad = "version: v1\nmig: true\n";
+    assert_int_equal(gs_dp_config_parse(bad, strlen(bad), "t.yaml", &c, &d), GS_EPARSE);
+    assert_string_equal(d.field, "mig");
+}
+
 static void test_gpu_layout_same_looks_at_mig_only(void **state)
 {
     (void)state;
@@ -1326,6 +1353,7 @@ int main(void)
         cmocka_unit_test(test_allocate_names_units_and_refuses_bad_ids),
         cmocka_unit_test(test_list_marks_only_the_unhealthy_gpu_devices),
         cmocka_unit_test(test_config_rediscover_interval),
+        cmocka_unit_test(test_config_mig_dynamic),
         cmocka_unit_test(test_gpu_layout_same_looks_at_mig_only),
         cmocka_unit_test(test_carry_keeps_positions_across_repartitions),
         cmocka_unit_test(test_carry_reuses_an_empty_position_when_full),

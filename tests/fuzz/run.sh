@@ -12,7 +12,7 @@ runs=${2:-20000}
 jobs=${3:-2}
 targets=(fuzz_trace fuzz_qconfig fuzz_fake_yaml fuzz_devplugin_config fuzz_grpc_frame fuzz_http2 fuzz_watch fuzz_kworld
          fuzz_usage_time fuzz_dpkube fuzz_webhook fuzz_prom_range fuzz_prom_text fuzz_log_json
-         fuzz_podmap)
+         fuzz_podmap fuzz_migplan)
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \

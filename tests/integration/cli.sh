@@ -102,6 +102,10 @@ python3 "$src/tests/integration/check_json_log.py" "$tmp/json-fail.log" schedule
 expect 2 "unknown policy 'fastest' \(random, dotprod" -- scheduler --lease-namespace=x --policy=fastest
 expect 2 "^gpusched scheduler: --log-format must be text or json, not 'xml'$" -- scheduler --log-format=xml
 expect 2 "^gpusched scheduler: --log-format needs a value$" -- scheduler --log-format
+# Dynamic MIG: the plan's timeout needs the option, and is whole seconds 1..3600.
+expect 2 "^gpusched scheduler: --mig-plan-timeout-s needs --dynamic-mig$" -- scheduler --mig-plan-timeout-s 5
+expect 2 "^gpusched scheduler: --mig-plan-timeout-s must be a whole number of seconds from 1 to 3600, not '0'$" -- scheduler --dynamic-mig --mig-plan-timeout-s=0
+expect 2 "^gpusched scheduler: --mig-plan-timeout-s must be a whole number of seconds from 1 to 3600, not '1m'$" -- scheduler --dynamic-mig --mig-plan-timeout-s 1m
 expect 2 "--seeds '9-3': the range 9-3 goes down \\(write 3-9\\)" -- simulate --nodes "$nodes" --pods "$pods" --seeds 9-3
 expect 2 "--seeds 'x1': 'x1' is not a whole number" -- simulate --nodes "$nodes" --pods "$pods" --seeds x1
 expect 2 "--tune: expected" -- simulate --nodes "$nodes" --pods "$pods" --tune -1

@@ -3,8 +3,8 @@
 # the real API server of the test plane:
 #   1. `helm lint --strict` passes with the defaults and with the webhook, agent, leader
 #      election, PriorityClasses and Queues turned off; the scheduler's values
-#      (kaiPreemptibleThreshold, poolLabel, logFormat, policy) reach its container's args, which
-#      the gpusched binary takes, and bad values fail the render;
+#      (kaiPreemptibleThreshold, poolLabel, logFormat, policy, dynamicMig) reach its container's
+#      args, which the gpusched binary takes, and bad values fail the render;
 #   2. `helm template -n gpusched-system --include-crds` with the defaults renders exactly the
 #      objects of the plain manifests in deploy/ (CRDs, RBAC, Deployment, PDB, webhook Service
 #      and configuration, PriorityClasses, example Queues, agent RBAC, ConfigMap, DaemonSet,
@@ -101,13 +101,16 @@ echo "ok: accountant renders beside 2 replicas, on a claim of its own or yours, 
 # bad value, would exit 2 before --help is read). Refused values fail the render.
 "$helm" template gpusched "$CHART" -n gpusched-system -s templates/scheduler.yaml \
     --set scheduler.kaiPreemptibleThreshold=100 --set scheduler.poolLabel=gpusched.io/pool \
-    --set scheduler.logFormat=json --set scheduler.policy=bestfit >"$tmp/flags.yaml"
+    --set scheduler.logFormat=json --set scheduler.policy=bestfit \
+    --set scheduler.dynamicMig.enabled=true --set scheduler.dynamicMig.planTimeoutSeconds=30 \
+    >"$tmp/flags.yaml"
 python3 - "$tmp/flags.yaml" >"$tmp/args" <<'PY' || fail "the scheduler's values do not reach its args"
 import sys, yaml
 dep = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
 args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
 want = ["scheduler", "--policy=bestfit", "--kai-preemptible-threshold=100",
-        "--pool-label=gpusched.io/pool", "--log-format=json", "--leader-elect=true",
+        "--pool-label=gpusched.io/pool", "--log-format=json", "--dynamic-mig",
+        "--mig-plan-timeout-s=30", "--leader-elect=true",
         "--lease-namespace=kube-system", "--lease-name=gpusched", "--metrics-addr=0.0.0.0:10259",
         "--webhook-addr=0.0.0.0:9443", "--webhook-cert=/etc/gpusched/webhook/tls.crt",
         "--webhook-key=/etc/gpusched/webhook/tls.key"]
@@ -121,8 +124,9 @@ if [ -n "$bin" ]; then
         fail "gpusched refuses the chart's args ${args[*]}: $(cat "$tmp/args.err")"
 fi
 "$helm" template gpusched "$CHART" -s templates/scheduler.yaml >"$tmp/plain-args.yaml"
-grep -q -- '--kai-preemptible-threshold\|--pool-label\|--log-format' "$tmp/plain-args.yaml" &&
-    fail "the defaults render --kai-preemptible-threshold, --pool-label or --log-format"
+grep -q -- '--kai-preemptible-threshold\|--pool-label\|--log-format\|--dynamic-mig\|--mig-plan' \
+    "$tmp/plain-args.yaml" &&
+    fail "the defaults render --kai-preemptible-threshold, --pool-label, --log-format or --dynamic-mig"
 if [ -n "$bin" ]; then # the defaults' args too (--lease-namespace=kube-system and the like)
     mapfile -t args < <(python3 -c 'import sys, yaml
 d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
@@ -149,7 +153,14 @@ for bad in 'scheduler.kaiPreemptibleThreshold=1.5' 'scheduler.kaiPreemptibleThre
         fail "--set $bad was rendered"
     grep -q "must be" "$tmp/bad-flag.err" || fail "--set $bad: $(cat "$tmp/bad-flag.err")"
 done
-echo "ok: kaiPreemptibleThreshold, poolLabel, logFormat (scheduler and agent) reach the args${bin:+ (gpusched takes them)}; the defaults add none; 1.5, 3000000000 and xml are refused"
+for bad in 0 3601 1.5 soon; do
+    "$helm" template gpusched "$CHART" --set scheduler.dynamicMig.enabled=true \
+        --set "scheduler.dynamicMig.planTimeoutSeconds=$bad" >/dev/null 2>"$tmp/bad-flag.err" &&
+        fail "planTimeoutSeconds=$bad was rendered"
+    grep -q "planTimeoutSeconds must be a whole number of seconds from 1 to 3600" \
+        "$tmp/bad-flag.err" || fail "planTimeoutSeconds=$bad: $(cat "$tmp/bad-flag.err")"
+done
+echo "ok: kaiPreemptibleThreshold, poolLabel, logFormat (scheduler and agent), dynamicMig reach the args${bin:+ (gpusched takes them)}; the defaults add none; 1.5, 3000000000, xml and a plan timeout of 0 are refused"
 
 # 2. The defaults render the plain manifests.
 "$helm" template gpusched "$CHART" -n gpusched-system --include-crds >"$tmp/chart.yaml"
