@@ -14,9 +14,12 @@
  * count(t) x total GPUs / GPUs of the models t may use, so a type constrained to a few models
  * weighs more on their nodes, where all of it must land. The 32 rollouts use common random
  * numbers (rollout r draws from a stream seeded by r alone, for every state): W is a pure
- * function of the node's state, memoised on it, and two states' W differ by their state, not
- * by sampling noise (with independent streams, or with 4 to 16 rollouts, the multi-GPU traces
- * swung between 3 % and 11 % unallocated GPU from one stream to another).
+ * function of the node's state, memoised on it, and two states' W differ by their state more
+ * than by sampling noise (streams seeded by the state left 12 % of the GPUs unallocated on
+ * multigpu30). The choice of streams still matters: a run can hinge on a difference of two
+ * estimates, and on the multi-GPU and model-constrained traces the result moves by points with
+ * the number of rollouts or the streams (docs/fgd-policies.md §7.1); on multigpu30 this policy
+ * does worse than FGD.
  *
  * The score is FGD's with dF replaced by dF + dW: trunc(100 x sigmoid(-(dF + dW) / 1000)), the
  * GPU of a shared pod the one of least dF + dW. Then, as FGD-band (policy_fgdband.c), every
@@ -30,7 +33,6 @@
  */
 #include "sched_int.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "alloc_int.h"
