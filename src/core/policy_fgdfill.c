@@ -12,14 +12,14 @@
  * combinatorial optimization" (J. Heuristics 3, 1997), with a random base policy, evaluated per
  * node since a placement changes only its node. A node's rollouts draw type t with weight
  * count(t) x total GPUs / GPUs of the models t may use, so a type constrained to a few models
- * weighs more on their nodes, where all of it must land. The 32 rollouts use common random
- * numbers (rollout r draws from a stream seeded by r alone, for every state): W is a pure
- * function of the node's state, memoised on it, and two states' W differ by their state more
- * than by sampling noise (streams seeded by the state left 12 % of the GPUs unallocated on
- * multigpu30). The choice of streams still matters: a run can hinge on a difference of two
- * estimates, and on the multi-GPU and model-constrained traces the result moves by points with
- * the number of rollouts or the streams (docs/fgd-policies.md §7.1); on multigpu30 this policy
- * does worse than FGD.
+ * weighs more on their nodes, where all of it must land. Rollouts use common random numbers
+ * (rollout r draws from a stream seeded by r alone, for every state), so W is a pure function
+ * of the node's state, memoised on it. W is still an estimate, and a run can hinge on the
+ * difference of two estimates: with one set of 32 rollouts, multigpu30 was left with 5.7 % of
+ * its GPUs unallocated against FGD's 3.7 %, with 64 rollouts gpuspec20 was, 5.9 % against 5.4
+ * (docs/fgd-policies.md §7.1). So W is estimated by two sets of 32 rollouts (streams 0-31 and
+ * 32-63), and dW counts only where the two agree on its sign, then the smaller in magnitude:
+ * the lookahead moves a placement only where both estimates see the same effect.
  *
  * The score is FGD's with dF replaced by dF + dW: trunc(100 x sigmoid(-(dF + dW) / 1000)), the
  * GPU of a shared pod the one of least dF + dW. Then, as FGD-band (policy_fgdband.c), every
@@ -38,8 +38,8 @@
 #include "alloc_int.h"
 #include "gpusched/err.h"
 
-/* Rollouts per state (W's mean is over these), the longest rollout, the most types a rollout
- * draws from, the most memo entries. */
+/* Rollouts per set (each of the two estimates of W is a mean over these), the longest
+ * rollout, the most types a rollout draws from, the most memo entries. */
 #define FILL_ROLLOUTS 32
 #define FILL_TYPES_MAX 512
 #define FILL_STEPS_MAX 96
@@ -53,7 +53,7 @@ struct fill_entry {
     uint32_t model;
     uint32_t n_gpu;
     int16_t free_desc[GS_NODE_GPUS_MAX];
-    double waste;
+    double waste[2]; /* W by rollout set 0 and set 1 */
 };
 
 struct delta_entry {
@@ -155,7 +155,7 @@ struct fill_type {
  * of W between two states are not drowned in sampling noise, and W is a pure function).
  */
 static double fill_eval(const struct gs_workload *w, const uint64_t *wt, uint32_t model,
-                        int64_t cpu0, const int32_t *free0, uint32_t n_gpu, int rollouts)
+                        int64_t cpu0, const int32_t *free0, uint32_t n_gpu, int rollouts, int first)
 {
     uint64_t model_bit = model < 64 ? UINT64_C(1) << model : 0;
     struct fill_type ty[FILL_TYPES_MAX];
@@ -171,7 +171,7 @@ static double fill_eval(const struct gs_workload *w, const uint64_t *wt, uint32_
     uint32_t ok[FILL_TYPES_MAX];
     double sum = 0;
     for (int r = 0; r < rollouts; r++) {
-        uint64_t x = (uint64_t)r * UINT64_C(0x2545f4914f6cdd1d) + 1;
+        uint64_t x = (uint64_t)(first + r) * UINT64_C(0x2545f4914f6cdd1d) + 1;
         int32_t fr[GS_NODE_GPUS_MAX];
         memcpy(fr, free0, n_gpu * sizeof(*fr));
         int64_t cpu = cpu0;
@@ -235,9 +235,9 @@ static double fill_eval(const struct gs_workload *w, const uint64_t *wt, uint32_
     return sum / rollouts;
 }
 
-/* W of a state (free list in any order), memoised. */
-static double fill_waste(struct gs_sched *s, uint32_t model, int64_t cpu, const int32_t *free_any,
-                         uint32_t n_gpu)
+/* W of a state (free list in any order) by each rollout set, into wv[0..2); memoised. */
+static void fill_waste(struct gs_sched *s, uint32_t model, int64_t cpu, const int32_t *free_any,
+                       uint32_t n_gpu, double *wv)
 {
     int32_t fr[GS_NODE_GPUS_MAX];
     for (uint32_t g = 0; g < n_gpu; g++) {
@@ -262,17 +262,22 @@ static double fill_waste(struct gs_sched *s, uint32_t model, int64_t cpu, const 
             bool same = true;
             for (uint32_t g = 0; g < n_gpu && same; g++)
                 same = e->free_desc[g] == fr[g];
-            if (same)
-                return e->waste;
+            if (same) {
+                wv[0] = e->waste[0];
+                wv[1] = e->waste[1];
+                return;
+            }
         }
         i = (i + 1) & mask;
     }
-    double wv = fill_eval(s->w, s->fill->weight, model, cpu, fr, n_gpu, FILL_ROLLOUTS);
+    for (int set = 0; set < 2; set++)
+        wv[set] = fill_eval(s->w, s->fill->weight, model, cpu, fr, n_gpu, FILL_ROLLOUTS,
+                            set * FILL_ROLLOUTS);
     if ((f->len + 1) * 2 > f->cap) {
         uint32_t cap = f->cap < FILL_MEMO_MAX ? f->cap * 2 : f->cap;
         struct fill_entry *memo = gs__calloc(cap, sizeof(*memo));
         if (!memo)
-            return wv;
+            return;
         if (cap > f->cap) {
             for (uint32_t k = 0; k < f->cap; k++) {
                 if (!f->memo[k].hash)
@@ -300,9 +305,9 @@ static double fill_waste(struct gs_sched *s, uint32_t model, int64_t cpu, const 
     e->n_gpu = n_gpu;
     for (uint32_t g = 0; g < n_gpu; g++)
         e->free_desc[g] = (int16_t)fr[g];
-    e->waste = wv;
+    e->waste[0] = wv[0];
+    e->waste[1] = wv[1];
     f->len++;
-    return wv;
 }
 
 /* dF + dW of placing milli request req on node n (index `node`): on GPU `gpu` for a share,
@@ -313,7 +318,8 @@ static double fill_delta(struct gs_sched *s, const struct gs_node *n, uint32_t n
     int32_t fr[GS_NODE_GPUS_MAX];
     for (uint32_t g = 0; g < n->gpu_count; g++)
         fr[g] = n->gpus[g].gpu_milli_free;
-    double w_before = fill_waste(s, n->model_id, n->cpu_milli_free, fr, n->gpu_count);
+    double w_before[2], w_after[2];
+    fill_waste(s, n->model_id, n->cpu_milli_free, fr, n->gpu_count, w_before);
     int64_t cpu_after = n->cpu_milli_free - gs_cpu_nonzero(req->cpu_milli);
     if (gpu >= 0) {
         fr[gpu] -= req->gpu_milli;
@@ -325,10 +331,16 @@ static double fill_delta(struct gs_sched *s, const struct gs_node *n, uint32_t n
                 taken++;
             }
     }
-    double w_after = fill_waste(s, n->model_id, cpu_after, fr, n->gpu_count);
+    fill_waste(s, n->model_id, cpu_after, fr, n->gpu_count, w_after);
     double f_before = gs_sched_node_frag(s, node, NULL);
     double f_after = gs_frag_node(s->w, n->model_id, cpu_after, fr, n->gpu_count, NULL);
-    return (f_after - f_before) + (w_after - w_before);
+    /* dW where the two rollout sets agree on its sign, the smaller of the two; else 0. */
+    double d0 = w_after[0] - w_before[0], d1 = w_after[1] - w_before[1], dw = 0;
+    if (d0 > 0 && d1 > 0)
+        dw = d0 < d1 ? d0 : d1;
+    else if (d0 < 0 && d1 < 0)
+        dw = d0 > d1 ? d0 : d1;
+    return (f_after - f_before) + dw;
 }
 
 /* The least dF + dW of req on node n and its GPU (*gpu; a share's, else 0). */
