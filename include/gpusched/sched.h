@@ -20,8 +20,8 @@
  * dotprod, clustering, packing and bestfit the same way, best fit on what the kind takes: the
  * feasible node left with the least of it free (MiB on fractions GPUs, free slots, free
  * instances) scores 100, the one with the most 0, min-max scaled; the GPUs are then those
- * gs_node_pick_gpus() chooses. fgd and fgdband score memory and MIG requests by the drop of the
- * fragmentation measure over every mode (frag.h, gs_frag_node_gpus(); docs/fgd-policies.md
+ * gs_node_pick_gpus() chooses. fgd, fgdband and fgdfill score memory and MIG requests by the drop
+ * of the fragmentation measure over every mode (frag.h, gs_frag_node_gpus(); docs/fgd-policies.md
  * §3.7) and take the GPUs (instances) that drop chose; time-slice slots keep best fit.
  *
  * A scheduler borrows its cluster and keeps caches keyed on node generations, so binding and
@@ -38,9 +38,10 @@
 #include "gpusched/rng.h"
 
 /** Number of placement policies in the registry. */
-#define GS_POLICY_COUNT 7
+#define GS_POLICY_COUNT 8
 /** The first GS_POLICY_PAPER_COUNT are the FGD paper's six (what `simulate --policy all` runs);
- *  after them come policies of ours ("fgdband", src/core/policy_fgdband.c). */
+ *  after them come policies of ours ("fgdband", src/core/policy_fgdband.c; "fgdfill",
+ *  src/core/policy_fgdfill.c). */
 #define GS_POLICY_PAPER_COUNT 6
 
 /** Returns the name of policy i (0..GS_POLICY_COUNT-1), e.g. "fgd"; NULL past the end. */

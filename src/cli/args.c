@@ -93,7 +93,7 @@ int gs__cli_policy_arg(const char *cmd, const char **name)
     if (id < 0) {
         (void)fprintf(stderr,
                       "gpusched %s: --policy: unknown policy '%s' (random, dotprod, clustering, "
-                      "packing, bestfit, fgd, fgdband)\n",
+                      "packing, bestfit, fgd, fgdband, fgdfill)\n",
                       cmd, *name);
         return 2;
     }

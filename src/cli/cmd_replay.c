@@ -42,8 +42,8 @@ static const char *const usage_replay =
     "  --pods FILE         pod list with time columns\n"
     "  --queues FILE       queue configuration (YAML; see docs/queues.md)\n"
     "  --policy P          the one placement policy of the replay (default fgd; random, dotprod,\n"
-    "                      clustering, packing, bestfit, or fgdband, ours); `simulate --policy\n"
-    "                      all` compares the first six\n"
+    "                      clustering, packing, bestfit, or fgdband and fgdfill, ours);\n"
+    "                      `simulate --policy all` compares the first six\n"
     "  --no-backfill       strict order within each queue and GPU model (default: EASY\n"
     "                      backfill, with the trace's observed run times as estimates)\n"
     "  --no-preemption     no priority preemption inside queues\n"
@@ -344,7 +344,7 @@ int gs_cmd_replay(int argc, char **argv)
             if (p < 0) {
                 (void)fprintf(stderr,
                               "gpusched replay: --policy: unknown policy '%s' (random, dotprod, "
-                              "clustering, packing, bestfit, fgd, fgdband)\n",
+                              "clustering, packing, bestfit, fgd, fgdband, fgdfill)\n",
                               v);
                 return 2;
             }

@@ -39,7 +39,8 @@ static const char *const usage_simulate =
     "                      gpu_mem_mib, gpu_mode)\n"
     "  --pods FILE[,...]   pod list(s); repeat the option or separate with commas\n"
     "  --policy P[,P...]   random, dotprod, clustering, packing, bestfit, fgd (the paper's six;\n"
-    "                      `all` is those, the default), fgdband (ours, docs/fgd-policies.md)\n"
+    "                      `all` is those, the default), fgdband, fgdfill (ours,\n"
+    "                      docs/fgd-policies.md)\n"
     "  --seeds LIST        seeds as N, N-M, or a comma list of both (default 42-51)\n"
     "  --tune X            GPU request as a multiple of cluster GPU capacity (default 1.3)\n"
     "  --out DIR           output directory, created if needed (default out)\n"
@@ -466,7 +467,7 @@ int gs_cmd_simulate(int argc, char **argv)
             if (parse_policies(v, chosen, &bad) != 0) {
                 (void)fprintf(stderr,
                               "gpusched simulate: --policy: unknown policy '%s' (random, dotprod, "
-                              "clustering, packing, bestfit, fgd, fgdband, all)\n",
+                              "clustering, packing, bestfit, fgd, fgdband, fgdfill, all)\n",
                               bad ? bad : v);
                 goto out;
             }

@@ -183,13 +183,13 @@ void gs__pick_whole(struct gs_sched *s, const struct gs_node *n, const struct gs
 
 static const struct policy_ops *const policies[GS_POLICY_COUNT] = {
     &gs__policy_random,  &gs__policy_dotprod, &gs__policy_clustering, &gs__policy_packing,
-    &gs__policy_bestfit, &gs__policy_fgd,     &gs__policy_fgdband,
+    &gs__policy_bestfit, &gs__policy_fgd,     &gs__policy_fgdband,    &gs__policy_fgdfill,
 };
 
 /* Policies that score against a target workload and cannot work without one. */
 static bool needs_workload(const struct policy_ops *ops)
 {
-    return ops == &gs__policy_fgd || ops == &gs__policy_fgdband;
+    return ops == &gs__policy_fgd || ops == &gs__policy_fgdband || ops == &gs__policy_fgdfill;
 }
 
 uint32_t gs_sched_adaptive_nodes_to_find(uint32_t n_nodes)
@@ -281,6 +281,7 @@ int gs_sched_set_workload(struct gs_sched *s, const struct gs_workload *w)
         memset(s->memo, 0, (size_t)s->memo_cap * sizeof(*s->memo));
     s->memo_len = 0;
     gs__index_invalidate(s->ix);
+    gs__fill_reset(s->fill);
     return GS_OK;
 }
 
@@ -299,6 +300,7 @@ void gs_sched_free(struct gs_sched *s)
     gs__free(s->cache);
     gs__free(s->memo);
     gs__index_free(s->ix);
+    gs__fill_free(s->fill);
     gs__free(s);
 }
 

@@ -91,6 +91,7 @@ struct memo_entry {
 };
 
 struct gs__index;
+struct gs__fill;
 
 struct gs_sched {
     struct gs_cluster *c;
@@ -124,6 +125,7 @@ struct gs_sched {
     struct gs__index *ix;   /* the placement index (sched_index.c); NULL until first used */
     uint32_t nodes_to_find; /* 0 = all */
     uint32_t next_start;    /* where the next bounded scan starts */
+    struct gs__fill *fill;  /* FGD-fill's memo (policy_fgdfill.c); NULL until first used */
 };
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
@@ -230,6 +232,10 @@ void gs__pick_whole(struct gs_sched *s, const struct gs_node *n, const struct gs
 
 /* The policies, in registry order (policy_*.c). */
 extern const struct policy_ops gs__policy_random, gs__policy_dotprod, gs__policy_clustering,
-    gs__policy_packing, gs__policy_bestfit, gs__policy_fgd, gs__policy_fgdband;
+    gs__policy_packing, gs__policy_bestfit, gs__policy_fgd, gs__policy_fgdband, gs__policy_fgdfill;
+
+/* FGD-fill's memo: frees it (NULL: no-op); forgets every entry (a new workload). */
+void gs__fill_free(struct gs__fill *f);
+void gs__fill_reset(struct gs__fill *f);
 
 #endif

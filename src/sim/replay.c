@@ -538,7 +538,8 @@ int gs_replay_run(const struct gs_trace_nodes *nodes, const struct gs_trace_pods
         rank[i] = i;
     gs_rng_shuffle_u32(&rng, rank, nodes->n);
     const char *policy = cfg->policy ? cfg->policy : "fgd";
-    bool wants_workload = strcmp(policy, "fgd") == 0 || strcmp(policy, "fgdband") == 0;
+    bool wants_workload = strcmp(policy, "fgd") == 0 || strcmp(policy, "fgdband") == 0 ||
+                          strcmp(policy, "fgdfill") == 0;
     if (wants_workload && (err = gs_workload_build(reqs, specs, n, 95, &w)) != GS_OK)
         goto out;
     struct gs_engine_config ec = {.policy = policy,

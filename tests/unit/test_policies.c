@@ -154,11 +154,11 @@ static void test_registry_lists_six_paper_policies_in_order_then_ours(void **sta
 {
     (void)state;
     static const char *const names[] = {"random",  "dotprod", "clustering", "packing",
-                                        "bestfit", "fgd",     "fgdband"};
+                                        "bestfit", "fgd",     "fgdband",    "fgdfill"};
     static const char *const labels[] = {"01-Random",     "02-DotProd", "03-GpuClustering",
                                          "04-GpuPacking", "05-BestFit", "06-FGD",
-                                         "07-FGD-band"};
-    assert_int_equal(GS_POLICY_COUNT, 7);
+                                         "07-FGD-band",   "08-FGD-fill"};
+    assert_int_equal(GS_POLICY_COUNT, 8);
     assert_int_equal(GS_POLICY_PAPER_COUNT, 6);
     for (uint32_t i = 0; i < GS_POLICY_COUNT; i++) {
         assert_string_equal(gs_policy_name(i), names[i]);
@@ -184,6 +184,9 @@ static void test_sched_new_rejects_unknown_policy_bad_rank_and_fgd_without_workl
     assert_int_equal(gs_sched_new(c, &cfg, &s), GS_EINVAL);
     assert_null(s);
     cfg.policy = "fgdband";
+    assert_int_equal(gs_sched_new(c, &cfg, &s), GS_EINVAL);
+    assert_null(s);
+    cfg.policy = "fgdfill";
     assert_int_equal(gs_sched_new(c, &cfg, &s), GS_EINVAL);
     assert_null(s);
     static const uint32_t dup_rank[] = {0, 0}; /* not a permutation */
@@ -1104,6 +1107,72 @@ static void test_fgdband_ties_whole_gpu_pod_within_one_point_of_best(void **stat
     }
 }
 
+/*
+ * FGD-fill against FGD where the next pod sees no difference and the pods after it do: nodes
+ * "roomy" (2 GPUs, 8000m CPU, rank 0) and "tight" (2 GPUs, 5000m CPU, rank 1), a 1-GPU pod of
+ * 1000m CPU, a workload of one type T, 1-GPU tasks of 4000m CPU (p 1).
+ *   FGD: before and after, T fits on both nodes and no GPU is small: F 0 -> 0, dF = 0, both 50;
+ *   the tie goes to the smaller rank, roomy.
+ *   FGD-fill adds dW, W the idle GPU left once T pods fill the node (one type: every rollout
+ *   the same). roomy before (8000, 2 GPUs): T, T -> (0, 0 GPUs), W 0; after (7000, 1): T ->
+ *   (3000, 0), W 0; dW 0: score 50. tight before (5000, 2): T -> (1000, 1), T no longer fits
+ *   its CPU, W = 1000; after (4000, 1): T -> (0, 0), W 0; dW = -1000: score 100 x sigmoid(1) =
+ *   73.1 -> 73. FGD-fill takes tight: the small-CPU pod uses the GPU tight's CPU would strand.
+ */
+static void test_fgdfill_uses_gpu_that_cpu_would_strand_where_fgd_ties(void **state)
+{
+    (void)state;
+    static const uint32_t rank[] = {0, 1};
+    struct gs_task_type t[1] = {{4000, 1000, 1, GS_MODEL_ANY, any_spec, 1, 1.0}};
+    struct gs_workload w = {t, 1, 1, 1};
+    struct gs_cluster *c = new_cluster();
+    add_node(c, "roomy", 8000, 2, "V100M32");
+    add_node(c, "tight", 5000, 2, "V100M32");
+    struct gs_pod_req r = whole_req(1000, 1);
+    const uint8_t gpus[] = {0};
+    struct gs_sched *f = new_sched(c, "fgd", rank, &w);
+    const int32_t want_fgd[] = {50, 50};
+    expect_scores(f, "fgd", &r, want_fgd, 2);
+    expect_place(f, &r, 0, gpus, 1);
+    struct gs_sched *l = new_sched(c, "fgdfill", rank, &w);
+    const int32_t want_fill[] = {50, 73};
+    expect_scores(l, "fgdfill", &r, want_fill, 2);
+    expect_place(l, &r, 1, gpus, 1);
+    gs_sched_free(f);
+    gs_sched_free(l);
+    gs_cluster_free(c);
+}
+
+/*
+ * FGD-fill's GPU for a shared pod: the one of least dF + dW. Node "n" (2 GPUs, 32000m CPU) has
+ * GPU 0 at 600 free (400 bound) and GPU 1 whole; the pod asks 600 milli; one type T, 600-milli
+ * tasks of 1000m CPU (p 1). On GPU 0: after (0, 1000); T fits GPU 1 once, W 400 (1000 - 600),
+ * F: T fits, small 0: 0. On GPU 1: after (600, 400); F: T fits, small = 400: 400, and W: T on
+ * GPU 0 -> (0, 400), W 400. Before: (600, 1000), F 0 (T fits, none small), W: T on GPU 0 (best
+ * fit) -> (0, 1000), T on GPU 1 -> (0, 400): W 400. dF + dW: GPU 0, 0 + 0 (score 50); GPU 1,
+ * 400 + 0 (40): GPU 0, and the node scores 50. Node "m" (2 whole GPUs; a second node, so that
+ * the engine scores): after (400, 1000), F 400 (small 400); W 800 before and after (T, T on
+ * (1000, 1000) leave (400, 400)): dF + dW = 400, score 100 x sigmoid(-0.4) = 40.1 -> 40.
+ */
+static void test_fgdfill_shared_pod_takes_gpu_of_least_df_plus_dw(void **state)
+{
+    (void)state;
+    struct gs_task_type t[1] = {{1000, 600, 1, GS_MODEL_ANY, any_spec, 1, 1.0}};
+    struct gs_workload w = {t, 1, 1, 1};
+    struct gs_cluster *c = new_cluster();
+    uint32_t n = add_node(c, "n", 32000, 2, "V100M32");
+    add_node(c, "m", 32000, 2, "V100M32");
+    bind_share(c, n, 0, 1000, 400);
+    struct gs_sched *l = new_sched(c, "fgdfill", NULL, &w);
+    struct gs_pod_req r = share_req(1000, 600);
+    const int32_t want[] = {50, 40};
+    expect_scores(l, "fgdfill", &r, want, 2);
+    const uint8_t gpus[] = {0};
+    expect_place(l, &r, 0, gpus, 1);
+    gs_sched_free(l);
+    gs_cluster_free(c);
+}
+
 static void test_fgd_shared_pod_picks_first_gpu_reaching_max_truncated_score(void **state)
 {
     (void)state;
@@ -1396,6 +1465,8 @@ int main(void)
         cmocka_unit_test(test_bestfit_among_gpu_free_nodes_only),
         cmocka_unit_test(test_fgd_prefers_node_that_keeps_whole_gpus_free),
         cmocka_unit_test(test_fgdband_ties_whole_gpu_pod_within_one_point_of_best),
+        cmocka_unit_test(test_fgdfill_uses_gpu_that_cpu_would_strand_where_fgd_ties),
+        cmocka_unit_test(test_fgdfill_shared_pod_takes_gpu_of_least_df_plus_dw),
         cmocka_unit_test(test_fgd_shared_pod_picks_first_gpu_reaching_max_truncated_score),
         cmocka_unit_test(test_fgd_shared_pod_avoids_gpu_that_best_fit_would_take),
         cmocka_unit_test(test_fgd_cpu_only_pod_avoids_node_where_target_tasks_lose_cpu),
