@@ -4,7 +4,9 @@ PodResources stand-in).
 
 The agent runs on a fake 8-GPU node (deploy/fake-gpus.yaml without its fault script), every GPU
 time-sliced 4 ways, next to a grpcio PodResources stand-in that reports 32 pods, one replica
-each: 4 pods on every GPU, so each DCGM series is written once per pod.
+each: 4 pods on every GPU. The pods are on gpusched_gpu_pod_info; DCGM value series of a pod
+exist only where its processes are seen, and this fake node runs none, so the device series
+are written once per GPU.
 
 1. Scrape time: SCRAPES sequential GET /metrics on one keep-alive HTTP connection, each timed
    from the request to the last byte of the body: p50/p99 (target <= 5 ms).
@@ -113,7 +115,9 @@ def main():
             end = time.monotonic() + 20
             while True:
                 body = scrape().decode()
-                pods = set(re.findall(r'DCGM_FI_DEV_GPU_UTIL\{[^}]*pod="([^"]+)"', body))
+                # Each pod's GPUs are on gpusched_gpu_pod_info; its value series exist only
+                # where its processes are seen (none on this fake node).
+                pods = set(re.findall(r'gpusched_gpu_pod_info\{[^}]*pod="([^"]+)"', body))
                 if len(pods) == 32:
                     break
                 if time.monotonic() > end:
