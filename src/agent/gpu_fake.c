@@ -106,27 +106,42 @@ static int fake_count(struct gs_gpu_backend *b, uint32_t *n_out)
     return GS_OK;
 }
 
-static int fake_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *out)
+/* GPU `index` of the fake node with the script brought up to now (a scripted MIG layout or
+ * loss is seen from its t_ms on); NULL with *rc set (GS_ERANGE; with `live`, GS_EIO for a GPU
+ * scripted lost) and the backend's error text when there is none to use. */
+static struct fake_gpu *gpu_at(struct gs_gpu_backend *b, uint32_t index, bool live, int *rc)
 {
     struct fake *f = impl(b);
-    if (index >= f->n)
-        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
-                            index, f->n);
-    advance(f); /* a scripted MIG layout is seen from its t_ms on */
-    *out = f->gpu[index].info;
-    return GS_OK;
+    if (index >= f->n) {
+        *rc = gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
+                           index, f->n);
+        return NULL;
+    }
+    advance(f);
+    struct fake_gpu *g = &f->gpu[index];
+    if (live && g->lost) {
+        *rc = gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (scripted)", index);
+        return NULL;
+    }
+    *rc = GS_OK;
+    return g;
+}
+
+static int fake_info(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_info *out)
+{
+    int rc;
+    const struct fake_gpu *g = gpu_at(b, index, false, &rc);
+    if (g != NULL)
+        *out = g->info;
+    return rc;
 }
 
 static int fake_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_sample *out)
 {
-    struct fake *f = impl(b);
-    if (index >= f->n)
-        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
-                            index, f->n);
-    advance(f);
-    struct fake_gpu *g = &f->gpu[index];
-    if (g->lost)
-        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (scripted)", index);
+    int rc;
+    const struct fake_gpu *g = gpu_at(b, index, true, &rc);
+    if (g == NULL)
+        return rc;
     memset(out, 0, sizeof *out);
     out->valid = g->cur.valid;
     out->resets = g->resets;
@@ -156,14 +171,10 @@ static int fake_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_s
 static int fake_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_proc *out,
                           uint32_t cap, uint32_t *n_out)
 {
-    struct fake *f = impl(b);
-    if (index >= f->n)
-        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
-                            index, f->n);
-    advance(f);
-    const struct fake_gpu *g = &f->gpu[index];
-    if (g->lost)
-        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (scripted)", index);
+    int rc;
+    const struct fake_gpu *g = gpu_at(b, index, true, &rc);
+    if (g == NULL)
+        return rc;
     if (g->no_procs)
         return gs__gpu_fail(b, GS_ENOENT, "GPU %" PRIu32 " cannot list processes (scripted)",
                             index);
@@ -176,14 +187,10 @@ static int fake_processes(struct gs_gpu_backend *b, uint32_t index, struct gs_gp
 static int fake_mig_sample(struct gs_gpu_backend *b, uint32_t index, struct gs_gpu_mig_sample *out,
                            uint32_t cap, uint32_t *n_out)
 {
-    struct fake *f = impl(b);
-    if (index >= f->n)
-        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
-                            index, f->n);
-    advance(f);
-    const struct fake_gpu *g = &f->gpu[index];
-    if (g->lost)
-        return gs__gpu_fail(b, GS_EIO, "GPU %" PRIu32 " is lost (scripted)", index);
+    int rc;
+    const struct fake_gpu *g = gpu_at(b, index, true, &rc);
+    if (g == NULL)
+        return rc;
     uint32_t n = 0;
     for (uint32_t k = 0; g->info.mig_enabled && k < g->info.mig_count && n < cap; k++) {
         if (!g->info.mig[k].has_gi_id)
@@ -262,18 +269,17 @@ static void fake_close(struct gs_gpu_backend *b)
 
 static int fake_mig_destroy(struct gs_gpu_backend *b, uint32_t index, uint32_t start)
 {
-    struct fake *f = impl(b);
-    if (index >= f->n)
-        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
-                            index, f->n);
-    advance(f);
-    struct gs_gpu_info *g = &f->gpu[index].info;
+    int rc;
+    struct fake_gpu *fg = gpu_at(b, index, false, &rc);
+    if (fg == NULL)
+        return rc;
+    struct gs_gpu_info *g = &fg->info;
     if (!g->mig_enabled)
         return gs__gpu_fail(b, GS_EINVAL, "GPU %" PRIu32 " is not in MIG mode", index);
     for (uint32_t i = 0; i < g->mig_count; i++) {
         if (!g->mig[i].has_start || g->mig[i].start_slot != start)
             continue;
-        struct fake_mig_val *val = f->gpu[index].mig_val; /* by position in g->mig */
+        struct fake_mig_val *val = fg->mig_val; /* by position in g->mig */
         memmove(&g->mig[i], &g->mig[i + 1], (g->mig_count - i - 1) * sizeof g->mig[0]);
         memmove(&val[i], &val[i + 1], (g->mig_count - i - 1) * sizeof val[0]);
         g->mig_count--;
@@ -288,12 +294,11 @@ static int fake_mig_destroy(struct gs_gpu_backend *b, uint32_t index, uint32_t s
 static int fake_mig_create(struct gs_gpu_backend *b, uint32_t index, const char *profile,
                            uint32_t start)
 {
-    struct fake *f = impl(b);
-    if (index >= f->n)
-        return gs__gpu_fail(b, GS_ERANGE, "no GPU %" PRIu32 " (the fake node has %" PRIu32 ")",
-                            index, f->n);
-    advance(f);
-    struct gs_gpu_info *g = &f->gpu[index].info;
+    int rc;
+    struct fake_gpu *fg = gpu_at(b, index, false, &rc);
+    if (fg == NULL)
+        return rc;
+    struct gs_gpu_info *g = &fg->info;
     if (!g->mig_enabled)
         return gs__gpu_fail(b, GS_EINVAL, "GPU %" PRIu32 " is not in MIG mode", index);
     const struct gs_mig_model *m = gs_mig_model_find(g->model);
@@ -338,7 +343,7 @@ static int fake_mig_create(struct gs_gpu_backend *b, uint32_t index, const char 
     n->gi_id = next_gi;
     n->has_ci_id = true; /* one compute instance over the whole GPU instance, as created */
     n->ci_id = 0;
-    memset(&f->gpu[index].mig_val[g->mig_count], 0, sizeof f->gpu[index].mig_val[0]);
+    memset(&fg->mig_val[g->mig_count], 0, sizeof fg->mig_val[0]);
     g->mig_count++;
     return GS_OK;
 }
