@@ -39,37 +39,8 @@ WAIT_S = 30.0
 TIMEOUT_S = 6  # --mig-plan-timeout-s
 
 
-def kubectl(*args, stdin=None, check=True):
-    p = subprocess.run(["kubectl"] + list(args), input=stdin, capture_output=True, text=True,
-                       timeout=60)
-    if check and p.returncode != 0:
-        raise AssertionError("kubectl %s: %s" % (" ".join(args), p.stderr.strip()))
-    return p.stdout
-
-
-def get_json(*args):
-    return json.loads(kubectl("get", "-o", "json", *args))
-
-
-def wait_until(pred, what, timeout_s=WAIT_S):
-    end = time.monotonic() + timeout_s
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > end:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.05)
-
-
-def schema_check(src, name, doc):
-    try:
-        import jsonschema
-    except ImportError:
-        print("note: no python3-jsonschema: not checked against docs/schemas/%s" % name)
-        return
-    with open(os.path.join(src, "docs", "schemas", name)) as f:
-        jsonschema.validate(doc, json.load(f))
+# The same helpers as the agent's end-to-end test (this directory is on sys.path when run).
+from agent_e2e import get_json, kubectl, schema_check, wait_until  # noqa: E402
 
 
 class Proc:
